@@ -1,0 +1,81 @@
+"""Typed errors of mqjoin.
+
+Every error a user can cause is a subclass of :class:`MqjoinError`; its message names the
+culprit (query, relation, attribute, file, column …) and says how to fix it.  The CLI prints
+the message as one line on stderr and exits with code 2; widgets show it inline.
+
+>>> from mqjoin.errors import UnknownRelationError, MqjoinError
+>>> issubclass(UnknownRelationError, MqjoinError)
+True
+"""
+
+from __future__ import annotations
+
+
+class MqjoinError(Exception):
+    """Base class of every error mqjoin raises on bad input or an unusable result."""
+
+
+# -- workload (DESIGN A1) ---------------------------------------------------------------------
+
+
+class WorkloadError(MqjoinError):
+    """The workload (YAML file, string or Python value) is invalid."""
+
+
+class WorkloadSyntaxError(WorkloadError):
+    """The workload text cannot be parsed (YAML syntax, query notation, wrong types)."""
+
+
+class UnknownRelationError(WorkloadError):
+    """A query or selectivity names a relation that is not declared under ``relations``."""
+
+
+class UnknownAttributeError(WorkloadError):
+    """A query or selectivity names an attribute its relation does not declare."""
+
+
+class DisconnectedQueryError(WorkloadError):
+    """A query is not connected: it would need a cross product."""
+
+
+class SelfJoinError(WorkloadError):
+    """A query joins a relation with itself, or puts two attributes of one relation in a class."""
+
+
+class SelectivityError(WorkloadError):
+    """A selectivity is missing, out of (0, 1], or given inconsistently."""
+
+
+class ValueRangeError(WorkloadError):
+    """A rate, window, parallelism or horizon is out of its allowed range."""
+
+
+# -- optimisation -----------------------------------------------------------------------------
+
+
+class OptimizerError(MqjoinError):
+    """The optimiser could not produce a plan."""
+
+
+class SolverUnavailableError(OptimizerError):
+    """The requested ILP solver is not installed."""
+
+
+class InfeasibleError(OptimizerError):
+    """The ILP has no solution (should not happen for valid workloads: a bug if it does)."""
+
+
+class NoSolutionError(OptimizerError):
+    """The solver stopped (time limit) before it found any plan."""
+
+
+# -- plans and data ---------------------------------------------------------------------------
+
+
+class PlanError(MqjoinError):
+    """A plan (e.g. one read from JSON) is malformed or does not fit the workload."""
+
+
+class DataError(MqjoinError):
+    """Input data of a run is missing or malformed (file, column, value)."""

@@ -1,0 +1,400 @@
+"""The integer linear program that picks probe orders and partitionings (DESIGN A5, B3).
+
+Formulation (tight, "disaggregated"; probe orders and steps unpartitioned):
+
+* ``x_o ∈ {0,1}`` per candidate probe order; ``Σ_o x_o = 1`` per (query, start) and
+  ``Σ_o x_o = m_M`` per (MIR, start), where ``m_M`` says whether MIR ``M`` is materialised;
+  ``x_o ≤ m_M`` for every MIR element ``M`` of ``o``.
+* ``y_s ≥ x_o`` for every step ``s`` of ``o`` (the paper aggregates these into one
+  ``Σ c·y − C·x ≥ 0`` row per order, whose LP relaxation is much weaker).
+* ``single`` policy: ``z_{M,A} ∈ {0,1}``, ``Σ_A z_{M,A} = 1`` per store with several
+  candidates and parallelism > 1; a broadcast indicator ``b_s ≥ y_s − Σ_{A known to s} z_{M,A}``.
+* ``replicas`` policy: a step can always target a replica partitioned by an attribute its
+  prefix knows (every element shares a class with its prefix), so ``χ = 1`` and no ``z``.
+* objective ``Σ c_s·y_s + Σ c_s·(p − 1)·b_s``.
+
+``y``, ``m`` and ``b`` are continuous: they are integral whenever ``x`` and ``z`` are.  The
+model splits into independent components (variables linked through rows), solved one by one.
+
+This is the only module that imports PuLP or highspy.
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.candidates import enumerate_candidates
+>>> w = parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+... queries: {q: "R(a), S(a,b), T(b)"}
+... ''')
+>>> sol = solve(build_model(enumerate_candidates(w, mirs=False)))
+>>> sol.status, sol.objective
+('optimal', 450.0)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .candidates import MIR, Candidates, Owner, Step, owner_label
+from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
+from .workload import Attr
+
+POLICIES = ("single", "replicas")
+SOLVERS = ("highs", "cbc")
+
+
+@dataclass
+class Model:
+    """A sparse 0-1 model with named variables and rows, plus what each variable means."""
+
+    candidates: Candidates
+    policy: str
+    names: list[str] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    rows: list[tuple[str, list[int], list[float], float, float]] = field(default_factory=list)
+    x: dict[tuple[Owner, str, int], int] = field(default_factory=dict)
+    y: dict[Step, int] = field(default_factory=dict)
+    m: dict[MIR, int] = field(default_factory=dict)
+    z: dict[tuple[MIR, Attr], int] = field(default_factory=dict)
+    b: dict[Step, int] = field(default_factory=dict)
+    build_seconds: float = 0.0
+    _used: set[str] = field(default_factory=set)
+
+    def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0) -> int:
+        name = _unique(_sanitize(name), self._used)
+        self.names.append(name)
+        self.cost.append(cost)
+        self.integer.append(integer)
+        self.upper.append(upper)
+        return len(self.names) - 1
+
+    def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float) -> None:
+        self.rows.append((_unique(_sanitize(name), self._used), idx, coef, lo, hi))
+
+    @property
+    def num_variables(self) -> int:
+        return len(self.names)
+
+    @property
+    def num_constraints(self) -> int:
+        return len(self.rows)
+
+    @property
+    def num_binaries(self) -> int:
+        return sum(self.integer)
+
+
+def _sanitize(name: str) -> str:
+    s = name.replace("»", "_").replace("→", "_to_").replace("⋈", "")
+    s = re.sub(r"[^A-Za-z0-9_]+", "_", s)
+    return re.sub(r"_+", "_", s).strip("_")[:200] or "v"
+
+
+def _unique(name: str, used: set[str]) -> str:
+    if name not in used:
+        used.add(name)
+        return name
+    k = 2
+    while f"{name}_{k}" in used:
+        k += 1
+    used.add(f"{name}_{k}")
+    return f"{name}_{k}"
+
+
+def build_model(cands: Candidates, policy: str = "single") -> Model:
+    """Build the ILP of DESIGN A5 for the candidates under a partitioning policy."""
+    if policy not in POLICIES:
+        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {' or '.join(POLICIES)})")
+    t0 = time.perf_counter()
+    mdl = Model(cands, policy)
+
+    # materialisation indicators
+    for owner in cands.owners:
+        if isinstance(owner, MIR):
+            mdl.m[owner] = mdl.var(f"m_{owner.label}")
+
+    # steps
+    for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
+        mdl.y[s] = mdl.var(f"y_{s.render()}", cost=c)
+
+    # partition choice and broadcast indicators (single policy only)
+    if policy == "single":
+        for store, attrs in cands.partition_candidates.items():
+            p = cands.parallelism(store)
+            if p > 1 and len(attrs) > 1:
+                idx = [mdl.var(f"z_{store.render_partition(a)}", integer=True) for a in attrs]
+                for a, i in zip(attrs, idx):
+                    mdl.z[(store, a)] = i
+                mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+        for s in mdl.y:
+            attrs = cands.partition_candidates[s.target]
+            p = cands.parallelism(s.target)
+            if p == 1 or s.known >= set(attrs):
+                continue
+            bi = mdl.b[s] = mdl.var(f"b_{s.render()}", cost=cands.step_cost[s] * (p - 1), upper=math.inf)
+            known = [mdl.z[(s.target, a)] for a in attrs if a in s.known]
+            # b_s - y_s + Σ_known z ≥ 0
+            mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
+
+    # probe orders
+    for owner, by_start in cands.orders.items():
+        for start, orders in by_start.items():
+            idx = []
+            for i, o in enumerate(orders):
+                xi = mdl.var(f"x_{owner_label(owner)}_{o.render()}", integer=True)
+                mdl.x[(owner, start, i)] = xi
+                idx.append(xi)
+                for m in o.elements:
+                    if not m.is_base:
+                        mdl.row(f"use_{owner_label(owner)}_{o.render()}_{m.label}", [xi, mdl.m[m]], [1.0, -1.0],
+                                -math.inf, 0.0)
+                for s in cands.steps[owner][start][i]:
+                    mdl.row(f"link_{owner_label(owner)}_{o.render()}_{s.render()}", [mdl.y[s], xi], [1.0, -1.0],
+                            0.0, math.inf)
+            if isinstance(owner, MIR):
+                mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
+            else:
+                mdl.row(f"one_{owner}_{start}", idx, [1.0] * len(idx), 1.0, 1.0)
+    mdl.build_seconds = time.perf_counter() - t0
+    return mdl
+
+
+# --------------------------------------------------------------------------------------------
+# solving
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Solver outcome.  ``status`` is ``"optimal"`` or ``"time_limit"`` (a feasible plan was
+    found but not proven optimal: ``gap`` says how far from the bound it may be)."""
+
+    status: str
+    objective: float
+    bound: float
+    values: tuple[float, ...]
+    solver: str
+    solve_seconds: float
+    components: int
+
+    @property
+    def gap(self) -> float:
+        if self.objective <= 0:
+            return 0.0
+        return max(0.0, (self.objective - self.bound) / self.objective)
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+    def value(self, index: int) -> float:
+        return self.values[index]
+
+
+def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
+    """Independent parts of the model: (variable indices, row indices) per component."""
+    parent = list(range(mdl.num_variables))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for _, idx, _, _, _ in mdl.rows:
+        r0 = find(idx[0])
+        for j in idx[1:]:
+            rj = find(j)
+            if rj != r0:
+                parent[rj] = r0
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    for v in range(mdl.num_variables):
+        groups.setdefault(find(v), ([], []))[0].append(v)
+    for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+        groups[find(idx[0])][1].append(ri)
+    return sorted(groups.values(), key=lambda g: g[0][0])
+
+
+def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None) -> Solution:
+    """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
+    solver before optimality gives ``status="time_limit"`` with the gap to the best bound."""
+    if solver not in SOLVERS:
+        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    values = [0.0] * mdl.num_variables
+    status, objective, bound = "optimal", 0.0, 0.0
+    comps = components(mdl)
+    for cols, rows in comps:
+        remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
+        if solver == "highs":
+            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads)
+        else:
+            st, obj, bd, vals = _solve_cbc(mdl, cols, rows, remaining)
+        for c, v in zip(cols, vals):
+            values[c] = v
+        objective += obj
+        bound += bd
+        if st != "optimal":
+            status = st
+    return Solution(status, objective, min(bound, objective), tuple(values), solver,
+                    time.perf_counter() - t0, len(comps))
+
+
+def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
+                 threads: int | None) -> tuple[str, float, float, list[float]]:
+    try:
+        import highspy
+        import numpy as np
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise SolverUnavailableError("solver 'highs' needs the highspy package: pip install highspy "
+                                     "(or choose --solver cbc)") from None
+    local = {c: i for i, c in enumerate(cols)}
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    h.setOptionValue("mip_rel_gap", 1e-9)
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(cols)
+    lp.num_row_ = len(rows)
+    lp.col_cost_ = np.array([mdl.cost[c] for c in cols], dtype=float)
+    lp.col_lower_ = np.zeros(len(cols))
+    lp.col_upper_ = np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in cols])
+    starts, index, value, lo, hi = [0], [], [], [], []
+    for r in rows:
+        _, idx, coef, l, u = mdl.rows[r]
+        index.extend(local[i] for i in idx)
+        value.extend(coef)
+        starts.append(len(index))
+        lo.append(-highspy.kHighsInf if l == -math.inf else l)
+        hi.append(highspy.kHighsInf if u == math.inf else u)
+    lp.row_lower_ = np.array(lo, dtype=float)
+    lp.row_upper_ = np.array(hi, dtype=float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value, dtype=float)
+    lp.a_matrix_.num_col_ = len(cols)
+    lp.a_matrix_.num_row_ = len(rows)
+    if any(mdl.integer[c] for c in cols):
+        lp.integrality_ = [highspy.HighsVarType.kInteger if mdl.integer[c] else highspy.HighsVarType.kContinuous
+                           for c in cols]
+    h.passModel(lp)
+    h.run()
+    ms = h.getModelStatus()
+    info = h.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    if ms == highspy.HighsModelStatus.kOptimal:
+        st = "optimal"
+    elif ms in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+        raise InfeasibleError("the ILP is infeasible; this is a bug in mqjoin for a valid workload — please report it")
+    elif ms == highspy.HighsModelStatus.kTimeLimit or ms == highspy.HighsModelStatus.kInterrupt:
+        if not has_solution:
+            raise NoSolutionError("the solver reached its time limit before it found any plan; "
+                                  "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
+        st = "time_limit"
+    else:
+        raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
+    vals = list(h.getSolution().col_value)
+    obj = float(info.objective_function_value)
+    if any(mdl.integer[c] for c in cols):
+        bound = float(info.mip_dual_bound) if st != "optimal" else obj
+    else:
+        bound = obj
+    return st, obj, bound, vals
+
+
+def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] | None = None,
+            relax: bool = False):
+    """The model (or one component of it) as a ``pulp.LpProblem`` (for CBC and exports)."""
+    try:
+        import pulp
+    except ImportError:  # pragma: no cover
+        raise SolverUnavailableError("PuLP is needed for CBC and for LP/MPS export: pip install pulp") from None
+    cols = list(range(mdl.num_variables)) if cols is None else list(cols)
+    rows = list(range(mdl.num_constraints)) if rows is None else list(rows)
+    prob = pulp.LpProblem("mqjoin_probe_orders", pulp.LpMinimize)
+    var = {}
+    for c in cols:
+        cat = pulp.LpBinary if (mdl.integer[c] and not relax) else pulp.LpContinuous
+        up = None if mdl.upper[c] == math.inf else mdl.upper[c]
+        var[c] = pulp.LpVariable(mdl.names[c], lowBound=0, upBound=up, cat=cat)
+    prob += pulp.lpSum(mdl.cost[c] * var[c] for c in cols if mdl.cost[c])
+    for r in rows:
+        name, idx, coef, lo, hi = mdl.rows[r]
+        expr = pulp.LpAffineExpression([(var[i], a) for i, a in zip(idx, coef)])
+        if lo == hi:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, name, lo)
+        elif hi == math.inf:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, name, lo)
+        elif lo == -math.inf:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, name, hi)
+        else:  # pragma: no cover - the model has no ranged rows
+            raise OptimizerError(f"ranged row {name} cannot be exported")
+    return prob, var
+
+
+def _solve_cbc(mdl: Model, cols: list[int], rows: list[int],
+               time_limit: float | None) -> tuple[str, float, float, list[float]]:
+    import pulp
+
+    prob, var = to_pulp(mdl, cols, rows)
+    kw = {"msg": False}
+    if time_limit is not None:
+        kw["timeLimit"] = max(1, int(math.ceil(time_limit)))
+    cbc = pulp.PULP_CBC_CMD(**kw)
+    if not cbc.available():  # pragma: no cover
+        raise SolverUnavailableError("CBC is not available in this PuLP installation; use --solver highs")
+    prob.solve(cbc)
+    # LpStatus says "Optimal" for an incumbent at a time-out too: sol_status tells them apart.
+    if prob.sol_status == pulp.LpSolutionOptimal:
+        st = "optimal"
+    elif prob.sol_status == pulp.LpSolutionIntegerFeasible:
+        st = "time_limit"
+    elif prob.sol_status in (pulp.LpSolutionInfeasible, pulp.LpSolutionUnbounded):
+        raise InfeasibleError("the ILP is infeasible; this is a bug in mqjoin for a valid workload — please report it")
+    else:
+        raise NoSolutionError("CBC stopped before it found any plan; raise the time limit or use --solver highs")
+    vals = [float(var[c].value() or 0.0) for c in cols]
+    obj = sum(mdl.cost[c] * v for c, v in zip(cols, vals))
+    bound = obj
+    if st != "optimal":  # CBC's bound is not exposed by PuLP: the LP relaxation is a valid one
+        relax, _ = to_pulp(mdl, cols, rows, relax=True)
+        relax.solve(pulp.PULP_CBC_CMD(msg=False))
+        bound = float(pulp.value(relax.objective) or 0.0)
+    return st, obj, bound, vals
+
+
+def export(mdl: Model, path: str) -> str:
+    """Write the model as ``.lp`` or ``.mps`` (by the file's extension); returns the path."""
+    prob, _ = to_pulp(mdl)
+    if path.endswith(".mps"):
+        prob.writeMPS(path)
+    elif path.endswith(".lp"):
+        prob.writeLP(path)
+    else:
+        raise OptimizerError(f"cannot export to {path!r}: use a file name ending in .lp or .mps")
+    return path
+
+
+def lp_text(mdl: Model) -> str:
+    """The model in LP format, as text (for widgets and notebooks)."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".lp")
+    os.close(fd)
+    try:
+        export(mdl, tmp)
+        with open(tmp, encoding="utf-8") as f:
+            return f.read()
+    finally:
+        os.unlink(tmp)

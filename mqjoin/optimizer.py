@@ -1,0 +1,231 @@
+"""Optimisation modes (DESIGN A5): ``mqo``, ``individual`` and ``shared``, under the
+``single`` or ``replicas`` partitioning policy, with or without MIRs.
+
+The paper's Section V-2 example (parallelism 1):
+
+>>> from mqjoin.workload import parse_workload
+>>> w = parse_workload('''
+... defaults: {rate: 100}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b, c]}, U: {attributes: [c]}}
+... queries: {q1: "R(a), S(a,b), T(b)", q2: "S(b), T(b,c), U(c)"}
+... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015, T.c = U.c: 0.01}
+... ''')
+>>> [optimize(w, mode=m, mirs=False).probe_cost for m in ("individual", "mqo")]
+[950.0, 800.0]
+>>> [optimize(w, mode=m).probe_cost for m in ("individual", "mqo")]
+[800.0, 700.0]
+>>> optimize(w, mirs=False).probe_orders()["q1"]["S"]
+'S » T[b] » R[a]'
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
+from .cost import is_close
+from .errors import OptimizerError
+from .ilp import POLICIES, SOLVERS, Model, Solution, build_model, solve
+from .plan import Choice, Plan, build_plan
+from .workload import Attr, Workload
+
+MODES = ("mqo", "individual", "shared")
+
+
+@dataclass(frozen=True)
+class IlpStats:
+    """Size and timing of the ILP(s) behind a plan (summed over queries in ``individual``)."""
+
+    variables: int
+    constraints: int
+    binaries: int
+    components: int
+    build_seconds: float
+    solve_seconds: float
+    status: str
+    gap: float
+    objective: float
+    solver: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """A plan with its probe cost, memory and the ILP statistics that produced it."""
+
+    workload: Workload
+    mode: str
+    partitioning: str
+    mirs: bool
+    plan: Plan
+    ilp: IlpStats
+
+    @property
+    def probe_cost(self) -> float:
+        return self.plan.probe_cost
+
+    @property
+    def memory(self) -> float:
+        return self.plan.memory
+
+    def probe_orders(self) -> dict[str, dict[str, str]]:
+        return self.plan.probe_orders()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "partitioning": self.partitioning,
+            "mirs": self.mirs,
+            "probe_cost": self.probe_cost,
+            "memory": self.memory,
+            "probe_orders": self.probe_orders(),
+            "materializations": self.plan.materializations(),
+            "stores": [{"id": s.id, "mir": s.mir.label, "relations": list(s.mir.relations),
+                        "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
+                       for s in self.plan.stores],
+            "ilp": self.ilp.to_dict(),
+        }
+
+    def summary(self) -> str:
+        """A readable multi-line summary (the CLI's output without ``--json``)."""
+        lines = [f"mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
+                 f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
+                 "probe orders:"]
+        for q, by_start in self.probe_orders().items():
+            for start, o in by_start.items():
+                lines.append(f"  {q:>8}  {o}")
+        mats = self.plan.materializations()
+        if mats:
+            lines.append("materialised MIRs:")
+            for m, by_start in mats.items():
+                for start, o in by_start.items():
+                    lines.append(f"  {m:>8}  {o}")
+        lines.append("stores:")
+        for s in self.plan.stores:
+            lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
+        i = self.ilp
+        gap = "" if i.status == "optimal" else f", gap {i.gap:.2%}"
+        lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
+                     f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
+                     f"status {i.status}{gap}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"OptimizeResult({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
+
+
+def _check(mode: str, partitioning: str, solver: str) -> None:
+    if mode not in MODES:
+        raise OptimizerError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
+    if partitioning not in POLICIES:
+        raise OptimizerError(f"unknown partitioning policy {partitioning!r} (choose {' or '.join(POLICIES)})")
+    if solver not in SOLVERS:
+        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
+
+
+def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
+             solver: str = "highs", time_limit: float | None = None) -> OptimizeResult:
+    """Optimise a workload and return its plan (see the module docstring for modes)."""
+    _check(mode, partitioning, solver)
+    if not workload.queries:
+        raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
+    if mode == "mqo":
+        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, namespace="")
+        plan = build_plan(workload, choices, mode, partitioning)
+        if plan.probe_cost > stats.objective * (1 + 1e-9) + 1e-9:
+            raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
+                                 f"{stats.objective}; please report this workload")
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats)
+
+    all_choices: list[Choice] = []
+    parts: list[IlpStats] = []
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    for q in workload.queries:
+        left = None if deadline is None else max(0.01, deadline - time.perf_counter())
+        ns = q.name if mode == "individual" else ""
+        choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns)
+        all_choices.extend(choices)
+        parts.append(stats)
+    plan = build_plan(workload, all_choices, mode, partitioning)
+    objective = sum(p.objective for p in parts)
+    stats = IlpStats(
+        variables=sum(p.variables for p in parts), constraints=sum(p.constraints for p in parts),
+        binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
+        build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
+        status="optimal" if all(p.status == "optimal" for p in parts) else "time_limit",
+        gap=max(p.gap for p in parts), objective=objective, solver=solver)
+    if mode == "individual" and not is_close(plan.probe_cost, objective):
+        raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} differs from the sum of "
+                             f"the per-query optima {objective}; please report this workload")
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats)
+
+
+def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
+                    namespace: str) -> tuple[list[Choice], IlpStats]:
+    t0 = time.perf_counter()
+    cands = enumerate_candidates(workload, mirs=mirs)
+    mdl = build_model(cands, partitioning)
+    build = time.perf_counter() - t0
+    sol = solve(mdl, solver=solver, time_limit=time_limit)
+    choices = extract_choices(cands, mdl, sol, namespace)
+    stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
+                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver)
+    return choices, stats
+
+
+def extract_choices(cands: Candidates, mdl: Model, sol: Solution, namespace: str = "") -> list[Choice]:
+    """Read the chosen probe orders and partition attributes out of a solution."""
+    chosen: list[tuple[Any, str, int]] = []
+    for (owner, start, i), xi in mdl.x.items():
+        if sol.value(xi) > 0.5:
+            chosen.append((owner, start, i))
+    used_steps: dict[MIR, list[Step]] = {}
+    for owner, start, i in chosen:
+        for s in cands.steps[owner][start][i]:
+            used_steps.setdefault(s.target, []).append(s)
+
+    step_attr: dict[Step, Attr] = {}
+    for store, steps in used_steps.items():
+        attrs = cands.partition_candidates[store]
+        if mdl.policy == "single":
+            zs = [a for a in attrs if (store, a) in mdl.z and sol.value(mdl.z[(store, a)]) > 0.5]
+            if zs:
+                a = zs[0]
+            else:  # no broadcast cost at stake: take the attribute most steps know
+                a = min(attrs, key=lambda x: (-sum(x in s.known for s in steps), x))
+            for s in steps:
+                step_attr[s] = a
+        else:
+            keep = _fewest_replicas(attrs, [s.known for s in steps])
+            for s in steps:
+                step_attr[s] = min(s.known & keep)
+
+    owners_order = {o: k for k, o in enumerate(cands.owners)}
+    out = []
+    for owner, start, i in sorted(chosen, key=lambda t: (owners_order[t[0]], cands.workload.relation_rank[t[1]])):
+        o = cands.orders[owner][start][i]
+        attrs = tuple(step_attr[s] for s in cands.steps[owner][start][i])
+        out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))
+    return out
+
+
+def _fewest_replicas(attrs: tuple[Attr, ...], known_sets: list[frozenset[Attr]]) -> frozenset[Attr]:
+    """Smallest set of partition attributes such that every step knows one (ties: smallest
+    attributes first); exhaustive for the few candidates a store has, greedy beyond 12."""
+    need = [k for k in set(known_sets)]
+    if len(attrs) <= 12:
+        for k in range(1, len(attrs) + 1):
+            for combo in itertools.combinations(sorted(attrs), k):
+                cs = set(combo)
+                if all(cs & kn for kn in need):
+                    return frozenset(cs)
+    keep: set[Attr] = set()
+    while any(not (keep & kn) for kn in need):
+        best = max(sorted(attrs), key=lambda a: sum(1 for kn in need if a in kn and not keep & kn))
+        keep.add(best)
+    return frozenset(keep)

@@ -1,0 +1,442 @@
+"""Plans: chosen probe orders merged into a forest of probe trees (paper Section V-B).
+
+Each chosen (partitioned) probe order is a path from its start relation through stores.
+Orders that share a prefix path share its nodes: a node is one executed step, and a tuple
+reaching a node is copied along every outgoing edge.  Every edge gets a unique,
+deterministic label; every store gets rules keyed by the incoming edge label:
+
+* a **store rule** keeps the arriving tuple (input tuples of a base relation, or results
+  of a materialisation order arriving at an MIR store);
+* a **probe rule** probes the store with a predicate and sends results along its out edges
+  (next stores, MIR stores, query outputs).
+
+In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
+in ``shared`` mode the individual orders are merged, so identical prefix paths run once.
+
+Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_label, steps_of
+from .cost import broadcast_factor, join_size, memory_tuples
+from .errors import PlanError
+from .workload import Attr, JoinClass, Workload
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A chosen partitioned probe order of an owner (query or MIR), in a namespace."""
+
+    owner: Owner
+    order: ProbeOrder
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Store:
+    """A store: an MIR kept partitioned by ``partition`` into ``parallelism`` partitions."""
+
+    id: str
+    mir: MIR
+    partition: Attr
+    parallelism: int
+    memory: float  # tuples, DESIGN A5
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A labelled edge of a probe tree.
+
+    ``kind``: ``ingest`` (input → base store), ``probe`` (partial result → store to probe),
+    ``insert`` (materialisation result → MIR store), ``output`` (result → query output).
+    ``layout`` is the relation order of the travelling tuple.  ``route`` is the attribute of
+    the travelling tuple that selects the target partition (``None``: broadcast to all
+    partitions of the target; outputs are not routed)."""
+
+    label: str
+    source: str
+    target: str
+    kind: str
+    layout: tuple[str, ...]
+    route: Attr | None
+
+
+@dataclass(frozen=True)
+class StoreRule:
+    edge: str
+
+
+@dataclass(frozen=True)
+class ProbeRule:
+    edge: str
+    predicate: tuple[tuple[Attr, Attr], ...]  # (travelling attribute, stored attribute)
+    out: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One executed step of a probe tree, reached over edge ``edge``."""
+
+    edge: str
+    parent: str | None  # label of the edge into the parent node; None for a root's child
+    root: str
+    step: Step
+    store: str
+    cost: float
+    broadcast: bool
+    owners: tuple[str, ...]
+
+
+def source_id(relation: str) -> str:
+    return f"input:{relation}"
+
+
+def output_id(query: str) -> str:
+    return f"output:{query}"
+
+
+def step_cost(workload: Workload, step: Step, partition: Attr, parallelism: int) -> float:
+    """Cost of one step (DESIGN A4): ``|⋈P| / |P| · χ``."""
+    base = join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
+    return base * broadcast_factor(partition in step.known, parallelism)
+
+
+def store_parallelism(workload: Workload, mir: MIR) -> int:
+    return workload.parallelism(mir.relations[0]) if mir.is_base else workload.defaults.parallelism
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A deployable plan: stores, labelled edges, rules and the probe-tree nodes."""
+
+    workload: Workload
+    mode: str
+    partitioning: str
+    choices: tuple[Choice, ...]
+    stores: tuple[Store, ...]
+    edges: tuple[Edge, ...]
+    nodes: tuple[Node, ...]
+    sources: Mapping[str, tuple[str, ...]]  # relation → out edges of its input
+    rules: Mapping[str, Mapping[str, StoreRule | ProbeRule]]  # store id → edge → rule
+
+    @property
+    def probe_cost(self) -> float:
+        return sum(n.cost for n in self.nodes)
+
+    @property
+    def memory(self) -> float:
+        return sum(s.memory for s in self.stores)
+
+    @cached_property
+    def edge(self) -> dict[str, Edge]:
+        return {e.label: e for e in self.edges}
+
+    @cached_property
+    def store(self) -> dict[str, Store]:
+        return {s.id: s for s in self.stores}
+
+    def probe_orders(self) -> dict[str, dict[str, str]]:
+        """Query → start relation → rendered probe order (``individual``: each query's own)."""
+        out: dict[str, dict[str, str]] = {}
+        for c in self.choices:
+            if isinstance(c.owner, str):
+                out.setdefault(c.owner, {})[c.order.start] = c.order.render()
+        return {q: dict(sorted(d.items(), key=lambda kv: self.workload.relation_rank[kv[0]]))
+                for q, d in sorted(out.items(), key=lambda kv: self.workload.query_names.index(kv[0]))}
+
+    def materializations(self) -> dict[str, dict[str, str]]:
+        """MIR store (with namespace) → start relation → rendered probe order that maintains it."""
+        out: dict[str, dict[str, str]] = {}
+        for c in self.choices:
+            if isinstance(c.owner, MIR):
+                key = f"{c.namespace}:{c.owner.label}" if c.namespace else c.owner.label
+                out.setdefault(key, {})[c.order.start] = c.order.render()
+        return out
+
+    def render(self) -> str:
+        """The probe-tree forest as indented text (paper Figure 4)."""
+        children: dict[str | None, list[Node]] = {}
+        for n in self.nodes:
+            children.setdefault(n.parent if n.parent else "root:" + n.root, []).append(n)
+        lines = []
+
+        def walk(key: str, depth: int) -> None:
+            for n in children.get(key, []):
+                bc = " (broadcast)" if n.broadcast else ""
+                outs = [self.edge[o] for o in self.rules[n.store][n.edge].out]  # type: ignore[union-attr]
+                sinks = [o.target.split(":", 1)[1] if o.kind == "output" else "→" + o.target
+                         for o in outs if o.kind in ("output", "insert")]
+                sink = f"  ⇒ {', '.join(sinks)}" if sinks else ""
+                lines.append(f"{'  ' * depth}─{n.edge}→ {n.store}  cost {n.cost:g}{bc}{sink}")
+                walk(n.edge, depth + 1)
+
+        for root in dict.fromkeys(n.root for n in self.nodes):
+            lines.append(root)
+            walk("root:" + root, 1)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g}, "
+                f"{len(self.stores)} stores, {len(self.nodes)} steps)")
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": "mqjoin-plan/1",
+            "workload": self.workload.to_spec(),
+            "mode": self.mode,
+            "partitioning": self.partitioning,
+            "probe_cost": self.probe_cost,
+            "memory": self.memory,
+            "choices": [{"owner": _owner_json(c.owner), "namespace": c.namespace, "start": c.order.start,
+                         "elements": [_mir_json(m) for m in c.order.elements],
+                         "partitions": [str(a) for a in c.order.partitions or ()],
+                         "rendered": c.order.render()} for c in self.choices],
+            "stores": [{"id": s.id, "mir": _mir_json(s.mir), "partition": str(s.partition),
+                        "parallelism": s.parallelism, "memory": s.memory, "namespace": s.namespace}
+                       for s in self.stores],
+            "edges": [{"label": e.label, "source": e.source, "target": e.target, "kind": e.kind,
+                       "layout": list(e.layout), "route": None if e.route is None else str(e.route)}
+                      for e in self.edges],
+            "nodes": [{"edge": n.edge, "parent": n.parent, "root": n.root, "step": _step_json(n.step),
+                       "store": n.store, "cost": n.cost, "broadcast": n.broadcast, "owners": list(n.owners)}
+                      for n in self.nodes],
+            "sources": {r: list(es) for r, es in self.sources.items()},
+            "rules": {sid: {e: ({"type": "store"} if isinstance(r, StoreRule) else
+                                {"type": "probe", "predicate": [[str(a), str(b)] for a, b in r.predicate],
+                                 "out": list(r.out)})
+                            for e, r in rs.items()} for sid, rs in self.rules.items()},
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Plan":
+        try:
+            if d.get("format") != "mqjoin-plan/1":
+                raise PlanError(f"not an mqjoin plan (format {d.get('format')!r}, expected 'mqjoin-plan/1')")
+            from .workload import _build
+
+            w = _build(d["workload"])
+            choices = tuple(Choice(_owner_from(c["owner"], w), ProbeOrder(
+                c["start"], tuple(_mir_from(m, w) for m in c["elements"]),
+                tuple(_attr(a) for a in c["partitions"])), c["namespace"]) for c in d["choices"])
+            stores = tuple(Store(s["id"], _mir_from(s["mir"], w), _attr(s["partition"]), int(s["parallelism"]),
+                                 float(s["memory"]), s["namespace"]) for s in d["stores"])
+            edges = tuple(Edge(e["label"], e["source"], e["target"], e["kind"], tuple(e["layout"]),
+                               None if e["route"] is None else _attr(e["route"])) for e in d["edges"])
+            nodes = tuple(Node(n["edge"], n["parent"], n["root"], _step_from(n["step"], w), n["store"],
+                               float(n["cost"]), bool(n["broadcast"]), tuple(n["owners"])) for n in d["nodes"])
+            rules = {sid: {e: (StoreRule(e) if r["type"] == "store" else
+                               ProbeRule(e, tuple((_attr(a), _attr(b)) for a, b in r["predicate"]), tuple(r["out"])))
+                           for e, r in rs.items()} for sid, rs in d["rules"].items()}
+            sources = {r: tuple(es) for r, es in d["sources"].items()}
+        except (KeyError, TypeError, ValueError) as e:
+            raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from None
+        return Plan(w, d["mode"], d["partitioning"], choices, stores, edges, nodes, sources, rules)
+
+    @staticmethod
+    def from_json(text: str) -> "Plan":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan is not valid JSON: {e}") from None
+        return Plan.from_dict(d)
+
+
+def _attr(s: str) -> Attr:
+    rel, _, name = s.partition(".")
+    if not rel or not name:
+        raise PlanError(f"malformed attribute {s!r} in plan (expected 'R.a')")
+    return Attr(rel, name)
+
+
+def _classes_json(classes: Iterable[JoinClass]) -> list:
+    return [{"members": [str(a) for a in c.members], "selectivity": c.selectivity} for c in classes]
+
+
+def _classes_from(d: list) -> tuple[JoinClass, ...]:
+    return tuple(JoinClass(tuple(_attr(a) for a in c["members"]), float(c["selectivity"])) for c in d)
+
+
+def _mir_json(m: MIR) -> dict:
+    return {"relations": list(m.relations), "classes": _classes_json(m.classes)}
+
+
+def _mir_from(d: Mapping, w: Workload) -> MIR:
+    return MIR.of(w, d["relations"], _classes_from(d["classes"]))
+
+
+def _owner_json(o: Owner) -> Any:
+    return o if isinstance(o, str) else _mir_json(o)
+
+
+def _owner_from(d: Any, w: Workload) -> Owner:
+    return d if isinstance(d, str) else _mir_from(d, w)
+
+
+def _step_json(s: Step) -> dict:
+    return {"prefix": [_mir_json(m) for m in s.prefix], "target": _mir_json(s.target),
+            "classes": _classes_json(s.classes)}
+
+
+def _step_from(d: Mapping, w: Workload) -> Step:
+    return Step(tuple(_mir_from(m, w) for m in d["prefix"]), _mir_from(d["target"], w), _classes_from(d["classes"]))
+
+
+# --------------------------------------------------------------------------------------------
+# building a plan from chosen orders
+# --------------------------------------------------------------------------------------------
+
+
+def _classes_of(workload: Workload, owner: Owner) -> tuple[JoinClass, ...]:
+    return owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
+
+
+def _route(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
+    """The travelling attribute whose class holds the target's partition attribute."""
+    rels = set(travelling)
+    for c in classes:
+        if any(target.canonical(a) == partition for a in c.members if a.relation in target.relation_set):
+            for a in c.members:
+                if a.relation in rels:
+                    return a
+    return None
+
+
+def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
+    """Merge chosen partitioned probe orders into probe trees with stores, labels and rules."""
+    choices = tuple(choices)
+    rank = workload.relation_rank
+
+    # stores: every (namespace, MIR, partition) some step targets
+    store_keys: dict[tuple[str, MIR, Attr], None] = {}
+    for c in choices:
+        for m, a in zip(c.order.elements, c.order.partitions or ()):
+            store_keys[(c.namespace, m, a)] = None
+    stores: dict[tuple[str, MIR, Attr], Store] = {}
+    used_ids: dict[str, tuple[str, MIR, Attr]] = {}
+    for ns, m, a in sorted(store_keys, key=lambda k: (k[0], k[1].sort_key(), k[2])):
+        sid = (f"{ns}:" if ns else "") + m.render_partition(a)
+        if sid in used_ids:
+            k = 2
+            while f"{sid}#{k}" in used_ids:
+                k += 1
+            sid = f"{sid}#{k}"
+        used_ids[sid] = (ns, m, a)
+        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m),
+                                   memory_tuples(workload, m.relations, m.classes), ns)
+    replicas: dict[tuple[str, MIR], list[Store]] = {}
+    for (ns, m, _), s in stores.items():
+        replicas.setdefault((ns, m), []).append(s)
+
+    # tree nodes keyed by their partitioned path
+    NodeKey = tuple
+    node_info: dict[NodeKey, dict[str, Any]] = {}
+    sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
+    for c in choices:
+        classes = _classes_of(workload, c.owner)
+        path: tuple = (c.namespace, c.order.start)
+        layout: tuple[str, ...] = (c.order.start,)
+        for s, m, a in zip(steps_of(c.order, classes, workload), c.order.elements, c.order.partitions or ()):
+            parent = path
+            path = path + ((s, a),)
+            info = node_info.get(path)
+            if info is None:
+                store = stores[(c.namespace, m, a)]
+                node_info[path] = info = {
+                    "parent": parent, "step": s, "store": store, "layout": layout,
+                    "route": _route(s.classes, layout, m, a), "owners": {},
+                    "cost": step_cost(workload, s, a, store.parallelism),
+                    "broadcast": a not in s.known and store.parallelism > 1,
+                }
+            info["owners"][owner_label(c.owner)] = None
+            layout = layout + tuple(r for r in m.relations)
+        if isinstance(c.owner, MIR):
+            for rep in replicas.get((c.namespace, c.owner), []):
+                sinks.setdefault(path, {})[rep.id] = None
+        else:
+            sinks.setdefault(path, {})[output_id(c.owner)] = None
+
+    # deterministic traversal: namespaces, then start relations, then children by step/partition
+    children: dict[NodeKey, list[NodeKey]] = {}
+    for key, info in node_info.items():
+        children.setdefault(info["parent"], []).append(key)
+
+    def child_order(k: NodeKey) -> tuple:
+        s, a = k[-1]
+        return (s.target.sort_key(), a, tuple(c.members for c in s.classes))
+
+    roots = sorted({k[:2] for k in node_info}, key=lambda r: (r[0], rank[r[1]]))
+    edges: list[Edge] = []
+    nodes: list[Node] = []
+    rules: dict[str, dict[str, StoreRule | ProbeRule]] = {s.id: {} for s in stores.values()}
+    sources: dict[str, list[str]] = {}
+    counter = [0]
+
+    def label() -> str:
+        counter[0] += 1
+        return f"e{counter[0]}"
+
+    def add_probe(key: NodeKey, parent_edge: str | None, root: str) -> str:
+        info = node_info[key]
+        store: Store = info["store"]
+        lab = label()
+        src = source_id(key[1]) if parent_edge is None else node_info[info["parent"]]["store"].id
+        edges.append(Edge(lab, src, store.id, "probe", info["layout"], info["route"]))
+        nodes.append(Node(lab, parent_edge, root, info["step"], store.id, info["cost"], info["broadcast"],
+                          tuple(info["owners"])))
+        out: list[str] = []
+        result_layout = info["layout"] + store.mir.relations
+        for k in sorted(children.get(key, []), key=child_order):
+            out.append(add_probe(k, lab, root))
+        for sink in sinks.get(key, {}):
+            ol = label()
+            if sink.startswith("output:"):
+                edges.append(Edge(ol, store.id, sink, "output", result_layout, None))
+            else:
+                target = next(s for s in stores.values() if s.id == sink)
+                edges.append(Edge(ol, store.id, sink, "insert", result_layout,
+                                  _find_attr(result_layout, target.partition)))
+                rules[sink][ol] = StoreRule(ol)
+            out.append(ol)
+        pred = tuple(info["step"].predicate())
+        rules[store.id][lab] = ProbeRule(lab, pred, tuple(out))
+        return lab
+
+    for ns, start in roots:
+        root = f"{ns}:{start}" if ns else start
+        outs = sources.setdefault(start, [])
+        base = MIR.of(workload, [start], ())
+        for rep in sorted(replicas.get((ns, base), []), key=lambda s: s.partition):
+            lab = label()
+            edges.append(Edge(lab, source_id(start), rep.id, "ingest", (start,), rep.partition))
+            rules[rep.id][lab] = StoreRule(lab)
+            outs.append(lab)
+        for k in sorted(children.get((ns, start), []), key=child_order):
+            outs.append(add_probe(k, None, root))
+    # base stores of relations that start no order in that namespace still need ingestion
+    for (ns, m), reps in sorted(replicas.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+        if m.is_base and (ns, m.relations[0]) not in roots:
+            for rep in sorted(reps, key=lambda s: s.partition):
+                lab = label()
+                edges.append(Edge(lab, source_id(m.relations[0]), rep.id, "ingest", m.relations, rep.partition))
+                rules[rep.id][lab] = StoreRule(lab)
+                sources.setdefault(m.relations[0], []).append(lab)
+
+    ordered_sources = {r: tuple(sources[r]) for r in sorted(sources, key=lambda r: rank[r])}
+    return Plan(workload, mode, partitioning, choices, tuple(stores.values()), tuple(edges), tuple(nodes),
+                ordered_sources, rules)
+
+
+def _find_attr(layout: Iterable[str], attr: Attr) -> Attr | None:
+    return attr if attr.relation in set(layout) else None
