@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -47,6 +48,8 @@ from ..workload import Attr
 
 def partition_of(value: Any, parallelism: int) -> int:
     """Deterministic partition of a value (strings hash by CRC32, not by Python's salted hash)."""
+    if value.__class__ is int:
+        return value % parallelism
     if parallelism == 1 or value is None:
         return 0
     if isinstance(value, str):
@@ -92,9 +95,34 @@ class RunResult:
         }
 
 
+def _key_expr(var: str, spec: tuple[tuple[int, int], ...]) -> str:
+    """Source of the hash key read from ``var`` (a scalar for one attribute, else a tuple)."""
+    if len(spec) == 1:
+        (c, f), = spec
+        return f"{var}[{c}][{f}]"
+    return "(" + ", ".join(f"{var}[{c}][{f}]" for c, f in spec) + ",)"
+
+
+def _null_test(var: str, spec: tuple[tuple[int, int], ...]) -> str:
+    return " or ".join(f"{var}[{c}][{f}] is None" for c, f in spec)
+
+
+def _compile(src: str, name: str, env: dict[str, Any]) -> Callable:
+    """Build a specialised function from generated source (as ``collections.namedtuple`` does):
+    index positions and windows become constants, so the per-tuple path has no branching."""
+    ns = dict(env)
+    exec(compile(src, f"<mqjoin.reference {name}>", "exec"), ns)
+    return ns[name]
+
+
 class _StoreState:
-    __slots__ = ("store", "p", "layout", "part_pos", "indexes", "index_specs", "entries", "wchecks",
-                 "interval", "next_purge", "max_rows")
+    """One store: ``p`` partitions, each with hash indexes (one per access pattern).
+
+    Entries of a base store expire in insertion order (arrivals are sorted by ``ts`` and one
+    window applies), so they are evicted incrementally from the front (FIFO).  MIR entries
+    expire by their oldest component, in no particular order: expired ones are found by a
+    scan once per window and removed from their index lists.  Probes check windows
+    themselves, so eviction only bounds memory."""
 
     def __init__(self, store: Store, layout: tuple[str, ...], specs: list[tuple[tuple[int, int], ...]],
                  pos: Callable[[tuple[str, ...], Attr], tuple[int, int]], windows: Mapping[str, float | None]):
@@ -103,60 +131,78 @@ class _StoreState:
         self.layout = layout
         self.part_pos = pos(layout, store.partition)
         self.index_specs = specs
-        self.indexes: list[list[dict]] = [[{} for _ in specs] for _ in range(self.p)]
-        self.entries: list[list[tuple]] = [[] for _ in range(self.p)]
         self.wchecks = tuple((i, windows[r]) for i, r in enumerate(layout) if windows[r] is not None)
+        self.fifo = len(layout) == 1
+        self.indexes: list[list[dict]] = [[{} for _ in specs] for _ in range(self.p)]
+        self.entries: list = [deque() if self.fifo else [] for _ in range(self.p)]
         finite = [w for _, w in self.wchecks]
-        self.interval = (min(finite) / 2 if min(finite) > 0 else 0.0) if finite else math.inf
+        if not finite:
+            self.interval = math.inf
+        else:
+            w = min(finite)
+            self.interval = (w / 4 if self.fifo else w) if w > 0 else 0.0
         self.next_purge = -math.inf if finite else math.inf
         self.max_rows = 0
+        self.insert = self._compile_insert()
+        test = " or ".join(f"T - e[{c}][1] > {w!r}" for c, w in self.wchecks) or "False"
+        self.expired = _compile(f"def expired(e, T):\n    return {test}\n", "expired", {})
+        self.key = [_compile(f"def key(e):\n    return None if {_null_test('e', spec)} else {_key_expr('e', spec)}\n",
+                             "key", {}) for spec in specs]
 
     def rows(self) -> int:
         return sum(len(e) for e in self.entries)
 
-    def alive(self, e: tuple, T: float) -> bool:
-        for i, w in self.wchecks:
-            if T - e[i][1] > w:
-                return False
-        return True
+    def _compile_insert(self) -> Callable[[tuple], None]:
+        pc, pf = self.part_pos
+        lines = ["def insert(e):",
+                 "    part = 0" if self.p == 1 else
+                 f"    v = e[{pc}][{pf}]\n    part = v % {self.p} if v.__class__ is int else partition_of(v, {self.p})",
+                 "    entries[part].append(e)",
+                 "    idxs = indexes[part]"]
+        for i, spec in enumerate(self.index_specs):
+            lines += [f"    if not ({_null_test('e', spec)}):",
+                      f"        k = {_key_expr('e', spec)}",
+                      f"        lst = idxs[{i}].get(k)",
+                      "        if lst is None:",
+                      f"            idxs[{i}][k] = new_list((e,))",
+                      "        else:",
+                      "            lst.append(e)"]
+        return _compile("\n".join(lines) + "\n", "insert", {
+            "entries": self.entries, "indexes": self.indexes, "partition_of": partition_of,
+            "new_list": deque if self.fifo else list})
 
     def purge(self, T: float) -> None:
         self.max_rows = max(self.max_rows, self.rows())
         for part in range(self.p):
-            live = [e for e in self.entries[part] if self.alive(e, T)]
-            self.entries[part] = live
-            idxs = [{} for _ in self.index_specs]
-            for e in live:
-                self._index(idxs, e)
-            self.indexes[part] = idxs
+            q, idxs = self.entries[part], self.indexes[part]
+            if self.fifo:
+                (c, w), = self.wchecks
+                expired = []
+                while q and T - q[0][c][1] > w:
+                    expired.append(q.popleft())
+            else:
+                live, expired = [], []
+                test = self.expired
+                for e in q:
+                    (expired if test(e, T) else live).append(e)
+                q[:] = live
+            for e in expired:
+                for idx, key in zip(idxs, self.key):
+                    k = key(e)
+                    if k is not None:
+                        lst = idx[k]
+                        if self.fifo:
+                            lst.popleft()
+                        else:
+                            lst.remove(e)
+                        if not lst:
+                            del idx[k]
         self.next_purge = T + self.interval if self.interval > 0 else math.nextafter(T, math.inf)
-
-    def _index(self, idxs: list[dict], e: tuple) -> None:
-        for idx, spec in zip(idxs, self.index_specs):
-            if len(spec) == 1:
-                (c, f), = spec
-                k = e[c][f]
-            else:
-                k = tuple(e[c][f] for c, f in spec)
-                if None in k:
-                    continue
-            if k is None:
-                continue
-            lst = idx.get(k)
-            if lst is None:
-                idx[k] = [e]
-            else:
-                lst.append(e)
-
-    def insert(self, e: tuple) -> None:
-        c, f = self.part_pos
-        part = partition_of(e[c][f], self.p)
-        self.entries[part].append(e)
-        self._index(self.indexes[part], e)
 
 
 def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True) -> RunResult:
-    """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.tables.Table`)."""
+    """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.tables.Table`).  With
+    ``collect=False`` results are only counted (for throughput measurements)."""
     w = plan.workload
     for r in plan.sources:
         if r not in tables:
@@ -186,92 +232,68 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True)
 
     clock = [0.0]
     msgs: dict[str, list[int]] = {}
-    results: dict[str, list[tuple[int, ...]]] = {q.name: [] for q in w.queries}
+    outputs: list[tuple[str, tuple[int, ...], list[tuple]]] = []  # query, permutation, raw results
     counts: dict[str, list[int]] = {q.name: [0] for q in w.queries}
     compiled: dict[str, Callable[[tuple], None]] = {}
 
     def compile_edge(label: str) -> Callable[[tuple], None]:
-        if label in compiled:
-            return compiled[label]
+        if label not in compiled:
+            compiled[label] = _compile_edge(label)
+        return compiled[label]
+
+    def _compile_edge(label: str) -> Callable[[tuple], None]:
         e = plan.edge[label]
         if e.kind == "output":
             q = w.query(e.target.split(":", 1)[1])
-            perm = tuple(e.layout.index(r) for r in q.relations)
-            out_list, cnt = results[q.name], counts[q.name]
-
-            if collect:
-                def fn(t: tuple, perm=perm, out=out_list, cnt=cnt) -> None:
-                    out.append(tuple(t[i][0] for i in perm))
-                    cnt[0] += 1
-            else:
-                def fn(t: tuple, cnt=cnt) -> None:
-                    cnt[0] += 1
-        elif e.kind in ("ingest", "insert"):
+            raw: list[tuple] = []
+            outputs.append((q.name, tuple(e.layout.index(r) for r in q.relations), raw))
+            body = "    append(t)\n" if collect else ""
+            return _compile(f"def out(t):\n{body}    cnt[0] += 1\n", "out", {"append": raw.append,
+                                                                            "cnt": counts[q.name]})
+        if e.kind in ("ingest", "insert"):
             st = states[e.target]
             perm = tuple(e.layout.index(r) for r in st.layout)
-            insert = st.insert
             if perm == tuple(range(len(perm))):
-                fn = insert
-            else:
-                def fn(t: tuple, perm=perm, insert=insert) -> None:
-                    insert(tuple(t[i] for i in perm))
-        elif e.kind == "probe":
-            fn = compile_probe(label)
-        else:
+                return st.insert
+            return _compile("def put(t):\n    insert((" + "".join(f"t[{i}], " for i in perm) + "))\n", "put",
+                            {"insert": st.insert})
+        if e.kind != "probe":
             raise PlanError(f"edge {label} has unknown kind {e.kind!r}")
-        compiled[label] = fn
-        return fn
-
-    def compile_probe(label: str) -> Callable[[tuple], None]:
-        e = plan.edge[label]
         st = states[e.target]
         rule = plan.rules[e.target][label]
         if not isinstance(rule, ProbeRule):
             raise PlanError(f"edge {label} probes {e.target} but the store's rule for it is not a probe rule")
-        outs = tuple(compile_edge(o) for o in rule.out)
-        key_pos = tuple(pos(e.layout, a) for a, _ in rule.predicate)
-        ix = rule_index[label]
-        indexes = st.indexes
-        p = st.p
-        counter = msgs.setdefault(label, [0])
-        route = pos(e.layout, e.route) if e.route is not None else None
-        wchecks = st.wchecks
-        all_parts = tuple(range(p))
-        single_key = len(key_pos) == 1
-        (kc, kf) = key_pos[0] if single_key else (0, 0)
-
-        def probe(t: tuple) -> None:
-            if route is not None:
-                counter[0] += 1
-                parts = (partition_of(t[route[0]][route[1]], p),)
-            else:
-                counter[0] += p
-                parts = all_parts
-            if single_key:
-                k = t[kc][kf]
-                if k is None:
-                    return
-            else:
-                k = tuple(t[c][f] for c, f in key_pos)
-                if None in k:
-                    return
-            T = clock[0]
-            for part in parts:
-                matches = indexes[part][ix].get(k)
-                if not matches:
-                    continue
-                for m in matches:
-                    ok = True
-                    for ci, win in wchecks:
-                        if T - m[ci][1] > win:
-                            ok = False
-                            break
-                    if ok:
-                        r = t + m
-                        for f in outs:
-                            f(r)
-
-        return probe  # purges replace elements of st.indexes in place, so this sees live indexes
+        outs = [compile_edge(o) for o in rule.out]
+        spec = tuple(pos(e.layout, a) for a, _ in rule.predicate)
+        env: dict[str, Any] = {"indexes": st.indexes, "clock": clock, "counter": msgs.setdefault(label, [0]),
+                               "partition_of": partition_of}
+        env.update({f"f{i}": f for i, f in enumerate(outs)})
+        env.update({f"w{i}": win for i, (_, win) in enumerate(st.wchecks)})
+        lines = ["def probe(t):"]
+        if e.route is not None:
+            rc, rf = pos(e.layout, e.route)
+            lines += ["    counter[0] += 1"]
+            lines += ["    part = 0"] if st.p == 1 else [
+                f"    v = t[{rc}][{rf}]",
+                f"    part = v % {st.p} if v.__class__ is int else partition_of(v, {st.p})"]
+            lines += [f"    if {_null_test('t', spec)}:", "        return",
+                      f"    matches = indexes[part][{rule_index[label]}].get({_key_expr('t', spec)})",
+                      "    if not matches:", "        return",
+                      "    T = clock[0]", "    for m in matches:"]
+            ind = "        "
+        else:
+            lines += [f"    counter[0] += {st.p}",
+                      f"    if {_null_test('t', spec)}:", "        return",
+                      f"    k = {_key_expr('t', spec)}", "    T = clock[0]",
+                      "    for idxs in indexes:",
+                      f"        matches = idxs[{rule_index[label]}].get(k)",
+                      "        if not matches:", "            continue",
+                      "        for m in matches:"]
+            ind = "            "
+        for i, (c, _) in enumerate(st.wchecks):
+            lines += [f"{ind}if T - m[{c}][1] > w{i}:", f"{ind}    continue"]
+        lines += [f"{ind}r = t + m"] + [f"{ind}f{i}(r)" for i in range(len(outs))]
+        return _compile("\n".join(lines) + "\n", "probe", env)
 
     sources = {r: tuple(compile_edge(lab) for lab in labs) for r, labs in plan.sources.items()}
 
@@ -282,14 +304,13 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True)
         rel = w.relation(r)
         cols = [t.columns.get(a, (None,) * len(t)) for a in rel.attributes]
         base[r] = list(zip(range(len(t)), t.ts, *cols))
-    order = _arrival_order(base, w.relation_rank)
+    arrivals = [(base[r][row], sources[r]) for r, row in _arrival_order(base, w.relation_rank)]
 
     purgeable = [s for s in states.values() if s.interval < math.inf]
     t0 = time.perf_counter()
     next_purge = -math.inf if purgeable else math.inf
     last_T = None
-    for r, row in order:
-        tup = base[r][row]
+    for tup, fs in arrivals:
         T = tup[1]
         if T != last_T:
             clock[0] = last_T = T
@@ -299,7 +320,7 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True)
                         s.purge(T)
                 next_purge = min(s.next_purge for s in purgeable)
         t = (tup,)
-        for f in sources[r]:
+        for f in fs:
             f(t)
     seconds = time.perf_counter() - t0
 
@@ -307,12 +328,15 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True)
     for lab, c in msgs.items():
         store_msgs[plan.edge[lab].target] += c[0]
     all_ts = [tp[1] for rows in base.values() for tp in rows]
+    results: dict[str, list[tuple[int, ...]]] = {q.name: [] for q in w.queries}
+    for qname, perm, raw in outputs:
+        results[qname].extend([tuple([t[i][0] for i in perm]) for t in raw])
     return RunResult(
         results=results,
         probe_messages={lab: c[0] for lab, c in msgs.items()},
         store_messages=store_msgs,
         store_rows={sid: max(s.max_rows, s.rows()) for sid, s in states.items()},
-        input_tuples=len(order),
+        input_tuples=len(arrivals),
         seconds=seconds,
         duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
         counts={q: c[0] for q, c in counts.items()},

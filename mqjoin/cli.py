@@ -1,0 +1,297 @@
+"""The ``mqjoin`` command line.
+
+Errors are one line on stderr and exit code 2 (bad input); no tracebacks.
+
+Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``synth``, ``demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import MqjoinError
+
+WORKLOADS = Path(__file__).parent / "workloads"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"mqjoin: error: {message} (see 'mqjoin {self.prog.split()[-1]} --help')\n"
+                  if " " in self.prog else f"mqjoin: error: {message} (see 'mqjoin --help')\n")
+
+
+def _workload(path: str):
+    from .workload import load_workload
+
+    p = Path(path)
+    if not p.exists() and (WORKLOADS / path).exists():
+        p = WORKLOADS / path  # bundled workloads by name, e.g. paper_v2.yaml
+    return load_workload(p)
+
+
+def _opt_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=("mqo", "individual", "shared"), default="mqo",
+                   help="mqo: joint optimum; individual: each query alone with its own stores; "
+                        "shared: individual plans deployed together (default: mqo)")
+    p.add_argument("--partitioning", choices=("single", "replicas"), default="single",
+                   help="single: one partition attribute per store; replicas: one replica per "
+                        "partition attribute used (default: single)")
+    p.add_argument("--no-mirs", action="store_true", help="do not materialise intermediate results")
+    p.add_argument("--solver", choices=("highs", "cbc"), default="highs", help="ILP solver (default: highs)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop the solver after S seconds; the plan is then reported with its gap")
+
+
+def _optimize(args: argparse.Namespace, workload=None):
+    from .optimizer import optimize
+
+    w = workload if workload is not None else _workload(args.workload)
+    return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
+                    solver=args.solver, time_limit=args.time_limit)
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    res = _optimize(args)
+    if args.plan_out:
+        _write_text(args.plan_out, res.plan.to_json())
+    if args.export:
+        from .candidates import enumerate_candidates
+        from .ilp import build_model, export
+
+        if args.mode != "mqo":
+            raise MqjoinError("--export writes the joint (mqo) model; use it with --mode mqo")
+        export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning), args.export)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
+    else:
+        print(res.summary())
+        if args.tree:
+            print("probe trees:")
+            print(res.plan.render())
+    if res.ilp.status != "optimal":
+        print(f"mqjoin: warning: the solver stopped at its time limit; the plan may be up to "
+              f"{res.ilp.gap:.2%} above the optimum", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .tables import read_inputs, write_results
+    from .runtime.reference import run_reference
+
+    if args.engine != "reference":
+        raise MqjoinError(f"engine {args.engine!r} is not available yet; use --engine reference")
+    res = _optimize(args)
+    tables = read_inputs(res.workload, args.data)
+    run = run_reference(res.plan, tables)
+    write_results(res.workload, run.results, args.out)
+    summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
+               "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out)}
+    if args.check:
+        from .oracle import oracle_results
+
+        want = oracle_results(res.workload, tables)
+        ok = run.result_sets() == want
+        summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
+        if not ok:
+            print(json.dumps(summary, indent=1) if args.json else summary["check"])
+            raise MqjoinError("results differ from the brute-force oracle (DESIGN A6): please report this")
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
+              f"{run.total_probe_messages} probe messages")
+        for q, n in run.counts.items():
+            print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
+        if args.check:
+            print(summary["check"])
+    return 0
+
+
+def cmd_candidates(args: argparse.Namespace) -> int:
+    from .candidates import MIR, enumerate_candidates, owner_label
+
+    w = _workload(args.workload)
+    c = enumerate_candidates(w, mirs=not args.no_mirs)
+    data: dict[str, Any] = {
+        "mirs": [m.label for m in c.mirs],
+        "partition_candidates": {m.label: [str(a) for a in a_] for m, a_ in c.partition_candidates.items()},
+        "probe_orders": {owner_label(o): {s: [str(x) for x in os_] for s, os_ in by.items()}
+                         for o, by in c.orders.items()},
+        "size": c.size,
+    }
+    if args.json:
+        print(json.dumps(data, indent=1, ensure_ascii=False))
+        return 0
+    print("MIRs:", ", ".join(data["mirs"]))
+    print("partition candidates:")
+    for m, a_ in data["partition_candidates"].items():
+        print(f"  {m}: {', '.join(a_)}")
+    for o, by in c.orders.items():
+        kind = "MIR" if isinstance(o, MIR) else "query"
+        print(f"probe orders of {kind} {owner_label(o)}:")
+        for s, os_ in by.items():
+            print(f"  {s}: {', '.join(str(x) for x in os_)}")
+    print(f"{data['size']['probe_orders']} probe orders, {data['size']['steps']} distinct steps, "
+          f"{data['size']['stores']} stores")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .optimizer import optimize
+
+    w = _workload(args.workload)
+    rows = []
+    for pol in ("single", "replicas"):
+        for mode in ("individual", "shared", "mqo"):
+            r = optimize(w, mode=mode, partitioning=pol, mirs=not args.no_mirs, solver=args.solver,
+                         time_limit=args.time_limit)
+            rows.append({"mode": mode, "partitioning": pol, "probe_cost": r.probe_cost, "memory": r.memory,
+                         "stores": len(r.plan.stores), "status": r.ilp.status})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{'stores':>8}")
+    for r in rows:
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{r['stores']:>8}")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from .synthetic import uniform_streams
+    from .tables import write_inputs
+
+    w = _workload(args.workload)
+    tables = uniform_streams(w, duration=args.duration, scale=args.scale, seed=args.seed)
+    write_inputs(tables, args.out, args.format)
+    print(f"wrote {sum(len(t) for t in tables.values())} tuples of {len(tables)} relations to {args.out}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: optimise the bundled demo workload in every mode, run each plan on the
+    reference engine over generated uniform streams, and check results against the oracle."""
+    from .optimizer import optimize
+    from .oracle import oracle_results
+    from .runtime.reference import run_reference
+    from .synthetic import uniform_streams
+    from .tables import write_results
+
+    w = _workload(args.workload)
+    print(f"workload {args.workload}: {w}")
+    for q in w.queries:
+        print(f"  {q.name}: {q.text}")
+    tables = uniform_streams(w, duration=args.duration, seed=args.seed)
+    print(f"generated {sum(len(t) for t in tables.values()):,} tuples over {args.duration:g} s of event time")
+    t0 = time.perf_counter()
+    want = oracle_results(w, tables) if args.check else None
+    if want is not None:
+        print(f"oracle (brute force, DESIGN A6): {sum(map(len, want.values())):,} results "
+              f"in {time.perf_counter() - t0:.2f}s")
+    print(f"\n{'plan':<22}{'probe cost':>12}{'memory':>10}{'measured msgs/s':>17}{'ratio':>7}"
+          f"{'tuples/s':>11}{'results':>9}  check")
+    best = None
+    for pol in ("single", "replicas"):
+        for mode in ("individual", "shared", "mqo"):
+            res = optimize(w, mode=mode, partitioning=pol)
+            run = run_reference(res.plan, tables)
+            per_s = run.total_probe_messages / args.duration
+            ok = "" if want is None else ("= oracle" if run.result_sets() == want else "DIFFERENT")
+            print(f"{mode + '/' + pol:<22}{res.probe_cost:>12,.0f}{res.memory:>10,.0f}{per_s:>17,.0f}"
+                  f"{per_s / res.probe_cost:>7.2f}{run.throughput:>11,.0f}{sum(run.counts.values()):>9,}  {ok}")
+            if ok == "DIFFERENT":
+                raise MqjoinError(f"{mode}/{pol} results differ from the oracle: please report this")
+            if mode == "mqo" and pol == "single":
+                best = (res, run)
+    res, run = best
+    print("\nmqo/single plan:\n" + res.summary())
+    print("\nprobe trees:\n" + res.plan.render())
+    write_results(w, run.results, args.out)
+    print(f"\nresults of mqo/single written to {args.out}/<query>.parquet")
+    return 0
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise MqjoinError(f"cannot write {path!r}: {e}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="mqjoin", description="Optimise and run multiple multi-way stream joins (CLASH).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    o = sub.add_parser("optimize", help="optimise a workload and print the plan")
+    o.add_argument("workload", help="workload YAML file (or a bundled one: paper_v2.yaml, paper_fig3.yaml, demo.yaml)")
+    _opt_args(o)
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    o.add_argument("--tree", action="store_true", help="also print the probe trees")
+    o.add_argument("--plan-out", metavar="FILE", help="write the plan as JSON")
+    o.add_argument("--export", metavar="FILE", help="write the ILP as .lp or .mps")
+    o.set_defaults(func=cmd_optimize)
+
+    r = sub.add_parser("run", help="optimise, then run the plan over input data")
+    r.add_argument("workload")
+    r.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
+    r.add_argument("--out", required=True, metavar="DIR", help="output: DIR/<query>.parquet")
+    r.add_argument("--engine", choices=("reference",), default="reference")
+    _opt_args(r)
+    r.add_argument("--check", action="store_true", help="compare results with the brute-force oracle")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("candidates", help="list MIRs, partition candidates and probe orders")
+    c.add_argument("workload")
+    c.add_argument("--no-mirs", action="store_true")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_candidates)
+
+    cm = sub.add_parser("compare", help="probe cost and memory of every mode and policy")
+    cm.add_argument("workload")
+    cm.add_argument("--no-mirs", action="store_true")
+    cm.add_argument("--solver", choices=("highs", "cbc"), default="highs")
+    cm.add_argument("--time-limit", type=float, default=None)
+    cm.add_argument("--json", action="store_true")
+    cm.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("synth", help="generate uniform synthetic input streams for a workload")
+    s.add_argument("workload")
+    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--duration", type=float, default=1.0, help="event-time span in seconds (default 1)")
+    s.add_argument("--scale", type=float, default=1.0, help="multiply every rate (default 1)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--format", choices=("parquet", "csv"), default="parquet")
+    s.set_defaults(func=cmd_synth)
+
+    d = sub.add_parser("demo", help="the main job: optimise, run and check the bundled demo workload")
+    d.add_argument("--workload", default="demo.yaml")
+    d.add_argument("--duration", type=float, default=2.0)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", default="out/demo")
+    d.add_argument("--no-check", dest="check", action="store_false", help="skip the brute-force oracle")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except MqjoinError as e:
+        print(f"mqjoin: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mqjoin: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
