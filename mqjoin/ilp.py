@@ -326,7 +326,10 @@ def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] |
     for c in cols:
         cat = pulp.LpBinary if (mdl.integer[c] and not relax) else pulp.LpContinuous
         up = None if mdl.upper[c] == math.inf else mdl.upper[c]
-        var[c] = pulp.LpVariable(mdl.names[c], lowBound=0, upBound=up, cat=cat)
+        if hasattr(prob, "add_variable"):  # PuLP ≥ 3.3: variables are created through the problem
+            var[c] = prob.add_variable(mdl.names[c], lowBound=0, upBound=up, cat=cat)
+        else:  # pragma: no cover - older PuLP
+            var[c] = pulp.LpVariable(mdl.names[c], lowBound=0, upBound=up, cat=cat)
     prob += pulp.lpSum(mdl.cost[c] * var[c] for c in cols if mdl.cost[c])
     for r in rows:
         name, idx, coef, lo, hi = mdl.rows[r]

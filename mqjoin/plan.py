@@ -167,18 +167,29 @@ class Plan:
             children.setdefault(n.parent if n.parent else "root:" + n.root, []).append(n)
         lines = []
 
+        def sinks(out_edges: Iterable[str]) -> str:
+            parts = []
+            for lab in out_edges:
+                e = self.edge[lab]
+                if e.kind == "output":
+                    parts.append(f"{e.target.split(':', 1)[1]} ({lab})")
+                elif e.kind in ("insert", "ingest"):
+                    parts.append(f"store {e.target} ({lab})")
+            return f"  ⇒ {', '.join(parts)}" if parts else ""
+
         def walk(key: str, depth: int) -> None:
             for n in children.get(key, []):
                 bc = " (broadcast)" if n.broadcast else ""
-                outs = [self.edge[o] for o in self.rules[n.store][n.edge].out]  # type: ignore[union-attr]
-                sinks = [o.target.split(":", 1)[1] if o.kind == "output" else "→" + o.target
-                         for o in outs if o.kind in ("output", "insert")]
-                sink = f"  ⇒ {', '.join(sinks)}" if sinks else ""
-                lines.append(f"{'  ' * depth}─{n.edge}→ {n.store}  cost {n.cost:g}{bc}{sink}")
+                rule = self.rules[n.store][n.edge]
+                lines.append(f"{'  ' * depth}─{n.edge}→ {n.store}  cost {n.cost:g}{bc}"
+                             f"{sinks(rule.out)}")  # type: ignore[union-attr]
                 walk(n.edge, depth + 1)
 
         for root in dict.fromkeys(n.root for n in self.nodes):
-            lines.append(root)
+            ns, _, rel = root.rpartition(":")
+            ingest = [lab for lab in self.sources.get(rel, ())
+                      if self.edge[lab].kind == "ingest" and self.store[self.edge[lab].target].namespace == ns]
+            lines.append(root + sinks(ingest))
             walk("root:" + root, 1)
         return "\n".join(lines)
 

@@ -1,0 +1,59 @@
+"""Seeded random small workloads and data with ties in ts, windows (incl. 0 and null),
+nulls, several queries, 3-way and 4-way joins, classes of three members."""
+
+from __future__ import annotations
+
+import random
+
+from mqjoin.tables import Table
+from mqjoin.workload import Workload
+
+
+def random_case(seed: int, max_rows: int = 25):
+    """A (workload, tables) pair, or None when the drawn workload is invalid."""
+    rng = random.Random(seed)
+    nrel = rng.randint(3, 5)
+    rels = {}
+    for i in range(nrel):
+        attrs = ["a", "b", "c"][: rng.randint(1, 3)]
+        rels[f"R{i}"] = {"attributes": attrs, "rate": rng.choice([1, 10, 100]),
+                         "window": rng.choice([None, 0, 1, 2.5, 4]), "parallelism": rng.randint(1, 3)}
+    names = list(rels)
+    queries = {}
+    for qi in range(rng.randint(1, 3)):
+        size = rng.randint(2, min(4, nrel))
+        inq = [rng.choice(names)]
+        eqs = []
+        while len(inq) < size:
+            a = rng.choice(inq)
+            b = rng.choice([n for n in names if n not in inq])
+            eqs.append(f"{a}.{rng.choice(rels[a]['attributes'])} = {b}.{rng.choice(rels[b]['attributes'])}")
+            inq.append(b)
+        if rng.random() < 0.3 and size >= 3:  # an extra equality: cycles and 3-member classes
+            x, y = rng.sample(inq, 2)
+            eqs.append(f"{x}.{rng.choice(rels[x]['attributes'])} = {y}.{rng.choice(rels[y]['attributes'])}")
+        queries[f"q{qi}"] = ", ".join(eqs)
+    try:
+        w = Workload.build(rels, queries, defaults={"selectivity": rng.choice([0.1, 0.3, 0.5]),
+                                                    "parallelism": rng.randint(1, 3)})
+    except Exception:
+        return None
+    tables = {}
+    for r, spec in rels.items():
+        n = rng.randint(0, max_rows)
+        cols = {"ts": [float(rng.randint(0, 8)) for _ in range(n)]}  # many ties
+        for a in spec["attributes"]:
+            cols[a] = [None if rng.random() < 0.05 else rng.randint(0, 2) for _ in range(n)]
+        tables[r] = Table.from_columns(r, cols)
+    return w, tables
+
+
+def cases(n: int, start: int = 0, max_rows: int = 25):
+    out = []
+    seed = start
+    while len(out) < n:
+        c = random_case(seed, max_rows)
+        if c is not None:
+            out.append((seed, *c))
+        seed += 1
+    return out
