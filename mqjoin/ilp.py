@@ -141,21 +141,30 @@ def build_model(cands: Candidates, policy: str = "single") -> Model:
             # b_s - y_s + Σ_known z ≥ 0
             mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
 
-    # probe orders
+    # probe orders.  Within one (owner, start) group exactly one order is chosen (or none for
+    # an unmaterialised MIR), so the links aggregate over the group:
+    #   y_s ≥ Σ_{o ∈ G, s ∈ o} x_o      and      Σ_{o ∈ G, M ∈ o} x_o ≤ m_M
+    # which imply the per-order links and have a tighter LP relaxation.
     for owner, by_start in cands.orders.items():
+        olabel = owner_label(owner)
         for start, orders in by_start.items():
             idx = []
+            step_users: dict[Step, list[int]] = {}
+            mir_users: dict[MIR, list[int]] = {}
             for i, o in enumerate(orders):
-                xi = mdl.var(f"x_{owner_label(owner)}_{o.render()}", integer=True)
+                xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True)
                 mdl.x[(owner, start, i)] = xi
                 idx.append(xi)
                 for m in o.elements:
                     if not m.is_base:
-                        mdl.row(f"use_{owner_label(owner)}_{o.render()}_{m.label}", [xi, mdl.m[m]], [1.0, -1.0],
-                                -math.inf, 0.0)
-                for s in cands.steps[owner][start][i]:
-                    mdl.row(f"link_{owner_label(owner)}_{o.render()}_{s.render()}", [mdl.y[s], xi], [1.0, -1.0],
-                            0.0, math.inf)
+                        mir_users.setdefault(m, []).append(xi)
+                for st in cands.steps[owner][start][i]:
+                    step_users.setdefault(st, []).append(xi)
+            for m, xs in mir_users.items():
+                mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mdl.m[m]], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
+            for st, xs in step_users.items():
+                mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
+                        0.0, math.inf)
             if isinstance(owner, MIR):
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
             else:
@@ -220,9 +229,14 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
     return sorted(groups.values(), key=lambda g: g[0][0])
 
 
-def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None) -> Solution:
+def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
+          start: list[float] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
-    solver before optimality gives ``status="time_limit"`` with the gap to the best bound."""
+    solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
+    ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+
+    Independent components are solved separately; small ones are batched into one solver
+    call (a solver call has a fixed overhead of milliseconds)."""
     if solver not in SOLVERS:
         raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
     t0 = time.perf_counter()
@@ -230,10 +244,10 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     values = [0.0] * mdl.num_variables
     status, objective, bound = "optimal", 0.0, 0.0
     comps = components(mdl)
-    for cols, rows in comps:
+    for cols, rows in _batches(comps):
         remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
         if solver == "highs":
-            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads)
+            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads, start)
         else:
             st, obj, bd, vals = _solve_cbc(mdl, cols, rows, remaining)
         for c, v in zip(cols, vals):
@@ -246,8 +260,26 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                     time.perf_counter() - t0, len(comps))
 
 
+def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list[tuple[list[int], list[int]]]:
+    """Group components: each large one alone, small ones together up to ``size`` columns."""
+    out: list[tuple[list[int], list[int]]] = []
+    cur: tuple[list[int], list[int]] = ([], [])
+    for cols, rows in comps:
+        if len(cols) >= size:
+            out.append((cols, rows))
+            continue
+        if len(cur[0]) + len(cols) > size and cur[0]:
+            out.append(cur)
+            cur = ([], [])
+        cur[0].extend(cols)
+        cur[1].extend(rows)
+    if cur[0]:
+        out.append(cur)
+    return out
+
+
 def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                 threads: int | None) -> tuple[str, float, float, list[float]]:
+                 threads: int | None, start: list[float] | None = None) -> tuple[str, float, float, list[float]]:
     try:
         import highspy
         import numpy as np
@@ -288,6 +320,11 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         lp.integrality_ = [highspy.HighsVarType.kInteger if mdl.integer[c] else highspy.HighsVarType.kContinuous
                            for c in cols]
     h.passModel(lp)
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = [float(start[c]) for c in cols]
+        sol.value_valid = True
+        h.setSolution(sol)
     h.run()
     ms = h.getModelStatus()
     info = h.getInfo()
@@ -305,8 +342,8 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
     vals = list(h.getSolution().col_value)
     obj = float(info.objective_function_value)
-    if any(mdl.integer[c] for c in cols):
-        bound = float(info.mip_dual_bound) if st != "optimal" else obj
+    if any(mdl.integer[c] for c in cols) and st != "optimal":
+        bound = max(0.0, float(info.mip_dual_bound))  # costs are ≥ 0, so 0 is always a bound
     else:
         bound = obj
     return st, obj, bound, vals

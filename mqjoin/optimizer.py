@@ -34,6 +34,9 @@ from .workload import Attr, Workload
 
 MODES = ("mqo", "individual", "shared")
 
+#: models with more binaries than this get a warm start from the plan without MIRs
+WARM_START_BINARIES = 2000
+
 
 @dataclass(frozen=True)
 class IlpStats:
@@ -171,11 +174,45 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning)
     build = time.perf_counter() - t0
-    sol = solve(mdl, solver=solver, time_limit=time_limit)
+    start = None
+    if mirs and solver == "highs" and mdl.num_binaries > WARM_START_BINARIES:
+        # the plan without MIRs is feasible here too: start from it, so that a time limit
+        # still yields a plan (HiGHS alone may find none in large MIR models)
+        t1 = time.perf_counter()
+        base, _ = _solve_workload(workload, partitioning, False, solver,
+                                  None if time_limit is None else time_limit / 4, namespace)
+        start = warm_start(cands, mdl, base)
+        if time_limit is not None:
+            time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver)
     return choices, stats
+
+
+def warm_start(cands: Candidates, mdl: Model, choices: list[Choice]) -> list[float]:
+    """A feasible assignment of ``mdl`` that installs the given (MIR-free) probe orders."""
+    vals = [0.0] * mdl.num_variables
+    index = {(owner, start, o): i for owner, by in cands.orders.items() for start, os_ in by.items()
+             for i, o in enumerate(os_)}
+    chosen_attr: dict[MIR, Attr] = {}
+    for c in choices:
+        i = index[(c.owner, c.order.start, c.order.unpartitioned())]
+        vals[mdl.x[(c.owner, c.order.start, i)]] = 1.0
+        for s in cands.steps[c.owner][c.order.start][i]:
+            vals[mdl.y[s]] = 1.0
+        for m, a in zip(c.order.elements, c.order.partitions or ()):
+            chosen_attr.setdefault(m, a)
+    for store, attrs in cands.partition_candidates.items():
+        if (store, attrs[0]) in mdl.z:
+            a = chosen_attr.get(store, attrs[0])
+            vals[mdl.z[(store, a)]] = 1.0
+    for s, bi in mdl.b.items():
+        known = sum(vals[mdl.z[(s.target, a)]] for a in cands.partition_candidates[s.target]
+                    if a in s.known and (s.target, a) in mdl.z)
+        vals[bi] = max(0.0, vals[mdl.y[s]] - known)
+    return vals
 
 
 def extract_choices(cands: Candidates, mdl: Model, sol: Solution, namespace: str = "") -> list[Choice]:

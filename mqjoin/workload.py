@@ -82,8 +82,8 @@ class JoinClass:
     >>> c = JoinClass.of([Attr("S", "a"), Attr("R", "a")], 0.01)
     >>> c
     {R.a=S.a}
-    >>> c.relations
-    frozenset({'R', 'S'})
+    >>> sorted(c.relations)
+    ['R', 'S']
     >>> c.restrict({"R", "T"}) is None
     True
     """
