@@ -43,8 +43,9 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
                         "partition attribute used (default: single)")
     p.add_argument("--no-mirs", action="store_true", help="do not materialise intermediate results")
     p.add_argument("--solver", choices=("highs", "cbc"), default="highs", help="ILP solver (default: highs)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="stop the solver after S seconds; the plan is then reported with its gap")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                   help="stop the solver after S seconds; the best plan found is then reported with "
+                        "its gap to the optimum (default: 60)")
 
 
 def _optimize(args: argparse.Namespace, workload=None):
@@ -255,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("workload")
     cm.add_argument("--no-mirs", action="store_true")
     cm.add_argument("--solver", choices=("highs", "cbc"), default="highs")
-    cm.add_argument("--time-limit", type=float, default=None)
+    cm.add_argument("--time-limit", type=float, default=60.0)
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 
