@@ -1,8 +1,9 @@
 """Plans: chosen probe orders merged into a forest of probe trees (paper Section V-B).
 
 Each chosen (partitioned) probe order is a path from its start relation through stores.
-Orders that share a prefix path share its nodes: a node is one executed step, and a tuple
-reaching a node is copied along every outgoing edge.  Every edge gets a unique,
+Orders that share a step (DESIGN A4 identity, with the same target partition) share its
+node: a node is one executed step, and a tuple reaching a node is copied along every
+outgoing edge.  Every edge gets a unique,
 deterministic label; every store gets rules keyed by the incoming edge label:
 
 * a **store rule** keeps the arriving tuple (input tuples of a base relation, or results
@@ -11,7 +12,7 @@ deterministic label; every store gets rules keyed by the incoming edge label:
   (next stores, MIR stores, query outputs).
 
 In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
-in ``shared`` mode the individual orders are merged, so identical prefix paths run once.
+in ``shared`` mode the individual orders are merged, so identical steps run once.
 
 Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`).
 """
@@ -326,7 +327,7 @@ def _route(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR,
 
 def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
     """Merge chosen partitioned probe orders into probe trees with stores, labels and rules."""
-    choices = tuple(choices)
+    choices = normalise_choices(choices)
     rank = workload.relation_rank
 
     # stores: every (namespace, MIR, partition) some step targets
@@ -350,21 +351,24 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     for (ns, m, _), s in stores.items():
         replicas.setdefault((ns, m), []).append(s)
 
-    # tree nodes keyed by their partitioned path
+    # Tree nodes are keyed by step identity (DESIGN A4) and target partition: identical steps
+    # run — and are paid — once.  Orders can reach the same step through differently
+    # partitioned prefixes (in shared mode); those prefixes compute the same partial results,
+    # so the node hangs off the first of them.  Keys: (namespace, start) for a root,
+    # (namespace, step, partition) for a node.
     NodeKey = tuple
     node_info: dict[NodeKey, dict[str, Any]] = {}
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
     for c in choices:
         classes = _classes_of(workload, c.owner)
-        path: tuple = (c.namespace, c.order.start)
+        key: tuple = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
         for s, m, a in zip(steps_of(c.order, classes, workload), c.order.elements, c.order.partitions or ()):
-            parent = path
-            path = path + ((s, a),)
-            info = node_info.get(path)
+            parent, key = key, (c.namespace, s, a)
+            info = node_info.get(key)
             if info is None:
                 store = stores[(c.namespace, m, a)]
-                node_info[path] = info = {
+                node_info[key] = info = {
                     "parent": parent, "step": s, "store": store, "layout": layout,
                     "route": _route(s.classes, layout, m, a), "owners": {},
                     "cost": step_cost(workload, s, a, store.parallelism),
@@ -374,9 +378,9 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
             layout = layout + tuple(r for r in m.relations)
         if isinstance(c.owner, MIR):
             for rep in replicas.get((c.namespace, c.owner), []):
-                sinks.setdefault(path, {})[rep.id] = None
+                sinks.setdefault(key, {})[rep.id] = None
         else:
-            sinks.setdefault(path, {})[output_id(c.owner)] = None
+            sinks.setdefault(key, {})[output_id(c.owner)] = None
 
     # deterministic traversal: namespaces, then start relations, then children by step/partition
     children: dict[NodeKey, list[NodeKey]] = {}
@@ -384,10 +388,10 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
         children.setdefault(info["parent"], []).append(key)
 
     def child_order(k: NodeKey) -> tuple:
-        s, a = k[-1]
+        _, s, a = k
         return (s.target.sort_key(), a, tuple(c.members for c in s.classes))
 
-    roots = sorted({k[:2] for k in node_info}, key=lambda r: (r[0], rank[r[1]]))
+    roots = sorted({(c.namespace, c.order.start) for c in choices}, key=lambda r: (r[0], rank[r[1]]))
     edges: list[Edge] = []
     nodes: list[Node] = []
     rules: dict[str, dict[str, StoreRule | ProbeRule]] = {s.id: {} for s in stores.values()}
@@ -402,7 +406,8 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
         info = node_info[key]
         store: Store = info["store"]
         lab = label()
-        src = source_id(key[1]) if parent_edge is None else node_info[info["parent"]]["store"].id
+        src = source_id(info["step"].prefix[0].relations[0]) if parent_edge is None \
+            else node_info[info["parent"]]["store"].id
         edges.append(Edge(lab, src, store.id, "probe", info["layout"], info["route"]))
         nodes.append(Node(lab, parent_edge, root, info["step"], store.id, info["cost"], info["broadcast"],
                           tuple(info["owners"])))
@@ -447,6 +452,29 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     ordered_sources = {r: tuple(sources[r]) for r in sorted(sources, key=lambda r: rank[r])}
     return Plan(workload, mode, partitioning, choices, tuple(stores.values()), tuple(edges), tuple(nodes),
                 ordered_sources, rules)
+
+
+def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:
+    """Keep one materialisation order per (namespace, MIR, start) — the first — and only MIRs
+    that the namespace's query orders use, directly or through other materialised MIRs.
+
+    (An ILP solution may materialise an MIR nobody uses when its steps are paid anyway, and
+    the individual plans merged in ``shared`` mode may each bring an order for one MIR.)"""
+    choices = tuple(choices)
+    first: dict[tuple[str, MIR, str], Choice] = {}
+    for c in choices:
+        if isinstance(c.owner, MIR):
+            first.setdefault((c.namespace, c.owner, c.order.start), c)
+    needed: set[tuple[str, MIR]] = set()
+    frontier = [c for c in choices if not isinstance(c.owner, MIR)]
+    while frontier:
+        c = frontier.pop()
+        for m in c.order.elements:
+            if not m.is_base and (c.namespace, m) not in needed:
+                needed.add((c.namespace, m))
+                frontier.extend(mc for (ns, mir, _), mc in first.items() if ns == c.namespace and mir == m)
+    return tuple(c for c in choices if not isinstance(c.owner, MIR)
+                 or ((c.namespace, c.owner) in needed and first[(c.namespace, c.owner, c.order.start)] is c))
 
 
 def _find_attr(layout: Iterable[str], attr: Attr) -> Attr | None:
