@@ -1,0 +1,239 @@
+"""ILP scale: reproduce Figure 9 (a)–(f) of the CLASH paper on this machine.
+
+Random workloads (mqjoin.generate.random_workload: relations with three attributes, equal
+rates, selectivity 1/rate, parallelism 4; queries drawn as in Section VII-C, duplicates
+eliminated).  For every row the workload is optimised six times — modes individual, shared
+and mqo under the single and replicas partitioning policies, MIRs on — and one line is
+printed as soon as the row is done:
+
+    fig        the figure(s) the row belongs to: ab (10 relations), cde (100 relations), f (query sizes)
+    Q R k      queries, relations, query size
+    orders     candidate probe orders (queries and MIR sub-queries; Figure 9(b)/(d) purple line)
+    vars cons  ILP variables and constraints of the mqo/single model (Figure 9(b)/(d) green line)
+    comp       independent components of that model
+    enum build candidate enumeration and model building, seconds (measured separately, single policy)
+    solve      mqo/single solve seconds;  mqo s: mqo/single total (enumeration + build + solve)
+    status     mqo/single solver status ("optimal", "tl 3.1%" = time limit with that gap, "no plan")
+    r.vars r.s r.status   the same for mqo/replicas (r.s = enumeration + build + solve)
+    ind shr mqo sav%      probe cost of individual / shared / mqo and the saving 1 − mqo/ind,
+                          first for single, then for replicas
+
+The first n queries of a workload do not depend on n (same seed), so the rows of one figure
+are nested workloads.  A time limit never aborts the run: the row reports the status and gap.
+
+    python benchmarks/ilp_scale.py --quick                 # smoke run, a few rows
+    python benchmarks/ilp_scale.py --time-limit 60         # everything
+    python benchmarks/ilp_scale.py --rows f --seed 3       # only Figure 9(f)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+from mqjoin.candidates import enumerate_candidates
+from mqjoin.errors import MqjoinError, NoSolutionError
+from mqjoin.generate import random_workload
+from mqjoin.ilp import build_model
+from mqjoin.optimizer import optimize
+
+FIGURES = {
+    "ab": [(n, 10, 3) for n in range(10, 101, 10)],
+    "cde": [(n, 100, 3) for n in range(10, 101, 10)],
+    "f": [(n, 100, k) for k in (3, 4, 5) for n in (10, 20, 30)],
+}
+QUICK = {
+    "ab": [(10, 10, 3), (30, 10, 3)],
+    "cde": [(10, 100, 3), (100, 100, 3)],
+    "f": [(10, 100, 4), (10, 100, 5)],
+}
+LETTER = {"a": "ab", "b": "ab", "c": "cde", "d": "cde", "e": "cde", "f": "f"}
+MODES = ("individual", "shared", "mqo")
+POLICIES = ("single", "replicas")
+
+# The paper's numbers (Gurobi, 3.1 GHz i7) and this project's targets (HiGHS, 2 cores).
+PAPER = {(100, 100, 3): "120 ms", (10, 100, 5): "12 s", (30, 100, 5): "> 2 min"}
+TARGET = {(100, 100, 3): 1.0, (30, 100, 5): 10.0}
+
+
+@dataclass
+class Run:
+    """One optimisation: its probe cost (None when it found no plan), ILP stats and wall time."""
+
+    cost: float | None
+    seconds: float
+    status: str
+    gap: float = 0.0
+    variables: int = 0
+    constraints: int = 0
+    components: int = 0
+    build: float = 0.0
+    solve: float = 0.0
+    error: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.cost is None:
+            return "no plan" if self.status == "no_solution" else "error"
+        if self.status == "optimal":
+            return "optimal"
+        return f"tl {self.gap:.1%}"
+
+
+@dataclass
+class Row:
+    fig: str
+    n: int
+    rels: int
+    size: int
+    orders: int = 0
+    enum: float = 0.0
+    build: float = 0.0
+    runs: dict[tuple[str, str], Run] = field(default_factory=dict)
+    wall: float = 0.0
+
+    def saving(self, policy: str) -> float | None:
+        ind, mqo = self.runs[("individual", policy)].cost, self.runs[("mqo", policy)].cost
+        if ind is None or mqo is None or ind <= 0:
+            return None
+        return 1 - mqo / ind
+
+
+def run_one(w, mode: str, policy: str, time_limit: float) -> Run:
+    t0 = time.perf_counter()
+    try:
+        res = optimize(w, mode=mode, partitioning=policy, mirs=True, time_limit=time_limit)
+    except NoSolutionError as e:  # the time limit struck before any plan was found
+        return Run(None, time.perf_counter() - t0, "no_solution", error=str(e))
+    except MqjoinError as e:  # anything else: report it in the row, keep going
+        return Run(None, time.perf_counter() - t0, "error", error=f"{type(e).__name__}: {e}")
+    i = res.ilp
+    return Run(res.probe_cost, time.perf_counter() - t0, i.status, i.gap, i.variables, i.constraints,
+               i.components, i.build_seconds, i.solve_seconds)
+
+
+def measure(fig: str, n: int, rels: int, size: int, seed: int, time_limit: float) -> Row:
+    t0 = time.perf_counter()
+    row = Row(fig, n, rels, size)
+    w = random_workload(n, rels, size, seed=seed)
+    # enumeration vs model build, timed apart (optimize() reports them summed as build_seconds)
+    t = time.perf_counter()
+    cands = enumerate_candidates(w, mirs=True)
+    row.enum = time.perf_counter() - t
+    t = time.perf_counter()
+    build_model(cands, "single")
+    row.build = time.perf_counter() - t
+    row.orders = cands.size["probe_orders"]
+    for policy in POLICIES:
+        for mode in MODES:
+            row.runs[(mode, policy)] = run_one(w, mode, policy, time_limit)
+    row.wall = time.perf_counter() - t0
+    return row
+
+
+HEADER = (f"{'fig':<4}{'Q':>4}{'R':>4}{'k':>2} {'orders':>6} {'vars':>6} {'cons':>6} {'comp':>4} "
+          f"{'enum':>6} {'build':>6} {'solve':>7} {'mqo s':>7} {'status':<9}| "
+          f"{'r.vars':>6} {'r.s':>6} {'r.status':<9}| "
+          f"{'ind':>9} {'shr':>9} {'mqo':>9} {'sav%':>5} | "
+          f"{'r.ind':>9} {'r.shr':>9} {'r.mqo':>9} {'sav%':>5} | {'wall':>6}")
+
+
+def _cost(r: Run) -> str:
+    return f"{r.cost:>9.0f}" if r.cost is not None else f"{r.label:>9}"
+
+
+def _pct(x: float | None) -> str:
+    return f"{x:>5.0%}" if x is not None else f"{'-':>5}"
+
+
+def format_row(row: Row) -> str:
+    s, r = row.runs[("mqo", "single")], row.runs[("mqo", "replicas")]
+    line = (f"{row.fig:<4}{row.n:>4}{row.rels:>4}{row.size:>2} {row.orders:>6} {s.variables:>6} {s.constraints:>6} "
+            f"{s.components:>4} {row.enum:>6.3f} {row.build:>6.3f} {s.solve:>7.3f} {s.seconds:>7.3f} {s.label:<9}| "
+            f"{r.variables:>6} {r.seconds:>6.3f} {r.label:<9}| ")
+    for policy in POLICIES:
+        line += " ".join(_cost(row.runs[(m, policy)]) for m in MODES) + f" {_pct(row.saving(policy))} | "
+    return line + f"{row.wall:>6.1f}"
+
+
+def summary(rows: list[Row], time_limit: float) -> list[str]:
+    out = ["", "Summary", "-------"]
+    by_key = {(r.n, r.rels, r.size): r for r in rows}
+    for key, paper in PAPER.items():
+        row = by_key.get(key)
+        if row is None:
+            continue
+        n, rels, size = key
+        parts = []
+        for policy in POLICIES:
+            run = row.runs[("mqo", policy)]
+            took = f"{run.seconds:.3f} s" + ("" if run.label == "optimal" else f" ({run.label})")
+            parts.append(f"{policy} {took}")
+        target = TARGET.get(key)
+        verdict = ""
+        if target is not None:
+            ok = {p: row.runs[("mqo", p)].seconds < target and row.runs[("mqo", p)].label == "optimal"
+                  for p in POLICIES}
+            verdict = f"; target < {target:g} s: " + ", ".join(f"{p} {'met' if v else 'MISSED'}" for p, v in ok.items())
+        out.append(f"{n} queries of size {size} over {rels} relations (enumeration + build + solve): "
+                   f"{'; '.join(parts)} — paper {paper}{verdict}")
+    missing = [k for k in PAPER if k not in by_key]
+    if missing:
+        out.append("not run: " + ", ".join(f"{n}x size {k} over {r}" for n, r, k in missing))
+    for fig, what in (("ab", "10 relations (paper: ~50%)"), ("cde", "100 relations (paper: ~15% at 50 queries)")):
+        sel = [r for r in rows if r.fig == fig]
+        if not sel:
+            continue
+        parts = []
+        for policy in POLICIES:
+            vals = [v for v in (r.saving(policy) for r in sel) if v is not None]
+            parts.append(f"{policy} {statistics.mean(vals):.0%}" if vals else f"{policy} -")
+        out.append(f"average MQO saving vs individual, {what}: {', '.join(parts)} over {len(sel)} rows")
+    slow = [r for r in rows for p in POLICIES if r.runs[("mqo", p)].label != "optimal"]
+    if slow:
+        seen = []
+        for r in slow:
+            for p in POLICIES:
+                run = r.runs[("mqo", p)]
+                if run.label != "optimal":
+                    seen.append(f"{r.n}x{r.size}/{r.rels} {p}: {run.label}")
+        out.append(f"mqo not optimal within {time_limit:g} s: " + "; ".join(dict.fromkeys(seen)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few rows only (smoke run); time limit 10 s unless given")
+    ap.add_argument("--time-limit", type=float, default=None, help="seconds per optimisation (default 120)")
+    ap.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    ap.add_argument("--rows", default="abcdef",
+                    help="figures to run, letters a–f (a/b: 10 relations, c/d/e: 100 relations, f: sizes)")
+    args = ap.parse_args(argv)
+    bad = set(args.rows) - set(LETTER) - set(", ")
+    if bad:
+        ap.error(f"--rows: unknown figure letter(s) {''.join(sorted(bad))} (use a–f)")
+    time_limit = args.time_limit if args.time_limit is not None else (10.0 if args.quick else 120.0)
+    if time_limit <= 0:
+        ap.error("--time-limit must be positive")
+    figs = list(dict.fromkeys(LETTER[c] for c in args.rows if c in LETTER))
+    table = QUICK if args.quick else FIGURES
+
+    print(f"# ilp_scale: seed {args.seed}, time limit {time_limit:g} s per optimisation, "
+          f"rows {'+'.join(figs)}{' (quick)' if args.quick else ''}")
+    print(HEADER)
+    sys.stdout.flush()
+    rows = []
+    for fig in figs:
+        for n, rels, size in table[fig]:
+            row = measure(fig, n, rels, size, args.seed, time_limit)
+            rows.append(row)
+            print(format_row(row), flush=True)
+    print("\n".join(summary(rows, time_limit)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
