@@ -1,0 +1,609 @@
+"""Statistics from data: relation rates and class selectivities, written into a workload.
+
+Point a workload at a data directory (``<relation>.parquet`` / ``.csv``, DESIGN A6) and get
+the numbers the optimiser needs without typing them:
+
+**Rates.**  The rate of ``R`` is ``(n − 1) / (max ts − min ts)`` tuples per second of event
+time over all ``n`` rows (exact for constant arrivals, the usual estimate for Poisson ones;
+never sampled).  A relation whose tuples span no time keeps its declared rate (and says so).
+
+**Pair selectivities** (DESIGN A1: the probability that a random pair agrees).  For
+attributes ``X.a`` and ``Y.b``::
+
+    s = Σ_v cnt_X(v) · cnt_Y(v) / (|X| · |Y|)
+
+where nulls count in ``|X|`` but agree with nothing.  A relation with at most ``sample``
+rows is counted exactly; a larger one is replaced by a uniform sample of ``sample`` rows
+drawn without replacement (seeded per relation, so every pair uses the same sample of a
+relation).  The estimate is then the two-sample U-statistic above over the samples
+(unbiased), with the standard error from its variance::
+
+    Var ≈ f_X·ζ_X/m + f_Y·ζ_Y/n + [both sampled]·s(1−s)/(m·n)
+
+``ζ_X`` is the variance over the sampled ``x`` of ``Y``'s (sampled) frequency of ``x``,
+``m``/``n`` are the sample sizes and ``f = 1 − m/|X|`` the finite-population correction
+(0 for a relation counted exactly).  The plug-in ``ζ`` estimates are inflated by the
+sampling noise of the frequencies, so the standard error errs on the large side.  The 95 %
+interval is ``s ± 1.96·SE`` (cut at 0).  When no sampled pair agrees, the estimate is 0 and
+the interval ``[0, 3/k]`` (rule of three: ``k`` disjoint random pairs, ``k`` the smaller
+sample size) bounds it honestly; fewer than 10 agreeing sample pairs are flagged, as the
+normal interval is then unreliable.
+
+**Classes of three or more members, and classes shared between queries.**  The workload
+model gives one selectivity per class, and classes of different queries that share a pair of
+attributes must agree (DESIGN A1).  So pairs are grouped: every pair of members of a class is
+estimated, pairs of one class are linked, and linked pairs (across all queries) form a group
+that gets one value — the **geometric mean** of its pair estimates.  For a two-member class
+that is not linked to another class this is just its pair estimate; for a class
+``{X.a, Y.b, Z.c}`` over uniform independent data, ``s²`` is its join fraction, and the
+geometric mean of the pairs recovers ``s``.  The group's interval is the geometric mean of the
+pairs' interval ends (the mean is monotone in each pair), its standard error the
+delta-method bound ``g · mean(SE_i / s_i)`` (pairs treated as fully correlated, the
+conservative case).  A pair without any agreeing value in the full data is written as
+``1/(|X|·|Y|)`` (less than one agreeing pair), since a selectivity must be positive.
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.tables import Table
+>>> w = parse_workload('''
+... defaults: {selectivity: 0.5}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+... queries: {q: "R(a), S(a)"}
+... ''')
+>>> tables = {"R": Table.from_columns("R", {"ts": [0, 1, 2, 3], "a": [1, 1, 2, None]}),
+...           "S": Table.from_columns("S", {"ts": [0, 2], "a": [1, 3]})}
+>>> st = estimate_statistics(w, tables)
+>>> st.rate("R"), st.rate("S"), st.selectivity("R.a = S.a")
+(1.0, 0.5, 0.25)
+>>> w2 = st.apply(w)
+>>> w2.rate("S"), w2.query("q").classes[0].selectivity
+(0.5, 0.25)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from mqjoin.errors import DataError, WorkloadError
+from mqjoin.tables import Table, read_inputs
+from mqjoin.workload import Attr, Workload, iter_pairs
+from mqjoin.datasets.arrivals import relation_rng
+
+#: default sample size per relation: relations with at most this many rows are counted exactly
+DEFAULT_SAMPLE = 100_000
+#: z-value of the two-sided 95 % normal interval
+Z95 = 1.959963984540054
+#: fewer agreeing sample pairs than this make the normal interval unreliable
+FEW_MATCHES = 10
+
+
+def _sig(x: float, digits: int = 6) -> float:
+    """``x`` rounded to ``digits`` significant digits (what is written into workload files).
+
+    >>> _sig(1 / 3), _sig(12345678.9)
+    (0.333333, 12345700.0)
+    """
+    return float(f"{x:.{digits}g}")
+
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """The observed rate of one relation (exact: computed over all rows).
+
+    >>> RateEstimate("R", 11, 0.0, 5.0).rate
+    2.0
+    >>> RateEstimate("R", 1, 3.0, 3.0).rate is None
+    True
+    """
+
+    relation: str
+    tuples: int
+    first: float
+    last: float
+
+    @property
+    def span(self) -> float:
+        return self.last - self.first
+
+    @property
+    def rate(self) -> float | None:
+        """``(n − 1) / span``, or ``None`` when the tuples span no time."""
+        if self.tuples < 2 or not self.span > 0:
+            return None
+        return (self.tuples - 1) / self.span
+
+    def describe(self) -> str:
+        if self.rate is None:
+            return (f"{self.relation}: {self.tuples} tuple(s) spanning no event time; rate not estimated "
+                    f"(the declared rate is kept)")
+        return f"{self.relation}: {self.rate:.6g} tuples/s ({self.tuples} tuples over {self.span:.6g} s)"
+
+
+@dataclass(frozen=True)
+class PairEstimate:
+    """The selectivity of one equality ``left = right`` with its precision."""
+
+    left: Attr
+    right: Attr
+    value: float
+    stderr: float
+    low: float
+    high: float
+    sizes: tuple[int, int]  # |X|, |Y| (all rows)
+    samples: tuple[int, int]  # rows used: m, n (equal to sizes when exact)
+    matches: int  # agreeing pairs among the rows used
+
+    @property
+    def exact(self) -> bool:
+        return self.samples == self.sizes
+
+    @property
+    def key(self) -> str:
+        return f"{self.left} = {self.right}"
+
+    @property
+    def floor(self) -> float:
+        """The smallest positive selectivity: one agreeing pair in the full data."""
+        return 1.0 / max(1, self.sizes[0] * self.sizes[1])
+
+    @property
+    def written(self) -> float:
+        """The value written into a workload (positive: ``floor`` when no pair agrees)."""
+        return self.value if self.value > 0 else self.floor
+
+    @property
+    def few_matches(self) -> bool:
+        """True when sampled and fewer than :data:`FEW_MATCHES` sample pairs agree."""
+        return not self.exact and self.matches < FEW_MATCHES
+
+    def describe(self) -> str:
+        if self.exact:
+            how = "exact"
+        else:
+            how = (f"sampled {self.samples[0]}/{self.sizes[0]} × {self.samples[1]}/{self.sizes[1]} rows, "
+                   f"SE {self.stderr:.3g}, 95% CI [{self.low:.4g}, {self.high:.4g}]")
+            if self.few_matches:
+                how += f"; only {self.matches} agreeing sample pairs: interval unreliable, raise --sample"
+        return f"{self.key}: {self.value:.6g} ({how})"
+
+
+@dataclass(frozen=True)
+class GroupEstimate:
+    """One selectivity for a group of linked pairs (see the module docstring)."""
+
+    classes: tuple[tuple[Attr, ...], ...]  # distinct member sets of the classes in the group
+    pairs: tuple[PairEstimate, ...]
+    value: float
+    stderr: float
+    low: float
+    high: float
+
+    @property
+    def exact(self) -> bool:
+        return all(p.exact for p in self.pairs)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The equalities written into a workload: one per distinct class, leaving out classes
+        whose pairs another class of the group already covers."""
+        return tuple(" = ".join(str(a) for a in c) for c in covering_classes(self.classes))
+
+    @property
+    def relative_precision(self) -> float:
+        """Half-width of the 95 % interval relative to the value (0 when exact)."""
+        return 0.0 if self.value <= 0 else (self.high - self.low) / 2 / self.value
+
+    def describe(self) -> str:
+        how = ("exact" if self.exact else
+               f"SE {self.stderr:.3g}, 95% CI [{self.low:.4g}, {self.high:.4g}] (±{self.relative_precision:.1%})")
+        rule = "" if len(self.pairs) == 1 else f", geometric mean of {len(self.pairs)} pairs"
+        return f"{' ; '.join(self.keys)}: {self.value:.6g} ({how}{rule})"
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Rates and selectivities estimated from one data directory (or set of tables)."""
+
+    rates: tuple[RateEstimate, ...]
+    pairs: tuple[PairEstimate, ...]
+    groups: tuple[GroupEstimate, ...]
+    sample: int | None
+    seed: int
+    source: str = ""
+
+    def rate(self, relation: str) -> float | None:
+        for r in self.rates:
+            if r.relation == relation:
+                return r.rate
+        raise DataError(f"no rate was estimated for relation {relation!r} (estimated: "
+                        f"{', '.join(r.relation for r in self.rates)})")
+
+    def pair(self, equality: str) -> PairEstimate:
+        """The estimate of one pair, given as ``"X.a = Y.b"`` (either order)."""
+        want = _parse_pair(equality)
+        for p in self.pairs:
+            if {p.left, p.right} == want:
+                return p
+        raise DataError(f"no pair {equality!r} was estimated (pairs: {', '.join(p.key for p in self.pairs)})")
+
+    def group(self, equality: str) -> GroupEstimate:
+        """The group (the written selectivity) that contains the pair ``equality``."""
+        want = _parse_pair(equality)
+        for g in self.groups:
+            if any({p.left, p.right} == want for p in g.pairs):
+                return g
+        raise DataError(f"no class contains {equality!r}")
+
+    def selectivity(self, equality: str) -> float:
+        """The value written for the class containing ``equality``."""
+        return self.group(equality).value
+
+    def apply(self, workload: Workload) -> Workload:
+        """The workload with the estimated rates and one explicit selectivity per class
+        (existing explicit selectivities of estimated pairs are replaced)."""
+        spec = workload.to_spec()
+        for r in self.rates:
+            if r.rate is not None and r.relation in spec["relations"]:
+                spec["relations"][r.relation]["rate"] = _sig(r.rate)
+        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for ``--json``."""
+        return {
+            "source": self.source, "sample": self.sample, "seed": self.seed,
+            "rates": {r.relation: {"rate": r.rate, "tuples": r.tuples, "span": r.span} for r in self.rates},
+            "selectivities": [{"classes": list(g.keys), "value": g.value, "stderr": g.stderr,
+                               "ci95": [g.low, g.high], "exact": g.exact,
+                               "pairs": [{"pair": p.key, "value": p.value, "stderr": p.stderr,
+                                          "ci95": [p.low, p.high], "exact": p.exact,
+                                          "rows": list(p.sizes), "sampled": list(p.samples),
+                                          "agreeing_sample_pairs": p.matches, "few_matches": p.few_matches}
+                                         for p in g.pairs]}
+                              for g in self.groups],
+        }
+
+    def render(self) -> str:
+        """Readable lines (the CLI's output and the header of written workloads)."""
+        how = "exact" if self.sample is None else f"relations over {self.sample:,} rows sampled (seed {self.seed})"
+        lines = [f"statistics of {self.source or 'the given tables'} ({how})", "rates (tuples per second of event time):"]
+        lines += [f"  {r.describe()}" for r in self.rates]
+        lines.append("selectivities (probability that a random pair agrees):")
+        for g in self.groups:
+            if len(g.pairs) == 1:
+                lines.append(f"  {g.pairs[0].describe()}")
+            else:
+                lines.append(f"  {g.describe()}")
+                lines += [f"      {p.describe()}" for p in g.pairs]
+        return "\n".join(lines)
+
+    def to_yaml(self, workload: Workload, title: str = "") -> str:
+        """The applied workload as YAML, headed by comments that state the estimates' precision."""
+        head = ([f"# {line}" if line else "#" for line in title.splitlines()] if title else []) + \
+               [f"# {line}" if line else "#" for line in self.render().splitlines()]
+        return "\n".join(head) + "\n" + workload_yaml(self.apply(workload))
+
+
+def _parse_pair(equality: str) -> set[Attr]:
+    parts = [p.strip() for p in equality.split("=")]
+    if len(parts) != 2 or not all("." in p for p in parts):
+        raise DataError(f"{equality!r} is not an equality like 'R.a = S.b'")
+    return {Attr(*p.split(".", 1)) for p in parts}
+
+
+# --------------------------------------------------------------------------------------------
+# estimation
+# --------------------------------------------------------------------------------------------
+
+
+def _check_sample(sample: int | None) -> int | None:
+    if sample is None:
+        return None
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 2:
+        raise DataError(f"sample size must be an integer >= 2 (rows per relation) or None for exact "
+                        f"counts, got {sample!r}")
+    return sample
+
+
+def sample_rows(n: int, sample: int | None, seed: int, relation: str) -> np.ndarray | None:
+    """Sorted row indices of a relation's sample, ``None`` when it is counted exactly.
+
+    >>> sample_rows(10, None, 0, "R") is None, sample_rows(10, 20, 0, "R") is None
+    (True, True)
+    >>> s = sample_rows(1000, 5, 0, "R"); len(s), bool((s[1:] > s[:-1]).all())
+    (5, True)
+    """
+    if sample is None or n <= sample:
+        return None
+    return np.sort(relation_rng(seed, relation).choice(n, size=sample, replace=False))
+
+
+def value_counts(values: Sequence[Any], rows: np.ndarray | None = None) -> Counter:
+    """Counts of the non-null values (of ``rows`` only, when given).  Values are compared as
+    read, like the engines do (``1 == 1.0``; nulls and NaN agree with nothing).
+
+    >>> value_counts([1, 1.0, None, "x", float("nan")])
+    Counter({1: 2, 'x': 1})
+    """
+    if rows is not None:
+        values = [values[i] for i in rows.tolist()]
+    c = Counter(values)
+    c.pop(None, None)
+    for k in [k for k in c if isinstance(k, float) and math.isnan(k)]:
+        del c[k]
+    return c
+
+
+def pair_estimate(left: Attr, right: Attr, cx: Counter, cy: Counter, sizes: tuple[int, int],
+                  samples: tuple[int, int]) -> PairEstimate:
+    """The selectivity of ``left = right`` from value counts of the rows used (see the module
+    docstring for the estimator and its standard error).
+
+    >>> from collections import Counter
+    >>> p = pair_estimate(Attr("R", "a"), Attr("S", "a"), Counter({1: 2, 2: 1}), Counter({1: 1, 3: 1}), (4, 2), (4, 2))
+    >>> p.value, p.exact, p.stderr
+    (0.25, True, 0.0)
+    """
+    (nx, ny), (m, n) = sizes, samples
+    if nx == 0 or ny == 0:
+        return PairEstimate(left, right, 0.0, 0.0, 0.0, 0.0, sizes, samples, 0)
+    small, big = (cx, cy) if len(cx) <= len(cy) else (cy, cx)
+    common = [(v, c) for v, c in small.items() if v in big]
+    matches = sum(c * big[v] for v, c in common)
+    u = matches / (m * n)
+    fx, fy = 1.0 - m / nx, 1.0 - n / ny
+    if fx <= 0 and fy <= 0:
+        return PairEstimate(left, right, u, 0.0, u, u, sizes, samples, matches)
+    # ζ_X: variance over sampled x of q(x) = cnt_Y(x)/n; ζ_Y likewise (unbiased over the sample)
+    sx = sum(cx[v] * (cy[v] / n) ** 2 for v, _ in common)
+    sy = sum(cy[v] * (cx[v] / m) ** 2 for v, _ in common)
+    zeta_x = max(0.0, (sx / m - u * u) * m / (m - 1)) if m > 1 else 0.0
+    zeta_y = max(0.0, (sy / n - u * u) * n / (n - 1)) if n > 1 else 0.0
+    # rounding noise of a zero variance (e.g. every x has the same partner count)
+    zeta_x, zeta_y = (z if z > 1e-12 * u * u else 0.0 for z in (zeta_x, zeta_y))
+    var = max(fx, 0.0) * zeta_x / m + max(fy, 0.0) * zeta_y / n
+    if fx > 0 and fy > 0:
+        var += u * (1 - u) / (m * n)
+    se = math.sqrt(var)
+    if matches == 0:
+        k = min(s for s, f in ((m, fx), (n, fy)) if f > 0)
+        low, high = 0.0, min(1.0, 3.0 / k)
+    else:
+        low, high = max(0.0, u - Z95 * se), min(1.0, u + Z95 * se)
+    return PairEstimate(left, right, u, se, low, high, sizes, samples, matches)
+
+
+def selectivity_groups(workload: Workload) -> list[tuple[tuple[tuple[Attr, ...], ...], tuple[tuple[Attr, Attr], ...]]]:
+    """Groups of linked pairs over all queries: ``(distinct class member sets, pairs)``.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q1: "R(a), S(a), T(a)", q2: "S(a), T(a)", q3: "R(a), S(a)"}
+    ... ''')
+    >>> [(len(cs), len(ps)) for cs, ps in selectivity_groups(w)]
+    [(3, 3)]
+    """
+    parent: dict[tuple[Attr, Attr], tuple[Attr, Attr]] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    classes: list[tuple[Attr, ...]] = []
+    for q in workload.queries:
+        for c in q.classes:
+            pairs = list(iter_pairs(c.members))
+            for p in pairs:
+                find(p)
+            for p in pairs[1:]:
+                a, b = find(pairs[0]), find(p)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            if c.members not in classes:
+                classes.append(c.members)
+    out: dict[tuple[Attr, Attr], tuple[list, set]] = {}
+    for members in classes:
+        root = find(next(iter_pairs(members)))
+        cs, ps = out.setdefault(root, ([], set()))
+        cs.append(members)
+        ps.update(iter_pairs(members))
+    return [(tuple(sorted(cs)), tuple(sorted(ps))) for _, (cs, ps) in sorted(out.items())]
+
+
+def group_estimate(classes: tuple[tuple[Attr, ...], ...], pairs: Sequence[PairEstimate]) -> GroupEstimate:
+    """One value for linked pairs: geometric means of values and interval ends (see above).
+
+    >>> a, b, c = Attr("R", "a"), Attr("S", "a"), Attr("T", "a")
+    >>> ps = [PairEstimate(a, b, 0.01, 0, 0.01, 0.01, (10, 10), (10, 10), 1),
+    ...       PairEstimate(a, c, 0.04, 0, 0.04, 0.04, (10, 10), (10, 10), 4)]
+    >>> round(group_estimate(((a, b, c),), ps).value, 12)
+    0.02
+    """
+    vals = [p.written for p in pairs]
+    g = math.exp(sum(math.log(v) for v in vals) / len(vals))
+    low = math.exp(sum(math.log(max(p.low, p.floor)) for p in pairs) / len(pairs)) if all(p.low > 0 for p in pairs) \
+        else 0.0
+    high = math.exp(sum(math.log(max(p.high, p.floor)) for p in pairs) / len(pairs))
+    if len(pairs) == 1:
+        p = pairs[0]
+        return GroupEstimate(classes, tuple(pairs), _sig(g), p.stderr, p.low, p.high)
+    rel = sum(p.stderr / v for p, v in zip(pairs, vals)) / len(pairs)
+    return GroupEstimate(classes, tuple(pairs), _sig(g), g * rel, min(low, g), max(high, g))
+
+
+def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample: int | None = DEFAULT_SAMPLE,
+                        seed: int = 0, source: str = "") -> Statistics:
+    """Rates of every relation in ``tables`` and selectivities of every class of ``workload``.
+
+    ``sample``: relations with more rows are sampled down to this many (``None``: exact).
+    """
+    sample = _check_sample(sample)
+    rates = []
+    for r in workload.relations:
+        t = tables.get(r.name)
+        if t is not None:
+            rates.append(RateEstimate(r.name, len(t), min(t.ts, default=0.0), max(t.ts, default=0.0)))
+    rows = {}
+    for r, t in tables.items():
+        rows[r] = sample_rows(len(t), sample, seed, r)
+    counts: dict[Attr, Counter] = {}
+
+    def counts_of(a: Attr) -> Counter:
+        if a not in counts:
+            if a.relation not in tables:
+                raise DataError(f"no input for relation {a.relation}, which a query joins on {a}")
+            t = tables[a.relation]
+            t.require([a.name])
+            counts[a] = value_counts(t.columns[a.name], rows[a.relation])
+        return counts[a]
+
+    def used(relation: str) -> int:
+        n = len(tables[relation])
+        return n if rows[relation] is None else len(rows[relation])
+
+    pair_est: dict[tuple[Attr, Attr], PairEstimate] = {}
+    groups = []
+    for classes, pairs in selectivity_groups(workload):
+        est = []
+        for x, y in pairs:
+            if (x, y) not in pair_est:
+                cx, cy = counts_of(x), counts_of(y)
+                pair_est[(x, y)] = pair_estimate(x, y, cx, cy, (len(tables[x.relation]), len(tables[y.relation])),
+                                                 (used(x.relation), used(y.relation)))
+            est.append(pair_est[(x, y)])
+        groups.append(group_estimate(classes, est))
+    return Statistics(tuple(rates), tuple(pair_est[k] for k in sorted(pair_est)), tuple(groups), sample, seed, source)
+
+
+def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int | None = DEFAULT_SAMPLE,
+                         seed: int = 0) -> Statistics:
+    """Read the inputs of ``workload`` from ``data_dir`` (every relation some query uses, plus
+    declared relations that have an input file there) and estimate their statistics."""
+    d = Path(data_dir)
+    extra = [r.name for r in workload.relations if r.name not in workload.used_relations
+             and ((d / f"{r.name}.parquet").exists() or (d / f"{r.name}.csv").exists())]
+    tables = read_inputs(workload, d, list(workload.used_relations) + extra)
+    return estimate_statistics(workload, tables, sample, seed, source=str(d))
+
+
+# --------------------------------------------------------------------------------------------
+# writing selectivities
+# --------------------------------------------------------------------------------------------
+
+
+def _with_group_values(workload: Workload, spec: dict[str, Any],
+                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]]) -> Workload:
+    values = list(values)
+    covered = {p for classes, _ in values for c in classes for p in iter_pairs(c)}
+    kept = {}
+    for (a, b), v in workload.selectivities:
+        if (a, b) not in covered:
+            kept[f"{a} = {b}"] = v
+    for classes, v in values:
+        for c in covering_classes(classes):
+            kept[" = ".join(str(a) for a in c)] = v
+    spec["selectivities"] = kept
+    return Workload.build(spec["relations"], spec["queries"], spec["selectivities"], spec["defaults"])
+
+
+def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ...]]:
+    """The classes whose pairs no other (larger) class of ``classes`` contains.
+
+    >>> a, b, c = Attr("R", "a"), Attr("S", "a"), Attr("T", "a")
+    >>> covering_classes([(a, b), (a, b, c), (b, c)])
+    [(R.a, S.a, T.a)]
+    """
+    out = []
+    for c in classes:
+        mine = set(c)
+        if not any(o != c and mine <= set(o) for o in classes):
+            out.append(c)
+    return out
+
+
+def workload_yaml(workload: Workload) -> str:
+    """The workload as compact, block-style YAML in the format of DESIGN A1 (one line per
+    relation, query and selectivity; a relation's window and parallelism only when they differ
+    from the defaults).  Parsing it gives the same workload.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.00001}
+    ... relations: {R: {attributes: [a], rate: 2}, S: {attributes: [a], window: 5}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> print(workload_yaml(w), end="")
+    defaults: {rate: 1.0, window: null, parallelism: 1, selectivity: 1.0e-05, horizon: 1.0}
+    relations:
+      R: {attributes: [a], rate: 2.0}
+      S: {attributes: [a], rate: 1.0, window: 5.0}
+    queries:
+      q: "R(a), S(a)"
+    >>> parse_workload(workload_yaml(w)) == w
+    True
+    """
+    import json
+
+    import yaml
+
+    def num(v: Any) -> str:
+        return "null" if v is None else yaml.safe_dump(v).splitlines()[0]
+
+    d = workload.defaults
+    lines = ["defaults: {" + ", ".join(f"{k}: {num(getattr(d, k))}"
+                                      for k in ("rate", "window", "parallelism", "selectivity", "horizon")) + "}",
+             "relations:"]
+    for r in workload.relations:
+        items = [f"attributes: [{', '.join(r.attributes)}]", f"rate: {num(r.rate)}"]
+        if r.window != d.window:
+            items.append(f"window: {num(r.window)}")
+        if r.parallelism != d.parallelism:
+            items.append(f"parallelism: {num(r.parallelism)}")
+        lines.append(f"  {r.name}: {{{', '.join(items)}}}")
+    if workload.queries:
+        lines.append("queries:")
+        lines += [f"  {q.name}: {json.dumps(q.text, ensure_ascii=False)}" for q in workload.queries]
+    if workload.selectivities:
+        lines.append("selectivities:")
+        lines += [f"  {a} = {b}: {num(v)}" for (a, b), v in workload.selectivities]
+    return "\n".join(lines) + "\n"
+
+
+def assign_selectivities(workload: Workload, pair_values: Mapping[tuple[Attr, Attr], float]) -> Workload:
+    """Give every class of ``workload`` an explicit selectivity from known pair values, grouped
+    and averaged exactly like estimates (geometric mean over linked pairs).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q1: "R(a), S(a), T(a)"}
+    ... ''')
+    >>> vals = {(Attr("R", "a"), Attr("S", "a")): 0.01, (Attr("R", "a"), Attr("T", "a")): 0.04,
+    ...         (Attr("S", "a"), Attr("T", "a")): 0.02}
+    >>> assign_selectivities(w, vals).query("q1").classes[0].selectivity
+    0.02
+    """
+    values = []
+    for classes, pairs in selectivity_groups(workload):
+        missing = [p for p in pairs if p not in pair_values and (p[1], p[0]) not in pair_values]
+        if missing:
+            raise WorkloadError(f"no selectivity known for {missing[0][0]} = {missing[0][1]}; add it to the "
+                                f"pair values (e.g. estimate it from data with 'mqjoin stats')")
+        vals = [pair_values.get(p, pair_values.get((p[1], p[0]))) for p in pairs]
+        values.append((classes, _sig(math.exp(sum(math.log(v) for v in vals) / len(vals)))))
+    return _with_group_values(workload, workload.to_spec(), values)
