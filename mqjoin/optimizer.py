@@ -36,6 +36,8 @@ MODES = ("mqo", "individual", "shared")
 
 #: models with more binaries than this get a warm start from the plan without MIRs
 WARM_START_BINARIES = 2000
+#: … and under a time limit, already models with more binaries than this
+WARM_START_LIMITED = 200
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,9 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
     deadline = None if time_limit is None else time.perf_counter() + time_limit
-    for q in workload.queries:
-        left = None if deadline is None else max(0.01, deadline - time.perf_counter())
+    for k, q in enumerate(workload.queries):
+        # a fair share of the remaining budget for each query still to solve
+        left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
         ns = q.name if mode == "individual" else ""
         choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns)
         all_choices.extend(choices)
@@ -175,7 +178,8 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     mdl = build_model(cands, partitioning)
     build = time.perf_counter() - t0
     start = None
-    if mirs and solver == "highs" and mdl.num_binaries > WARM_START_BINARIES:
+    if mirs and solver == "highs" and (mdl.num_binaries > WARM_START_BINARIES
+                                       or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
