@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming engine (the only place that imports pyspark)."""

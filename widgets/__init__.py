@@ -1,0 +1,1 @@
+"""Jupyter views of mqjoin values (ipywidgets + plotly), installed as ``mqjoin.widgets``."""
