@@ -79,3 +79,7 @@ class PlanError(MqjoinError):
 
 class DataError(MqjoinError):
     """Input data of a run is missing or malformed (file, column, value)."""
+
+
+class EngineError(MqjoinError):
+    """A deployment failed or cannot start (Spark missing, Java missing, a job failed)."""

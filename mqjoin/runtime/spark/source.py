@@ -1,0 +1,223 @@
+"""Replayed input streams: a Spark 4 Python streaming data source over a *replay log*.
+
+The replay log is every input tuple of a run in arrival order — ``(ts, relation declaration
+rank, row index)``, the tie-break of DESIGN A6 — written once as Parquet with one union schema:
+
+    _seq (long, 0-based arrival number), _rel (int, relation rank), _ts (double), _row (long),
+    r<k>_a<j> (relation k's attribute j, typed as read)
+
+The source ``mqjoin_replay`` serves it micro-batch by micro-batch.  Offsets are arrival
+numbers ``{"seq": n}``, so a restarted query resumes exactly where the checkpoint says.
+Pacing (options):
+
+* ``rate`` — input tuples per wall-clock second;
+* ``speedup`` — event-time seconds per wall-clock second (arrivals follow ``ts``);
+* neither — as fast as Spark asks (``maxRowsPerBatch`` caps a micro-batch).
+
+Every served row gets ``_arrival``: the wall-clock time (epoch seconds) at which the tuple
+became available — from the pacing formula, or the time its micro-batch was planned when
+unpaced.  Result latency is measured against it.  The option ``relations`` (comma-separated
+ranks) serves only those relations (one stream per relation for the native baseline).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from ...errors import DataError
+from ...tables import Table
+from ...workload import Workload
+
+SOURCE_NAME = "mqjoin_replay"
+META = ("_seq", "_rel", "_ts", "_row")
+
+_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string", pa.bool_(): "boolean"}
+
+
+def ts_col(k: int) -> str:
+    return f"r{k}_ts"
+
+
+def row_col(k: int) -> str:
+    return f"r{k}_row"
+
+
+def attr_col(k: int, j: int) -> str:
+    return f"r{k}_a{j}"
+
+
+def _column(values: tuple[Any, ...], where: str) -> pa.Array:
+    try:
+        arr = pa.array(list(values))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise DataError(f"{where} mixes strings and numbers; make the column one type") from None
+    if arr.type == pa.null():
+        return arr.cast(pa.string())
+    if pa.types.is_integer(arr.type):
+        return arr.cast(pa.int64())
+    if pa.types.is_floating(arr.type):
+        return arr.cast(pa.float64())
+    if arr.type not in _SPARK_TYPES:
+        raise DataError(f"{where} has values of type {arr.type}, which the Spark engine does not "
+                        "support; use numbers or strings")
+    return arr
+
+
+def build_replay_log(workload: Workload, tables: Mapping[str, Table]) -> pa.Table:
+    """All input tuples in arrival order with the union schema described in the module doc."""
+    ranks = workload.relation_rank
+    parts = []
+    for name, t in tables.items():
+        k = ranks[name]
+        rel = workload.relation(name)
+        n = len(t)
+        cols: dict[str, pa.Array] = {
+            "_rel": pa.array(np.full(n, k, dtype=np.int32)),
+            "_ts": pa.array(np.asarray(t.ts, dtype=np.float64)),
+            "_row": pa.array(np.arange(n, dtype=np.int64)),
+        }
+        for j, a in enumerate(rel.attributes):
+            if a in t.columns:
+                cols[attr_col(k, j)] = _column(t.columns[a], f"column {a} of {name}")
+        parts.append(pa.table(cols))
+    if not parts:
+        raise DataError("no input tables to replay")
+    log = pa.concat_tables(parts, promote_options="permissive")
+    order = np.lexsort((log["_row"].to_numpy(), log["_rel"].to_numpy(), log["_ts"].to_numpy()))
+    log = log.take(pa.array(order))
+    log = log.add_column(0, "_seq", pa.array(np.arange(len(log), dtype=np.int64)))
+    return log
+
+
+def write_replay_log(log: pa.Table, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(log, tmp, row_group_size=64 * 1024)
+    tmp.replace(path)
+    return path
+
+
+def spark_schema(schema: pa.Schema) -> str:
+    """DDL of the served rows: the replay log's columns plus ``_arrival``."""
+    cols = [f"`{f.name}` {_SPARK_TYPES.get(f.type, 'string')}" for f in schema]
+    return ", ".join(cols + ["`_arrival` double"])
+
+
+_CACHE: dict[str, pa.Table] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _load(path: str) -> pa.Table:
+    """The replay log, read once per Python process."""
+    with _CACHE_LOCK:
+        t = _CACHE.get(path)
+        if t is None:
+            t = _CACHE[path] = pq.read_table(path)
+        return t
+
+
+class _Slice(InputPartition):
+    def __init__(self, start: int, end: int, arrival: tuple):
+        super().__init__(None)
+        self.start, self.end, self.arrival = start, end, arrival
+
+
+class _Reader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]):
+        self.path = options["path"]
+        self.rate = float(options["rate"]) if options.get("rate") else None
+        self.speedup = float(options["speedup"]) if options.get("speedup") else None
+        self.max_rows = int(options["maxRowsPerBatch"]) if options.get("maxRowsPerBatch") else None
+        self.relations = (frozenset(int(x) for x in options["relations"].split(","))
+                          if options.get("relations") else None)
+        self.splits = max(1, int(options.get("splits", "2")))
+        log = _load(self.path)
+        self.total = len(log)
+        self.ts = log["_ts"].to_numpy()
+        self.base: tuple[int, float] | None = None  # (first offset served, wall time)
+
+    def initialOffset(self) -> dict:
+        return {"seq": 0}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
+    def _available(self, start: int, now: float) -> int:
+        if self.base is None:
+            self.base = (start, now)
+        b, t0 = self.base
+        if self.rate:
+            return min(self.total, b + int((now - t0) * self.rate))
+        if self.speedup:
+            if b >= self.total:
+                return self.total
+            horizon = self.ts[b] + (now - t0) * self.speedup
+            return int(np.searchsorted(self.ts, horizon, side="right"))
+        return self.total
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        s = int(start["seq"])
+        end = max(s, self._available(s, time.time()))
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, s + int(limit.max_rows))
+        return {"seq": end}
+
+    def partitions(self, start: dict, end: dict):
+        s, e = int(start["seq"]), int(end["seq"])
+        if self.base is None:
+            self.base = (s, time.time())
+        b, t0 = self.base
+        if self.rate:
+            arrival = ("rate", b, t0, self.rate)
+        elif self.speedup:
+            arrival = ("speedup", float(self.ts[min(b, self.total - 1)]) if self.total else 0.0, t0, self.speedup)
+        else:
+            arrival = ("fixed", time.time())
+        n = max(1, min(self.splits, (e - s) // 5000 + 1))
+        cuts = [s + (e - s) * i // n for i in range(n + 1)]
+        return [_Slice(cuts[i], cuts[i + 1], arrival) for i in range(n)]
+
+    def read(self, partition: _Slice) -> Iterator[pa.RecordBatch]:
+        log = _load(self.path)
+        part = log.slice(partition.start, partition.end - partition.start)
+        if self.relations is not None and len(part):
+            mask = np.isin(part["_rel"].to_numpy(), list(self.relations))
+            part = part.filter(pa.array(mask))
+        kind = partition.arrival[0]
+        if kind == "rate":
+            _, b, t0, rate = partition.arrival
+            arrival = t0 + (part["_seq"].to_numpy() - b) / rate
+        elif kind == "speedup":
+            _, ts0, t0, speedup = partition.arrival
+            arrival = t0 + (part["_ts"].to_numpy() - ts0) / speedup
+        else:
+            arrival = np.full(len(part), partition.arrival[1])
+        part = part.append_column("_arrival", pa.array(np.asarray(arrival, dtype=np.float64)))
+        yield from part.to_batches(max_chunksize=64 * 1024)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class ReplaySource(DataSource):
+    """``spark.readStream.format("mqjoin_replay").option("path", LOG)`` — see the module doc."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return spark_schema(pq.read_schema(self.options["path"]))
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return _Reader(self.options)
