@@ -116,7 +116,13 @@ _JAVA_EXC = re.compile(r"(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)):\s
 
 def spark_message(exc: BaseException) -> str:
     """One line out of a Spark/Java error: the innermost ``Exception: message``, no stack."""
+    from ...errors import MqjoinError
+
+    if isinstance(exc, MqjoinError):
+        return str(exc)
     text = str(getattr(exc, "desc", None) or exc)
+    if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j") and "Exception" not in text:
+        return f"{type(exc).__name__}: {text}"  # a Python error, e.g. in a foreachBatch function
     # a Python error raised inside a worker or a foreachBatch function travels as text
     py = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", text, re.M)
     found = [m for m in _JAVA_EXC.findall(text) if m[1].strip()]
