@@ -1,9 +1,10 @@
 """Deployments: a plan (or the native baseline) running as Spark streaming queries.
 
->>> # doctest: +SKIP
->>> d = deploy(optimize(w).plan, "data/", "out/", speedup=10)   # starts at once
->>> d.wait(); d.batches.tail()                                   # pandas metrics
->>> d.results()["q1"]                                            # set of row-index tuples
+Usage (a running Spark job, so not a doctest; tests/test_spark_engine.py runs it)::
+
+    d = deploy(optimize(w).plan, "data/", "out/", speedup=10)   # starts at once
+    d.wait(); d.batches.tail()                                   # pandas metrics
+    d.results()["q1"]                                            # set of row-index tuples
 
 A :class:`Deployment` is a handle on running queries (the one mutable object of the engine):
 ``start``/``stop``/``wait``, metrics as pandas DataFrames (``batches``, ``queries``,

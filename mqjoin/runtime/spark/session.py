@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +41,15 @@ def _require_pyspark() -> None:
 def _require_java() -> None:
     if os.environ.get("JAVA_HOME") or shutil.which("java"):
         return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        # a fresh Debian/Ubuntu machine as root: install the runtime Spark needs (~1 min)
+        print("mqjoin: Java not found; installing openjdk-17-jre-headless with apt-get …", file=sys.stderr)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        ok = subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True).returncode == 0 and \
+            subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless"], env=env,
+                           capture_output=True).returncode == 0
+        if ok and shutil.which("java"):
+            return
     raise EngineError("Spark needs Java 17 or newer and none was found: install it (Debian/Ubuntu: "
                       "apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
 
