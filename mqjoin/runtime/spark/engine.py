@@ -255,8 +255,9 @@ class DeltaJoinEngine:
                 union = df if union is None else union.unionByName(df)
             phase("plan_outputs")
             if union is not None:
-                # one task per core writes (a task per output partition costs more than the rows)
-                union.coalesce(self.spark.sparkContext.defaultParallelism).write.mode("overwrite").parquet(
+                # (no coalesce: merging partitions would keep every join's hash table of the
+                # merged partitions in one task's memory until it ends — measured: OOM)
+                union.write.mode("overwrite").parquet(
                     f"{self.out_dir}/_batches/batch={batch_id}")
             phase("outputs")
         committed = time.time()
