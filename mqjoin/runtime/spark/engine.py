@@ -81,6 +81,7 @@ class _BatchState:
     results: dict[str, str] = field(default_factory=dict)  # probe edge → FROM item of its results
     persisted: list[DataFrame] = field(default_factory=list)
     msg_obs: dict[str, Observation] = field(default_factory=dict)
+    per_rel: Mapping[int, int] = field(default_factory=dict)  # relation rank → tuples in the batch
 
 
 class DeltaJoinEngine:
@@ -210,7 +211,7 @@ class DeltaJoinEngine:
 
     def _run(self, batch: DataFrame, batch_id: int, first_seq: int, n: int, t0: float, t1: float,
              per_rel: Mapping[int, int], started: float, write: bool) -> BatchReport:
-        bs = _BatchState()
+        bs = _BatchState(per_rel=per_rel)
         phases: dict[str, float] = {}
         tick = time.time()
 
@@ -358,7 +359,10 @@ class DeltaJoinEngine:
         cols = self.store_cols(store)
         data_cols = ", ".join(cols[1:])
         deltas = [f"SELECT _seq AS _sseq, {data_cols} FROM {self._travelling(lab, bs)} d"
-                  for lab in self.incoming[store.id]]
+                  for lab in self.incoming[store.id]
+                  if not (store.mir.is_base and not bs.per_rel.get(self.rank[store.mir.relations[0]]))]
+        if not deltas and store.mir.is_base:  # nothing arrived: keep it as is (eviction can wait)
+            return self.stores[store.id]
         live = [f"{ts_col(self.rank[r])} >= {t0 - float(self.windows[r])!r}"
                 for r in store.mir.relations if self.windows[r] is not None]
         old = f"SELECT {', '.join(cols)} FROM {self._store_view(store)}"
