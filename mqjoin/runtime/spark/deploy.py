@@ -472,6 +472,7 @@ def run_spark(plan: Plan, data: str | Path | Mapping[str, Table], out: str | Pat
             raise EngineError(f"the deployment did not finish within {timeout} s; raise --timeout or the rate")
     finally:
         d.stop()
+        d.cleanup()
     d.write_results()
     return d
 
