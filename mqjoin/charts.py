@@ -24,7 +24,7 @@ from typing import Any, Iterable
 CHART_ROWS = ("input tuples/s", "result latency (s)", "state (rows)")
 
 
-def _series(label: str, batches, queries, progress) -> dict[str, list[tuple[str, list, list]]]:
+def chart_series(label: str, batches, queries, progress) -> dict[str, list[tuple[str, list, list]]]:
     """The three panels' traces for one deployment: (name, x = seconds since start, y)."""
     out: dict[str, list[tuple[str, list, list]]] = {k: [] for k in CHART_ROWS}
     t0 = None
@@ -65,7 +65,7 @@ def metrics_figure(runs: Iterable[tuple[str, Any, Any, Any]], title: str | None 
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=CHART_ROWS, vertical_spacing=0.08)
     for label, batches, queries, progress in runs:
         for row, panel in enumerate(CHART_ROWS, start=1):
-            for name, x, y in _series(label, batches, queries, progress)[panel]:
+            for name, x, y in chart_series(label, batches, queries, progress)[panel]:
                 fig.add_scatter(x=x, y=y, name=name, mode="lines+markers", row=row, col=1)
     fig.update_xaxes(title_text="seconds since deployment", row=3, col=1)
     fig.update_layout(height=700, title=title or "deployment metrics", legend={"orientation": "h"})
