@@ -117,6 +117,7 @@ class Deployment:
             self._tmp = tempfile.mkdtemp(prefix="mqjoin-ckpt-")
             checkpoint = self._tmp
         self.checkpoint = Path(checkpoint)
+        pacing.options()  # bad pacing fails before Spark starts
         self.tables = dict(data) if isinstance(data, Mapping) else read_inputs(self.workload, data)
         self.spark = spark or spark_session(master, conf)
         self._lock = threading.Lock()

@@ -80,7 +80,7 @@ class _BatchState:
     stores: dict[str, DataFrame] = field(default_factory=dict)
     results: dict[str, str] = field(default_factory=dict)  # probe edge → FROM item of its results
     persisted: list[DataFrame] = field(default_factory=list)
-    msg_obs: dict[str, Observation] = field(default_factory=dict)
+    counted: dict[str, str] = field(default_factory=dict)  # probe edge → view of its results
     per_rel: Mapping[int, int] = field(default_factory=dict)  # relation rank → tuples in the batch
 
 
@@ -158,7 +158,7 @@ class DeltaJoinEngine:
                 return
             n, s0, t0, t1, per_rel = stats
             if s0 != self.next_seq:  # a restart (or a re-executed batch): rebuild the stores
-                self._rebuild(s0, t0)
+                self._rebuild(s0, t0, batch.sparkSession)
                 rebuilt = True
             report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
             self.next_seq = s0 + n
@@ -178,12 +178,13 @@ class DeltaJoinEngine:
         return (sum(per_rel.values()), int(min(r["s0"] for r in rows)), float(min(r["t0"] for r in rows)),
                 float(max(r["t1"] for r in rows)), per_rel)
 
-    def _rebuild(self, first_seq: int, t0: float) -> None:
+    def _rebuild(self, first_seq: int, t0: float, session) -> None:
         self._drop_all()
         self.next_seq = 0
         if first_seq == 0:
             return
-        hist = self.spark.read.parquet(self.replay_log).filter(F.col("_seq") < first_seq)
+        # read in the batch's session: the rebuilt stores' views must live where it runs
+        hist = session.read.parquet(self.replay_log).filter(F.col("_seq") < first_seq)
         if self.horizon is not None:
             hist = hist.filter(F.col("_ts") >= t0 - self.horizon)
         hist = hist.withColumn("_arrival", F.lit(0.0)).persist()
@@ -262,6 +263,10 @@ class DeltaJoinEngine:
                     f"{self.out_dir}/_batches/batch={batch_id}")
             phase("outputs")
         committed = time.time()
+        fed = {}
+        if write and bs.counted:  # rows that travelled on to further probes, from the cache
+            sql = " UNION ALL ".join(f"SELECT {_lit(lab)} AS edge, count(*) AS n FROM {v}" for lab, v in bs.counted.items())
+            fed = {r["edge"]: int(r["n"]) for r in self.ss.sql(sql).collect()}
         # 3. release the old stores and the batch's temporaries
         for sid, df in bs.stores.items():
             old = self.stores.get(sid)
@@ -287,7 +292,7 @@ class DeltaJoinEngine:
                 if parent is None:
                     rows_in = per_rel.get(self.rank[e.source.split(":", 1)[1]], 0)
                 else:
-                    rows_in = int(bs.msg_obs[parent].get.get("n") or 0)
+                    rows_in = fed.get(parent, 0)
                 k = 1 if e.route is not None else self.plan.store[e.target].parallelism
                 msgs[e.label] = k * rows_in
         phase("metrics")
@@ -337,15 +342,15 @@ class DeltaJoinEngine:
         if not feeds_probe and len(rule.out) == 1:
             ref = bs.results[label] = f"({sql})"
             return ref
-        df = self.ss.sql(sql)
-        if feeds_probe:  # the rows it ships on are the next probes' messages
-            ob = bs.msg_obs[label] = Observation(f"msg_{label}_{id(bs)}")
-            df = df.observe(ob, F.count(F.lit(1)).alias("n"))
-        if len(rule.out) > 1:  # a shared step: computed once per batch
-            df = df.persist()
-            bs.persisted.append(df)
+        # persisted: a shared step is computed once per batch, and the rows of a result that
+        # feeds probes (their messages) are counted from the cache after the batch.  (Spark's
+        # Observation does not report metrics computed inside a cached plan: it would hang.)
+        df = self.ss.sql(sql).persist()
+        bs.persisted.append(df)
         view = self._view("r", label)
         df.createOrReplaceTempView(view)
+        if feeds_probe:
+            bs.counted[label] = view
         bs.results[label] = view
         return view
 

@@ -71,6 +71,8 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         "spark.sql.autoBroadcastJoinThreshold": "-1",
         "spark.sql.requireAllClusterKeysForCoPartition": "false",
         "spark.sql.adaptive.enabled": "false",
+        # a runtime bloom filter costs one more job per probe on every micro-batch
+        "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.driver.memory": os.environ.get("MQJOIN_DRIVER_MEMORY", "2g"),
         "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -92,9 +92,29 @@ def build_replay_log(workload: Workload, tables: Mapping[str, Table]) -> pa.Tabl
     if not parts:
         raise DataError("no input tables to replay")
     log = pa.concat_tables(parts, promote_options="permissive")
+    log = _unify_join_types(workload, log)
     order = np.lexsort((log["_row"].to_numpy(), log["_rel"].to_numpy(), log["_ts"].to_numpy()))
     log = log.take(pa.array(order))
     log = log.add_column(0, "_seq", pa.array(np.arange(len(log), dtype=np.int64)))
+    return log
+
+
+def _unify_join_types(workload: Workload, log: pa.Table) -> pa.Table:
+    """Members of one class that mix integers and floats become floats: 1 and 1.0 join
+    (DESIGN A6), and equal types keep a store's hash partitioning usable by every probe
+    (Spark would otherwise cast one side and reshuffle the store)."""
+    ranks = workload.relation_rank
+    for q in workload.queries:
+        for c in q.classes:
+            cols = [attr_col(ranks[a.relation], workload.relation(a.relation).attributes.index(a.name))
+                    for a in c.members]
+            cols = [n for n in cols if n in log.column_names]
+            types = {log.schema.field(n).type for n in cols}
+            if pa.float64() in types and pa.int64() in types:
+                for n in cols:
+                    if log.schema.field(n).type == pa.int64():
+                        i = log.column_names.index(n)
+                        log = log.set_column(i, n, log[n].cast(pa.float64()))
     return log
 
 
