@@ -1,0 +1,428 @@
+"""The explorer's state: one small observable object that every view watches.
+
+:class:`ExplorerModel` holds a :class:`~mqjoin.workload.Workload` and the optimiser options
+(mode, partitioning policy, MIRs, solver, time limit), recomputes the
+:class:`~mqjoin.optimizer.OptimizeResult` after every edit (debounced) and notifies its
+observers.  Views never optimise on their own and never hold state of their own beyond
+what they draw: they call the model's edit methods and redraw when told.
+
+Edits are validated at once: a bad edit (an unknown relation in a query text, a selectivity
+outside (0, 1] …) raises nothing — it sets :attr:`ExplorerModel.error` to the engine's
+message and keeps the previous workload.  A successful edit clears the error and schedules
+a recomputation ``debounce`` seconds later (``0``: at once, which is what tests use).
+
+>>> from mqjoin.workload import parse_workload
+>>> w = parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+... queries: {q1: "R(a), S(a,b), T(b)"}
+... ''')
+>>> m = ExplorerModel(w, debounce=0)
+>>> m.result.probe_cost
+400.0
+>>> seen = []
+>>> m.observe(lambda change: seen.append(change["name"]), "result")
+>>> m.set_rate("R", 1000)
+True
+>>> seen, m.result.probe_cost
+(['result'], 1300.0)
+>>> m.add_query("q2", "R(a), X(a)")
+False
+>>> m.error
+"query q2: relation 'X' is not declared (declared: R, S, T)"
+>>> m.workload.query_names
+('q1',)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from mqjoin.errors import MqjoinError
+from mqjoin.ilp import POLICIES, SOLVERS
+from mqjoin.optimizer import MODES, OptimizeResult, optimize
+from mqjoin.workload import (
+    Attr,
+    JoinClass,
+    Workload,
+    iter_pairs,
+    load_workload,
+    parse_workload,
+)
+
+from .diff import PlanDiff, plan_diff
+
+#: names of the events an :class:`ExplorerModel` emits
+EVENTS = ("workload", "options", "result", "error", "busy")
+
+
+def as_workload(workload: Workload | str) -> Workload:
+    """A workload from a :class:`Workload`, a path to a YAML file, a bundled workload's file
+    name (``"paper_v2.yaml"``, ``"tpch_fig7a.yaml"``) or YAML text.
+
+    >>> as_workload("paper_v2.yaml")
+    Workload(4 relations, 2 queries: q1, q2)
+    """
+    if isinstance(workload, Workload):
+        return workload
+    if not isinstance(workload, str):
+        import os
+
+        if isinstance(workload, os.PathLike):
+            return load_workload(workload)
+        raise TypeError(f"expected a Workload, a file name or YAML text, got {type(workload).__name__}")
+    text = workload.strip()
+    if "\n" in text or ":" in text and not text.endswith((".yaml", ".yml")):
+        return parse_workload(workload)
+    from pathlib import Path
+
+    p = Path(text)
+    if p.exists():
+        return load_workload(p)
+    from importlib.resources import files
+
+    for package, folder in (("mqjoin", "workloads"), ("mqjoin.datasets", "workloads")):
+        f = files(package) / folder / text
+        if f.is_file():
+            return parse_workload(f.read_text(encoding="utf-8"))
+    return load_workload(p)  # raises the engine's "file not found" error
+
+
+# --------------------------------------------------------------------------------------------
+# selectivity groups: what one selectivity slider edits
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelectivityGroup:
+    """Classes (of any queries) that must share one selectivity because they share a pair of
+    attributes (DESIGN A1): editing one selectivity edits the whole group.
+
+    ``label`` is the equality text (``"R.a = S.a"``) that :meth:`Workload.with_selectivity`
+    accepts; ``members`` the union of the classes' attributes."""
+
+    label: str
+    members: tuple[Attr, ...]
+    selectivity: float
+    queries: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def selectivity_groups(workload: Workload) -> tuple[SelectivityGroup, ...]:
+    """The selectivity groups of a workload, in the order of their first attribute.
+
+    >>> w = as_workload("tpch_fig7a.yaml")
+    >>> [g.label for g in selectivity_groups(w)][:2]
+    ['lineitem.orderkey = orders.orderkey', 'lineitem.partkey = part.partkey = partsupp.partkey']
+    """
+    classes: list[tuple[JoinClass, str]] = [(c, q.name) for q in workload.queries for c in q.classes]
+    parent = list(range(len(classes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[Attr, Attr], int] = {}
+    for i, (c, _) in enumerate(classes):
+        for pair in iter_pairs(c.members):
+            if pair in owner:
+                parent[find(i)] = find(owner[pair])
+            else:
+                owner[pair] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(classes)):
+        groups.setdefault(find(i), []).append(i)
+    out = []
+    for idx in groups.values():
+        members = tuple(sorted({a for i in idx for a in classes[i][0].members}))
+        queries = tuple(dict.fromkeys(classes[i][1] for i in idx))
+        out.append(SelectivityGroup(" = ".join(str(a) for a in members), members,
+                                    classes[idx[0]][0].selectivity, queries))
+    return tuple(sorted(out, key=lambda g: g.members))
+
+
+def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, value: float) -> Workload:
+    """The workload with a new selectivity for a class and every class that shares a pair of
+    attributes with it (one :class:`SelectivityGroup`), so the result stays consistent.
+
+    >>> w = as_workload("tpch_fig7a.yaml")
+    >>> w2 = with_class_selectivity(w, "part.partkey = partsupp.partkey", 0.001)
+    >>> sorted({c.selectivity for q in w2.queries for c in q.classes if any(a.name == "partkey" for a in c.members)})
+    [0.001]
+    """
+    label = group.label if isinstance(group, SelectivityGroup) else str(group)
+    for g in selectivity_groups(workload):
+        if label == g.label or _pairs_of(label) & _pairs_of(g.label):
+            if set(_attrs_of(label)) <= set(g.members):
+                label = g.label
+            break
+    return workload.with_selectivity(label, value)
+
+
+# --------------------------------------------------------------------------------------------
+# the observable model
+# --------------------------------------------------------------------------------------------
+
+
+class ExplorerModel:
+    """Workload + options → :class:`OptimizeResult`, with observers (see the module doc).
+
+    Observers are called as ``callback(change)`` with ``change = {"name", "old", "new",
+    "owner"}`` (the shape of a traitlets change), for the events in :data:`EVENTS`:
+    ``workload`` (an edit was accepted), ``options``, ``result`` (a new plan; also
+    :attr:`diff` is updated first), ``error`` and ``busy``.
+    """
+
+    def __init__(self, workload: Workload | str, *, mode: str = "mqo", partitioning: str = "single",
+                 mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
+                 debounce: float = 0.3, optimize_fn: Callable[..., OptimizeResult] = optimize,
+                 compute: bool = True):
+        self._observers: dict[str, list[Callable[[dict], Any]]] = {e: [] for e in EVENTS}
+        self._lock = threading.RLock()
+        self._timer: Any = None
+        self._pending = False
+        self.optimize_fn = optimize_fn
+        self.debounce = float(debounce)
+        self.workload: Workload = as_workload(workload)
+        self.mode, self.partitioning, self.mirs, self.solver, self.time_limit = mode, partitioning, mirs, solver, time_limit
+        self._check_options()
+        self.result: OptimizeResult | None = None
+        self.previous: OptimizeResult | None = None
+        self.diff: PlanDiff | None = None
+        self.error: str = ""
+        self.busy: bool = False
+        #: seconds the last recomputation took (optimise + notify observers, i.e. redraw)
+        self.last_seconds: float = 0.0
+        self.revision = 0
+        if compute:
+            self.recompute()
+
+    # -- observers ------------------------------------------------------------------------------
+
+    def observe(self, callback: Callable[[dict], Any], names: str | Iterable[str] = "result") -> None:
+        """Call ``callback(change)`` on each of the events ``names`` (see :data:`EVENTS`)."""
+        for n in [names] if isinstance(names, str) else names:
+            if n not in self._observers:
+                raise ValueError(f"unknown event {n!r} (events: {', '.join(EVENTS)})")
+            if callback not in self._observers[n]:
+                self._observers[n].append(callback)
+
+    def unobserve(self, callback: Callable[[dict], Any], names: str | Iterable[str] = EVENTS) -> None:
+        for n in [names] if isinstance(names, str) else names:
+            if callback in self._observers.get(n, []):
+                self._observers[n].remove(callback)
+
+    def _notify(self, name: str, old: Any, new: Any) -> None:
+        for cb in list(self._observers[name]):
+            cb({"name": name, "old": old, "new": new, "owner": self})
+
+    def _set(self, name: str, value: Any) -> None:
+        old = getattr(self, name)
+        setattr(self, name, value)
+        if name in ("error", "busy") and old == value:
+            return
+        self._notify(name, old, value)
+
+    # -- options --------------------------------------------------------------------------------
+
+    def _check_options(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r} (choose one of {', '.join(MODES)})")
+        if self.partitioning not in POLICIES:
+            raise ValueError(f"unknown partitioning {self.partitioning!r} (choose {' or '.join(POLICIES)})")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r} (choose {' or '.join(SOLVERS)})")
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The optimiser options as keyword arguments of :func:`mqjoin.optimizer.optimize`."""
+        return {"mode": self.mode, "partitioning": self.partitioning, "mirs": self.mirs,
+                "solver": self.solver, "time_limit": self.time_limit}
+
+    def set_options(self, **options: Any) -> bool:
+        """Change optimiser options (``mode``, ``partitioning``, ``mirs``, ``solver``,
+        ``time_limit``) and recompute (debounced)."""
+        old = self.options
+        for k in options:
+            if k not in old:
+                self._set("error", f"unknown option {k!r} (options: {', '.join(old)})")
+                return False
+        saved = dict(old)
+        for k, v in options.items():
+            setattr(self, k, v)
+        try:
+            self._check_options()
+        except ValueError as e:
+            for k, v in saved.items():
+                setattr(self, k, v)
+            self._set("error", str(e))
+            return False
+        if self.options != old:
+            self._notify("options", old, self.options)
+            self.schedule()
+        return True
+
+    # -- edits ----------------------------------------------------------------------------------
+
+    def edit(self, change: Workload | Callable[[Workload], Workload]) -> bool:
+        """Replace the workload (or apply ``change(workload)``), validated at once; on an engine
+        error keep the workload and show the message in :attr:`error`.  Returns success."""
+        try:
+            new = change(self.workload) if callable(change) else change
+            if not isinstance(new, Workload):
+                raise TypeError(f"an edit must give a Workload, got {type(new).__name__}")
+        except MqjoinError as e:
+            self._set("error", str(e))
+            return False
+        except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            self._set("error", f"{type(e).__name__}: {e}")
+            return False
+        old = self.workload
+        if new == old:
+            self._set("error", "")
+            return True
+        self.workload = new
+        self._set("error", "")
+        self._notify("workload", old, new)
+        self.schedule()
+        return True
+
+    def set_rate(self, relation: str, rate: float) -> bool:
+        """Set a relation's rate (tuples per second)."""
+        return self.edit(lambda w: w.with_relation(relation, rate=rate))
+
+    def set_window(self, relation: str, window: float | None) -> bool:
+        """Set a relation's window in seconds (``None``: unbounded)."""
+        return self.edit(lambda w: w.with_relation(relation, window=window))
+
+    def set_parallelism(self, relation: str, parallelism: int) -> bool:
+        """Set the number of partitions of a relation's store."""
+        return self.edit(lambda w: w.with_relation(relation, parallelism=parallelism))
+
+    def set_mir_parallelism(self, parallelism: int) -> bool:
+        """Set ``defaults.parallelism``: the number of partitions of every MIR store."""
+        return self.edit(lambda w: w.with_defaults(parallelism=parallelism))
+
+    def set_selectivity(self, group: SelectivityGroup | str, value: float) -> bool:
+        """Set the selectivity of a class (given by a :class:`SelectivityGroup` or an equality
+        text such as ``"R.a = S.a"``); every class sharing a pair with it follows."""
+        return self.edit(lambda w: with_class_selectivity(w, group, value))
+
+    def add_query(self, name: str, text: str) -> bool:
+        """Add (or replace) a query written in paper notation (``R(a), S(a,b)``) or as
+        equalities (``R.a = S.a AND S.b = T.b``)."""
+        name = name.strip()
+        if not name:
+            self._set("error", "give the query a name (letters, digits, _), e.g. q3")
+            return False
+        return self.edit(lambda w: w.with_query(name, text))
+
+    def remove_query(self, name: str) -> bool:
+        """Remove a query (the last one cannot be removed: a plan needs a query)."""
+        if name in self.workload.query_names and len(self.workload.queries) == 1:
+            self._set("error", f"cannot remove {name}: it is the only query, and a plan needs one")
+            return False
+        return self.edit(lambda w: w.without_query(name))
+
+    # -- recomputation --------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Recompute after ``debounce`` seconds without a further edit (at once when 0).
+
+        Inside a running asyncio loop (a Jupyter kernel) the recomputation is a loop
+        callback, so it runs on the kernel's thread like every widget callback; elsewhere a
+        timer thread."""
+        with self._lock:
+            self._pending = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self.debounce <= 0:
+                self.flush()
+                return
+            try:
+                import asyncio
+
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(self.debounce, self.flush)
+            except RuntimeError:
+                t = threading.Timer(self.debounce, self.flush)
+                t.daemon = True
+                self._timer = t
+                t.start()
+
+    @property
+    def pending(self) -> bool:
+        """Whether an edit waits for its (debounced) recomputation."""
+        return self._pending
+
+    def flush(self) -> OptimizeResult | None:
+        """Run a pending recomputation now (no-op when none is pending)."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self._pending:
+                return self.result
+            return self.recompute()
+
+    def recompute(self) -> OptimizeResult | None:
+        """Optimise the current workload with the current options and notify observers.
+
+        On an engine error the previous result stays, and :attr:`error` says why."""
+        with self._lock:
+            self._pending = False
+            t0 = time.perf_counter()
+            self._set("busy", True)
+            try:
+                res = self.optimize_fn(self.workload, **self.options)
+            except MqjoinError as e:
+                self._set("busy", False)
+                self._set("error", str(e))
+                return None
+            except Exception as e:  # noqa: BLE001 — never a traceback in a widget
+                self._set("busy", False)
+                self._set("error", f"{type(e).__name__}: {e}")
+                return None
+            old = self.result
+            self.previous = old
+            self.diff = None if old is None else plan_diff(old.plan, res.plan)
+            self.result = res
+            self.revision += 1
+            self._set("busy", False)
+            self._set("error", "")
+            self._notify("result", old, res)
+            self.last_seconds = time.perf_counter() - t0
+            return res
+
+    def current_plan(self):
+        """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""
+        self.flush()
+        if self.result is None:
+            raise MqjoinError(self.error or "no plan yet")
+        return self.result.plan
+
+    def __repr__(self) -> str:
+        cost = "no plan" if self.result is None else f"probe cost {self.result.probe_cost:g}"
+        return f"ExplorerModel({self.workload!r}, {self.mode}/{self.partitioning}, {cost})"
+
+
+def _attrs_of(label: str) -> list[Attr]:
+    out = []
+    for part in label.split("="):
+        rel, _, name = part.strip().partition(".")
+        out.append(Attr(rel, name))
+    return out
+
+
+def _pairs_of(label: str) -> set[tuple[Attr, Attr]]:
+    attrs = sorted(set(_attrs_of(label)))
+    return set(iter_pairs(tuple(attrs)))
