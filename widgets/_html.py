@@ -1,0 +1,50 @@
+"""Tiny HTML helpers shared by the views (escaped text, tables, message boxes)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+ERROR_STYLE = "color:#b00020;background:#fdecea;border-left:3px solid #b00020;padding:4px 8px;margin:4px 0"
+INFO_STYLE = "color:#1b3a57;background:#eef4fb;border-left:3px solid #1565c0;padding:4px 8px;margin:4px 0"
+
+
+def esc(x: object) -> str:
+    return html.escape(str(x))
+
+
+def error_box(message: str) -> str:
+    """The inline error area's content (empty when there is no error).
+
+    >>> error_box("")
+    ''
+    >>> error_box("query q3: relation 'X' is not declared")
+    '<div class="mqjoin-error" style="...">⚠ query q3: relation &#x27;X&#x27; is not declared</div>'
+    """
+    if not message:
+        return ""
+    return f'<div class="mqjoin-error" style="{ERROR_STYLE}">⚠ {esc(message)}</div>'
+
+
+def info_box(text: str, pre: bool = True) -> str:
+    body = f'<pre style="margin:0;white-space:pre-wrap">{esc(text)}</pre>' if pre else esc(text)
+    return f'<div class="mqjoin-info" style="{INFO_STYLE}">{body}</div>'
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], marked: Iterable[bool] | None = None,
+          raw: bool = False) -> str:
+    """An HTML table; ``marked`` rows are shaded (e.g. shared steps, the current plan).
+
+    >>> table(["a", "b"], [[1, "x<y"]])
+    '<table class="mqjoin-table" ...><tr><th ...>a</th><th ...>b</th></tr><tr><td ...>1</td><td ...>x&lt;y</td></tr></table>'
+    """
+    th = "".join(f'<th style="text-align:left;padding:2px 8px;border-bottom:1px solid #ccc">{esc(h)}</th>'
+                 for h in headers)
+    marks = list(marked) if marked is not None else None
+    body = []
+    for i, r in enumerate(rows):
+        style = ' style="background:#fff3e0"' if marks is not None and i < len(marks) and marks[i] else ""
+        cells = "".join(f'<td style="padding:2px 8px;font-family:monospace">{c if raw else esc(c)}</td>' for c in r)
+        body.append(f"<tr{style}>{cells}</tr>")
+    return (f'<table class="mqjoin-table" style="border-collapse:collapse;font-size:12px">'
+            f"<tr>{th}</tr>{''.join(body)}</table>")

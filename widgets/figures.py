@@ -1,0 +1,483 @@
+"""Plotly figures of mqjoin values, as pure functions (no widgets, no state).
+
+* :func:`query_graph_figure` — relations as nodes, classes as edges (hyperedges through a
+  hub for classes of three or more relations), one colour per query;
+* :func:`probe_tree_figure` — the plan's probe-tree forest (paper Figure 4): stores with
+  partition attribute and parallelism, edge labels, shared prefixes highlighted, per-step
+  cost and broadcast factor on hover, optionally only one query's part.
+
+Each figure has a fixed, named trace structure (see ``GRAPH_TRACES`` and ``TREE_TRACES``),
+so a view can update a plotly ``FigureWidget`` in place (:func:`sync_figure`) instead of
+rebuilding it, and tests can read trace contents by name.  Layouts are deterministic
+(networkx spring layout with a fixed seed; trees laid out by leaf order): the same workload
+gives the same figure.
+
+>>> from mqjoin.widgets.model import as_workload
+>>> from mqjoin.optimizer import optimize
+>>> w = as_workload("paper_v2.yaml")
+>>> fig = query_graph_figure(w)
+>>> [t.name for t in fig.data]
+['q1', 'q2', 'hyperedge hubs', 'classes', 'relations']
+>>> list(fig.data[-1].text)
+['R', 'S', 'T', 'U']
+>>> tree = probe_tree_figure(optimize(w, mirs=False).plan)
+>>> [t.name for t in tree.data]
+['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs']
+>>> list(tree.data[3].text)
+['R', 'S', 'T', 'U']
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from mqjoin.plan import Node, Plan, ProbeRule
+from mqjoin.workload import Workload
+
+#: colours of queries, by their position in the workload
+PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
+           "#FF97FF", "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B")
+SHARED_COLOR = "#E65100"
+MIR_COLOR = "#7F7F7F"
+TEMPLATE = "plotly_white"
+
+GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
+TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs")
+
+
+def query_colors(workload: Workload) -> dict[str, str]:
+    """Colour of every query (by position; the palette repeats after 16 queries).
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> query_colors(as_workload("paper_v2.yaml"))
+    {'q1': '#636EFA', 'q2': '#EF553B'}
+    """
+    return {q: PALETTE[i % len(PALETTE)] for i, q in enumerate(workload.query_names)}
+
+
+def fmt(x: float) -> str:
+    """A number for labels: 4 significant digits.
+
+    >>> fmt(26326.90579), fmt(0.00066667), fmt(800.0)
+    ('2.633e+04', '0.0006667', '800')
+    """
+    return f"{x:.4g}"
+
+
+# --------------------------------------------------------------------------------------------
+# plumbing
+# --------------------------------------------------------------------------------------------
+
+
+def to_figure(traces: list[dict], layout: dict):
+    """A ``plotly.graph_objects.Figure`` from trace dicts and a layout dict."""
+    import plotly.graph_objects as go
+
+    return go.Figure(data=traces, layout={"template": TEMPLATE, **layout})
+
+
+def sync_figure(widget, traces: list[dict], layout: dict) -> None:
+    """Make a ``FigureWidget`` show ``traces`` and ``layout``: in place (one batched update
+    message) when the trace structure (types and names) is unchanged, else by replacing
+    the traces."""
+    same = len(widget.data) == len(traces) and all(
+        t.type == d.get("type", "scatter") and t.name == d.get("name") for t, d in zip(widget.data, traces))
+    if same:
+        with widget.batch_update():
+            for t, d in zip(widget.data, traces):
+                t.update({k: v for k, v in d.items() if k != "type"}, overwrite=True)
+            widget.layout.update(layout, overwrite=True)
+    else:
+        with widget.hold_trait_notifications():
+            widget.data = ()
+            widget.add_traces(traces)
+            widget.layout.update(layout, overwrite=True)
+
+
+def new_figure_widget(traces: list[dict], layout: dict):
+    """A ``FigureWidget`` showing ``traces`` and ``layout``."""
+    import plotly.graph_objects as go
+
+    return go.FigureWidget(data=traces, layout={"template": TEMPLATE, **layout})
+
+
+def trace_by_name(figure, name: str):
+    """The trace called ``name`` of a figure or figure widget (``KeyError`` when absent)."""
+    for t in figure.data:
+        if t.name == name:
+            return t
+    raise KeyError(f"no trace {name!r} (traces: {', '.join(str(t.name) for t in figure.data)})")
+
+
+# --------------------------------------------------------------------------------------------
+# query graph
+# --------------------------------------------------------------------------------------------
+
+
+def query_graph_layout(workload: Workload) -> dict[str, tuple[float, float]]:
+    """Positions of all declared relations in [0, 1]² (spring layout, fixed seed).
+
+    Relations are joined when some query equates their attributes; the positions depend
+    only on the relations and which pairs join, not on statistics, so edits of rates or
+    selectivities never move a node."""
+    names = tuple(r.name for r in workload.relations)
+    pairs = set()
+    for q in workload.queries:
+        for c in q.classes:
+            rels = sorted(c.relations)
+            for i in range(len(rels)):
+                for j in range(i + 1, len(rels)):
+                    pairs.add((rels[i], rels[j]))
+    return _spring(names, tuple(sorted(pairs)))
+
+
+@lru_cache(maxsize=64)
+def _spring(names: tuple[str, ...], pairs: tuple[tuple[str, str], ...]) -> dict[str, tuple[float, float]]:
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(names)
+    g.add_edges_from(pairs)
+    if len(names) == 1:
+        return {names[0]: (0.5, 0.5)}
+    pos = nx.spring_layout(g, seed=7, k=1.6 / math.sqrt(len(names)), iterations=200)
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    sx, sy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+    return {n: (round(0.05 + 0.9 * (pos[n][0] - x0) / sx, 6), round(0.05 + 0.9 * (pos[n][1] - y0) / sy, 6))
+            for n in names}
+
+
+def query_graph_traces(workload: Workload, highlight: str | None = None) -> tuple[list[dict], dict]:
+    """Trace dicts and layout of :func:`query_graph_figure`."""
+    pos = query_graph_layout(workload)
+    colors = query_colors(workload)
+    used = set(workload.used_relations)
+
+    # how many queries draw a line between two relations (for parallel offsets)
+    users: dict[tuple[str, ...], list[str]] = {}
+    for q in workload.queries:
+        for c in q.classes:
+            users.setdefault(tuple(sorted(c.relations)), []).append(q.name)
+
+    def offset(a: tuple[float, float], b: tuple[float, float], k: int, m: int) -> tuple[float, float]:
+        if m <= 1:
+            return 0.0, 0.0
+        dx, dy = b[0] - a[0], b[1] - a[1]
+        n = math.hypot(dx, dy) or 1.0
+        d = (k - (m - 1) / 2) * 0.018
+        return -dy / n * d, dx / n * d
+
+    traces: list[dict] = []
+    hubs_x, hubs_y, hubs_c, hubs_h = [], [], [], []
+    for q in workload.queries:
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for c in q.classes:
+            rels = tuple(sorted(c.relations))
+            who = users[rels]
+            k = who.index(q.name)
+            if len(rels) == 2:
+                a, b = pos[rels[0]], pos[rels[1]]
+                ox, oy = offset(a, b, k, len(who))
+                xs += [a[0] + ox, b[0] + ox, None]
+                ys += [a[1] + oy, b[1] + oy, None]
+            else:  # hyperedge: a hub at the members' centroid, one spoke per member
+                cx = sum(pos[r][0] for r in rels) / len(rels) + (k - (len(who) - 1) / 2) * 0.02
+                cy = sum(pos[r][1] for r in rels) / len(rels)
+                for r in rels:
+                    xs += [cx, pos[r][0], None]
+                    ys += [cy, pos[r][1], None]
+                hubs_x.append(cx)
+                hubs_y.append(cy)
+                hubs_c.append(colors[q.name])
+                hubs_h.append(f"{q.name}: class {c} (s = {fmt(c.selectivity)})")
+        width = 4 if highlight == q.name else 2
+        traces.append({"type": "scatter", "name": q.name, "x": xs, "y": ys, "mode": "lines",
+                       "line": {"color": colors[q.name], "width": width}, "hoverinfo": "skip",
+                       "legendgroup": q.name, "showlegend": True,
+                       "opacity": 0.35 if highlight and highlight != q.name else 1.0})
+    traces.append({"type": "scatter", "name": "hyperedge hubs", "x": hubs_x, "y": hubs_y, "mode": "markers",
+                   "marker": {"symbol": "diamond", "size": 11, "color": hubs_c, "line": {"width": 1, "color": "#333"}},
+                   "hovertext": hubs_h, "hoverinfo": "text", "showlegend": False})
+
+    # one label per distinct class, at its centroid
+    from mqjoin.widgets.model import selectivity_groups
+
+    group_of = {}
+    for g in selectivity_groups(workload):
+        for a in g.members:
+            group_of[a] = g.label
+    seen: dict[tuple, list[str]] = {}
+    cls_of: dict[tuple, Any] = {}
+    for q in workload.queries:
+        for c in q.classes:
+            seen.setdefault(c.members, []).append(q.name)
+            cls_of[c.members] = c
+    lx, ly, lt, lh, lc = [], [], [], [], []
+    for members, qs in seen.items():
+        c = cls_of[members]
+        rels = sorted(c.relations)
+        lx.append(round(sum(pos[r][0] for r in rels) / len(rels), 6))
+        ly.append(round(sum(pos[r][1] for r in rels) / len(rels), 6))
+        names = sorted({a.name for a in members})
+        lt.append("=".join(names))
+        lh.append(f"class {c}<br>selectivity s = {fmt(c.selectivity)}<br>queries: {', '.join(qs)}")
+        lc.append(group_of.get(members[0], ""))
+    traces.append({"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt,
+                   "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
+                   "customdata": lc, "showlegend": False})
+
+    rx, ry, rt, rh, rs, rc = [], [], [], [], [], []
+    for r in workload.relations:
+        x, y = pos[r.name]
+        rx.append(x)
+        ry.append(y)
+        rt.append(r.name)
+        win = "unbounded" if r.window is None else f"{fmt(r.window)} s"
+        qs = [q.name for q in workload.queries if r.name in q.relation_set]
+        rh.append(f"<b>{r.name}</b>({', '.join(r.attributes)})<br>rate {fmt(r.rate)} tuples/s<br>"
+                  f"window {win}<br>parallelism {r.parallelism}<br>queries: {', '.join(qs) or 'none'}")
+        rs.append(round(14 + 4 * math.log10(max(r.rate, 1e-3) + 1), 3))
+        rc.append("#2A3F5F" if r.name in used else "#C8D4E3")
+    traces.append({"type": "scatter", "name": "relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
+                   "textposition": "top center", "customdata": rt,
+                   "marker": {"size": rs, "color": rc, "line": {"width": 1, "color": "white"}},
+                   "hovertext": rh, "hoverinfo": "text", "showlegend": False})
+    layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
+                                f"{len(workload.used_relations)} relations"},
+              "xaxis": {"visible": False, "range": [-0.05, 1.05]},
+              "yaxis": {"visible": False, "range": [-0.05, 1.1]},
+              "height": 420, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "legend": {"title": {"text": "queries"}}, "hovermode": "closest"}
+    return traces, layout
+
+
+def query_graph_figure(workload: Workload, highlight: str | None = None):
+    """The query graph of a workload as a plotly figure (``highlight`` a query by name)."""
+    return to_figure(*query_graph_traces(workload, highlight))
+
+
+# --------------------------------------------------------------------------------------------
+# probe trees
+# --------------------------------------------------------------------------------------------
+
+
+def _namespace(root: str) -> str:
+    return root.rpartition(":")[0]
+
+
+def nodes_for_query(plan: Plan, query: str | None) -> list[Node]:
+    """The plan's nodes that serve ``query``: its own steps and the steps that maintain the
+    MIR stores it probes (transitively).  ``None``: every node.
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> from mqjoin.optimizer import optimize
+    >>> plan = optimize(as_workload("paper_v2.yaml")).plan
+    >>> len(plan.nodes), len(nodes_for_query(plan, "q1")), len(nodes_for_query(plan, "q2"))
+    (8, 5, 5)
+    """
+    if query is None:
+        return list(plan.nodes)
+    wanted = {(ns, query) for ns in {_namespace(n.root) for n in plan.nodes}}
+    keep: set[str] = set()
+    while True:
+        before = len(wanted)
+        for n in plan.nodes:
+            ns = _namespace(n.root)
+            if any((ns, o) in wanted for o in n.owners):
+                keep.add(n.edge)
+                mir = plan.store[n.store].mir
+                if not mir.is_base:
+                    wanted.add((ns, mir.label))
+        if len(wanted) == before:
+            break
+    return [n for n in plan.nodes if n.edge in keep]
+
+
+def _chi(plan: Plan, n: Node) -> int:
+    return plan.store[n.store].parallelism if n.broadcast else 1
+
+
+def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict], dict]:
+    """Trace dicts and layout of :func:`probe_tree_figure`."""
+    colors = query_colors(plan.workload)
+    queries = set(plan.workload.query_names)
+    nodes = nodes_for_query(plan, query)
+    mir_labels = {plan.store[n.store].mir.label for n in nodes}
+    children: dict[str, list[Node]] = {}
+    for n in nodes:
+        children.setdefault(n.parent or "root:" + n.root, []).append(n)
+    roots = list(dict.fromkeys(n.root for n in nodes))
+
+    def sinks_of(n: Node) -> list[tuple[str, str]]:
+        rule = plan.rules[n.store][n.edge]
+        out = []
+        for lab in rule.out if isinstance(rule, ProbeRule) else ():
+            e = plan.edge[lab]
+            if e.kind == "output":
+                q = e.target.split(":", 1)[1]
+                if query is None or q == query:
+                    out.append((lab, q))
+            elif e.kind == "insert":
+                sm = plan.store[e.target].mir
+                if query is None or sm.label in mir_labels:
+                    out.append((lab, f"store {e.target}"))
+        return out
+
+    # tidy layout: every leaf (a node without kept children, or a sink) takes one row
+    pos: dict[str, tuple[float, float]] = {}
+    sink_rows: list[tuple[str, str, str, float, float]] = []  # (edge label, parent edge, text, x, y)
+    row = [0]
+
+    def place(key: str, depth: int) -> float:
+        kids = children.get(key, [])
+        ys = []
+        for n in kids:
+            y = place(n.edge, depth + 1)
+            pos[n.edge] = (depth + 1, y)
+            ys.append(y)
+        if key.startswith("root:"):
+            if not ys:
+                ys.append(row[0])
+                row[0] += 1
+            return (ys[0] + ys[-1]) / 2
+        for lab, text in sinks_of(_node(key)):
+            sink_rows.append((lab, key, text, depth + 1, row[0]))
+            ys.append(row[0])
+            row[0] += 1
+        if not ys:
+            ys.append(row[0])
+            row[0] += 1
+        return (ys[0] + ys[-1]) / 2
+
+    by_edge = {n.edge: n for n in nodes}
+
+    def _node(edge: str) -> Node:
+        return by_edge[edge]
+
+    root_pos: dict[str, tuple[float, float]] = {}
+    for r in roots:
+        y = place("root:" + r, 0)
+        root_pos[r] = (0, y)
+        row[0] += 0.6  # gap between trees
+
+    def Y(y: float) -> float:
+        return -round(y, 4)
+
+    ex, ey, sx, sy = [], [], [], []
+    lx, ly, lt, lh = [], [], [], []
+    for n in nodes:
+        x1, y1 = pos[n.edge]
+        x0, y0 = pos[n.parent] if n.parent else root_pos[n.root]
+        shared = len(n.owners) > 1
+        (sx if shared else ex).extend([x0, x0 + 0.5, x1, None])
+        (sy if shared else ey).extend([Y(y0), Y(y1), Y(y1), None])
+        lx.append(x0 + 0.5)
+        ly.append(Y(y1) + 0.18)
+        lt.append(n.edge)
+        lh.append(f"edge {n.edge}: probe {n.store}")
+    for lab, parent, text, x, y in sink_rows:
+        x0, y0 = pos[parent]
+        ex.extend([x0, x0 + 0.5, x, None])
+        ey.extend([Y(y0), Y(y), Y(y), None])
+        lx.append(x0 + 0.5)
+        ly.append(Y(y) + 0.18)
+        lt.append(lab)
+        lh.append(f"edge {lab}: " + (f"result → {text}" if not text.startswith("store") else f"insert → {text[6:]}"))
+
+    rx, ry, rt, rh = [], [], [], []
+    for r in roots:
+        ns, _, rel = r.rpartition(":")
+        ingest = [plan.edge[lab].target for lab in plan.sources.get(rel, ())
+                  if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns]
+        x, y = root_pos[r]
+        rx.append(x)
+        ry.append(Y(y))
+        rt.append(r)
+        rh.append(f"<b>{r}</b>: a new {rel} tuple<br>stored in {', '.join(ingest) or '—'}<br>"
+                  f"rate {fmt(plan.workload.rate(rel))} tuples/s")
+
+    nx_, ny, nt, nh, nc, nw, nd = [], [], [], [], [], [], []
+    for n in nodes:
+        x, y = pos[n.edge]
+        st = plan.store[n.store]
+        chi = _chi(plan, n)
+        base = n.cost / chi
+        rule = plan.rules[n.store][n.edge]
+        pred = ", ".join(f"{a} = {b}" for a, b in rule.predicate) if isinstance(rule, ProbeRule) else ""
+        shared = len(n.owners) > 1
+        qowners = [o for o in n.owners if o in queries]
+        if shared:
+            color = SHARED_COLOR
+        elif len(qowners) == 1:
+            color = colors[qowners[0]]
+        else:
+            color = MIR_COLOR
+        nx_.append(x)
+        ny.append(Y(y))
+        nt.append(f"{n.store} ×{st.parallelism}")
+        nh.append(
+            f"<b>{n.edge}</b> → {n.store} (partitioned by {st.partition}, parallelism {st.parallelism})<br>"
+            f"step {n.step.render()}<br>"
+            f"cost {fmt(n.cost)} = {fmt(base)} (|⋈P|/|P|) × χ {chi}"
+            f"{' — broadcast to every partition' if n.broadcast else ''}<br>"
+            f"probe {pred or '—'}<br>"
+            f"used by {', '.join(n.owners)}{' (shared step)' if shared else ''}")
+        nc.append(color)
+        nw.append(3 if shared else 1)
+        nd.append([n.edge, n.cost, chi, len(n.owners)])
+
+    ox, oy, ot, oc = [], [], [], []
+    for lab, parent, text, x, y in sink_rows:
+        ox.append(x)
+        oy.append(Y(y))
+        if text.startswith("store"):
+            ot.append("⇒ " + text[6:])
+            oc.append(MIR_COLOR)
+        else:
+            ot.append("⇒ " + text)
+            oc.append(colors.get(text, "#333"))
+
+    traces = [
+        {"type": "scatter", "name": "edges", "x": ex, "y": ey, "mode": "lines",
+         "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
+        {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
+         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True},
+        {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
+         "textfont": {"size": 9, "color": "#777"}, "hovertext": lh, "hoverinfo": "text", "showlegend": False},
+        {"type": "scatter", "name": "start relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
+         "textposition": "middle left", "marker": {"symbol": "circle", "size": 14, "color": "#2A3F5F"},
+         "hovertext": rh, "hoverinfo": "text", "showlegend": False},
+        {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
+         "textposition": "middle right", "customdata": nd,
+         "marker": {"symbol": "square", "size": 13, "color": nc, "line": {"width": nw, "color": "#222"}},
+         "hovertext": nh, "hoverinfo": "text", "showlegend": False},
+        {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
+         "textposition": "middle right", "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
+         "hoverinfo": "text", "hovertext": ot, "showlegend": False},
+    ]
+    depth = max([p[0] for p in pos.values()] + [s[3] for s in sink_rows] + [1])
+    rows = max(row[0], 1)
+    cost = sum(n.cost for n in nodes)
+    who = "all queries" if query is None else query
+    layout = {"title": {"text": f"probe trees ({plan.mode}/{plan.partitioning}) — {who}: "
+                                f"{len(nodes)} steps, probe cost {fmt(cost)}"},
+              "xaxis": {"visible": False, "range": [-0.8, depth + 1.6]},
+              "yaxis": {"visible": False, "range": [-rows - 0.2, 0.8]},
+              "height": int(min(2400, 90 + 26 * rows)), "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "hovermode": "closest", "showlegend": True, "legend": {"x": 1, "xanchor": "right", "y": 1}}
+    return traces, layout
+
+
+def probe_tree_figure(plan: Plan, query: str | None = None):
+    """The probe-tree forest of a plan (only ``query``'s part when given) as a plotly figure."""
+    return to_figure(*probe_tree_traces(plan, query))
+
+
+__all__ = ["fmt", "new_figure_widget", "nodes_for_query", "probe_tree_figure", "probe_tree_traces",
+           "query_colors", "query_graph_figure", "query_graph_layout", "query_graph_traces", "sync_figure",
+           "to_figure", "trace_by_name"]
