@@ -123,6 +123,12 @@ class OptimizeResult:
     def __repr__(self) -> str:
         return f"OptimizeResult({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: :meth:`summary` as preformatted text."""
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"
+
 
 def _check(mode: str, partitioning: str, solver: str) -> None:
     if mode not in MODES:

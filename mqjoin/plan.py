@@ -198,6 +198,12 @@ class Plan:
         return (f"Plan({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g}, "
                 f"{len(self.stores)} stores, {len(self.nodes)} steps)")
 
+    def _repr_html_(self) -> str:
+        """Notebook display: the summary line and the probe-tree forest (:meth:`render`)."""
+        import html
+
+        return f"<b>{html.escape(repr(self))}</b><pre>{html.escape(self.render())}</pre>"
+
     # -- JSON ---------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

@@ -409,6 +409,18 @@ class Workload:
         return (f"Workload({len(self.relations)} relations, {len(self.queries)} queries: "
                 f"{', '.join(self.query_names)})")
 
+    def _repr_html_(self) -> str:
+        """Notebook display: relations with statistics, then the queries."""
+        import html
+
+        rows = "".join(
+            f"<tr><td>{r.name}</td><td>{', '.join(r.attributes)}</td><td>{r.rate:g}</td>"
+            f"<td>{'unbounded' if r.window is None else f'{r.window:g}'}</td><td>{r.parallelism}</td></tr>"
+            for r in self.relations)
+        qs = "".join(f"<li><code>{q.name}: {html.escape(q.text)}</code></li>" for q in self.queries)
+        return (f"<b>{html.escape(repr(self))}</b><table><tr><th>relation</th><th>attributes</th><th>rate</th>"
+                f"<th>window</th><th>parallelism</th></tr>{rows}</table><ul>{qs}</ul>")
+
 
 # --------------------------------------------------------------------------------------------
 # parsing
