@@ -1,1 +1,68 @@
-"""Jupyter views of mqjoin values (ipywidgets + plotly), installed as ``mqjoin.widgets``."""
+"""Jupyter views of mqjoin values (ipywidgets + plotly), installed as ``mqjoin.widgets``.
+
+Nothing in :mod:`mqjoin` imports this package (DESIGN B1): the views observe engine values
+and call the same functions as the CLI.  Architecture: one observable
+:class:`ExplorerModel` (workload + options → :class:`~mqjoin.optimizer.OptimizeResult`)
+and views that watch it —
+
+* :class:`QueryGraphView` — query graph and workload editor (:mod:`.graph`);
+* :class:`ProbeTreeView` — the plan's probe-tree forest, paper Figure 4 (:mod:`.trees`);
+* :class:`IlpView` — ILP size/status, chosen orders, objective by query and step, LP text
+  (:mod:`.ilp_view`);
+* :class:`ComparisonView` — every mode and policy side by side with a plan diff
+  (:mod:`.compare`);
+* :class:`PlanDiagramView` — Picasso-style plan diagrams over two statistics
+  (:mod:`.diagram`);
+* :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
+  (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
+
+Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`.diff`).
+
+>>> from mqjoin.widgets import Explorer
+>>> ex = Explorer("paper_v2.yaml", debounce=0)
+>>> ex.model.set_selectivity("S.b = T.b", 0.5)
+True
+>>> ex.model.result.probe_cost
+800.0
+>>> ex.model.diff.changed_orders[0]
+('q1', 'R', 'R » ST[a]', 'R » S[a] » T[b]')
+"""
+
+from .compare import ComparisonView, compare_plans
+from .diagram import PlanDiagram, PlanDiagramView, SweepParam, log_grid, plan_diagram, plan_diagram_figure
+from .diff import PlanDiff, plan_diff, plan_signature
+from .explorer import Explorer
+from .figures import probe_tree_figure, query_graph_figure
+from .graph import QueryGraphView
+from .ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
+from .model import ExplorerModel, SelectivityGroup, as_workload, selectivity_groups, with_class_selectivity
+from .trees import ProbeTreeView
+
+__all__ = [
+    "ComparisonView",
+    "Explorer",
+    "ExplorerModel",
+    "IlpView",
+    "PlanDiagram",
+    "PlanDiagramView",
+    "PlanDiff",
+    "ProbeTreeView",
+    "QueryGraphView",
+    "SelectivityGroup",
+    "SweepParam",
+    "as_workload",
+    "compare_plans",
+    "cost_by_query",
+    "cost_by_step",
+    "log_grid",
+    "lp_model_text",
+    "order_costs",
+    "plan_diagram",
+    "plan_diagram_figure",
+    "plan_diff",
+    "plan_signature",
+    "probe_tree_figure",
+    "query_graph_figure",
+    "selectivity_groups",
+    "with_class_selectivity",
+]

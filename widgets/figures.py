@@ -78,22 +78,45 @@ def to_figure(traces: list[dict], layout: dict):
     return go.Figure(data=traces, layout={"template": TEMPLATE, **layout})
 
 
+_MISSING = object()
+
+
+def _changed(new: dict, old: dict | None) -> dict:
+    """The top-level properties of ``new`` that differ from ``old`` (removed ones as None)."""
+    if old is None:
+        return {k: v for k, v in new.items() if k != "type"}
+    out = {k: v for k, v in new.items() if k != "type" and old.get(k, _MISSING) != v}
+    out.update({k: None for k in old if k not in new and k != "type"})
+    return out
+
+
 def sync_figure(widget, traces: list[dict], layout: dict) -> None:
-    """Make a ``FigureWidget`` show ``traces`` and ``layout``: in place (one batched update
-    message) when the trace structure (types and names) is unchanged, else by replacing
-    the traces."""
+    """Make a ``FigureWidget`` show ``traces`` and ``layout``.
+
+    When the trace structure (types and names) is unchanged, only the top-level properties
+    that differ from what this function sent last time are updated, in one batched message
+    (a selectivity edit typically changes hover texts and costs, not coordinates); else the
+    traces are replaced."""
+    last = getattr(widget, "_mqjoin_last", None)
     same = len(widget.data) == len(traces) and all(
         t.type == d.get("type", "scatter") and t.name == d.get("name") for t, d in zip(widget.data, traces))
     if same:
-        with widget.batch_update():
-            for t, d in zip(widget.data, traces):
-                t.update({k: v for k, v in d.items() if k != "type"}, overwrite=True)
-            widget.layout.update(layout, overwrite=True)
+        old_traces, old_layout = last if last is not None and len(last[0]) == len(traces) else ([None] * len(traces), None)
+        updates = [_changed(d, o) for d, o in zip(traces, old_traces)]
+        lay = _changed(layout, old_layout)
+        if any(updates) or lay:
+            with widget.batch_update():
+                for t, u in zip(widget.data, updates):
+                    if u:
+                        t.update(u, overwrite=True)
+                if lay:
+                    widget.layout.update(lay, overwrite=True)
     else:
         with widget.hold_trait_notifications():
             widget.data = ()
             widget.add_traces(traces)
             widget.layout.update(layout, overwrite=True)
+    widget._mqjoin_last = (traces, layout)
 
 
 def new_figure_widget(traces: list[dict], layout: dict):

@@ -1,0 +1,361 @@
+"""What-if plan diagrams in the spirit of Picasso: sweep two statistics over a grid.
+
+Each cell of the grid is the workload with two statistics changed — the selectivities of
+two classes, the rates of two relations, or one of each — optimised in the model's mode
+and policy.  Cells are coloured by the optimal plan, plans being identified by their
+rendered probe orders (:func:`~mqjoin.widgets.diff.plan_signature`) and named ``P1, P2, …``
+in the order the sweep meets them; beside it the cost surface (the optimal probe cost of
+every cell) and, optionally, how much the plan saves against ``individual`` optimisation —
+the visual answer to "when does sharing pay off?".
+
+Grids are log-spaced (statistics span decades).  The default grid is 8 × 8; a progress bar
+follows long sweeps.
+
+>>> from mqjoin.widgets.model import as_workload
+>>> w = as_workload("paper_v2.yaml")
+>>> x = SweepParam("selectivity", "S.b = T.b", log_grid(0.001, 0.5, 3))
+>>> y = SweepParam("rate", "S", log_grid(10, 1000, 3))
+>>> d = plan_diagram(w, x, y, mirs=False)
+>>> d.names()
+['P1', 'P2', 'P3']
+>>> d.plan_index
+((0, 0, 1), (0, 0, 1), (0, 2, 1))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ipywidgets as W
+
+from mqjoin.errors import MqjoinError
+from mqjoin.optimizer import optimize
+from mqjoin.workload import Workload
+
+from ._html import error_box, esc, table
+from .diff import plan_signature
+from .figures import PALETTE, fmt, new_figure_widget, sync_figure
+from .model import ExplorerModel, selectivity_groups, with_class_selectivity
+
+KINDS = ("selectivity", "rate")
+
+
+def log_grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
+    """``n`` log-spaced values from ``lo`` to ``hi`` (rounded to 6 significant digits).
+
+    >>> log_grid(0.001, 0.1, 3)
+    (0.001, 0.01, 0.1)
+    """
+    if n < 1:
+        raise ValueError("a grid needs at least one value")
+    if lo <= 0 or hi <= 0:
+        raise ValueError("grid bounds must be positive (the grid is log-spaced)")
+    if n == 1:
+        return (float(f"{lo:.6g}"),)
+    a, b = math.log10(lo), math.log10(hi)
+    return tuple(float(f"{10 ** (a + (b - a) * i / (n - 1)):.6g}") for i in range(n))
+
+
+@dataclass(frozen=True)
+class SweepParam:
+    """One axis of a plan diagram: a class selectivity (``target`` = equality text, e.g.
+    ``"S.b = T.b"``) or a relation rate (``target`` = relation name) over ``values``."""
+
+    kind: str
+    target: str
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown sweep parameter kind {self.kind!r} (choose {' or '.join(KINDS)})")
+
+    @property
+    def label(self) -> str:
+        return f"selectivity of {self.target}" if self.kind == "selectivity" else f"rate of {self.target}"
+
+    def apply(self, workload: Workload, value: float) -> Workload:
+        """The workload with this parameter set to ``value``."""
+        if self.kind == "selectivity":
+            return with_class_selectivity(workload, self.target, value)
+        return workload.with_relation(self.target, rate=value)
+
+
+def sweep_parameters(workload: Workload) -> list[tuple[str, str, float]]:
+    """Every statistic a plan diagram can sweep: ``(kind, target, current value)``.
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> sweep_parameters(as_workload("paper_v2.yaml"))[:4]
+    [('selectivity', 'R.a = S.a', 0.01), ('selectivity', 'S.b = T.b', 0.015), ('selectivity', 'T.c = U.c', 0.01), ('rate', 'R', 100.0)]
+    """
+    out = [("selectivity", g.label, g.selectivity) for g in selectivity_groups(workload)]
+    out += [("rate", r, workload.rate(r)) for r in workload.used_relations]
+    return out
+
+
+def default_range(kind: str, value: float, decades: float = 1.0) -> tuple[float, float]:
+    """A log range around the current value (selectivities capped at 1).
+
+    >>> default_range("selectivity", 0.5), default_range("rate", 100)
+    ((0.05, 1.0), (10.0, 1000.0))
+    """
+    lo, hi = value / 10 ** decades, value * 10 ** decades
+    if kind == "selectivity":
+        hi = min(hi, 1.0)
+    return float(f"{lo:.6g}"), float(f"{hi:.6g}")
+
+
+@dataclass(frozen=True)
+class PlanDiagram:
+    """The result of a sweep: ``plan_index[iy][ix]`` is the optimal plan's index into
+    ``plans`` (signatures) for ``x.values[ix]`` and ``y.values[iy]``; ``cost`` and ``memory``
+    of the optimal plans; ``baseline_cost`` the ``individual`` plans' cost when requested."""
+
+    x: SweepParam
+    y: SweepParam
+    mode: str
+    partitioning: str
+    plans: tuple[tuple[tuple[str, str, str], ...], ...]
+    plan_index: tuple[tuple[int, ...], ...]
+    cost: tuple[tuple[float, ...], ...]
+    memory: tuple[tuple[float, ...], ...]
+    baseline_cost: tuple[tuple[float, ...], ...] | None = None
+
+    def names(self) -> list[str]:
+        return [f"P{i + 1}" for i in range(len(self.plans))]
+
+    @property
+    def distinct(self) -> int:
+        """How many different optimal plans the grid has."""
+        return len(self.plans)
+
+    def cells(self, k: int) -> int:
+        return sum(row.count(k) for row in self.plan_index)
+
+    def distinguishing(self, k: int) -> list[str]:
+        """The rendered probe orders of plan ``k`` that not every plan of the diagram has."""
+        common = set(self.plans[0]).intersection(*map(set, self.plans[1:])) if self.plans else set()
+        return [f"{q} from {s}: {o}" for q, s, o in self.plans[k] if (q, s, o) not in common]
+
+    def saving(self) -> list[list[float]] | None:
+        """Per cell, the relative saving of the optimal plan against ``individual`` (0.25 = 25 %)."""
+        if self.baseline_cost is None:
+            return None
+        return [[(b - c) / b if b else 0.0 for c, b in zip(cr, br)] for cr, br in zip(self.cost, self.baseline_cost)]
+
+
+def plan_diagram(workload: Workload, x: SweepParam, y: SweepParam, mode: str = "mqo",
+                 partitioning: str = "single", mirs: bool = True, solver: str = "highs",
+                 time_limit: float | None = None, baseline: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> PlanDiagram:
+    """Optimise the workload on the grid ``x.values × y.values`` (row by row, ``y`` outer)."""
+    n = len(x.values) * len(y.values)
+    sigs: dict[tuple, int] = {}
+    index, cost, mem, base = [], [], [], []
+    k = 0
+    for yv in y.values:
+        wy = y.apply(workload, yv)
+        ri, rc, rm, rb = [], [], [], []
+        for xv in x.values:
+            if progress is not None:
+                progress(k, n)
+            w = x.apply(wy, xv)
+            res = optimize(w, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver, time_limit=time_limit)
+            sig = plan_signature(res.plan)
+            ri.append(sigs.setdefault(sig, len(sigs)))
+            rc.append(res.probe_cost)
+            rm.append(res.memory)
+            if baseline:
+                rb.append(optimize(w, mode="individual", partitioning=partitioning, mirs=mirs, solver=solver,
+                                   time_limit=time_limit).probe_cost)
+            k += 1
+        index.append(tuple(ri))
+        cost.append(tuple(rc))
+        mem.append(tuple(rm))
+        base.append(tuple(rb))
+    if progress is not None:
+        progress(n, n)
+    return PlanDiagram(x, y, mode, partitioning, tuple(sigs), tuple(index), tuple(cost), tuple(mem),
+                       tuple(base) if baseline else None)
+
+
+def _ticks(values: tuple[float, ...]) -> list[str]:
+    for digits in (3, 4, 6, 10):
+        labels = [f"{v:.{digits}g}" for v in values]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [repr(v) for v in values]
+
+
+def plan_color(k: int) -> str:
+    return PALETTE[k % len(PALETTE)]
+
+
+def plan_diagram_traces(d: PlanDiagram) -> tuple[list[dict], dict]:
+    """Heatmaps: the optimal plan per cell, the cost surface and (with a baseline) the saving."""
+    xs, ys = _ticks(d.x.values), _ticks(d.y.values)
+    k = max(d.distinct, 1)
+    scale = []
+    for i in range(k):
+        scale += [[i / k, plan_color(i)], [(i + 1) / k, plan_color(i)]]
+    names = d.names()
+    hover = [[f"<b>{names[d.plan_index[iy][ix]]}</b><br>{esc(d.x.label)} = {xs[ix]}<br>{esc(d.y.label)} = {ys[iy]}"
+              f"<br>probe cost {fmt(d.cost[iy][ix])}<br>memory {fmt(d.memory[iy][ix])}"
+              + (f"<br>individual {fmt(d.baseline_cost[iy][ix])}" if d.baseline_cost else "")
+              for ix in range(len(xs))] for iy in range(len(ys))]
+    panels = 3 if d.baseline_cost is not None else 2
+    gap = 0.08
+    width = (1 - gap * (panels - 1)) / panels
+    dom = [[round(i * (width + gap), 4), round(i * (width + gap) + width, 4)] for i in range(panels)]
+    cbx = [dm[1] + 0.005 for dm in dom]
+    traces = [
+        {"type": "heatmap", "name": "optimal plan", "x": xs, "y": ys, "z": [list(r) for r in d.plan_index],
+         "zmin": -0.5, "zmax": k - 0.5, "colorscale": scale, "text": hover, "hoverinfo": "text",
+         "xgap": 1, "ygap": 1, "xaxis": "x", "yaxis": "y",
+         "colorbar": {"tickvals": list(range(k)), "ticktext": names or ["—"], "x": cbx[0], "len": 0.9,
+                      "thickness": 10, "title": {"text": "plan"}}},
+        {"type": "heatmap", "name": "probe cost", "x": xs, "y": ys, "z": [list(r) for r in d.cost],
+         "colorscale": "Viridis", "text": hover, "hoverinfo": "text", "xaxis": "x2", "yaxis": "y2",
+         "colorbar": {"x": cbx[1], "len": 0.9, "thickness": 10, "title": {"text": "cost"}}},
+    ]
+    if d.baseline_cost is not None:
+        sav = d.saving() or []
+        traces.append({"type": "heatmap", "name": "saving vs individual", "x": xs, "y": ys,
+                       "z": [[round(100 * v, 3) for v in r] for r in sav], "colorscale": "RdBu", "zmid": 0,
+                       "text": hover, "hoverinfo": "text", "xaxis": "x3", "yaxis": "y3",
+                       "colorbar": {"x": cbx[2], "len": 0.9, "thickness": 10, "title": {"text": "% saved"}}})
+    titles = ["optimal plan", f"probe cost ({d.mode}/{d.partitioning})", "saving vs individual (%)"]
+    layout: dict = {"height": 430, "margin": {"l": 70, "r": 30, "t": 60, "b": 70},
+                    "title": {"text": f"plan diagram: {d.distinct} distinct optimal plan"
+                                      f"{'s' if d.distinct != 1 else ''} on a {len(xs)}×{len(ys)} grid"},
+                    "annotations": []}
+    for i in range(panels):
+        sfx = "" if i == 0 else str(i + 1)
+        layout["xaxis" + sfx] = {"domain": dom[i], "title": {"text": d.x.label}, "type": "category",
+                                 "anchor": "y" + sfx}
+        layout["yaxis" + sfx] = {"title": {"text": d.y.label if i == 0 else ""}, "type": "category",
+                                 "anchor": "x" + sfx}
+        layout["annotations"].append({"text": titles[i], "x": (dom[i][0] + dom[i][1]) / 2, "y": 1.04,
+                                      "xref": "paper", "yref": "paper", "showarrow": False,
+                                      "xanchor": "center", "yanchor": "bottom"})
+    return traces, layout
+
+
+def plan_diagram_figure(d: PlanDiagram):
+    """A plan diagram as a plotly figure."""
+    from .figures import to_figure
+
+    return to_figure(*plan_diagram_traces(d))
+
+
+# --------------------------------------------------------------------------------------------
+# the view
+# --------------------------------------------------------------------------------------------
+
+
+class PlanDiagramView(W.VBox):
+    """Choose two statistics and their ranges, run the sweep, read the plan diagram."""
+
+    def __init__(self, model, grid: int = 8, **model_kw):
+        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.diagram: PlanDiagram | None = None
+        self.x_param = W.Dropdown(description="x")
+        self.y_param = W.Dropdown(description="y")
+        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="180px"))
+        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="180px"))
+        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="180px"))
+        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="180px"))
+        self.grid = W.IntSlider(value=grid, min=2, max=24, description="grid n×n")
+        self.baseline = W.Checkbox(value=False, description="also optimise individual (saving map; 2× time)",
+                                   indent=False)
+        self.run_button = W.Button(description="Run sweep", icon="th", button_style="primary")
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="200px"))
+        self.status = W.HTML("")
+        self.error = W.HTML("")
+        self.figure = new_figure_widget([], {"height": 430})
+        self.legend = W.HTML("")
+        self.x_param.observe(lambda _: self._set_range(self.x_param, self.x_lo, self.x_hi), "value")
+        self.y_param.observe(lambda _: self._set_range(self.y_param, self.y_lo, self.y_hi), "value")
+        self.run_button.on_click(lambda _: self.run())
+        self.model.observe(self._on_workload, "workload")
+        self._fill_params()
+        super().__init__([
+            W.HBox([self.x_param, self.x_lo, self.x_hi]), W.HBox([self.y_param, self.y_lo, self.y_hi]),
+            W.HBox([self.grid, self.baseline]), W.HBox([self.run_button, self.progress, self.status]),
+            self.error, self.figure, self.legend])
+
+    def _fill_params(self) -> None:
+        params = sweep_parameters(self.model.workload)
+        opts = [(f"{k}: {t}", (k, t)) for k, t, _ in params]
+        self._current = {(k, t): v for k, t, v in params}
+        old_x, old_y = self.x_param.value, self.y_param.value
+        if list(self.x_param.options) != opts:
+            self.x_param.options = opts
+            self.y_param.options = opts
+        values = [o[1] for o in opts]
+        self.x_param.value = old_x if old_x in values else (values[0] if values else None)
+        default_y = values[1] if len(values) > 1 else (values[0] if values else None)
+        self.y_param.value = old_y if old_y in values else default_y
+        self._set_range(self.x_param, self.x_lo, self.x_hi)
+        self._set_range(self.y_param, self.y_lo, self.y_hi)
+
+    def _on_workload(self, change) -> None:
+        self._fill_params()
+        if self.diagram is not None:
+            self.status.value = "<i>the workload changed — run the sweep again to update</i>"
+
+    def _set_range(self, param: W.Dropdown, lo: W.FloatText, hi: W.FloatText) -> None:
+        if param.value is None:
+            return
+        kind, target = param.value
+        lo.value, hi.value = default_range(kind, self._current[(kind, target)])
+
+    def axes(self) -> tuple[SweepParam, SweepParam]:
+        """The two sweep axes as chosen in the controls."""
+        n = int(self.grid.value)
+        (kx, tx), (ky, ty) = self.x_param.value, self.y_param.value
+        return (SweepParam(kx, tx, log_grid(self.x_lo.value, self.x_hi.value, n)),
+                SweepParam(ky, ty, log_grid(self.y_lo.value, self.y_hi.value, n)))
+
+    def run(self) -> PlanDiagram | None:
+        """Run the sweep with the current controls and draw the diagram (errors shown inline)."""
+        m = self.model
+        try:
+            if self.x_param.value is None or self.y_param.value is None:
+                raise ValueError("the workload has no statistics to sweep")
+            if self.x_param.value == self.y_param.value:
+                raise ValueError("choose two different statistics for x and y")
+            x, y = self.axes()
+        except ValueError as e:
+            self.error.value = error_box(str(e))
+            return None
+
+        def progress(k: int, n: int) -> None:
+            self.progress.max = n
+            self.progress.value = k
+            self.status.value = f"<i>cell {min(k + 1, n)}/{n} …</i>" if k < n else ""
+
+        self.run_button.disabled = True
+        try:
+            d = plan_diagram(m.workload, x, y, mode=m.mode, partitioning=m.partitioning, mirs=m.mirs,
+                             solver=m.solver, time_limit=m.time_limit, baseline=self.baseline.value,
+                             progress=progress)
+        except MqjoinError as e:
+            self.error.value = error_box(str(e))
+            return None
+        finally:
+            self.run_button.disabled = False
+        self.error.value = ""
+        self.diagram = d
+        sync_figure(self.figure, *plan_diagram_traces(d))
+        rows = []
+        for i, name in enumerate(d.names()):
+            costs = [d.cost[iy][ix] for iy, r in enumerate(d.plan_index) for ix, v in enumerate(r) if v == i]
+            swatch = f'<span style="color:{plan_color(i)};font-size:16px">■</span> {name}'
+            rows.append([swatch, d.cells(i), f"{fmt(min(costs))} – {fmt(max(costs))}",
+                         "<br>".join(esc(s) for s in d.distinguishing(i)) or "—"])
+        self.legend.value = table(["plan", "cells", "probe cost", "probe orders that set it apart"], rows, raw=True)
+        self.status.value = (f'<span style="font-size:12px">{d.distinct} distinct plans, '
+                             f"{len(x.values) * len(y.values)} optimisations ({esc(m.mode)}/{esc(m.partitioning)})</span>")
+        return d

@@ -1,0 +1,154 @@
+"""The Explorer: every view of a workload in one widget.
+
+``Explorer(workload)`` makes one :class:`~mqjoin.widgets.model.ExplorerModel` and lays out
+the views that observe it: an options bar (mode, partitioning policy, MIRs, solver), a
+status line (probe cost, memory, stores, ILP status; errors inline), and tabs — query
+graph and editor, probe trees, ILP, comparisons, plan diagram and a **Deploy** slot.
+
+The Deploy slot is a placeholder until a panel is attached with
+:meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
+with ``plan_provider`` — a function returning the current plan, e.g.
+``Explorer(w, deploy=lambda plan_provider: DeployPanel(plan_provider))``.
+
+Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
+shared model (``ProbeTreeView(explorer.model)``).
+
+>>> ex = Explorer("paper_v2.yaml", debounce=0)
+>>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
+['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy']
+>>> ex.model.result.probe_cost
+700.0
+>>> ex.options.mode.value = "individual"
+>>> ex.model.result.probe_cost
+800.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from mqjoin.ilp import POLICIES, SOLVERS
+from mqjoin.optimizer import MODES
+
+from ._html import error_box, esc
+from .compare import ComparisonView
+from .diagram import PlanDiagramView
+from .figures import fmt
+from .graph import QueryGraphView
+from .ilp_view import IlpView
+from .model import ExplorerModel
+from .trees import ProbeTreeView
+
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy")
+DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
+                      "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
+
+
+class OptionsBar(W.HBox):
+    """Optimiser options of a model: mode, partitioning policy, MIRs, solver."""
+
+    def __init__(self, model: ExplorerModel):
+        self.model = model
+        self._syncing = False
+        self.mode = W.ToggleButtons(options=list(MODES), value=model.mode, description="mode",
+                                    style={"button_width": "86px"})
+        self.partitioning = W.ToggleButtons(options=list(POLICIES), value=model.partitioning,
+                                            description="partitioning", style={"button_width": "76px"})
+        self.mirs = W.Checkbox(value=model.mirs, description="MIRs", indent=False, layout=W.Layout(width="70px"))
+        self.solver = W.Dropdown(options=list(SOLVERS), value=model.solver, description="solver",
+                                 layout=W.Layout(width="160px"))
+        for name in ("mode", "partitioning", "mirs", "solver"):
+            getattr(self, name).observe(lambda ch, name=name: self._changed(name, ch["new"]), "value")
+        model.observe(self._sync, "options")
+        super().__init__([self.mode, self.partitioning, self.mirs, self.solver],
+                         layout=W.Layout(flex_flow="row wrap"))
+
+    def _changed(self, name: str, value: Any) -> None:
+        if not self._syncing:
+            self.model.set_options(**{name: value})
+
+    def _sync(self, change=None) -> None:
+        self._syncing = True
+        try:
+            for name in ("mode", "partitioning", "mirs", "solver"):
+                getattr(self, name).value = getattr(self.model, name)
+        finally:
+            self._syncing = False
+
+
+class StatusLine(W.VBox):
+    """The model's current plan in one line, plus its error (if any)."""
+
+    def __init__(self, model: ExplorerModel):
+        self.model = model
+        self.summary = W.HTML("")
+        self.error = W.HTML("")
+        model.observe(lambda _: self.refresh(), ["result", "busy"])
+        model.observe(lambda ch: setattr(self.error, "value", error_box(ch["new"])), "error")
+        super().__init__([self.summary, self.error])
+        self.refresh()
+
+    def refresh(self) -> None:
+        m = self.model
+        if m.busy:
+            self.summary.value = "<i>optimizing …</i>"
+            return
+        r = m.result
+        if r is None:
+            self.summary.value = "<i>no plan</i>"
+            return
+        i = r.ilp
+        self.summary.value = (
+            f'<span style="font-size:13px"><b>{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
+            f"<b>{fmt(r.probe_cost)}</b> tuples/s · memory <b>{fmt(r.memory)}</b> tuples · "
+            f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · ILP {esc(i.status)} "
+            f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
+
+
+class Explorer(W.VBox):
+    """One widget with every view of a workload (see the module doc)."""
+
+    def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
+                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
+                 deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | None = None):
+        if isinstance(workload, ExplorerModel):
+            self.model = workload
+        else:
+            self.model = ExplorerModel(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
+                                       time_limit=time_limit, debounce=debounce)
+        self.options = OptionsBar(self.model)
+        self.status = StatusLine(self.model)
+        self.graph = QueryGraphView(self.model)
+        self.trees = ProbeTreeView(self.model)
+        self.ilp = IlpView(self.model)
+        self.compare = ComparisonView(self.model)
+        self.diagram = PlanDiagramView(self.model, grid=grid)
+        #: the Deploy tab's content: a placeholder until :meth:`attach_deploy`
+        self.deploy_slot = W.VBox([W.HTML(DEPLOY_PLACEHOLDER)])
+        self.deploy_panel: W.Widget | None = None
+        self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot])
+        for k, t in enumerate(TAB_TITLES):
+            self.tabs.set_title(k, t)
+        self.tabs.observe(self._on_tab, "selected_index")
+        super().__init__([self.options, self.status, self.tabs])
+        if deploy is not None:
+            self.attach_deploy(deploy)
+
+    def _on_tab(self, change) -> None:
+        if change["new"] == TAB_TITLES.index("Compare"):
+            self.compare.ensure_fresh()
+
+    def attach_deploy(self, panel: W.Widget | Callable[[Callable[[], Any]], W.Widget]) -> W.Widget:
+        """Put a Deploy panel into the Deploy tab: a widget, or a factory called with a
+        function that returns the current plan (:meth:`ExplorerModel.current_plan`)."""
+        widget = panel if isinstance(panel, W.Widget) else panel(self.model.current_plan)
+        self.deploy_panel = widget
+        self.deploy_slot.children = [widget]
+        return widget
+
+    def show(self, tab: str) -> None:
+        """Select a tab by title (e.g. ``"Probe trees"``)."""
+        self.tabs.selected_index = TAB_TITLES.index(tab)

@@ -1,0 +1,280 @@
+"""The query graph view and workload editor.
+
+Relations are nodes, classes are edges (hyperedges through a hub), one colour per query.
+Beside the graph: a relation editor (rate, window, parallelism; plus the parallelism of MIR
+stores), a selectivity editor (one slider per class — every class that shares a pair of
+attributes with it follows, DESIGN A1) and the query list (add or replace a query in paper
+notation or as equalities, remove one).  Every edit goes through the
+:class:`~mqjoin.widgets.model.ExplorerModel`: the graph redraws at once, the plan is
+re-optimised after the model's debounce, and the *what changed* line shows the plan diff.
+An edit the engine rejects shows its message in the error area and changes nothing.
+
+Click a relation in the graph to edit it; click a class label to edit its selectivity.
+
+>>> view = QueryGraphView("paper_v2.yaml", debounce=0)
+>>> view.class_.value
+'R.a = S.a'
+>>> view.selectivity.value = 0.5
+>>> view.model.workload.query("q1").classes[0].selectivity
+0.5
+>>> view.query_name.value, view.query_text.value = "q3", "R(a), Nope(a)"
+>>> view.add_button.click()
+>>> "Nope" in view.error.value, view.model.workload.query_names
+(True, ('q1', 'q2'))
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from ._html import error_box, info_box
+from .figures import fmt, new_figure_widget, query_graph_traces, sync_figure
+from .model import ExplorerModel, selectivity_groups
+
+
+def _model(model, kw) -> ExplorerModel:
+    return model if isinstance(model, ExplorerModel) else ExplorerModel(model, **kw)
+
+
+class QueryGraphView(W.VBox):
+    """Query graph + editor over an :class:`ExplorerModel` (or a workload: then it makes
+    its own model with the keyword arguments, e.g. ``debounce=0``)."""
+
+    def __init__(self, model, **model_kw):
+        self.model = _model(model, model_kw)
+        w = self.model.workload
+        self._syncing = False
+        self._highlight: str | None = None
+        self.figure = new_figure_widget(*query_graph_traces(w))
+        self._clicks_wired: set[int] = set()
+
+        # relation editor
+        self.relation = W.Dropdown(options=[r.name for r in w.relations], description="relation")
+        self.rate = W.FloatLogSlider(value=1.0, base=10, min=-3, max=7, step=0.02, description="rate /s",
+                                     readout_format=".4g", continuous_update=False)
+        self.window = W.BoundedFloatText(value=1.0, min=0.0, max=1e12, description="window s",
+                                         continuous_update=False)
+        self.unbounded = W.Checkbox(value=True, description="unbounded window", indent=False)
+        self.parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="parallelism",
+                                            continuous_update=False)
+        self.mir_parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="MIR stores",
+                                                continuous_update=False,
+                                                tooltip="parallelism of every MIR store (defaults.parallelism)")
+        # selectivity editor
+        self.class_ = W.Dropdown(description="class", layout=W.Layout(width="auto"))
+        self.selectivity = W.FloatLogSlider(value=0.01, base=10, min=-9, max=0, step=0.02,
+                                            description="selectivity", readout_format=".3g",
+                                            continuous_update=False)
+        # queries
+        self.queries = W.Select(description="queries", rows=5, layout=W.Layout(width="auto"))
+        self.remove_button = W.Button(description="Remove query", icon="trash", button_style="warning")
+        self.query_name = W.Text(description="name", placeholder="q3", layout=W.Layout(width="160px"))
+        self.query_text = W.Text(description="query", placeholder="R(a), S(a,b), T(b)   or   R.a = S.a AND S.b = T.b",
+                                 layout=W.Layout(width="auto", flex="1"), continuous_update=False)
+        self.add_button = W.Button(description="Add / replace", icon="plus", button_style="primary")
+        self.error = W.HTML("")
+        self.changes = W.HTML("")
+        self.status = W.HTML("")
+
+        self.relation.observe(lambda _: self._sync_relation(), "value")
+        self.rate.observe(self._on_rate, "value")
+        self.window.observe(self._on_window, "value")
+        self.unbounded.observe(self._on_window, "value")
+        self.parallelism.observe(self._on_parallelism, "value")
+        self.mir_parallelism.observe(self._on_mir_parallelism, "value")
+        self.class_.observe(lambda _: self._sync_class(), "value")
+        self.selectivity.observe(self._on_selectivity, "value")
+        self.queries.observe(self._on_query_selected, "value")
+        self.remove_button.on_click(lambda _: self.remove_selected())
+        self.add_button.on_click(lambda _: self.add_from_inputs())
+
+        self.model.observe(self._on_workload, "workload")
+        self.model.observe(self._on_result, "result")
+        self.model.observe(self._on_error, "error")
+        self.model.observe(self._on_busy, "busy")
+
+        relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, self.rate,
+                               W.HBox([self.window, self.unbounded]), self.parallelism, self.mir_parallelism])
+        class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, self.selectivity])
+        query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
+                            W.HBox([self.query_name, self.query_text, self.add_button])])
+        editors = W.VBox([relation_box, class_box], layout=W.Layout(width="420px"))
+        super().__init__([W.HBox([self.figure, editors]), query_box, self.error, self.status, self.changes])
+        self._sync_controls()
+        self._wire_clicks()
+        self._on_result({"new": self.model.result, "old": None})
+
+    # -- model → view ---------------------------------------------------------------------------
+
+    def _on_workload(self, change) -> None:
+        self.redraw()
+        self._sync_controls()
+
+    def redraw(self) -> None:
+        """Redraw the graph from the model's workload."""
+        sync_figure(self.figure, *query_graph_traces(self.model.workload, self._highlight))
+        self._wire_clicks()
+
+    def _on_result(self, change) -> None:
+        res = change["new"]
+        if res is None:
+            return
+        d = self.model.diff
+        if d is None:
+            text = f"plan: probe cost {fmt(res.probe_cost)}, memory {fmt(res.memory)} ({res.mode}/{res.partitioning})"
+        else:
+            text = "what changed — " + d.summary()
+        self.changes.value = info_box(text)
+        self.status.value = ""
+
+    def _on_error(self, change) -> None:
+        self.error.value = error_box(change["new"])
+
+    def _on_busy(self, change) -> None:
+        self.status.value = "<i>optimizing …</i>" if change["new"] else ""
+
+    def _sync_controls(self) -> None:
+        w = self.model.workload
+        self._syncing = True
+        try:
+            names = [r.name for r in w.relations]
+            if list(self.relation.options) != names:
+                keep = self.relation.value if self.relation.value in names else names[0]
+                self.relation.options = names
+                self.relation.value = keep
+            self.mir_parallelism.value = w.defaults.parallelism
+            groups = [g.label for g in selectivity_groups(w)]
+            if list(self.class_.options) != groups:
+                keep = self.class_.value if self.class_.value in groups else (groups[0] if groups else None)
+                self.class_.options = groups
+                self.class_.value = keep
+            opts = [(f"{q.name}: {q.text}", q.name) for q in w.queries]
+            if list(self.queries.options) != opts:
+                keep = self.queries.value if self.queries.value in w.query_names else None
+                self.queries.options = opts
+                self.queries.value = keep
+            self.remove_button.disabled = self.queries.value is None
+        finally:
+            self._syncing = False
+        self._sync_relation()
+        self._sync_class()
+
+    def _sync_relation(self) -> None:
+        r = self.model.workload.relation(self.relation.value)
+        self._syncing = True
+        try:
+            self.rate.value = r.rate
+            self.unbounded.value = r.window is None
+            self.window.disabled = r.window is None
+            if r.window is not None:
+                self.window.value = r.window
+            self.parallelism.value = r.parallelism
+        finally:
+            self._syncing = False
+
+    def _sync_class(self) -> None:
+        g = next((g for g in selectivity_groups(self.model.workload) if g.label == self.class_.value), None)
+        if g is None:
+            return
+        self._syncing = True
+        try:
+            self.selectivity.value = g.selectivity
+            self.selectivity.tooltip = f"queries: {', '.join(g.queries)}"
+        finally:
+            self._syncing = False
+
+    # -- view → model ---------------------------------------------------------------------------
+
+    def _after(self, ok: bool) -> None:
+        if not ok:  # the model kept its workload: show its values again
+            self._sync_relation()
+            self._sync_class()
+
+    def _on_rate(self, change) -> None:
+        if not self._syncing:
+            self._after(self.model.set_rate(self.relation.value, float(change["new"])))
+
+    def _on_window(self, change) -> None:
+        if self._syncing:
+            return
+        self.window.disabled = self.unbounded.value
+        value = None if self.unbounded.value else float(self.window.value)
+        self._after(self.model.set_window(self.relation.value, value))
+
+    def _on_parallelism(self, change) -> None:
+        if not self._syncing:
+            self._after(self.model.set_parallelism(self.relation.value, int(change["new"])))
+
+    def _on_mir_parallelism(self, change) -> None:
+        if not self._syncing:
+            self._after(self.model.set_mir_parallelism(int(change["new"])))
+
+    def _on_selectivity(self, change) -> None:
+        if not self._syncing and self.class_.value:
+            self._after(self.model.set_selectivity(self.class_.value, float(change["new"])))
+
+    def _on_query_selected(self, change) -> None:
+        if self._syncing:
+            return
+        name = change["new"]
+        self.remove_button.disabled = name is None
+        self._highlight = name
+        if name is not None:
+            q = self.model.workload.query(name)
+            self._syncing = True
+            try:
+                self.query_name.value = q.name
+                self.query_text.value = q.text
+            finally:
+                self._syncing = False
+        self.redraw()
+
+    def add_from_inputs(self) -> bool:
+        """Add (or replace) the query typed into the name and query boxes."""
+        if self._syncing:
+            return False
+        ok = self.model.add_query(self.query_name.value, self.query_text.value)
+        if ok:
+            self._syncing = True
+            try:
+                self.queries.value = self.query_name.value.strip()
+                self._highlight = self.queries.value
+            finally:
+                self._syncing = False
+            self.remove_button.disabled = False
+            self.redraw()
+        return ok
+
+    def remove_selected(self) -> bool:
+        """Remove the query selected in the list."""
+        name = self.queries.value
+        if name is None:
+            self.model._set("error", "select a query to remove")
+            return False
+        ok = self.model.remove_query(name)
+        if ok:
+            self._highlight = None
+            self.redraw()
+        return ok
+
+    # -- clicks on the figure -------------------------------------------------------------------
+
+    def _wire_clicks(self) -> None:
+        for t in self.figure.data:
+            if id(t) in self._clicks_wired:
+                continue
+            if t.name == "relations":
+                t.on_click(self._clicked_relation)
+                self._clicks_wired.add(id(t))
+            elif t.name == "classes":
+                t.on_click(self._clicked_class)
+                self._clicks_wired.add(id(t))
+
+    def _clicked_relation(self, trace, points, state) -> None:
+        for i in points.point_inds:
+            self.relation.value = trace.customdata[i]
+
+    def _clicked_class(self, trace, points, state) -> None:
+        for i in points.point_inds:
+            if trace.customdata[i] in self.class_.options:
+                self.class_.value = trace.customdata[i]

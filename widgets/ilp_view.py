@@ -1,0 +1,268 @@
+"""The ILP view: size, solve time and status of the model, the chosen probe order per
+(query, start relation), the objective broken down by query and by step (shared steps
+marked), and the model itself in LP format on demand.
+
+The breakdown is computed from the plan, so it always sums to the plan's probe cost (which
+equals the ILP objective at the optimum):
+
+* **by step** — every executed step (plan node) with its cost ``|⋈P|/|P| × χ``;
+* **by query** — a step used by several probe orders is split equally between them, and a
+  step that maintains an MIR is split equally between the probe orders that use the MIR
+  (recursively), so each query's share is what it pays in the shared plan.
+
+>>> from mqjoin.widgets.model import as_workload
+>>> from mqjoin.optimizer import optimize
+>>> plan = optimize(as_workload("paper_v2.yaml")).plan
+>>> by_q = cost_by_query(plan)
+>>> {q: round(v["total"], 6) for q, v in by_q.items()}
+{'q1': 350.0, 'q2': 350.0}
+>>> sum(v["total"] for v in by_q.values()) == plan.probe_cost
+True
+>>> [(s.edge, s.cost, s.shared) for s in cost_by_step(plan)][:2]
+[('e2', 100.0, False), ('e5', 100.0, True)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import ipywidgets as W
+
+from mqjoin.candidates import MIR, owner_label, steps_of
+from mqjoin.optimizer import OptimizeResult
+from mqjoin.plan import Node, Plan, ProbeRule
+
+from ._html import esc, table
+from .figures import fmt, new_figure_widget, query_colors, sync_figure
+from .model import ExplorerModel
+
+# --------------------------------------------------------------------------------------------
+# the breakdown (pure)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One executed step of a plan with its cost and users."""
+
+    edge: str
+    root: str
+    step: str
+    store: str
+    cost: float
+    chi: int
+    owners: tuple[str, ...]
+    predicate: str
+
+    @property
+    def shared(self) -> bool:
+        """Whether several probe orders (of queries or MIRs) use the step and pay it once."""
+        return len(self.owners) > 1
+
+
+def cost_by_step(plan: Plan) -> list[StepCost]:
+    """Every step of the plan (in plan order) with cost, broadcast factor and users."""
+    out = []
+    for n in plan.nodes:
+        st = plan.store[n.store]
+        rule = plan.rules[n.store][n.edge]
+        pred = ", ".join(f"{a} = {b}" for a, b in rule.predicate) if isinstance(rule, ProbeRule) else ""
+        out.append(StepCost(n.edge, n.root, n.step.render(), n.store, n.cost,
+                            st.parallelism if n.broadcast else 1, n.owners, pred))
+    return out
+
+
+def _namespace(root: str) -> str:
+    return root.rpartition(":")[0]
+
+
+def _mir_users(plan: Plan) -> dict[tuple[str, str], list[str]]:
+    users: dict[tuple[str, str], dict[str, None]] = {}
+    for c in plan.choices:
+        for m in c.order.elements:
+            if not m.is_base:
+                users.setdefault((c.namespace, m.label), {})[owner_label(c.owner)] = None
+    return {k: list(v) for k, v in users.items()}
+
+
+def attribute(plan: Plan, nodes: Iterable[Node] | None = None) -> list[tuple[str, str, float, bool]]:
+    """``(query, step edge, amount, shared)`` for every share of every step's cost."""
+    queries = set(plan.workload.query_names)
+    users = _mir_users(plan)
+    out: list[tuple[str, str, float, bool]] = []
+
+    def give(ns: str, owner: str, edge: str, amount: float, shared: bool, depth: int = 0) -> None:
+        if owner in queries and (ns, owner) not in users:
+            out.append((owner, edge, amount, shared))
+            return
+        us = users.get((ns, owner), [])
+        if not us or depth > 50:  # an MIR nobody uses cannot occur in a normalised plan
+            out.append(("(unused MIR " + owner + ")", edge, amount, shared))
+            return
+        for u in us:
+            give(ns, u, edge, amount / len(us), shared or len(us) > 1, depth + 1)
+
+    for n in plan.nodes if nodes is None else nodes:
+        ns = _namespace(n.root)
+        for o in n.owners:
+            give(ns, o, n.edge, n.cost / len(n.owners), len(n.owners) > 1)
+    return out
+
+
+def cost_by_query(plan: Plan) -> dict[str, dict[str, float]]:
+    """Per query: ``total`` share of the probe cost, split into ``own`` (steps it alone
+    uses) and ``shared`` (its share of shared steps).  The totals sum to the probe cost."""
+    out = {q: {"total": 0.0, "own": 0.0, "shared": 0.0} for q in plan.workload.query_names}
+    for q, _, amount, shared in attribute(plan):
+        d = out.setdefault(q, {"total": 0.0, "own": 0.0, "shared": 0.0})
+        d["total"] += amount
+        d["shared" if shared else "own"] += amount
+    return out
+
+
+@dataclass(frozen=True)
+class OrderCost:
+    """A chosen probe order of a query with what it would cost alone and its shared steps."""
+
+    query: str
+    start: str
+    order: str
+    cost: float
+    steps: tuple[str, ...]
+    shared_steps: tuple[str, ...]
+
+
+def order_costs(plan: Plan) -> list[OrderCost]:
+    """The chosen probe order per (query, start relation), with the plan nodes it runs."""
+    key = {(_namespace(n.root), n.step, plan.store[n.store].partition): n for n in plan.nodes}
+    w = plan.workload
+    out = []
+    for c in plan.choices:
+        if isinstance(c.owner, MIR):
+            continue
+        classes = w.query(c.owner).classes
+        nodes = [key.get((c.namespace, s, a)) for s, a in zip(steps_of(c.order, classes, w), c.order.partitions or ())]
+        nodes = [n for n in nodes if n is not None]
+        out.append(OrderCost(c.owner, c.order.start, c.order.render(), sum(n.cost for n in nodes),
+                             tuple(n.edge for n in nodes), tuple(n.edge for n in nodes if len(n.owners) > 1)))
+    rank = w.relation_rank
+    names = w.query_names
+    return sorted(out, key=lambda o: (names.index(o.query), rank[o.start]))
+
+
+def lp_model_text(result: OptimizeResult, limit: int = 400_000) -> str:
+    """The ILP behind a result in LP format (one model per query in ``individual`` and
+    ``shared`` mode, as the optimiser solves them), cut after ``limit`` characters."""
+    from mqjoin.candidates import enumerate_candidates
+    from mqjoin.ilp import build_model, lp_text
+
+    w = result.workload
+    parts = []
+    if result.mode == "mqo":
+        parts.append(lp_text(build_model(enumerate_candidates(w, mirs=result.mirs), result.partitioning)))
+    else:
+        for q in w.query_names:
+            mdl = build_model(enumerate_candidates(w.restricted_to([q]), mirs=result.mirs), result.partitioning)
+            parts.append(f"\\ ---- model of query {q} alone ({result.mode} mode) ----\n" + lp_text(mdl))
+    text = "\n".join(parts)
+    if len(text) > limit:
+        text = text[:limit] + f"\n\\ … cut after {limit:,} of {len(text):,} characters (export it with " \
+                              "`mqjoin optimize --export model.lp`)"
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# the view
+# --------------------------------------------------------------------------------------------
+
+
+class IlpView(W.VBox):
+    """ILP statistics, chosen probe orders, objective breakdown and LP text of a model."""
+
+    def __init__(self, model, **model_kw):
+        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.stats = W.HTML("")
+        self.orders = W.HTML("")
+        self.steps = W.HTML("")
+        self.total = W.HTML("")
+        self.by_query = new_figure_widget(*self._by_query_traces())
+        self.lp_button = W.Button(description="Show LP model", icon="file-text")
+        self.lp_text = W.Textarea(value="", placeholder="press the button to generate the model text",
+                                  layout=W.Layout(width="100%", height="360px"))
+        self.lp_status = W.HTML("")
+        self.lp = W.Accordion(children=[W.VBox([W.HBox([self.lp_button, self.lp_status]), self.lp_text])],
+                              selected_index=None)
+        self.lp.set_title(0, "model (LP format)")
+        self.lp_button.on_click(lambda _: self.show_lp())
+        self.model.observe(lambda _: self.redraw(), "result")
+        super().__init__([self.stats, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
+                          W.HTML("<b>chosen probe orders</b>"), self.orders,
+                          W.HTML("<b>objective by step</b> (★ shared: paid once for every probe order that uses it)"),
+                          self.steps, self.lp])
+        self.redraw()
+
+    def _by_query_traces(self):
+        res = self.model.result
+        if res is None:
+            return [], {}
+        by = cost_by_query(res.plan)
+        qs = list(by)
+        colors = query_colors(res.workload)
+        traces = [
+            {"type": "bar", "name": "own steps", "orientation": "h", "y": qs, "x": [by[q]["own"] for q in qs],
+             "marker": {"color": [colors.get(q, "#888") for q in qs]},
+             "hovertemplate": "%{y}: own steps %{x:.4g}<extra></extra>"},
+            {"type": "bar", "name": "share of shared steps", "orientation": "h", "y": qs,
+             "x": [by[q]["shared"] for q in qs], "marker": {"color": "#E65100", "opacity": 0.55},
+             "hovertemplate": "%{y}: share of shared steps %{x:.4g}<extra></extra>"},
+        ]
+        layout = {"barmode": "stack", "height": 80 + 28 * len(qs), "margin": {"l": 60, "r": 10, "t": 10, "b": 30},
+                  "yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "probe cost (tuples / s)"}},
+                  "legend": {"orientation": "h", "y": -0.3}}
+        return traces, layout
+
+    def redraw(self) -> None:
+        """Refill every table and the chart from the model's current result."""
+        res = self.model.result
+        if res is None:
+            return
+        i = res.ilp
+        gap = "" if i.status == "optimal" else f" (gap {i.gap:.2%})"
+        self.stats.value = table(
+            ["solver", "status", "variables", "binaries", "constraints", "components", "build s", "solve s",
+             "objective", "probe cost", "memory"],
+            [[i.solver, i.status + gap, i.variables, i.binaries, i.constraints, i.components,
+              f"{i.build_seconds:.3f}", f"{i.solve_seconds:.3f}", fmt(i.objective), fmt(res.probe_cost),
+              fmt(res.memory)]])
+        by = cost_by_query(res.plan)
+        total = sum(v["total"] for v in by.values())
+        self.total.value = (f'<span style="font-size:12px">{res.mode}/{res.partitioning}: '
+                            f"Σ by query = {fmt(total)} = probe cost {fmt(res.probe_cost)}"
+                            f"{'' if res.mode != 'mqo' else f' = ILP objective {fmt(i.objective)}'}</span>")
+        sync_figure(self.by_query, *self._by_query_traces())
+        ocs = order_costs(res.plan)
+        self.orders.value = table(
+            ["query", "start", "probe order", "steps", "cost if alone", "shared steps"],
+            [[o.query, o.start, o.order, " ".join(o.steps), fmt(o.cost), " ".join(o.shared_steps) or "—"]
+             for o in ocs], marked=[bool(o.shared_steps) for o in ocs])
+        steps = sorted(cost_by_step(res.plan), key=lambda s: -s.cost)
+        self.steps.value = table(
+            ["", "edge", "tree", "step", "store", "χ", "cost", "used by"],
+            [["★" if s.shared else "", s.edge, s.root, s.step, s.store, s.chi, fmt(s.cost), ", ".join(s.owners)]
+             for s in steps], marked=[s.shared for s in steps])
+        self.lp_text.value = ""
+        self.lp_status.value = ""
+
+    def show_lp(self) -> str:
+        """Generate the LP text of the current model into the text area (and return it)."""
+        res = self.model.result
+        if res is None:
+            return ""
+        self.lp_status.value = "<i>building …</i>"
+        text = lp_model_text(res)
+        self.lp_text.value = text
+        self.lp_status.value = f'<span style="font-size:12px">{len(text.splitlines()):,} lines — ' \
+                               f"{esc(res.mode)}/{esc(res.partitioning)}</span>"
+        self.lp.selected_index = 0
+        return text

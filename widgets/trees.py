@@ -1,0 +1,88 @@
+"""The probe tree view: the plan's forest (paper Figure 4).
+
+One tree per start relation (per query in ``individual`` mode): a new tuple of the start
+relation is stored in its base store(s) and probes stores along the tree's edges; every
+node is one executed step, drawn as its store ``MIR[partition attribute] ×parallelism``;
+edges carry the plan's edge labels; results leave to a query output ``⇒ q1`` or are
+inserted into an MIR store.  Steps used by several probe orders (shared prefixes) are
+drawn in orange with thick edges.  Hovering a store shows the step, its cost
+``|⋈P|/|P| × χ`` and broadcast factor ``χ``, the probe predicate and who uses it.  The
+*show* menu restricts the forest to one query (its steps and the steps that maintain the
+MIR stores it probes).  Below the figure: the stores table and the plan as text.
+
+>>> view = ProbeTreeView("paper_v2.yaml", debounce=0)
+>>> stores = view.figure.data[4]
+>>> list(stores.text)[:2]
+['ST[a] ×1', 'T[b] ×1']
+>>> view.query.value = "q2"
+>>> len(view.figure.data[4].x)
+5
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from ._html import esc, table
+from .figures import fmt, new_figure_widget, probe_tree_traces, sync_figure
+from .model import ExplorerModel
+
+
+class ProbeTreeView(W.VBox):
+    """Probe-tree forest of the model's current plan, with a per-query filter."""
+
+    def __init__(self, model, **model_kw):
+        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.query = W.Dropdown(description="show", options=self._query_options())
+        self.figure = new_figure_widget(*self._traces())
+        self.stores = W.HTML("")
+        self.text = W.HTML("")
+        self.details = W.Accordion(children=[W.VBox([self.stores]), W.VBox([self.text])])
+        self.details.set_title(0, "stores")
+        self.details.set_title(1, "plan as text (Figure 4)")
+        self.query.observe(lambda _: self.redraw(), "value")
+        self.model.observe(self._on_result, "result")
+        self.model.observe(self._on_workload, "workload")
+        legend = W.HTML('<span style="font-size:12px;color:#555">■ store of a step (colour = its query; '
+                        '<span style="color:#E65100">orange</span> = shared by several probe orders; '
+                        'grey = maintains an MIR) · ⇒ result to a query output or an MIR store · '
+                        'hover a store for cost and broadcast factor χ</span>')
+        super().__init__([self.query, legend, self.figure, self.details])
+        self._fill_tables()
+
+    def _query_options(self) -> list[tuple[str, str | None]]:
+        return [("all queries", None)] + [(q, q) for q in self.model.workload.query_names]
+
+    def _traces(self):
+        res = self.model.result
+        if res is None:
+            return [], {"title": {"text": "no plan yet"}}
+        q = self.query.value if self.query.value in res.plan.workload.query_names else None
+        return probe_tree_traces(res.plan, q)
+
+    def _on_workload(self, change) -> None:
+        opts = self._query_options()
+        if list(self.query.options) != opts:
+            keep = self.query.value if self.query.value in self.model.workload.query_names else None
+            self.query.options = opts
+            self.query.value = keep
+
+    def _on_result(self, change) -> None:
+        self._on_workload(change)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Redraw the forest (and the tables) from the model's current plan."""
+        sync_figure(self.figure, *self._traces())
+        self._fill_tables()
+
+    def _fill_tables(self) -> None:
+        res = self.model.result
+        if res is None:
+            return
+        plan = res.plan
+        rows = [(s.id, s.mir.label, str(s.partition), s.parallelism, fmt(s.memory), s.namespace or "—")
+                for s in plan.stores]
+        self.stores.value = table(["store", "MIR", "partition attribute", "parallelism", "memory (tuples)",
+                                   "namespace"], rows)
+        self.text.value = f'<pre style="font-size:12px">{esc(plan.render())}</pre>'
