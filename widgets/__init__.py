@@ -29,13 +29,26 @@ True
 """
 
 from .compare import ComparisonView, compare_plans
-from .diagram import PlanDiagram, PlanDiagramView, SweepParam, log_grid, plan_diagram, plan_diagram_figure
+from .diagram import (
+    PlanDiagram,
+    PlanDiagramView,
+    SweepParam,
+    log_grid,
+    plan_diagram,
+    plan_diagram_figure,
+)
 from .diff import PlanDiff, plan_diff, plan_signature
 from .explorer import Explorer
 from .figures import probe_tree_figure, query_graph_figure
 from .graph import QueryGraphView
 from .ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
-from .model import ExplorerModel, SelectivityGroup, as_workload, selectivity_groups, with_class_selectivity
+from .model import (
+    ExplorerModel,
+    SelectivityGroup,
+    as_workload,
+    selectivity_groups,
+    with_class_selectivity,
+)
 from .trees import ProbeTreeView
 
 __all__ = [

@@ -24,7 +24,8 @@ import html
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as W
 import plotly.graph_objects as go
@@ -100,7 +101,7 @@ class DeployPanel(W.VBox):
         except MqjoinError as e:
             self._set_status("error", str(e))
             return None
-        except Exception as e:  # a widget never shows a traceback
+        except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
             self._set_status("error", f"{type(e).__name__}: {e}")
             return None
         label = f"{self.engine.value if self.engine.value == 'native' else plan.mode} #{len(self.deployments) + 1}"

@@ -111,11 +111,10 @@ def sync_figure(widget, traces: list[dict], layout: dict) -> None:
                         t.update(u, overwrite=True)
                 if lay:
                     widget.layout.update(lay, overwrite=True)
-    else:
-        with widget.hold_trait_notifications():
-            widget.data = ()
-            widget.add_traces(traces)
-            widget.layout.update(layout, overwrite=True)
+    else:  # (no hold_trait_notifications here: it would swallow plotly's add-traces message)
+        widget.data = ()
+        widget.add_traces(traces)
+        widget.layout.update(layout, overwrite=True)
     widget._mqjoin_last = (traces, layout)
 
 

@@ -46,7 +46,6 @@ class QueryGraphView(W.VBox):
         self._syncing = False
         self._highlight: str | None = None
         self.figure = new_figure_widget(*query_graph_traces(w))
-        self._clicks_wired: set[int] = set()
 
         # relation editor
         self.relation = W.Dropdown(options=[r.name for r in w.relations], description="relation")
@@ -260,15 +259,12 @@ class QueryGraphView(W.VBox):
     # -- clicks on the figure -------------------------------------------------------------------
 
     def _wire_clicks(self) -> None:
+        # on_click replaces a trace's handler (append=False): safe to repeat after every redraw
         for t in self.figure.data:
-            if id(t) in self._clicks_wired:
-                continue
             if t.name == "relations":
-                t.on_click(self._clicked_relation)
-                self._clicks_wired.add(id(t))
+                t.on_click(self._clicked_relation, append=False)
             elif t.name == "classes":
-                t.on_click(self._clicked_class)
-                self._clicks_wired.add(id(t))
+                t.on_click(self._clicked_class, append=False)
 
     def _clicked_relation(self, trace, points, state) -> None:
         for i in points.point_inds:

@@ -189,6 +189,7 @@ class ExplorerModel:
         self._lock = threading.RLock()
         self._timer: Any = None
         self._pending = False
+        self._running = False
         self.optimize_fn = optimize_fn
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
@@ -361,8 +362,18 @@ class ExplorerModel:
 
     @property
     def pending(self) -> bool:
-        """Whether an edit waits for its (debounced) recomputation."""
-        return self._pending
+        """Whether an edit waits for (or is in) its debounced recomputation."""
+        return self._pending or self._running
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no recomputation is pending (for scripts; a notebook never needs it).
+        Returns whether the model settled within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.pending:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def flush(self) -> OptimizeResult | None:
         """Run a pending recomputation now (no-op when none is pending)."""
@@ -379,29 +390,36 @@ class ExplorerModel:
 
         On an engine error the previous result stays, and :attr:`error` says why."""
         with self._lock:
-            self._pending = False
-            t0 = time.perf_counter()
-            self._set("busy", True)
+            self._running = True
             try:
-                res = self.optimize_fn(self.workload, **self.options)
-            except MqjoinError as e:
-                self._set("busy", False)
-                self._set("error", str(e))
-                return None
-            except Exception as e:  # noqa: BLE001 — never a traceback in a widget
-                self._set("busy", False)
-                self._set("error", f"{type(e).__name__}: {e}")
-                return None
-            old = self.result
-            self.previous = old
-            self.diff = None if old is None else plan_diff(old.plan, res.plan)
-            self.result = res
-            self.revision += 1
+                return self._recompute()
+            finally:
+                self._running = False
+
+    def _recompute(self) -> OptimizeResult | None:
+        self._pending = False
+        t0 = time.perf_counter()
+        self._set("busy", True)
+        try:
+            res = self.optimize_fn(self.workload, **self.options)
+        except MqjoinError as e:
             self._set("busy", False)
-            self._set("error", "")
-            self._notify("result", old, res)
-            self.last_seconds = time.perf_counter() - t0
-            return res
+            self._set("error", str(e))
+            return None
+        except Exception as e:  # noqa: BLE001 — never a traceback in a widget
+            self._set("busy", False)
+            self._set("error", f"{type(e).__name__}: {e}")
+            return None
+        old = self.result
+        self.previous = old
+        self.diff = None if old is None else plan_diff(old.plan, res.plan)
+        self.result = res
+        self.revision += 1
+        self._set("busy", False)
+        self._set("error", "")
+        self._notify("result", old, res)
+        self.last_seconds = time.perf_counter() - t0
+        return res
 
     def current_plan(self):
         """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""

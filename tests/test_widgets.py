@@ -1,0 +1,655 @@
+"""The explorer's widgets without a browser.
+
+As in ipywidgets' own tests, the comm is swapped: every widget gets a recording comm, so the
+tests can (a) play the frontend — send the kernel the ``update`` / ``custom`` messages a
+browser sends when a slider moves or a button is clicked — and (b) assert on the state
+messages the kernel sends back (HTML values, plotly trace updates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import uuid
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+import comm
+from mqjoin.widgets import (
+    ComparisonView,
+    Explorer,
+    ExplorerModel,
+    IlpView,
+    PlanDiagramView,
+    ProbeTreeView,
+    QueryGraphView,
+    SweepParam,
+    as_workload,
+    cost_by_query,
+    cost_by_step,
+    log_grid,
+    plan_diagram,
+    plan_diff,
+    probe_tree_figure,
+    query_graph_figure,
+    selectivity_groups,
+    with_class_selectivity,
+)
+from mqjoin.widgets.figures import nodes_for_query, trace_by_name
+
+from mqjoin.errors import MqjoinError
+from mqjoin.optimizer import optimize
+from mqjoin.workload import parse_workload
+
+# --------------------------------------------------------------------------------------------
+# the swapped comm and a fake frontend
+# --------------------------------------------------------------------------------------------
+
+
+class RecordingComm:
+    """Stands in for a kernel comm: records what the kernel sends to the frontend."""
+
+    kernel = "Truthy"  # ipywidgets only sends state when the comm has a kernel
+
+    def __init__(self, **kwargs):
+        self.comm_id = uuid.uuid4().hex
+        self.target_name = kwargs.get("target_name")
+        self.open_data = kwargs.get("data")
+        self.messages: list[dict] = []
+        self.closed = False
+
+    def open(self, *args, **kwargs):
+        pass
+
+    def on_msg(self, callback):
+        self.callback = callback
+
+    def send(self, data=None, metadata=None, buffers=None):
+        json.dumps(data, default=str)  # what a kernel would do: the message must serialise
+        self.messages.append(data)
+
+    def close(self, *args, **kwargs):
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def recording_comm(monkeypatch):
+    created: list[RecordingComm] = []
+
+    def create_comm(**kwargs):
+        c = RecordingComm(**kwargs)
+        created.append(c)
+        return c
+
+    monkeypatch.setattr(comm, "create_comm", create_comm)
+    return created
+
+
+def frontend_sets(widget, **state):
+    """The browser changed a widget's value (e.g. a slider was released)."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
+                        "buffers": []})
+
+
+def frontend_clicks(button):
+    button._handle_msg({"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []})
+
+
+def sent(widget) -> list[dict]:
+    """State updates the kernel sent to the frontend for this widget."""
+    return [m["state"] for m in widget.comm.messages if m.get("method") == "update" and "state" in m]
+
+
+def sent_values(widget, key: str = "value") -> list:
+    return [s[key] for s in sent(widget) if key in s]
+
+
+def figure_messages(fig) -> str:
+    """Everything a FigureWidget sent (trace updates, added traces) as one JSON string."""
+    return json.dumps(sent(fig), default=str, ensure_ascii=False)
+
+
+def tpch():
+    return as_workload("tpch_fig7a.yaml")
+
+
+# --------------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------------
+
+
+def test_model_recomputes_and_notifies():
+    m = ExplorerModel("paper_v2.yaml", debounce=0)
+    events = []
+    m.observe(lambda ch: events.append((ch["name"], ch["new"].probe_cost)), "result")
+    assert m.result.probe_cost == 700.0 and m.diff is None
+    assert m.set_selectivity("S.b = T.b", 0.5)
+    assert events == [("result", 800.0)]
+    assert m.previous.probe_cost == 700.0 and m.diff.plan_changed
+    assert m.set_options(mode="individual")
+    assert m.result.mode == "individual" and events[-1] == ("result", 800.0)
+    assert not m.set_options(mode="bogus") and "unknown mode" in m.error and m.mode == "individual"
+
+
+def test_model_bad_edit_keeps_workload_and_plan():
+    m = ExplorerModel("paper_v2.yaml", debounce=0)
+    w, res = m.workload, m.result
+    assert not m.set_rate("R", -5)
+    assert "rate must be a positive" in m.error
+    assert m.workload is w and m.result is res
+    assert not m.set_selectivity("R.a = S.a", 2.0) and "(0, 1]" in m.error
+    assert not m.add_query("q3", "R(a), S(b)")  # 'a' listed only for R
+    assert m.workload is w
+    assert not m.remove_query("nope") and "does not exist" in m.error
+    assert m.set_rate("R", 50) and m.error == ""
+
+
+def test_model_cannot_remove_last_query():
+    m = ExplorerModel(parse_workload("""
+defaults: {selectivity: 0.5}
+relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+queries: {q: "R(a), S(a)"}
+"""), debounce=0)
+    assert not m.remove_query("q") and "only query" in m.error
+    assert m.workload.query_names == ("q",)
+
+
+def test_model_optimiser_failure_is_an_error_not_an_exception():
+    def failing(workload, **kw):
+        raise MqjoinError("the solver reached its time limit before it found any plan")
+
+    m = ExplorerModel("paper_v2.yaml", debounce=0)
+    res = m.result
+    m.optimize_fn = failing
+    assert m.set_rate("R", 10)
+    assert "time limit" in m.error and m.result is res
+
+
+def test_debounce_coalesces_edits_with_a_timer_thread():
+    calls = []
+
+    def counting(workload, **kw):
+        calls.append(workload)
+        return optimize(workload, **kw)
+
+    m = ExplorerModel("paper_v2.yaml", debounce=0.15, optimize_fn=counting)
+    assert len(calls) == 1
+    for rate in (10, 20, 30, 40):
+        assert m.set_rate("R", rate)
+    assert m.pending and len(calls) == 1 and m.result.workload.rate("R") == 100
+    assert m.wait(timeout=10)
+    assert len(calls) == 2 and m.result.workload.rate("R") == 40
+
+
+def test_debounce_in_a_running_event_loop_runs_on_the_loop():
+    """In a Jupyter kernel widget callbacks run inside an asyncio loop: the recomputation is
+    scheduled on that loop (same thread as every widget callback)."""
+    import threading
+
+    threads = []
+
+    def recording(workload, **kw):
+        threads.append(threading.current_thread())
+        return optimize(workload, **kw)
+
+    async def scenario():
+        m = ExplorerModel("paper_v2.yaml", debounce=0.05, optimize_fn=recording)
+        m.set_rate("S", 10)
+        m.set_rate("S", 20)
+        assert m.pending
+        await asyncio.sleep(0.3)
+        return m
+
+    m = asyncio.run(scenario())
+    assert not m.pending and len(threads) == 2 and threads[1] is threading.main_thread()
+    assert m.result.workload.rate("S") == 20
+
+
+def test_current_plan_flushes_a_pending_edit():
+    m = ExplorerModel("paper_v2.yaml", debounce=60)
+    m.set_selectivity("S.b = T.b", 0.5)
+    assert m.pending
+    assert m.current_plan().probe_cost == 800.0 and not m.pending
+
+
+def test_selectivity_groups_keep_three_way_classes_consistent():
+    w = tpch()
+    groups = {g.label: g for g in selectivity_groups(w)}
+    g = groups["lineitem.partkey = part.partkey = partsupp.partkey"]
+    assert set(g.queries) == {"q2", "q3", "q4", "q5"}
+    w2 = with_class_selectivity(w, "part.partkey = partsupp.partkey", 0.002)  # a pair of the group
+    for q in w2.queries:
+        for c in q.classes:
+            if {a.name for a in c.members} == {"partkey"}:
+                assert c.selectivity == 0.002
+    assert optimize(w2).probe_cost != optimize(w).probe_cost
+
+
+# --------------------------------------------------------------------------------------------
+# query graph editor
+# --------------------------------------------------------------------------------------------
+
+
+def test_selectivity_slider_updates_plan_and_figures():
+    """A slider moved in the browser → model → new plan → redrawn trees, with messages."""
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    g, trees = ex.graph, ex.trees
+    assert trace_by_name(trees.figure, "stores").text[0] == "ST[a] ×1"
+    g.class_.value = "S.b = T.b"
+    assert g.selectivity.value == pytest.approx(0.015)
+    before_tree = len(trees.figure.comm.messages)
+    before_graph = len(g.figure.comm.messages)
+
+    frontend_sets(g.selectivity, value=0.5)
+
+    m = ex.model
+    assert m.workload.query("q1").classes[1].selectivity == 0.5
+    assert m.result.probe_cost == 800.0 and m.previous.probe_cost == 700.0
+    assert ("q1", "T", "T » S[b] » R[a]", "T » RS[b]") in m.diff.changed_orders
+    stores = list(trace_by_name(trees.figure, "stores").text)
+    assert "ST[a] ×1" not in stores and {"RS[b] ×1", "TU[b] ×1"} <= set(stores)
+    # the frontend was told: the tree figure sent the new store labels ...
+    assert len(trees.figure.comm.messages) > before_tree
+    tree_msgs = json.dumps([m for m in trees.figure.comm.messages[before_tree:]], default=str, ensure_ascii=False)
+    assert "RS[b] ×1" in tree_msgs
+    # ... the graph's class hover shows the new selectivity
+    classes = trace_by_name(g.figure, "classes")
+    assert any("s = 0.5" in h for h in classes.hovertext)
+    graph_msgs = json.dumps(g.figure.comm.messages[before_graph:], default=str, ensure_ascii=False)
+    assert "selectivity s = 0.5" in graph_msgs
+    # ... and the "what changed" line and the status line were updated and sent
+    assert "T » RS[b]" in g.changes.value and "stores appeared" in g.changes.value
+    assert any("what changed" in v for v in sent_values(g.changes))
+    assert any("800" in v for v in sent_values(ex.status.summary))
+
+
+def test_slider_change_on_tpch_changes_broadcasts_and_costs():
+    view = QueryGraphView(tpch(), debounce=0)
+    trees = ProbeTreeView(view.model)
+    cost0 = view.model.result.probe_cost
+    view.relation.value = "lineitem"
+    frontend_sets(view.rate, value=20000.0)
+    assert view.model.workload.rate("lineitem") == 20000.0
+    assert view.model.result.probe_cost > cost0
+    hover = " ".join(trace_by_name(trees.figure, "stores").hovertext)
+    assert "χ 4" in hover and "broadcast to every partition" in hover
+
+
+def test_parallelism_and_window_inputs():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    m = view.model
+    view.relation.value = "T"
+    frontend_sets(view.parallelism, value=4)
+    assert m.workload.parallelism("T") == 4 and m.result.plan.store["T[b]"].parallelism == 4
+    mem = m.result.memory
+    frontend_sets(view.unbounded, value=False)
+    frontend_sets(view.window, value=0.25)
+    assert m.workload.window("T") == 0.25 and m.result.memory < mem
+    frontend_sets(view.unbounded, value=True)
+    assert m.workload.window("T") is None and view.window.disabled
+    frontend_sets(view.mir_parallelism, value=8)
+    assert m.workload.defaults.parallelism == 8
+
+
+def test_relation_dropdown_shows_the_relation_and_rejects_bad_values():
+    view = QueryGraphView(tpch(), debounce=0)
+    view.relation.value = "region"
+    assert view.rate.value == pytest.approx(0.83091) and view.unbounded.value is True
+    view.relation.value = "lineitem"
+    assert view.rate.value == pytest.approx(10000.0)
+    w = view.model.workload
+    view.window.disabled = False
+    view.unbounded.value = False
+    view.window.value = -1.0  # clipped by the bounded input to 0: a valid window
+    assert view.model.workload.window("lineitem") == 0.0
+    view.model.edit(w)
+    assert view.model.workload is w
+
+
+def test_bad_query_text_shows_error_inline_and_keeps_workload():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    w, res = view.model.workload, view.model.result
+    frontend_sets(view.query_name, value="q3")
+    frontend_sets(view.query_text, value="R(a), Nope(a)")
+    frontend_clicks(view.add_button)
+    assert "query q3: relation 'Nope' is not declared (declared: R, S, T, U)" in html.unescape(view.error.value)
+    assert "Traceback" not in view.error.value and "mqjoin-error" in view.error.value
+    assert any("Nope" in v for v in sent_values(view.error))  # the frontend got the message
+    assert view.model.workload is w and view.model.result is res
+    # a disconnected query: the engine's message, verbatim
+    frontend_sets(view.query_text, value="R.a = S.a, T.c = U.c")
+    frontend_clicks(view.add_button)
+    assert "not connected" in view.error.value and view.model.workload is w
+    # a good one clears the error, adds the query, re-optimizes and redraws
+    frontend_sets(view.query_text, value="R.a = S.a AND S.b = T.b AND T.c = U.c")
+    frontend_clicks(view.add_button)
+    assert view.error.value == ""
+    assert view.model.workload.query_names == ("q1", "q2", "q3")
+    assert set(view.model.result.probe_orders()) == {"q1", "q2", "q3"}
+    assert [t.name for t in view.figure.data][:3] == ["q1", "q2", "q3"]
+    assert "+ q3 from R" in view.changes.value
+
+
+def test_remove_query_from_the_list():
+    view = QueryGraphView("demo.yaml", debounce=0)
+    view.queries.value = "q3"
+    assert view.query_text.value == "R(a), S(a,b), T(b,c), U(c)"
+    assert trace_by_name(view.figure, "q3").line.width == 4  # selected query highlighted
+    frontend_clicks(view.remove_button)
+    assert view.model.workload.query_names == ("q1", "q2")
+    assert [t.name for t in view.figure.data][:2] == ["q1", "q2"] and "q3" not in [t.name for t in view.figure.data]
+    assert set(view.model.result.probe_orders()) == {"q1", "q2"}
+
+
+def frontend_clicks_point(fig, trace_name: str, point: int):
+    """A click on a point of a plotly FigureWidget, as the browser reports it."""
+    ti = [t.name for t in fig.data].index(trace_name)
+    t = fig.data[ti]
+    frontend_sets(fig, _js2py_pointsCallback={
+        "event_type": "plotly_click", "selector": None, "device_state": None,
+        "points": {"trace_indexes": [ti], "point_indexes": [point], "xs": [t.x[point]], "ys": [t.y[point]]}})
+
+
+def test_clicking_the_graph_selects_what_to_edit():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    rel = trace_by_name(view.figure, "relations")
+    frontend_clicks_point(view.figure, "relations", list(rel.customdata).index("U"))
+    assert view.relation.value == "U"
+    cls = trace_by_name(view.figure, "classes")
+    frontend_clicks_point(view.figure, "classes", list(cls.customdata).index("T.c = U.c"))
+    assert view.class_.value == "T.c = U.c" and view.selectivity.value == pytest.approx(0.01)
+    # clicks still work after the traces were replaced (a query added)
+    view.model.add_query("q3", "R(a), S(a)")
+    assert [t.name for t in view.figure.data][:3] == ["q1", "q2", "q3"]
+    frontend_clicks_point(view.figure, "relations", 0)
+    assert view.relation.value == "R"
+
+
+def test_query_graph_hyperedges_and_colours():
+    fig = query_graph_figure(tpch())
+    names = [t.name for t in fig.data]
+    assert names == ["q1", "q2", "q3", "q4", "q5", "hyperedge hubs", "classes", "relations"]
+    hubs = trace_by_name(fig, "hyperedge hubs")
+    three_way = [(q.name, c) for q in tpch().queries for c in q.classes if len(c.members) > 2]
+    assert len(three_way) == 3 and len(hubs.x) == 3  # q3 and q5: partkey; q4: suppkey
+    assert [h.split(":")[0] for h in hubs.hovertext] == [q for q, _ in three_way]
+    assert len({t.line.color for t in fig.data[:5]}) == 5
+    rel = trace_by_name(fig, "relations")
+    assert list(rel.text) == ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
+    assert rel.marker.color[3] != rel.marker.color[0]  # customer: declared, read by no query
+
+
+# --------------------------------------------------------------------------------------------
+# probe trees
+# --------------------------------------------------------------------------------------------
+
+
+def test_probe_tree_forest_matches_plan():
+    plan = optimize(as_workload("paper_v2.yaml")).plan
+    fig = probe_tree_figure(plan)
+    stores = trace_by_name(fig, "stores")
+    assert len(stores.x) == len(plan.nodes)
+    sinks = [lab for n in plan.nodes for lab in plan.rules[n.store][n.edge].out
+             if plan.edge[lab].kind in ("output", "insert")]
+    assert sorted(trace_by_name(fig, "edge labels").text) == sorted([n.edge for n in plan.nodes] + sinks)
+    assert list(trace_by_name(fig, "start relations").text) == ["R", "S", "T", "U"]
+    outputs = list(trace_by_name(fig, "outputs").text)
+    assert outputs.count("⇒ q1") == 3 and outputs.count("⇒ q2") == 3 and "⇒ ST[a]" in outputs
+    shared = [n for n in plan.nodes if len(n.owners) > 1]
+    assert shared and len(trace_by_name(fig, "shared prefixes").x) == 4 * len(shared)
+    for n, h, d in zip(plan.nodes, stores.hovertext, stores.customdata):
+        assert f"cost {n.cost:.4g}" in h and d[0] == n.edge and d[1] == n.cost
+        assert ("(shared step)" in h) == (len(n.owners) > 1)
+
+
+def test_probe_tree_filter_per_query():
+    view = ProbeTreeView(tpch(), debounce=0)
+    plan = view.model.result.plan
+    assert len(trace_by_name(view.figure, "stores").x) == len(plan.nodes)
+    frontend_sets(view.query, index=list(view.query.options).index(("q1", "q1")))
+    assert view.query.value == "q1"
+    mine = nodes_for_query(plan, "q1")
+    stores = trace_by_name(view.figure, "stores")
+    assert len(stores.x) == len(mine) < len(plan.nodes)
+    assert {o for o in trace_by_name(view.figure, "outputs").text if not o.startswith("⇒ (")} == {"⇒ q1"}
+    assert "q1:" in view.figure.layout.title.text
+    # every q1 order's steps are drawn
+    for n in plan.nodes:
+        if "q1" in n.owners:
+            assert n.edge in [d[0] for d in stores.customdata]
+
+
+def test_probe_tree_individual_mode_has_namespaced_roots():
+    m = ExplorerModel("paper_v2.yaml", debounce=0, mode="individual")
+    view = ProbeTreeView(m)
+    roots = list(trace_by_name(view.figure, "start relations").text)
+    assert roots == ["q1:R", "q1:S", "q1:T", "q2:S", "q2:T", "q2:U"]
+    view.query.value = "q2"
+    assert list(trace_by_name(view.figure, "start relations").text) == ["q2:S", "q2:T", "q2:U"]
+
+
+def test_figures_are_deterministic():
+    w = tpch()
+    assert query_graph_figure(w).to_json() == query_graph_figure(as_workload("tpch_fig7a.yaml")).to_json()
+    p1, p2 = optimize(w).plan, optimize(as_workload("tpch_fig7a.yaml")).plan
+    assert probe_tree_figure(p1).to_json() == probe_tree_figure(p2).to_json()
+    a, b = Explorer(w, debounce=0), Explorer(w, debounce=0)
+
+    def data(fig):  # FigureWidget gives every trace a random uid
+        return [{k: v for k, v in t.items() if k != "uid"} for t in fig.to_dict()["data"]]
+
+    assert data(a.trees.figure) == data(b.trees.figure)
+    assert data(a.graph.figure) == data(b.graph.figure)
+    assert a.ilp.steps.value == b.ilp.steps.value
+
+
+def test_graph_positions_do_not_move_on_statistics_edits():
+    view = QueryGraphView(tpch(), debounce=0)
+    rel = trace_by_name(view.figure, "relations")
+    xy = (list(rel.x), list(rel.y))
+    view.relation.value = "part"
+    view.rate.value = 5.0
+    assert (list(rel.x), list(rel.y)) == xy
+    assert "rate 5 tuples/s" in trace_by_name(view.figure, "relations").hovertext[4]
+
+
+# --------------------------------------------------------------------------------------------
+# ILP view
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["mqo", "individual", "shared"])
+@pytest.mark.parametrize("partitioning", ["single", "replicas"])
+def test_breakdown_sums_to_probe_cost(mode, partitioning):
+    res = optimize(tpch(), mode=mode, partitioning=partitioning)
+    by_q = cost_by_query(res.plan)
+    assert set(by_q) == set(res.workload.query_names)
+    assert sum(v["total"] for v in by_q.values()) == pytest.approx(res.probe_cost, rel=1e-9)
+    for v in by_q.values():
+        assert v["own"] + v["shared"] == pytest.approx(v["total"])
+    assert sum(s.cost for s in cost_by_step(res.plan)) == pytest.approx(res.probe_cost, rel=1e-12)
+    if mode == "mqo":
+        assert res.ilp.objective == pytest.approx(res.probe_cost, rel=1e-6)
+
+
+def test_ilp_view_contents_and_lp_on_demand():
+    m = ExplorerModel(tpch(), debounce=0)
+    view = IlpView(m)
+    res = m.result
+    assert f">{res.ilp.variables}<" in view.stats.value and "optimal" in view.stats.value
+    # by-query chart: stacked bars sum to the probe cost
+    own, shared = trace_by_name(view.by_query, "own steps"), trace_by_name(view.by_query, "share of shared steps")
+    assert list(own.y) == ["q1", "q2", "q3", "q4", "q5"]
+    assert sum(own.x) + sum(shared.x) == pytest.approx(res.probe_cost)
+    # every chosen probe order is listed, rendered as everywhere else
+    for by_start in res.probe_orders().values():
+        for o in by_start.values():
+            assert o in html.unescape(view.orders.value)
+    assert view.steps.value.count("★") == sum(1 for n in res.plan.nodes if len(n.owners) > 1)
+    # the LP text is built only on click
+    assert view.lp_text.value == ""
+    frontend_clicks(view.lp_button)
+    assert view.lp_text.value.startswith("\\* mqjoin_probe_orders *\\")
+    assert "Minimize" in view.lp_text.value and "Subject To" in view.lp_text.value
+    assert any("Minimize" in v for v in sent_values(view.lp_text))
+    # a new plan clears the (now stale) text
+    m.set_rate("orders", 100.0)
+    assert view.lp_text.value == ""
+
+
+def test_ilp_view_individual_mode_lp_has_one_model_per_query():
+    view = IlpView("paper_v2.yaml", debounce=0, mode="individual")
+    text = view.show_lp()
+    assert text.count("model of query") == 2 and text.count("Minimize") == 2
+
+
+# --------------------------------------------------------------------------------------------
+# comparisons and plan diagrams
+# --------------------------------------------------------------------------------------------
+
+
+def test_comparison_view_matches_the_cli_table():
+    view = ComparisonView("paper_fig3.yaml", debounce=0)
+    assert view.results == {}
+    frontend_clicks(view.compare_button)
+    got = {k: (r.probe_cost, r.memory, len(r.plan.stores)) for k, r in view.results.items()}
+    assert got == {("individual", "single"): (800.0, 800.0, 8), ("shared", "single"): (800.0, 700.0, 7),
+                   ("mqo", "single"): (900.0, 500.0, 5), ("individual", "replicas"): (800.0, 800.0, 8),
+                   ("shared", "replicas"): (800.0, 700.0, 7), ("mqo", "replicas"): (600.0, 600.0, 6)}
+    assert view.progress.value == view.progress.max == 6
+    bars = trace_by_name(view.figure, "single probe cost")
+    assert list(bars.x) == ["mqo", "individual", "shared"] and list(bars.y) == [900.0, 800.0, 800.0]
+    assert list(trace_by_name(view.figure, "replicas memory").y) == [600.0, 800.0, 700.0]
+    # plan diff individual/single → mqo/single
+    assert "stores appeared" in view.diff.value and "R » ST[b]" in view.diff.value.replace("&gt;", ">")
+    d = plan_diff(view.results[("individual", "single")].plan, view.results[("mqo", "single")].plan)
+    for s in d.added_stores:
+        assert s in view.diff.value
+    view.b.value = ("mqo", "replicas")
+    assert "600" in view.diff.value
+
+
+def test_comparison_is_lazy_then_marked_stale():
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    assert ex.compare.results == {}
+    ex.show("Compare")  # opening the tab computes it
+    assert len(ex.compare.results) == 6 and not ex.compare.stale
+    ex.model.set_rate("U", 5.0)
+    assert ex.compare.stale and "press Compare" in ex.compare.status.value
+    ex.compare.auto.value = True
+    ex.model.set_rate("U", 6.0)
+    assert not ex.compare.stale and ex.compare.results[("mqo", "single")].workload.rate("U") == 6.0
+
+
+def test_plan_diagram_shows_where_sharing_flips():
+    """paper V-2: sharing S⋈T pays while |S⋈T| is small; with a large S.b = T.b selectivity
+    the optimum switches to plans over RS and TU — at least two distinct plans."""
+    w = as_workload("paper_v2.yaml")
+    x = SweepParam("selectivity", "S.b = T.b", log_grid(1e-4, 1.0, 4))
+    y = SweepParam("selectivity", "R.a = S.a", log_grid(1e-4, 1.0, 4))
+    d = plan_diagram(w, x, y, baseline=True)
+    assert d.distinct >= 2
+    flat = [i for row in d.plan_index for i in row]
+    assert set(flat) == set(range(d.distinct)) and flat[0] == 0
+    saving = d.saving()
+    assert saving[0][0] > 0.2 and saving[0][-1] == pytest.approx(0.0)  # shares at low S⋈T, not at high
+    # the same point optimised directly gives the same plan
+    from mqjoin.widgets.diff import plan_signature
+
+    direct = optimize(y.apply(x.apply(w, x.values[-1]), y.values[0])).plan
+    assert plan_signature(direct) == d.plans[d.plan_index[0][-1]]
+
+
+def test_plan_diagram_view_runs_with_progress():
+    view = PlanDiagramView("paper_v2.yaml", grid=4, debounce=0)
+    assert view.grid.value == 4
+    assert view.x_param.value == ("selectivity", "R.a = S.a") and view.y_param.value == ("selectivity", "S.b = T.b")
+    view.x_param.value = ("selectivity", "S.b = T.b")
+    view.y_param.value = ("selectivity", "R.a = S.a")
+    view.x_lo.value, view.x_hi.value = 1e-4, 1.0
+    view.y_lo.value, view.y_hi.value = 1e-4, 1.0
+    frontend_clicks(view.run_button)
+    d = view.diagram
+    assert d is not None and d.distinct >= 2
+    heat = trace_by_name(view.figure, "optimal plan")
+    assert [list(r) for r in heat.z] == [list(r) for r in d.plan_index]
+    assert list(heat.colorbar.ticktext) == d.names()
+    cost = trace_by_name(view.figure, "probe cost")
+    assert [list(r) for r in cost.z] == [list(r) for r in d.cost]
+    assert view.progress.value == view.progress.max == 16
+    progress_values = sent_values(view.progress)
+    assert progress_values[-1] == 16 and len(progress_values) >= 16  # progress reached the browser
+    assert "P1" in view.legend.value and "P2" in view.legend.value
+    # same statistic twice is refused inline
+    view.y_param.value = view.x_param.value
+    assert view.run() is None and "two different" in view.error.value
+
+
+# --------------------------------------------------------------------------------------------
+# Explorer
+# --------------------------------------------------------------------------------------------
+
+
+def test_explorer_composes_views_on_one_model():
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    assert all(v.model is ex.model for v in (ex.graph, ex.trees, ex.ilp, ex.compare, ex.diagram))
+    frontend_sets(ex.options.partitioning, index=1)
+    assert ex.model.partitioning == "replicas" and ex.model.result.partitioning == "replicas"
+    assert "replicas" in ex.trees.figure.layout.title.text
+    frontend_sets(ex.options.mirs, value=False)
+    assert ex.model.result.mirs is False
+    assert ex.model.result.probe_cost == optimize(ex.model.workload, partitioning="replicas", mirs=False).probe_cost
+    ex.model.set_options(mode="shared")
+    assert ex.options.mode.value == "shared"
+
+
+def test_explorer_deploy_slot_placeholder_and_hook():
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    assert ex.tabs.get_title(5) == "Deploy" and "No Deploy panel" in ex.deploy_slot.children[0].value
+    seen = []
+
+    def factory(plan_provider):
+        import ipywidgets as W
+
+        seen.append(plan_provider)
+        return W.HTML("deploy here")
+
+    panel = ex.attach_deploy(factory)
+    assert ex.deploy_slot.children == (panel,) and ex.deploy_panel is panel
+    ex.model.set_selectivity("S.b = T.b", 0.5)
+    assert seen[0]().probe_cost == 800.0  # the provider always returns the current plan
+
+
+def test_explorer_accepts_an_existing_model_and_paths(tmp_path):
+    p = tmp_path / "w.yaml"
+    p.write_text(as_workload("paper_v2.yaml").to_yaml())
+    ex = Explorer(str(p), debounce=0)
+    assert ex.model.result.probe_cost == 700.0
+    m = ExplorerModel(p, debounce=0)
+    assert Explorer(m).model is m
+    with pytest.raises(MqjoinError):
+        Explorer(str(tmp_path / "missing.yaml"))
+
+
+def test_widget_state_messages_serialise():
+    """Every message the explorer sends must be JSON (what a kernel puts on the wire)."""
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    ex.model.set_selectivity("S.b = T.b", 0.5)
+    ex.show("Compare")
+    # RecordingComm.send json-dumps every message, so reaching here is the first assertion;
+    # the figure widgets sent their traces: first the MIR plan, then the new one
+    msgs = figure_messages(ex.trees.figure)
+    assert "_widget_data" in msgs and "ST[a] ×1" in msgs and "RS[b] ×1" in msgs
+    assert "single probe cost" in figure_messages(ex.compare.figure)
+
+
+def test_rich_reprs():
+    w = as_workload("paper_v2.yaml")
+    res = optimize(w)
+    assert "<table>" in w._repr_html_() and "q1: R(a), S(a,b), T(b)" in w._repr_html_()
+    assert "R » ST[a]" in res._repr_html_().replace("&gt;", ">")
+    assert "─e2→ ST[a]" in res.plan._repr_html_()
