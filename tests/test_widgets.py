@@ -653,3 +653,20 @@ def test_rich_reprs():
     assert "<table>" in w._repr_html_() and "q1: R(a), S(a,b), T(b)" in w._repr_html_()
     assert "R » ST[a]" in res._repr_html_().replace("&gt;", ">")
     assert "─e2→ ST[a]" in res.plan._repr_html_()
+
+
+def test_a_failing_view_does_not_stop_the_others(caplog):
+    m = ExplorerModel("paper_v2.yaml", debounce=0)
+    trees = ProbeTreeView(m)
+
+    def broken(change):
+        raise RuntimeError("boom")
+
+    m.observe(broken, "result")
+    m.observe(lambda ch: None, "result")
+    m.unobserve(trees._on_result)
+    m.observe(trees._on_result, "result")  # after the broken one
+    m.set_selectivity("S.b = T.b", 0.5)
+    assert "RS[b] ×1" in trace_by_name(trees.figure, "stores").text
+    assert "a view failed to update (RuntimeError: boom)" in m.error
+    assert "boom" in caplog.text

@@ -98,7 +98,8 @@ class QueryGraphView(W.VBox):
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
                             W.HBox([self.query_name, self.query_text, self.add_button])])
         editors = W.VBox([relation_box, class_box], layout=W.Layout(width="420px"))
-        super().__init__([W.HBox([self.figure, editors]), query_box, self.error, self.status, self.changes])
+        graph_box = W.Box([self.figure], layout=W.Layout(flex="1 1 0%", min_width="420px"))
+        super().__init__([W.HBox([graph_box, editors]), query_box, self.error, self.status, self.changes])
         self._sync_controls()
         self._wire_clicks()
         self._on_result({"new": self.model.result, "old": None})

@@ -36,6 +36,7 @@ False
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -55,6 +56,8 @@ from mqjoin.workload import (
 )
 
 from .diff import PlanDiff, plan_diff
+
+_log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
 EVENTS = ("workload", "options", "result", "error", "busy")
@@ -223,7 +226,12 @@ class ExplorerModel:
 
     def _notify(self, name: str, old: Any, new: Any) -> None:
         for cb in list(self._observers[name]):
-            cb({"name": name, "old": old, "new": new, "owner": self})
+            try:
+                cb({"name": name, "old": old, "new": new, "owner": self})
+            except Exception as e:  # noqa: BLE001 — one broken view must not stop the others
+                _log.exception("an observer of %r failed", name)
+                if name != "error":
+                    self._set("error", f"a view failed to update ({type(e).__name__}: {e}); please report this")
 
     def _set(self, name: str, value: Any) -> None:
         old = getattr(self, name)
