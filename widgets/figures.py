@@ -40,6 +40,9 @@ from mqjoin.workload import Workload
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
            "#FF97FF", "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B")
 SHARED_COLOR = "#E65100"
+CHAR_PX = 6.6  # approximate width of a character of an 11 px label
+LEVEL_MIN_PX = 90
+BEND_PX = 24
 MIR_COLOR = "#7F7F7F"
 TEMPLATE = "plotly_white"
 
@@ -390,24 +393,43 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
     def Y(y: float) -> float:
         return -round(y, 4)
 
+    # x in pixels: every level is as wide as its longest store label (labels sit above their
+    # store's line and must end before the next level's store), so labels never overlap and
+    # a wide forest gets a wide figure (the view scrolls) instead of a cramped one
+    label_of = {n.edge: f"{n.store} ×{plan.store[n.store].parallelism}" for n in nodes}
+    chars: dict[int, int] = {}
+    for e, (d, _) in pos.items():
+        chars[d] = max(chars.get(d, 0), len(label_of[e]))
+    depth = max([p[0] for p in pos.values()] + [s[3] for s in sink_rows] + [1])
+    left = CHAR_PX * max([len(r) for r in roots] + [4]) + 30
+    starts = [float(left)]
+    for d in range(depth):
+        starts.append(starts[-1] + max(LEVEL_MIN_PX, CHAR_PX * chars.get(d, 0) + 40))
+
+    def X(d: float) -> float:
+        return round(starts[int(d)], 1)
+
+    right = max([X(d) + CHAR_PX * chars.get(d, 0) for d in chars]
+                + [X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
+
     ex, ey, sx, sy = [], [], [], []
     lx, ly, lt, lh = [], [], [], []
     for n in nodes:
         x1, y1 = pos[n.edge]
         x0, y0 = pos[n.parent] if n.parent else root_pos[n.root]
         shared = len(n.owners) > 1
-        (sx if shared else ex).extend([x0, x0 + 0.5, x1, None])
+        (sx if shared else ex).extend([X(x0), X(x0) + BEND_PX, X(x1), None])
         (sy if shared else ey).extend([Y(y0), Y(y1), Y(y1), None])
-        lx.append(x0 + 0.5)
-        ly.append(Y(y1) + 0.18)
+        lx.append(round((X(x0) + BEND_PX + X(x1)) / 2, 1))
+        ly.append(Y(y1))
         lt.append(n.edge)
         lh.append(f"edge {n.edge}: probe {n.store}")
     for lab, parent, text, x, y in sink_rows:
         x0, y0 = pos[parent]
-        ex.extend([x0, x0 + 0.5, x, None])
+        ex.extend([X(x0), X(x0) + BEND_PX, X(x), None])
         ey.extend([Y(y0), Y(y), Y(y), None])
-        lx.append(x0 + 0.5)
-        ly.append(Y(y) + 0.18)
+        lx.append(round((X(x0) + BEND_PX + X(x)) / 2, 1))
+        ly.append(Y(y))
         lt.append(lab)
         lh.append(f"edge {lab}: " + (f"result → {text}" if not text.startswith("store") else f"insert → {text[6:]}"))
 
@@ -417,7 +439,7 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         ingest = [plan.edge[lab].target for lab in plan.sources.get(rel, ())
                   if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns]
         x, y = root_pos[r]
-        rx.append(x)
+        rx.append(X(x))
         ry.append(Y(y))
         rt.append(r)
         rh.append(f"<b>{r}</b>: a new {rel} tuple<br>stored in {', '.join(ingest) or '—'}<br>"
@@ -439,9 +461,9 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
             color = colors[qowners[0]]
         else:
             color = MIR_COLOR
-        nx_.append(x)
+        nx_.append(X(x))
         ny.append(Y(y))
-        nt.append(f"{n.store} ×{st.parallelism}")
+        nt.append(label_of[n.edge])
         nh.append(
             f"<b>{n.edge}</b> → {n.store} (partitioned by {st.partition}, parallelism {st.parallelism})<br>"
             f"step {n.step.render()}<br>"
@@ -455,7 +477,7 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
 
     ox, oy, ot, oc = [], [], [], []
     for lab, parent, text, x, y in sink_rows:
-        ox.append(x)
+        ox.append(X(x))
         oy.append(Y(y))
         if text.startswith("store"):
             ot.append("⇒ " + text[6:])
@@ -470,28 +492,32 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
          "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True},
         {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
-         "textfont": {"size": 9, "color": "#777"}, "hovertext": lh, "hoverinfo": "text", "showlegend": False},
+         "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
+         "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "start relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
          "textposition": "middle left", "marker": {"symbol": "circle", "size": 14, "color": "#2A3F5F"},
          "hovertext": rh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
-         "textposition": "middle right", "customdata": nd,
+         "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
          "marker": {"symbol": "square", "size": 13, "color": nc, "line": {"width": nw, "color": "#222"}},
          "hovertext": nh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
-         "textposition": "middle right", "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
+         "textposition": "middle right", "textfont": {"size": 11},
+         "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
          "hoverinfo": "text", "hovertext": ot, "showlegend": False},
     ]
-    depth = max([p[0] for p in pos.values()] + [s[3] for s in sink_rows] + [1])
+    # rows leave room for a store label above the line and an edge label below it
     rows = max(row[0], 1)
     cost = sum(n.cost for n in nodes)
     who = "all queries" if query is None else query
     layout = {"title": {"text": f"probe trees ({plan.mode}/{plan.partitioning}) — {who}: "
-                                f"{len(nodes)} steps, probe cost {fmt(cost)}"},
-              "xaxis": {"visible": False, "range": [-0.8, depth + 1.6]},
-              "yaxis": {"visible": False, "range": [-rows - 0.2, 0.8]},
-              "height": int(min(2400, 90 + 26 * rows)), "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "hovermode": "closest", "showlegend": True, "legend": {"x": 1, "xanchor": "right", "y": 1}}
+                                f"{len(nodes)} steps, probe cost {fmt(cost)}", "x": 0.01},
+              "xaxis": {"visible": False, "range": [0, round(right, 1)], "fixedrange": False},
+              "yaxis": {"visible": False, "range": [-rows + 0.2, 0.9]},
+              "width": int(max(720, right + 20)), "autosize": False,
+              "height": int(90 + 34 * rows), "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+              "hovermode": "closest", "showlegend": True,
+              "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom"}}
     return traces, layout
 
 

@@ -47,7 +47,8 @@ class ProbeTreeView(W.VBox):
                         '<span style="color:#E65100">orange</span> = shared by several probe orders; '
                         'grey = maintains an MIR) · ⇒ result to a query output or an MIR store · '
                         'hover a store for cost and broadcast factor χ</span>')
-        super().__init__([self.query, legend, self.figure, self.details])
+        scroll = W.Box([self.figure], layout=W.Layout(overflow="auto", max_height="900px", width="100%"))
+        super().__init__([self.query, legend, scroll, self.details])
         self._fill_tables()
 
     def _query_options(self) -> list[tuple[str, str | None]]:
