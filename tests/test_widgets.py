@@ -295,7 +295,7 @@ def test_parallelism_and_window_inputs():
     assert m.workload.defaults.parallelism == 8
 
 
-def test_relation_dropdown_shows_the_relation_and_rejects_bad_values():
+def test_relation_dropdown_shows_the_relation_and_bounded_inputs_clip():
     view = QueryGraphView(tpch(), debounce=0)
     view.relation.value = "region"
     assert view.rate.value == pytest.approx(0.83091) and view.unbounded.value is True

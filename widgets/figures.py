@@ -247,7 +247,8 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         c = cls_of[members]
         rels = sorted(c.relations)
         lx.append(round(sum(pos[r][0] for r in rels) / len(rels), 6))
-        ly.append(round(sum(pos[r][1] for r in rels) / len(rels), 6))
+        # a hyperedge's label sits just below its hub(s)
+        ly.append(round(sum(pos[r][1] for r in rels) / len(rels) - (0.035 if len(rels) > 2 else 0.0), 6))
         names = sorted({a.name for a in members})
         lt.append("=".join(names))
         lh.append(f"class {c}<br>selectivity s = {fmt(c.selectivity)}<br>queries: {', '.join(qs)}")
