@@ -584,6 +584,9 @@ def test_plan_diagram_view_runs_with_progress():
     progress_values = sent_values(view.progress)
     assert progress_values[-1] == 16 and len(progress_values) >= 16  # progress reached the browser
     assert "P1" in view.legend.value and "P2" in view.legend.value
+    # an edit elsewhere keeps the chosen ranges and marks the diagram out of date
+    view.model.set_rate("U", 50.0)
+    assert (view.x_lo.value, view.x_hi.value) == (1e-4, 1.0) and "run the sweep again" in view.status.value
     # same statistic twice is refused inline
     view.y_param.value = view.x_param.value
     assert view.run() is None and "two different" in view.error.value

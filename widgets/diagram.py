@@ -279,6 +279,7 @@ class PlanDiagramView(W.VBox):
         self.y_param.observe(lambda _: self._set_range(self.y_param, self.y_lo, self.y_hi), "value")
         self.run_button.on_click(lambda _: self.run())
         self.model.observe(self._on_workload, "workload")
+        self._ranged = False
         self._fill_params()
         super().__init__([
             W.HBox([self.x_param, self.x_lo, self.x_hi]), W.HBox([self.y_param, self.y_lo, self.y_hi]),
@@ -297,8 +298,12 @@ class PlanDiagramView(W.VBox):
         self.x_param.value = old_x if old_x in values else (values[0] if values else None)
         default_y = values[1] if len(values) > 1 else (values[0] if values else None)
         self.y_param.value = old_y if old_y in values else default_y
-        self._set_range(self.x_param, self.x_lo, self.x_hi)
-        self._set_range(self.y_param, self.y_lo, self.y_hi)
+        # ranges follow a newly chosen statistic; a range the user set for a kept one stays
+        if self.x_param.value != old_x or not self._ranged:
+            self._set_range(self.x_param, self.x_lo, self.x_hi)
+        if self.y_param.value != old_y or not self._ranged:
+            self._set_range(self.y_param, self.y_lo, self.y_hi)
+        self._ranged = True
 
     def _on_workload(self, change) -> None:
         self._fill_params()
