@@ -31,20 +31,25 @@ def info_box(text: str, pre: bool = True) -> str:
     return f'<div class="mqjoin-info" style="{INFO_STYLE}">{body}</div>'
 
 
+TABLE_CSS = ("<style>.mqjoin-table{border-collapse:collapse;font-size:12px}"
+             ".mqjoin-table th{text-align:left;padding:2px 8px;border-bottom:1px solid #ccc}"
+             ".mqjoin-table td{padding:2px 8px;font-family:monospace}"
+             ".mqjoin-table tr.mark{background:#fff3e0}</style>")
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], marked: Iterable[bool] | None = None,
           raw: bool = False) -> str:
-    """An HTML table; ``marked`` rows are shaded (e.g. shared steps, the current plan).
+    """An HTML table (styled by one ``<style>`` block, not per cell: tables are resent on
+    every plan change); ``marked`` rows are shaded (e.g. shared steps, the current plan).
 
-    >>> table(["a", "b"], [[1, "x<y"]])
-    '<table class="mqjoin-table" ...><tr><th ...>a</th><th ...>b</th></tr><tr><td ...>1</td><td ...>x&lt;y</td></tr></table>'
+    >>> table(["a", "b"], [[1, "x<y"]], marked=[True])
+    '<style>...</style><table class="mqjoin-table"><tr><th>a</th><th>b</th></tr><tr class="mark"><td>1</td><td>x&lt;y</td></tr></table>'
     """
-    th = "".join(f'<th style="text-align:left;padding:2px 8px;border-bottom:1px solid #ccc">{esc(h)}</th>'
-                 for h in headers)
+    th = "".join(f"<th>{esc(h)}</th>" for h in headers)
     marks = list(marked) if marked is not None else None
     body = []
     for i, r in enumerate(rows):
-        style = ' style="background:#fff3e0"' if marks is not None and i < len(marks) and marks[i] else ""
-        cells = "".join(f'<td style="padding:2px 8px;font-family:monospace">{c if raw else esc(c)}</td>' for c in r)
-        body.append(f"<tr{style}>{cells}</tr>")
-    return (f'<table class="mqjoin-table" style="border-collapse:collapse;font-size:12px">'
-            f"<tr>{th}</tr>{''.join(body)}</table>")
+        cls = ' class="mark"' if marks is not None and i < len(marks) and marks[i] else ""
+        cells = "".join(f"<td>{c if raw else esc(c)}</td>" for c in r)
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f'{TABLE_CSS}<table class="mqjoin-table"><tr>{th}</tr>{"".join(body)}</table>'
