@@ -611,7 +611,10 @@ def test_explorer_composes_views_on_one_model():
 
 
 def test_explorer_deploy_slot_placeholder_and_hook():
-    ex = Explorer("paper_v2.yaml", debounce=0)
+    from mqjoin.widgets.deploy_panel import DeployPanel
+
+    assert isinstance(Explorer("paper_v2.yaml", debounce=0).deploy_panel, DeployPanel)  # the default
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
     assert ex.tabs.get_title(5) == "Deploy" and "No Deploy panel" in ex.deploy_slot.children[0].value
     seen = []
 

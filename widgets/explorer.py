@@ -113,7 +113,7 @@ class Explorer(W.VBox):
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
-                 deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | None = None):
+                 deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark"):
         if isinstance(workload, ExplorerModel):
             self.model = workload
         else:
@@ -134,6 +134,10 @@ class Explorer(W.VBox):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")
         super().__init__([self.options, self.status, self.tabs])
+        if deploy == "spark":  # the default: deploy the current plan on a local Spark session
+            from mqjoin.widgets.deploy_panel import DeployPanel
+
+            deploy = DeployPanel
         if deploy is not None:
             self.attach_deploy(deploy)
 
