@@ -558,7 +558,7 @@ def test_plan_diagram_shows_where_sharing_flips():
     saving = d.saving()
     assert saving[0][0] > 0.2 and saving[0][-1] == pytest.approx(0.0)  # shares at low S⋈T, not at high
     # the same point optimised directly gives the same plan
-    from mqjoin.widgets.diff import plan_signature
+    from mqjoin.diff import plan_signature
 
     direct = optimize(y.apply(x.apply(w, x.values[-1]), y.values[0])).plan
     assert plan_signature(direct) == d.plans[d.plan_index[0][-1]]

@@ -22,7 +22,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(mqjoin.widgets.__path__, 
 
 
 def test_every_module_is_found():
-    assert {"mqjoin.widgets.model", "mqjoin.widgets.diff", "mqjoin.widgets.figures", "mqjoin.widgets.graph",
+    assert {"mqjoin.widgets.model", "mqjoin.widgets.figures", "mqjoin.widgets.graph",
             "mqjoin.widgets.trees", "mqjoin.widgets.ilp_view", "mqjoin.widgets.compare",
             "mqjoin.widgets.diagram", "mqjoin.widgets.explorer", "mqjoin.widgets.deploy_panel"} <= set(MODULES)
 

@@ -16,7 +16,7 @@ and views that watch it —
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
-Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`.diff`).
+Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`mqjoin.diff`, in the engine: the adaptive controller uses them too).
 
 >>> from mqjoin.widgets import Explorer
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
@@ -37,7 +37,7 @@ from .diagram import (
     plan_diagram,
     plan_diagram_figure,
 )
-from .diff import PlanDiff, plan_diff, plan_signature
+from mqjoin.diff import PlanDiff, plan_diff, plan_signature
 from .explorer import Explorer
 from .figures import probe_tree_figure, query_graph_figure
 from .graph import QueryGraphView

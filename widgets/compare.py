@@ -27,7 +27,7 @@ from mqjoin.optimizer import MODES, OptimizeResult, optimize
 from mqjoin.workload import Workload
 
 from ._html import error_box, esc, table
-from .diff import plan_diff
+from mqjoin.diff import plan_diff
 from .figures import fmt, new_figure_widget, sync_figure
 from .model import ExplorerModel
 

@@ -3,7 +3,7 @@
 Each cell of the grid is the workload with two statistics changed — the selectivities of
 two classes, the rates of two relations, or one of each — optimised in the model's mode
 and policy.  Cells are coloured by the optimal plan, plans being identified by their
-rendered probe orders (:func:`~mqjoin.widgets.diff.plan_signature`) and named ``P1, P2, …``
+rendered probe orders (:func:`~mqjoin.diff.plan_signature`) and named ``P1, P2, …``
 in the order the sweep meets them; beside it the cost surface (the optimal probe cost of
 every cell) and, optionally, how much the plan saves against ``individual`` optimisation —
 the visual answer to "when does sharing pay off?".
@@ -35,7 +35,7 @@ from mqjoin.optimizer import optimize
 from mqjoin.workload import Workload
 
 from ._html import error_box, esc, table
-from .diff import plan_signature
+from mqjoin.diff import plan_signature
 from .figures import PALETTE, fmt, new_figure_widget, sync_figure
 from .model import ExplorerModel, selectivity_groups, with_class_selectivity
 

@@ -55,7 +55,7 @@ from mqjoin.workload import (
     parse_workload,
 )
 
-from .diff import PlanDiff, plan_diff
+from mqjoin.diff import PlanDiff, plan_diff
 
 _log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqjoin.plan import Plan
+from .plan import Plan
 
 
 def _pct(before: float, after: float) -> str:
