@@ -21,18 +21,23 @@ The paper's Section V-2 example (parallelism 1):
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from .cost import is_close
 from .errors import OptimizerError
-from .ilp import POLICIES, SOLVERS, Model, Solution, build_model, solve
+from .ilp import POLICIES, SOLVERS, Model, Solution, build_model, check_budget, solve
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
 
 MODES = ("mqo", "individual", "shared")
+
+#: relative tolerance between a plan's cost and the ILP objective: solvers accept variables
+#: within their MIP feasibility tolerance (1e-6 in HiGHS and CBC) of integral, so the reported
+#: objective may differ from the exact cost of the extracted plan by that much
+OBJECTIVE_TOLERANCE = 1e-6
 
 #: models with more binaries than this get a warm start from the plan without MIRs
 WARM_START_BINARIES = 2000
@@ -69,6 +74,7 @@ class OptimizeResult:
     mirs: bool
     plan: Plan
     ilp: IlpStats
+    mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
 
     @property
     def probe_cost(self) -> float:
@@ -86,6 +92,7 @@ class OptimizeResult:
             "mode": self.mode,
             "partitioning": self.partitioning,
             "mirs": self.mirs,
+            "mir_budget": self.mir_budget,
             "probe_cost": self.probe_cost,
             "memory": self.memory,
             "probe_orders": self.probe_orders(),
@@ -140,18 +147,27 @@ def _check(mode: str, partitioning: str, solver: str) -> None:
 
 
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
-             solver: str = "highs", time_limit: float | None = None) -> OptimizeResult:
-    """Optimise a workload and return its plan (see the module docstring for modes)."""
+             solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None) -> OptimizeResult:
+    """Optimise a workload and return its plan (see the module docstring for modes).
+    ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
+    ``individual`` and ``shared`` mode, which optimise each query alone).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> w = skewed_rates(high_rate=100, low_rate=10).workload
+    >>> optimize(w).probe_orders()["q"]["R"], optimize(w, mir_budget=0).probe_orders()["q"]["R"]
+    ('R » STU[a]', 'R » S[a] » T[c] » U[c]')
+    """
     _check(mode, partitioning, solver)
+    check_budget(mir_budget)
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     if mode == "mqo":
-        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, namespace="")
+        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget)
         plan = build_plan(workload, choices, mode, partitioning)
-        if plan.probe_cost > stats.objective * (1 + 1e-9) + 1e-9:
+        if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
 
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
@@ -160,7 +176,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         # a fair share of the remaining budget for each query still to solve
         left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
         ns = q.name if mode == "individual" else ""
-        choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns)
+        choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns,
+                                         mir_budget)
         all_choices.extend(choices)
         parts.append(stats)
     plan = build_plan(workload, all_choices, mode, partitioning)
@@ -173,18 +190,19 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         gap=max(p.gap for p in parts), objective=objective, solver=solver)
     # a plan never costs more than the objective: equal at the optimum, possibly less for a
     # time-limited incumbent that pays for steps or MIRs the plan does not use
-    if mode == "individual" and (plan.probe_cost > objective * (1 + 1e-9) + 1e-9
-                                 or (stats.status == "optimal" and not is_close(plan.probe_cost, objective))):
+    close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
+    if mode == "individual" and (plan.probe_cost > objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE
+                                 or (stats.status == "optimal" and not close)):
         raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
-    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats)
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
 
 
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
-                    namespace: str) -> tuple[list[Choice], IlpStats]:
+                    namespace: str, mir_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
-    mdl = build_model(cands, partitioning)
+    mdl = build_model(cands, partitioning, mir_budget)
     build = time.perf_counter() - t0
     start = None
     if mirs and solver == "highs" and (mdl.num_binaries > WARM_START_BINARIES
