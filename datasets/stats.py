@@ -598,12 +598,39 @@ def assign_selectivities(workload: Workload, pair_values: Mapping[tuple[Attr, At
     >>> assign_selectivities(w, vals).query("q1").classes[0].selectivity
     0.02
     """
+    return with_pair_values(workload, pair_values, missing="error")
+
+
+def with_pair_values(workload: Workload, pair_values: Mapping[tuple[Attr, Attr], float],
+                     rates: Mapping[str, float] | None = None, missing: str = "keep") -> Workload:
+    """The workload with new ``rates`` (relation → tuples/s) and the selectivities of every
+    group of linked pairs (:func:`selectivity_groups`) whose pairs all have a value in
+    ``pair_values`` (geometric mean, as for estimates).  A group with a pair without a value
+    keeps its current selectivity (``missing="keep"``) or is an error (``"error"``).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... ''')
+    >>> w2 = with_pair_values(w, {(Attr("R", "a"), Attr("S", "a")): 0.01}, rates={"T": 7.0})
+    >>> [c.selectivity for c in w2.query("q").classes], w2.rate("T")
+    ([0.01, 0.5], 7.0)
+    """
+    if missing not in ("keep", "error"):
+        raise ValueError(f"missing must be 'keep' or 'error', not {missing!r}")
     values = []
     for classes, pairs in selectivity_groups(workload):
-        missing = [p for p in pairs if p not in pair_values and (p[1], p[0]) not in pair_values]
-        if missing:
-            raise WorkloadError(f"no selectivity known for {missing[0][0]} = {missing[0][1]}; add it to the "
-                                f"pair values (e.g. estimate it from data with 'mqjoin stats')")
+        unknown = [p for p in pairs if p not in pair_values and (p[1], p[0]) not in pair_values]
+        if unknown:
+            if missing == "error":
+                raise WorkloadError(f"no selectivity known for {unknown[0][0]} = {unknown[0][1]}; add it to the "
+                                    f"pair values (e.g. estimate it from data with 'mqjoin stats')")
+            continue
         vals = [pair_values.get(p, pair_values.get((p[1], p[0]))) for p in pairs]
         values.append((classes, _sig(math.exp(sum(math.log(v) for v in vals) / len(vals)))))
-    return _with_group_values(workload, workload.to_spec(), values)
+    spec = workload.to_spec()
+    for r, v in (rates or {}).items():
+        spec["relations"][r]["rate"] = _sig(v)
+    return _with_group_values(workload, spec, values)

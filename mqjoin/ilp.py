@@ -12,6 +12,10 @@ Formulation (tight, "disaggregated"; probe orders and steps unpartitioned):
 * ``replicas`` policy: a step can always target a replica partitioned by an attribute its
   prefix knows (every element shares a class with its prefix), so ``χ = 1`` and no ``z``.
 * objective ``Σ c_s·y_s + Σ c_s·(p − 1)·b_s``.
+* optional **MIR memory budget** ``B`` (tuples): ``Σ_M mem(M)·m_M ≤ B`` over the MIRs
+  (DESIGN A5's memory of one replica; base stores are needed by every plan and not counted,
+  nor are extra replicas under ``replicas``).  A large intermediate result that does not fit
+  is then not materialised — and is once it shrinks (paper Section VII-B, Figure 8(b)).
 
 ``y``, ``m`` and ``b`` are continuous: they are integral whenever ``x`` and ``z`` are.  The
 model splits into independent components (variables linked through rows), solved one by one.
@@ -106,10 +110,12 @@ def _unique(name: str, used: set[str]) -> str:
     return f"{name}_{k}"
 
 
-def build_model(cands: Candidates, policy: str = "single") -> Model:
-    """Build the ILP of DESIGN A5 for the candidates under a partitioning policy."""
+def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None) -> Model:
+    """Build the ILP of DESIGN A5 for the candidates under a partitioning policy, with an
+    optional memory budget (tuples) for the materialised MIRs."""
     if policy not in POLICIES:
         raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {' or '.join(POLICIES)})")
+    check_budget(mir_budget)
     t0 = time.perf_counter()
     mdl = Model(cands, policy)
 
@@ -117,6 +123,10 @@ def build_model(cands: Candidates, policy: str = "single") -> Model:
     for owner in cands.owners:
         if isinstance(owner, MIR):
             mdl.m[owner] = mdl.var(f"m_{owner.label}")
+    if mir_budget is not None and mdl.m:
+        mirs = sorted(mdl.m, key=lambda m: m.sort_key())
+        mdl.row("mir_memory_budget", [mdl.m[m] for m in mirs], [cands.memory(m) for m in mirs], -math.inf,
+                float(mir_budget))
 
     # steps
     for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
@@ -171,6 +181,12 @@ def build_model(cands: Candidates, policy: str = "single") -> Model:
                 mdl.row(f"one_{owner}_{start}", idx, [1.0] * len(idx), 1.0, 1.0)
     mdl.build_seconds = time.perf_counter() - t0
     return mdl
+
+
+def check_budget(mir_budget: float | None) -> None:
+    if mir_budget is not None and (isinstance(mir_budget, bool) or not isinstance(mir_budget, (int, float))
+                                   or not mir_budget >= 0 or math.isinf(mir_budget)):
+        raise OptimizerError(f"the MIR memory budget must be a number of tuples ≥ 0, got {mir_budget!r}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,6 +109,78 @@ def step_cost(workload: Workload, step: Step, partition: Attr, parallelism: int)
     return base * broadcast_factor(partition in step.known, parallelism)
 
 
+def _selectivities(workload: Workload):
+    """A function from class members to their selectivity in ``workload`` (a restricted class
+    takes the value of any query class containing it: linked classes agree)."""
+    values: dict[tuple[Attr, ...], float] = {}
+    for q in workload.queries:
+        for c in q.classes:
+            values[c.members] = c.selectivity
+
+    def selectivity(members: tuple[Attr, ...]) -> float:
+        if members in values:
+            return values[members]
+        for full, v in values.items():
+            if set(members) <= set(full):
+                return v
+        raise PlanError(f"no query of the workload has the class {{{'='.join(map(str, members))}}} that the "
+                        "plan joins on; re-optimise instead of re-costing")
+
+    return selectivity
+
+
+def recost(plan: "Plan", workload: Workload) -> float:
+    """The probe cost of ``plan``'s steps under the statistics (rates, selectivities) of
+    ``workload`` — the same queries with other numbers, e.g. statistics sampled in an epoch.
+    The adaptive controller compares it with a re-optimised plan's cost.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.optimizer import optimize
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.02}
+    ... ''')
+    >>> plan = optimize(w, mirs=False).plan
+    >>> recost(plan, w) == plan.probe_cost
+    True
+    >>> recost(plan, w.with_relation("R", rate=200)) > plan.probe_cost
+    True
+    """
+    selectivity = _selectivities(workload)
+    total = 0.0
+    for n in plan.nodes:
+        st = plan.store[n.store]
+        classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in n.step.classes)
+        total += step_cost(workload, Step(n.step.prefix, n.step.target, classes), st.partition, st.parallelism)
+    return total
+
+
+def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
+    """Memory (DESIGN A5, tuples) of the MIRs ``plan`` materialises, one replica each — what
+    an MIR budget limits — under ``workload``'s statistics (default: the plan's own).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> from mqjoin.optimizer import optimize
+    >>> w = skewed_rates(high_rate=100, low_rate=10).workload
+    >>> plan = optimize(w).plan
+    >>> round(mir_memory(plan), 3), round(mir_memory(plan, w.with_relation("S", rate=100)), 3)
+    (4.444, 14.444)
+    """
+    w = workload or plan.workload
+    selectivity = _selectivities(w)
+    seen: dict[tuple, float] = {}
+    for s in plan.stores:
+        if s.mir.is_base:
+            continue
+        key = (s.namespace, s.mir.relations, tuple(c.members for c in s.mir.classes))
+        if key not in seen:
+            classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
+            seen[key] = memory_tuples(w, s.mir.relations, classes)
+    return sum(seen.values())
+
+
 def store_parallelism(workload: Workload, mir: MIR) -> int:
     return workload.parallelism(mir.relations[0]) if mir.is_base else workload.defaults.parallelism
 

@@ -160,10 +160,12 @@ def lp_model_text(result: OptimizeResult, limit: int = 400_000) -> str:
     w = result.workload
     parts = []
     if result.mode == "mqo":
-        parts.append(lp_text(build_model(enumerate_candidates(w, mirs=result.mirs), result.partitioning)))
+        parts.append(lp_text(build_model(enumerate_candidates(w, mirs=result.mirs), result.partitioning,
+                                         result.mir_budget)))
     else:
         for q in w.query_names:
-            mdl = build_model(enumerate_candidates(w.restricted_to([q]), mirs=result.mirs), result.partitioning)
+            mdl = build_model(enumerate_candidates(w.restricted_to([q]), mirs=result.mirs), result.partitioning,
+                              result.mir_budget)
             parts.append(f"\\ ---- model of query {q} alone ({result.mode} mode) ----\n" + lp_text(mdl))
     text = "\n".join(parts)
     if len(text) > limit:
