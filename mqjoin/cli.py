@@ -46,6 +46,8 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="stop the solver after S seconds; the best plan found is then reported with "
                         "its gap to the optimum (default: 60)")
+    p.add_argument("--mir-budget", type=float, default=None, metavar="N",
+                   help="at most N tuples of MIR stores (memory estimate of DESIGN A5; default: no limit)")
 
 
 def _optimize(args: argparse.Namespace, workload=None):
@@ -53,7 +55,7 @@ def _optimize(args: argparse.Namespace, workload=None):
 
     w = workload if workload is not None else _workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
-                    solver=args.solver, time_limit=args.time_limit)
+                    solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -66,7 +68,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
         if args.mode != "mqo":
             raise MqjoinError("--export writes the joint (mqo) model; use it with --mode mqo")
-        export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning), args.export)
+        export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning,
+                           args.mir_budget), args.export)
     if args.json:
         print(json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
     else:
@@ -84,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .tables import read_inputs, write_results
     from .runtime.reference import run_reference
 
+    if args.adaptive or args.changes or args.static:
+        return _run_adaptive(args)
     res = _optimize(args)
     tables = read_inputs(res.workload, args.data)
     if args.engine == "reference":
@@ -120,6 +125,48 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
         if args.check:
             print(summary["check"])
+    return 0
+
+
+def _run_adaptive(args: argparse.Namespace) -> int:
+    from .adaptive import AdaptivePolicy, lifetimes, load_changes
+    from .runtime.adaptive import run_adaptive
+    from .tables import read_inputs, write_results
+
+    if args.engine != "reference":
+        raise MqjoinError(f"--adaptive/--changes run on the reference engine; --engine {args.engine} has no "
+                          "adaptivity yet")
+    policy = AdaptivePolicy(epoch=args.epoch, threshold=args.threshold, adapt=not args.static, mode=args.mode,
+                            partitioning=args.partitioning, mirs=not args.no_mirs, solver=args.solver,
+                            time_limit=args.time_limit, sample=args.sample, mir_budget=args.mir_budget)
+    w = _workload(args.workload)
+    changes = load_changes(args.changes) if args.changes else ()
+    full, lives = lifetimes(w, changes, policy)
+    tables = read_inputs(full, args.data)
+    run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0)
+    write_results(full, run.results, args.out)
+    summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
+    if args.check:
+        from .oracle import adaptive_oracle_results
+
+        ok = run.result_sets() == adaptive_oracle_results(full, tables, lives, policy)
+        summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
+        if not ok:
+            raise MqjoinError("adaptive results differ from the brute-force oracle (DESIGN A6): please report this")
+    if args.json:
+        print(json.dumps(summary, indent=1, default=str, ensure_ascii=False))
+        return 0
+    print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
+          f"{len(run.epochs)} epochs of {policy.epoch:g}s, {len(run.switches) - 1} plan switch(es)")
+    for d in run.switches:
+        print(f"  epoch {d.active_from}: plan {d.plan} — {d.reason}")
+    for q, res in run.results.items():
+        lf = next(lf for lf in lives if lf.query == q)
+        span = "" if lf.added is None and lf.removed is None else \
+            f" (epochs {'…' if lf.added is None else lf.added}–{'…' if lf.removed is None else lf.removed - 1})"
+        print(f"  {q:>8}: {len(res)} results{span} → {Path(args.out) / (q + '.parquet')}")
+    if args.check:
+        print(summary["check"])
     return 0
 
 
@@ -299,6 +346,22 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
 
 
+def _adaptive_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("adaptivity (paper Section VI)")
+    g.add_argument("--adaptive", action="store_true", help="re-optimise every epoch on sampled statistics; a new "
+                   "plan is active from the epoch after next")
+    g.add_argument("--epoch", type=float, default=1.0, metavar="S", help="epoch length in seconds of event time "
+                   "(default 1)")
+    g.add_argument("--threshold", type=float, default=0.1, metavar="X", help="switch only when the new plan is "
+                   "predicted to save more than X of the running plan's probe cost (default 0.1)")
+    g.add_argument("--changes", metavar="FILE", help="changelog YAML: queries added and removed at run time "
+                   "(implies --adaptive)")
+    g.add_argument("--static", action="store_true", help="with --adaptive/--changes: keep the plan whatever the "
+                   "statistics (the static baseline); query changes still apply")
+    g.add_argument("--sample", type=float, default=1.0, metavar="F", help="fraction of join values sampled for "
+                   "selectivities (default 1: all)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="mqjoin", description="Optimise and run multiple multi-way stream joins (CLASH).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -321,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(Spark's own stream-stream joins, one query each: the baseline)")
     _opt_args(r)
     _spark_args(r)
+    _adaptive_args(r)
     r.add_argument("--check", action="store_true", help="compare results with the brute-force oracle")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -81,5 +81,9 @@ class DataError(MqjoinError):
     """Input data of a run is missing or malformed (file, column, value)."""
 
 
+class AdaptiveError(MqjoinError):
+    """An adaptivity setting (epoch length, threshold, sample) or a query change is invalid."""
+
+
 class EngineError(MqjoinError):
     """A deployment failed or cannot start (Spark missing, Java missing, a job failed)."""

@@ -85,3 +85,46 @@ def _windows_ok(p: Mapping[str, int], tables: Mapping[str, Table], windows: Mapp
 def oracle_results(workload: Workload, tables: Mapping[str, Table]) -> dict[str, set[tuple[int, ...]]]:
     """Every query's result set (DESIGN A6) by brute force."""
     return {q.name: query_results(workload, q, tables) for q in workload.queries}
+
+
+def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], lifetimes, policy,
+                            ) -> dict[str, set[tuple[int, ...]]]:
+    """What every query answers in an adaptive run (:mod:`mqjoin.adaptive`), by brute force:
+    the A6 results whose latest tuple arrives in an epoch of the query's lifetime, among those
+    whose tuples from before its activation were retained (:func:`~mqjoin.adaptive.available_since`).
+    ``workload`` holds every query that is ever active (:func:`~mqjoin.adaptive.lifetimes`).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.adaptive import AdaptivePolicy, QueryChange, lifetimes
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5, window: 10}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q1: "R(a), S(a)"}
+    ... ''')
+    >>> tables = {"R": Table.from_columns("R", {"ts": [0, 5], "a": [1, 1]}),
+    ...           "S": Table.from_columns("S", {"ts": [1, 6], "a": [1, 1]}),
+    ...           "T": Table.from_columns("T", {"ts": [2, 7], "a": [1, 1]})}
+    >>> policy = AdaptivePolicy(epoch=1)
+    >>> full, lives = lifetimes(w, [QueryChange(at=2.5, add={"q2": "S(a), T(a)"})], policy)
+    >>> got = adaptive_oracle_results(full, tables, lives, policy)
+    >>> sorted(got["q1"]), sorted(got["q2"])    # q2 from epoch 4: T's tuple 0 was never retained
+    ([(0, 0), (0, 1), (1, 0), (1, 1)], [(0, 1), (1, 1)])
+    """
+    from .adaptive import available_since
+
+    out = {}
+    for lf in lifetimes:
+        q = workload.query(lf.query)
+        since = {} if lf.added is None else {r: available_since(workload, lifetimes, r, lf.added) for r in q.relations}
+        keep = set()
+        for res in query_results(workload, q, tables):
+            ts = [tables[r].ts[i] for r, i in zip(q.relations, res)]
+            if not lf.active(policy.epoch_of(max(ts))):
+                continue
+            if lf.added is not None and any(
+                    policy.epoch_of(t) < lf.added and since[r] is not None and policy.epoch_of(t) < since[r]
+                    for r, t in zip(q.relations, ts)):
+                continue
+            keep.add(res)
+        out[lf.query] = keep
+    return out

@@ -1,0 +1,673 @@
+"""The adaptive reference executor: plans that change by epoch, stores with one container per
+epoch, queries that arrive and leave (paper Section VI; the controller is
+:mod:`mqjoin.adaptive`).
+
+Tuples arrive one at a time in DESIGN A6 order, as in :mod:`mqjoin.runtime.reference`.  A tuple
+of epoch ``j`` follows the plan of epoch ``j``: it is stored into that plan's stores and
+probes along that plan's probe orders.  What changes is what a store *is*:
+
+* **Containers.**  A store keeps one container per epoch (paper Algorithm 4).  A base store's
+  container of epoch ``ℓ`` holds the relation's tuples that arrived in ``ℓ``; an MIR store's
+  container holds the MIR tuples whose latest component arrived in ``ℓ`` (they are inserted by
+  the materialisation orders of epoch ``ℓ``'s plan, when that component arrives).  Each
+  container is partitioned as the plan of its epoch said (partition attribute, parallelism).
+* **Probing across epochs.**  A probe for the MIR ``M`` reaches every epoch its window can
+  reach.  Where epoch ``ℓ`` has a container of ``M``, the probe follows that container's rules:
+  routed to one partition when the travelling tuple knows its partition attribute, else
+  broadcast to all.  Containers of several epochs laid out alike are reached with one message.
+  Where epoch ``ℓ`` has no container of ``M`` (the MIR was not materialised then, or was
+  dropped), the older partners are **probed iteratively** (paper Section VII-B): through the
+  base containers of ``M``'s relations, one relation at a time, keeping the combinations
+  whose latest component arrived in such an epoch.  Every combination has exactly one latest
+  epoch, found exactly one way — so switching plans loses no result and duplicates none.
+* **Reference counting.**  When an epoch starts, containers of MIRs its plan does not use
+  and of relations no active query uses are dropped; containers whose every tuple is outside
+  every window are dropped too.  A relation is *retained* while some active query uses it
+  (its base store always exists then, even in the rare plan without one).
+
+What a query added or removed at run time answers is defined in :mod:`mqjoin.adaptive`.
+
+**Latency.**  The executor runs in one process, so latency is measured by replaying the
+input at its event-time rate × ``speedup`` against the *measured* processing time of each
+tuple: tuple ``i`` arrives at ``a_i = (ts_i − ts_0) / speedup``, starts at
+``max(a_i, f_{i−1})`` and finishes ``f_i`` after its measured service time; its latency
+``f_i − a_i`` is the time until all its results are computed (the paper's definition), and the
+backlog is the number of arrived tuples not yet finished.  A plan that cannot keep up shows
+as latency and backlog growing without bound.  (Optimisation runs beside the stream — its
+result is needed only one epoch later — and is not charged to tuples.)
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.tables import Table
+>>> from mqjoin.adaptive import AdaptivePolicy
+>>> w = parse_workload('''
+... defaults: {selectivity: 0.5, window: 2, parallelism: 2}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+... queries: {q: "R(a), S(a)"}
+... ''')
+>>> tables = {"R": Table.from_columns("R", {"ts": [0, 1.5, 3.2], "a": [1, 1, 2]}),
+...           "S": Table.from_columns("S", {"ts": [0.5, 2.5, 3.3], "a": [1, 1, 2]})}
+>>> run = run_adaptive(w, tables, AdaptivePolicy(epoch=1.0))
+>>> sorted(run.results["q"]), [e.epoch for e in run.epochs]
+([(0, 0), (1, 0), (1, 1), (2, 2)], [0, 1, 2, 3])
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..adaptive import (
+    AdaptiveController,
+    AdaptivePolicy,
+    Decision,
+    EpochSample,
+    Lifetime,
+    Optimizer,
+    QueryChange,
+    sampled,
+)
+from ..candidates import MIR
+from ..errors import DataError, PlanError
+from ..plan import Plan, ProbeRule, _route
+from ..tables import Table
+from ..workload import Attr, JoinClass, Workload
+from .reference import _arrival_order, partition_of
+
+MirKey = tuple  # (relations, class member tuples): an MIR's identity whatever its statistics
+Layout = tuple  # (namespace, MirKey, partition attribute): how a store is laid out
+
+
+def mir_key(m: MIR) -> MirKey:
+    """An MIR's identity for containers: relations and classes, without selectivities (plans
+    optimised on other statistics carry other selectivities in their classes)."""
+    return (m.relations, tuple(c.members for c in m.classes))
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """What one epoch did.  ``state_rows``: entries held in all containers at its end;
+    ``stores``: per store (``S[b]``, ``ST[a]`` …) across its epoch containers;
+    ``history_messages``: probe messages of iterative probing of older partners (part of
+    ``probe_messages``); latencies in seconds of the simulated replay (see the module doc)."""
+
+    epoch: int
+    start: float
+    plan: int
+    queries: tuple[str, ...]
+    input_tuples: int
+    results: Mapping[str, int]
+    probe_messages: int
+    history_messages: int
+    state_rows: int
+    containers: int
+    stores: Mapping[str, int]
+    busy_seconds: float
+    latency_mean: float
+    latency_p95: float
+    latency_max: float
+    backlog_max: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class AdaptiveRun:
+    """Results and the epoch timeline of an adaptive run."""
+
+    workload: Workload  # every query that was ever active
+    policy: AdaptivePolicy
+    results: Mapping[str, list[tuple[int, ...]]]
+    epochs: tuple[EpochRecord, ...]
+    decisions: tuple[Decision, ...]
+    plans: tuple[Plan, ...]
+    lifetimes: tuple[Lifetime, ...]
+    input_tuples: int
+    seconds: float
+    speedup: float
+
+    def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
+        return {q: set(r) for q, r in self.results.items()}
+
+    @property
+    def throughput(self) -> float:
+        return self.input_tuples / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def switches(self) -> tuple[Decision, ...]:
+        return tuple(d for d in self.decisions if d.switched)
+
+    def timeline(self):
+        """One row per epoch (pandas): plan, tuples, results, messages, state, latency."""
+        import pandas as pd
+
+        rows = []
+        for e in self.epochs:
+            d = e.to_dict()
+            d.pop("stores")
+            d["results"] = sum(e.results.values())
+            d["queries"] = ", ".join(e.queries)
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain values for ``--json``."""
+        return {
+            "queries": {q: {"results": len(r)} for q, r in self.results.items()},
+            "input_tuples": self.input_tuples, "seconds": self.seconds, "throughput": self.throughput,
+            "policy": self.policy.to_dict(), "speedup": self.speedup,
+            "lifetimes": {lf.query: {"added": lf.added, "removed": lf.removed} for lf in self.lifetimes},
+            "plans": [{"probe_cost": p.probe_cost, "probe_orders": p.probe_orders(),
+                       "stores": [s.id for s in p.stores]} for p in self.plans],
+            "decisions": [d.to_dict() for d in self.decisions],
+            "epochs": [e.to_dict() for e in self.epochs],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# containers
+# --------------------------------------------------------------------------------------------
+
+
+class _Container:
+    """One store's entries of one epoch: ``p`` partitions with hash indexes built on demand
+    (one per access pattern: a tuple of (component, field) positions)."""
+
+    __slots__ = ("layout", "epoch", "p", "part_pos", "parts", "indexes")
+
+    def __init__(self, layout: Layout, epoch: int, p: int, part_pos: tuple[int, int]):
+        self.layout = layout
+        self.epoch = epoch
+        self.p = p
+        self.part_pos = part_pos
+        self.parts: list[list[tuple]] = [[] for _ in range(p)]
+        self.indexes: dict[tuple, list[dict]] = {}
+
+    def rows(self) -> int:
+        return sum(len(x) for x in self.parts)
+
+    def partition(self, value: Any) -> int:
+        return 0 if self.p == 1 else partition_of(value, self.p)
+
+    def insert(self, e: tuple) -> None:
+        c, f = self.part_pos
+        part = self.partition(e[c][f])
+        self.parts[part].append(e)
+        for pat, dicts in self.indexes.items():
+            k = tuple(e[c][f] for c, f in pat)
+            if None not in k:
+                dicts[part].setdefault(k, []).append(e)
+
+    def index(self, pat: tuple) -> list[dict]:
+        dicts = self.indexes.get(pat)
+        if dicts is None:
+            dicts = self.indexes[pat] = [{} for _ in range(self.p)]
+            for part, entries in enumerate(self.parts):
+                d = dicts[part]
+                for e in entries:
+                    k = tuple(e[c][f] for c, f in pat)
+                    if None not in k:
+                        d.setdefault(k, []).append(e)
+        return dicts
+
+    def purge(self, T: float, wchecks: tuple[tuple[int, float], ...]) -> None:
+        if not wchecks:
+            return
+        changed = False
+        for part, entries in enumerate(self.parts):
+            live = [e for e in entries if all(T - e[c][1] <= w for c, w in wchecks)]
+            if len(live) != len(entries):
+                self.parts[part] = live
+                changed = True
+        if changed:
+            pats = list(self.indexes)
+            self.indexes = {}
+            for pat in pats:
+                self.index(pat)
+
+
+@dataclass
+class _ProbeInfo:
+    """A plan's probe edge, prepared: target MIR and layout, pattern and key positions."""
+
+    label: str
+    layout: Layout
+    mkey: MirKey
+    mir: MIR
+    classes: tuple[JoinClass, ...]
+    travelling: tuple[str, ...]
+    pattern: tuple[tuple[int, int], ...]  # positions in the stored entry
+    key_pos: tuple[tuple[int, int], ...]  # positions in the travelling tuple
+    outs: tuple[str, ...]
+    routes: dict = field(default_factory=dict)  # layout → travelling position of the route, or None
+
+
+class _Epoch:
+    """Counters of the epoch being processed."""
+
+    def __init__(self, epoch: int, start: float, plan: int, queries: tuple[str, ...]):
+        self.epoch, self.start, self.plan, self.queries = epoch, start, plan, queries
+        self.tuples = 0
+        self.results: Counter = Counter()
+        self.messages = 0
+        self.history = 0
+        self.busy = 0.0
+        self.latencies: list[float] = []
+        self.backlog = 0
+        self.n: Counter = Counter()
+        self.counts: dict[Attr, Counter] = {}
+
+
+# --------------------------------------------------------------------------------------------
+# the executor
+# --------------------------------------------------------------------------------------------
+
+
+def run_adaptive(workload: Workload, tables: Mapping[str, Table], policy: AdaptivePolicy | None = None,
+                 changes: Iterable[QueryChange] = (), *, speedup: float = 1.0, optimizer: Optimizer | None = None,
+                 collect: bool = True, on_epoch: Callable[[EpochRecord], None] | None = None) -> AdaptiveRun:
+    """Run ``workload``'s queries over ``tables`` with the plan re-optimised every epoch
+    (see :mod:`mqjoin.adaptive` for the policy and the query changelog).  ``speedup`` scales
+    the replay of the simulated latency; ``optimizer`` replaces :func:`mqjoin.optimizer.optimize`
+    (e.g. to force plan switches in tests); ``on_epoch`` sees every finished epoch."""
+    if not (isinstance(speedup, (int, float)) and speedup > 0 and math.isfinite(speedup)):
+        raise DataError(f"speedup must be a positive number, got {speedup!r}")
+    ex = _Executor(workload, tables, policy or AdaptivePolicy(), list(changes), speedup, optimizer, collect, on_epoch)
+    return ex.run()
+
+
+class _Executor:
+    def __init__(self, workload, tables, policy, changes, speedup, optimizer, collect, on_epoch):
+        self.ctl = AdaptiveController(workload, policy, changes, optimizer)
+        self.policy = policy
+        self.w = self.ctl.full
+        for r in {r for q in self.w.queries for r in q.relations}:
+            if r not in tables:
+                raise DataError(f"no input table for relation {r}, which query "
+                                f"{next(q.name for q in self.w.queries if r in q.relations)} joins")
+        self.tables = tables
+        self.speedup = float(speedup)
+        self.collect = collect
+        self.on_epoch = on_epoch
+        self.win = {r.name: r.window for r in self.w.relations}
+        self.attr_pos = {r.name: {a: 2 + i for i, a in enumerate(r.attributes)} for r in self.w.relations}
+        self.containers: dict[tuple[Layout, int], _Container] = {}
+        self.by_mir: dict[MirKey, dict[int, list[Layout]]] = {}  # established containers per epoch
+        self.mirs: dict[MirKey, MIR] = {}
+        self.data_epochs: list[int] = []  # epochs with tuples, ascending
+        self.infos: dict[int, dict[str, Any]] = {}  # plan index → prepared edges
+        self.results: dict[str, list[tuple[int, ...]]] = {q.name: [] for q in self.w.queries}
+        self.records: list[EpochRecord] = []
+        self.missing_cache: dict[MirKey, list[int]] = {}
+
+    # -- containers ---------------------------------------------------------------------------
+
+    def maxwin(self, mk: MirKey) -> float | None:
+        ws = [self.win[r] for r in mk[0]]
+        return None if any(x is None for x in ws) else max(ws)
+
+    def wchecks(self, relations: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+        return tuple((i, self.win[r]) for i, r in enumerate(relations) if self.win[r] is not None)
+
+    def establish(self, layout: Layout, mir: MIR, epoch: int, p: int) -> None:
+        mk = layout[1]
+        self.mirs[mk] = mir
+        if (layout, epoch) in self.containers:
+            return
+        part = layout[2]
+        pos = (mir.relations.index(part.relation), self.attr_pos[part.relation][part.name])
+        self.containers[(layout, epoch)] = _Container(layout, epoch, p, pos)
+        self.by_mir.setdefault(mk, {}).setdefault(epoch, []).append(layout)
+
+    def drop(self, mk: MirKey, epochs: Iterable[int] | None = None) -> None:
+        by = self.by_mir.get(mk, {})
+        for ep in list(by if epochs is None else epochs):
+            for layout in by.pop(ep, ()):
+                del self.containers[(layout, ep)]
+        if not by:
+            self.by_mir.pop(mk, None)
+
+    def begin_epoch(self, epoch: int, plan_index: int, T: float) -> None:
+        plan = self.ctl.plans[plan_index]
+        retained = self.ctl.retained(epoch)
+        used = {mir_key(s.mir) for s in plan.stores}
+        # reference counting: MIRs the plan does not use, relations no active query uses
+        for mk in list(self.by_mir):
+            rels = mk[0]
+            if (len(rels) == 1 and rels[0] not in retained) or (len(rels) > 1 and mk not in used):
+                self.drop(mk)
+        self.expire(T)
+        for s in plan.stores:
+            self.establish((s.namespace, mir_key(s.mir), s.partition), s.mir, epoch, s.parallelism)
+        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base}
+        for r in sorted(retained - base):  # a retained relation whose plan keeps no base store
+            m = MIR.of(self.w, [r], ())
+            self.establish(("", mir_key(m), self.w.relation(r).attr(self.w.relation(r).attributes[0])), m, epoch,
+                           self.w.parallelism(r))
+        self.data_epochs.append(epoch)
+        self.missing_cache = {}
+
+    def expire(self, T: float) -> None:
+        for mk, by in list(self.by_mir.items()):
+            lo = self.reach(mk, T)
+            old = [ep for ep in by if ep < lo]
+            if old:
+                self.drop(mk, old)
+        checks: dict[MirKey, tuple] = {}
+        for (layout, ep), c in self.containers.items():
+            mk = layout[1]
+            if mk not in checks:
+                checks[mk] = self.wchecks(mk[0])
+            c.purge(T, checks[mk])
+
+    def missing(self, mk: MirKey, epoch: int) -> list[int]:
+        """Epochs with data (up to ``epoch``) that have no container of the MIR ``mk``."""
+        got = self.missing_cache.get(mk)
+        if got is None:
+            est = self.by_mir.get(mk, {})
+            got = self.missing_cache[mk] = [e for e in self.data_epochs if e <= epoch and e not in est]
+        return got
+
+    # -- plans --------------------------------------------------------------------------------
+
+    def prepare(self, plan_index: int) -> dict[str, Any]:
+        got = self.infos.get(plan_index)
+        if got is not None:
+            return got
+        plan = self.ctl.plans[plan_index]
+        nodes = {n.edge: n for n in plan.nodes}
+        info: dict[str, Any] = {}
+        for e in plan.edges:
+            if e.kind == "probe":
+                st = plan.store[e.target]
+                rule = plan.rules[e.target][e.label]
+                if not isinstance(rule, ProbeRule):
+                    raise PlanError(f"edge {e.label} probes {e.target} but its rule is not a probe rule")
+                mir = st.mir
+                pattern = tuple((mir.relations.index(b.relation), self.attr_pos[b.relation][b.name])
+                                for _, b in rule.predicate)
+                key_pos = tuple((e.layout.index(a.relation), self.attr_pos[a.relation][a.name])
+                                for a, _ in rule.predicate)
+                layout = (st.namespace, mir_key(mir), st.partition)
+                pi = _ProbeInfo(e.label, layout, mir_key(mir), mir, nodes[e.label].step.classes, e.layout,
+                                pattern, key_pos, rule.out)
+                pi.routes[layout] = None if e.route is None else (e.layout.index(e.route.relation),
+                                                                  self.attr_pos[e.route.relation][e.route.name])
+                info[e.label] = ("probe", pi)
+            elif e.kind in ("ingest", "insert"):
+                st = plan.store[e.target]
+                layout = (st.namespace, mir_key(st.mir), st.partition)
+                perm = tuple(e.layout.index(r) for r in st.mir.relations)
+                info[e.label] = ("store", layout, None if perm == tuple(range(len(perm))) else perm)
+            elif e.kind == "output":
+                q = self.w.query(e.target.split(":", 1)[1])
+                info[e.label] = ("output", q.name, tuple(e.layout.index(r) for r in q.relations))
+            else:
+                raise PlanError(f"edge {e.label} has unknown kind {e.kind!r}")
+        info["_sources"] = {r: tuple(labs) for r, labs in plan.sources.items()}
+        self.infos[plan_index] = info
+        return info
+
+    def route(self, pi: _ProbeInfo, layout: Layout) -> tuple[int, int] | None:
+        if layout not in pi.routes:
+            a = _route(pi.classes, pi.travelling, pi.mir, layout[2])
+            pi.routes[layout] = None if a is None else (pi.travelling.index(a.relation),
+                                                        self.attr_pos[a.relation][a.name])
+        return pi.routes[layout]
+
+    # -- tuples -------------------------------------------------------------------------------
+
+    def send(self, info: dict, label: str, t: tuple, T: float, epoch: int, ep: _Epoch) -> None:
+        kind = info[label]
+        if kind[0] == "probe":
+            pi: _ProbeInfo = kind[1]
+            for r in self.probe(pi, t, T, epoch, ep):
+                for out in pi.outs:
+                    self.send(info, out, r, T, epoch, ep)
+        elif kind[0] == "store":
+            _, layout, perm = kind
+            self.containers[(layout, epoch)].insert(t if perm is None else tuple(t[i] for i in perm))
+        else:
+            _, q, perm = kind
+            ep.results[q] += 1
+            if self.collect:
+                self.results[q].append(tuple(t[i][0] for i in perm))
+
+    def reach(self, mk: MirKey, T: float) -> float:
+        """The oldest epoch whose container of ``mk`` may hold a tuple within a window of ``T``
+        (one epoch of margin: epoch boundaries are computed in floating point)."""
+        mw = self.maxwin(mk)
+        return -math.inf if mw is None else self.policy.epoch_of(T - mw) - 1
+
+    def probe(self, pi: _ProbeInfo, t: tuple, T: float, epoch: int, ep: _Epoch) -> list[tuple]:
+        lo = self.reach(pi.mkey, T)
+        groups: dict[Layout, list[_Container]] = {}
+        for e2, layouts in self.by_mir.get(pi.mkey, {}).items():
+            if lo <= e2 <= epoch:
+                layout = self.choose(pi, layouts)
+                groups.setdefault(layout, []).append(self.containers[(layout, e2)])
+        routes = {layout: self.route(pi, layout) for layout in groups}
+        for layout, conts in groups.items():  # one message per partition reached, per layout
+            ep.messages += 1 if routes[layout] is not None else conts[0].p
+        key = tuple(t[c][f] for c, f in pi.key_pos)
+        if None in key:  # nulls join nothing (also not through older partners)
+            return []
+        out: list[tuple] = []
+        checks = self.wchecks(pi.mir.relations)
+        for layout, conts in groups.items():
+            rp = routes[layout]
+            for c in conts:
+                dicts = c.index(pi.pattern)
+                parts = [dicts[c.partition(t[rp[0]][rp[1]])]] if rp is not None else dicts
+                for d in parts:
+                    for m in d.get(key, ()):
+                        if all(T - m[i][1] <= w for i, w in checks):
+                            out.append(t + m)
+        if len(pi.mir.relations) > 1:
+            gaps = [e2 for e2 in self.missing(pi.mkey, epoch) if e2 >= lo]
+            if gaps:
+                out.extend(self.expand(pi, t, T, set(gaps), ep))
+        return out
+
+    def choose(self, pi: _ProbeInfo, layouts: list[Layout]) -> Layout:
+        """The container of an epoch to probe: the plan's own layout, else one the travelling
+        tuple can route to, else the first (deterministic: layouts in establishment order)."""
+        if pi.layout in layouts:
+            return pi.layout
+        for layout in layouts:
+            if self.route(pi, layout) is not None:
+                return layout
+        return layouts[0]
+
+    def expand(self, pi: _ProbeInfo, t: tuple, T: float, gaps: set[int], ep: _Epoch) -> list[tuple]:
+        """Iterative probing of older partners: the MIR's combinations whose latest component
+        arrived in an epoch of ``gaps`` (no container of the MIR there), joined from the base
+        containers of its relations one at a time."""
+        rels = list(pi.mir.relations)
+        joined = list(pi.travelling)
+        order: list[str] = []
+        classes = pi.classes
+        rank = self.w.relation_rank
+        while len(order) < len(rels):
+            nxt = [r for r in rels if r not in order and any(c.member_of(r) and c.relations & set(joined) for c in classes)]
+            if not nxt:
+                raise PlanError(f"cannot probe {pi.mir.label} from {', '.join(joined)}: not connected")
+            r = min(nxt, key=lambda x: rank[x])
+            order.append(r)
+            joined.append(r)
+        top = max(gaps)
+        epoch_of = self.policy.epoch_of
+        partials: list[tuple] = [t]
+        layout_rels = list(pi.travelling)
+        for r in order:
+            pred = []
+            for c in classes:
+                mine = c.member_of(r)
+                if mine is None:
+                    continue
+                left = [a for a in c.members if a.relation in layout_rels]
+                if left:
+                    pred.append((left[0], mine))
+            key_pos = tuple((layout_rels.index(a.relation), self.attr_pos[a.relation][a.name]) for a, _ in pred)
+            pattern = tuple((0, self.attr_pos[r][b.name]) for _, b in pred)
+            w = self.win[r]
+            mk = mir_key(MIR.of(self.w, [r], ()))
+            lo = self.reach(mk, T)
+            groups: dict[Layout, list[_Container]] = {}
+            for e2, layouts in self.by_mir.get(mk, {}).items():
+                if lo <= e2 <= top:
+                    layout = layouts[0]
+                    for cand in layouts:
+                        if _route(classes, layout_rels, self.mirs[mk], cand[2]) is not None:
+                            layout = cand
+                            break
+                    groups.setdefault(layout, []).append(self.containers[(layout, e2)])
+            nxt_partials = []
+            for layout, conts in groups.items():
+                ra = _route(classes, layout_rels, self.mirs[mk], layout[2])
+                rp = None if ra is None else (layout_rels.index(ra.relation), self.attr_pos[ra.relation][ra.name])
+                msgs = len(partials) * (1 if rp is not None else conts[0].p)
+                ep.messages += msgs
+                ep.history += msgs
+                for c in conts:
+                    dicts = c.index(pattern)
+                    for x in partials:
+                        k = tuple(x[a][f] for a, f in key_pos)
+                        if None in k:
+                            continue
+                        parts = [dicts[c.partition(x[rp[0]][rp[1]])]] if rp is not None else dicts
+                        for d in parts:
+                            for m in d.get(k, ()):
+                                if w is None or T - m[0][1] <= w:
+                                    nxt_partials.append(x + m)
+            partials = nxt_partials
+            layout_rels.append(r)
+            if not partials:
+                return []
+        # keep the combinations whose latest component is in a gap; reorder to the MIR's layout
+        n0 = len(pi.travelling)
+        perm = [n0 + order.index(r) for r in rels]
+        out = []
+        for x in partials:
+            latest = max(x[n0:], key=lambda b: b[1])
+            if epoch_of(latest[1]) in gaps:
+                out.append(t + tuple(x[i] for i in perm))
+        return out
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self) -> AdaptiveRun:
+        w = self.w
+        rels = [r for r in sorted({r for q in w.queries for r in q.relations}, key=lambda r: w.relation_rank[r])]
+        base: dict[str, list[tuple]] = {}
+        for r in rels:
+            t = self.tables[r]
+            rel = w.relation(r)
+            cols = [t.columns.get(a, (None,) * len(t)) for a in rel.attributes]
+            base[r] = list(zip(range(len(t)), t.ts, *cols))
+        arrivals = _arrival_order(base, w.relation_rank)
+        n_total = len(arrivals)
+        epoch_of = self.policy.epoch_of
+        speedup = self.speedup
+        ts0 = base[arrivals[0][0]][arrivals[0][1]][1] if arrivals else 0.0
+        finish = 0.0
+        pending: deque[float] = deque()  # finish times of tuples still in the system
+        ep: _Epoch | None = None
+        info: dict[str, Any] = {}
+        samples: dict[int, EpochSample] = {}
+        track: dict[str, list[tuple[int, Attr]]] = {}
+        next_purge = math.inf
+        purge_every = self._purge_interval()
+        t_start = time.perf_counter()
+        for r, row in arrivals:
+            tup = base[r][row]
+            T = tup[1]
+            e = epoch_of(T)
+            if ep is None or e != ep.epoch:
+                if ep is not None:
+                    samples[ep.epoch] = self._sample(ep)
+                    self._close(ep)
+                plan = self.ctl.enter(e, samples)
+                pidx = self.ctl.plan_of[e]
+                self.begin_epoch(e, pidx, T)
+                info = self.prepare(pidx)
+                ep = _Epoch(e, self.policy.start(e), pidx, tuple(plan.workload.query_names))
+                track = self._tracking(e)
+                ep.counts = {a: Counter() for lst in track.values() for _, a in lst}
+                next_purge = T + purge_every
+            elif T >= next_purge:
+                self.expire(T)
+                next_purge = T + purge_every
+            arrival = (T - ts0) / speedup
+            c0 = time.perf_counter()
+            ep.tuples += 1
+            ep.n[r] += 1
+            for pos, a in track.get(r, ()):
+                v = tup[pos]
+                if v is not None and sampled(v, self.policy.sample):
+                    ep.counts[a][v] += 1
+            for lab in info["_sources"].get(r, ()):
+                self.send(info, lab, (tup,), T, e, ep)
+            service = time.perf_counter() - c0
+            ep.busy += service
+            while pending and pending[0] <= arrival:
+                pending.popleft()
+            finish = max(finish, arrival) + service
+            pending.append(finish)
+            ep.backlog = max(ep.backlog, len(pending))
+            ep.latencies.append(finish - arrival)
+        if ep is not None:
+            self._close(ep)
+        seconds = time.perf_counter() - t_start
+        return AdaptiveRun(w, self.policy, self.results, tuple(self.records), tuple(self.ctl.decisions),
+                           tuple(self.ctl.plans), self.ctl.lives, n_total, seconds, speedup)
+
+    def _purge_interval(self) -> float:
+        finite = [x for x in self.win.values() if x is not None]
+        return max(min(finite, default=math.inf), self.policy.epoch / 4)
+
+    def _tracking(self, epoch: int) -> dict[str, list[tuple[int, Attr]]]:
+        out: dict[str, list[tuple[int, Attr]]] = {}
+        for pair in self.ctl.tracked(epoch):
+            for a in pair:
+                lst = out.setdefault(a.relation, [])
+                if all(b != a for _, b in lst):
+                    lst.append((self.attr_pos[a.relation][a.name], a))
+        return out
+
+    def _sample(self, ep: _Epoch) -> EpochSample:
+        f = self.policy.sample
+        matches = {}
+        for a, b in self.ctl.tracked(ep.epoch):
+            ca, cb = ep.counts.get(a), ep.counts.get(b)
+            if ca is None or cb is None:
+                continue
+            small, big = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
+            matches[(a, b)] = sum(n * big[v] for v, n in small.items() if v in big) / f
+        return EpochSample(ep.epoch, dict(ep.n), matches)
+
+    def _close(self, ep: _Epoch) -> None:
+        stores: Counter = Counter()
+        plan = self.ctl.plans[ep.plan]
+        names = {(s.namespace, mir_key(s.mir), s.partition): s.id for s in plan.stores}
+        for (layout, _), c in self.containers.items():
+            label = names.get(layout) or (f"{layout[0]}:" if layout[0] else "") + \
+                self.mirs[layout[1]].render_partition(layout[2])
+            stores[label] += c.rows()
+        lat = sorted(ep.latencies)
+        rec = EpochRecord(
+            epoch=ep.epoch, start=ep.start, plan=ep.plan, queries=ep.queries, input_tuples=ep.tuples,
+            results={q: ep.results.get(q, 0) for q in ep.queries}, probe_messages=ep.messages,
+            history_messages=ep.history, state_rows=sum(stores.values()), containers=len(self.containers),
+            stores=dict(stores), busy_seconds=ep.busy,
+            latency_mean=sum(lat) / len(lat) if lat else 0.0,
+            latency_p95=lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)] if lat else 0.0,
+            latency_max=lat[-1] if lat else 0.0, backlog_max=ep.backlog)
+        self.records.append(rec)
+        if self.on_epoch is not None:
+            self.on_epoch(rec)
