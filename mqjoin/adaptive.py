@@ -345,6 +345,48 @@ def sampled(value: Any, fraction: float) -> bool:
     return (h & 0xFFFFFF) < fraction * 0x1000000
 
 
+def agreeing_pairs(ca: Mapping[Any, int], cb: Mapping[Any, int], fraction: float = 1.0) -> float:
+    """``Σ_v cnt_a(v) · cnt_b(v) / fraction``: agreeing pairs from two value counts (of a hash
+    sample of ``fraction`` of the values).
+
+    >>> agreeing_pairs({1: 2, 2: 1}, {1: 3, 5: 1})
+    6.0
+    """
+    small, big = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
+    return sum(n * big[v] for v, n in small.items() if v in big) / fraction
+
+
+def epoch_sample(workload: Workload, tables: Mapping[str, Any], policy: AdaptivePolicy, epoch: int) -> EpochSample:
+    """What an engine samples in ``epoch`` of ``tables`` (tuples with ``ts`` in the epoch):
+    e.g. to start a run from the statistics a running system would already have.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.tables import Table
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> t = {"R": Table.from_columns("R", {"ts": [0.1, 0.2, 1.5], "a": [1, 2, 1]}),
+    ...      "S": Table.from_columns("S", {"ts": [0.5, 0.7], "a": [1, 1]})}
+    >>> s = epoch_sample(w, t, AdaptivePolicy(epoch=1.0), 0)
+    >>> s.tuples, list(s.matches.values())
+    ({'R': 2, 'S': 2}, [2.0])
+    """
+    from collections import Counter
+
+    pairs = tracked_pairs(workload)
+    counts: dict[Attr, Counter] = {}
+    n: dict[str, int] = {}
+    for a in {a for p in pairs for a in p}:
+        t = tables[a.relation]
+        rows = [i for i, ts in enumerate(t.ts) if policy.epoch_of(ts) == epoch]
+        n[a.relation] = len(rows)
+        col = t.columns.get(a.name, ())
+        counts[a] = Counter(v for v in (col[i] for i in rows) if v is not None and sampled(v, policy.sample))
+    return EpochSample(epoch, n, {(a, b): agreeing_pairs(counts[a], counts[b], policy.sample) for a, b in pairs})
+
+
 @dataclass(frozen=True)
 class EpochSample:
     """What an engine counted in one epoch: tuples per relation and agreeing pairs per
@@ -363,6 +405,14 @@ class EpochStats:
     tuples: Mapping[str, int]
     rates: Mapping[str, float]
     pairs: Mapping[tuple[Attr, Attr], float]
+
+    def apply(self, workload: Workload) -> Workload:
+        """``workload`` with these rates and selectivities (classes without a sampled pair keep
+        their values)."""
+        from .datasets.stats import with_pair_values
+
+        return with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
+                                                              if r in workload.relation_rank})
 
     def describe(self, before: Workload | None = None, limit: int = 6) -> str:
         """The values, and how they moved relative to ``before``'s selectivities."""

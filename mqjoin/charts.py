@@ -76,3 +76,62 @@ def deployment_runs(*deployments) -> list[tuple[str, Any, Any, Any]]:
     """``(label, batches, queries, progress)`` of running or finished deployments."""
     return [(f"{d.engine_name}" + (f" {d.plan.mode}" if d.engine_name == "mqjoin" else ""),
              d.batches, d.queries, d.progress) for d in deployments]
+
+
+EPOCH_ROWS = ("tuple latency (s)", "state and backlog (rows)", "probe messages per epoch")
+
+
+def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None = None, title: str | None = None):
+    """Adaptive runs over their epochs: latency (mean, p95 dotted), state rows (backlog
+    dashed), probe messages per epoch, with a vertical line where each run switched plans
+    and at the event times in ``marks`` (e.g. ``{"data change": 15.0}``).
+
+    ``runs``: ``(label, run)`` with ``run`` an :class:`~mqjoin.runtime.adaptive.AdaptiveRun`
+    (anything with ``timeline()`` and ``switches``).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.tables import Table
+    >>> from mqjoin.adaptive import AdaptivePolicy
+    >>> from mqjoin.runtime.adaptive import run_adaptive
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5, window: 2}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> t = {r: Table.from_columns(r, {"ts": [0.5, 1.5, 2.5], "a": [1, 1, 1]}) for r in "RS"}
+    >>> fig = epoch_figure([("adaptive", run_adaptive(w, t, AdaptivePolicy(epoch=1.0)))], marks={"change": 1.0})
+    >>> [tr.name for tr in fig.data][:3]
+    ['adaptive latency', 'adaptive p95', 'adaptive state']
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=EPOCH_ROWS, vertical_spacing=0.08)
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+    for k, (label, run) in enumerate(runs):
+        colour = palette[k % len(palette)]
+        tl = run.timeline()
+        if not len(tl):
+            continue
+        x = (tl["start"] + run.policy.epoch).tolist()  # an epoch's figures are known at its end
+        line = {"color": colour}
+        fig.add_scatter(x=x, y=tl["latency_mean"].tolist(), name=f"{label} latency", line=line,
+                        legendgroup=label, row=1, col=1)
+        fig.add_scatter(x=x, y=tl["latency_p95"].tolist(), name=f"{label} p95", line={**line, "dash": "dot"},
+                        legendgroup=label, row=1, col=1)
+        fig.add_scatter(x=x, y=tl["state_rows"].tolist(), name=f"{label} state", line=line,
+                        legendgroup=label, row=2, col=1)
+        fig.add_scatter(x=x, y=tl["backlog_max"].tolist(), name=f"{label} backlog", line={**line, "dash": "dash"},
+                        legendgroup=label, row=2, col=1)
+        fig.add_scatter(x=x, y=tl["probe_messages"].tolist(), name=f"{label} messages", line=line,
+                        legendgroup=label, row=3, col=1)
+        for d in run.switches[1:]:
+            at = run.policy.start(d.active_from)
+            fig.add_vline(x=at, line={"color": colour, "dash": "dot", "width": 1})
+            fig.add_annotation(x=at, y=1.0, yref="paper", text=f"{label}: plan {d.plan}", showarrow=False,
+                               textangle=-90, xanchor="right", yanchor="top", font={"size": 10, "color": colour})
+    for text, at in (marks or {}).items():
+        fig.add_vline(x=at, line={"color": "#555", "width": 1})
+        fig.add_annotation(x=at, y=1.04, yref="paper", text=text, showarrow=False, font={"size": 11})
+    fig.update_xaxes(title_text="event time (s)", row=3, col=1)
+    fig.update_layout(height=720, title=title or "adaptive execution by epoch", legend={"orientation": "h"})
+    return fig

@@ -30,7 +30,8 @@ What a query added or removed at run time answers is defined in :mod:`mqjoin.ada
 **Latency.**  The executor runs in one process, so latency is measured by replaying the
 input at its event-time rate × ``speedup`` against the *measured* processing time of each
 tuple: tuple ``i`` arrives at ``a_i = (ts_i − ts_0) / speedup``, starts at
-``max(a_i, f_{i−1})`` and finishes ``f_i`` after its measured service time; its latency
+``max(a_i, f_{i−1})`` and finishes ``f_i`` after its service time — the CPU time the
+executing thread spent on it (so other processes on the machine do not distort it); its latency
 ``f_i − a_i`` is the time until all its results are computed (the paper's definition), and the
 backlog is the number of arrived tuples not yet finished.  A plan that cannot keep up shows
 as latency and backlog growing without bound.  (Optimisation runs beside the stream — its
@@ -53,8 +54,8 @@ result is needed only one epoch later — and is not charged to tuples.)
 
 from __future__ import annotations
 
-import bisect
 import math
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -69,13 +70,15 @@ from ..adaptive import (
     Lifetime,
     Optimizer,
     QueryChange,
+    agreeing_pairs,
+    lifetimes,
     sampled,
 )
 from ..candidates import MIR
 from ..errors import DataError, PlanError
 from ..plan import Plan, ProbeRule, _route
 from ..tables import Table
-from ..workload import Attr, JoinClass, Workload
+from ..workload import Attr, JoinClass, Workload, is_connected
 from .reference import _arrival_order, partition_of
 
 MirKey = tuple  # (relations, class member tuples): an MIR's identity whatever its statistics
@@ -304,6 +307,8 @@ class _Executor:
         self.results: dict[str, list[tuple[int, ...]]] = {q.name: [] for q in self.w.queries}
         self.records: list[EpochRecord] = []
         self.missing_cache: dict[MirKey, list[int]] = {}
+        self.lock = threading.RLock()
+        self.event_time: float | None = None
 
     # -- containers ---------------------------------------------------------------------------
 
@@ -367,10 +372,10 @@ class _Executor:
 
     def missing(self, mk: MirKey, epoch: int) -> list[int]:
         """Epochs with data (up to ``epoch``) that have no container of the MIR ``mk``."""
-        got = self.missing_cache.get(mk)
+        got = self.missing_cache.get((mk, epoch))
         if got is None:
             est = self.by_mir.get(mk, {})
-            got = self.missing_cache[mk] = [e for e in self.data_epochs if e <= epoch and e not in est]
+            got = self.missing_cache[(mk, epoch)] = [e for e in self.data_epochs if e <= epoch and e not in est]
         return got
 
     # -- plans --------------------------------------------------------------------------------
@@ -436,7 +441,7 @@ class _Executor:
             _, q, perm = kind
             ep.results[q] += 1
             if self.collect:
-                self.results[q].append(tuple(t[i][0] for i in perm))
+                self.results.setdefault(q, []).append(tuple(t[i][0] for i in perm))
 
     def reach(self, mk: MirKey, T: float) -> float:
         """The oldest epoch whose container of ``mk`` may hold a tuple within a window of ``T``
@@ -486,8 +491,12 @@ class _Executor:
 
     def expand(self, pi: _ProbeInfo, t: tuple, T: float, gaps: set[int], ep: _Epoch) -> list[tuple]:
         """Iterative probing of older partners: the MIR's combinations whose latest component
-        arrived in an epoch of ``gaps`` (no container of the MIR there), joined from the base
-        containers of its relations one at a time."""
+        arrived in an epoch of ``gaps`` (no container of the MIR there).  The MIR's relations
+        are joined one at a time from their base containers — each probed under the rules of its
+        epoch — until the relations left form an MIR that has containers itself (e.g. the older
+        plan's ``TU`` when ``STU`` is new): that one is probed as a whole (recursively the same
+        way), as the older plan did.  Combinations whose latest component is not in a gap are
+        found directly in the MIR's own containers, so they are dropped here."""
         rels = list(pi.mir.relations)
         joined = list(pi.travelling)
         order: list[str] = []
@@ -504,54 +513,21 @@ class _Executor:
         epoch_of = self.policy.epoch_of
         partials: list[tuple] = [t]
         layout_rels = list(pi.travelling)
-        for r in order:
-            pred = []
-            for c in classes:
-                mine = c.member_of(r)
-                if mine is None:
-                    continue
-                left = [a for a in c.members if a.relation in layout_rels]
-                if left:
-                    pred.append((left[0], mine))
-            key_pos = tuple((layout_rels.index(a.relation), self.attr_pos[a.relation][a.name]) for a, _ in pred)
-            pattern = tuple((0, self.attr_pos[r][b.name]) for _, b in pred)
-            w = self.win[r]
-            mk = mir_key(MIR.of(self.w, [r], ()))
-            lo = self.reach(mk, T)
-            groups: dict[Layout, list[_Container]] = {}
-            for e2, layouts in self.by_mir.get(mk, {}).items():
-                if lo <= e2 <= top:
-                    layout = layouts[0]
-                    for cand in layouts:
-                        if _route(classes, layout_rels, self.mirs[mk], cand[2]) is not None:
-                            layout = cand
-                            break
-                    groups.setdefault(layout, []).append(self.containers[(layout, e2)])
-            nxt_partials = []
-            for layout, conts in groups.items():
-                ra = _route(classes, layout_rels, self.mirs[mk], layout[2])
-                rp = None if ra is None else (layout_rels.index(ra.relation), self.attr_pos[ra.relation][ra.name])
-                msgs = len(partials) * (1 if rp is not None else conts[0].p)
-                ep.messages += msgs
-                ep.history += msgs
-                for c in conts:
-                    dicts = c.index(pattern)
-                    for x in partials:
-                        k = tuple(x[a][f] for a, f in key_pos)
-                        if None in k:
-                            continue
-                        parts = [dicts[c.partition(x[rp[0]][rp[1]])]] if rp is not None else dicts
-                        for d in parts:
-                            for m in d.get(k, ()):
-                                if w is None or T - m[0][1] <= w:
-                                    nxt_partials.append(x + m)
-            partials = nxt_partials
+        for k, r in enumerate(order):
+            rest = order[k:]
+            if k > 0 and len(rest) > 1:
+                sub = MIR.of(self.w, rest, pi.mir.classes)
+                if mir_key(sub) in self.by_mir and is_connected(sub.relations, sub.classes):
+                    partials = self._probe_sub(pi, sub, layout_rels, partials, T, top, ep)
+                    layout_rels.extend(sub.relations)
+                    break
+            partials = self._probe_base(classes, r, layout_rels, partials, T, top, ep)
             layout_rels.append(r)
             if not partials:
                 return []
         # keep the combinations whose latest component is in a gap; reorder to the MIR's layout
         n0 = len(pi.travelling)
-        perm = [n0 + order.index(r) for r in rels]
+        perm = [layout_rels.index(r) for r in rels]
         out = []
         for x in partials:
             latest = max(x[n0:], key=lambda b: b[1])
@@ -559,11 +535,81 @@ class _Executor:
                 out.append(t + tuple(x[i] for i in perm))
         return out
 
+    def _probe_base(self, classes: tuple[JoinClass, ...], r: str, layout_rels: list[str], partials: list[tuple],
+                    T: float, top: int, ep: _Epoch) -> list[tuple]:
+        """One hop of iterative probing: the partials probe relation ``r``'s base containers of
+        every epoch up to ``top`` (routed where the container's partitioning allows)."""
+        pred = []
+        for c in classes:
+            mine = c.member_of(r)
+            if mine is None:
+                continue
+            left = [a for a in c.members if a.relation in layout_rels]
+            if left:
+                pred.append((left[0], mine))
+        key_pos = tuple((layout_rels.index(a.relation), self.attr_pos[a.relation][a.name]) for a, _ in pred)
+        pattern = tuple((0, self.attr_pos[r][b.name]) for _, b in pred)
+        w = self.win[r]
+        mk = mir_key(MIR.of(self.w, [r], ()))
+        lo = self.reach(mk, T)
+        groups: dict[Layout, list[_Container]] = {}
+        for e2, layouts in self.by_mir.get(mk, {}).items():
+            if lo <= e2 <= top:
+                layout = layouts[0]
+                for cand in layouts:
+                    if _route(classes, layout_rels, self.mirs[mk], cand[2]) is not None:
+                        layout = cand
+                        break
+                groups.setdefault(layout, []).append(self.containers[(layout, e2)])
+        out = []
+        for layout, conts in groups.items():
+            ra = _route(classes, layout_rels, self.mirs[mk], layout[2])
+            rp = None if ra is None else (layout_rels.index(ra.relation), self.attr_pos[ra.relation][ra.name])
+            msgs = len(partials) * (1 if rp is not None else conts[0].p)
+            ep.messages += msgs
+            ep.history += msgs
+            for c in conts:
+                dicts = c.index(pattern)
+                for x in partials:
+                    k = tuple(x[a][f] for a, f in key_pos)
+                    if None in k:
+                        continue
+                    parts = [dicts[c.partition(x[rp[0]][rp[1]])]] if rp is not None else dicts
+                    for d in parts:
+                        for m in d.get(k, ()):
+                            if w is None or T - m[0][1] <= w:
+                                out.append(x + m)
+        return out
+
+    def _probe_sub(self, pi: _ProbeInfo, sub: MIR, layout_rels: list[str], partials: list[tuple], T: float,
+                   top: int, ep: _Epoch) -> list[tuple]:
+        """The partials probe the MIR ``sub`` as a whole (its containers up to epoch ``top``,
+        older partners of its own gaps iteratively)."""
+        travelling = tuple(layout_rels)
+        pred = []
+        for c in pi.classes:
+            left = [a for a in c.members if a.relation in travelling]
+            right = [a for a in c.members if a.relation in sub.relation_set]
+            if left and right:
+                pred.append((left[0], right[0]))
+        info = _ProbeInfo("", None, mir_key(sub), sub, pi.classes, travelling,
+                          tuple((sub.relations.index(b.relation), self.attr_pos[b.relation][b.name]) for _, b in pred),
+                          tuple((travelling.index(a.relation), self.attr_pos[a.relation][a.name]) for a, _ in pred), ())
+        messages, history = ep.messages, ep.history
+        out = []
+        for x in partials:
+            out.extend(self.probe(info, x, T, top, ep))
+        ep.history = history + (ep.messages - messages)  # every message of this probe (nested ones once)
+        return out
+
     # -- the run ------------------------------------------------------------------------------
 
-    def run(self) -> AdaptiveRun:
+    def run(self, pace: Callable[[float], bool] | None = None) -> AdaptiveRun:
+        """Process every tuple; ``pace(arrival)`` is called before each (its scheduled arrival in
+        seconds since the first) and stops the run by returning False (a live replay)."""
         w = self.w
-        rels = [r for r in sorted({r for q in w.queries for r in q.relations}, key=lambda r: w.relation_rank[r])]
+        # every declared relation with data: queries added later may join relations no query uses yet
+        rels = [r.name for r in w.relations if r.name in self.tables]
         base: dict[str, list[tuple]] = {}
         for r in rels:
             t = self.tables[r]
@@ -587,24 +633,29 @@ class _Executor:
         for r, row in arrivals:
             tup = base[r][row]
             T = tup[1]
+            arrival = (T - ts0) / speedup
+            if pace is not None and not pace(arrival):
+                break
+            self.event_time = T
             e = epoch_of(T)
             if ep is None or e != ep.epoch:
                 if ep is not None:
                     samples[ep.epoch] = self._sample(ep)
                     self._close(ep)
-                plan = self.ctl.enter(e, samples)
-                pidx = self.ctl.plan_of[e]
-                self.begin_epoch(e, pidx, T)
-                info = self.prepare(pidx)
+                with self.lock:  # query changes may be submitted from another thread
+                    plan = self.ctl.enter(e, samples)
+                    pidx = self.ctl.plan_of[e]
+                    self.w = self.ctl.full
+                    self.begin_epoch(e, pidx, T)
+                    info = self.prepare(pidx)
+                    track = self._tracking(e)
                 ep = _Epoch(e, self.policy.start(e), pidx, tuple(plan.workload.query_names))
-                track = self._tracking(e)
                 ep.counts = {a: Counter() for lst in track.values() for _, a in lst}
                 next_purge = T + purge_every
             elif T >= next_purge:
                 self.expire(T)
                 next_purge = T + purge_every
-            arrival = (T - ts0) / speedup
-            c0 = time.perf_counter()
+            c0 = time.thread_time()
             ep.tuples += 1
             ep.n[r] += 1
             for pos, a in track.get(r, ()):
@@ -613,7 +664,7 @@ class _Executor:
                     ep.counts[a][v] += 1
             for lab in info["_sources"].get(r, ()):
                 self.send(info, lab, (tup,), T, e, ep)
-            service = time.perf_counter() - c0
+            service = time.thread_time() - c0
             ep.busy += service
             while pending and pending[0] <= arrival:
                 pending.popleft()
@@ -624,8 +675,16 @@ class _Executor:
         if ep is not None:
             self._close(ep)
         seconds = time.perf_counter() - t_start
-        return AdaptiveRun(w, self.policy, self.results, tuple(self.records), tuple(self.ctl.decisions),
-                           tuple(self.ctl.plans), self.ctl.lives, n_total, seconds, speedup)
+        return self.snapshot(n_total, seconds)
+
+    def snapshot(self, n: int | None = None, seconds: float = 0.0) -> AdaptiveRun:
+        """The run as it stands (results so far, finished epochs)."""
+        with self.lock:
+            full = self.ctl.full
+            results = {q.name: list(self.results.get(q.name, ())) for q in full.queries}
+            return AdaptiveRun(full, self.policy, results, tuple(self.records), tuple(self.ctl.decisions),
+                               tuple(self.ctl.plans), self.ctl.lives,
+                               sum(r.input_tuples for r in self.records) if n is None else n, seconds, self.speedup)
 
     def _purge_interval(self) -> float:
         finite = [x for x in self.win.values() if x is not None]
@@ -641,14 +700,11 @@ class _Executor:
         return out
 
     def _sample(self, ep: _Epoch) -> EpochSample:
-        f = self.policy.sample
         matches = {}
         for a, b in self.ctl.tracked(ep.epoch):
             ca, cb = ep.counts.get(a), ep.counts.get(b)
-            if ca is None or cb is None:
-                continue
-            small, big = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
-            matches[(a, b)] = sum(n * big[v] for v, n in small.items() if v in big) / f
+            if ca is not None and cb is not None:
+                matches[(a, b)] = agreeing_pairs(ca, cb, self.policy.sample)
         return EpochSample(ep.epoch, dict(ep.n), matches)
 
     def _close(self, ep: _Epoch) -> None:
@@ -671,3 +727,175 @@ class _Executor:
         self.records.append(rec)
         if self.on_epoch is not None:
             self.on_epoch(rec)
+
+
+# --------------------------------------------------------------------------------------------
+# a live run: the same executor in a thread, paced, with query changes submitted while it runs
+# --------------------------------------------------------------------------------------------
+
+
+class AdaptiveReplay:
+    """A live adaptive run on the reference executor: a background thread replays the input at
+    ``speedup`` × event time; :meth:`submit` adds or removes queries while it runs (at the
+    current event time, so active two epochs later); :meth:`subscribe` receives an event per
+    finished epoch (``{"kind": "epoch", **EpochRecord}``), per decision that switched plans
+    (``{"kind": "switch", …}``) and at the end (``{"kind": "status", "status": "finished" |
+    "stopped" | "failed", "error": …}``).  The same interface as a Spark deployment's, so the
+    explorer's timeline and query controls work with either.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.tables import Table
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5, window: 3}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q1: "R(a), S(a)"}
+    ... ''')
+    >>> t = {r: Table.from_columns(r, {"ts": [k / 10 for k in range(60)], "a": [1] * 60}) for r in "RST"}
+    >>> live = AdaptiveReplay(w, t, AdaptivePolicy(epoch=1.0), speedup=20).start()
+    >>> live.wait_for_epoch(1, timeout=30)
+    True
+    >>> activation = live.submit(add={"q2": "S(a), T(a)"})
+    >>> live.wait(timeout=30), live.error
+    (True, None)
+    >>> activation >= 3 and len(live.results()["q2"]) > 0
+    True
+    """
+
+    def __init__(self, workload: Workload, tables: Mapping[str, Table], policy: AdaptivePolicy | None = None,
+                 changes: Iterable[QueryChange] = (), *, speedup: float = 1.0, optimizer: Optimizer | None = None):
+        if not (isinstance(speedup, (int, float)) and speedup > 0 and math.isfinite(speedup)):
+            raise DataError(f"speedup must be a positive number, got {speedup!r}")
+        self.policy = policy or AdaptivePolicy()
+        self._ex = _Executor(workload, tables, self.policy, list(changes), speedup, optimizer, True, self._epoch)
+        self._subscribers: list[Callable[[dict], None]] = []
+        self._stop = threading.Event()
+        self._epoch_done = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._switches_seen = 0
+        self.status = "created"
+        self.error: str | None = None
+        self.run: AdaptiveRun | None = None
+        self.started: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> "AdaptiveReplay":
+        if self._thread is not None:
+            raise DataError("this replay was started already; make a new one to run again")
+        self.started = time.time()
+        self.status = "running"
+        self._thread = threading.Thread(target=self._main, name="mqjoin-adaptive-replay", daemon=True)
+        self._thread.start()
+        return self
+
+    def _main(self) -> None:
+        t0 = time.monotonic()
+
+        def pace(arrival: float) -> bool:
+            while not self._stop.is_set():
+                ahead = t0 + arrival - time.monotonic()
+                if ahead <= 0:
+                    return True
+                self._stop.wait(min(ahead, 0.2))
+            return False
+
+        try:
+            self.run = self._ex.run(pace)
+            self.status = "stopped" if self._stop.is_set() else "finished"
+        except Exception as e:  # noqa: BLE001 - a live run reports its error instead of dying silently
+            self.error = f"{type(e).__name__}: {e}"
+            self.status = "failed"
+        with self._epoch_done:
+            self._epoch_done.notify_all()
+        self._emit({"kind": "status", "status": self.status, "error": self.error})
+
+    def stop(self) -> None:
+        """Stop after the current tuple; results and epochs so far are kept."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the input is consumed (or the run stopped or failed); False on timeout."""
+        if self._thread is None:
+            raise DataError("the replay has not been started: call start()")
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def wait_for_epoch(self, epoch: int, timeout: float | None = None) -> bool:
+        """Wait until ``epoch`` has finished (False on timeout or if the run ended before)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._epoch_done:
+            while not any(r.epoch >= epoch for r in self._ex.records):
+                if self.status in ("finished", "stopped", "failed"):
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._epoch_done.wait(left)
+        return True
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("finished", "stopped", "failed")
+
+    # -- query changes ------------------------------------------------------------------------
+
+    def submit(self, change: QueryChange | None = None, *, add: Mapping[str, str] | None = None,
+               remove: Iterable[str] = (), selectivities: Mapping[str, float] | None = None) -> int:
+        """Add/remove queries now (at the current event time); returns the activation epoch.
+        Errors (unknown names, invalid queries) are raised here and change nothing."""
+        with self._ex.lock:
+            if change is None:
+                at = self._ex.event_time
+                if at is None:
+                    at = min((min(t.ts) for t in self._ex.tables.values() if len(t)), default=0.0)
+                change = QueryChange(at=at, add=dict(add or {}), remove=tuple(remove),
+                                     selectivities=dict(selectivities or {}))
+            full, _ = lifetimes(self._ex.ctl.base, [*self._ex.ctl.changes, change], self.policy)  # validates
+            for name in change.add:
+                for r in full.query(name).relations:
+                    if r not in self._ex.tables:
+                        raise DataError(f"query {name} joins {r}, which has no input in this run")
+            epoch = self._ex.ctl.submit(change)
+            self._emit({"kind": "change", "change": change.to_dict(), "activation_epoch": epoch})
+            return epoch
+
+    # -- metrics ------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[dict], None]) -> None:
+        self._subscribers.append(callback)
+
+    def _emit(self, event: dict) -> None:
+        for cb in list(self._subscribers):
+            try:
+                cb(event)
+            except Exception:  # noqa: BLE001 - a failing view must not stop the run
+                pass
+
+    def _epoch(self, rec: EpochRecord) -> None:
+        switches = [d for d in self._ex.ctl.decisions if d.switched]
+        for d in switches[self._switches_seen:]:
+            self._emit({"kind": "switch", **d.to_dict()})
+        self._switches_seen = len(switches)
+        self._emit({"kind": "epoch", **rec.to_dict()})
+        with self._epoch_done:
+            self._epoch_done.notify_all()
+
+    @property
+    def event_time(self) -> float | None:
+        return self._ex.event_time
+
+    @property
+    def controller(self) -> AdaptiveController:
+        return self._ex.ctl
+
+    def snapshot(self) -> AdaptiveRun:
+        """The run so far (or the finished run)."""
+        return self.run if self.run is not None else self._ex.snapshot()
+
+    def timeline(self):
+        return self.snapshot().timeline()
+
+    def results(self) -> dict[str, set[tuple[int, ...]]]:
+        return self.snapshot().result_sets()

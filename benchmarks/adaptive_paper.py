@@ -1,0 +1,236 @@
+"""The CLASH paper's Section VII-B (Figure 8) on this machine: adaptive vs static plans.
+
+Both scenarios use the linear query ``R(a), S(a,b), T(b,c), U(c)``, windows of 5 s, epochs of
+1 s and a change of the data at 15 s (``mqjoin.datasets.synthetic_paper``), run on the
+adaptive reference executor (``mqjoin.runtime.adaptive``).  *Static* keeps its first plan
+(query changes aside); *adaptive* re-optimises at every epoch start on the previous epoch's
+sampled statistics, the new plan being active one epoch later.
+
+(a) **selectivity-change** (Figure 8(a)): all relations at ``--rate-a`` tuples/s; after the
+    change every S tuple finds ``--partners`` partners in R and none in T (and T likewise in
+    U).  The optimiser starts from the paper's initial view: the data's statistics with
+    ``S.b = T.b`` raised by 10 %, so that S probes R first and T probes U first.
+(b) **skewed-rates** (Figure 8(b)): R at ``--rate-b`` tuples/s, S, T, U at 1/1000 of it;
+    before the change the intermediate result of S, T and U holds ``fanout`` tuples per S
+    tuple, after it almost none.  Under the cost model a store of that MIR always pays off
+    (it saves R's probes and costs little to maintain), so what keeps it out before the change
+    is memory: the run has an MIR memory budget (``mqjoin optimize --mir-budget``) between
+    the pre- and post-change memory of the unconstrained plan's MIR stores (their geometric
+    mean, printed).  Both runs start from the statistics of the first epoch (what a running
+    system would have).
+
+Latency is that of the reference executor's replay at the data's event-time rate against the
+measured processing time (thread CPU time) of every tuple (see ``mqjoin.runtime.adaptive``):
+the time until all results of a tuple are computed; a plan that cannot keep up shows latency
+and backlog growing without bound.  Probe messages per epoch are deterministic; CPU times vary
+a little with the machine's load (the 1-minute load average is printed).
+
+Prints one table per scenario and a summary, writes ``fig8a.html`` / ``fig8b.html`` (plotly)
+to ``--out`` (default ``artifacts/adaptive``), and the numbers as ``--json``.
+
+    python benchmarks/adaptive_paper.py [--scenario a|b|both] [--quick] [--out DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from mqjoin.adaptive import AdaptivePolicy, epoch_sample, epoch_stats
+from mqjoin.charts import epoch_figure
+from mqjoin.datasets.synthetic_paper import selectivity_change, skewed_rates
+from mqjoin.optimizer import optimize
+from mqjoin.plan import mir_memory
+from mqjoin.runtime.adaptive import run_adaptive
+
+WINDOW = 5.0
+
+
+def load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "n/a"
+
+
+def run_pair(workload, tables, policy: AdaptivePolicy, progress: str):
+    out = {}
+    for name, adapt in (("static", False), ("adaptive", True)):
+        t0 = time.time()
+        print(f"  {progress}: {name} …", file=sys.stderr, flush=True)
+        out[name] = run_adaptive(workload, tables, AdaptivePolicy(**{**policy.to_dict(), "adapt": adapt}),
+                                 collect=False)
+        print(f"    {out[name].input_tuples:,} tuples in {time.time() - t0:.1f}s (load {load()})", file=sys.stderr)
+    return out
+
+
+def table(runs) -> None:
+    st, ad = runs["static"].epochs, runs["adaptive"].epochs
+    print(f"{'epoch':>5} | {'plan':>4} {'lat ms':>9} {'p95 ms':>9} {'backlog':>8} {'state':>9} {'messages':>10} |"
+          f" {'plan':>4} {'lat ms':>9} {'p95 ms':>9} {'backlog':>8} {'state':>9} {'messages':>10} {'history':>8}")
+    print(f"{'':>5} | {'static':^55} | {'adaptive':^64}")
+    for s, a in zip(st, ad):
+        print(f"{s.epoch:>5} | {s.plan:>4} {s.latency_mean * 1e3:>9.1f} {s.latency_p95 * 1e3:>9.1f} {s.backlog_max:>8,}"
+              f" {s.state_rows:>9,} {s.probe_messages:>10,} | {a.plan:>4} {a.latency_mean * 1e3:>9.1f}"
+              f" {a.latency_p95 * 1e3:>9.1f} {a.backlog_max:>8,} {a.state_rows:>9,} {a.probe_messages:>10,}"
+              f" {a.history_messages:>8,}")
+
+
+def switches(run) -> list[dict]:
+    return [{"active_from": d.active_from, "plan": d.plan, "reason": d.reason} for d in run.switches[1:]]
+
+
+def mean(xs) -> float:
+    xs = list(xs)
+    return statistics.fmean(xs) if xs else math.nan
+
+
+def scenario_a(args) -> dict:
+    d = selectivity_change(scale=100_000 / args.rate_a, partners=args.partners, window=WINDOW)
+    change = d.change_at
+    print(f"\n(a) selectivity-change: {d.params['rate']:g} tuples/s per relation, {d.rows:,} tuples, change at "
+          f"{change:g} s, {args.partners} partners", flush=True)
+    runs = run_pair(d.workload, d.tables(), AdaptivePolicy(epoch=1.0), "(a)")
+    table(runs)
+    ad = runs["adaptive"].epochs
+    c = int(change)
+    pre = range(WINDOW_EPOCHS, c)
+    # recovered: the first epoch after the switch whose mean latency is back within 2× (+1 ms) of
+    # the worst pre-change epoch mean
+    base = max(e.latency_mean for e in (ad[i] for i in pre))
+    first_switch = min((s.active_from for s in runs["adaptive"].switches[1:]), default=len(ad))
+    recovered = next((e.epoch for e in ad[first_switch:] if e.latency_mean <= 2 * base + 1e-3), None)
+    out = {
+        "params": dict(d.params), "switches": switches(runs["adaptive"]),
+        "latency_mean_pre_ms": {k: mean(r.epochs[i].latency_mean * 1e3 for i in pre) for k, r in runs.items()},
+        "latency_mean_last_ms": {k: r.epochs[-1].latency_mean * 1e3 for k, r in runs.items()},
+        "latency_mean_after_change_ms": {k: [round(e.latency_mean * 1e3, 1) for e in r.epochs[c:]]
+                                         for k, r in runs.items()},
+        "backlog_last": {k: r.epochs[-1].backlog_max for k, r in runs.items()},
+        "state_rows_last": {k: r.epochs[-1].state_rows for k, r in runs.items()},
+        "messages_per_epoch_last": {k: r.epochs[-1].probe_messages for k, r in runs.items()},
+        "adaptive_recovered_epoch": recovered,
+        "adaptive_recovery_seconds_after_change": None if recovered is None else recovered + 1 - change,
+        "throughput": {k: r.throughput for k, r in runs.items()},
+    }
+    print(f"summary (a): adaptive switched at epoch(s) {[s['active_from'] for s in out['switches']]}; mean "
+          f"latency back within 2× the pre-change level from epoch {recovered} ("
+          f"{out['adaptive_recovery_seconds_after_change']} s after the change; window {WINDOW:g} s). Last epoch: "
+          f"static {out['latency_mean_last_ms']['static']:.0f} ms mean latency, backlog "
+          f"{out['backlog_last']['static']:,}, state {out['state_rows_last']['static']:,} rows vs adaptive "
+          f"{out['latency_mean_last_ms']['adaptive']:.1f} ms, {out['backlog_last']['adaptive']:,}, "
+          f"{out['state_rows_last']['adaptive']:,}; probe messages per epoch {out['messages_per_epoch_last']['static']:,}"
+          f" vs {out['messages_per_epoch_last']['adaptive']:,}.")
+    if args.out:
+        fig = epoch_figure([("static", runs["static"]), ("adaptive", runs["adaptive"])],
+                           marks={"data change": change},
+                           title="Figure 8(a): selectivity change — static vs adaptive (reference executor)")
+        out["figure"] = _save(fig, args.out, "fig8a")
+    return out
+
+
+WINDOW_EPOCHS = int(WINDOW)
+
+
+def scenario_b(args) -> dict:
+    high = args.rate_b
+    d = skewed_rates(high_rate=high, low_rate=high / 1000, fanout=args.fanout, window=WINDOW)
+    change = d.change_at
+    tables = d.tables()
+    policy0 = AdaptivePolicy(epoch=1.0)
+    rels = d.workload.relation_rank
+    view = lambda e: epoch_stats(epoch_sample(d.workload, tables, policy0, e), policy0, rels).apply(d.workload)  # noqa: E731
+    w_pre, w_post = view(1), view(int(change) + 2)
+    free = optimize(w_pre).plan
+    m_pre, m_post = mir_memory(free, w_pre), mir_memory(free, w_post)
+    budget = float(f"{math.sqrt(m_pre * m_post):.3g}")
+    print(f"\n(b) skewed-rates: R {high:g} tuples/s, S/T/U {high / 1000:g}, fanout {args.fanout}, {d.rows:,} tuples, "
+          f"change at {change:g} s; MIR stores of the unconstrained plan {m_pre:,.0f} tuples before / "
+          f"{m_post:,.0f} after the change → budget {budget:g}", flush=True)
+    runs = run_pair(w_pre, tables, AdaptivePolicy(epoch=1.0, mir_budget=budget), "(b)")
+    table(runs)
+    ad = runs["adaptive"]
+    intro = next((s for s in ad.switches[1:] if s.active_from > change and
+                  any(not st.mir.is_base and len(st.mir.relations) >= 3 for st in ad.plans[s.plan].stores)), None)
+    c = int(change)
+    # after the transition: older partners are probed iteratively for one window after the switch
+    settled = (intro.active_from if intro is not None else c + 2) + WINDOW_EPOCHS + 1
+    late = range(settled, len(ad.epochs))
+    pre = range(WINDOW_EPOCHS, c)
+    out = {
+        "params": dict(d.params), "budget": budget, "mir_memory_before": m_pre, "mir_memory_after": m_post,
+        "initial_plan": runs["static"].plans[0].probe_orders(), "switches": switches(ad),
+        "stu_introduced_epoch": None if intro is None else intro.active_from,
+        "stu_store": None if intro is None else [s.id for s in ad.plans[intro.plan].stores if len(s.mir.relations) >= 3],
+        "latency_mean_ms": {k: {"before": mean(r.epochs[i].latency_mean * 1e3 for i in pre),
+                                "after": mean(r.epochs[i].latency_mean * 1e3 for i in late)} for k, r in runs.items()},
+        "messages_per_epoch": {k: {"before": mean(r.epochs[i].probe_messages for i in pre),
+                                   "after": mean(r.epochs[i].probe_messages for i in late)} for k, r in runs.items()},
+        "busy_seconds_per_epoch": {k: {"before": mean(r.epochs[i].busy_seconds for i in pre),
+                                       "after": mean(r.epochs[i].busy_seconds for i in late)} for k, r in runs.items()},
+    }
+    lm = out["latency_mean_ms"]
+    print(f"summary (b): the {out['stu_store']} store is introduced from epoch {out['stu_introduced_epoch']} "
+          f"(change at {change:g} s). Mean latency before → after (from epoch {late.start}): static "
+          f"{lm['static']['before']:.2f} → {lm['static']['after']:.2f} ms, adaptive {lm['adaptive']['before']:.2f} → "
+          f"{lm['adaptive']['after']:.2f} ms; probe messages per epoch adaptive "
+          f"{out['messages_per_epoch']['adaptive']['before']:,.0f} → {out['messages_per_epoch']['adaptive']['after']:,.0f}"
+          f" (static {out['messages_per_epoch']['static']['after']:,.0f}).")
+    if args.out:
+        fig = epoch_figure([("static", runs["static"]), ("adaptive", ad)], marks={"data change": change},
+                           title=f"Figure 8(b): skewed rates — the ST(U) store under an MIR budget of {budget:g} tuples")
+        out["figure"] = _save(fig, args.out, "fig8b")
+    return out
+
+
+def _save(fig, out_dir: str, name: str) -> dict:
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    html = d / f"{name}.html"
+    fig.write_html(str(html), include_plotlyjs=True)
+    saved = {"html": str(html)}
+    try:  # PNG needs kaleido (not a dependency) and a Chrome/Chromium; HTML always works
+        import kaleido  # noqa: F401
+
+        fig.write_image(str(d / f"{name}.png"), width=1100, height=760)
+        saved["png"] = str(d / f"{name}.png")
+    except ImportError:
+        saved["png"] = "not written: PNG export needs 'pip install kaleido' and Chromium"
+    except Exception as e:  # noqa: BLE001 - optional output
+        saved["png"] = f"not written ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:80]})"
+    print(f"  figure: {saved}", file=sys.stderr)
+    return saved
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scenario", choices=("a", "b", "both"), default="both")
+    p.add_argument("--rate-a", type=float, default=1000.0, help="tuples/s per relation in (a) (default 1000)")
+    p.add_argument("--partners", type=int, default=100, help="(a): partners per tuple after the change (default 100)")
+    p.add_argument("--rate-b", type=float, default=18000.0, help="tuples/s of R in (b) (default 18000)")
+    p.add_argument("--fanout", type=int, default=5, help="(b): T partners per S tuple before the change (default 5)")
+    p.add_argument("--quick", action="store_true", help="small rates (a smoke run)")
+    p.add_argument("--out", default="artifacts/adaptive", help="directory for the figures ('' for none)")
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rate_a, args.partners, args.rate_b = 200.0, 20, 10000.0
+    print(f"# adaptive vs static (paper Section VII-B), reference executor; load average {load()}")
+    res = {}
+    if args.scenario in ("a", "both"):
+        res["a"] = scenario_a(args)
+    if args.scenario in ("b", "both"):
+        res["b"] = scenario_b(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
