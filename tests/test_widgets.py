@@ -676,3 +676,17 @@ def test_a_failing_view_does_not_stop_the_others(caplog):
     assert "RS[b] ×1" in trace_by_name(trees.figure, "stores").text
     assert "a view failed to update (RuntimeError: boom)" in m.error
     assert "boom" in caplog.text
+
+
+def test_explorer_freezes_the_long_lived_heap_once():
+    """Full collections must not rescan the kernel's ~250k long-lived objects mid-interaction
+    (widgets/explorer.py: they were the p95 of a slider round trip)."""
+    import gc
+
+    import mqjoin.widgets.explorer as explorer_module
+
+    Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    assert explorer_module._FROZEN and gc.get_freeze_count() > 0
+    frozen = gc.get_freeze_count()
+    Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    assert gc.get_freeze_count() == frozen  # once per process

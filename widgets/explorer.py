@@ -13,6 +13,15 @@ with ``plan_provider`` — a function returning the current plan, e.g.
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
 
+Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-lived objects
+(plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
+a full garbage collection rescans them all — measured 125–157 ms, landing inside one slider
+round trip in twenty.  So the first Explorer built in a process moves the objects that exist
+then to Python's permanent generation (``gc.freeze()``): later collections only scan what was
+created after.  Objects frozen that later become garbage are not reclaimed until
+``gc.unfreeze()`` (modules, classes and the explorer itself live as long as the kernel
+anyway).  ``Explorer(..., gc_freeze=False)`` keeps Python's default.
+
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
 ['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy']
@@ -45,6 +54,20 @@ from .trees import ProbeTreeView
 TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
+
+
+_FROZEN = False
+
+
+def _freeze_once() -> None:
+    """``gc.freeze()`` once per process (see the module doc)."""
+    global _FROZEN
+    if not _FROZEN:
+        import gc
+
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
 
 
 class OptionsBar(W.HBox):
@@ -113,7 +136,8 @@ class Explorer(W.VBox):
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
-                 deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark"):
+                 deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
+                 gc_freeze: bool = True):
         if isinstance(workload, ExplorerModel):
             self.model = workload
         else:
@@ -140,6 +164,8 @@ class Explorer(W.VBox):
             deploy = DeployPanel
         if deploy is not None:
             self.attach_deploy(deploy)
+        if gc_freeze:
+            _freeze_once()
 
     def _on_tab(self, change) -> None:
         if change["new"] == TAB_TITLES.index("Compare"):
