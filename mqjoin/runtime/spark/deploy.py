@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from ...errors import DataError, EngineError
 from ...plan import Plan
 from ...tables import Table, read_inputs, write_results
-from .engine import BatchReport, DeltaJoinEngine, column_types
+from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
 from .session import spark_message, spark_session, ui_url
 from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
 
@@ -111,13 +111,13 @@ class Deployment:
         if engine not in ENGINES:
             raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
         self.plan, self.workload, self.engine_name, self.pacing = plan, plan.workload, engine, pacing
+        pacing.options()  # bad pacing fails before Spark starts (and before a temporary directory exists)
         self.out = Path(out)
         self._tmp = None
         if checkpoint is None:
             self._tmp = tempfile.mkdtemp(prefix="mqjoin-ckpt-")
             checkpoint = self._tmp
         self.checkpoint = Path(checkpoint)
-        pacing.options()  # bad pacing fails before Spark starts
         self.tables = dict(data) if isinstance(data, Mapping) else read_inputs(self.workload, data)
         self.spark = spark or spark_session(master, conf)
         self._lock = threading.Lock()
@@ -209,8 +209,7 @@ class Deployment:
             started = time.time()
             ob = Observation(f"native_{qname}_{batch_id}")
             out = df.select(F.lit(qname).alias("query"), "rows", "_seq", "_arrival").observe(
-                ob, F.count(F.lit(1)).alias("n"), F.avg("_arrival").alias("mean"), F.min("_arrival").alias("min"),
-                F.percentile_approx("_arrival", 0.05, 1000).alias("p05"), F.max("_seq").alias("s1"))
+                ob, *arrival_aggregates(), F.max("_seq").alias("s1"))
             out.write.mode("overwrite").parquet(str(self.out / "_native" / qname / f"batch={batch_id}"))
             committed = time.time()
             m = ob.get
@@ -218,8 +217,8 @@ class Deployment:
             row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
                    "seconds": committed - started}
             if n:
-                row.update(latency_mean=committed - m["mean"], latency_p95=committed - m["p05"],
-                           latency_max=committed - m["min"])
+                lat = latencies(m, committed)
+                row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
             with self._lock:
                 self._query_rows.append(row)
             self._emit({"kind": "query", **row})

@@ -57,13 +57,23 @@ def _require_java() -> None:
 def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
                   shuffle_partitions: int = 4):
     """Get or create the session (``local[*]`` unless ``master`` names another) with the
-    settings above; ``conf`` adds or overrides Spark settings."""
+    settings above; ``conf`` adds or overrides Spark settings.
+
+    One process has one Spark context: with one running, ``master=None`` reuses it, and a
+    ``master`` other than the running one's is an :class:`EngineError` (Spark itself would
+    hand back the running session and silently ignore the master asked for)."""
     _require_pyspark()
     _require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    running = SparkContext._active_spark_context
+    if running is not None and master is not None and running.master != master:
+        raise EngineError(f"a Spark session on {running.master} is already running in this process, so Spark "
+                          f"cannot start one on {master}: stop it first (spark.stop()), or leave the master "
+                          "unset to use the running session")
     settings: dict[str, Any] = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
@@ -83,11 +93,13 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("mqjoin")
     for k, v in settings.items():
         builder = builder.config(k, v)
+    launch = _Launch()
     try:
-        with _quiet_jvm_stderr():
+        with _quiet_jvm_stderr(launch):
             spark = builder.getOrCreate()
     except Exception as exc:  # Java failed to start, bad master URL, …
-        raise EngineError(f"could not start Spark ({master or DEFAULT_MASTER}): {spark_message(exc)}") from None
+        reason = launch.reason() or spark_message(exc)
+        raise EngineError(f"could not start Spark ({master or DEFAULT_MASTER}): {reason}") from None
     for k, v in settings.items():  # an existing session: apply the SQL settings at least
         if k.startswith("spark.sql."):
             spark.conf.set(k, v)
@@ -98,10 +110,37 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     return spark
 
 
+class _Launch:
+    """Where the JVM's stderr went while it started, to tell why a launch failed."""
+
+    def __init__(self) -> None:
+        self.log: Path | None = None
+        self.start = 0
+
+    def reason(self) -> str | None:
+        """The launcher's own error (e.g. spark-submit's ``SparkException: Master must …``),
+        read back from the log: PySpark only says that the Java gateway exited."""
+        if self.log is None:
+            return None
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.start)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        found = [m for m in _JAVA_EXC.findall(text) if m[1].strip()]
+        if found:
+            name, msg = found[-1]
+            return f"{name}: {msg.strip().splitlines()[0]}"
+        errors = [line.strip() for line in text.splitlines() if line.strip().lower().startswith("error")]
+        return errors[-1][:500] if errors else None
+
+
 @contextlib.contextmanager
-def _quiet_jvm_stderr():
+def _quiet_jvm_stderr(launch: _Launch | None = None):
     """The JVM inherits our stderr when it starts; point it at a log file instead (unless
-    MQJOIN_SPARK_LOG asks for Spark's logging), so a CLI error stays one line."""
+    MQJOIN_SPARK_LOG asks for Spark's logging), so a CLI error stays one line.  ``launch``
+    learns where the output went, to report a failed start with the launcher's reason."""
     from pyspark import SparkContext
 
     if os.environ.get("MQJOIN_SPARK_LOG") or SparkContext._gateway is not None:
@@ -111,6 +150,8 @@ def _quiet_jvm_stderr():
     saved = os.dup(2)
     try:
         with open(log, "ab") as f:
+            if launch is not None:
+                launch.log, launch.start = log, f.tell()
             os.dup2(f.fileno(), 2)
         yield
     finally:
