@@ -1,150 +1,285 @@
-"""The ``native`` baseline: what a Spark user writes today — every query its own streaming query,
-a chain of Spark's built-in stream-stream inner joins over one stream per relation.
+"""The ``native`` baseline: what a Spark user writes today — every query its own streaming
+query, a chain of Spark's built-in stream-stream inner joins over one stream per relation.
 
-Per query ``R1, …, Rm`` (in the query's order):
+Per query (see :func:`native_queries`):
 
-* one replay stream per relation (the ``mqjoin_replay`` source with option ``relations``),
-  event time ``ts`` as a timestamp column with a watermark;
-* the joins are chained left to right; joining ``Rj`` to the relations already joined adds one
-  equality per class with members on both sides, and the time-range conditions of DESIGN A6:
-  ``T − ts(Ri) ≤ window(Ri)`` for all ``i`` (``T`` the largest ``ts``) is the same as
-  ``ts(Rj) − ts(Ri) ≤ window(Ri)`` for every ordered pair — so each pair gets
-  ``ts_i ≥ ts_j − window_i`` and ``ts_j ≥ ts_i − window_j`` (a relation with an unbounded
-  window gives no bound, and Spark keeps its join state forever — as a Spark user's would);
-* a stream may carry only one event-time column, so a joined stream keeps the first
-  relation's; pairs with the first relation get event-time range conditions (Spark evicts
-  join state with them), the other pairs are filtered on the plain ``ts`` columns;
-* watermark delay 1 ms: the replay is in ``ts`` order across all relations and every relation
-  stream advances to the same arrival number in each micro-batch, so no tuple is ever older
-  than the global watermark (the minimum over the streams; a tie with the previous batch's
-  latest ``ts`` is 1 ms younger than it), while the range conditions let Spark evict join
-  state once the watermark passes a tuple's window.
+* **One stream per relation**: the ``mqjoin_replay`` source with option ``relations``; its
+  ``ts`` becomes an event-time column ``r<k>_et`` (a timestamp) with a watermark.
+* **Joins chained left to right** — ``((R1 ⋈ R2) ⋈ R3) ⋈ …`` with ``df.join(other, cond,
+  "inner")``.  Joining ``Rk`` to the relations already joined adds one equality per class with
+  members on both sides and the window conditions of DESIGN A6: ``T − ts(Rj) ≤ window(Rj)``
+  for every ``j`` (``T`` the largest ``ts``) holds iff ``ts_i − ts_j ≤ window(Rj)`` for every
+  ordered pair, so each new pair ``(Ri, Rk)`` gets ``ts_k − ts_i ≤ window(Ri)`` and
+  ``ts_i − ts_k ≤ window(Rk)`` (an unbounded window gives no bound).  These are evaluated on the
+  plain ``double`` columns, with the same floating-point arithmetic as the reference, so the
+  result set is exact at window boundaries and ts ties.  Nulls never join (SQL ``=``).
+* **Event-time range conditions for state eviction**: Spark evicts join state only from range
+  conditions between two *watermarked timestamp* columns, and since Spark 3.4 (multiple
+  stateful operators) each join input may carry at most one event-time column.  The joined
+  stream therefore keeps one event-time column, that of the *anchor* relation ``c`` — the
+  relation of the query with the smallest finite window, which is joined first (the chain
+  then follows the query's relation order, each next relation sharing a class with the ones
+  joined).  Each join adds ``et_c ≥ et_k − (window(c) + ε)`` and ``et_k ≥ et_c − (window(Rk) +
+  ε)`` (``ε`` = 1 ms absorbs the microsecond rounding of timestamps; they only loosen the exact
+  double conditions above, never change the result).  Spark's state-watermark solver reads
+  them as "left state older than watermark − window(c) can go" and the same for the right.
+* Output rows: ``rows`` (row indices in the query's relation order), ``_seq`` and
+  ``_arrival`` of the latest tuple (the one that triggered the result; arrival is monotone in
+  ``_seq``), as the plan engine's outputs.
 
-Each result row carries ``rows`` (row indices in the query's relation order), ``_seq`` and
-``_arrival`` of its latest tuple (the one that triggered it), as the plan engine's outputs do.
+Why the anchor is a finite-window relation: a join's output watermark (Spark's watermark
+propagation) is the minimum of its input watermark and both state watermarks, and the next
+join drops a joined row as *late* when its event time is at or below that watermark of the
+previous batch.  A joined row produced now contains a tuple newer than the previous global
+watermark ``W``; since every pair satisfies ``ts_k − ts_c ≤ window(c)``, ``ts_c > W −
+window(c)``, which the propagated watermark (at most ``W − window(c)``) never reaches — so no
+joined row is ever dropped.  With an *unbounded* anchor a joined row may carry an arbitrarily
+old ``et_c`` and Spark would drop it (measured: a 3-way join with an unbounded first relation
+lost results).  A query whose windows are all unbounded has no watermark at all (no state can
+ever be evicted, nothing is late).
+
+Watermark delay (default 1 ms of event time, ``watermark_delay``): Spark's global watermark is
+the minimum over a query's relation streams (``spark.sql.streaming.multipleWatermarkPolicy=min``,
+checked) of ``max event time seen − delay``, and a stream that has seen no tuple yet counts as
+the epoch.  The replay log is in ``ts`` order, so every later tuple of a stream is at least as
+late as that stream's maximum so far, hence strictly above the watermark for any delay > 0 —
+including a tuple tied with the latest ``ts`` of an earlier micro-batch (Spark drops a tuple as
+late when its event time is *at or below* the watermark).  This holds however the streams'
+readers are paced relative to each other (``rate``/``speedup``: each stream paces itself).  So
+no input tuple is ever dropped, and the delay only postpones eviction by that much event time.
+Consequence of the minimum: a relation with rare tuples holds back eviction in every query that
+joins it (Spark's behaviour).  :func:`native_state_metrics`
+reports Spark's ``numRowsDroppedByWatermark`` as ``late_rows``; the tests assert it stays 0.
+
+Event times are ``ts`` shifted by a whole number of seconds (only differences matter) so that
+the earliest is at least 1 s after the epoch: Spark's initial watermark is the epoch and an
+event time at or before it would be dropped.
+
+Spark settings this relies on (Spark 4 defaults; the first two are checked, an
+:class:`~mqjoin.errors.EngineError` says which to restore):
+``spark.sql.streaming.statefulOperator.allowMultiple=true`` (chained stateful operators with
+per-operator watermark propagation — with ``false`` every join would filter late rows against
+the global watermark and drop joined rows), ``spark.sql.streaming.multipleWatermarkPolicy=min``
+(see above) and ``spark.sql.streaming.statefulOperator.checkCorrectness.enabled=true`` (the
+chained joins pass it); output mode append.  What cannot be expressed: a query whose relations
+are not connected by equalities (Spark's stream-stream joins need an equi-join key;
+``EngineError``).  Unbounded windows are expressed by leaving the bound out (Spark then never
+evicts that relation's tuples, which the semantics require anyway).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from ...errors import EngineError
-from ...workload import Query, Workload
+from ...workload import Attr, Query, Workload
 from .source import SOURCE_NAME, attr_col, row_col, ts_col
 
-
-# Spark treats event times at or before the watermark as late, and the first watermark is the
-# epoch: event time 0 would be dropped.  ts is shifted (only differences matter) and the delay
-# is one millisecond, so a tuple tied with the latest ts of an earlier batch is still on time.
-EPOCH_OFFSET = 1_000_000.0
-WATERMARK_DELAY = "1 millisecond"
+WATERMARK_DELAY = 0.001  # event-time seconds (see the module doc)
+SLACK = 0.001  # seconds added to the event-time range conditions (rounding to microseconds)
 
 
-def _event(k: int) -> str:
+def _seq(k: int) -> str:
+    return f"r{k}_seq"
+
+
+def _arr(k: int) -> str:
+    return f"r{k}_arr"
+
+
+def _et(k: int) -> str:
     return f"r{k}_et"
 
 
-def _relation_stream(spark: SparkSession, w: Workload, relation: str, log_path: str,
-                     options: Mapping[str, str], types: Mapping[str, str]) -> DataFrame:
-    k = w.relation_rank[relation]
-    reader = spark.readStream.format(SOURCE_NAME).option("path", log_path).option("relations", str(k))
-    for key, v in options.items():
-        reader = reader.option(key, v)
-    df = reader.load()
-    cols = [F.col("_seq").alias(f"r{k}_seq"), F.col("_arrival").alias(f"r{k}_arr"),
-            F.col("_row").alias(row_col(k)), F.col("_ts").alias(ts_col(k)),
-            F.timestamp_seconds(F.col("_ts") + F.lit(EPOCH_OFFSET)).alias(_event(k))]
-    rel = w.relation(relation)
-    cols += [F.col(attr_col(k, j)) for j in range(len(rel.attributes)) if attr_col(k, j) in types]
-    return df.select(*cols).withWatermark(_event(k), WATERMARK_DELAY)
+def _kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
+    return "number"
 
 
-def _query_frame(spark: SparkSession, w: Workload, q: Query, log_path: str, options: Mapping[str, str],
-                 types: Mapping[str, str]) -> DataFrame:
-    rank = w.relation_rank
-
-    def col_of(a) -> str:
-        j = w.relation(a.relation).attributes.index(a.name)
-        name = attr_col(rank[a.relation], j)
-        if name not in types:
-            raise EngineError(f"query {q.name} joins on {a}, but the input has no column {a.name} for {a.relation}")
-        return name
-
-    joined = [q.relations[0]]
-    df = _relation_stream(spark, w, q.relations[0], log_path, options, types)
-    for r in q.relations[1:]:
-        right = _relation_stream(spark, w, r, log_path, options, types)
-        cond = []
-        for c in q.classes:
-            left = [a for a in c.members if a.relation in joined]
-            mine = [a for a in c.members if a.relation == r]
-            if left and mine:
-                a, b = col_of(left[0]), col_of(mine[0])
-                if (types[a] == "string") != (types[b] == "string"):  # "1" never equals 1
-                    cond.append(F.lit(False))
-                else:
-                    cond.append(F.col(a) == F.col(b))
-        kj = rank[r]
-        for i in joined:
-            ki = rank[i]
-            wi, wj = w.relation(i).window, w.relation(r).window
-            if i == q.relations[0]:  # event-time conditions: Spark evicts join state with them
-                if wi is not None:
-                    cond.append(F.col(_event(ki)) >= F.col(_event(kj)) - F.make_dt_interval(secs=F.lit(float(wi))))
-                if wj is not None:
-                    cond.append(F.col(_event(kj)) >= F.col(_event(ki)) - F.make_dt_interval(secs=F.lit(float(wj))))
-            else:  # the other pairs filter on the plain ts columns
-                if wi is not None:
-                    cond.append(F.col(ts_col(kj)) - F.col(ts_col(ki)) <= F.lit(float(wi)))
-                if wj is not None:
-                    cond.append(F.col(ts_col(ki)) - F.col(ts_col(kj)) <= F.lit(float(wj)))
-        if not cond:
-            raise EngineError(f"query {q.name}: {r} shares no class with {', '.join(joined)}; "
-                              "Spark cannot join streams without a condition")
-        on = cond[0]
-        for c in cond[1:]:
-            on = on & c
-        # a stream may carry one event-time column: the joined stream keeps the first
-        # relation's (its windows bound how long a joined row can still match)
-        df = df.join(right, on, "inner").drop(_event(kj))
-        joined.append(r)
-    ks = [rank[r] for r in q.relations]
-    seqs = [F.col(f"r{k}_seq") for k in ks]
-    arrs = [F.col(f"r{k}_arr") for k in ks]
-    return df.select(F.array(*[F.col(row_col(k)) for k in ks]).alias("rows"),
-                     (F.greatest(*seqs) if len(seqs) > 1 else seqs[0]).alias("_seq"),
-                     (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
+def join_order(workload: Workload, query: Query) -> list[str]:
+    """The chain order: the anchor (the relation with the smallest finite window, the first
+    in query order on ties; the first relation when every window is unbounded), then the
+    query's relations in order, each next one sharing a class with the ones joined."""
+    rels = list(query.relations)
+    finite = [r for r in rels if workload.window(r) is not None]
+    anchor = min(finite, key=lambda r: (workload.window(r), rels.index(r))) if finite else rels[0]
+    order = [anchor]
+    while len(order) < len(rels):
+        for r in rels:
+            if r not in order and any(r in c.relations and c.relations & set(order) for c in query.classes):
+                order.append(r)
+                break
+        else:
+            rest = ", ".join(r for r in rels if r not in order)
+            raise EngineError(f"query {query.name}: {rest} share no equality with {', '.join(order)}; "
+                              "Spark's stream-stream joins need an equality between the two sides")
+    return order
 
 
-def native_queries(spark: SparkSession, workload: Workload, log_path: str, *, rate: float | None = None,
-                   speedup: float | None = None, max_rows_per_batch: int | None = None,
-                   queries: list[str] | None = None) -> dict[str, DataFrame]:
-    """One streaming DataFrame per query (see the module doc), not yet started."""
+def _min_ts(log_path: str) -> float:
+    """The earliest ``ts`` of a replay log, from the Parquet statistics when present."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .engine import column_types
-    from .source import spark_schema
+    f = pq.ParquetFile(log_path)
+    md = f.metadata
+    if md.num_rows == 0:
+        return 0.0
+    i = f.schema_arrow.get_field_index("_ts")
+    lows = []
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(i).statistics
+        if st is None or not st.has_min_max:
+            return float(pc.min(f.read(columns=["_ts"])["_ts"]).as_py())
+        lows.append(st.min)
+    return float(min(lows))
 
-    types = column_types(spark_schema(pq.read_schema(log_path)))
-    options: dict[str, str] = {}
+
+def native_queries(spark, workload: Workload, log_path: str, *, rate: float | None = None,
+                   speedup: float | None = None, max_rows_per_batch: int | None = None,
+                   queries: list[str] | None = None,
+                   watermark_delay: float = WATERMARK_DELAY) -> dict[str, Any]:
+    """One streaming DataFrame per query (all of the workload's unless ``queries`` names
+    some), not started: columns ``rows`` (array<bigint>, row indices in the query's relation
+    order), ``_seq`` and ``_arrival`` of the tuple that triggered the result.  ``log_path`` is
+    a replay log (:func:`~mqjoin.runtime.spark.source.write_replay_log`); ``rate``,
+    ``speedup`` and ``max_rows_per_batch`` pace its replay.  See the module doc."""
+    import pyarrow.parquet as pq
+
+    if not watermark_delay > 0:
+        raise EngineError(f"watermark_delay must be > 0 seconds (got {watermark_delay}): with 0 a tuple "
+                          "tied with the latest ts of an earlier micro-batch would be dropped as late")
+    policy = str(spark.conf.get("spark.sql.streaming.multipleWatermarkPolicy", "min")).lower()
+    allow = str(spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple", "true")).lower()
+    if policy != "min" or allow != "true":
+        raise EngineError("the native baseline needs Spark's defaults spark.sql.streaming.multipleWatermarkPolicy=min "
+                          "and spark.sql.streaming.statefulOperator.allowMultiple=true (found "
+                          f"{policy} and {allow}); otherwise Spark drops tuples as late")
+    schema = pq.read_schema(log_path)
+    kinds = {f.name: _kind(f.type) for f in schema}
+    offset = float(max(0, math.ceil(1.0 - _min_ts(log_path))))
+    options: dict[str, str] = {"path": str(log_path)}
     if rate:
         options["rate"] = repr(float(rate))
     if speedup:
         options["speedup"] = repr(float(speedup))
     if max_rows_per_batch:
         options["maxRowsPerBatch"] = str(int(max_rows_per_batch))
-    names = queries or workload.query_names
-    return {q: _query_frame(spark, workload, workload.query(q), log_path, options, types) for q in names}
+    names = list(queries) if queries else list(workload.query_names)
+    out = {}
+    for name in names:
+        out[name] = _query_frame(spark, workload, workload.query(name), options, kinds, offset,
+                                 float(watermark_delay))
+    return out
+
+
+def _query_frame(spark, w: Workload, q: Query, options: Mapping[str, str], kinds: Mapping[str, str],
+                 offset: float, delay: float):
+    from pyspark.sql import functions as F
+
+    rank = w.relation_rank
+    order = join_order(w, q)
+    windowed = any(w.window(r) is not None for r in order)
+    anchor = order[0]
+    ka = rank[anchor]
+    wa = w.window(anchor)
+
+    def col_name(a: Attr) -> str:
+        name = attr_col(rank[a.relation], w.relation(a.relation).attributes.index(a.name))
+        if name not in kinds:
+            raise EngineError(f"query {q.name} joins on {a}, but the replay log has no column {a.name} "
+                              f"for {a.relation}")
+        return name
+
+    def stream(relation: str):
+        k = rank[relation]
+        reader = spark.readStream.format(SOURCE_NAME).option("relations", str(k))
+        for key, v in options.items():
+            reader = reader.option(key, v)
+        df = reader.load()
+        used = sorted({col_name(a) for c in q.classes for a in c.members if a.relation == relation})
+        cols = [F.col("_seq").alias(_seq(k)), F.col("_arrival").alias(_arr(k)),
+                F.col("_row").alias(row_col(k)), F.col("_ts").alias(ts_col(k))] + [F.col(c) for c in used]
+        if windowed:
+            cols.append(F.timestamp_seconds(F.col("_ts") + F.lit(offset)).alias(_et(k)))
+            return df.select(*cols).withWatermark(_et(k), f"{round(delay * 1e6)} microseconds")
+        return df.select(*cols)
+
+    def interval(seconds: float):
+        return F.make_interval(secs=F.lit(round(seconds + SLACK, 6)).cast("decimal(18,6)"))
+
+    df = stream(anchor)
+    joined = [anchor]
+    for r in order[1:]:
+        k = rank[r]
+        wk = w.window(r)
+        right = stream(r)
+        cond = []
+        for c in q.classes:
+            mine = c.member_of(r)
+            left = [a for a in c.members if a.relation in joined]
+            if mine is None or not left:
+                continue
+            b = col_name(mine)
+            same = [a for a in left if kinds[col_name(a)] == kinds[b]]
+            if same:
+                cond.append(F.col(col_name(same[0])) == F.col(b))
+            else:  # "1" never equals 1 (DESIGN A6: values compared as read); tagged strings never match
+                a = col_name(left[0])
+                cond.append(F.concat(F.lit(kinds[a] + ":"), F.col(a).cast("string"))
+                            == F.concat(F.lit(kinds[b] + ":"), F.col(b).cast("string")))
+        for i in joined:  # the exact window conditions (doubles, as the reference computes them)
+            ki, wi = rank[i], w.window(i)
+            if wi is not None:
+                cond.append(F.col(ts_col(k)) - F.col(ts_col(ki)) <= F.lit(float(wi)))
+            if wk is not None:
+                cond.append(F.col(ts_col(ki)) - F.col(ts_col(k)) <= F.lit(float(wk)))
+        if windowed:  # event-time ranges with the anchor: what lets Spark evict join state
+            if wa is not None:
+                cond.append(F.col(_et(ka)) >= F.col(_et(k)) - interval(wa))
+            if wk is not None:
+                cond.append(F.col(_et(k)) >= F.col(_et(ka)) - interval(wk))
+        on = cond[0]
+        for c in cond[1:]:
+            on = on & c
+        df = df.join(right, on, "inner")
+        if windowed:  # one event-time column per stream: keep the anchor's
+            df = df.drop(_et(k))
+        joined.append(r)
+    ks = [rank[r] for r in q.relations]
+    seqs = [F.col(_seq(k)) for k in ks]
+    arrs = [F.col(_arr(k)) for k in ks]
+    return df.select(F.array(*[F.col(row_col(k)) for k in ks]).alias("rows"),
+                     (F.greatest(*seqs) if len(seqs) > 1 else seqs[0]).alias("_seq"),
+                     (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
 
 
 def native_state_metrics(progress) -> dict[str, int]:
-    """State rows and bytes of one query's progress report (pyspark object or its JSON dict)."""
-    import json
-
-    d = progress if isinstance(progress, Mapping) else json.loads(progress.json)
+    """State of one streaming query from one progress report (pyspark's
+    ``StreamingQueryProgress``, its JSON text, or its dict), summed over its stateful
+    operators (the joins): ``state_rows`` (``numRowsTotal``), ``state_bytes``
+    (``memoryUsedBytes``), ``state_operators`` and ``late_rows`` (``numRowsDroppedByWatermark``:
+    must stay 0 for exact results)."""
+    if isinstance(progress, (str, bytes)):
+        d = json.loads(progress)
+    elif isinstance(progress, Mapping):
+        d = progress
+    elif hasattr(progress, "json"):
+        d = json.loads(progress.json)
+    else:
+        raise TypeError(f"not a streaming query progress: {type(progress).__name__}")
     ops = d.get("stateOperators") or []
-    return {"state_rows": sum(int(o.get("numRowsTotal") or 0) for o in ops),
-            "state_bytes": sum(int(o.get("memoryUsedBytes") or 0) for o in ops)}
+
+    def total(key: str) -> int:
+        return sum(int(o.get(key) or 0) for o in ops)
+
+    return {"state_rows": total("numRowsTotal"), "state_bytes": total("memoryUsedBytes"),
+            "state_operators": len(ops), "late_rows": total("numRowsDroppedByWatermark")}
