@@ -378,7 +378,7 @@ def epoch_sample(workload: Workload, tables: Mapping[str, Any], policy: Adaptive
     pairs = tracked_pairs(workload)
     counts: dict[Attr, Counter] = {}
     n: dict[str, int] = {}
-    for a in {a for p in pairs for a in p}:
+    for a in sorted({a for p in pairs for a in p}):
         t = tables[a.relation]
         rows = [i for i, ts in enumerate(t.ts) if policy.epoch_of(ts) == epoch]
         n[a.relation] = len(rows)

@@ -289,7 +289,7 @@ class _Executor:
         self.ctl = AdaptiveController(workload, policy, changes, optimizer)
         self.policy = policy
         self.w = self.ctl.full
-        for r in {r for q in self.w.queries for r in q.relations}:
+        for r in sorted({r for q in self.w.queries for r in q.relations}):
             if r not in tables:
                 raise DataError(f"no input table for relation {r}, which query "
                                 f"{next(q.name for q in self.w.queries if r in q.relations)} joins")
