@@ -19,7 +19,9 @@ the same columns), so a finished run's saved metrics chart the same way as a liv
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import html
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 CHART_ROWS = ("input tuples/s", "result latency (s)", "state (rows)")
 
@@ -78,16 +80,120 @@ def deployment_runs(*deployments) -> list[tuple[str, Any, Any, Any]]:
              d.batches, d.queries, d.progress) for d in deployments]
 
 
-EPOCH_ROWS = ("tuple latency (s)", "state and backlog (rows)", "probe messages per epoch")
+#: the panels :func:`epoch_figure` can draw, by key, with their titles
+EPOCH_PANELS = {
+    "plans": "active plan per epoch",
+    "latency": "tuple latency (s)",
+    "throughput": "throughput (tuples/s; input rate dashed)",
+    "state": "state and backlog (rows)",
+    "messages": "probe messages per epoch",
+}
+#: the default panels of :func:`epoch_figure`
+DEFAULT_EPOCH_PANELS = ("latency", "state", "messages")
+EPOCH_ROWS = tuple(EPOCH_PANELS[k] for k in DEFAULT_EPOCH_PANELS)
+#: colours of runs in :func:`epoch_figure` (by position) and of plans in its band (by index)
+RUN_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+PLAN_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#d9d9d9",
+                "#bc80bd", "#ccebc5", "#ffed6f")
 
 
-def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None = None, title: str | None = None):
+@dataclass(frozen=True)
+class PlanSegment:
+    """Epochs ``first … last`` of a run during which plan ``plan`` was active."""
+
+    plan: int
+    first: int
+    last: int
+
+    @property
+    def label(self) -> str:
+        return f"P{self.plan}"
+
+
+def plan_segments(run) -> tuple[PlanSegment, ...]:
+    """The run's epochs cut into maximal stretches of one active plan, in order: what the
+    band of :func:`epoch_figure` draws.  A stretch starts where its plan became active (an
+    epoch without tuples has no record, so the installing decision's ``active_from`` is
+    used when it falls in such a gap) and lasts until the next one starts.
+
+    ``run``: an :class:`~mqjoin.runtime.adaptive.AdaptiveRun` (anything with ``epochs``,
+    records with ``epoch`` and ``plan``, and ``switches``).
+
+    >>> from types import SimpleNamespace as N
+    >>> run = N(epochs=[N(epoch=e, plan=0 if e < 4 else 1) for e in (0, 1, 2, 5, 6)],
+    ...         switches=[N(plan=0, active_from=0), N(plan=1, active_from=4)])
+    >>> [(s.label, s.first, s.last) for s in plan_segments(run)]
+    [('P0', 0, 3), ('P1', 4, 6)]
+    """
+    installed = {d.plan: d.active_from for d in run.switches}
+    segs: list[list[int]] = []
+    for r in run.epochs:
+        if segs and segs[-1][0] == r.plan:
+            segs[-1][2] = r.epoch
+            continue
+        first = r.epoch
+        a = installed.get(r.plan)
+        if a is not None and a < first and (not segs or a > segs[-1][2]):
+            first = a
+        segs.append([r.plan, first, r.epoch])
+    return tuple(PlanSegment(p, a, segs[k + 1][1] - 1 if k + 1 < len(segs) else b)
+                 for k, (p, a, b) in enumerate(segs))
+
+
+def _plan_hover(label: str, run, seg: PlanSegment, limit: int = 8) -> str:
+    lines = [f"<b>{html.escape(label)}: {seg.label}</b>, epochs {seg.first}–{seg.last}"]
+    plans = getattr(run, "plans", ())
+    if 0 <= seg.plan < len(plans):
+        orders = [f"{q} from {s}: {o}" for q, by in plans[seg.plan].probe_orders().items() for s, o in by.items()]
+        lines += orders[:limit] + ([f"… {len(orders) - limit} more"] if len(orders) > limit else [])
+    return "<br>".join(html.escape(x) if k else x for k, x in enumerate(lines))
+
+
+def switch_cause(decision) -> str:
+    """What made a plan switch, in a few words for the switch's annotation: the query delta
+    (``+q2 −q1``), ``MIR budget``, or the predicted saving (``cost −83 %``).
+
+    >>> from types import SimpleNamespace as N
+    >>> switch_cause(N(reason="query change: +q2 −q1", saving=None))
+    '+q2 −q1'
+    >>> switch_cause(N(reason="predicted probe cost 2420 → 421 tuples/s (…); …", saving=0.826))
+    'cost −83 %'
+    """
+    for prefix in ("query change: ", "query set at activation: "):
+        if decision.reason.startswith(prefix):
+            return decision.reason[len(prefix):].split(";")[0]
+    if "over the budget" in decision.reason:
+        return "MIR budget"
+    saving = getattr(decision, "saving", None)
+    return "" if saving is None else f"cost {-saving:+.0%}".replace("-", "−").replace("%", " %")
+
+
+def _switch_hover(label: str, decision) -> str:
+    """The switch annotation's hover text: when it was decided, on what, and its reason (one
+    clause a line)."""
+    on = "" if decision.stats_epoch is None else f" on the statistics of epoch {decision.stats_epoch}"
+    head = (f"{label}: P{decision.plan} active from epoch {decision.active_from}, decided at the start of epoch "
+            f"{decision.epoch}{on}")
+    return "<br>".join(html.escape(x) for x in [head, *decision.reason.split("; ")])
+
+
+def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None = None, title: str | None = None,
+                 *, panels: Sequence[str] = DEFAULT_EPOCH_PANELS):
     """Adaptive runs over their epochs: latency (mean, p95 dotted), state rows (backlog
     dashed), probe messages per epoch, with a vertical line where each run switched plans
-    and at the event times in ``marks`` (e.g. ``{"data change": 15.0}``).
+    — annotated with the plan now active and its cause (``P1 (cost −83 %)``, ``P2 (+q2)``,
+    :func:`switch_cause`), the decision's full reason as the annotation's hover text — and at
+    the event times in ``marks`` (e.g. ``{"data change": 15.0}``).
 
     ``runs``: ``(label, run)`` with ``run`` an :class:`~mqjoin.runtime.adaptive.AdaptiveRun`
-    (anything with ``timeline()`` and ``switches``).
+    (anything with ``timeline()``, ``policy``, ``epochs`` and ``switches``).  ``panels``
+    chooses the rows, top to bottom, among :data:`EPOCH_PANELS`: besides the default three,
+    ``"plans"`` — a band with one lane per run of coloured segments ``P0``, ``P1`` … (the
+    plan active in each epoch, :func:`plan_segments`; hover: its probe orders) — and
+    ``"throughput"``: the epoch's input tuples per second of processing time (``busy_seconds``,
+    the paper's throughput: the rate the plan could sustain; it falls when a plan gets
+    expensive, while the input rate, dashed, stays what the data bring).  An epoch's figures
+    are drawn at its end; a band segment and a switch line start where their epoch starts.
 
     >>> from mqjoin.workload import parse_workload
     >>> from mqjoin.tables import Table
@@ -99,39 +205,73 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
     ... queries: {q: "R(a), S(a)"}
     ... ''')
     >>> t = {r: Table.from_columns(r, {"ts": [0.5, 1.5, 2.5], "a": [1, 1, 1]}) for r in "RS"}
-    >>> fig = epoch_figure([("adaptive", run_adaptive(w, t, AdaptivePolicy(epoch=1.0)))], marks={"change": 1.0})
+    >>> run = run_adaptive(w, t, AdaptivePolicy(epoch=1.0))
+    >>> fig = epoch_figure([("adaptive", run)], marks={"change": 1.0})
     >>> [tr.name for tr in fig.data][:3]
     ['adaptive latency', 'adaptive p95', 'adaptive state']
+    >>> fig = epoch_figure([("adaptive", run)], panels=("plans", "latency", "throughput"))
+    >>> [tr.name for tr in fig.data]
+    ['adaptive plans', 'adaptive latency', 'adaptive p95', 'adaptive throughput', 'adaptive input rate']
+    >>> list(fig.data[0].text), list(fig.data[0].base), list(fig.data[-1].y)
+    (['P0'], [0.0], [2.0, 2.0, 2.0])
     """
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=EPOCH_ROWS, vertical_spacing=0.08)
-    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+    panels = tuple(panels)
+    unknown = [p for p in panels if p not in EPOCH_PANELS]
+    if unknown or not panels or len(set(panels)) != len(panels):
+        raise ValueError(f"panels must be distinct keys of {', '.join(EPOCH_PANELS)}, got {panels!r}")
+    row = {p: k for k, p in enumerate(panels, start=1)}
+    heights = [0.45 if p == "plans" else 1.0 for p in panels]
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08 if len(panels) <= 3 else 0.05,
+                        subplot_titles=[EPOCH_PANELS[p] for p in panels],
+                        row_heights=[h / sum(heights) for h in heights])
     for k, (label, run) in enumerate(runs):
-        colour = palette[k % len(palette)]
+        colour = RUN_COLOURS[k % len(RUN_COLOURS)]
         tl = run.timeline()
         if not len(tl):
             continue
         x = (tl["start"] + run.policy.epoch).tolist()  # an epoch's figures are known at its end
         line = {"color": colour}
-        fig.add_scatter(x=x, y=tl["latency_mean"].tolist(), name=f"{label} latency", line=line,
-                        legendgroup=label, row=1, col=1)
-        fig.add_scatter(x=x, y=tl["latency_p95"].tolist(), name=f"{label} p95", line={**line, "dash": "dot"},
-                        legendgroup=label, row=1, col=1)
-        fig.add_scatter(x=x, y=tl["state_rows"].tolist(), name=f"{label} state", line=line,
-                        legendgroup=label, row=2, col=1)
-        fig.add_scatter(x=x, y=tl["backlog_max"].tolist(), name=f"{label} backlog", line={**line, "dash": "dash"},
-                        legendgroup=label, row=2, col=1)
-        fig.add_scatter(x=x, y=tl["probe_messages"].tolist(), name=f"{label} messages", line=line,
-                        legendgroup=label, row=3, col=1)
+
+        def scatter(panel: str, name: str, y, **style) -> None:
+            if panel in row:
+                fig.add_scatter(x=x, y=y, name=f"{label} {name}", line={**line, **style}, legendgroup=label,
+                                row=row[panel], col=1)
+
+        if "plans" in row:
+            segs = plan_segments(run)
+            starts = [run.policy.start(s.first) for s in segs]
+            fig.add_bar(y=[label] * len(segs), base=starts,
+                        x=[run.policy.start(s.last + 1) - a for s, a in zip(segs, starts)],
+                        orientation="h", text=[s.label for s in segs], textposition="inside",
+                        insidetextanchor="middle", name=f"{label} plans", legendgroup=label, showlegend=False,
+                        marker={"color": [PLAN_COLOURS[s.plan % len(PLAN_COLOURS)] for s in segs],
+                                "line": {"color": colour, "width": 1}},
+                        hovertext=[_plan_hover(label, run, s) for s in segs], hoverinfo="text",
+                        customdata=[[s.plan, s.first, s.last] for s in segs], row=row["plans"], col=1)
+        scatter("latency", "latency", tl["latency_mean"].tolist())
+        scatter("latency", "p95", tl["latency_p95"].tolist(), dash="dot")
+        scatter("throughput", "throughput", [n / b if b > 0 else None
+                                             for n, b in zip(tl["input_tuples"], tl["busy_seconds"])])
+        scatter("throughput", "input rate", (tl["input_tuples"] / run.policy.epoch).tolist(), dash="dash")
+        scatter("state", "state", tl["state_rows"].tolist())
+        scatter("state", "backlog", tl["backlog_max"].tolist(), dash="dash")
+        scatter("messages", "messages", tl["probe_messages"].tolist())
         for d in run.switches[1:]:
             at = run.policy.start(d.active_from)
             fig.add_vline(x=at, line={"color": colour, "dash": "dot", "width": 1})
-            fig.add_annotation(x=at, y=1.0, yref="paper", text=f"{label}: plan {d.plan}", showarrow=False,
-                               textangle=-90, xanchor="right", yanchor="top", font={"size": 10, "color": colour})
+            cause = switch_cause(d)
+            fig.add_annotation(x=at, y=1.0, yref="paper", text=f"{label}: P{d.plan}" + (f" ({cause})" if cause else ""),
+                               hovertext=_switch_hover(label, d), showarrow=False, textangle=-90, xanchor="right",
+                               yanchor="top", font={"size": 10, "color": colour})
     for text, at in (marks or {}).items():
         fig.add_vline(x=at, line={"color": "#555", "width": 1})
         fig.add_annotation(x=at, y=1.04, yref="paper", text=text, showarrow=False, font={"size": 11})
-    fig.update_xaxes(title_text="event time (s)", row=3, col=1)
-    fig.update_layout(height=720, title=title or "adaptive execution by epoch", legend={"orientation": "h"})
+    if "plans" in row:
+        fig.update_yaxes(autorange="reversed", row=row["plans"], col=1)
+        fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text="event time (s)", row=len(panels), col=1)
+    fig.update_layout(height=150 + 190 * sum(p != "plans" for p in panels) + (70 if "plans" in row else 0),
+                      title=title or "adaptive execution by epoch", legend={"orientation": "h"})
     return fig
