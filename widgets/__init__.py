@@ -13,6 +13,10 @@ and views that watch it —
   (:mod:`.compare`);
 * :class:`PlanDiagramView` — Picasso-style plan diagrams over two statistics
   (:mod:`.diagram`);
+* :class:`EpochTimeline` — adaptive runs over their epochs: the plan active per epoch,
+  latency, throughput, state, switches with their reasons and plan diffs;
+  :class:`QueryChangesPanel` — queries added and removed while a run is live;
+  :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`);
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
@@ -26,6 +30,8 @@ True
 800.0
 >>> ex.model.diff.changed_orders[0]
 ('q1', 'R', 'R » ST[a]', 'R » S[a] » T[b]')
+>>> ex.tabs.get_title(6), type(ex.adaptivity).__name__
+('Adaptivity', 'AdaptivityPanel')
 """
 
 from .compare import ComparisonView, compare_plans
@@ -49,10 +55,23 @@ from .model import (
     selectivity_groups,
     with_class_selectivity,
 )
+from .timeline import (
+    AdaptivityPanel,
+    EpochTimeline,
+    EpochView,
+    QueryChangesPanel,
+    epoch_view,
+    figure_8b_budget,
+    paper_scenarios,
+    sampled_workload,
+)
 from .trees import ProbeTreeView
 
 __all__ = [
+    "AdaptivityPanel",
     "ComparisonView",
+    "EpochTimeline",
+    "EpochView",
     "Explorer",
     "ExplorerModel",
     "IlpView",
@@ -60,6 +79,7 @@ __all__ = [
     "PlanDiagramView",
     "PlanDiff",
     "ProbeTreeView",
+    "QueryChangesPanel",
     "QueryGraphView",
     "SelectivityGroup",
     "SweepParam",
@@ -67,15 +87,19 @@ __all__ = [
     "compare_plans",
     "cost_by_query",
     "cost_by_step",
+    "epoch_view",
+    "figure_8b_budget",
     "log_grid",
     "lp_model_text",
     "order_costs",
+    "paper_scenarios",
     "plan_diagram",
     "plan_diagram_figure",
     "plan_diff",
     "plan_signature",
     "probe_tree_figure",
     "query_graph_figure",
+    "sampled_workload",
     "selectivity_groups",
     "with_class_selectivity",
 ]

@@ -3,7 +3,11 @@
 ``Explorer(workload)`` makes one :class:`~mqjoin.widgets.model.ExplorerModel` and lays out
 the views that observe it: an options bar (mode, partitioning policy, MIRs, solver), a
 status line (probe cost, memory, stores, ILP status; errors inline), and tabs — query
-graph and editor, probe trees, ILP, comparisons, plan diagram and a **Deploy** slot.
+graph and editor, probe trees, ILP, comparisons, plan diagram, a **Deploy** slot and
+**Adaptivity** (:class:`~mqjoin.widgets.timeline.AdaptivityPanel`: the current workload run
+live in epochs on the reference executor, adaptive or static, with the epoch timeline and
+queries added or removed while it runs).  The Adaptivity tab is built when it is first
+opened (or :attr:`Explorer.adaptivity` is first read), and nothing runs before Run is clicked.
 
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
@@ -24,7 +28,10 @@ anyway).  ``Explorer(..., gc_freeze=False)`` keeps Python's default.
 
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
-['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy']
+['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity']
+>>> ex.show("Adaptivity")
+>>> ex.adaptivity.run_button.description, ex.adaptivity.sources
+('Run', [])
 >>> ex.model.result.probe_cost
 700.0
 >>> ex.options.mode.value = "individual"
@@ -51,7 +58,7 @@ from .ilp_view import IlpView
 from .model import ExplorerModel
 from .trees import ProbeTreeView
 
-TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy")
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
 
@@ -153,7 +160,11 @@ class Explorer(W.VBox):
         #: the Deploy tab's content: a placeholder until :meth:`attach_deploy`
         self.deploy_slot = W.VBox([W.HTML(DEPLOY_PLACEHOLDER)])
         self.deploy_panel: W.Widget | None = None
-        self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot])
+        #: the Adaptivity tab's content: the panel is built on first use (see :attr:`adaptivity`)
+        self.adaptivity_slot = W.VBox([W.HTML("<i>opening …</i>")])
+        self._adaptivity: Any = None
+        self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot,
+                                    self.adaptivity_slot])
         for k, t in enumerate(TAB_TITLES):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")
@@ -170,6 +181,19 @@ class Explorer(W.VBox):
     def _on_tab(self, change) -> None:
         if change["new"] == TAB_TITLES.index("Compare"):
             self.compare.ensure_fresh()
+        elif change["new"] == TAB_TITLES.index("Adaptivity"):
+            self.adaptivity  # noqa: B018 — builds the panel
+
+    @property
+    def adaptivity(self):
+        """The Adaptivity tab's :class:`~mqjoin.widgets.timeline.AdaptivityPanel` (built on
+        first use)."""
+        if self._adaptivity is None:
+            from .timeline import AdaptivityPanel
+
+            self._adaptivity = AdaptivityPanel(self.model)
+            self.adaptivity_slot.children = [self._adaptivity]
+        return self._adaptivity
 
     def attach_deploy(self, panel: W.Widget | Callable[[Callable[[], Any]], W.Widget]) -> W.Widget:
         """Put a Deploy panel into the Deploy tab: a widget, or a factory called with a

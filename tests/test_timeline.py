@@ -1,0 +1,482 @@
+"""The adaptivity views without a browser: the epoch timeline, query changes while a run is
+live, and the Explorer's Adaptivity tab.
+
+The comm is swapped as in tests/test_widgets.py (its recording comm and fake frontend are
+reused): the tests play the frontend (slider moves, button clicks) and read what the kernel
+sent back.  Live runs are :class:`~mqjoin.runtime.adaptive.AdaptiveReplay`\\ s on small data
+at a high speed-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from test_widgets import figure_messages, frontend_clicks, frontend_sets, recording_comm, sent_values  # noqa: F401
+
+from mqjoin.adaptive import AdaptivePolicy
+from mqjoin.charts import epoch_figure, switch_cause
+from mqjoin.datasets.synthetic_paper import selectivity_change
+from mqjoin.errors import DataError
+from mqjoin.oracle import adaptive_oracle_results
+from mqjoin.runtime.adaptive import AdaptiveReplay, run_adaptive
+from mqjoin.tables import Table
+from mqjoin.widgets import Explorer, EpochTimeline, QueryChangesPanel, epoch_view, figure_8b_budget
+from mqjoin.widgets.figures import trace_by_name
+from mqjoin.widgets.timeline import AdaptivityPanel, TIMELINE_PANELS
+from mqjoin.workload import parse_workload
+
+REPLAY_THREAD = "mqjoin-adaptive-replay"
+
+W_LIVE = parse_workload("""
+defaults: {selectivity: 0.5, window: 3, parallelism: 2}
+relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+queries: {q1: "R(a), S(a)"}
+""")
+
+
+def live_tables(seconds: int, per_second: int = 4) -> dict[str, Table]:
+    """R, S, T with ``per_second`` tuples a second each, values cycling over 3."""
+    n = seconds * per_second
+    return {r: Table.from_columns(r, {"ts": [k / per_second + 0.05 * j for k in range(n)], "a": [k % 3 for k in range(n)]})
+            for j, r in enumerate("RST")}
+
+
+def text(widget) -> str:
+    return html.unescape(widget.value)
+
+
+def shapes_at(fig, x: float) -> list:
+    return [s for s in fig.layout.shapes if s.type == "line" and s.x0 == x]
+
+
+# --------------------------------------------------------------------------------------------
+# a finished run: the paper's selectivity change (Figure 8(a)) at 100 tuples/s per relation
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def paper_runs():
+    d = selectivity_change(scale=1000, partners=20)
+    tables = d.tables()
+    runs = {name: run_adaptive(d.workload, tables, AdaptivePolicy(epoch=1.0, adapt=adapt), collect=False)
+            for name, adapt in (("adaptive", True), ("static", False))}
+    return d, runs
+
+
+def test_band_has_one_segment_per_plan_and_switches_are_annotated_at_their_epochs(paper_runs):
+    d, runs = paper_runs
+    ad, st = runs["adaptive"], runs["static"]
+    (switch,) = ad.switches[1:]
+    assert switch.active_from == 17  # the engine's decision; the timeline must draw it there
+    tl = EpochTimeline(ad, marks={"data change": d.change_at})
+    assert tl.add(st) == "static"
+    fig = tl.figure
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["adaptive plans", "adaptive latency"] and "static plans" in names
+    assert {"adaptive throughput", "adaptive state", "adaptive messages", "static p95"} <= set(names)
+    band = trace_by_name(fig, "adaptive plans")
+    assert len(band.text) == len(ad.plans) == 2
+    assert list(band.text) == ["P0", "P1"] and list(band.base) == [0.0, 17.0] and list(band.x) == [17.0, 13.0]
+    assert [c[0] for c in band.customdata] == [0, 1]
+    static_band = trace_by_name(fig, "static plans")
+    assert list(static_band.text) == ["P0"] and list(static_band.base) == [0.0] and list(static_band.x) == [30.0]
+    # the switch: a line at the start of epoch 17 in every row, annotated with the plan it installed
+    lines = shapes_at(fig, 17.0)
+    assert len(lines) == len(TIMELINE_PANELS) and {s.line.color for s in lines} == {band.marker.line.color}
+    assert len(shapes_at(fig, d.change_at)) == len(TIMELINE_PANELS)
+    assert {s.x0 for s in fig.layout.shapes if s.type == "line"} == {17.0, d.change_at}
+    notes = {a.text: a for a in fig.layout.annotations}
+    assert switch_cause(switch) == f"cost −{switch.saving:.0%}".replace("%", " %") and switch.saving > 0.5
+    note = notes[f"adaptive: P1 ({switch_cause(switch)})"]
+    assert note.x == 17.0 and notes["data change"].x == d.change_at
+    assert not any(t.startswith("static: P") for t in notes)
+    # the annotation's hover: when and on what it was decided, and the reason clause by clause
+    hover = html.unescape(note.hovertext).split("<br>")
+    assert hover[0] == ("adaptive: P1 active from epoch 17, decided at the start of epoch 16 on the statistics "
+                        "of epoch 15")
+    assert hover[1:] == switch.reason.split("; ") and "S » T[b] » U[c] » R[a]" in note.hovertext.replace("&gt;", ">")
+    # throughput: tuples per second of processing time; the input rate (4 × 100 tuples/s) dashed
+    thr = trace_by_name(fig, "adaptive throughput")
+    assert list(thr.y) == [e.input_tuples / e.busy_seconds for e in ad.epochs]
+    assert list(trace_by_name(fig, "adaptive input rate").y) == [400.0] * 30
+    assert trace_by_name(fig, "adaptive input rate").line.dash == "dash"
+    # … which falls for the static plan after the change (each S tuple's 20 partials go on to T)
+    static_thr = list(trace_by_name(fig, "static throughput").y)
+    assert sorted(static_thr[20:])[5] < sorted(static_thr[5:15])[5] / 1.5
+    assert list(trace_by_name(fig, "adaptive messages").y) == [e.probe_messages for e in ad.epochs]
+    # the frontend got the band and the annotations
+    msgs = figure_messages(fig)
+    assert "adaptive plans" in msgs and f"adaptive: P1 ({switch_cause(switch)})" in msgs and "static plans" in msgs
+    # the figure is epoch_figure's, with the band and throughput rows
+    ref = epoch_figure([("adaptive", ad), ("static", st)], marks={"data change": d.change_at}, panels=TIMELINE_PANELS)
+    assert [t.name for t in ref.data] == names
+
+
+def test_selecting_an_epoch_shows_its_plan_the_decision_and_the_diff(paper_runs):
+    _, runs = paper_runs
+    ad = runs["adaptive"]
+    tl = EpochTimeline(ad)
+    assert tl.epoch.min == 0 and tl.epoch.max == 29 and tl.epoch.value == 29  # follows the latest epoch
+    frontend_sets(tl.epoch, value=17)
+    got = text(tl.details)
+    switch = ad.switches[1]
+    assert "epoch 17" in got and "P1" in got and "active in epochs 17–29" in got
+    for by_start in ad.plans[1].probe_orders().values():  # rendered as the engine renders them
+        for order in by_start.values():
+            assert order in got
+    assert "S » T[b] » U[c] » R[a]" in got
+    for s in ad.plans[1].stores:
+        assert s.id in got
+    assert switch.reason in got and "statistics of epoch 15" in got
+    assert "made at the start of epoch 16 on the statistics of epoch 15, active from epoch 17" in got
+    assert "plan diff P0 → P1" in got and epoch_view(ad, 17).diff.summary().splitlines()[0] in got
+    assert any("P1" in html.unescape(v) and switch.reason in html.unescape(v) for v in sent_values(tl.details))
+    selected = [s for s in tl.figure.layout.shapes if s.name == "selected epoch"]
+    assert len(selected) == 1 and (selected[0].x0, selected[0].x1) == (17.0, 18.0)
+    # the epoch before: still P0, and the decision made at its start switches to P1
+    tl.select(16)
+    got = text(tl.details)
+    assert "P0" in got and "active in epochs 0–16" in got and "decision at the start of epoch 16" in got
+    assert "switch to P1" in got and "initial plan" in got and "plan diff" not in got
+    assert epoch_view(ad, 16).plan is ad.plans[0]
+
+
+def test_overlaid_runs_are_chosen_in_the_selector(paper_runs):
+    _, runs = paper_runs
+    tl = EpochTimeline(runs["adaptive"])
+    assert tl.run_choice.layout.display == "none"  # one run: no chooser
+    tl.add(runs["static"])
+    assert tl.run_choice.layout.display is None and list(tl.run_choice.options) == ["adaptive", "static"]
+    frontend_sets(tl.run_choice, index=1)
+    tl.select(20)
+    got = text(tl.details)
+    assert got.startswith("static · ") or "static · " in got
+    assert "P0" in got and "active in epochs 0–29" in got and "keep P0" in got and "static plan" in got
+    assert tl.add(runs["adaptive"]) == "adaptive #2"
+
+
+# --------------------------------------------------------------------------------------------
+# live runs
+# --------------------------------------------------------------------------------------------
+
+
+def record_draws(view) -> list[tuple[float, str]]:
+    """Wrap a view's redraw to record (time, thread name) of every draw."""
+    draws: list[tuple[float, str]] = []
+    redraw = view._redraw
+    draw = redraw.draw
+
+    def recording():
+        draws.append((time.monotonic(), threading.current_thread().name))
+        draw()
+
+    redraw.draw = recording
+    return draws
+
+
+def test_a_live_replay_drives_throttled_redraws_off_its_thread():
+    live = AdaptiveReplay(W_LIVE, live_tables(20), AdaptivePolicy(epoch=1.0), speedup=10)
+    tl = EpochTimeline(live)
+    assert tl.status.value.count("created") == 1 and tl.epoch.disabled
+    draws = record_draws(tl)
+    t0 = time.monotonic()
+    live.start()
+    assert live.wait(timeout=30) and live.status == "finished"
+    elapsed = time.monotonic() - t0
+    assert tl.wait_drawn(timeout=10)
+    assert len(draws) >= 3  # the run lasts ~2 s: several redraws while it ran
+    assert len(draws) <= 2 * elapsed + 3  # ≤ 2 redraws/s, plus the first and the final one
+    gaps = [b[0] - a[0] for a, b in zip(draws, draws[1:])]
+    assert all(g >= 0.45 for g in gaps[:-1])  # only the end of the run is drawn without waiting
+    assert not any(name == REPLAY_THREAD for _, name in draws)  # never on the source's thread
+    # the last draw shows the whole run
+    assert "finished" in tl.status.value and "20 epochs" in tl.status.value
+    assert tl.epoch.max == 19 and tl.epoch.value == 19
+    band = trace_by_name(tl.figure, "adaptive plans")
+    assert list(band.text) == ["P0"] and list(band.base) == [0.0] and list(band.x) == [20.0]
+    assert len(trace_by_name(tl.figure, "adaptive latency").x) == 20
+    assert '"adaptive plans"' in figure_messages(tl.figure)
+
+
+def test_live_redraws_run_on_the_kernel_event_loop():
+    """In a Jupyter kernel (a running asyncio loop) redraws are loop callbacks: the thread of
+    every widget callback."""
+
+    async def scenario():
+        live = AdaptiveReplay(W_LIVE, live_tables(8), AdaptivePolicy(epoch=1.0), speedup=10)
+        tl = EpochTimeline(live)
+        draws = record_draws(tl)
+        live.start()
+        while not live.done:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.6)  # the final (forced) redraw is a loop callback too
+        return tl, draws
+
+    tl, draws = asyncio.run(scenario())
+    assert len(draws) >= 2 and {name for _, name in draws} == {threading.main_thread().name}
+    assert tl.epoch.max == 7 and "finished" in tl.status.value
+
+
+def test_adding_a_query_while_live_activates_it_two_epochs_later():
+    tables = live_tables(14)
+    live = AdaptiveReplay(W_LIVE, tables, AdaptivePolicy(epoch=1.0), speedup=4)  # 0.25 s per epoch
+    panel = QueryChangesPanel(live)
+    tl = EpochTimeline(live)
+    assert "created" in panel.clock.value and panel.add_button.disabled
+    live.start()
+    assert live.wait_for_epoch(1, timeout=20)
+    panel.refresh()
+    assert not panel.add_button.disabled and "event time" in panel.clock.value
+    assert list(panel.remove_choice.options) == ["q1"]
+    frontend_sets(panel.name, value="q2")
+    frontend_sets(panel.text, value="S(a), T(a)")
+    frontend_clicks(panel.add_button)
+    (ev,) = panel.changes
+    a = ev["activation_epoch"]
+    assert a == live.policy.epoch_of(ev["change"]["at"]) + 2 and ev["change"]["add"] == {"q2": "S(a), T(a)"}
+    assert f"active from epoch {a}" in text(panel.message) and "mqjoin-error" not in panel.message.value
+    assert panel.name.value == "" and panel.text.value == ""
+    rows = text(panel.table)
+    assert "+q2" in rows and f"<td>{a}</td>" in rows
+    assert any("+q2" in v for v in sent_values(panel.table))  # the frontend was told
+    assert set(panel.remove_choice.options) == {"q1", "q2"}
+    assert live.wait(timeout=30) and live.error is None
+    assert panel.wait_drawn(timeout=10) and tl.wait_drawn(timeout=10)
+    run = live.snapshot()
+    assert {lf.query: lf.added for lf in run.lifetimes} == {"q1": None, "q2": a}
+    rec = {e.epoch: e for e in run.epochs}
+    assert "q2" in rec[a].queries and "q2" not in rec[a - 1].queries
+    assert "q2" in run.plans[rec[a].plan].probe_orders() and "q2" not in run.plans[rec[a - 1].plan].probe_orders()
+    assert run.result_sets() == adaptive_oracle_results(run.workload, tables, run.lifetimes, live.policy)
+    assert run.results["q2"]
+    # the timeline: the plan of epoch a answers q2, installed by the query change
+    assert [s.first for s in tl.segments()] == [0, a]
+    tl.select(a)
+    got = text(tl.details)
+    assert "query change: +q2" in got and "S » T[a]" in got and "+ q2 from S" in got
+    # the change is active now; the run has ended, so the panel refuses further changes inline
+    assert "active" in text(panel.table) and "pending" not in text(panel.table)
+    assert panel.add_button.disabled
+    frontend_sets(panel.name, value="q3")
+    frontend_sets(panel.text, value="R(a), T(a)")
+    assert panel.add() is None and "the run is finished" in text(panel.message)
+    assert panel.text.value == "R(a), T(a)"
+
+
+def test_invalid_changes_show_inline_errors_and_keep_the_text():
+    live = AdaptiveReplay(W_LIVE, live_tables(60), AdaptivePolicy(epoch=1.0), speedup=1)
+    panel = QueryChangesPanel(live)
+    live.start()
+    try:
+        assert live.wait_for_epoch(0, timeout=20)
+        cases = [
+            ("q2", "R(a), Nope(a)", "", "query q2: relation 'Nope' is not declared (declared: R, S, T)"),
+            ("q2", "R(a), S(b)", "", "query q2"),
+            ("q1", "S(a), T(a)", "", "adds q1, a name already used"),
+            ("q2", "S(a), T(a)", "S.a = T.a", "one 'equality: value' per line"),
+            ("q2", "S(a), T(a)", "S.a = T.a: 7", "(0, 1]"),
+            ("", "S(a), T(a)", "", "give the query a name"),
+            ("q2", "", "", "write the query q2"),
+        ]
+        for name, query, sel, message in cases:
+            frontend_sets(panel.name, value=name)
+            frontend_sets(panel.text, value=query)
+            frontend_sets(panel.selectivities, value=sel)
+            frontend_clicks(panel.add_button)
+            got = text(panel.message)
+            assert "mqjoin-error" in panel.message.value and message in got, (query, got)
+            assert "Traceback" not in got
+            assert (panel.name.value, panel.text.value, panel.selectivities.value) == (name, query, sel)
+        assert panel.changes == [] and [lf.query for lf in live.snapshot().lifetimes] == ["q1"]
+        assert any("Nope" in v for v in sent_values(panel.message))
+        # a valid change after the errors clears the message
+        frontend_sets(panel.selectivities, value="")
+        frontend_sets(panel.name, value="q2")
+        frontend_sets(panel.text, value="S(a), T(a)")
+        frontend_clicks(panel.add_button)
+        assert "mqjoin-error" not in panel.message.value and len(panel.changes) == 1
+        # removing works from the dropdown; removing twice is refused inline
+        panel.remove_choice.value = "q1"
+        frontend_clicks(panel.remove_button)
+        assert "q1 removed" in text(panel.message) and "−q1" in text(panel.table)
+        assert "q1" not in panel.remove_choice.options
+    finally:
+        live.stop()
+    assert live.status == "stopped"
+    # a finished run takes no changes
+    static = QueryChangesPanel(live.snapshot())
+    static.name.value, static.text.value = "q9", "S(a), T(a)"
+    assert static.add() is None and "this run is finished" in text(static.message)
+
+
+class FakeLive:
+    """The live-source interface and nothing else (what a Spark adaptive deployment offers):
+    ``subscribe``, ``snapshot``, ``submit``, ``status``, ``error``, ``event_time``."""
+
+    def __init__(self, run):
+        self.run, self.shown, self.subs, self.submitted = run, 0, [], []
+        self.status, self.error, self.event_time, self.broken = "running", None, 0.0, None
+
+    def subscribe(self, callback):
+        self.subs.append(callback)
+
+    def snapshot(self):
+        if self.broken:
+            raise self.broken
+        # as a live run: the epochs finished, and the decisions made when the last one ended
+        return replace(self.run, epochs=self.run.epochs[:self.shown],
+                       decisions=tuple(d for d in self.run.decisions if d.epoch < self.shown))
+
+    def submit(self, **change):
+        self.submitted.append(change)
+        return self.run.policy.epoch_of(self.event_time) + 2
+
+    def advance(self, epochs: int):
+        for _ in range(epochs):
+            rec = self.run.epochs[self.shown]
+            self.shown += 1
+            self.event_time = rec.start + 0.5
+            for f in self.subs:
+                f({"kind": "epoch", **rec.to_dict()})
+
+
+def test_a_duck_typed_live_source_is_enough(paper_runs):
+    _, runs = paper_runs
+    src = FakeLive(runs["adaptive"])
+    tl, panel = EpochTimeline(src, "spark"), QueryChangesPanel(src)
+    assert tl.epoch.disabled and "no epoch finished yet" in tl.details.value
+    src.advance(10)
+    assert tl.wait_drawn(timeout=10)
+    assert tl.epoch.max == 9 and tl.epoch.value == 9 and not tl.epoch.disabled
+    assert len(trace_by_name(tl.figure, "spark latency").x) == 10
+    assert list(trace_by_name(tl.figure, "spark plans").text) == ["P0"]
+    assert not [a for a in tl.figure.layout.annotations if a.text.startswith("spark: P")]
+    assert "10 epochs (last: 9), 0 switches" in text(tl.status)
+    sent_before = len(tl.figure.comm.messages)
+    src.advance(10)  # past the switch to P1 at epoch 17
+    assert tl.wait_drawn(timeout=10)
+    assert tl.epoch.max == 19 and [(s.label, s.first, s.last) for s in tl.segments()] == [("P0", 0, 16), ("P1", 17, 19)]
+    assert list(trace_by_name(tl.figure, "spark plans").base) == [0.0, 17.0]
+    assert len(trace_by_name(tl.figure, "spark latency").x) == 20
+    (note,) = [a for a in tl.figure.layout.annotations if a.text.startswith("spark: P")]
+    assert note.x == 17.0 and note.text == f"spark: P1 ({switch_cause(runs['adaptive'].switches[1])})"
+    assert "20 epochs (last: 19), 1 switch" in text(tl.status)
+    later = json.dumps(tl.figure.comm.messages[sent_before:], default=str, ensure_ascii=False)
+    assert "spark: P1" in later  # the frontend was sent the new switch
+    panel.name.value, panel.text.value = "q2", "R(a), S(a)"
+    assert panel.add() == 21 and src.submitted == [{"add": {"q2": "R(a), S(a)"}}]  # no selectivities given
+    # a failing snapshot is reported in the status line; the last good one stays drawn
+    src.broken = DataError("the deployment's driver is gone")
+    tl.refresh()
+    assert "the deployment's driver is gone" in text(tl.status) and tl.epoch.max == 19
+    panel.refresh()
+    assert "the deployment's driver is gone" in text(panel.clock) and panel.add_button.disabled
+    src.broken, src.status = None, "failed"
+    panel.refresh()
+    assert panel.add_button.disabled and "failed" in panel.clock.value
+
+
+# --------------------------------------------------------------------------------------------
+# the Explorer's Adaptivity tab
+# --------------------------------------------------------------------------------------------
+
+
+def test_explorer_adaptivity_tab_runs_overlays_and_stops():
+    ex = Explorer(W_LIVE, debounce=0, deploy=None)
+    assert ex._adaptivity is None  # built on first use: the constructor stays fast
+    ex.show("Adaptivity")
+    panel = ex.adaptivity
+    assert ex.adaptivity_slot.children == (panel,) and panel.sources == [] and panel.timeline is None
+    assert [v for _, v in panel.data.options] == ["uniform"]  # not the paper's query
+    frontend_sets(panel.duration, value=60.0)
+    frontend_sets(panel.speedup, value=2.0)
+    frontend_sets(panel.epoch, value=0.5)
+    frontend_clicks(panel.run_button)
+    assert panel.error.value == "" and len(panel.sources) == 1
+    (label, live), = panel.sources
+    assert label == "adaptive" and live.status == "running" and live.policy.epoch == 0.5
+    assert "running" in panel.status.value and not panel.stop_button.disabled
+    assert panel.timeline.runs[0][1] is live and panel.changes.source is live
+    # a second, static run overlays on the same data
+    frontend_sets(panel.adapt, index=1)
+    frontend_clicks(panel.run_button)
+    assert [lab for lab, _ in panel.sources] == ["adaptive", "static"]
+    static = panel.sources[1][1]
+    assert static.policy.adapt is False and panel.changes.source is static
+    assert static.snapshot().policy.mode == ex.model.mode
+    assert live.wait_for_epoch(1, timeout=20) and static.wait_for_epoch(1, timeout=20)
+    # queries go to the latest run while it is live: a relation without a stream is refused inline …
+    changes = panel.changes
+    frontend_sets(changes.name, value="q3")
+    frontend_sets(changes.text, value="S(a), T(a)")
+    frontend_clicks(changes.add_button)
+    assert "query q3 joins T, which has no input in this run" in text(changes.message) and changes.changes == []
+    # … a query over retained relations is added, and the static run's timeline gets its plan
+    frontend_sets(changes.name, value="q2")
+    frontend_sets(changes.text, value="S(a), R(a)")
+    frontend_clicks(changes.add_button)
+    (ev,) = changes.changes
+    a = ev["activation_epoch"]
+    assert "mqjoin-error" not in changes.message.value and f"active from epoch {a}" in text(changes.message)
+    assert static.wait_for_epoch(a, timeout=20)
+    assert [lf.added for lf in static.snapshot().lifetimes] == [None, a] and live.snapshot().lifetimes[1:] == ()
+    assert "q2" in next(e for e in static.snapshot().epochs if e.epoch == a).queries
+    panel.timeline.refresh()
+    assert [(s.label, s.first) for s in panel.timeline.segments("static")] == [("P0", 0), ("P1", a)]
+    assert "static: P1 (+q2)" in {x.text for x in panel.timeline.figure.layout.annotations}
+    frontend_clicks(panel.stop_button)
+    assert live.status == static.status == "stopped" and panel.stop_button.disabled
+    assert "adaptive" in panel.status.value and panel.status.value.count("stopped") == 2
+    tl = panel.timeline
+    assert tl.wait_drawn(timeout=10)
+    tl.refresh()
+    assert {"adaptive plans", "static plans"} <= {t.name for t in tl.figure.data}
+    assert "stopped" in tl.status.value and tl.epoch.max >= 1
+    assert "stopped" in panel.changes.clock.value and panel.changes.add_button.disabled
+    frontend_clicks(panel.clear_button)
+    assert panel.sources == [] and panel.slot.children == ()
+
+
+def test_explorer_adaptivity_on_the_paper_data_switches_at_epoch_17():
+    ex = Explorer("paper_selectivity_change.yaml", debounce=0, deploy=None)
+    panel = ex.adaptivity
+    assert panel.data.value == "selectivity-change" and "Figure 8(a)" in panel.data_note.value
+    frontend_sets(panel.speedup, value=1000.0)
+    frontend_clicks(panel.run_button)
+    (_, live), = panel.sources
+    assert live.wait(timeout=60) and live.status == "finished", live.error
+    assert panel.wait_drawn(timeout=10)
+    tl = panel.timeline
+    assert [(s.label, s.first) for s in tl.segments()] == [("P0", 0), ("P1", 17)]
+    assert {a.text: a.x for a in tl.figure.layout.annotations}["data change"] == 15.0
+    assert "adaptive <b" in panel.status.value and "finished" in panel.status.value
+    assert panel.stop_button.disabled
+
+
+def test_adaptivity_panel_errors_are_inline_and_the_skewed_budget_is_suggested():
+    from mqjoin.datasets.synthetic_paper import skewed_rates
+    from mqjoin.widgets.model import ExplorerModel
+
+    def failing(workload, tables, policy, speedup):
+        raise DataError("no input table for relation R")
+
+    panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0), start=failing)
+    frontend_clicks(panel.run_button)
+    assert "no input table for relation R" in text(panel.error) and panel.sources == [] and panel.timeline is None
+    ex = Explorer("paper_skewed_rates.yaml", debounce=0, deploy=None)
+    p = ex.adaptivity
+    assert p.data.value == "skewed-rates" and p.mir_budget.disabled
+    frontend_sets(p.limit_mirs, value=True)
+    b = figure_8b_budget(skewed_rates(high_rate=500, low_rate=10, fanout=5))
+    assert not p.mir_budget.disabled and p.mir_budget.value == b.budget and b.before > b.budget > b.after
+    assert p._policy().mir_budget == b.budget
