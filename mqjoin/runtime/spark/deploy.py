@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 from ...errors import DataError, EngineError
 from ...plan import Plan
+from ...workload import Workload
 from ...tables import Table, read_inputs, write_results
 from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
 from .session import spark_message, spark_session, ui_url
@@ -104,13 +105,14 @@ class _Listener:
 class Deployment:
     """A running (or finished) deployment; see the module doc.  Create with :func:`deploy`."""
 
-    def __init__(self, plan: Plan, data: str | Path | Mapping[str, Table], out: str | Path, *,
+    def __init__(self, plan: Plan | None, data: str | Path | Mapping[str, Table], out: str | Path, *,
                  engine: str = "mqjoin", spark=None, master: str | None = None,
                  checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
-                 conf: Mapping[str, Any] | None = None):
+                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None):
         if engine not in ENGINES:
             raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-        self.plan, self.workload, self.engine_name, self.pacing = plan, plan.workload, engine, pacing
+        self.plan, self.engine_name, self.pacing = plan, engine, pacing
+        self.workload = workload if workload is not None else plan.workload
         pacing.options()  # bad pacing fails before Spark starts (and before a temporary directory exists)
         self.out = Path(out)
         self._tmp = None
@@ -118,7 +120,7 @@ class Deployment:
             self._tmp = tempfile.mkdtemp(prefix="mqjoin-ckpt-")
             checkpoint = self._tmp
         self.checkpoint = Path(checkpoint)
-        self.tables = dict(data) if isinstance(data, Mapping) else read_inputs(self.workload, data)
+        self.tables = dict(data) if isinstance(data, Mapping) else self._read_inputs(data)
         self.spark = spark or spark_session(master, conf)
         self._lock = threading.Lock()
         self._reports: list[dict] = []
@@ -133,6 +135,9 @@ class Deployment:
         self.started_at: float | None = None
         self.total = 0
         self.engine: DeltaJoinEngine | None = None
+
+    def _read_inputs(self, data: str | Path) -> dict[str, Table]:
+        return read_inputs(self.workload, data)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -273,7 +278,7 @@ class Deployment:
             self.engine.close()
         if self.status == "running":
             self.status = "finished" if self.done else "stopped"
-        self._emit({"kind": "status", "status": self.status})
+        self._emit({"kind": "status", "status": self.status, "error": None if self.error is None else str(self.error)})
 
     def cleanup(self) -> None:
         """Remove the temporary checkpoint directory (only one the deployment created)."""
@@ -377,7 +382,7 @@ class Deployment:
         """Query → set of result tuples (row indices in the query's relation order) committed
         so far."""
         root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
-        out: dict[str, set[tuple[int, ...]]] = {q.name: set() for q in self.workload.queries}
+        out: dict[str, set[tuple[int, ...]]] = {q: set() for q in self._result_queries()}
         if not root.exists():
             return out
         import pyarrow.dataset as ds
@@ -389,6 +394,9 @@ class Deployment:
         for q, rows in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
             out[q].add(tuple(rows))
         return out
+
+    def _result_queries(self) -> list[str]:
+        return [q.name for q in self.workload.queries]
 
     def results_frame(self):
         """The committed results as a pandas DataFrame (``query``, ``rows``, ``batch``), for
@@ -453,19 +461,42 @@ def _committed_seq(spark_checkpoint: Path) -> int:
         return 0
 
 
-def deploy(plan: Plan, data: str | Path | Mapping[str, Table], out: str | Path, *, engine: str = "mqjoin",
+def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *, engine: str = "mqjoin",
            spark=None, master: str | None = None, checkpoint: str | Path | None = None,
            rate: float | None = None, speedup: float | None = None, max_rows_per_batch: int | None = None,
-           trigger_seconds: float | None = None, conf: Mapping[str, Any] | None = None) -> Deployment:
+           trigger_seconds: float | None = None, conf: Mapping[str, Any] | None = None,
+           adaptive=None, changes=(), optimizer=None) -> Deployment:
     """Start ``plan`` (``engine="mqjoin"``) or the native baseline of its workload
-    (``engine="native"``) on Spark and return the running :class:`Deployment`."""
+    (``engine="native"``) on Spark and return the running :class:`Deployment`.
+
+    With ``adaptive`` (an :class:`~mqjoin.adaptive.AdaptivePolicy`, or True for the default
+    one) or a changelog ``changes``, the workload (a plan's, or a :class:`Workload`) runs
+    adaptively — re-optimised every epoch by ``optimizer`` (default
+    :func:`mqjoin.optimizer.optimize` with the policy's settings), queries added and removed
+    while it runs — and the result is an :class:`~.adaptive.AdaptiveDeployment`
+    (paper Section VI; see :mod:`.adaptive`)."""
+    pacing = Pacing(rate, speedup, max_rows_per_batch, trigger_seconds)
+    if adaptive is not None and adaptive is not False or changes or optimizer is not None:
+        from ...adaptive import AdaptivePolicy
+        from .adaptive import AdaptiveDeployment
+
+        if engine != "mqjoin":
+            raise EngineError(f"adaptivity runs on the mqjoin engine, not on {engine!r} (Spark's own joins have "
+                              "no plan to adapt)")
+        policy = adaptive if isinstance(adaptive, AdaptivePolicy) else AdaptivePolicy()
+        return AdaptiveDeployment(plan, data, out, policy=policy, changes=changes, optimizer=optimizer, spark=spark,
+                                  master=master, checkpoint=checkpoint, pacing=pacing, conf=conf).start()
+    if isinstance(plan, Workload):
+        raise EngineError("deploy needs a plan (mqjoin.optimizer.optimize(workload).plan), or adaptive=… to let "
+                          "the adaptive controller choose the plan of every epoch")
     return Deployment(plan, data, out, engine=engine, spark=spark, master=master, checkpoint=checkpoint,
-                      pacing=Pacing(rate, speedup, max_rows_per_batch, trigger_seconds), conf=conf).start()
+                      pacing=pacing, conf=conf).start()
 
 
-def run_spark(plan: Plan, data: str | Path | Mapping[str, Table], out: str | Path, *,
+def run_spark(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *,
               timeout: float | None = None, **kwargs) -> Deployment:
-    """Deploy, wait until all input is consumed, stop, write ``OUT/<query>.parquet``."""
+    """Deploy, wait until all input is consumed, stop, write ``OUT/<query>.parquet`` (adaptive
+    deployments too: ``adaptive=``, ``changes=``, ``optimizer=`` as in :func:`deploy`)."""
     d = deploy(plan, data, out, **kwargs)
     try:
         if not d.wait(timeout):

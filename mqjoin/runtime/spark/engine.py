@@ -79,7 +79,7 @@ from pyspark.sql import functions as F
 
 from ...errors import PlanError
 from ...plan import Plan, ProbeRule, Store
-from ...workload import Attr
+from ...workload import Attr, Workload
 from .source import attr_col, row_col, ts_col
 
 TRAVEL_META = ("_seq", "_T", "_arrival")
@@ -120,7 +120,165 @@ class _BatchState:
     fresh: set[str] = field(default_factory=set)  # stores created empty in this batch
 
 
-class DeltaJoinEngine:
+class StoreEngine:
+    """The machinery every delta-join engine on Spark shares (the plan engine below and the
+    adaptive one, :mod:`.adaptive`): the replay log's columns, the batch statistics, reading
+    history back for a restart, probe joins (routed or broadcast, ``_sseq`` exactness and
+    windows), the partition-preserving store update, counting views in one job, and writing
+    a batch's results with their latency aggregates."""
+
+    def __init__(self, spark: SparkSession, workload: Workload, replay_log: str, out_dir: str,
+                 column_types: Mapping[str, str]):
+        self.spark = spark
+        self.w = workload
+        self.replay_log = replay_log
+        self.out_dir = out_dir.rstrip("/")
+        self.types = dict(column_types)
+        self.rank = workload.relation_rank
+        self.windows = {r.name: r.window for r in workload.relations}
+        self.next_seq = 0
+        self.ss = spark  # the session of the batch being processed
+
+    # -- columns ----------------------------------------------------------------------------
+
+    def rel_cols(self, relation: str) -> list[str]:
+        k = self.rank[relation]
+        rel = self.w.relation(relation)
+        attrs = [attr_col(k, j) for j in range(len(rel.attributes)) if attr_col(k, j) in self.types]
+        return [row_col(k), ts_col(k)] + attrs
+
+    def col(self, a: Attr) -> str:
+        k = self.rank[a.relation]
+        try:
+            j = self.w.relation(a.relation).attributes.index(a.name)
+        except ValueError:
+            raise PlanError(f"plan refers to {a}, which relation {a.relation} does not have") from None
+        name = attr_col(k, j)
+        if name not in self.types:
+            raise PlanError(f"plan joins on {a}, but the input has no column {a.name} for {a.relation}")
+        return name
+
+    def _view(self, kind: str, key: str | int) -> str:
+        return f"mq{id(self):x}_{kind}_{key}".replace(":", "_").replace("-", "_")
+
+    def _equal(self, a: str, b: str, left: str = "t", right: str = "s") -> str:
+        ta, tb = self.types[a], self.types[b]
+        if (ta == "string") != (tb == "string"):  # "1" never equals 1 (values compare as read)
+            return "false"
+        return f"{left}.{a} = {right}.{b}"
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def _stats(self, batch: DataFrame):
+        """(rows, first _seq, min ts, max ts, rows per relation rank) of a batch, or None if empty."""
+        rows = batch.groupBy("_rel").agg(F.count(F.lit(1)).alias("n"), F.min("_seq").alias("s0"),
+                                         F.min("_ts").alias("t0"), F.max("_ts").alias("t1")).collect()
+        if not rows:
+            return None
+        per_rel = {int(r["_rel"]): int(r["n"]) for r in rows}
+        return (sum(per_rel.values()), int(min(r["s0"] for r in rows)), float(min(r["t0"] for r in rows)),
+                float(max(r["t1"] for r in rows)), per_rel)
+
+    def _history(self, first_seq: int, since: float | None, session) -> DataFrame:
+        """The replayed tuples before ``first_seq`` (with ``ts ≥ since`` unless None), read in
+        the batch's session: the rebuilt stores' views must live where it runs."""
+        hist = session.read.parquet(self.replay_log).filter(F.col("_seq") < first_seq)
+        if since is not None:
+            hist = hist.filter(F.col("_ts") >= since)
+        return hist.withColumn("_arrival", F.lit(0.0))
+
+    # -- probes -----------------------------------------------------------------------------
+
+    def _probe_join(self, trav: str, view: str, keys: list[tuple[str, str]], routed: bool, parallelism: int,
+                    relations: tuple[str, ...], select: str, extra: tuple[str, ...] = ()) -> str:
+        """SQL of a probe: the travelling tuples ``trav`` (a FROM item, alias ``t``) joined with
+        the store ``view`` (alias ``s``) on ``keys`` (travelling column, stored column) — the
+        first pair being the route and the store's partition attribute when ``routed`` —
+        entries older than the trigger (``_sseq < _seq``) whose components of ``relations``
+        are within their windows of the trigger's time, and ``extra`` conditions."""
+        cond = [self._equal(a, b) for a, b in keys] + ["s._sseq < t._seq"]
+        for r in relations:
+            w = self.windows[r]
+            if w is not None:
+                cond.append(f"t._T - s.{ts_col(self.rank[r])} <= {float(w)!r}")
+        cond.extend(extra)
+        hint = "SHUFFLE_HASH(t)" if routed else "BROADCAST(t)"
+        if routed:
+            # the travelling tuples, hashed by the route into the store's p partitions.  Left to
+            # itself Spark may instead move the store: when the travelling side is already
+            # partitioned (the output of an earlier probe, into that store's p' partitions) it
+            # keeps the side with more partitions and reshuffles the other, and a one-partition
+            # store (SinglePartition to Spark) gets both sides reshuffled into
+            # spark.sql.shuffle.partitions.  Spark drops this exchange when the tuples are
+            # already in place (same hash, same p).
+            trav = f"(SELECT /*+ REPARTITION({parallelism}, {keys[0][0]}) */ * FROM {trav} x)"
+        return f"SELECT /*+ {hint} */ {select} FROM {trav} t JOIN {view} s ON {' AND '.join(cond)}"
+
+    # -- stores -----------------------------------------------------------------------------
+
+    def _replace_store(self, old: DataFrame, deltas: list[str], parallelism: int, partition: str,
+                       live: str, fresh: bool) -> DataFrame:
+        """A store's next contents: ``old`` filtered by ``live`` (a condition, or '' to keep
+        all), then the ``deltas`` (SQL, in the store's columns) hashed into its partitions, cut
+        from their lineage — see :meth:`DeltaJoinEngine._update_store` for why it is built
+        with DataFrame calls on the store's own DataFrame."""
+        if not deltas and not live:
+            return old
+        kept = old.filter(live) if live else old
+        if deltas:
+            delta = self.ss.sql(" UNION ALL ".join(deltas)).repartition(parallelism, partition)
+            # a store created in this batch holds nothing yet: the delta alone is the store
+            new = delta if fresh else kept.union(delta)
+        else:
+            new = kept
+        return new.localCheckpoint(eager=False)
+
+    def _empty_store(self, cols: list[str], parallelism: int, partition: str) -> DataFrame:
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromDDL(", ".join(
+            f"`{c}` {self.types.get(c) or ('double' if c.endswith('_ts') else 'bigint')}" for c in cols))
+        return self.ss.createDataFrame([], schema).repartition(parallelism, partition).localCheckpoint(eager=False)
+
+    def _count(self, froms: Mapping[str, str], expr: str = "count(*)") -> dict[str, int]:
+        """``expr`` (default: rows) of every FROM item in ``froms``, in one Spark job (one job
+        per item costs ~0.15–0.6 s each on a local session)."""
+        if not froms:
+            return {}
+        sql = " UNION ALL ".join(f"SELECT {_lit(k)} AS k, CAST({expr} AS BIGINT) AS n FROM {f}"
+                                 for k, f in froms.items())
+        return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
+
+    def _input_sql(self, relation: str, where: str = "") -> str:
+        """The batch's input tuples of ``relation`` as travelling tuples (``where``: more conditions)."""
+        k = self.rank[relation]
+        attrs = "".join(f", {c}" for c in self.rel_cols(relation)[2:])
+        return (f"SELECT _seq, _ts AS _T, _arrival, _row AS {row_col(k)}, _ts AS {ts_col(k)}{attrs} "
+                f"FROM {self._view('batch', 0)} WHERE _rel = {k}{where}")
+
+    def _result_frame(self, per_query: Mapping[str, list[str]], tag: str,
+                      extra_aggregates: Callable[[], list] | None = None):
+        """The result rows (``query, rows, _seq, _arrival``) of every query's SQL parts, one
+        DataFrame, and per query an :class:`Observation` of :func:`arrival_aggregates` (plus
+        ``extra_aggregates()``), reported once the frame is written (:func:`_write_overwrite`)."""
+        obs: dict[str, Observation] = {}
+        union = None
+        for qname, parts in per_query.items():
+            ob = obs[qname] = Observation(f"out_{qname}_{tag}")
+            aggs = arrival_aggregates() + (extra_aggregates() if extra_aggregates else [])
+            df = self.ss.sql(" UNION ALL ".join(parts)).observe(ob, *aggs)
+            union = df if union is None else union.unionByName(df)
+        return union, obs
+
+    def _state_bytes(self) -> int:
+        try:
+            infos = self.spark.sparkContext._jsc.sc().getRDDStorageInfo()
+            return int(sum(i.memSize() + i.diskSize() for i in infos))
+        except Exception:  # not available on every cluster manager
+            return -1
+
+
+class DeltaJoinEngine(StoreEngine):
     """Runs a :class:`~mqjoin.plan.Plan` as a ``foreachBatch`` function over the replay stream.
 
     Construct with the plan, the replay log's path and the output directory; pass
@@ -129,17 +287,9 @@ class DeltaJoinEngine:
 
     def __init__(self, spark: SparkSession, plan: Plan, replay_log: str, out_dir: str,
                  column_types: Mapping[str, str], on_batch: Callable[[BatchReport], None] | None = None):
-        self.spark = spark
+        super().__init__(spark, plan.workload, replay_log, out_dir, column_types)
         self.plan = plan
-        self.w = plan.workload
-        self.replay_log = replay_log
-        self.out_dir = out_dir.rstrip("/")
-        self.types = dict(column_types)
         self.on_batch = on_batch
-        self.rank = self.w.relation_rank
-        self.windows = {r.name: r.window for r in self.w.relations}
-        self.next_seq = 0
-        self.ss = spark  # the session of the batch being processed
         self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
         # stores in dependency order: base stores first, then MIRs by size
         self.order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
@@ -161,23 +311,6 @@ class DeltaJoinEngine:
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
 
     # -- columns ----------------------------------------------------------------------------
-
-    def rel_cols(self, relation: str) -> list[str]:
-        k = self.rank[relation]
-        rel = self.w.relation(relation)
-        attrs = [attr_col(k, j) for j in range(len(rel.attributes)) if attr_col(k, j) in self.types]
-        return [row_col(k), ts_col(k)] + attrs
-
-    def col(self, a: Attr) -> str:
-        k = self.rank[a.relation]
-        try:
-            j = self.w.relation(a.relation).attributes.index(a.name)
-        except ValueError:
-            raise PlanError(f"plan refers to {a}, which relation {a.relation} does not have") from None
-        name = attr_col(k, j)
-        if name not in self.types:
-            raise PlanError(f"plan joins on {a}, but the input has no column {a.name} for {a.relation}")
-        return name
 
     def store_cols(self, store: Store) -> list[str]:
         return ["_sseq"] + [c for r in store.mir.relations for c in self.rel_cols(r)]
@@ -204,26 +337,12 @@ class DeltaJoinEngine:
         if self.on_batch:
             self.on_batch(report)
 
-    def _stats(self, batch: DataFrame):
-        """(rows, first _seq, min ts, max ts, rows per relation rank) of a batch, or None if empty."""
-        rows = batch.groupBy("_rel").agg(F.count(F.lit(1)).alias("n"), F.min("_seq").alias("s0"),
-                                         F.min("_ts").alias("t0"), F.max("_ts").alias("t1")).collect()
-        if not rows:
-            return None
-        per_rel = {int(r["_rel"]): int(r["n"]) for r in rows}
-        return (sum(per_rel.values()), int(min(r["s0"] for r in rows)), float(min(r["t0"] for r in rows)),
-                float(max(r["t1"] for r in rows)), per_rel)
-
     def _rebuild(self, first_seq: int, t0: float, session) -> None:
         self._drop_all()
         self.next_seq = 0
         if first_seq == 0:
             return
-        # read in the batch's session: the rebuilt stores' views must live where it runs
-        hist = session.read.parquet(self.replay_log).filter(F.col("_seq") < first_seq)
-        if self.horizon is not None:
-            hist = hist.filter(F.col("_ts") >= t0 - self.horizon)
-        hist = hist.withColumn("_arrival", F.lit(0.0)).persist()
+        hist = self._history(first_seq, None if self.horizon is None else t0 - self.horizon, session).persist()
         try:
             stats = self._stats(hist)
             if stats is not None:
@@ -239,9 +358,6 @@ class DeltaJoinEngine:
 
     # SQL text is generated per batch: one `spark.sql` call per store and per shared result
     # instead of hundreds of DataFrame calls over py4j (measured: ~0.6 ms each, 2–3 s a batch).
-
-    def _view(self, kind: str, key: str | int) -> str:
-        return f"mq{id(self):x}_{kind}_{key}".replace(":", "_").replace("-", "_")
 
     def _store_view(self, store: Store) -> str:
         return self._view("s", self.plan.stores.index(store))
@@ -273,11 +389,10 @@ class DeltaJoinEngine:
             bs.stores[store.id] = new
             new.createOrReplaceTempView(self._store_view(store))
         phase("plan_stores")
-        store_rows = self._materialise(bs.stores)
+        store_rows = self._count({sid: self._store_view(self.plan.store[sid]) for sid in bs.stores})
         phase("stores")
         # 2. query outputs (all probe paths to outputs, shared results persisted once)
         lat_obs: dict[str, Observation] = {}
-        union = None
         if write:
             per_query: dict[str, list[str]] = {}
             for e in self.outputs:
@@ -286,22 +401,15 @@ class DeltaJoinEngine:
                 per_query.setdefault(q.name, []).append(
                     f"SELECT {_lit(q.name)} AS query, array({rows}) AS rows, _seq, _arrival "
                     f"FROM {self._travelling(e.label, bs)} t")
-            for qname, parts in per_query.items():
-                ob = lat_obs[qname] = Observation(f"out_{qname}_{batch_id}_{id(bs)}")
-                df = self.ss.sql(" UNION ALL ".join(parts)).observe(ob, *arrival_aggregates())
-                union = df if union is None else union.unionByName(df)
+            union, lat_obs = self._result_frame(per_query, f"{batch_id}_{id(bs)}")
             phase("plan_outputs")
             if union is not None:
-                # (no coalesce: merging partitions would keep every join's hash table of the
-                # merged partitions in one task's memory until it ends — measured: OOM)
-                union.write.mode("overwrite").parquet(
-                    f"{self.out_dir}/_batches/batch={batch_id}")
+                _write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
             phase("outputs")
         committed = time.time()
         fed = {}
         if write and bs.counted:  # rows that travelled on to further probes, from the cache
-            sql = " UNION ALL ".join(f"SELECT {_lit(lab)} AS edge, count(*) AS n FROM {v}" for lab, v in bs.counted.items())
-            fed = {r["edge"]: int(r["n"]) for r in self.ss.sql(sql).collect()}
+            fed = self._count(bs.counted)
         # 3. release the old stores and the batch's temporaries
         for sid, df in bs.stores.items():
             old = self.stores.get(sid)
@@ -334,12 +442,6 @@ class DeltaJoinEngine:
                            latency_mean=lmean, latency_p95=lp95, latency_max=lmax, probe_messages=msgs,
                            store_rows=store_rows if write else {}, state_bytes=self._state_bytes())
 
-    def _input_sql(self, relation: str) -> str:
-        k = self.rank[relation]
-        attrs = "".join(f", {c}" for c in self.rel_cols(relation)[2:])
-        return (f"SELECT _seq, _ts AS _T, _arrival, _row AS {row_col(k)}, _ts AS {ts_col(k)}{attrs} "
-                f"FROM {self._view('batch', 0)} WHERE _rel = {k}")
-
     def _travelling(self, label: str, bs: _BatchState) -> str:
         """A FROM item (a view or a parenthesised query) for the tuples travelling along ``label``."""
         parent = self.parent.get(label, "missing")
@@ -362,24 +464,9 @@ class DeltaJoinEngine:
         if e.route is not None:
             pk = (self.col(e.route), self.col(store.partition))
             keys = [pk] + [k for k in keys if k != pk]
-        cond = [self._equal(a, b) for a, b in keys] + ["s._sseq < t._seq"]
-        for r in store.mir.relations:
-            w = self.windows[r]
-            if w is not None:
-                cond.append(f"t._T - s.{ts_col(self.rank[r])} <= {float(w)!r}")
-        hint = "SHUFFLE_HASH(t)" if e.route is not None else "BROADCAST(t)"
-        if e.route is not None:
-            # the travelling tuples, hashed by the route into the store's p partitions.  Left to
-            # itself Spark may instead move the store: when the travelling side is already
-            # partitioned (the output of an earlier probe, into that store's p' partitions) it
-            # keeps the side with more partitions and reshuffles the other, and a one-partition
-            # store (SinglePartition to Spark) gets both sides reshuffled into
-            # spark.sql.shuffle.partitions.  Spark drops this exchange when the tuples are
-            # already in place (same hash, same p).
-            trav = f"(SELECT /*+ REPARTITION({store.parallelism}, {keys[0][0]}) */ * FROM {trav} x)"
         scols = "".join(f", s.{c}" for c in self.store_cols(store)[1:])
-        sql = (f"SELECT /*+ {hint} */ t.*{scols} FROM {trav} t JOIN {self._store_view(store)} s "
-               f"ON {' AND '.join(cond)}")
+        sql = self._probe_join(trav, self._store_view(store), keys, e.route is not None, store.parallelism,
+                               store.mir.relations, f"t.*{scols}")
         feeds_probe = any(self.plan.edge[o].kind == "probe" for o in rule.out)
         if not feeds_probe and len(rule.out) == 1:
             ref = bs.results[label] = f"({sql})"
@@ -395,12 +482,6 @@ class DeltaJoinEngine:
             bs.counted[label] = view
         bs.results[label] = view
         return view
-
-    def _equal(self, a: str, b: str) -> str:
-        ta, tb = self.types[a], self.types[b]
-        if (ta == "string") != (tb == "string"):  # "1" never equals 1 (values compare as read)
-            return "false"
-        return f"t.{a} = s.{b}"
 
     def _update_store(self, store: Store, t0: float, bs: _BatchState) -> DataFrame:
         """The store's contents after this batch: the live part of the old contents, then this
@@ -426,41 +507,11 @@ class DeltaJoinEngine:
             return old
         live = " AND ".join(f"{ts_col(self.rank[r])} >= {t0 - float(self.windows[r])!r}"
                             for r in store.mir.relations if self.windows[r] is not None)
-        if not deltas and not live:
-            return old
-        kept = old.filter(live) if live else old
-        if deltas:
-            delta = self.ss.sql(" UNION ALL ".join(deltas)).repartition(store.parallelism, self.col(store.partition))
-            # a store created in this batch holds nothing yet: the delta alone is the store
-            new = delta if store.id in bs.fresh else kept.union(delta)
-        else:
-            new = kept
-        return new.localCheckpoint(eager=False)
-
-    def _materialise(self, stores: Mapping[str, DataFrame]) -> dict[str, int]:
-        """Compute every store's new contents in one Spark job (one job per store costs
-        ~0.15–0.6 s each on a local session); returns the rows each holds."""
-        if not stores:
-            return {}
-        sql = " UNION ALL ".join(f"SELECT {_lit(sid)} AS store, count(*) AS n FROM {self._store_view(self.plan.store[sid])}"
-                                 for sid in stores)
-        return {r["store"]: int(r["n"]) for r in self.ss.sql(sql).collect()}
+        return self._replace_store(old, deltas, store.parallelism, self.col(store.partition), live,
+                                   store.id in bs.fresh)
 
     def _empty(self, store: Store) -> DataFrame:
-        from pyspark.sql.types import StructType
-
-        schema = StructType.fromDDL(", ".join(
-            f"`{c}` {self.types.get(c) or ('double' if c.endswith('_ts') else 'bigint')}"
-            for c in self.store_cols(store)))
-        return self.ss.createDataFrame([], schema).repartition(store.parallelism, self.col(store.partition)) \
-            .localCheckpoint(eager=False)
-
-    def _state_bytes(self) -> int:
-        try:
-            infos = self.spark.sparkContext._jsc.sc().getRDDStorageInfo()
-            return int(sum(i.memSize() + i.diskSize() for i in infos))
-        except Exception:  # not available on every cluster manager
-            return -1
+        return self._empty_store(self.store_cols(store), store.parallelism, self.col(store.partition))
 
     def close(self) -> None:
         self._drop_all()
@@ -496,6 +547,13 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
 def _lit(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _write_overwrite(df: DataFrame, path: str) -> None:
+    """Write a batch's results (overwrite: a batch re-executed after a restart replaces its own
+    output).  No coalesce: merging partitions would keep every join's hash table of the merged
+    partitions in one task's memory until it ends — measured: OOM."""
+    df.write.mode("overwrite").parquet(path)
 
 
 def _release(df: DataFrame) -> None:
