@@ -267,7 +267,8 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
                                yanchor="top", font={"size": 10, "color": colour})
     for text, at in (marks or {}).items():
         fig.add_vline(x=at, line={"color": "#555", "width": 1})
-        fig.add_annotation(x=at, y=1.04, yref="paper", text=text, showarrow=False, font={"size": 11})
+        fig.add_annotation(x=at, y=1.0, yref="paper", text=text, showarrow=False, textangle=-90, xanchor="left",
+                           yanchor="top", font={"size": 11, "color": "#555"})  # right of the line; switches: left
     if "plans" in row:
         fig.update_yaxes(autorange="reversed", row=row["plans"], col=1)
         fig.update_layout(barmode="overlay")
