@@ -130,22 +130,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_adaptive(args: argparse.Namespace) -> int:
     from .adaptive import AdaptivePolicy, lifetimes, load_changes
-    from .runtime.adaptive import run_adaptive
     from .tables import read_inputs, write_results
 
-    if args.engine != "reference":
-        raise MqjoinError(f"--adaptive/--changes run on the reference engine; --engine {args.engine} has no "
-                          "adaptivity yet")
+    if args.engine == "native":
+        raise MqjoinError("--adaptive/--changes run on the reference engine or --engine spark; --engine native "
+                          "(Spark's own joins) has no plan to adapt")
     policy = AdaptivePolicy(epoch=args.epoch, threshold=args.threshold, adapt=not args.static, mode=args.mode,
                             partitioning=args.partitioning, mirs=not args.no_mirs, solver=args.solver,
                             time_limit=args.time_limit, sample=args.sample, mir_budget=args.mir_budget)
     w = _workload(args.workload)
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
-    tables = read_inputs(full, args.data)
-    run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0)
-    write_results(full, run.results, args.out)
-    summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
+    if args.engine == "spark":
+        d = _run_spark(args, w, None, policy=policy, changes=changes)
+        run = d.snapshot()
+        tables = d.tables
+        summary = {"engine": "spark", "adaptive": True, **run.summary(), "spark": d.summary(), "out": str(args.out)}
+    else:
+        from .runtime.adaptive import run_adaptive
+
+        tables = read_inputs(full, args.data)
+        run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0)
+        write_results(full, run.results, args.out)
+        summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
     if args.check:
         from .oracle import adaptive_oracle_results
 
@@ -156,6 +163,8 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=1, default=str, ensure_ascii=False))
         return 0
+    if args.engine == "spark":
+        print(_spark_line({**summary["spark"], "engine": "spark (adaptive)"}))
     print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
           f"{len(run.epochs)} epochs of {policy.epoch:g}s, {len(run.switches) - 1} plan switch(es)")
     for d in run.switches:
@@ -179,14 +188,19 @@ def _spark_line(s: dict) -> str:
             f"{s['busy_seconds']:.1f}s{thr}{lat}{state}; Spark UI {s.get('ui')}")
 
 
-def _run_spark(args: argparse.Namespace, plan, tables):
-    """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results."""
+def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
+    """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
+    ``adaptive`` (``policy=``, ``changes=``): an adaptive deployment of the workload ``plan``
+    reading its inputs from ``--data`` (relations added queries join included)."""
     from .runtime.spark.deploy import deploy
 
     quiet = getattr(args, "json", False)
+    if adaptive:
+        tables = args.data
+        adaptive = {"adaptive": adaptive["policy"], "changes": adaptive["changes"]}
     d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
                master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
-               max_rows_per_batch=args.max_rows_per_batch)
+               max_rows_per_batch=args.max_rows_per_batch, **adaptive)
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
 
@@ -196,6 +210,11 @@ def _run_spark(args: argparse.Namespace, plan, tables):
                       f"{ev['results']:,} results, state {ev['state_rows']:,} rows", file=sys.stderr)
             elif ev["kind"] == "query" and ev["results"]:
                 print(f"  {ev['query']} batch {ev['batch']}: {ev['results']:,} results", file=sys.stderr)
+            elif ev["kind"] == "epoch":
+                print(f"  epoch {ev['epoch']}: plan {ev['plan']}, {sum(ev['results'].values()):,} results, "
+                      f"{ev['probe_messages']:,} probe messages", file=sys.stderr)
+            elif ev["kind"] == "switch":
+                print(f"  switch: plan {ev['plan']} from epoch {ev['active_from']} — {ev['reason']}", file=sys.stderr)
         d.subscribe(show)
     try:
         if not d.wait(args.timeout):
@@ -348,7 +367,7 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
 
 def _adaptive_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("adaptivity (paper Section VI)")
-    g.add_argument("--adaptive", action="store_true", help="re-optimise every epoch on sampled statistics; a new "
+    g.add_argument("--adaptive", action="store_true", help="re-optimise every epoch on sampled statistics (--engine reference or spark); a new "
                    "plan is active from the epoch after next")
     g.add_argument("--epoch", type=float, default=1.0, metavar="S", help="epoch length in seconds of event time "
                    "(default 1)")
