@@ -1,0 +1,510 @@
+"""The explorer in a real browser: JupyterLab + headless Chromium, driven by Playwright.
+
+One end-to-end test on the tour notebook (``notebooks/01_tour.ipynb``), marked ``slow``
+(about 1–2 minutes: JupyterLab's start, the tour's cells, a cold Spark session):
+
+1. JupyterLab serves a copy of the tour from a temporary root on 127.0.0.1 (a free port, a
+   token, announcements and update checks off, temporary settings, workspaces, runtime and
+   IPython directories — nothing is written to the user's home).  Its only ``python3`` kernel
+   is this interpreter (a kernel spec in a temporary ``JUPYTER_PATH`` whose ``argv[0]`` is
+   ``sys.executable``; ipykernel's own spec says ``python``, i.e. whatever is first on PATH).
+2. Debian's Chromium (``/usr/bin/chromium``, launched by Playwright with
+   ``executable_path``; Playwright never downloads a browser here) opens the notebook and runs
+   all cells from the *Run* menu.
+3. The explorer rendered: its tabs, the status line with the probe cost of the plan the
+   tour's what-if leads to (computed independently here), the query graph and the probe trees
+   as plotly figures whose traces carry this workload's relations and this plan's stores, drawn
+   as SVG; the probe trees' per-query filter (*show* q4, then all queries) redraws them — and no
+   "Loading widget…" or error box anywhere.
+4. A real mouse drag of the selectivity slider re-optimises in the kernel and the page
+   follows: the slider's readout, the status line's probe cost and the *what changed* diff
+   change, and the diff goes from the probe cost shown before to the one shown after.
+5. A click on **Deploy** starts a Spark deployment of the current plan; its throughput trace
+   is sampled in the page every 100 ms and must gain points over time (at least two different
+   non-zero lengths, i.e. the chart grows while the run is live); **Stop** stops it.
+
+Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
+``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``failure.png``
+and ``failure.html`` on a failure, and ``explorer.png`` — the README's picture (the explorer's Probe trees tab).
+With ``MQJOIN_UPDATE_DOC_IMAGES=1`` the test also copies that picture to
+``notebooks/img/explorer.png``.  JupyterLab's log is ``jupyterlab.log`` there.
+
+JupyterLab, its kernel (and the kernel's Spark) and the browser are shut down at the end,
+also on failure.  Without ``/usr/bin/chromium`` (``apt-get install chromium``) or the
+Python package ``playwright`` (the ``dev`` extra) the test is skipped with a message saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+TOUR = REPO / "notebooks" / "01_tour.ipynb"
+DOC_IMAGE = REPO / "notebooks" / "img" / "explorer.png"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+VIEWPORT = {"width": 1280, "height": 900}
+# what the tour's cells do to the model before the browser takes over (section "A what-if")
+TOUR_CLASS, TOUR_SELECTIVITY = "lineitem.orderkey = orders.orderkey", 1e-3
+TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy"]
+RUN_ALL_MS = 240_000   # the tour's cells (≈ 10 s in nbclient)
+STEP_MS = 60_000       # one interaction and its round trip to the kernel
+DEPLOY_MS = 240_000    # a cold Spark session and a micro-batch of the TPC-H plan on a loaded 2-core machine
+
+
+def _say(config, message: str) -> None:
+    """Progress past pytest's output capture."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        sys.stderr.write(f"[test_browser] {message}\n")
+        sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures: artifacts, Chromium, JupyterLab, the browser
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    d = Path(os.environ.get("MQJOIN_ARTIFACTS") or REPO / "artifacts" / "browser")
+    d.mkdir(parents=True, exist_ok=True)
+    for stale in ("failure.png", "failure.html"):
+        (d / stale).unlink(missing_ok=True)
+    return d
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, or a skip saying how to install it (never downloaded here)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's Chromium with `apt-get install -y chromium` "
+                    "(this test never lets Playwright download a browser)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def sync_playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the Python package playwright is missing: pip install -e '.[dev]' (or '.[all]'); "
+                    "the browser itself is Debian's chromium, not `playwright install`")
+    return sync_playwright
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids of every descendant of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class Lab:
+    """A running JupyterLab server (see the ``lab`` fixture)."""
+
+    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path):
+        self.root, self.port, self.token, self.proc, self.log = root, port, token, proc, log
+        self.base = f"http://127.0.0.1:{port}"
+
+    def api(self, path: str, method: str = "GET", timeout: float = 10):
+        req = urllib.request.Request(f"{self.base}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+def sandboxed_jupyter_env(tmp: Path) -> dict[str, str]:
+    """Environment for a Jupyter server and its kernels that touches nothing outside ``tmp``
+    and whose ``python3`` kernel is this interpreter."""
+    kernels = tmp / "jupyter-path" / "kernels" / "python3"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python", "metadata": {"debugger": True}}))
+    config = tmp / "jupyter-config"
+    (config / "labconfig").mkdir(parents=True)
+    (config / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    venv_bin = str(Path(sys.executable).parent)
+    return {**os.environ,
+            "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+            "JUPYTER_PATH": str(tmp / "jupyter-path"),   # searched first: our python3 spec wins
+            "JUPYTER_DATA_DIR": str(tmp / "jupyter-data"),
+            "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"),
+            "JUPYTER_PLATFORM_DIRS": "1",
+            "IPYTHONDIR": str(tmp / "ipython"),
+            "MPLCONFIGDIR": str(tmp / "matplotlib"),
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+
+
+@pytest.fixture
+def lab(tmp_path, artifacts, pytestconfig):
+    """JupyterLab on 127.0.0.1 serving a copy of the tour, shut down (kernels included) at the end."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(TOUR, root / TOUR.name)
+    env = sandboxed_jupyter_env(tmp_path)
+    settings = tmp_path / "lab-settings"
+    # every cell stays in the DOM (no virtual scrolling of a long notebook)
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}))
+    port, token = _free_port(), secrets.token_hex(24)
+    log = artifacts / "jupyterlab.log"
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+           "--LabApp.news_url=", "--ServerApp.open_browser=False"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Lab(root, port, token, proc, log)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # wait for the server to answer
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {proc.returncode} before serving:\n{server.log_tail()}",
+                            pytrace=False)
+            try:
+                server.api("/api/status", timeout=5)
+                break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer within 120 s:\n{server.log_tail()}", pytrace=False)
+                time.sleep(0.25)
+        specs = server.api("/api/kernelspecs")
+        argv = specs["kernelspecs"]["python3"]["spec"]["argv"]
+        assert argv[0] == sys.executable, f"JupyterLab's python3 kernel would run {argv[0]}, not {sys.executable}"
+        yield server
+    finally:
+        _shutdown(server)
+
+
+def _shutdown(server: Lab) -> None:
+    """Stop JupyterLab and its kernels; kill (by id) whatever of its process tree survives."""
+    proc = server.proc
+    tree = _descendants(proc.pid) if proc.poll() is None else []
+    if proc.poll() is None:
+        try:
+            server.api("/api/shutdown", method="POST", timeout=30)  # shuts the kernels down, then the server
+        except (urllib.error.URLError, OSError):
+            pass
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=20)
+    for pid in tree + _descendants(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.fixture
+def page(chromium, sync_playwright, tmp_path):
+    """A fresh headless Chromium page (new user-data-dir), closed at the end."""
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS,
+            viewport=VIEWPORT, device_scale_factor=1)
+        try:
+            pg = context.pages[0] if context.pages else context.new_page()
+            pg.set_default_timeout(STEP_MS)
+            errors: list[str] = []
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.page_errors = errors
+            yield pg
+        finally:
+            context.close()
+
+
+# --------------------------------------------------------------------------------------------
+# reading the page
+# --------------------------------------------------------------------------------------------
+
+# Plotly graphs of the page (a FigureWidget renders as a .js-plotly-plot div holding its data):
+# [{visible, traces: {name: {n: number of points, text: [...]}}, svgText: [...]}]
+FIGURES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
+  const traces = {};
+  for (const t of (gd.data || [])) {
+    traces[t.name] = {n: t.x ? t.x.length : 0, text: t.text ? Array.from(t.text).map(String) : []};
+  }
+  return {visible: gd.offsetParent !== null && gd.getBoundingClientRect().width > 0, traces,
+          svgText: Array.from(gd.querySelectorAll('.main-svg text')).map(e => e.textContent)};
+})"""
+
+KERNEL_IDLE_JS = """() => { const bar = document.querySelector('#jp-main-statusbar');
+                           return bar && /\\| Idle/.test(bar.innerText) && !/No Kernel/.test(bar.innerText); }"""
+
+# Samples every 100 ms the number of points of the first throughput trace and records each
+# new length with its time: window.__throughput = [[ms since start, trace name, points], …]
+RECORD_THROUGHPUT_JS = """() => {
+  window.__throughput = [];
+  const t0 = performance.now();
+  window.__throughputTimer = setInterval(() => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot'))
+      for (const t of (gd.data || []))
+        if (t.name && t.name.endsWith(' throughput')) {
+          const n = t.x ? t.x.length : 0, rec = window.__throughput, last = rec[rec.length - 1];
+          if (!last || last[2] !== n) rec.push([Math.round(performance.now() - t0), t.name, n]);
+          return;
+        }
+  }, 100);
+}"""
+
+
+def figures(page) -> list[dict]:
+    return page.evaluate(FIGURES_JS)
+
+
+def wait_figure_with(page, *names: str) -> dict:
+    """The first visible plotly figure that has drawn traces with all ``names``."""
+    page.wait_for_function(
+        """names => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+             gd.offsetParent !== null && gd.querySelector('.main-svg .scatterlayer .trace') &&
+             names.every(n => (gd.data || []).some(t => t.name === n)))""", arg=list(names))
+    for f in figures(page):
+        if f["visible"] and all(n in f["traces"] for n in names):
+            return f
+    raise AssertionError(f"no visible figure with traces {names}")
+
+
+def probe_cost_of(text: str) -> float:
+    m = re.search(r"probe cost\s+([0-9.e+\-]+)", text)
+    assert m, f"no probe cost in {text!r}"
+    return float(m.group(1))
+
+
+def assert_no_broken_widgets(page) -> None:
+    text = page.locator(".jp-NotebookPanel").inner_text()
+    for bad in ("Loading widget", "Error displaying widget", "Model not found"):
+        assert bad not in text, f"{bad!r} on the page"
+    assert page.locator(".jupyter-widgets-error-widget, .widget-error").count() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# the test
+# --------------------------------------------------------------------------------------------
+
+
+def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
+    from mqjoin.optimizer import optimize
+    from mqjoin.widgets import as_workload, with_class_selectivity
+    from mqjoin.widgets.figures import fmt, probe_tree_traces
+
+    # the plan the tour leaves the explorer with, computed here independently of the kernel
+    workload = as_workload("tpch_fig7a.yaml")
+    expected = optimize(with_class_selectivity(workload, TOUR_CLASS, TOUR_SELECTIVITY))
+    expected_stores = next(t["text"] for t in probe_tree_traces(expected.plan)[0] if t["name"] == "stores")
+    started = time.monotonic()
+
+    def step(message: str) -> None:
+        _say(pytestconfig, f"{time.monotonic() - started:6.1f} s  {message}")
+
+    try:
+        _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step)
+    except BaseException:
+        try:
+            page.screenshot(path=str(artifacts / "failure.png"))
+            (artifacts / "failure.html").write_text(page.content())
+        except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
+            pass
+        raise
+
+
+def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
+    def shot(name: str) -> None:
+        page.screenshot(path=str(artifacts / name))
+
+    page.goto(f"{lab.base}/lab/tree/{TOUR.name}?token={lab.token}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-CodeCell")
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(TOUR.read_text())["cells"])
+    page.wait_for_function("n => document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell').length === n", arg=n_code)
+    page.wait_for_function(KERNEL_IDLE_JS)  # "Python 3 (ipykernel) | Idle"
+    step("notebook open, kernel idle")
+    # hide the file browser: the explorer gets the page's width
+    page.locator(".jp-NotebookPanel .jp-Notebook").click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+b")
+    page.wait_for_function("() => !document.querySelector('#jp-left-stack') || "
+                           "document.querySelector('#jp-left-stack').offsetWidth === 0")
+
+    # -- Run → Run All Cells ------------------------------------------------------------------------
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    # every code cell executed: a number in every prompt (an error stops the run: later cells stay unnumbered)
+    try:
+        page.wait_for_function(
+            """n => { const p = Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt'))
+                        .map(e => e.textContent.trim());
+                      return p.length === n && p.every(t => /^\\[\\d+\\]:$/.test(t)); }""",
+            arg=n_code, timeout=RUN_ALL_MS)
+    finally:  # a cell that raised says more than the timeout
+        error = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+        assert error.count() == 0, f"a cell of the tour raised:\n{error.first.inner_text()}"
+    page.wait_for_function(KERNEL_IDLE_JS)
+    step(f"ran all {n_code} code cells")
+
+    # -- the explorer rendered --------------------------------------------------------------------
+    explorer = page.locator(".jp-OutputArea-output .widget-tab").first
+    explorer.wait_for()
+    titles = [t.strip() for t in explorer.locator(".lm-TabBar-tab .lm-TabBar-tabLabel").all_inner_texts()]
+    assert titles[:len(TAB_TITLES)] == TAB_TITLES, titles
+    out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first  # the explorer's output area
+
+    def tab(title: str) -> None:
+        explorer.locator(".lm-TabBar-tab", has_text=re.compile(f"^{re.escape(title)}$")).first.click()
+        page.wait_for_function(
+            """t => Array.from(document.querySelectorAll('.widget-tab .lm-TabBar-tab.lm-mod-current'))
+                   .some(e => e.textContent.trim() === t)""", arg=title)
+
+    status = out.locator(".widget-html", has_text="tuples/s · memory").first
+    # the status line shows the plan of the tour's what-if (probe cost as the widgets format it)
+    assert f"probe cost {fmt(expected.probe_cost)} tuples/s" in status.inner_text(), status.inner_text()
+    assert f"{len(expected.plan.stores)} stores" in status.inner_text()
+
+    tab("Query graph")
+    graph = wait_figure_with(page, "relations", "classes", *workload.query_names)
+    assert sorted(graph["traces"]["relations"]["text"]) == sorted(r.name for r in workload.relations)
+    assert "lineitem" in graph["svgText"] and "orders" in graph["svgText"]  # drawn, not only in the data
+    changes = out.locator(".widget-html", has_text="what changed").first
+    assert "lineitem⋈orders⋈partsupp" in changes.inner_text()  # the tour's diff: that MIR store disappeared
+    assert_no_broken_widgets(page)
+    explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+    shot("1-render.png")
+    step("explorer rendered: tabs, status line, query graph")
+
+    tab("Probe trees")
+    trees = wait_figure_with(page, "edges", "stores", "start relations", "outputs")
+    assert trees["traces"]["stores"]["text"] == list(expected_stores)
+    assert any(t in trees["svgText"] for t in expected_stores)
+    assert_no_broken_widgets(page)
+    # the per-query filter: q4 alone draws fewer steps, "all queries" draws them all again
+    show = out.locator("select:has(option:text-is('all queries'))")
+    n_nodes = """() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
+                           for (const t of (gd.data || [])) if (t.name === 'stores' && gd.offsetParent !== null)
+                             return t.x.length;
+                         return -1; }"""
+    show.select_option(label="q4")
+    page.wait_for_function(f"n => ({n_nodes})() > 0 && ({n_nodes})() < n", arg=len(expected_stores))
+    show.select_option(label="all queries")
+    page.wait_for_function(f"n => ({n_nodes})() === n", arg=len(expected_stores))
+    out.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.mouse.move(0, 0)  # no hover label in the picture
+    shot("2-probe-trees.png")
+    shutil.copy(artifacts / "2-probe-trees.png", artifacts / "explorer.png")
+    if os.environ.get("MQJOIN_UPDATE_DOC_IMAGES") == "1":
+        shutil.copy(artifacts / "explorer.png", DOC_IMAGE)
+    step(f"probe trees drawn ({len(expected_stores)} step nodes, as expected)")
+
+    # -- a real drag of the selectivity slider ------------------------------------------------------
+    tab("Query graph")
+    slider = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text=re.compile(r"^selectivity$")))
+    assert slider.count() == 1
+    readout = slider.locator(".widget-readout")
+    before = {"readout": readout.inner_text(), "status": status.inner_text(), "changes": changes.inner_text()}
+    handle = slider.locator(".noUi-handle")
+    handle.scroll_into_view_if_needed()
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - 45, y, steps=12)
+    page.mouse.up()
+    # the kernel re-optimised (after the model's debounce) and the page shows the new plan
+    page.wait_for_function("""([el, old]) => { const t = el.textContent; return t !== old && !t.includes('optimizing'); }""",
+                           arg=[status.element_handle(), before["status"]])
+    page.wait_for_function("""([el, old]) => el.textContent !== old""", arg=[changes.element_handle(), before["changes"]])
+    after = {"readout": readout.inner_text(), "status": status.inner_text(), "changes": changes.inner_text()}
+    assert float(after["readout"]) < float(before["readout"]), (before, after)
+    old_cost, new_cost = probe_cost_of(before["status"]), probe_cost_of(after["status"])
+    assert new_cost != old_cost, (before, after)
+    m = re.search(r"probe cost ([0-9.e+\-]+) → ([0-9.e+\-]+)", after["changes"])
+    assert m, after["changes"]
+    assert float(m.group(1)) == pytest.approx(old_cost, rel=1e-3)
+    assert float(m.group(2)) == pytest.approx(new_cost, rel=1e-3)
+    assert_no_broken_widgets(page)
+    shot("3-slider.png")
+    step(f"slider {before['readout']} → {after['readout']}: probe cost {old_cost:g} → {new_cost:g}")
+
+    # -- Deploy: the throughput chart grows -------------------------------------------------------
+    tab("Deploy")
+    deploy_status = out.locator(".widget-html", has_text=re.compile(r"^idle")).first
+    assert "press Deploy" in deploy_status.inner_text()
+    deploy_status = deploy_status.element_handle()  # the same element, whatever it says later
+    page.evaluate(RECORD_THROUGHPUT_JS)
+    out.get_by_role("button", name="Deploy").click()
+    step("clicked Deploy")
+    page.wait_for_function("el => window.__throughput.some(r => r[2] >= 1) || /^error/.test(el.textContent)",
+                           arg=deploy_status, timeout=DEPLOY_MS)
+    assert not deploy_status.text_content().startswith("error"), deploy_status.text_content()
+    step("first throughput point")
+    # a later redraw has more points (the sample is replayed in two micro-batches)
+    page.wait_for_function("""el => new Set(window.__throughput.filter(r => r[2] >= 1).map(r => r[2])).size >= 2 ||
+                                    /^error/.test(el.textContent)""", arg=deploy_status, timeout=DEPLOY_MS)
+    record = page.evaluate("() => { clearInterval(window.__throughputTimer); return window.__throughput; }")
+    text = deploy_status.text_content()
+    assert not text.startswith("error"), text
+    lengths = [n for _, _, n in record if n >= 1]
+    assert len(set(lengths)) >= 2 and lengths == sorted(lengths), f"the throughput trace did not grow: {record}"
+    name = record[-1][1]
+    assert name == "mqo #1 throughput" and "mqo #1" in text, (record, text)
+    assert_no_broken_widgets(page)
+    shot("4-deploy.png")
+    step(f"throughput chart grew {' → '.join(map(str, dict.fromkeys(lengths)))} points ({text})")
+    out.get_by_role("button", name="Stop").click()
+    page.wait_for_function("() => document.body.innerText.includes('stopped; deploy again')")
+    assert not page.page_errors, page.page_errors
+    step("stopped")
