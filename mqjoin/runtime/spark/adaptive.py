@@ -84,14 +84,22 @@ engine's figure exactly).  ``backlog_max``: the largest number of input tuples t
 arrived (by the replay's pacing formula) but were not yet processed, sampled at every slice
 commit; unpaced replays serve everything at once, so there it is 0 (not measurable).
 
-Alternatives considered (measured on the 2-core machine, local[2], shared with other jobs):
+Cost.  Every epoch of a micro-batch is a slice with its own Spark job (stores, counts and
+messages), and every batch one write of all its slices' results, so the fixed cost is per
+epoch, not per tuple.  Measured on the 2-core machine (local[2], load average 2–4 from other
+jobs): a two-query workload over 4 relations, plans switching every epoch, 6 slices in 2
+batches: 25–50 s per deployment; three queries over 5 relations, 10 slices: 100–200 s (the
+write job of a batch ran 150–185 stages, ~670 tasks).  Merging the slices of a batch into
+fewer jobs is the obvious next step; it was not done.
+
+Alternatives considered:
 
 * one physical store (DataFrame) per container, i.e. per (layout, epoch): no ``_ep`` filter,
   but a probe then joins every epoch's container separately or unions them (which loses the
-  partitioning — see :mod:`.engine`, "Rejected"): 1M rows in 4 segments cost 0.66–0.76 s
-  per probe vs 0.2–0.3 s in one, 16 segments 2.2–2.7 s; a 5 s window at 1 s epochs is 6+
-  containers per layout.  The ``_ep IN (…)`` filter on one store costs (measured below,
-  :data:`MEASURED`) next to nothing;
+  partitioning — see :mod:`.engine`, "Rejected", whose measurements these are): 1M rows in 4
+  segments cost 0.66–0.76 s per probe vs 0.2–0.3 s in one, 16 segments 2.2–2.7 s; a 5 s
+  window at 1 s epochs is 6+ containers per layout.  (The cost of the ``_ep IN (…)`` filter
+  on one large store was not measured separately.)
 * counting values on the driver (collecting the tracked columns of every slice) instead of
   count tables in Spark: moves every tuple's join values to the driver;
 * a message count of ``rows × constant`` per probe (as :mod:`.engine` does): wrong whenever a
@@ -105,7 +113,6 @@ import math
 import os
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -137,9 +144,6 @@ Layout = tuple  # (namespace, MirKey, partition attribute)
 #: quantiles of the per-slice latency sketches (percentile_approx of the arrivals)
 SKETCH = tuple(j / 100 for j in range(101))
 
-#: measured: probe of a 1M-row store (p = 4, 1k travelling rows, routed), median of 5 —
-#: without an epoch filter, with ``_ep IN (6 epochs)``, with ``_ep IN (…) AND _ep >= reach(T)``
-MEASURED = {"no filter": None, "_ep IN": None, "_ep IN + reach": None}
 
 
 # --------------------------------------------------------------------------------------------
