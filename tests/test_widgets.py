@@ -421,6 +421,14 @@ def test_probe_tree_filter_per_query():
     for n in plan.nodes:
         if "q1" in n.owners:
             assert n.edge in [d[0] for d in stores.customdata]
+    # back to all queries, chosen in the browser: the menu shows a selection (ipywidgets 8
+    # sends index None for a None value, which the browser renders as an empty menu)
+    frontend_sets(view.query, index=0)
+    assert view.query.label == "all queries" and view.query.index == 0
+    assert len(trace_by_name(view.figure, "stores").x) == len(plan.nodes)
+    # a query removed (the menu's options change): still "all queries", still selected
+    assert view.model.remove_query("q5")
+    assert ("q5", "q5") not in view.query.options and view.query.index == 0
 
 
 def test_probe_tree_individual_mode_has_namespaced_roots():

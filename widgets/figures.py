@@ -516,9 +516,10 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
               "xaxis": {"visible": False, "range": [0, round(right, 1)], "fixedrange": False},
               "yaxis": {"visible": False, "range": [-rows + 0.2, 0.9]},
               "width": int(max(720, right + 20)), "autosize": False,
-              "height": int(90 + 34 * rows), "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+              "height": int(100 + 34 * rows), "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
               "hovermode": "closest", "showlegend": True,
-              "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom"}}
+              # under the title, at the left: a wide forest scrolls, its right edge is off-screen
+              "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"}}
     return traces, layout
 
 

@@ -28,6 +28,10 @@ from .figures import fmt, new_figure_widget, probe_tree_traces, sync_figure
 from .model import ExplorerModel
 
 
+#: the value of the filter's "all queries" option (query names are never empty)
+ALL = ""
+
+
 class ProbeTreeView(W.VBox):
     """Probe-tree forest of the model's current plan, with a per-query filter."""
 
@@ -51,8 +55,10 @@ class ProbeTreeView(W.VBox):
         super().__init__([self.query, legend, scroll, self.details])
         self._fill_tables()
 
-    def _query_options(self) -> list[tuple[str, str | None]]:
-        return [("all queries", None)] + [(q, q) for q in self.model.workload.query_names]
+    def _query_options(self) -> list[tuple[str, str]]:
+        # "" rather than None for all queries: ipywidgets 8 takes a None value for "nothing
+        # selected" and the browser shows an empty dropdown
+        return [("all queries", ALL)] + [(q, q) for q in self.model.workload.query_names]
 
     def _traces(self):
         res = self.model.result
@@ -64,7 +70,7 @@ class ProbeTreeView(W.VBox):
     def _on_workload(self, change) -> None:
         opts = self._query_options()
         if list(self.query.options) != opts:
-            keep = self.query.value if self.query.value in self.model.workload.query_names else None
+            keep = self.query.value if self.query.value in self.model.workload.query_names else ALL
             self.query.options = opts
             self.query.value = keep
 
