@@ -13,6 +13,19 @@ def esc(x: object) -> str:
     return html.escape(str(x))
 
 
+STATE_COLOURS = {"error": "#b00020", "failed": "#b00020", "running": "#1565c0", "finished": "#2e7d32"}
+
+
+def state_html(state: str) -> str:
+    """A run's or deployment's state in bold, coloured (running blue, finished green, failed
+    or error red).
+
+    >>> state_html("failed")
+    '<b style="color:#b00020">failed</b>'
+    """
+    return f'<b style="color:{STATE_COLOURS.get(state, "#333")}">{esc(state)}</b>'
+
+
 def error_box(message: str) -> str:
     """The inline error area's content (empty when there is no error).
 

@@ -33,6 +33,8 @@ import plotly.graph_objects as go
 from mqjoin.charts import CHART_ROWS, chart_series
 from mqjoin.errors import MqjoinError
 
+from ._html import state_html
+
 
 def _default_deploy(plan, data, out, **kw):
     from mqjoin.runtime.spark.deploy import deploy
@@ -160,5 +162,4 @@ class DeployPanel(W.VBox):
                     self.figure.add_scatter(x=x, y=y, name=name, mode="lines+markers", row=row, col=1)
 
     def _set_status(self, state: str, text: str) -> None:
-        colour = {"error": "#b00020", "running": "#1565c0", "finished": "#2e7d32"}.get(state, "#333")
-        self.status.value = f'<b style="color:{colour}">{html.escape(state)}</b> — {html.escape(text)}'
+        self.status.value = f"{state_html(state)} — {html.escape(text)}"

@@ -66,7 +66,7 @@ from mqjoin.diff import PlanDiff, plan_diff
 from mqjoin.errors import AdaptiveError, MqjoinError
 from mqjoin.plan import Plan
 
-from ._html import error_box, esc, info_box, table
+from ._html import error_box, esc, info_box, state_html, table
 from .figures import fmt, sync_figure
 
 _log = logging.getLogger(__name__)
@@ -97,12 +97,6 @@ def snapshot(source: Any):
 def status_of(source: Any) -> str:
     """``running``, ``finished`` … of a live source; a static run is ``finished``."""
     return str(getattr(source, "status", "finished")) if is_live(source) else "finished"
-
-
-def state_html(state: str) -> str:
-    """A run's state in bold, coloured (running blue, finished green, failed red)."""
-    colour = {"failed": "#b00020", "running": "#1565c0", "finished": "#2e7d32"}.get(state, "#333")
-    return f'<b style="color:{colour}">{esc(state)}</b>'
 
 
 def default_label(run) -> str:
