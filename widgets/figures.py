@@ -146,8 +146,19 @@ def query_graph_layout(workload: Workload) -> dict[str, tuple[float, float]]:
 
     Relations are joined when some query equates their attributes; the positions depend
     only on the relations and which pairs join, not on statistics, so edits of rates or
-    selectivities never move a node."""
-    names = tuple(r.name for r in workload.relations)
+    selectivities never move a node.  Relations no query uses sit in a row along the bottom
+    (laid out with the others, one far away would squeeze the joined ones into a line).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, X: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> pos = query_graph_layout(w)
+    >>> pos["X"], min(pos["R"][1], pos["S"][1]) > 0.2
+    ((0.5, 0.05), True)
+    """
     pairs = set()
     for q in workload.queries:
         for c in q.classes:
@@ -155,7 +166,14 @@ def query_graph_layout(workload: Workload) -> dict[str, tuple[float, float]]:
             for i in range(len(rels)):
                 for j in range(i + 1, len(rels)):
                     pairs.add((rels[i], rels[j]))
-    return _spring(names, tuple(sorted(pairs)))
+    used = {r for q in workload.queries for r in q.relations}
+    joined = tuple(r.name for r in workload.relations if r.name in used)
+    idle = [r.name for r in workload.relations if r.name not in used]
+    pos = _spring(joined, tuple(sorted(pairs))) if joined else {}
+    if idle:  # the joined relations above, the idle ones in a row below
+        pos = {n: (x, round(0.25 + 0.7 * (y - 0.05) / 0.9, 6)) for n, (x, y) in pos.items()}
+        pos.update({n: (round((k + 1) / (len(idle) + 1), 6), 0.05) for k, n in enumerate(idle)})
+    return pos
 
 
 @lru_cache(maxsize=64)
@@ -168,6 +186,7 @@ def _spring(names: tuple[str, ...], pairs: tuple[tuple[str, str], ...]) -> dict[
     if len(names) == 1:
         return {names[0]: (0.5, 0.5)}
     pos = nx.spring_layout(g, seed=7, k=1.6 / math.sqrt(len(names)), iterations=200)
+    pos = {n: (float(p[0]), float(p[1])) for n, p in pos.items()}  # plain floats, not numpy's
     xs = [p[0] for p in pos.values()]
     ys = [p[1] for p in pos.values()]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
