@@ -10,7 +10,7 @@ every epoch (a cycling optimiser, every re-optimised plan taken), so containers 
 layouts and gaps in MIRs are probed across epochs.  Live submissions, stop/restart from the
 checkpoint, the CLI and the errors are checked on top.
 
-One local[2] session for the module (the fixture of test_spark_engine); each deployment a few
+One local[2] session for the module (as in test_spark_engine); each deployment a few
 hundred tuples over 9–10 epochs of 1 s, in 2–3 micro-batches (every epoch of a batch is a
 slice of its own, so the cost is per epoch, not per tuple).
 """
@@ -18,6 +18,7 @@ slice of its own, so the cost is per epoch, not per tuple).
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -27,7 +28,7 @@ pytest.importorskip("pyspark")
 
 from _cases import cases  # noqa: E402
 from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes  # noqa: E402
-from test_spark_engine import TIMEOUT, spark  # noqa: E402,F401  (the module's local[2] session)
+from test_spark_engine import TIMEOUT, _sql_executions  # noqa: E402
 
 import mqjoin.adaptive as adaptive  # noqa: E402
 from mqjoin.adaptive import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
@@ -38,6 +39,37 @@ from mqjoin.tables import Table, read_results, write_inputs  # noqa: E402
 from mqjoin.workload import parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
+
+
+#: SQL executions the Spark UI keeps when this module starts the JVM (default 1000): this module
+#: runs a few thousand, and tests/test_spark_engine.py (after it in file order, same session)
+#: reads the physical plans of its own runs back from the UI by offset — with the default they
+#: would be evicted under its feet
+RETAINED_EXECUTIONS = 20000
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """The local[2] session of tests/test_spark_engine.py (``spark_session("local[2]")``), the
+    UI keeping more executions if this module is the one that launches the JVM (a static
+    setting: only a launch argument sets it)."""
+    from pyspark import SparkContext
+
+    from mqjoin.runtime.spark.session import spark_session
+
+    if SparkContext._active_spark_context is not None:
+        return spark_session("local[2]")
+    before = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.sql.ui.retainedExecutions={RETAINED_EXECUTIONS} pyspark-shell"
+    try:
+        session = spark_session("local[2]")
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        else:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = before
+    assert session.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") == str(RETAINED_EXECUTIONS)
+    return session
 
 
 def _case(seed: int, max_rows: int = 60):
@@ -94,7 +126,7 @@ def _scenario(w, tables, policy, changes, nbatches, spark, out) -> Scenario:
 # --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def switching(spark, tmp_path_factory):  # noqa: F811
+def switching(spark, tmp_path_factory):
     w, tables = _case(7012, 80)
     return _scenario(w, tables, AdaptivePolicy(epoch=1.5, threshold=0.0), (), 2, spark,
                      tmp_path_factory.mktemp("switching"))
@@ -129,7 +161,7 @@ def test_forced_switches_same_plans_decisions_and_messages_per_epoch(switching):
 # --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def changing(spark, tmp_path_factory):  # noqa: F811
+def changing(spark, tmp_path_factory):
     w, tables = _case(7030)
     w0, changes = random_changes(7030, w)
     return _scenario(w0, tables, AdaptivePolicy(epoch=1.5, threshold=0.0, sample=0.5), changes, 2, spark,
@@ -185,7 +217,7 @@ def live_tables():
     return out
 
 
-def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spark, tmp_path):  # noqa: F811
+def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spark, tmp_path):
     from mqjoin.runtime.spark.deploy import deploy
 
     w, tables = parse_workload(W_LIVE), live_tables()
@@ -249,7 +281,7 @@ def test_adaptive_on_the_native_engine_is_refused(tmp_path):
     ([QueryChange(at=2, add={"q1": "S(a), T(a)"})], AdaptiveError, "adds q1, a name already used"),
     ([QueryChange(at=2, add={"q2": "S(a), Z(a)"})], UnknownRelationError, "Z"),
 ])
-def test_bad_changelog_is_refused_naming_the_culprit(spark, tmp_path, changes, error, culprit):  # noqa: F811
+def test_bad_changelog_is_refused_naming_the_culprit(spark, tmp_path, changes, error, culprit):
     from mqjoin.runtime.spark.deploy import deploy
 
     with pytest.raises(error, match=culprit):
@@ -258,7 +290,7 @@ def test_bad_changelog_is_refused_naming_the_culprit(spark, tmp_path, changes, e
     assert not (tmp_path / "o").exists()
 
 
-def test_added_query_without_input_is_refused(spark, tmp_path):  # noqa: F811
+def test_added_query_without_input_is_refused(spark, tmp_path):
     from mqjoin.runtime.spark.deploy import deploy
 
     tables = {r: t for r, t in fig6_tables().items() if r != "T"}
@@ -267,7 +299,7 @@ def test_added_query_without_input_is_refused(spark, tmp_path):  # noqa: F811
                changes=[QueryChange(at=2, add={"q2": "S(a), T(a)"})])
 
 
-def test_cli_adaptive_spark_run_matches_the_reference_cli(spark, tmp_path, capsys):  # noqa: F811
+def test_cli_adaptive_spark_run_matches_the_reference_cli(spark, tmp_path, capsys):
     from mqjoin.cli import main
 
     (tmp_path / "w.yaml").write_text(W_FIG6)
@@ -307,3 +339,11 @@ def test_cli_adaptive_spark_errors_are_one_line(tmp_path, capsys, extra, message
                  *extra])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_ui_kept_every_execution_of_this_module(spark):
+    """Runs last in this module: the UI still holds every SQL execution (see RETAINED_EXECUTIONS)."""
+    if spark.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") != str(RETAINED_EXECUTIONS):
+        pytest.skip("the session was started by another module")
+    n = len(_sql_executions(spark, details=False))
+    assert 0 < n < RETAINED_EXECUTIONS * 0.9, n
