@@ -52,11 +52,9 @@ import sys
 import time
 from pathlib import Path
 
-from mqjoin.adaptive import AdaptivePolicy, epoch_sample, epoch_stats
+from mqjoin.adaptive import AdaptivePolicy
 from mqjoin.charts import epoch_figure
-from mqjoin.datasets.synthetic_paper import selectivity_change, skewed_rates
-from mqjoin.optimizer import optimize
-from mqjoin.plan import mir_memory
+from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload, selectivity_change, skewed_rates
 from mqjoin.runtime.adaptive import run_adaptive
 
 WINDOW = 5.0
@@ -231,13 +229,9 @@ def scenario_b(args) -> dict:
     d = skewed_rates(high_rate=high, low_rate=high / 1000, fanout=args.fanout, window=WINDOW)
     change = d.change_at
     tables = d.tables()
-    policy0 = AdaptivePolicy(epoch=1.0)
-    rels = d.workload.relation_rank
-    view = lambda e: epoch_stats(epoch_sample(d.workload, tables, policy0, e), policy0, rels).apply(d.workload)  # noqa: E731
-    w_pre, w_post = view(1), view(int(change) + 2)
-    free = optimize(w_pre).plan
-    m_pre, m_post = mir_memory(free, w_pre), mir_memory(free, w_post)
-    budget = float(f"{math.sqrt(m_pre * m_post):.3g}")
+    w_pre = sampled_workload(d, 1)  # the statistics a running system has after epoch 1
+    b = figure_8b_budget(d)
+    m_pre, m_post, budget = b.before, b.after, b.budget
     print(f"\n(b) skewed-rates: R {high:g} tuples/s, S/T/U {high / 1000:g}, fanout {args.fanout}, {d.rows:,} tuples, "
           f"change at {change:g} s; MIR stores of the unconstrained plan {m_pre:,.0f} tuples before / "
           f"{m_post:,.0f} after the change → budget {budget:g}", flush=True)

@@ -263,3 +263,60 @@ def write_bundled_workloads(out_dir: str | Path = WORKLOADS) -> list[Path]:
         p.write_text(paper_data(name).workload_text(), encoding="utf-8")
         out.append(p)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# the statistics a running system has of a data set, and Figure 8(b)'s MIR budget
+# --------------------------------------------------------------------------------------------
+
+
+def sampled_workload(data: PaperData, epoch: int = 1, epoch_length: float = 1.0):
+    """A paper data set's workload with the statistics an engine samples in ``epoch``
+    (rates and selectivities of that epoch's tuples, :func:`mqjoin.adaptive.epoch_stats`):
+    what a running system knows — the initial view of the Figure 8(b) runs.
+
+    >>> d = skewed_rates(high_rate=500, low_rate=10, fanout=5)
+    >>> w = sampled_workload(d, 1)
+    >>> w.rate("R"), w.rate("S"), w.query("q").class_of(w.relation("S").attr("b")).selectivity
+    (500.0, 10.0, 0.5)
+    """
+    from mqjoin.adaptive import AdaptivePolicy, epoch_sample, epoch_stats
+
+    policy = AdaptivePolicy(epoch=epoch_length)
+    w, tables = data.workload, data.tables()
+    return epoch_stats(epoch_sample(w, tables, policy, epoch), policy, w.relation_rank).apply(w)
+
+
+@dataclass(frozen=True)
+class MirBudget:
+    """The MIR memory budget of the paper's Figure 8(b) on this project's model
+    (``benchmarks/adaptive_paper.py``): the MIR stores of the plan optimised on the
+    statistics of epoch 1 hold ``before`` tuples, and ``after`` under the statistics sampled
+    two epochs after the change; a budget between them (their geometric mean, 3 significant
+    digits) keeps the store of S⋈T⋈U out before the change and lets it in after."""
+
+    before: float
+    after: float
+    budget: float
+
+
+def figure_8b_budget(data: PaperData, policy: Any = None) -> MirBudget:
+    """:class:`MirBudget` of a skewed-rates data set (:func:`skewed_rates`) for the optimiser
+    options of ``policy`` (an :class:`~mqjoin.adaptive.AdaptivePolicy`, default epochs of
+    1 s); :func:`sampled_workload` gives the statistics.
+
+    >>> b = figure_8b_budget(skewed_rates(high_rate=500, low_rate=10, fanout=5))
+    >>> b.before > b.budget > b.after
+    True
+    """
+    from mqjoin.adaptive import AdaptivePolicy
+    from mqjoin.optimizer import optimize
+    from mqjoin.plan import mir_memory
+
+    policy = policy or AdaptivePolicy(epoch=1.0)
+    before = sampled_workload(data, 1, policy.epoch)
+    after = sampled_workload(data, policy.epoch_of(data.change_at) + 2, policy.epoch)
+    plan = optimize(before, mode=policy.mode, partitioning=policy.partitioning, mirs=policy.mirs,
+                    solver=policy.solver).plan
+    m0, m1 = mir_memory(plan, before), mir_memory(plan, after)
+    return MirBudget(m0, m1, float(f"{math.sqrt(m0 * m1):.3g}"))
