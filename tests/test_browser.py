@@ -64,6 +64,10 @@ VIEWPORT = {"width": 1280, "height": 900}
 # what the tour's cells do to the model before the browser takes over (section "A what-if")
 TOUR_CLASS, TOUR_SELECTIVITY = "lineitem.orderkey = orders.orderkey", 1e-3
 TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy"]
+#: the text of the first traceback in an output (JupyterLab renders an error output as
+#: ``application/vnd.jupyter.stderr``, like plain stderr), or null
+CELL_ERROR_JS = ("""Array.from(document.querySelectorAll(".jp-OutputArea-output[data-mime-type^='application/vnd.jupyter.']"))"""
+                 """.map(e => e.textContent).find(t => t.includes('Traceback (most recent call last)')) || null""")
 RUN_ALL_MS = 240_000   # the tour's cells (≈ 10 s in nbclient)
 STEP_MS = 60_000       # one interaction and its round trip to the kernel
 DEPLOY_MS = 240_000    # a cold Spark session and a micro-batch of the TPC-H plan on a loaded 2-core machine
@@ -384,16 +388,18 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     # -- Run → Run All Cells ------------------------------------------------------------------------
     page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-    # every code cell executed: a number in every prompt (an error stops the run: later cells stay unnumbered)
+    # every code cell executed: a number in every prompt (an error stops the run: later cells stay
+    # unnumbered, so an error output ends the wait at once)
     try:
         page.wait_for_function(
-            """n => { const p = Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt'))
+            """n => { if (""" + CELL_ERROR_JS + """) return true;
+                      const p = Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt'))
                         .map(e => e.textContent.trim());
                       return p.length === n && p.every(t => /^\\[\\d+\\]:$/.test(t)); }""",
             arg=n_code, timeout=RUN_ALL_MS)
     finally:  # a cell that raised says more than the timeout
-        error = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
-        assert error.count() == 0, f"a cell of the tour raised:\n{error.first.inner_text()}"
+        error = page.evaluate(CELL_ERROR_JS)
+        assert not error, f"a cell of the tour raised:\n{error}"
     page.wait_for_function(KERNEL_IDLE_JS)
     step(f"ran all {n_code} code cells")
 

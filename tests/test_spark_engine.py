@@ -628,8 +628,10 @@ def test_stop_and_restart_from_checkpoint(spark, tmp_path):
     assert len(lat) and (lat["latency_mean"] <= lat["latency_max"]).all()
     assert (lat["latency_p95"] <= lat["latency_max"]).all()
     b = second.batches
-    assert bool(b["rebuilt"].iloc[0]) and not b["rebuilt"].iloc[1:].any()
-    assert int(b["batch"].iloc[0]) == int(first.batches["batch"].iloc[-1]) + 1
+    cols = ["batch", "input_rows", "min_ts", "rebuilt"]
+    why = f"first run:\n{first.batches[cols]}\nrestart:\n{b[cols]}"
+    assert bool(b["rebuilt"].iloc[0]) and not b["rebuilt"].iloc[1:].any(), why
+    assert int(b["batch"].iloc[0]) == int(first.batches["batch"].iloc[-1]) + 1, why
     assert n1 + int(b["input_rows"].sum()) == total  # nothing read twice, nothing skipped
     rows = ds.dataset(str(out / "_batches"), format="parquet").count_rows()
     assert rows == sum(map(len, ref.values())), "a result was written twice"

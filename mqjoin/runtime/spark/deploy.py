@@ -132,6 +132,7 @@ class Deployment:
         self._consumed: dict[str, int] = {}
         self.error: EngineError | None = None
         self.status = "created"
+        self._stopping = False
         self.started_at: float | None = None
         self.total = 0
         self.engine: DeltaJoinEngine | None = None
@@ -269,6 +270,9 @@ class Deployment:
 
     def stop(self) -> None:
         """Stop the queries (committed results and metrics stay)."""
+        # a batch running now is interrupted (its Spark jobs cancelled): that error is the stop,
+        # not a failure — the batch was not committed and runs again after a restart
+        self._stopping = True
         for q in self._queries.values():
             try:
                 q.stop()
@@ -286,6 +290,8 @@ class Deployment:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _fail(self, exc: BaseException) -> None:
+        if self._stopping:  # the interrupted batch of stop()
+            return
         if self.error is None:
             self.error = exc if isinstance(exc, EngineError) else EngineError(
                 f"the {self.engine_name} deployment failed: {spark_message(exc)}")
