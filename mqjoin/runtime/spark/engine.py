@@ -330,12 +330,12 @@ class DeltaJoinEngine(StoreEngine):
                 self._rebuild(s0, t0, batch.sparkSession)
                 rebuilt = True
             report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
-            self.next_seq = s0 + n
         finally:
             batch.unpersist()
         report = BatchReport(**{**report.__dict__, "rebuilt": rebuilt})
         if self.on_batch:
             self.on_batch(report)
+        self.next_seq = s0 + n  # last, once the batch is written and reported
 
     def _rebuild(self, first_seq: int, t0: float, session) -> None:
         self._drop_all()
