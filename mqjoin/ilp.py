@@ -303,8 +303,7 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         raise SolverUnavailableError("solver 'highs' needs the highspy package: pip install highspy "
                                      "(or choose --solver cbc)") from None
     local = {c: i for i, c in enumerate(cols)}
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _silent_highs(highspy)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
     if threads is not None:
@@ -357,12 +356,24 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     else:
         raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
     vals = list(h.getSolution().col_value)
-    obj = float(info.objective_function_value)
+    # the objective of the values returned, not HiGHS's report: highspy 1.16 stopped by a time
+    # limit reported an objective below the optimum for an incumbent that cost more
+    obj = math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals))
     if any(mdl.integer[c] for c in cols) and st != "optimal":
         bound = max(0.0, float(info.mip_dual_bound))  # costs are ≥ 0, so 0 is always a bound
     else:
         bound = obj
     return st, obj, bound, vals
+
+
+def _silent_highs(highspy):
+    """A HiGHS instance that prints nothing.  highspy ≥ 1.16's ``Highs()`` writes its banner to
+    the process's stdout in its constructor, before an option can be set (breaking ``--json``
+    on stdout); the core class beneath it does not, and has every method used here."""
+    core = getattr(getattr(highspy, "_core", None), "_Highs", None)
+    h = core() if core is not None else highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] | None = None,
