@@ -76,7 +76,7 @@ from ..adaptive import (
 )
 from ..candidates import MIR
 from ..errors import DataError, PlanError
-from ..plan import Plan, ProbeRule, _route
+from ..plan import Plan, ProbeRule, Store, _route
 from ..tables import Table
 from ..workload import Attr, JoinClass, Workload, is_connected
 from .reference import _arrival_order, partition_of
@@ -89,6 +89,112 @@ def mir_key(m: MIR) -> MirKey:
     """An MIR's identity for containers: relations and classes, without selectivities (plans
     optimised on other statistics carry other selectivities in their classes)."""
     return (m.relations, tuple(c.members for c in m.classes))
+
+
+def layout_of(s: Store) -> Layout:
+    return (s.namespace, mir_key(s.mir), s.partition)
+
+
+class ContainerIndex:
+    """Which containers (layout, epoch) exist, and the reference counting that creates and
+    drops them (paper Section VI): the one bookkeeping of both engines — the reference
+    executor keeps each container's rows in a :class:`_Container`, the Spark engine in a
+    store per layout with an ``_ep`` column.  Subclasses extend :meth:`establish` (True when
+    the container is new) and :meth:`drop` (the containers dropped)."""
+
+    def __init__(self, policy: AdaptivePolicy, windows: Mapping[str, float | None]):
+        self.policy = policy
+        self.win = dict(windows)
+        self.by_mir: dict[MirKey, dict[int, list[Layout]]] = {}  # established containers per epoch
+        self.mirs: dict[MirKey, MIR] = {}
+        self.p: dict[Layout, int] = {}  # parallelism per layout, as last established
+        self.data_epochs: list[int] = []  # epochs with tuples, ascending
+        self._missing: dict[tuple[MirKey, int], list[int]] = {}  # emptied whenever the above change
+
+    def maxwin(self, mk: MirKey) -> float | None:
+        ws = [self.win[r] for r in mk[0]]
+        return None if any(x is None for x in ws) else max(ws)
+
+    def reach(self, mk: MirKey, T: float) -> float:
+        """The oldest epoch whose container of ``mk`` may hold a tuple within a window of ``T``
+        (one epoch of margin: epoch boundaries are computed in floating point)."""
+        mw = self.maxwin(mk)
+        return -math.inf if mw is None else self.policy.epoch_of(T - mw) - 1
+
+    def establish(self, layout: Layout, mir: MIR, epoch: int, p: int) -> bool:
+        mk = layout[1]
+        self.mirs[mk] = mir
+        self.p[layout] = p
+        by = self.by_mir.setdefault(mk, {})
+        if layout in by.get(epoch, ()):
+            return False
+        by.setdefault(epoch, []).append(layout)
+        self._missing = {}
+        return True
+
+    def drop(self, mk: MirKey, epochs: Iterable[int] | None = None) -> list[tuple[Layout, int]]:
+        by = self.by_mir.get(mk, {})
+        gone = [(layout, ep) for ep in list(by if epochs is None else epochs) for layout in by.pop(ep, ())]
+        if not by:
+            self.by_mir.pop(mk, None)
+        if gone:
+            self._missing = {}
+        return gone
+
+    def open_epoch(self, epoch: int, plan: Plan, retained: frozenset[str], T: float, w: Workload) -> None:
+        """Enter ``epoch`` under ``plan``: drop the MIRs the plan does not use and the relations
+        no active query uses (``retained``), expire what no window reaches, establish the
+        plan's containers and a base container for every retained relation."""
+        used = {mir_key(s.mir) for s in plan.stores}
+        for mk in list(self.by_mir):
+            rels = mk[0]
+            if (len(rels) == 1 and rels[0] not in retained) or (len(rels) > 1 and mk not in used):
+                self.drop(mk)
+        self.expire(T)
+        for s in plan.stores:
+            self.establish(layout_of(s), s.mir, epoch, s.parallelism)
+        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base}
+        for r in sorted(retained - base):  # a retained relation whose plan keeps no base store
+            m = MIR.of(w, [r], ())
+            self.establish(("", mir_key(m), w.relation(r).attr(w.relation(r).attributes[0])), m, epoch,
+                           w.parallelism(r))
+        self.data_epochs.append(epoch)
+        self._missing = {}
+
+    def expire(self, T: float) -> None:
+        for mk, by in list(self.by_mir.items()):
+            lo = self.reach(mk, T)
+            old = [ep for ep in by if ep < lo]
+            if old:
+                self.drop(mk, old)
+
+    def missing(self, mk: MirKey, epoch: int) -> list[int]:
+        """Epochs with data (up to ``epoch``) that have no container of the MIR ``mk``."""
+        got = self._missing.get((mk, epoch))
+        if got is None:
+            est = self.by_mir.get(mk, {})
+            got = self._missing[(mk, epoch)] = [e for e in self.data_epochs if e <= epoch and e not in est]
+        return got
+
+    def epochs(self, layout: Layout) -> list[int]:
+        return sorted(e for e, ls in self.by_mir.get(layout[1], {}).items() if layout in ls)
+
+    def count(self) -> int:
+        return sum(len(ls) for by in self.by_mir.values() for ls in by.values())
+
+
+def probe_pairs(classes: tuple[JoinClass, ...], r: str, layout_rels: list[str]) -> list[tuple[Attr, Attr]]:
+    """The equalities of one hop of iterative probing into relation ``r``: per class with a
+    member of ``r``, the first member among ``layout_rels`` (the partial rows) and ``r``'s."""
+    pred = []
+    for c in classes:
+        mine = c.member_of(r)
+        if mine is None:
+            continue
+        left = [a for a in c.members if a.relation in layout_rels]
+        if left:
+            pred.append((left[0], mine))
+    return pred
 
 
 @dataclass(frozen=True)
@@ -284,7 +390,7 @@ def run_adaptive(workload: Workload, tables: Mapping[str, Table], policy: Adapti
     return ex.run()
 
 
-class _Executor:
+class _Executor(ContainerIndex):
     def __init__(self, workload, tables, policy, changes, speedup, optimizer, collect, on_epoch):
         self.ctl = AdaptiveController(workload, policy, changes, optimizer)
         self.policy = policy
@@ -297,86 +403,42 @@ class _Executor:
         self.speedup = float(speedup)
         self.collect = collect
         self.on_epoch = on_epoch
-        self.win = {r.name: r.window for r in self.w.relations}
+        super().__init__(policy, {r.name: r.window for r in self.w.relations})
         self.attr_pos = {r.name: {a: 2 + i for i, a in enumerate(r.attributes)} for r in self.w.relations}
         self.containers: dict[tuple[Layout, int], _Container] = {}
-        self.by_mir: dict[MirKey, dict[int, list[Layout]]] = {}  # established containers per epoch
-        self.mirs: dict[MirKey, MIR] = {}
-        self.data_epochs: list[int] = []  # epochs with tuples, ascending
         self.infos: dict[int, dict[str, Any]] = {}  # plan index → prepared edges
         self.results: dict[str, list[tuple[int, ...]]] = {q.name: [] for q in self.w.queries}
         self.records: list[EpochRecord] = []
-        self.missing_cache: dict[MirKey, list[int]] = {}
         self.lock = threading.RLock()
         self.event_time: float | None = None
 
     # -- containers ---------------------------------------------------------------------------
 
-    def maxwin(self, mk: MirKey) -> float | None:
-        ws = [self.win[r] for r in mk[0]]
-        return None if any(x is None for x in ws) else max(ws)
-
     def wchecks(self, relations: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
         return tuple((i, self.win[r]) for i, r in enumerate(relations) if self.win[r] is not None)
 
-    def establish(self, layout: Layout, mir: MIR, epoch: int, p: int) -> None:
-        mk = layout[1]
-        self.mirs[mk] = mir
-        if (layout, epoch) in self.containers:
-            return
+    def establish(self, layout: Layout, mir: MIR, epoch: int, p: int) -> bool:
+        if not super().establish(layout, mir, epoch, p):
+            return False
         part = layout[2]
         pos = (mir.relations.index(part.relation), self.attr_pos[part.relation][part.name])
         self.containers[(layout, epoch)] = _Container(layout, epoch, p, pos)
-        self.by_mir.setdefault(mk, {}).setdefault(epoch, []).append(layout)
+        return True
 
-    def drop(self, mk: MirKey, epochs: Iterable[int] | None = None) -> None:
-        by = self.by_mir.get(mk, {})
-        for ep in list(by if epochs is None else epochs):
-            for layout in by.pop(ep, ()):
-                del self.containers[(layout, ep)]
-        if not by:
-            self.by_mir.pop(mk, None)
-
-    def begin_epoch(self, epoch: int, plan_index: int, T: float) -> None:
-        plan = self.ctl.plans[plan_index]
-        retained = self.ctl.retained(epoch)
-        used = {mir_key(s.mir) for s in plan.stores}
-        # reference counting: MIRs the plan does not use, relations no active query uses
-        for mk in list(self.by_mir):
-            rels = mk[0]
-            if (len(rels) == 1 and rels[0] not in retained) or (len(rels) > 1 and mk not in used):
-                self.drop(mk)
-        self.expire(T)
-        for s in plan.stores:
-            self.establish((s.namespace, mir_key(s.mir), s.partition), s.mir, epoch, s.parallelism)
-        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base}
-        for r in sorted(retained - base):  # a retained relation whose plan keeps no base store
-            m = MIR.of(self.w, [r], ())
-            self.establish(("", mir_key(m), self.w.relation(r).attr(self.w.relation(r).attributes[0])), m, epoch,
-                           self.w.parallelism(r))
-        self.data_epochs.append(epoch)
-        self.missing_cache = {}
+    def drop(self, mk: MirKey, epochs: Iterable[int] | None = None) -> list[tuple[Layout, int]]:
+        gone = super().drop(mk, epochs)
+        for key in gone:
+            del self.containers[key]
+        return gone
 
     def expire(self, T: float) -> None:
-        for mk, by in list(self.by_mir.items()):
-            lo = self.reach(mk, T)
-            old = [ep for ep in by if ep < lo]
-            if old:
-                self.drop(mk, old)
+        super().expire(T)
         checks: dict[MirKey, tuple] = {}
         for (layout, ep), c in self.containers.items():
             mk = layout[1]
             if mk not in checks:
                 checks[mk] = self.wchecks(mk[0])
             c.purge(T, checks[mk])
-
-    def missing(self, mk: MirKey, epoch: int) -> list[int]:
-        """Epochs with data (up to ``epoch``) that have no container of the MIR ``mk``."""
-        got = self.missing_cache.get((mk, epoch))
-        if got is None:
-            est = self.by_mir.get(mk, {})
-            got = self.missing_cache[(mk, epoch)] = [e for e in self.data_epochs if e <= epoch and e not in est]
-        return got
 
     # -- plans --------------------------------------------------------------------------------
 
@@ -442,12 +504,6 @@ class _Executor:
             ep.results[q] += 1
             if self.collect:
                 self.results.setdefault(q, []).append(tuple(t[i][0] for i in perm))
-
-    def reach(self, mk: MirKey, T: float) -> float:
-        """The oldest epoch whose container of ``mk`` may hold a tuple within a window of ``T``
-        (one epoch of margin: epoch boundaries are computed in floating point)."""
-        mw = self.maxwin(mk)
-        return -math.inf if mw is None else self.policy.epoch_of(T - mw) - 1
 
     def probe(self, pi: _ProbeInfo, t: tuple, T: float, epoch: int, ep: _Epoch) -> list[tuple]:
         lo = self.reach(pi.mkey, T)
@@ -539,14 +595,7 @@ class _Executor:
                     T: float, top: int, ep: _Epoch) -> list[tuple]:
         """One hop of iterative probing: the partials probe relation ``r``'s base containers of
         every epoch up to ``top`` (routed where the container's partitioning allows)."""
-        pred = []
-        for c in classes:
-            mine = c.member_of(r)
-            if mine is None:
-                continue
-            left = [a for a in c.members if a.relation in layout_rels]
-            if left:
-                pred.append((left[0], mine))
+        pred = probe_pairs(classes, r, layout_rels)
         key_pos = tuple((layout_rels.index(a.relation), self.attr_pos[a.relation][a.name]) for a, _ in pred)
         pattern = tuple((0, self.attr_pos[r][b.name]) for _, b in pred)
         w = self.win[r]
@@ -646,7 +695,7 @@ class _Executor:
                     plan = self.ctl.enter(e, samples)
                     pidx = self.ctl.plan_of[e]
                     self.w = self.ctl.full
-                    self.begin_epoch(e, pidx, T)
+                    self.open_epoch(e, self.ctl.plans[pidx], self.ctl.retained(e), T, self.w)
                     info = self.prepare(pidx)
                     track = self._tracking(e)
                 ep = _Epoch(e, self.policy.start(e), pidx, tuple(plan.workload.query_names))

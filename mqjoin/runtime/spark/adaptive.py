@@ -25,8 +25,7 @@ Mechanism
   :mod:`.engine` keeps every slice exact.  When a slice starts a new epoch, the driver closes
   the previous one (its sample, its :class:`~mqjoin.runtime.adaptive.EpochRecord`) and enters
   the new one: the controller decides, and the reference executor's container bookkeeping
-  (:class:`_Containers`, a port of its ``establish``/``drop``/``begin_epoch``/``expire``/``missing``)
-  does the reference counting.
+  (:class:`~mqjoin.runtime.adaptive.ContainerIndex`, the same code) does the reference counting.
 * **Stores per layout.**  A physical store per *layout* — (namespace, MIR identity without
   selectivities, partition attribute): the reference's container key without the epoch — with
   an ``_ep`` column, the epoch of the entry's latest component; the container of epoch ℓ is
@@ -133,17 +132,14 @@ from ...errors import AdaptiveError, DataError, EngineError, PlanError
 from ...plan import Plan, ProbeRule, Store, _route
 from ...tables import Table, read_inputs, write_results
 from ...workload import Attr, JoinClass, Workload, is_connected
-from ..adaptive import AdaptiveRun, EpochRecord, mir_key
+from ..adaptive import (AdaptiveRun, ContainerIndex, EpochRecord, Layout, MirKey, layout_of, mir_key,
+                        probe_pairs)
 from .deploy import Deployment, Pacing, _committed_seq
-from .engine import ARRIVAL_TYPE, StoreEngine, _lit, _release, _write_overwrite, latencies
+from .engine import ARRIVAL_TYPE, StoreEngine, _lit, _release, _write_overwrite, latencies, wiring
 from .source import row_col, ts_col
-
-MirKey = tuple
-Layout = tuple  # (namespace, MirKey, partition attribute)
 
 #: quantiles of the per-slice latency sketches (percentile_approx of the arrivals)
 SKETCH = tuple(j / 100 for j in range(101))
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,26 +147,9 @@ SKETCH = tuple(j / 100 for j in range(101))
 # --------------------------------------------------------------------------------------------
 
 
-class _Containers:
-    """Which containers (layout, epoch) exist: :class:`mqjoin.runtime.adaptive._Executor`'s
-    ``by_mir`` with its ``establish``, ``drop``, ``begin_epoch``, ``expire``, ``missing`` and
-    ``reach`` (the rows themselves live in Spark)."""
-
-    def __init__(self, policy: AdaptivePolicy, windows: Mapping[str, float | None]):
-        self.policy = policy
-        self.win = dict(windows)
-        self.by_mir: dict[MirKey, dict[int, list[Layout]]] = {}
-        self.mirs: dict[MirKey, MIR] = {}
-        self.p: dict[Layout, int] = {}
-        self.data_epochs: list[int] = []
-
-    def maxwin(self, mk: MirKey) -> float | None:
-        ws = [self.win[r] for r in mk[0]]
-        return None if any(x is None for x in ws) else max(ws)
-
-    def reach(self, mk: MirKey, T: float) -> float:
-        mw = self.maxwin(mk)
-        return -math.inf if mw is None else self.policy.epoch_of(T - mw) - 1
+class _Containers(ContainerIndex):
+    """The reference executor's container bookkeeping (:class:`ContainerIndex`), with the
+    window reach in SQL (the rows themselves live in Spark)."""
 
     def reach_sql(self, mk: MirKey, T: str) -> str | None:
         """:meth:`reach` of a travelling row's ``T`` in SQL (same double arithmetic), or None
@@ -179,60 +158,6 @@ class _Containers:
         if mw is None:
             return None
         return f"(FLOOR((({T} - {_dbl(mw)}) - {_dbl(self.policy.origin)}) / {_dbl(self.policy.epoch)}) - 1)"
-
-    def establish(self, layout: Layout, mir: MIR, epoch: int, p: int) -> None:
-        mk = layout[1]
-        self.mirs[mk] = mir
-        self.p[layout] = p
-        by = self.by_mir.setdefault(mk, {})
-        if layout in by.get(epoch, ()):
-            return
-        by.setdefault(epoch, []).append(layout)
-
-    def drop(self, mk: MirKey, epochs: Iterable[int] | None = None) -> None:
-        by = self.by_mir.get(mk, {})
-        for ep in list(by if epochs is None else epochs):
-            by.pop(ep, None)
-        if not by:
-            self.by_mir.pop(mk, None)
-
-    def begin_epoch(self, epoch: int, plan: Plan, retained: frozenset[str], T: float, w: Workload) -> None:
-        used = {mir_key(s.mir) for s in plan.stores}
-        for mk in list(self.by_mir):
-            rels = mk[0]
-            if (len(rels) == 1 and rels[0] not in retained) or (len(rels) > 1 and mk not in used):
-                self.drop(mk)
-        self.expire(T)
-        for s in plan.stores:
-            self.establish(layout_of(s), s.mir, epoch, s.parallelism)
-        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base}
-        for r in sorted(retained - base):  # a retained relation whose plan keeps no base store
-            m = MIR.of(w, [r], ())
-            self.establish(("", mir_key(m), w.relation(r).attr(w.relation(r).attributes[0])), m, epoch,
-                           w.parallelism(r))
-        self.data_epochs.append(epoch)
-
-    def expire(self, T: float) -> None:
-        for mk, by in list(self.by_mir.items()):
-            lo = self.reach(mk, T)
-            old = [ep for ep in by if ep < lo]
-            if old:
-                self.drop(mk, old)
-
-    def missing(self, mk: MirKey, epoch: int) -> list[int]:
-        """Epochs with data (up to ``epoch``) that have no container of the MIR ``mk``."""
-        est = self.by_mir.get(mk, {})
-        return [e for e in self.data_epochs if e <= epoch and e not in est]
-
-    def epochs(self, layout: Layout) -> list[int]:
-        return sorted(e for e, ls in self.by_mir.get(layout[1], {}).items() if layout in ls)
-
-    def count(self) -> int:
-        return sum(len(ls) for by in self.by_mir.values() for ls in by.values())
-
-
-def layout_of(s: Store) -> Layout:
-    return (s.namespace, mir_key(s.mir), s.partition)
 
 
 def _dbl(x: float) -> str:
@@ -545,7 +470,7 @@ class AdaptiveEngine(StoreEngine):
         ctl = self.ctl
         plan = ctl.enter(epoch, self.samples)
         pidx = ctl.plan_of[epoch]
-        self.meta.begin_epoch(epoch, plan, ctl.retained(epoch), T, ctl.full)
+        self.meta.open_epoch(epoch, plan, ctl.retained(epoch), T, ctl.full)
         for layout in list(self.stores):
             eps = self.meta.epochs(layout)
             if not eps:  # freed once the results of the batch's slices so far are written
@@ -748,20 +673,7 @@ class AdaptiveEngine(StoreEngine):
         if got is not None:
             return got
         plan = self.ctl.plans[pidx]
-        order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
-        incoming: dict[str, list[str]] = {s.id: [] for s in plan.stores}
-        parent: dict[str, str | None] = {}
-        for r, labs in plan.sources.items():
-            for lab in labs:
-                parent[lab] = None
-        for sid, rules in plan.rules.items():
-            for lab, rule in rules.items():
-                if isinstance(rule, ProbeRule):
-                    for o in rule.out:
-                        parent[o] = lab
-        for e in plan.edges:
-            if e.kind in ("ingest", "insert"):
-                incoming[e.target].append(e.label)
+        order, incoming, parent, outputs = wiring(plan)
         nodes = {n.edge: n for n in plan.nodes}
         targets = {}
         for e in plan.edges:
@@ -772,8 +684,7 @@ class AdaptiveEngine(StoreEngine):
                     raise PlanError(f"edge {e.label} probes {e.target} but its rule is not a probe rule")
                 targets[e.label] = _Target(st.mir, mir_key(st.mir), nodes[e.label].step.classes, e.layout,
                                            rule.predicate, layout_of(st), e.route)
-        got = self.prepared[pidx] = _Prepared(plan, order, incoming, parent,
-                                              [e for e in plan.edges if e.kind == "output"], targets)
+        got = self.prepared[pidx] = _Prepared(plan, order, incoming, parent, outputs, targets)
         return got
 
     # -- stores -------------------------------------------------------------------------------
@@ -1088,14 +999,7 @@ class AdaptiveEngine(StoreEngine):
                       top: int, st: _SliceState) -> str:
         """One hop of iterative probing (reference ``_probe_base``): the partial rows probe
         relation ``r``'s base containers of the epochs up to ``top``."""
-        pred = []
-        for c in classes:
-            mine = c.member_of(r)
-            if mine is None:
-                continue
-            left = [a for a in c.members if a.relation in layout_rels]
-            if left:
-                pred.append((left[0], mine))
+        pred = probe_pairs(classes, r, layout_rels)
         w = self.ctl.full
         mk = mir_key(MIR.of(w, [r], ()))
         meta = self.meta

@@ -78,7 +78,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ...errors import PlanError
-from ...plan import Plan, ProbeRule, Store
+from ...plan import Edge, Plan, ProbeRule, Store
 from ...workload import Attr, Workload
 from .source import attr_col, row_col, ts_col
 
@@ -278,6 +278,28 @@ class StoreEngine:
             return -1
 
 
+def wiring(plan: Plan) -> tuple[list[Store], dict[str, list[str]], dict[str, str | None], list[Edge]]:
+    """How a plan's edges connect, as the Spark engines run it: the stores in dependency order
+    (base stores first, then MIRs by size), each store's ingest/insert edges, each edge's
+    parent (the probe edge whose results it carries; None for a source edge) and the output
+    edges."""
+    order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
+    incoming: dict[str, list[str]] = {s.id: [] for s in plan.stores}
+    parent: dict[str, str | None] = {}
+    for labs in plan.sources.values():
+        for lab in labs:
+            parent[lab] = None
+    for rules in plan.rules.values():
+        for lab, rule in rules.items():
+            if isinstance(rule, ProbeRule):
+                for o in rule.out:
+                    parent[o] = lab
+    for e in plan.edges:
+        if e.kind in ("ingest", "insert"):
+            incoming[e.target].append(e.label)
+    return order, incoming, parent, [e for e in plan.edges if e.kind == "output"]
+
+
 class DeltaJoinEngine(StoreEngine):
     """Runs a :class:`~mqjoin.plan.Plan` as a ``foreachBatch`` function over the replay stream.
 
@@ -291,22 +313,7 @@ class DeltaJoinEngine(StoreEngine):
         self.plan = plan
         self.on_batch = on_batch
         self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
-        # stores in dependency order: base stores first, then MIRs by size
-        self.order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
-        self.incoming: dict[str, list[str]] = {s.id: [] for s in plan.stores}  # ingest/insert edges
-        self.parent: dict[str, str | None] = {}  # edge → probe edge whose results it carries
-        for r, labs in plan.sources.items():
-            for lab in labs:
-                self.parent[lab] = None
-        for sid, rules in plan.rules.items():
-            for lab, rule in rules.items():
-                if isinstance(rule, ProbeRule):
-                    for o in rule.out:
-                        self.parent[o] = lab
-        for e in plan.edges:
-            if e.kind in ("ingest", "insert"):
-                self.incoming[e.target].append(e.label)
-        self.outputs = [e for e in plan.edges if e.kind == "output"]
+        self.order, self.incoming, self.parent, self.outputs = wiring(plan)
         windows = [w for w in self.windows.values()]
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
 
