@@ -103,6 +103,14 @@ def output_id(query: str) -> str:
     return f"output:{query}"
 
 
+def output_query(target: str) -> str:
+    """The query of an output id (:func:`output_id`'s inverse)."""
+    kind, _, query = target.partition(":")
+    if kind != "output" or not query:
+        raise PlanError(f"{target!r} is not a query output (expected 'output:<query>')")
+    return query
+
+
 def step_cost(workload: Workload, step: Step, partition: Attr, parallelism: int) -> float:
     """Cost of one step (DESIGN A4): ``|⋈P| / |P| · χ``."""
     base = join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
@@ -392,7 +400,7 @@ def _classes_of(workload: Workload, owner: Owner) -> tuple[JoinClass, ...]:
     return owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
 
 
-def _route(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
+def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
     """The travelling attribute whose class holds the target's partition attribute."""
     rels = set(travelling)
     for c in classes:
@@ -448,7 +456,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
                 store = stores[(c.namespace, m, a)]
                 node_info[key] = info = {
                     "parent": parent, "step": s, "store": store, "layout": layout,
-                    "route": _route(s.classes, layout, m, a), "owners": {},
+                    "route": route_attribute(s.classes, layout, m, a), "owners": {},
                     "cost": step_cost(workload, s, a, store.parallelism),
                     "broadcast": a not in s.known and store.parallelism > 1,
                 }

@@ -129,11 +129,12 @@ from ...adaptive import (
 )
 from ...candidates import MIR
 from ...errors import AdaptiveError, DataError, EngineError, PlanError
-from ...plan import Plan, ProbeRule, Store, _route
+from ...plan import Plan, ProbeRule, Store, route_attribute
 from ...tables import Table, read_inputs, write_results
 from ...workload import Attr, JoinClass, Workload, is_connected
-from ..adaptive import (AdaptiveRun, ContainerIndex, EpochRecord, Layout, MirKey, layout_of, mir_key,
-                        probe_pairs)
+from ..adaptive import AdaptiveRun, EpochRecord
+from ..executor import ContainerIndex
+from ..rules import Layout, MirKey, layout_of, mir_key, probe_pairs
 from .deploy import Deployment, Pacing, _committed_seq
 from .engine import ARRIVAL_TYPE, StoreEngine, _lit, _release, _write_overwrite, latencies, wiring
 from .source import row_col, ts_col
@@ -150,6 +151,10 @@ SKETCH = tuple(j / 100 for j in range(101))
 class _Containers(ContainerIndex):
     """The reference executor's container bookkeeping (:class:`ContainerIndex`), with the
     window reach in SQL (the rows themselves live in Spark)."""
+
+    def __init__(self, policy: AdaptivePolicy, windows):
+        super().__init__(policy.epoch_of, windows)
+        self.policy = policy
 
     def reach_sql(self, mk: MirKey, T: str) -> str | None:
         """:meth:`reach` of a travelling row's ``T`` in SQL (same double arithmetic), or None
@@ -881,7 +886,7 @@ class AdaptiveEngine(StoreEngine):
     def _route(self, tgt: _Target, layout: Layout) -> Attr | None:
         if layout not in tgt.routes:
             tgt.routes[layout] = tgt.own_route if layout == tgt.own else \
-                _route(tgt.classes, tgt.travelling, tgt.mir, layout[2])
+                route_attribute(tgt.classes, tgt.travelling, tgt.mir, layout[2])
         return tgt.routes[layout]
 
     def _choose(self, tgt: _Target, layouts: list[Layout]) -> Layout:
@@ -1008,7 +1013,7 @@ class AdaptiveEngine(StoreEngine):
             if e2 <= top:
                 layout = layouts[0]
                 for cand in layouts:
-                    if _route(classes, layout_rels, meta.mirs[mk], cand[2]) is not None:
+                    if route_attribute(classes, layout_rels, meta.mirs[mk], cand[2]) is not None:
                         layout = cand
                         break
                 groups.setdefault(layout, []).append(e2)
@@ -1016,7 +1021,7 @@ class AdaptiveEngine(StoreEngine):
         select = ", ".join([f"t.{c}" for c in self._trav_cols(layout_rels)] + [f"s.{c}" for c in self.rel_cols(r)])
         parts, terms = [], []
         for layout, eps in groups.items():
-            ra = _route(classes, layout_rels, meta.mirs[mk], layout[2])
+            ra = route_attribute(classes, layout_rels, meta.mirs[mk], layout[2])
             keys = [(self.col(a), self.col(b)) for a, b in pred]
             if ra is not None:
                 pk = (self.col(ra), self.col(layout[2]))

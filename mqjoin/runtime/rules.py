@@ -1,0 +1,341 @@
+"""The runtime rules of a plan: what every edge does to a travelling tuple, computed once as values.
+
+This module is the one answer to "where is the probe rule decided?" (DESIGN B5).  A
+:class:`~mqjoin.plan.Plan` says which stores exist and how its labelled edges connect them;
+:func:`plan_rules` turns every edge into a plain value that a backend executes without
+looking at the plan again:
+
+* :class:`Insert` — the tuple enters a store container (``ingest`` of an input tuple, or
+  ``insert`` of a materialisation result into an MIR store), reordered to the store's layout;
+* :class:`Probe` — the tuple probes the containers of an MIR: the equality key it brings
+  (``key``, positions in the travelling tuple), the stored attributes it is compared with
+  (``pattern``, positions in a stored entry), the windows every stored component must satisfy,
+  its route into the store's own partitioning (``route``; ``None`` = broadcast to every
+  partition), and the edges its results travel on (``outs``);
+* :class:`Emit` — the tuple is a result of a query, reordered to the query's relations.
+
+Tuples are tuples of *base tuples* ``(row, ts, attribute values…)``, one per relation of
+the travelling layout; a position is ``(component, field)``.  Which containers of which
+epochs a probe reaches (its own epoch's and older ones, iteratively through older stores
+where a layout has no container) is decided by :func:`choose_layout` and
+:class:`~mqjoin.runtime.executor.ContainerIndex`; the in-process executor
+(:mod:`mqjoin.runtime.executor`) and the Spark backends execute these values.
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.optimizer import optimize
+>>> w = parse_workload('''
+... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}}
+... queries: {q: "R(a), S(a)"}
+... ''')
+>>> rules = plan_rules(optimize(w).plan)
+>>> [type(rules.edges[lab]).__name__ for lab in rules.sources["R"]]
+['Insert', 'Probe']
+>>> probe = rules.edges[rules.sources["R"][1]]
+>>> probe.key, probe.pattern, probe.route, probe.windows
+(((0, 2),), ((0, 2),), (0, 2), ((0, 1.0),))
+>>> partition_of("abc", 4) == partition_of("abc", 4), partition_of(5, 4), partition_of(5.0, 4)
+(True, 1, 1)
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import numbers
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from ..candidates import MIR
+from ..errors import DataError, PlanError
+from ..plan import Plan, ProbeRule, Store, output_query, route_attribute
+from ..tables import Table
+from ..workload import Attr, JoinClass, Workload
+
+Position = tuple[int, int]  # (component of the tuple, field of the base tuple)
+
+
+class MirKey(NamedTuple):
+    """An MIR's identity for containers: relations and class members, without selectivities
+    (plans optimised on other statistics carry other selectivities in their classes)."""
+
+    relations: tuple[str, ...]
+    classes: tuple[tuple[Attr, ...], ...]
+
+
+class Layout(NamedTuple):
+    """How a store is laid out: its namespace (``individual`` mode), MIR and partition attribute."""
+
+    namespace: str
+    mir: MirKey
+    partition: Attr
+
+
+def mir_key(m: MIR) -> MirKey:
+    return MirKey(m.relations, tuple(c.members for c in m.classes))
+
+
+def layout_of(s: Store) -> Layout:
+    return Layout(s.namespace, mir_key(s.mir), s.partition)
+
+
+def partition_of(value: Any, parallelism: int) -> int:
+    """The partition of a value: deterministic across processes for every value type (strings,
+    bytes, dates and anything else hash by CRC32, never by Python's salted ``hash``), and equal
+    values (``1``, ``1.0``, ``True``, ``Decimal(1)``) land in the same partition.
+
+    >>> [partition_of(v, 4) for v in (5, 5.0, True, decimal.Decimal(5), None)]
+    [1, 1, 1, 1, 0]
+    >>> partition_of(datetime.date(2026, 1, 2), 7) == partition_of(datetime.date(2026, 1, 2), 7)
+    True
+    """
+    if value.__class__ is int:
+        return value % parallelism
+    if parallelism == 1 or value is None:
+        return 0
+    if isinstance(value, str):
+        return zlib.crc32(value.encode("utf-8")) % parallelism
+    if isinstance(value, (bytes, bytearray)):
+        return zlib.crc32(value) % parallelism
+    if isinstance(value, numbers.Integral):  # bool, numpy integers
+        return int(value) % parallelism
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        if math.isfinite(value) and value == int(value):
+            return int(value) % parallelism  # 1.0 joins 1, so both land in one partition
+        return hash(value) % parallelism  # numeric hashes are not salted
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return zlib.crc32(str(value).encode("utf-8")) % parallelism
+    return zlib.crc32(repr(value).encode("utf-8")) % parallelism
+
+
+# --------------------------------------------------------------------------------------------
+# input tuples
+# --------------------------------------------------------------------------------------------
+
+
+def field_positions(workload: Workload) -> dict[str, dict[str, int]]:
+    """Relation → attribute → field of the base tuple ``(row, ts, attribute values…)``."""
+    return {r.name: {a: 2 + i for i, a in enumerate(r.attributes)} for r in workload.relations}
+
+
+def join_attributes(workload: Workload) -> dict[str, set[str]]:
+    """Relation → the attributes its queries join on (the columns its input must have)."""
+    used: dict[str, set[str]] = {r.name: set() for r in workload.relations}
+    for q in workload.queries:
+        for c in q.classes:
+            for a in c.members:
+                used[a.relation].add(a.name)
+    return used
+
+
+def base_tuples(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str]) -> dict[str, list[tuple]]:
+    """The base tuples ``(row, ts, attribute values…)`` of ``relations``.  A missing input, or
+    an input without a column some query joins on, is a :class:`~mqjoin.errors.DataError` —
+    the same error on every engine (a missing column must never join nothing in silence);
+    declared attributes no query joins on read as null when absent."""
+    needed = join_attributes(workload)
+    out: dict[str, list[tuple]] = {}
+    for r in relations:
+        t = tables.get(r)
+        if t is None:
+            users = [q.name for q in workload.queries if r in q.relations]
+            raise DataError(f"no input table for relation {r}" +
+                            (f", which query {users[0]} joins" if users else "") + "; pass its table")
+        t.require(sorted(needed.get(r, ())))
+        rel = workload.relation(r)
+        cols = [t.columns.get(a, (None,) * len(t)) for a in rel.attributes]
+        out[r] = list(zip(range(len(t)), t.ts, *cols))
+    return out
+
+
+def arrival_order(base: Mapping[str, list[tuple]], rank: Mapping[str, int]) -> list[tuple[str, int]]:
+    """(relation, row) of every base tuple in arrival order: ``ts``, then the relation's
+    declaration rank, then the row (the tie-break of DESIGN A6).
+
+    >>> arrival_order({"R": [(0, 1.0), (1, 0.5)], "S": [(0, 0.5)]}, {"R": 0, "S": 1})
+    [('R', 1), ('S', 0), ('R', 0)]
+    """
+    import numpy as np
+
+    rels = [r for r in base if base[r]]
+    if not rels:
+        return []
+    ts = np.concatenate([np.fromiter((t[1] for t in base[r]), float, len(base[r])) for r in rels])
+    rk = np.concatenate([np.full(len(base[r]), rank[r]) for r in rels])
+    rows = np.concatenate([np.arange(len(base[r])) for r in rels])
+    idx = np.lexsort((rows, rk, ts))
+    names = {rank[r]: r for r in rels}
+    return [(names[k], int(i)) for k, i in zip(rk[idx].tolist(), rows[idx].tolist())]
+
+
+# --------------------------------------------------------------------------------------------
+# edge rules
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Keep the travelling tuple in the store container of ``layout`` (``order``: the store's
+    relation order as positions of the travelling tuple; None when it is already in order)."""
+
+    label: str
+    layout: Layout
+    mir: MIR
+    order: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Probe the containers of ``layout.mir`` (see the module doc)."""
+
+    label: str
+    layout: Layout
+    mir: MIR
+    classes: tuple[JoinClass, ...]  # the classes of the step (prefix ∪ target)
+    travelling: tuple[str, ...]  # relation order of the travelling tuple
+    key: tuple[Position, ...]  # positions in the travelling tuple
+    pattern: tuple[Position, ...]  # positions in a stored entry, pairwise equal to ``key``
+    route: Position | None  # position of the route into ``layout``'s partitioning; None: broadcast
+    windows: tuple[tuple[int, float], ...]  # (component of a stored entry, window) to check
+    outs: tuple[str, ...]
+
+    def route_into(self, layout: Layout, fields: Mapping[str, Mapping[str, int]]) -> Position | None:
+        """The route of this probe into a container laid out as ``layout`` (a store of another
+        plan, or of this plan under another partition attribute)."""
+        if layout == self.layout:
+            return self.route
+        a = route_attribute(self.classes, self.travelling, self.mir, layout.partition)
+        return None if a is None else (self.travelling.index(a.relation), fields[a.relation][a.name])
+
+
+@dataclass(frozen=True)
+class Emit:
+    """The travelling tuple is a result of ``query``; ``order``: the query's relations as
+    positions of the travelling tuple."""
+
+    label: str
+    query: str
+    order: tuple[int, ...]
+
+
+EdgeRule = Insert | Probe | Emit
+
+
+@dataclass(frozen=True)
+class PlanRules:
+    """Every edge of a plan as a rule, and the edges each relation's input tuples start on."""
+
+    plan: Plan
+    edges: Mapping[str, EdgeRule]
+    sources: Mapping[str, tuple[str, ...]]
+    layouts: tuple[tuple[Layout, MIR, int], ...]  # the plan's store layouts with their parallelism
+
+    def probes(self) -> list[Probe]:
+        return [r for r in self.edges.values() if isinstance(r, Probe)]
+
+
+def position(fields: Mapping[str, Mapping[str, int]], layout: tuple[str, ...], a: Attr) -> Position:
+    try:
+        return layout.index(a.relation), fields[a.relation][a.name]
+    except (ValueError, KeyError):
+        raise PlanError(f"plan refers to {a}, which is not in the tuple layout {' ⋈ '.join(layout)}") from None
+
+
+def windows_of(workload: Workload, relations: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+    win = {r.name: r.window for r in workload.relations}
+    return tuple((i, win[r]) for i, r in enumerate(relations) if win[r] is not None)
+
+
+def plan_rules(plan: Plan, workload: Workload | None = None) -> PlanRules:
+    """The rules of every edge of ``plan`` (see the module doc).  ``workload`` supplies the
+    windows and field positions (default: the plan's; the adaptive executor passes the
+    workload of every query ever active, a superset)."""
+    w = workload or plan.workload
+    fields = field_positions(w)
+    classes_of = {n.edge: n.step.classes for n in plan.nodes}
+    edges: dict[str, EdgeRule] = {}
+    for e in plan.edges:
+        if e.kind in ("ingest", "insert"):
+            st = _store(plan, e.target, e.label)
+            order = tuple(_index(e.layout, r, e.label) for r in st.mir.relations)
+            edges[e.label] = Insert(e.label, layout_of(st), st.mir, None if order == tuple(range(len(order))) else order)
+        elif e.kind == "probe":
+            st = _store(plan, e.target, e.label)
+            rule = plan.rules.get(e.target, {}).get(e.label)
+            if not isinstance(rule, ProbeRule):
+                raise PlanError(f"edge {e.label} probes {e.target} but the store has no probe rule for it")
+            if e.label not in classes_of:
+                raise PlanError(f"probe edge {e.label} has no probe-tree node; the plan is incomplete")
+            edges[e.label] = Probe(
+                e.label, layout_of(st), st.mir, classes_of[e.label], e.layout,
+                key=tuple(position(fields, e.layout, a) for a, _ in rule.predicate),
+                pattern=tuple(position(fields, st.mir.relations, b) for _, b in rule.predicate),
+                route=None if e.route is None else position(fields, e.layout, e.route),
+                windows=windows_of(w, st.mir.relations), outs=tuple(rule.out))
+        elif e.kind == "output":
+            query = output_query(e.target)
+            if query not in w.query_names:
+                raise PlanError(f"edge {e.label} outputs to query {query}, which the workload does not have")
+            edges[e.label] = Emit(e.label, query, tuple(_index(e.layout, r, e.label) for r in w.query(query).relations))
+        else:
+            raise PlanError(f"edge {e.label} has unknown kind {e.kind!r} (expected ingest, insert, probe or output)")
+    for r in edges.values():
+        for o in getattr(r, "outs", ()):
+            if o not in edges:
+                raise PlanError(f"probe edge {r.label} sends results on edge {o}, which the plan does not have")
+    sources = {}
+    for rel, labs in plan.sources.items():
+        for lab in labs:
+            if lab not in edges:
+                raise PlanError(f"relation {rel}'s input starts on edge {lab}, which the plan does not have")
+        sources[rel] = tuple(labs)
+    layouts = tuple((layout_of(s), s.mir, s.parallelism) for s in plan.stores)
+    return PlanRules(plan, edges, sources, layouts)
+
+
+def _store(plan: Plan, sid: str, label: str) -> Store:
+    try:
+        return plan.store[sid]
+    except KeyError:
+        raise PlanError(f"edge {label} targets store {sid}, which the plan does not have") from None
+
+
+def _index(layout: tuple[str, ...], relation: str, label: str) -> int:
+    try:
+        return layout.index(relation)
+    except ValueError:
+        raise PlanError(f"edge {label} carries {' ⋈ '.join(layout)} but its target needs {relation}") from None
+
+
+def choose_layout(probe: Probe, layouts: Iterable[Layout], fields: Mapping[str, Mapping[str, int]]) -> Layout:
+    """The container of an epoch a probe reaches when the epoch keeps its MIR in several
+    layouts: the probe's own layout, else one the travelling tuple can route to, else the first
+    (layouts in the order they were established: deterministic)."""
+    layouts = list(layouts)
+    if probe.layout in layouts:
+        return probe.layout
+    for layout in layouts:
+        if probe.route_into(layout, fields) is not None:
+            return layout
+    return layouts[0]
+
+
+def probe_pairs(classes: Iterable[JoinClass], relation: str, joined: list[str]) -> list[tuple[Attr, Attr]]:
+    """The equalities of one hop of iterative probing into ``relation``: per class with a
+    member of ``relation``, the first member among the ``joined`` relations and the relation's.
+
+    >>> c = JoinClass((Attr("R", "a"), Attr("S", "a")), 0.1)
+    >>> probe_pairs([c], "S", ["R"])
+    [(R.a, S.a)]
+    """
+    pred = []
+    for c in classes:
+        mine = c.member_of(relation)
+        if mine is None:
+            continue
+        left = [a for a in c.members if a.relation in joined]
+        if left:
+            pred.append((left[0], mine))
+    return pred
