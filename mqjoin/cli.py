@@ -198,6 +198,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     if adaptive:
         tables = args.data
         adaptive = {"adaptive": adaptive["policy"], "changes": adaptive["changes"]}
+    if not adaptive:
+        adaptive = {"mode": getattr(args, "spark_mode", "auto")}
     d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
                master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
                max_rows_per_batch=args.max_rows_per_batch, **adaptive)
@@ -356,6 +358,10 @@ def _write_text(path: str, text: str) -> None:
 def _spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
+                   help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
+                   "micro-batch), distributed (partitioned DataFrames on the executors); auto (default): driver "
+                   "on a local master, distributed on a cluster")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")

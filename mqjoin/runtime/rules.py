@@ -130,20 +130,29 @@ def join_attributes(workload: Workload) -> dict[str, set[str]]:
     return used
 
 
-def base_tuples(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str]) -> dict[str, list[tuple]]:
-    """The base tuples ``(row, ts, attribute values…)`` of ``relations``.  A missing input, or
-    an input without a column some query joins on, is a :class:`~mqjoin.errors.DataError` —
-    the same error on every engine (a missing column must never join nothing in silence);
-    declared attributes no query joins on read as null when absent."""
+def require_inputs(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str] | None = None) -> None:
+    """Every relation some query joins (or ``relations``) has an input with every column the
+    queries join on — else a :class:`~mqjoin.errors.DataError` naming it: the same error on
+    every engine (a missing column must never join nothing in silence)."""
     needed = join_attributes(workload)
-    out: dict[str, list[tuple]] = {}
-    for r in relations:
+    rels = relations if relations is not None else [r for r, attrs in needed.items() if attrs]
+    for r in rels:
         t = tables.get(r)
         if t is None:
             users = [q.name for q in workload.queries if r in q.relations]
             raise DataError(f"no input table for relation {r}" +
                             (f", which query {users[0]} joins" if users else "") + "; pass its table")
         t.require(sorted(needed.get(r, ())))
+
+
+def base_tuples(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str]) -> dict[str, list[tuple]]:
+    """The base tuples ``(row, ts, attribute values…)`` of ``relations`` (checked by
+    :func:`require_inputs`); declared attributes no query joins on read as null when absent."""
+    relations = list(relations)
+    require_inputs(workload, tables, relations)
+    out: dict[str, list[tuple]] = {}
+    for r in relations:
+        t = tables[r]
         rel = workload.relation(r)
         cols = [t.columns.get(a, (None,) * len(t)) for a in rel.attributes]
         out[r] = list(zip(range(len(t)), t.ts, *cols))

@@ -16,6 +16,7 @@ from the per-batch output the sink committed — a failing deployment keeps what
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -28,11 +29,32 @@ from ...errors import DataError, EngineError
 from ...plan import Plan
 from ...workload import Workload
 from ...tables import Table, read_inputs, write_results
+from ..rules import require_inputs
 from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
 from .session import spark_message, spark_session, ui_url
 from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
 
+log = logging.getLogger(__name__)
+
 ENGINES = ("mqjoin", "native")
+MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see spark_mode())
+
+
+def spark_mode(mode: str, master: str) -> str:
+    """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
+    executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, the fast
+    mode on one machine), ``distributed`` keeps every store as a partitioned DataFrame on the
+    executors (:mod:`.engine`: the mode for state beyond one machine); ``auto`` picks
+    ``driver`` on a local master and ``distributed`` on a cluster.
+
+    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("driver", "yarn")
+    ('driver', 'distributed', 'driver')
+    """
+    if mode not in MODES:
+        raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
+    if mode == "auto":
+        return "driver" if master.startswith("local") else "distributed"
+    return mode
 
 
 @dataclass(frozen=True)
@@ -108,9 +130,12 @@ class Deployment:
     def __init__(self, plan: Plan | None, data: str | Path | Mapping[str, Table], out: str | Path, *,
                  engine: str = "mqjoin", spark=None, master: str | None = None,
                  checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
-                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None):
+                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None, mode: str = "auto"):
         if engine not in ENGINES:
             raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        if mode not in MODES:
+            raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
+        self.mode_asked = mode
         self.plan, self.engine_name, self.pacing = plan, engine, pacing
         self.workload = workload if workload is not None else plan.workload
         pacing.options()  # bad pacing fails before Spark starts (and before a temporary directory exists)
@@ -121,7 +146,13 @@ class Deployment:
             checkpoint = self._tmp
         self.checkpoint = Path(checkpoint)
         self.tables = dict(data) if isinstance(data, Mapping) else self._read_inputs(data)
-        self.spark = spark or spark_session(master, conf)
+        require_inputs(self.workload, self.tables)
+        try:
+            self.spark = spark or spark_session(master, conf)
+        except BaseException:
+            self.cleanup()  # nothing was written yet: the temporary checkpoint goes
+            raise
+        self.mode = spark_mode(mode, self.spark.sparkContext.master) if engine == "mqjoin" else "native"
         self._lock = threading.Lock()
         self._reports: list[dict] = []
         self._query_rows: list[dict] = []
@@ -178,8 +209,13 @@ class Deployment:
         return w
 
     def _start_mqjoin(self, opts, ddl, listener) -> None:
-        self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
-                                      column_types(ddl), on_batch=self._on_report)
+        if self.mode == "driver":
+            from .driver import DriverEngine
+
+            self.engine = DriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report)
+        else:
+            self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
+                                          column_types(ddl), on_batch=self._on_report)
         self._consumed["plan"] = _committed_seq(self.checkpoint / "spark" / "plan")
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
@@ -314,15 +350,16 @@ class Deployment:
         for f in list(self._subscribers):
             try:
                 f(event)
-            except Exception:  # a broken widget must not stop the deployment
-                pass
+            except Exception:  # a broken widget must not stop the deployment, nor fail in silence
+                log.exception("a subscriber of the deployment failed on a %s event", event.get("kind"))
 
     def _on_report(self, r: BatchReport) -> None:
         msgs_by_store: dict[str, int] = {}
         for lab, m in r.probe_messages.items():
             sid = self.plan.edge[lab].target
             msgs_by_store[sid] = msgs_by_store.get(sid, 0) + m
-        row = {"engine": self.engine_name, "batch": r.batch, "input_rows": r.input_rows, "started": r.started,
+        row = {"engine": self.engine_name, "mode": self.mode, "batch": r.batch, "input_rows": r.input_rows,
+               "started": r.started, "jobs": r.jobs, "stages": r.stages,
                "seconds": r.seconds, "rows_per_s": r.input_rows / r.seconds if r.seconds > 0 else None,
                "results": sum(r.results.values()), "probe_messages": sum(r.probe_messages.values()),
                "state_rows": sum(r.store_rows.values()), "state_bytes": r.state_bytes,
@@ -433,7 +470,7 @@ class Deployment:
         lat = q.dropna(subset=["latency_mean"]) if len(q) and "latency_mean" in q else q
         weights = lat["results"].to_numpy() if len(lat) else np.array([])
         out = {
-            "engine": self.engine_name, "input_tuples": self.total, "batches": int(len(b) or p["batch"].nunique() if len(p) else 0),
+            "engine": self.engine_name, "mode": self.mode, "input_tuples": self.total, "batches": int(len(b) or p["batch"].nunique() if len(p) else 0),
             "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
             "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
             "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) else None,
@@ -441,6 +478,8 @@ class Deployment:
         }
         if self.engine_name == "mqjoin" and len(b):
             out["probe_messages"] = int(b["probe_messages"].sum())
+            out["jobs_per_batch"] = float(b["jobs"].mean())
+            out["stages_per_batch"] = float(b["stages"].mean())
             out["state_rows_max"] = int(b["state_rows"].max())
             out["state_bytes_max"] = int(b["state_bytes"].max())
         elif len(p):
@@ -471,7 +510,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
            spark=None, master: str | None = None, checkpoint: str | Path | None = None,
            rate: float | None = None, speedup: float | None = None, max_rows_per_batch: int | None = None,
            trigger_seconds: float | None = None, conf: Mapping[str, Any] | None = None,
-           adaptive=None, changes=(), optimizer=None) -> Deployment:
+           adaptive=None, changes=(), optimizer=None, mode: str = "auto") -> Deployment:
     """Start ``plan`` (``engine="mqjoin"``) or the native baseline of its workload
     (``engine="native"``) on Spark and return the running :class:`Deployment`.
 
@@ -496,7 +535,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
         raise EngineError("deploy needs a plan (mqjoin.optimizer.optimize(workload).plan), or adaptive=… to let "
                           "the adaptive controller choose the plan of every epoch")
     return Deployment(plan, data, out, engine=engine, spark=spark, master=master, checkpoint=checkpoint,
-                      pacing=pacing, conf=conf).start()
+                      pacing=pacing, conf=conf, mode=mode).start()
 
 
 def run_spark(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *,

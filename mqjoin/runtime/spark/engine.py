@@ -105,6 +105,8 @@ class BatchReport:
     state_bytes: int
     rebuilt: bool = False  # stores were rebuilt from the replay log first (restart)
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds: plan_stores, stores, …
+    jobs: int = -1  # Spark jobs the batch ran (-1: unknown)
+    stages: int = -1  # Spark stages of those jobs
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
@@ -326,6 +328,7 @@ class DeltaJoinEngine(StoreEngine):
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         started = time.time()
+        group = job_group(batch.sparkSession.sparkContext, self, batch_id)
         batch = batch.persist()
         try:
             rebuilt = False
@@ -339,7 +342,8 @@ class DeltaJoinEngine(StoreEngine):
             report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
         finally:
             batch.unpersist()
-        report = BatchReport(**{**report.__dict__, "rebuilt": rebuilt})
+        jobs, stages = job_cost(batch.sparkSession.sparkContext, group)
+        report = BatchReport(**{**report.__dict__, "rebuilt": rebuilt, "jobs": jobs, "stages": stages})
         if self.on_batch:
             self.on_batch(report)
         self.next_seq = s0 + n  # last, once the batch is written and reported
@@ -522,6 +526,29 @@ class DeltaJoinEngine(StoreEngine):
 
     def close(self) -> None:
         self._drop_all()
+
+
+def job_group(sc, engine: object, batch_id: int) -> str:
+    """Tag the Spark jobs of a micro-batch (:func:`job_cost` counts them)."""
+    group = f"mqjoin-{type(engine).__name__}-{id(engine):x}-{batch_id}"
+    sc.setJobGroup(group, f"mqjoin micro-batch {batch_id}", interruptOnCancel=True)
+    return group
+
+
+def job_cost(sc, group: str) -> tuple[int, int]:
+    """The Spark jobs and stages a micro-batch ran (its job group), or (-1, -1) when Spark's
+    status tracker cannot tell."""
+    try:
+        tracker = sc.statusTracker()
+        jobs = tracker.getJobIdsForGroup(group)
+        stages: set[int] = set()
+        for j in jobs:
+            info = tracker.getJobInfo(j)
+            if info is not None:
+                stages.update(info.stageIds)
+        return len(jobs), len(stages)
+    except Exception:  # noqa: BLE001 - a metric, never a failure
+        return -1, -1
 
 
 ARRIVAL_TYPE = "decimal(20,9)"  # epoch seconds to the nanosecond, summed exactly
