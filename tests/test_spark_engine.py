@@ -315,28 +315,34 @@ def _key_id(k) -> str:
     return f"seed{seed}-{mode}-{pol}{'' if mirs else '-nomirs'}-{nb}b"
 
 
-def deployed(key, spark, tmp_path_factory) -> Run:
-    """Run ``key`` on Spark once (a failure is remembered and re-raised, not re-run)."""
-    if key not in _RUNS:
+# where the plan's stores live: the in-process executor behind foreachBatch, or DataFrames
+SPARK_MODES = ("driver", "distributed")
+
+
+def deployed(key, spark, tmp_path_factory, spark_mode: str) -> Run:
+    """Run ``key`` on Spark once per mode (a failure is remembered and re-raised, not re-run)."""
+    if (key, spark_mode) not in _RUNS:
         seed, mode, pol, mirs, nb = key
         try:
             w, tables = random_case(seed, MAX_ROWS)
-            _RUNS[key] = _deploy_case(w, tables, optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan,
-                                      nb, spark, tmp_path_factory.mktemp(_key_id(key)))
+            _RUNS[(key, spark_mode)] = _deploy_case(
+                w, tables, optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan, nb, spark,
+                tmp_path_factory.mktemp(f"{_key_id(key)}-{spark_mode}"), spark_mode)
         except BaseException as exc:  # noqa: BLE001
-            _RUNS[key] = exc
-    r = _RUNS[key]
+            _RUNS[(key, spark_mode)] = exc
+    r = _RUNS[(key, spark_mode)]
     if isinstance(r, BaseException):
         raise r
     return r
 
 
-def _deploy_case(w, tables, plan, nbatches, spark, out) -> Run:
+def _deploy_case(w, tables, plan, nbatches, spark, out, spark_mode: str) -> Run:
     from mqjoin.runtime.spark.deploy import run_spark
 
     total = sum(len(t) for t in tables.values())
     before = len(_sql_executions(spark, details=False)) if spark.sparkContext.uiWebUrl else None
-    d = run_spark(plan, tables, out, spark=spark, max_rows_per_batch=-(-total // nbatches), timeout=TIMEOUT)
+    d = run_spark(plan, tables, out, spark=spark, max_rows_per_batch=-(-total // nbatches), timeout=TIMEOUT,
+                  mode=spark_mode)
     plans = executed_plans(spark, before, len(d.batches)) if before is not None else []
     return Run(w, tables, plan, run_reference(plan, tables), d, out, plans)
 
@@ -373,9 +379,10 @@ def test_chosen_cases_cover_windows_ties_nulls_mirs_and_broadcasts():
     assert {k[2] for k in RANDOM} == {"single", "replicas"} and not all(k[3] for k in RANDOM)
 
 
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
 @pytest.mark.parametrize("key", RANDOM, ids=_key_id)
-def test_spark_results_equal_reference_and_oracle(key, spark, tmp_path_factory):
-    r = deployed(key, spark, tmp_path_factory)
+def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_path_factory):
+    r = deployed(key, spark, tmp_path_factory, spark_mode)
     got = r.d.results()
     assert got == r.ref.result_sets(), "Spark differs from the reference executor"
     assert got == oracle_results(r.w, r.tables), "Spark differs from the A6 oracle"
@@ -420,9 +427,10 @@ def test_hand_case_window_boundaries_and_ties(spark, tmp_path):
 # 2. probe messages: the reference's count, per batch and per store
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
 @pytest.mark.parametrize("key", RANDOM, ids=_key_id)
-def test_probe_messages_equal_the_reference(key, spark, tmp_path_factory):
-    r = deployed(key, spark, tmp_path_factory)
+def test_probe_messages_equal_the_reference(key, spark_mode, spark, tmp_path_factory):
+    r = deployed(key, spark, tmp_path_factory, spark_mode)
     b, st = r.d.batches, r.d.stores
     assert int(b["probe_messages"].sum()) == r.ref.total_probe_messages
     per_store = st.groupby("store")["messages"].sum().to_dict()
@@ -472,7 +480,7 @@ def _hand_run(text, n, spark, tmp_path_factory, name, seed=7) -> Run:
             rng = random.Random(seed)
             tables = {r.name: Table.from_columns(r.name, _rows(rng, n, "".join(r.attributes))) for r in w.relations}
             plan = optimize(w, mode="mqo", partitioning="single").plan
-            _RUNS[name] = _deploy_case(w, tables, plan, 2, spark, tmp_path_factory.mktemp(name))
+            _RUNS[name] = _deploy_case(w, tables, plan, 2, spark, tmp_path_factory.mktemp(name), "distributed")
         except BaseException as exc:  # noqa: BLE001
             _RUNS[name] = exc
     r = _RUNS[name]
@@ -565,7 +573,7 @@ def test_store_probed_twice_in_a_batch_is_not_reshuffled(spark, tmp_path_factory
 @pytest.mark.parametrize("key", RANDOM, ids=_key_id)
 def test_random_plans_broadcast_exactly_when_a_probe_is_unrouted(key, spark, tmp_path_factory):
     _need_ui(spark)
-    r = deployed(key, spark, tmp_path_factory)
+    r = deployed(key, spark, tmp_path_factory, "distributed")
     assert {b for b, _ in r.plans} >= set(r.d.batches["batch"])
     unrouted = any(e.kind == "probe" and e.route is None for e in r.plan.edges)
     assert bool(_probe_joins(r.plans, "BroadcastHashJoin")) == unrouted
@@ -585,7 +593,8 @@ def _wait_for(cond, timeout: float, what: str, poll: float = 0.1):
         time.sleep(poll)
 
 
-def test_stop_and_restart_from_checkpoint(spark, tmp_path):
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+def test_stop_and_restart_from_checkpoint(spark_mode, spark, tmp_path):
     import pyarrow.dataset as ds
 
     from mqjoin.runtime.spark.deploy import Deployment, Pacing
@@ -598,7 +607,7 @@ def test_stop_and_restart_from_checkpoint(spark, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "out"
     pacing = Pacing(rate=total / 3, max_rows_per_batch=-(-total // 3), trigger_seconds=1.0)
 
-    first = Deployment(plan, tables, out, spark=spark, checkpoint=ck, pacing=pacing)
+    first = Deployment(plan, tables, out, spark=spark, checkpoint=ck, pacing=pacing, mode=spark_mode)
     seen = []
     first.subscribe(lambda ev: seen.append(ev) if ev["kind"] == "batch" else None)
     first.start()
@@ -618,7 +627,7 @@ def test_stop_and_restart_from_checkpoint(spark, tmp_path):
     n_committed = int(fb[fb["batch"] <= last]["input_rows"].sum())
     assert n_committed > 0
 
-    second = Deployment(plan, tables, out, spark=spark, checkpoint=ck, pacing=pacing)
+    second = Deployment(plan, tables, out, spark=spark, checkpoint=ck, pacing=pacing, mode=spark_mode)
     events = []
 
     def on_event(ev):
@@ -639,7 +648,8 @@ def test_stop_and_restart_from_checkpoint(spark, tmp_path):
     cols = ["batch", "input_rows", "min_ts", "rebuilt"]
     why = f"first run:\n{first.batches[cols]}\nrestart:\n{b[cols]}"
     assert int(b["batch"].iloc[0]) == last + 1, why
-    # the stores of the committed batches are rebuilt from the replay log, once
+    # the stores of the committed batches are rebuilt once (distributed: from the replay log;
+    # driver: from the state journal)
     assert bool(b["rebuilt"].iloc[0]) and not b["rebuilt"].iloc[1:].any(), why
     assert n_committed + int(b["input_rows"].sum()) == total, why  # nothing read twice, nothing skipped
     rows = ds.dataset(str(out / "_batches"), format="parquet").count_rows()
@@ -657,7 +667,8 @@ def _cli(*args, **kw):
                           timeout=kw.pop("timeout", 400), **kw)
 
 
-def test_killed_driver_resumes_from_checkpoint(tmp_path):
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+def test_killed_driver_resumes_from_checkpoint(spark_mode, tmp_path):
     import pyarrow.dataset as ds
 
     w0, tables0 = random_case(6030, MAX_ROWS)
@@ -670,7 +681,7 @@ def test_killed_driver_resumes_from_checkpoint(tmp_path):
     assert sum(map(len, ref.values())) > 0
     total = sum(len(t) for t in tables.values())
     cmd = [sys.executable, "-m", "mqjoin.cli", "run", str(wfile), "--data", str(data), "--out", str(out),
-           "--engine", "spark", "--master", "local[2]", "--checkpoint", str(ck),
+           "--engine", "spark", "--master", "local[2]", "--checkpoint", str(ck), "--spark-mode", spark_mode,
            "--rate", str(total / 4), "--max-rows-per-batch", str(-(-total // 3)), "--timeout", str(TIMEOUT)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -751,7 +762,8 @@ def test_cli_bad_master_error_says_why(tmp_path_factory):
     assert "master" in reason.lower(), line
 
 
-def test_failing_batch_is_one_clear_error_and_committed_results_stay(spark, tmp_path):
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+def test_failing_batch_is_one_clear_error_and_committed_results_stay(spark_mode, spark, tmp_path):
     """The write of micro-batch 1 fails inside Spark (a Java IOException: its output path is a
     dangling symlink); batch 0 was committed before."""
     from mqjoin.runtime.spark.deploy import Deployment, Pacing
@@ -763,7 +775,7 @@ def test_failing_batch_is_one_clear_error_and_committed_results_stay(spark, tmp_
     (out / "_batches").mkdir(parents=True)
     os.symlink(tmp_path / "nowhere" / "x", out / "_batches" / "batch=1")
     total = sum(len(t) for t in tables.values())
-    d = Deployment(plan, tables, out, spark=spark, pacing=Pacing(max_rows_per_batch=-(-total // 3)))
+    d = Deployment(plan, tables, out, spark=spark, pacing=Pacing(max_rows_per_batch=-(-total // 3)), mode=spark_mode)
     events = []
     d.subscribe(events.append)
     d.start()
@@ -858,9 +870,10 @@ def _store_rows_bounds(w, tables, store, arrived: int, seq, t_needed: float, t_k
     return count(t_needed), (0 if t_kept is None else count(t_kept))
 
 
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
 @pytest.mark.parametrize("key", RANDOM, ids=_key_id)
-def test_metrics_batches_queries_stores_summary(key, spark, tmp_path_factory):
-    r = deployed(key, spark, tmp_path_factory)
+def test_metrics_batches_queries_stores_summary(key, spark_mode, spark, tmp_path_factory):
+    r = deployed(key, spark, tmp_path_factory, spark_mode)
     d, total = r.d, sum(len(t) for t in r.tables.values())
     b, q, st = d.batches, d.queries, d.stores
     # batches: one row per micro-batch, all input counted once
@@ -905,6 +918,14 @@ def test_metrics_batches_queries_stores_summary(key, spark, tmp_path_factory):
     assert {"engine", "input_tuples", "batches", "busy_seconds", "throughput", "latency_mean", "latency_p95_max",
             "results", "ui", "probe_messages", "state_rows_max", "state_bytes_max"} <= set(s)
     assert s["engine"] == "mqjoin" and s["input_tuples"] == total and s["batches"] == len(sizes)
+    assert s["mode"] == spark_mode
+    # the cost of a micro-batch in Spark jobs: one (the source's read) when the stores live in
+    # the driver's executor, whatever the plan; the DataFrame stores take several per batch
+    assert (b["jobs"] >= 1).all()
+    if spark_mode == "driver":
+        assert set(b["jobs"]) == {1} and set(b["stages"]) == {1}, b[["jobs", "stages"]]
+    else:
+        assert (b["stages"] >= b["jobs"]).all()
     assert s["results"] == {k: len(v) for k, v in r.ref.result_sets().items()}
     assert s["probe_messages"] == r.ref.total_probe_messages
     assert s["state_rows_max"] == int(b["state_rows"].max()) and s["state_bytes_max"] > 0

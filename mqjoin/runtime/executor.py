@@ -457,6 +457,12 @@ class Executor(ContainerIndex):
             nxt = min(nxt, c.next_purge)
         self.next_purge = nxt
 
+    def purge_all(self, T: float) -> None:
+        """Purge every container now (a backend reporting its state after a micro-batch)."""
+        for c in self.containers.values():
+            c.purge(T)
+        self.next_purge = min([c.next_purge for c in self.containers.values()], default=math.inf)
+
     # -- compiling the plan of an epoch -------------------------------------------------------
 
     def compile_plan(self, pidx: int, epoch: int) -> None:
@@ -495,7 +501,7 @@ class Executor(ContainerIndex):
                             {"c": c})
         outs = [fn(o) for o in rule.outs]
         counter = self.counters.setdefault((pidx, rule.label), [0])
-        groups: list = []
+        groups: list = self._reach_groups(rule, epoch)  # kept current by refresh()
         gaps: list = [None]
         self.groups.append((rule, groups, epoch, gaps))
         return self.compile_probe(rule, groups, counter, outs, gaps)
@@ -519,6 +525,8 @@ class Executor(ContainerIndex):
         def block(ind: str, lines: list[str]) -> list[str]:
             return [ind + x for x in lines]
 
+        if self.static and len(groups) == 1 and len(groups[0][2]) == 1:
+            return self._compile_static_probe(rule, groups[0], counter, env, key, null, emit)
         lines = ["def probe(t):", "    T = clock[0]"]
         dynamic = not self.static
         if dynamic:
@@ -557,6 +565,30 @@ class Executor(ContainerIndex):
                       "        if g:",
                       "            for r in expand(rule, t, T, set(g)):"]
             lines += [f"                f{i}(r)" for i in range(len(outs))]
+        return _compile("\n".join(lines) + "\n", "probe", env)
+
+    @staticmethod
+    def _compile_static_probe(rule: Probe, group: tuple, counter: list[int], env: dict[str, Any], key: str,
+                              null: str, emit: list[str]) -> Callable:
+        """The probe of a static plan: one container, its index and route bound as constants."""
+        route, p, (dicts,), _ = group
+        env = {**env, "dicts": dicts}
+        lines = ["def probe(t):"]
+        if route is None:
+            lines += [f"    counter[0] += {p}", f"    if {null}:", "        return", f"    k = {key}",
+                      "    T = clock[0]", "    for d in dicts:", "        matches = d.get(k)",
+                      "        if not matches:", "            continue", "        for m in matches:"]
+            lines += ["            " + x for x in emit]
+        else:
+            rc, rf = route
+            n = len(dicts)
+            lines += ["    counter[0] += 1", f"    if {null}:", "        return"]
+            lines += ["    d = dicts[0]"] if n == 1 else [
+                f"    v = t[{rc}][{rf}]",
+                f"    d = dicts[v % {n} if v.__class__ is int else partition_of(v, {n})]"]
+            lines += [f"    matches = d.get({key})", "    if not matches:", "        return",
+                      "    T = clock[0]", "    for m in matches:"]
+            lines += ["        " + x for x in emit]
         return _compile("\n".join(lines) + "\n", "probe", env)
 
     def refresh(self) -> None:

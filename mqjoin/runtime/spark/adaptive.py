@@ -135,8 +135,8 @@ from ...workload import Attr, JoinClass, Workload, is_connected
 from ..adaptive import AdaptiveRun, EpochRecord
 from ..executor import ContainerIndex
 from ..rules import Layout, MirKey, layout_of, mir_key, probe_pairs
-from .deploy import Deployment, Pacing, _committed_seq
-from .engine import ARRIVAL_TYPE, StoreEngine, _lit, _release, _write_overwrite, latencies, wiring
+from .deployment import Deployment, Pacing, committed_seq
+from .engine import ARRIVAL_TYPE, StoreEngine, latencies, release_store, sql_literal, wiring, write_overwrite
 from .source import row_col, ts_col
 
 #: quantiles of the per-slice latency sketches (percentile_approx of the arrivals)
@@ -297,7 +297,7 @@ class AdaptiveEngine(StoreEngine):
         """A fresh start: no stores, a new controller with the changes known before the first
         epoch; the changes submitted later wait for their epochs."""
         for df in getattr(self, "stores", {}).values():
-            _release(df)
+            release_store(df)
         early = [c for c, e in self.submitted if e is None]
         self.ctl = AdaptiveController(self.base, self.policy, self.changes + early, self.optimizer)
         self.pending: dict[int, list[QueryChange]] = {}
@@ -322,10 +322,10 @@ class AdaptiveEngine(StoreEngine):
 
     def close(self) -> None:
         for df in self.stores.values():
-            _release(df)
+            release_store(df)
         self.stores = {}
         if self.open is not None and self.open.counts is not None:
-            _release(self.open.counts)
+            release_store(self.open.counts)
 
     def _load_slices(self) -> None:
         d = self.state_dir / "slices"
@@ -407,7 +407,7 @@ class AdaptiveEngine(StoreEngine):
             if st.frame is not None:
                 union = st.frame if union is None else union.unionByName(st.frame)
         if union is not None:
-            _write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
+            write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
         committed = time.time()
         done = []
         for st in states:
@@ -434,7 +434,7 @@ class AdaptiveEngine(StoreEngine):
             for df in st.persisted:
                 df.unpersist()
         for df in self.retire:
-            _release(df)
+            release_store(df)
         self.retire = []
         with self.lock:
             self._finish_records()
@@ -594,7 +594,7 @@ class AdaptiveEngine(StoreEngine):
                 q = prep.plan.workload.query(e.target.split(":", 1)[1])
                 cols = ", ".join(row_col(self.rank[r]) for r in q.relations)
                 per_query.setdefault(q.name, []).append(
-                    f"SELECT {_lit(q.name)} AS query, array({cols}) AS rows, _seq, _arrival "
+                    f"SELECT {sql_literal(q.name)} AS query, array({cols}) AS rows, _seq, _arrival "
                     f"FROM {self._travelling(e.label, st)} t")
             st.frame, st.obs = self._result_frame(per_query, st.tag, _sketch)
             for lab, e in prep.plan.edge.items():  # every probe: its messages
@@ -636,10 +636,10 @@ class AdaptiveEngine(StoreEngine):
             if old is not None and old is not df:
                 (self.retire if write else []).append(old)
                 if not write:
-                    _release(old)
+                    release_store(old)
             self.stores[layout] = df
         for df in st.retired:
-            _release(df)
+            release_store(df)
         if not write:
             for df in st.persisted:
                 df.unpersist()
@@ -654,7 +654,7 @@ class AdaptiveEngine(StoreEngine):
         aggregation (a union of per-query aggregates costs a shuffle stage each)."""
         if not parts:
             return {}
-        rows = " UNION ALL ".join(f"SELECT {_lit(k)} AS k, CAST(v AS BIGINT) AS v FROM ({q}) q{i}"
+        rows = " UNION ALL ".join(f"SELECT {sql_literal(k)} AS k, CAST(v AS BIGINT) AS v FROM ({q}) q{i}"
                                   for i, (k, q) in enumerate(parts.items()))
         return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(f"SELECT k, sum(v) AS n FROM ({rows}) u GROUP BY k").collect()}
 
@@ -1068,7 +1068,7 @@ class AdaptiveEngine(StoreEngine):
         finally:
             hist.unpersist()
         for df in self.retire:
-            _release(df)
+            release_store(df)
         self.retire = []
 
     def _history_sums(self, light: list[_Slice]) -> dict[int, dict]:
@@ -1203,7 +1203,7 @@ class AdaptiveDeployment(Deployment):
         self.engine = AdaptiveEngine(self.spark, self.base, self.policy, self.changes, self.optimizer, self.workload,
                                      opts["path"], str(self.out), column_types(ddl), self.state_dir, self.pacing,
                                      on_event=self._on_engine_event)
-        self._consumed["plan"] = _committed_seq(self.checkpoint / "spark" / "plan")
+        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)

@@ -161,8 +161,10 @@ class DriverEngine:
         group = job_group(sc, self, batch_id)
         table = batch.toArrow()
         read = time.time()
+        rebuilt = False
         if self.ex is None or self.next_batch != batch_id:
             self._restore(batch_id)
+            rebuilt = self.journal_rows > 0
         n = table.num_rows
         if n == 0:
             self.next_batch = batch_id + 1
@@ -183,6 +185,7 @@ class DriverEngine:
                 journals[key] = [e for part in c.entries for e in part]
             c.journal = None
             c.insert = c._compile_insert()
+        ex.purge_all(ex.clock[0])  # the stores hold what later tuples can still join, as reported
         executed = time.time()
         results = ex.results(clear=True)
         self._write_results(batch_id, results)
@@ -194,7 +197,9 @@ class DriverEngine:
             if rows:
                 trig = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))
                 lat = committed - arrival[np.searchsorted(seq, trig)]
-                lmean[q], lp95[q], lmax[q] = float(lat.mean()), float(np.percentile(lat, 95)), float(lat.max())
+                lo, hi = float(lat.min()), float(lat.max())
+                lmean[q] = min(max(float(lat.mean()), lo), hi)  # equal latencies: mean == max, exactly
+                lp95[q], lmax[q] = float(np.percentile(lat, 95)), hi
         self._write_journal(batch_id, journals)
         state = time.time()
         msgs = {lab: c[0] - before.get((p, lab), 0) for (p, lab), c in ex.counters.items()}
@@ -203,7 +208,7 @@ class DriverEngine:
         report = BatchReport(
             batch=batch_id, first_seq=first, input_rows=n, started=started, seconds=time.time() - started,
             min_ts=float(ts.min()), max_ts=float(ts.max()), results=counts, latency_mean=lmean, latency_p95=lp95,
-            latency_max=lmax, probe_messages=msgs, store_rows={s.id: store_rows.get(s.id, 0) for s in self.plan.stores},
+            latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt, store_rows={s.id: store_rows.get(s.id, 0) for s in self.plan.stores},
             state_bytes=_state_bytes(ex), phases={"read": read - started, "execute": executed - t0,
                                                  "write": committed - executed, "state": state - committed},
             jobs=jobs, stages=stages)
@@ -238,14 +243,16 @@ class DriverEngine:
                 queries.append(q)
                 rows.append(list(r))
                 seqs.append(s)
-        if not queries:
-            return
         path.mkdir(parents=True, exist_ok=True)
+        if not queries:
+            (path / "_SUCCESS").touch()
+            return
         t = pa.table({"query": pa.array(queries, pa.string()), "rows": pa.array(rows, pa.list_(pa.int64())),
                       "_seq": pa.array(seqs, pa.int64())})
         tmp = path / "part-0.parquet.tmp"
         pq.write_table(t, tmp)
         tmp.replace(path / "part-0.parquet")
+        (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
     def close(self) -> None:
         self.ex = None

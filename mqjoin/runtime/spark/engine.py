@@ -247,7 +247,7 @@ class StoreEngine:
         per item costs ~0.15–0.6 s each on a local session)."""
         if not froms:
             return {}
-        sql = " UNION ALL ".join(f"SELECT {_lit(k)} AS k, CAST({expr} AS BIGINT) AS n FROM {f}"
+        sql = " UNION ALL ".join(f"SELECT {sql_literal(k)} AS k, CAST({expr} AS BIGINT) AS n FROM {f}"
                                  for k, f in froms.items())
         return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
 
@@ -364,7 +364,7 @@ class DeltaJoinEngine(StoreEngine):
 
     def _drop_all(self) -> None:
         for df in self.stores.values():
-            _release(df)
+            release_store(df)
         self.stores = {}
 
     # SQL text is generated per batch: one `spark.sql` call per store and per shared result
@@ -410,12 +410,12 @@ class DeltaJoinEngine(StoreEngine):
                 q = self.w.query(e.target.split(":", 1)[1])
                 rows = ", ".join(row_col(self.rank[r]) for r in q.relations)
                 per_query.setdefault(q.name, []).append(
-                    f"SELECT {_lit(q.name)} AS query, array({rows}) AS rows, _seq, _arrival "
+                    f"SELECT {sql_literal(q.name)} AS query, array({rows}) AS rows, _seq, _arrival "
                     f"FROM {self._travelling(e.label, bs)} t")
             union, lat_obs = self._result_frame(per_query, f"{batch_id}_{id(bs)}")
             phase("plan_outputs")
             if union is not None:
-                _write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
+                write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
             phase("outputs")
         committed = time.time()
         fed = {}
@@ -425,7 +425,7 @@ class DeltaJoinEngine(StoreEngine):
         for sid, df in bs.stores.items():
             old = self.stores.get(sid)
             if old is not None and old is not df:
-                _release(old)
+                release_store(old)
         self.stores = bs.stores
         for df in bs.persisted:
             df.unpersist()
@@ -578,19 +578,19 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
             committed - float(metrics["min"]))
 
 
-def _lit(text: str) -> str:
+def sql_literal(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _write_overwrite(df: DataFrame, path: str) -> None:
+def write_overwrite(df: DataFrame, path: str) -> None:
     """Write a batch's results (overwrite: a batch re-executed after a restart replaces its own
     output).  No coalesce: merging partitions would keep every join's hash table of the merged
     partitions in one task's memory until it ends — measured: OOM."""
     df.write.mode("overwrite").parquet(path)
 
 
-def _release(df: DataFrame) -> None:
+def release_store(df: DataFrame) -> None:
     """Free the blocks of a locally checkpointed store (the driver holds no rows)."""
     try:
         plan = df._jdf.queryExecution().analyzed()

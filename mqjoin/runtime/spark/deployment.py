@@ -1,0 +1,507 @@
+"""Deployments: a plan (or the native baseline) running as Spark streaming queries.
+
+Started by :func:`mqjoin.runtime.spark.deploy.deploy`; usage (a running Spark job, so not a
+doctest; tests/test_spark_engine.py runs it)::
+
+    d = deploy(optimize(w).plan, "data/", "out/", speedup=10)   # starts at once
+    d.wait(); d.batches.tail()                                   # pandas metrics
+    d.results()["q1"]                                            # set of row-index tuples
+
+A :class:`Deployment` is a handle on running queries (the one mutable object of the engine):
+``start``/``stop``/``wait``, metrics as pandas DataFrames (``batches``, ``queries``,
+``stores``, ``progress``), a live feed (:meth:`Deployment.subscribe`, fed by the foreachBatch
+reports and a ``StreamingQueryListener``), the Spark UI address, and the results, read back
+from the per-batch output the sink committed — a failing deployment keeps what it committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...errors import DataError, EngineError
+from ...plan import Plan
+from ...workload import Workload
+from ...tables import Table, read_inputs, write_results
+from ..rules import require_inputs
+from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
+from .session import spark_message, spark_session, ui_url
+from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("mqjoin", "native")
+MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see spark_mode())
+
+
+def spark_mode(mode: str, master: str) -> str:
+    """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
+    executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, the fast
+    mode on one machine), ``distributed`` keeps every store as a partitioned DataFrame on the
+    executors (:mod:`.engine`: the mode for state beyond one machine); ``auto`` picks
+    ``driver`` on a local master and ``distributed`` on a cluster.
+
+    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("driver", "yarn")
+    ('driver', 'distributed', 'driver')
+    """
+    if mode not in MODES:
+        raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
+    if mode == "auto":
+        return "driver" if master.startswith("local") else "distributed"
+    return mode
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How fast the replay serves input: ``rate`` tuples/s, or ``speedup`` × event time, or
+    neither (as fast as the engine takes it, ``max_rows_per_batch`` per micro-batch)."""
+
+    rate: float | None = None
+    speedup: float | None = None
+    max_rows_per_batch: int | None = None
+    trigger_seconds: float | None = None
+
+    def options(self) -> dict[str, str]:
+        if self.rate is not None and self.rate <= 0:
+            raise DataError(f"rate must be positive, got {self.rate}")
+        if self.speedup is not None and self.speedup <= 0:
+            raise DataError(f"speedup must be positive, got {self.speedup}")
+        if self.max_rows_per_batch is not None and self.max_rows_per_batch < 1:
+            raise DataError(f"max rows per batch must be at least 1, got {self.max_rows_per_batch}")
+        opts = {}
+        if self.rate:
+            opts["rate"] = repr(float(self.rate))
+        if self.speedup:
+            opts["speedup"] = repr(float(self.speedup))
+        if self.max_rows_per_batch:
+            opts["maxRowsPerBatch"] = str(int(self.max_rows_per_batch))
+        return opts
+
+
+class _Listener:
+    """One StreamingQueryListener per session, dispatching progress events by query id."""
+
+    _installed: dict[int, "_Listener"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Callable[[str, dict], None]] = {}
+
+    @classmethod
+    def of(cls, spark) -> "_Listener":
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        with cls._lock:
+            key = id(spark)
+            if key not in cls._installed:
+                me = cls()
+
+                class L(StreamingQueryListener):
+                    def onQueryStarted(self, event):
+                        pass
+
+                    def onQueryProgress(self, event):
+                        f = me.routes.get(str(event.progress.id))
+                        if f:
+                            f("progress", json.loads(event.progress.json))
+
+                    def onQueryIdle(self, event):
+                        pass
+
+                    def onQueryTerminated(self, event):
+                        f = me.routes.get(str(event.id))
+                        if f:
+                            f("terminated", {"exception": event.exception})
+
+                spark.streams.addListener(L())
+                cls._installed[key] = me
+            return cls._installed[key]
+
+
+class Deployment:
+    """A running (or finished) deployment; see the module doc.  Create with :func:`deploy`."""
+
+    def __init__(self, plan: Plan | None, data: str | Path | Mapping[str, Table], out: str | Path, *,
+                 engine: str = "mqjoin", spark=None, master: str | None = None,
+                 checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
+                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None, mode: str = "auto"):
+        if engine not in ENGINES:
+            raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        if mode not in MODES:
+            raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
+        self.mode_asked = mode
+        self.plan, self.engine_name, self.pacing = plan, engine, pacing
+        self.workload = workload if workload is not None else plan.workload
+        pacing.options()  # bad pacing fails before Spark starts (and before a temporary directory exists)
+        self.out = Path(out)
+        self._tmp = None
+        if checkpoint is None:
+            self._tmp = tempfile.mkdtemp(prefix="mqjoin-ckpt-")
+            checkpoint = self._tmp
+        self.checkpoint = Path(checkpoint)
+        self.tables = dict(data) if isinstance(data, Mapping) else self._read_inputs(data)
+        require_inputs(self.workload, self.tables)
+        try:
+            self.spark = spark or spark_session(master, conf)
+        except BaseException:
+            self.cleanup()  # nothing was written yet: the temporary checkpoint goes
+            raise
+        self.mode = spark_mode(mode, self.spark.sparkContext.master) if engine == "mqjoin" else "native"
+        self._lock = threading.Lock()
+        self._reports: list[dict] = []
+        self._query_rows: list[dict] = []
+        self._store_rows: list[dict] = []
+        self._progress: list[dict] = []
+        self._subscribers: list[Callable[[dict], None]] = []
+        self._queries: dict[str, Any] = {}  # name → StreamingQuery
+        self._consumed: dict[str, int] = {}
+        self.error: EngineError | None = None
+        self.status = "created"
+        self._stopping = False
+        self.started_at: float | None = None
+        self.total = 0
+        self.engine: DeltaJoinEngine | None = None
+
+    def _read_inputs(self, data: str | Path) -> dict[str, Table]:
+        return read_inputs(self.workload, data)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> "Deployment":
+        if self.status == "running":
+            return self
+        log = build_replay_log(self.workload, self.tables)
+        self.total = len(log)
+        path = write_replay_log(log, self.checkpoint / "replay.parquet")
+        ddl = spark_schema(log.schema)
+        opts = {"path": str(path), **self.pacing.options()}
+        listener = _Listener.of(self.spark)
+        self.started_at = time.time()
+        try:
+            if self.engine_name == "mqjoin":
+                self._start_mqjoin(opts, ddl, listener)
+            else:
+                self._start_native(opts, listener)
+        except Exception as exc:
+            self._fail(exc)
+            raise self.error from None
+        self.status = "running"
+        self._emit({"kind": "status", "status": self.status, "ui": self.ui_url})
+        return self
+
+    def _stream(self, opts: Mapping[str, str]):
+        reader = self.spark.readStream.format(SOURCE_NAME)
+        for k, v in opts.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    def _writer(self, df, name: str, fn):
+        w = df.writeStream.queryName(f"mqjoin_{self.engine_name}_{name}_{id(self)}").foreachBatch(fn)
+        w = w.option("checkpointLocation", str(self.checkpoint / "spark" / name))
+        if self.pacing.trigger_seconds:
+            w = w.trigger(processingTime=f"{self.pacing.trigger_seconds} seconds")
+        return w
+
+    def _start_mqjoin(self, opts, ddl, listener) -> None:
+        if self.mode == "driver":
+            from .driver import DriverEngine
+
+            self.engine = DriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report)
+        else:
+            self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
+                                          column_types(ddl), on_batch=self._on_report)
+        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
+        q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
+        self._queries["plan"] = q
+        listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
+
+    def _start_native(self, opts, listener) -> None:
+        from .native import native_queries
+
+        frames = native_queries(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
+                                speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)
+        for qname, df in frames.items():
+            self._consumed[qname] = committed_seq(self.checkpoint / "spark" / qname)
+            q = self._writer(df, qname, self._guard(self._native_sink(qname))).start()
+            self._queries[qname] = q
+            listener.routes[str(q.id)] = (lambda n: lambda kind, d: self._on_listener(n, kind, d))(qname)
+
+    def _guard(self, fn):
+        """Keep a Python error from a batch readable: it is re-raised (Spark stops the query)
+        after being recorded with its own message."""
+        def run(df, batch_id):
+            try:
+                fn(df, batch_id)
+            except Exception as exc:
+                self._fail(exc)
+                raise
+        return run
+
+    def _native_sink(self, qname: str):
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        def sink(df, batch_id):
+            started = time.time()
+            ob = Observation(f"native_{qname}_{batch_id}")
+            out = df.select(F.lit(qname).alias("query"), "rows", "_seq", "_arrival").observe(
+                ob, *arrival_aggregates(), F.max("_seq").alias("s1"))
+            out.write.mode("overwrite").parquet(str(self.out / "_native" / qname / f"batch={batch_id}"))
+            committed = time.time()
+            m = ob.get
+            n = int(m.get("n") or 0)
+            row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
+                   "seconds": committed - started}
+            if n:
+                lat = latencies(m, committed)
+                row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
+            with self._lock:
+                self._query_rows.append(row)
+            self._emit({"kind": "query", **row})
+        return sink
+
+    def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
+        """Block until all input is consumed (True), the deployment failed (raises
+        :class:`EngineError`) or ``timeout`` seconds passed (False)."""
+        deadline = None if timeout is None else time.time() + timeout
+        while True:
+            if self.error is not None:
+                raise self.error
+            for q in self._queries.values():
+                exc = q.exception()
+                if exc is not None:
+                    self._fail(exc)
+                    raise self.error
+            if self.done:
+                return True
+            if deadline is not None and time.time() > deadline:
+                return False
+            time.sleep(poll)
+
+    @property
+    def done(self) -> bool:
+        """All input is consumed *and committed by Spark*: a stop after this interrupts no batch
+        (the engine's own counters advance before Spark commits the batch and before its
+        metrics are recorded; stopping then lost the last batch's report)."""
+        if not self._queries or not self.total:
+            return bool(self._queries) and not self.total
+        return all(self._source_offset(n) >= self.total for n in self._queries)
+
+    def _source_offset(self, name: str) -> int:
+        q = self._queries[name]
+        prog = q.lastProgress
+        best = self._consumed.get(name, 0)
+        if prog:
+            offs = [json.loads(s["endOffset"])["seq"] if isinstance(s["endOffset"], str) else s["endOffset"]["seq"]
+                    for s in prog["sources"] if s.get("endOffset")]
+            if offs:
+                best = max(best, min(int(o) for o in offs))
+        return best
+
+    def stop(self) -> None:
+        """Stop the queries (committed results and metrics stay)."""
+        # a batch running now is interrupted (its Spark jobs cancelled): that error is the stop,
+        # not a failure — the batch was not committed and runs again after a restart
+        self._stopping = True
+        for q in self._queries.values():
+            try:
+                q.stop()
+            except Exception:
+                pass
+        if self.engine:
+            self.engine.close()
+        if self.status == "running":
+            self.status = "finished" if self.done else "stopped"
+        self._emit({"kind": "status", "status": self.status, "error": None if self.error is None else str(self.error)})
+
+    def cleanup(self) -> None:
+        """Remove the temporary checkpoint directory (only one the deployment created)."""
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._stopping:  # the interrupted batch of stop()
+            return
+        if self.error is None:
+            self.error = exc if isinstance(exc, EngineError) else EngineError(
+                f"the {self.engine_name} deployment failed: {spark_message(exc)}")
+            self.status = "failed"
+            self._emit({"kind": "status", "status": "failed", "error": str(self.error)})
+
+    # -- metrics --------------------------------------------------------------------------------
+
+    @property
+    def ui_url(self) -> str | None:
+        return ui_url(self.spark)
+
+    def subscribe(self, callback: Callable[[dict], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every report (dicts with ``kind`` = ``batch``,
+        ``query``, ``progress`` or ``status``); returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def _emit(self, event: dict) -> None:
+        for f in list(self._subscribers):
+            try:
+                f(event)
+            except Exception:  # a broken widget must not stop the deployment, nor fail in silence
+                log.exception("a subscriber of the deployment failed on a %s event", event.get("kind"))
+
+    def _on_report(self, r: BatchReport) -> None:
+        msgs_by_store: dict[str, int] = {}
+        for lab, m in r.probe_messages.items():
+            sid = self.plan.edge[lab].target
+            msgs_by_store[sid] = msgs_by_store.get(sid, 0) + m
+        row = {"engine": self.engine_name, "mode": self.mode, "batch": r.batch, "input_rows": r.input_rows,
+               "started": r.started, "jobs": r.jobs, "stages": r.stages,
+               "seconds": r.seconds, "rows_per_s": r.input_rows / r.seconds if r.seconds > 0 else None,
+               "results": sum(r.results.values()), "probe_messages": sum(r.probe_messages.values()),
+               "state_rows": sum(r.store_rows.values()), "state_bytes": r.state_bytes,
+               "min_ts": r.min_ts, "max_ts": r.max_ts, "rebuilt": r.rebuilt}
+        qrows = [{"engine": self.engine_name, "batch": r.batch, "query": q, "results": n, "started": r.started,
+                  "seconds": r.seconds, "latency_mean": r.latency_mean.get(q), "latency_p95": r.latency_p95.get(q),
+                  "latency_max": r.latency_max.get(q)} for q, n in r.results.items()]
+        srows = [{"engine": self.engine_name, "batch": r.batch, "store": s, "rows": n,
+                  "messages": msgs_by_store.get(s, 0)} for s, n in r.store_rows.items()]
+        with self._lock:
+            self._reports.append(row)
+            self._query_rows.extend(qrows)
+            self._store_rows.extend(srows)
+        self._emit({"kind": "batch", **row, "queries": qrows, "stores": srows})
+
+    def _on_listener(self, name: str, kind: str, d: dict) -> None:
+        if kind == "terminated":
+            if d.get("exception"):
+                self._fail(EngineError(f"the {self.engine_name} deployment failed: "
+                                       f"{spark_message(Exception(d['exception']))}"))
+            return
+        state = d.get("stateOperators") or []
+        row = {"engine": self.engine_name, "query": name, "batch": d.get("batchId"),
+               "input_rows": d.get("numInputRows"), "input_rows_per_s": d.get("inputRowsPerSecond"),
+               "processed_rows_per_s": d.get("processedRowsPerSecond"),
+               "duration_ms": (d.get("durationMs") or {}).get("triggerExecution"),
+               "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in state),
+               "state_bytes": sum(int(s.get("memoryUsedBytes") or 0) for s in state),
+               "timestamp": d.get("timestamp")}
+        with self._lock:
+            self._progress.append(row)
+        self._emit({"kind": "progress", **row})
+
+    def _frame(self, rows: list[dict]):
+        import pandas as pd
+
+        with self._lock:
+            return pd.DataFrame(list(rows))
+
+    @property
+    def batches(self):
+        """One row per micro-batch of the plan (engine ``mqjoin``)."""
+        return self._frame(self._reports)
+
+    @property
+    def queries(self):
+        """One row per (micro-batch, query): results and latency (seconds)."""
+        return self._frame(self._query_rows)
+
+    @property
+    def stores(self):
+        """One row per (micro-batch, store): rows held and probe messages received."""
+        return self._frame(self._store_rows)
+
+    @property
+    def progress(self):
+        """Spark's own progress reports (StreamingQueryListener), one row per query and batch."""
+        return self._frame(self._progress)
+
+    # -- results ------------------------------------------------------------------------------
+
+    def results(self) -> dict[str, set[tuple[int, ...]]]:
+        """Query → set of result tuples (row indices in the query's relation order) committed
+        so far."""
+        root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
+        out: dict[str, set[tuple[int, ...]]] = {q: set() for q in self._result_queries()}
+        if not root.exists():
+            return out
+        import pyarrow.dataset as ds
+
+        files = [str(p) for p in root.rglob("*.parquet")]
+        if not files:
+            return out
+        t = ds.dataset(files, format="parquet").to_table(columns=["query", "rows"])
+        for q, rows in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
+            out[q].add(tuple(rows))
+        return out
+
+    def _result_queries(self) -> list[str]:
+        return [q.name for q in self.workload.queries]
+
+    def results_frame(self):
+        """The committed results as a pandas DataFrame (``query``, ``rows``, ``batch``), for
+        notebooks; also registered as the Spark temporary view ``mqjoin_results``."""
+        import pandas as pd
+
+        root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
+        if not root.exists() or not any(root.rglob("*.parquet")):
+            return pd.DataFrame({"query": [], "rows": [], "batch": []})
+        df = self.spark.read.option("recursiveFileLookup", "false").parquet(str(root) if self.engine_name == "mqjoin"
+                                                                             else str(root / "*"))
+        df.createOrReplaceTempView("mqjoin_results")
+        return df.select("query", "rows", "batch").toPandas()
+
+    def result_counts(self) -> dict[str, int]:
+        return {q: len(s) for q, s in self.results().items()}
+
+    def write_results(self) -> Path:
+        """Write ``OUT/<query>.parquet`` in the CLI's output format."""
+        return write_results(self.workload, self.results(), self.out)
+
+    def summary(self) -> dict[str, Any]:
+        """Throughput, latency and state figures of the run so far (``--json`` output)."""
+        import numpy as np
+
+        b, q, p = self.batches, self.queries, self.progress
+        busy = float(b["seconds"].sum()) if len(b) else float(q.groupby("batch")["seconds"].max().sum()) if len(q) else 0.0
+        lat = q.dropna(subset=["latency_mean"]) if len(q) and "latency_mean" in q else q
+        weights = lat["results"].to_numpy() if len(lat) else np.array([])
+        out = {
+            "engine": self.engine_name, "mode": self.mode, "input_tuples": self.total, "batches": int(len(b) or p["batch"].nunique() if len(p) else 0),
+            "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
+            "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
+            "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) else None,
+            "results": self.result_counts(), "ui": self.ui_url,
+        }
+        if self.engine_name == "mqjoin" and len(b):
+            out["probe_messages"] = int(b["probe_messages"].sum())
+            out["jobs_per_batch"] = float(b["jobs"].mean())
+            out["stages_per_batch"] = float(b["stages"].mean())
+            out["state_rows_max"] = int(b["state_rows"].max())
+            out["state_bytes_max"] = int(b["state_bytes"].max())
+        elif len(p):
+            per_batch = p.groupby("query")[["state_rows", "state_bytes"]].max()
+            out["state_rows_max"] = int(per_batch["state_rows"].sum())
+            out["state_bytes_max"] = int(per_batch["state_bytes"].sum())
+        return out
+
+
+def committed_seq(spark_checkpoint: Path) -> int:
+    """The source offset a restarted query resumes from (0 for a new checkpoint)."""
+    commits = spark_checkpoint / "commits"
+    offsets = spark_checkpoint / "offsets"
+    if not commits.is_dir():
+        return 0
+    ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not ids:
+        return 0
+    try:
+        lines = (offsets / str(ids[-1])).read_text().splitlines()
+        seqs = [json.loads(line)["seq"] for line in lines[2:] if line.startswith("{") and '"seq"' in line]
+        return min(int(s) for s in seqs) if seqs else 0
+    except (OSError, ValueError, KeyError):
+        return 0
