@@ -165,6 +165,24 @@ class AdaptiveRun:
         }
 
 
+def epoch_record(ex: Executor, ep: EpochCounters, plan: Plan, latencies: Iterable[float] | None = None,
+                 busy: float | None = None) -> EpochRecord:
+    """The record of the epoch ``ep`` that ``ex`` is closing under ``plan``: its counts, the
+    state held now and the latencies (default: the simulated ones of a timed executor)."""
+    stores = ex.store_rows(plan)
+    lat = sorted(ep.latencies if latencies is None else latencies)
+    return EpochRecord(
+        epoch=ep.epoch, start=ep.start, plan=ep.plan, queries=ep.queries, input_tuples=ep.tuples,
+        results={q: ex.counts.get(q, 0) - ep.results_at_open.get(q, 0) for q in ep.queries},
+        probe_messages=ex.probe_messages() - ep.messages_at_open,
+        history_messages=ex.history[0] - ep.history_at_open,
+        state_rows=sum(stores.values()), containers=len(ex.containers), stores=stores,
+        busy_seconds=ep.busy if busy is None else busy,
+        latency_mean=sum(lat) / len(lat) if lat else 0.0,
+        latency_p95=lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)] if lat else 0.0,
+        latency_max=lat[-1] if lat else 0.0, backlog_max=ep.backlog)
+
+
 # --------------------------------------------------------------------------------------------
 # the run
 # --------------------------------------------------------------------------------------------
@@ -222,20 +240,7 @@ class _AdaptiveRunner:
         return self.snapshot(len(order), time.perf_counter() - t0)
 
     def _record(self, ep: EpochCounters) -> None:
-        ex = self.ex
-        plan = self.ctl.plans[ep.plan]
-        stores = ex.store_rows(plan)
-        lat = sorted(ep.latencies)
-        rec = EpochRecord(
-            epoch=ep.epoch, start=ep.start, plan=ep.plan, queries=ep.queries, input_tuples=ep.tuples,
-            results={q: ex.counts.get(q, 0) - ep.results_at_open.get(q, 0) for q in ep.queries},
-            probe_messages=ex.probe_messages() - ep.messages_at_open,
-            history_messages=ex.history[0] - ep.history_at_open,
-            state_rows=sum(stores.values()), containers=len(ex.containers), stores=stores,
-            busy_seconds=ep.busy,
-            latency_mean=sum(lat) / len(lat) if lat else 0.0,
-            latency_p95=lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)] if lat else 0.0,
-            latency_max=lat[-1] if lat else 0.0, backlog_max=ep.backlog)
+        rec = epoch_record(self.ex, ep, self.ctl.plans[ep.plan])
         self.records.append(rec)
         if self.on_epoch is not None:
             self.on_epoch(rec)

@@ -400,6 +400,7 @@ class Executor(ContainerIndex):
         self.speedup = speedup
         self.sample, self.sampled = sample, sampled
         self.on_epoch = on_epoch
+        self.on_enter: Callable[[int, float], None] | None = None  # a backend journaling its state
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
         self.raw: dict[str, list] = {}  # query → results as travelling tuples (or (trigger, tuple))
@@ -779,10 +780,14 @@ class Executor(ContainerIndex):
             if v is not None and self.sampled(v, self.sample):
                 ep.counts[a][v] += 1
 
-    def _enter(self, e: int, T: float) -> None:
+    def _enter(self, e: int, T: float, sample: Any = None) -> None:
+        """Enter epoch ``e`` at time ``T``: close the current epoch (its sample decides later
+        plans; a backend restoring its state passes the sample it recorded instead), let the
+        schedule choose the plan, open the epoch's containers and compile the plan."""
         if self.ep is not None:
             closing = self.ep.epoch
-            self.samples[closing] = self.close()
+            got = self.close()
+            self.samples[closing] = got if sample is None else sample
         with self.lock:  # query changes may be submitted from another thread
             plan = self.schedule.enter(e, self.samples)
             pidx = self.schedule.plan_of[e]
@@ -796,6 +801,8 @@ class Executor(ContainerIndex):
         self.ep.counts = {a: Counter() for lst in self.track.values() for _, a in lst}
         self.next_expire = T + self.expire_every
         self.next_purge = min([c.next_purge for c in self.containers.values()], default=math.inf)
+        if self.on_enter is not None:
+            self.on_enter(e, T)
 
     def _tracking(self, epoch: int) -> dict[str, list[tuple[int, Attr]]]:
         out: dict[str, list[tuple[int, Attr]]] = {}

@@ -42,6 +42,9 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
         if engine != "mqjoin":
             raise EngineError(f"adaptivity runs on the mqjoin engine, not on {engine!r} (Spark's own joins have "
                               "no plan to adapt)")
+        if mode == "distributed":
+            raise EngineError("adaptive deployments keep their stores in the driver's executor (--spark-mode "
+                              "driver or auto); the distributed mode runs static plans")
         policy = adaptive if isinstance(adaptive, AdaptivePolicy) else AdaptivePolicy()
         return AdaptiveDeployment(plan, data, out, policy=policy, changes=changes, optimizer=optimizer, spark=spark,
                                   master=master, checkpoint=checkpoint, pacing=pacing, conf=conf).start()

@@ -356,7 +356,7 @@ class Deployment:
 
     def _on_report(self, r: BatchReport) -> None:
         msgs_by_store: dict[str, int] = {}
-        for lab, m in r.probe_messages.items():
+        for lab, m in r.probe_messages.items() if self.plan is not None else ():
             sid = self.plan.edge[lab].target
             msgs_by_store[sid] = msgs_by_store.get(sid, 0) + m
         row = {"engine": self.engine_name, "mode": self.mode, "batch": r.batch, "input_rows": r.input_rows,

@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import pickle
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -59,12 +60,14 @@ from .source import attr_col
 
 log = logging.getLogger(__name__)
 
-JOURNAL_FORMAT = 1
+JOURNAL_FORMAT = 2
 
 
 class DriverEngine:
-    """Runs ``plan`` as a ``foreachBatch`` function (see the module doc).  ``state_dir`` keeps
-    the state journal; ``on_batch`` receives a :class:`~.engine.BatchReport` per batch."""
+    """Runs the plans of a schedule as a ``foreachBatch`` function (see the module doc): a
+    static plan (:class:`~mqjoin.runtime.executor.StaticSchedule`), or the adaptive
+    controller (:class:`AdaptiveDriverEngine`).  ``state_dir`` keeps the state journal;
+    ``on_batch`` receives a :class:`~.engine.BatchReport` per batch."""
 
     def __init__(self, plan: Plan, out_dir: str, state_dir: str | Path,
                  on_batch: Callable[[BatchReport], None] | None = None):
@@ -78,12 +81,31 @@ class DriverEngine:
         self.attrs = {r.name: len(r.attributes) for r in self.w.relations}
         self.ex: Executor | None = None
         self.next_batch: int | None = None  # the batch the in-memory state is ready for
+        self.next_seq = 0  # input tuples processed so far
         self.journal_rows = 0
+        self.lock = threading.RLock()
+        self._enters: list = []  # epochs entered in the batch being processed
+
+    # -- hooks for the adaptive engine ----------------------------------------------------
+
+    def new_executor(self) -> Executor:
+        return Executor(StaticSchedule(self.plan), triggers=True)
+
+    def current_plan(self) -> Plan:
+        return self.plan
+
+    def restored(self, records: list[dict]) -> None:
+        """Called after the state was rebuilt from the journal ``records``."""
+
+    def journal_extra(self) -> dict[str, Any]:
+        """More to keep in the batch's journal record."""
+        return {}
+
+    def batch_done(self, batch_id: int, results: Mapping[str, list], committed: float, seq: np.ndarray,
+                   arrival: np.ndarray, ts: np.ndarray) -> None:
+        """Called after a batch's results were written (before its journal)."""
 
     # -- state ----------------------------------------------------------------------------
-
-    def _new_executor(self) -> Executor:
-        return Executor(StaticSchedule(self.plan), triggers=True)
 
     def _journals(self) -> list[tuple[int, Path]]:
         if not self.state_dir.is_dir():
@@ -99,8 +121,9 @@ class DriverEngine:
     def _restore(self, batch_id: int) -> None:
         """The executor as it was after batch ``batch_id − 1``: rebuilt from the journal of the
         batches before ``batch_id`` (entries of later, uncommitted batches are discarded)."""
-        ex = self._new_executor()
-        rows = 0
+        ex = self.new_executor()
+        on_epoch, ex.on_epoch = ex.on_epoch, None  # epochs closed before were reported then
+        rows, records, last = 0, [], None
         for b, path in self._journals():
             if b >= batch_id:
                 path.unlink()  # written for a batch Spark did not commit; it runs again
@@ -110,36 +133,68 @@ class DriverEngine:
             if rec.get("format") != JOURNAL_FORMAT:
                 raise EngineError(f"state journal {path} has an unknown format; delete the checkpoint to start over")
             if rec["snapshot"]:
-                ex = self._new_executor()
-                rows = 0
-            if ex.ep is None and rec["T"] is not None:
-                ex.clock[0] = rec["T"]
-                ex._enter(0, rec["T"])
-            for (layout, epoch), entries in rec["entries"]:
+                ex = self.new_executor()
+                ex.on_epoch = None
+                rows, records = 0, []
+            rows += self._replay(ex, rec)
+            records.append(rec)
+            last = rec
+        if last is not None:
+            for key, n in last["messages"].items():
+                ex.counters.setdefault(key, [0])[0] = n
+            ex.history[0] = last["history"]
+            ex.counts.clear()
+            ex.counts.update(last["counts"])
+            ex.clock[0] = last["T"]
+            ex.ep = last["open"]
+            self.next_seq = last["next_seq"]
+        else:
+            self.next_seq = 0
+        ex.on_epoch = on_epoch
+        self.ex, self.next_batch, self.journal_rows = ex, batch_id, rows
+        self.restored(records)
+
+    def _replay(self, ex: Executor, rec: dict) -> int:
+        """Re-enter the epochs of one journal record and re-insert its entries; returns the
+        entries inserted."""
+        rows = 0
+
+        def insert(groups) -> None:
+            nonlocal rows
+            for (layout, epoch), entries in groups:
                 c = ex.containers[(Layout(*layout), epoch)]
                 for e in entries:
                     c.insert(e)
                 rows += len(entries)
-            for key, n in rec["messages"].items():
-                ex.counters.setdefault(key, [0])[0] = n
-            ex.counts.clear()
-            ex.counts.update(rec["counts"])
-            if rec["T"] is not None:
-                ex.clock[0] = rec["T"]
-        self.ex, self.next_batch, self.journal_rows = ex, batch_id, rows
 
-    def _write_journal(self, batch_id: int, journals: Mapping[tuple, list]) -> None:
+        insert(rec["pre"])
+        for e, T, sample, groups in rec["enters"]:
+            ex.clock[0] = T
+            ex._enter(e, T, sample)
+            self.replayed_enter(ex, e)
+            insert(groups)
+        return rows
+
+    def replayed_enter(self, ex: Executor, epoch: int) -> None:
+        """Called when a restore re-enters ``epoch`` (the adaptive engine re-submits the query
+        changes submitted during it)."""
+
+    def _write_journal(self, batch_id: int, pre: Mapping[tuple, list]) -> None:
         ex = self.ex
         live = sum(c.rows() for c in ex.containers.values())
-        snapshot = self.journal_rows > 2 * max(live, 1000)
+        snapshot = self.snapshots and self.journal_rows > 2 * max(live, 1000)
         if snapshot:
-            entries = [((tuple(lay), ep), list(e for part in c.entries for e in part))
-                       for (lay, ep), c in ex.containers.items()]
+            enters = [(0, ex.clock[0], None, [((tuple(lay), ep), [e for part in c.entries for e in part])
+                                              for (lay, ep), c in ex.containers.items()])]
+            pre_rec: list = []
         else:
-            entries = [((tuple(lay), ep), j) for (lay, ep), j in journals.items() if j]
-        rec = {"format": JOURNAL_FORMAT, "batch": batch_id, "snapshot": snapshot,
-               "T": ex.clock[0] if ex.ep is not None else None, "entries": entries,
-               "messages": {k: c[0] for k, c in ex.counters.items()}, "counts": dict(ex.counts)}
+            pre_rec = [((tuple(lay), ep), j) for (lay, ep), j in pre.items() if j]
+            enters = [(e, T, sample, [((tuple(lay), ep), j) for (lay, ep), j in groups.items() if j])
+                      for e, T, sample, groups in self._enters]
+        rec = {"format": JOURNAL_FORMAT, "batch": batch_id, "snapshot": snapshot, "pre": pre_rec,
+               "enters": enters, "open": ex.ep, "T": ex.clock[0], "next_seq": self.next_seq,
+               "messages": {k: c[0] for k, c in ex.counters.items()}, "history": ex.history[0],
+               "counts": dict(ex.counts), **self.journal_extra()}
         self.state_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / f"{batch_id}.tmp"
         with tmp.open("wb") as f:
@@ -151,7 +206,10 @@ class DriverEngine:
                     p.unlink()
             self.journal_rows = live
         else:
-            self.journal_rows += sum(len(j) for j in journals.values())
+            self.journal_rows += sum(len(j) for _, j in pre_rec) + \
+                sum(len(j) for *_, groups in enters for _, j in groups)
+
+    snapshots = True  # compact the journal into snapshots (a static plan: no controller state)
 
     # -- one micro-batch ------------------------------------------------------------------
 
@@ -161,6 +219,11 @@ class DriverEngine:
         group = job_group(sc, self, batch_id)
         table = batch.toArrow()
         read = time.time()
+        with self.lock:
+            self._process(table, batch_id, started, read, sc, group)
+
+    def _process(self, table: pa.Table, batch_id: int, started: float, read: float, sc, group: str) -> None:
+        self.batch_started = started
         rebuilt = False
         if self.ex is None or self.next_batch != batch_id:
             self._restore(batch_id)
@@ -176,16 +239,24 @@ class DriverEngine:
         ts = table["_ts"].to_numpy()
         arrivals = self._tuples(table, rel)
         ex = self.ex
-        journals = {key: c.open_journal() for key, c in ex.containers.items()}
+        pre = {key: c.open_journal() for key, c in ex.containers.items()}
+        self._enters = []
+
+        def entered(e: int, T: float) -> None:  # journal the containers the new epoch opens
+            groups = {key: c.open_journal() for key, c in ex.containers.items()
+                      if key not in pre and all(key not in g for *_, g in self._enters)}
+            closed = max((k for k in ex.samples if k < e), default=None)
+            self._enters.append((e, T, None if closed is None else ex.samples[closed], groups))
+
+        ex.on_enter = entered
         before = {k: c[0] for k, c in ex.counters.items()}
         t0 = time.time()
         ex.feed(arrivals, triggers=seq.tolist())
-        for key, c in ex.containers.items():  # containers created by this batch: all entries are new
-            if key not in journals:
-                journals[key] = [e for part in c.entries for e in part]
+        self.next_seq = int(seq[-1]) + 1
+        ex.purge_all(ex.clock[0])  # the stores hold what later tuples can still join, as reported
+        for c in ex.containers.values():
             c.journal = None
             c.insert = c._compile_insert()
-        ex.purge_all(ex.clock[0])  # the stores hold what later tuples can still join, as reported
         executed = time.time()
         results = ex.results(clear=True)
         self._write_results(batch_id, results)
@@ -200,15 +271,18 @@ class DriverEngine:
                 lo, hi = float(lat.min()), float(lat.max())
                 lmean[q] = min(max(float(lat.mean()), lo), hi)  # equal latencies: mean == max, exactly
                 lp95[q], lmax[q] = float(np.percentile(lat, 95)), hi
-        self._write_journal(batch_id, journals)
+        self.batch_done(batch_id, results, committed, seq, arrival, ts)
+        self._write_journal(batch_id, pre)
         state = time.time()
         msgs = {lab: c[0] - before.get((p, lab), 0) for (p, lab), c in ex.counters.items()}
-        store_rows = ex.store_rows(self.plan)
+        plan = self.current_plan()
+        store_rows = ex.store_rows(plan)
         jobs, stages = job_cost(sc, group)
         report = BatchReport(
             batch=batch_id, first_seq=first, input_rows=n, started=started, seconds=time.time() - started,
             min_ts=float(ts.min()), max_ts=float(ts.max()), results=counts, latency_mean=lmean, latency_p95=lp95,
-            latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt, store_rows={s.id: store_rows.get(s.id, 0) for s in self.plan.stores},
+            latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt,
+            store_rows=store_rows if plan is not self.plan else {s.id: store_rows.get(s.id, 0) for s in plan.stores},
             state_bytes=_state_bytes(ex), phases={"read": read - started, "execute": executed - t0,
                                                  "write": committed - executed, "state": state - committed},
             jobs=jobs, stages=stages)
@@ -244,14 +318,12 @@ class DriverEngine:
                 rows.append(list(r))
                 seqs.append(s)
         path.mkdir(parents=True, exist_ok=True)
-        if not queries:
-            (path / "_SUCCESS").touch()
-            return
-        t = pa.table({"query": pa.array(queries, pa.string()), "rows": pa.array(rows, pa.list_(pa.int64())),
-                      "_seq": pa.array(seqs, pa.int64())})
-        tmp = path / "part-0.parquet.tmp"
-        pq.write_table(t, tmp)
-        tmp.replace(path / "part-0.parquet")
+        if queries:
+            t = pa.table({"query": pa.array(queries, pa.string()), "rows": pa.array(rows, pa.list_(pa.int64())),
+                          "_seq": pa.array(seqs, pa.int64())})
+            tmp = path / "part-0.parquet.tmp"
+            pq.write_table(t, tmp)
+            tmp.replace(path / "part-0.parquet")
         (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
     def close(self) -> None:
