@@ -193,7 +193,9 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     ``adaptive`` (``policy=``, ``changes=``): an adaptive deployment of the workload ``plan``
     reading its inputs from ``--data`` (relations added queries join included)."""
     from .runtime.spark.deploy import deploy
+    from .runtime.spark.session import install_java
 
+    install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
     quiet = getattr(args, "json", False)
     if adaptive:
         tables = args.data

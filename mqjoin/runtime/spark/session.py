@@ -38,20 +38,33 @@ def _require_pyspark() -> None:
         raise EngineError("the Spark engine needs pyspark: pip install 'mqjoin[spark]'") from None
 
 
-def _require_java() -> None:
-    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+def java_available() -> bool:
+    return bool(os.environ.get("JAVA_HOME") or shutil.which("java"))
+
+
+def install_java() -> None:
+    """Install the Java runtime Spark needs when none is found: Debian's
+    ``openjdk-17-jre-headless`` with apt-get when running as root (~1 min), else an
+    :class:`EngineError` saying how.  Only the CLI's set-up path calls this (``mqjoin demo``,
+    ``mqjoin run --engine spark|native``): the library never installs system packages."""
+    if java_available():
         return
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        # a fresh Debian/Ubuntu machine as root: install the runtime Spark needs (~1 min)
         print("mqjoin: Java not found; installing openjdk-17-jre-headless with apt-get …", file=sys.stderr)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         ok = subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True).returncode == 0 and \
             subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless"], env=env,
                            capture_output=True).returncode == 0
-        if ok and shutil.which("java"):
+        if ok and java_available():
             return
-    raise EngineError("Spark needs Java 17 or newer and none was found: install it (Debian/Ubuntu: "
-                      "apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME")
+    _require_java()
+
+
+def _require_java() -> None:
+    if not java_available():
+        raise EngineError("Spark needs Java 17 or newer and none was found: install it (Debian/Ubuntu: "
+                          "apt-get install -y openjdk-17-jre-headless; `mqjoin demo` does this when run as root) "
+                          "or set JAVA_HOME")
 
 
 def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
@@ -160,8 +173,14 @@ def _quiet_jvm_stderr(launch: _Launch | None = None):
 
 
 def ui_url(spark) -> str | None:
-    """The Spark UI address of the session (None when the UI is disabled)."""
-    return spark.sparkContext.uiWebUrl
+    """The Spark UI address of the session, reachable from the user's browser: a local
+    session's UI is served on 127.0.0.1 (Spark names the machine's network address, which a
+    browser outside a container cannot reach); None when the UI is disabled."""
+    url = spark.sparkContext.uiWebUrl
+    if url and spark.sparkContext.master.startswith("local"):
+        port = url.rsplit(":", 1)[-1]
+        return f"http://127.0.0.1:{port}"
+    return url
 
 
 _JAVA_EXC = re.compile(r"(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)):\s*(.*)")
