@@ -87,3 +87,8 @@ class AdaptiveError(MqjoinError):
 
 class EngineError(MqjoinError):
     """A deployment failed or cannot start (Spark missing, Java missing, a job failed)."""
+
+
+class ResourceLimitError(MqjoinError):
+    """A run stopped itself at its memory budget (stored entries plus collected results);
+    what it produced until then is kept."""

@@ -472,3 +472,28 @@ def test_all_queries_removed_runs_on_an_empty_plan():
     check(run, full, tables, lives, policy)
     assert {e.epoch: e.state_rows for e in run.epochs}[5] == 0
     assert run.results["q1"] and run.results["q2"]
+
+
+def test_a_run_over_its_budget_stops_itself_and_keeps_its_results():
+    """A run whose state and results outgrow its budget stops with a typed error (a live
+    replay: status 'stopped' and the message), keeping what it produced — never taking the
+    process down.  Every result kept is a true result (a prefix of the oracle's)."""
+    from mqjoin.errors import ResourceLimitError
+    from mqjoin.runtime.adaptive import AdaptiveReplay
+
+    w = parse_workload('''
+defaults: {selectivity: 1, window: null}
+relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+queries: {q: "R(a), S(a)"}
+''')
+    n = 3000
+    tables = {r: Table.from_columns(r, {"ts": [i / 1000 for i in range(n)], "a": [1] * n}) for r in "RS"}
+    with pytest.raises(ResourceLimitError, match="over its budget of 50,000"):
+        run_adaptive(w, tables, AdaptivePolicy(epoch=1.0), budget=50_000)
+    live = AdaptiveReplay(w, tables, AdaptivePolicy(epoch=1.0), speedup=1e6, budget=50_000).start()
+    assert live.wait(timeout=120)
+    assert live.status == "stopped" and "over its budget of 50,000" in live.error
+    kept = live.results()["q"]
+    full = oracle_results(w, tables)["q"]
+    assert 0 < len(kept) < len(full) and kept <= full
+    assert run_adaptive(w, tables, AdaptivePolicy(epoch=1.0)).result_sets()["q"] == full  # no budget: complete

@@ -74,7 +74,7 @@ from ..adaptive import (
     lifetimes,
     sampled,
 )
-from ..errors import DataError
+from ..errors import DataError, ResourceLimitError
 from ..plan import Plan
 from ..tables import Table
 from ..workload import Workload
@@ -190,13 +190,16 @@ def epoch_record(ex: Executor, ep: EpochCounters, plan: Plan, latencies: Iterabl
 
 def run_adaptive(workload: Workload, tables: Mapping[str, Table], policy: AdaptivePolicy | None = None,
                  changes: Iterable[QueryChange] = (), *, speedup: float = 1.0, optimizer: Optimizer | None = None,
-                 collect: bool = True, on_epoch: Callable[[EpochRecord], None] | None = None) -> AdaptiveRun:
+                 collect: bool = True, on_epoch: Callable[[EpochRecord], None] | None = None,
+                 budget: int | None = None) -> AdaptiveRun:
     """Run ``workload``'s queries over ``tables`` with the plan re-optimised every epoch
     (see :mod:`mqjoin.adaptive` for the policy and the query changelog).  ``speedup`` scales
     the replay of the simulated latency; ``optimizer`` replaces :func:`mqjoin.optimizer.optimize`
-    (e.g. to force plan switches in tests); ``on_epoch`` sees every finished epoch."""
+    (e.g. to force plan switches in tests); ``on_epoch`` sees every finished epoch; ``budget``:
+    the most tuples (stored entries and collected results) the run may hold — past it the run
+    stops with a :class:`~mqjoin.errors.ResourceLimitError`."""
     return _AdaptiveRunner(workload, tables, policy or AdaptivePolicy(), list(changes), speedup, optimizer, collect,
-                           on_epoch).run()
+                           on_epoch, budget).run()
 
 
 def _check_speedup(speedup: float) -> None:
@@ -208,7 +211,7 @@ class _AdaptiveRunner:
     """The executor under an :class:`AdaptiveController`, over a set of input tables, with the
     epoch timeline it reports."""
 
-    def __init__(self, workload, tables, policy, changes, speedup, optimizer, collect, on_epoch):
+    def __init__(self, workload, tables, policy, changes, speedup, optimizer, collect, on_epoch, budget=None):
         _check_speedup(speedup)
         self.ctl = AdaptiveController(workload, policy, changes, optimizer)
         self.policy = policy
@@ -223,7 +226,7 @@ class _AdaptiveRunner:
         self.on_epoch = on_epoch
         self.records: list[EpochRecord] = []
         self.ex = Executor(self.ctl, collect=collect, timed=True, speedup=self.speedup, sample=policy.sample,
-                           sampled=sampled, on_epoch=self._record)
+                           sampled=sampled, on_epoch=self._record, budget=budget)
         self.lock = self.ex.lock
 
     @property
@@ -289,9 +292,11 @@ class AdaptiveReplay:
     """
 
     def __init__(self, workload: Workload, tables: Mapping[str, Table], policy: AdaptivePolicy | None = None,
-                 changes: Iterable[QueryChange] = (), *, speedup: float = 1.0, optimizer: Optimizer | None = None):
+                 changes: Iterable[QueryChange] = (), *, speedup: float = 1.0, optimizer: Optimizer | None = None,
+                 budget: int | None = None):
         self.policy = policy or AdaptivePolicy()
-        self._ex = _AdaptiveRunner(workload, tables, self.policy, list(changes), speedup, optimizer, True, self._epoch)
+        self._ex = _AdaptiveRunner(workload, tables, self.policy, list(changes), speedup, optimizer, True, self._epoch,
+                                   budget)
         self._subscribers: list[Callable[[dict], None]] = []
         self._stop = threading.Event()
         self._epoch_done = threading.Condition()
@@ -327,6 +332,11 @@ class AdaptiveReplay:
         try:
             self.run = self._ex.run(pace)
             self.status = "stopped" if self._stop.is_set() else "finished"
+        except ResourceLimitError as e:  # the run stopped itself at its budget: what it produced stays
+            self._ex.ex.close()
+            self.run = self._ex.snapshot()
+            self.error = str(e)
+            self.status = "stopped"
         except Exception as e:  # noqa: BLE001 - a live run reports its error instead of dying silently
             self.error = f"{type(e).__name__}: {e}"
             self.status = "failed"

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..candidates import MIR
-from ..errors import PlanError
+from ..errors import PlanError, ResourceLimitError
 from ..plan import Plan
 from ..workload import Attr, JoinClass, Workload, is_connected
 from .rules import (
@@ -388,7 +388,7 @@ class Executor(ContainerIndex):
 
     def __init__(self, schedule, *, collect: bool = True, triggers: bool = False, timed: bool = False,
                  speedup: float = 1.0, sample: float = 1.0, sampled: Callable[[Any, float], bool] | None = None,
-                 on_epoch: Callable[[EpochCounters], None] | None = None):
+                 on_epoch: Callable[[EpochCounters], None] | None = None, budget: int | None = None):
         self.schedule = schedule
         self.w = schedule.full
         self.static = isinstance(schedule, StaticSchedule)
@@ -401,6 +401,8 @@ class Executor(ContainerIndex):
         self.sample, self.sampled = sample, sampled
         self.on_epoch = on_epoch
         self.on_enter: Callable[[int, float], None] | None = None  # a backend journaling its state
+        self.budget = budget  # most tuples (stored entries + collected results) the run may hold
+        self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
         self.raw: dict[str, list] = {}  # query → results as travelling tuples (or (trigger, tuple))
@@ -761,6 +763,9 @@ class Executor(ContainerIndex):
                 self._count(r, tup, ep)
             for f in self.sources.get(r, ()):
                 f((tup,))
+            self.fed += 1
+            if self.budget is not None and not self.fed & 1023:
+                self.check_budget()
             if timed:
                 service = thread_time() - c0
                 ep.busy += service
@@ -772,6 +777,20 @@ class Executor(ContainerIndex):
                 ep.backlog = max(ep.backlog, len(pending))
                 ep.latencies.append(self.finish - arrival)
         return True
+
+    def held(self) -> int:
+        """Tuples the run holds: entries of every container and the results collected."""
+        return sum(c.rows() for c in self.containers.values()) + sum(len(raw) for raw in self.raw.values())
+
+    def check_budget(self) -> None:
+        """Stop (a :class:`~mqjoin.errors.ResourceLimitError`) when the run holds more tuples
+        than its budget; everything produced so far stays readable."""
+        held = self.held()
+        if held > self.budget:
+            raise ResourceLimitError(
+                f"the run stopped itself after {self.fed:,} input tuples: it held {held:,} tuples (stored entries "
+                f"and results), over its budget of {self.budget:,}; its results so far are kept — lower the rates "
+                "or selectivities, shorten the input, or raise the budget")
 
     def _count(self, r: str, tup: tuple, ep: EpochCounters) -> None:
         ep.n[r] += 1
