@@ -70,6 +70,10 @@ class NoSolutionError(OptimizerError):
     """The solver stopped (time limit) before it found any plan."""
 
 
+class PlannerError(OptimizerError):
+    """A planner (``clash``, ``mjoin``, ``tree``) or one of its options does not fit the request."""
+
+
 # -- plans and data ---------------------------------------------------------------------------
 
 
