@@ -438,7 +438,7 @@ def check_planner(planner: str, tree_shape: str | None = None, decompose: bool =
     if not mirs and (planner == "tree" or decompose):
         what = "a binary tree materialises every inner node" if planner == "tree" else \
             "a decomposed MJoin materialises its parts"
-        raise PlannerError(f"{what} as an MIR store: drop 'no MIRs' or use planner 'mjoin' without decomposition")
+        raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
 
 
 def operator_trees(workload: Workload, planner: str, tree_shape: str | None = None,
