@@ -85,6 +85,10 @@ class DataError(MqjoinError):
     """Input data of a run is missing or malformed (file, column, value)."""
 
 
+class JaqpotError(MqjoinError):
+    """A JAQPOT plan, resource limit μ, refresh rate or freshness predicate is invalid."""
+
+
 class AdaptiveError(MqjoinError):
     """An adaptivity setting (epoch length, threshold, sample) or a query change is invalid."""
 
