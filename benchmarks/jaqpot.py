@@ -39,28 +39,15 @@ import argparse
 import random
 import statistics
 
-from mqjoin.jaqpot import BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates, staleness
+from mqjoin.jaqpot import (BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates, staleness,
+                           state_names)
 
 SHAPES = {"linear": linear_plan("ABCD"), "bushy": (("A", "B"), ("C", "D"))}
 
 
-def _states(tree) -> list[str]:
-    out: list[str] = []
-
-    def rec(t) -> str:
-        if isinstance(t, str):
-            out.append(t)
-            return t
-        name = rec(t[0]) + rec(t[1])
-        out.append(name)
-        return name
-    rec(tree)
-    return out[:-1]
-
-
 def table3_plan(rng: random.Random, tree) -> BinaryPlan:
     """One plan with Table 3's parameter ranges."""
-    states = _states(tree)
+    states = state_names(tree)
     return BinaryPlan.build(tree, rates={s: rng.uniform(300, 1200) for s in "ABCD"},
                             sizes={s: rng.uniform(200, 5000) for s in states},
                             selectivities={s: rng.uniform(0.01, 0.1) for s in states})

@@ -152,7 +152,7 @@ class BinaryPlan:
               selectivities: Mapping[str, float] | float) -> "BinaryPlan":
         """A validated plan (``selectivities``: one number for every state, or per state)."""
         _check_tree(tree)
-        states = [label(n) for n in _states(tree)]
+        states = state_names(tree)
         if not isinstance(selectivities, Mapping):
             selectivities = {s: selectivities for s in states}
         for s in _leaves(tree):
@@ -210,8 +210,17 @@ class BinaryPlan:
                 sum(self.rates[s] * p.cardinalities[-1] for s, p in paths.items()))
 
 
+def state_names(tree: Tree) -> tuple[str, ...]:
+    """The states of a plan: every node but the root (streams and intermediate results),
+    children before parents.
+
+    >>> state_names(((("A", "B"), "C"), "D"))
+    ('A', 'B', 'AB', 'C', 'ABC', 'D')
+    """
+    return tuple(label(n) for n in _states(tree))
+
+
 def _states(tree: Tree) -> list[Tree]:
-    """Every node but the root (streams and intermediate results)."""
     out: list[Tree] = []
 
     def rec(t: Tree) -> None:

@@ -12,7 +12,7 @@ import pytest
 from mqjoin.errors import JaqpotError
 from mqjoin.jaqpot import (BASELINES, BinaryPlan, baseline, discrete_knapsack, evaluate, figure_2b, gh_wmscp,
                            grepp, jaqpot, jaqpot_policy, linear_plan, productivity_table, refresh_rates,
-                           running_example, staleness)
+                           running_example, staleness, state_names)
 
 
 def _trunc3(x: float) -> float:
@@ -62,22 +62,8 @@ def test_golden_table_4_baselines():
 def test_lemma_2_k_minus_2_susceptible_states(streams):
     for tree in (linear_plan(streams), (("A", "B"), ("C", "D")) if len(streams) == 4
                  else ((("A", "B"), ("C", "D")), "E")):
-        plan = BinaryPlan.build(tree, {s: 10 for s in streams}, _all_sizes(tree, 10), 0.1)
+        plan = BinaryPlan.build(tree, {s: 10 for s in streams}, dict.fromkeys(state_names(tree), 10), 0.1)
         assert len(plan.susceptible_states()) == len(streams) - 2, tree
-
-
-def _all_sizes(tree, v):
-    out = {}
-
-    def rec(t):
-        if isinstance(t, str):
-            out[t] = v
-            return t
-        name = rec(t[0]) + rec(t[1])
-        out[name] = v
-        return name
-    rec(tree)
-    return out
 
 
 def _random_plan(rng: random.Random, k: int, rational: bool = False) -> BinaryPlan:
@@ -86,7 +72,7 @@ def _random_plan(rng: random.Random, k: int, rational: bool = False) -> BinaryPl
     if k == 4:
         trees.append((("A", "B"), ("C", "D")))
     tree = rng.choice(trees)
-    sizes = {s: rng.choice([2, 4, 5, 10]) if rational else rng.uniform(200, 5000) for s in _all_sizes(tree, 1)}
+    sizes = {s: rng.choice([2, 4, 5, 10]) if rational else rng.uniform(200, 5000) for s in state_names(tree)}
     sel = {s: rng.choice([0.1, 0.2, 0.5]) if rational else rng.uniform(0.01, 0.1) for s in sizes}
     rates = {s: rng.choice([20, 50]) if rational else rng.uniform(300, 1200) for s in streams}
     return BinaryPlan.build(tree, rates, sizes, sel)
