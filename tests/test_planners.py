@@ -330,3 +330,15 @@ def test_cli_run_with_planner_checks_against_the_oracle(capsys, tmp_path):
         assert code == 0, err
         assert json.loads(out)["check"] == "equal to the A6 oracle"
         assert (tmp_path / planner / "q1.parquet").exists()
+
+
+@pytest.mark.parametrize("pol", ["single", "replicas"])
+def test_clash_individual_is_never_worse_than_mjoin_or_trees(pol):
+    """Every MJoin and tree plan is a feasible CLASH plan (its orders and MIRs are candidates),
+    so each query's CLASH optimum costs at most as much — a check that both sides cost plans
+    the same way (DESIGN A4)."""
+    for seed, w, _ in cases(15, start=200):
+        clash = optimize(w, mode="individual", partitioning=pol).probe_cost
+        for planner, kw in PLANNER_CONFIGS:
+            other = optimize(w, mode="individual", partitioning=pol, planner=planner, **kw).probe_cost
+            assert clash <= other * (1 + 1e-9) + 1e-9, (seed, planner, kw)
