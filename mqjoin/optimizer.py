@@ -140,7 +140,8 @@ class OptimizeResult:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"OptimizeResult({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
+        planner = "" if self.planner == "clash" else f"{self.planner} "
+        return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
 
     def _repr_html_(self) -> str:
         """Notebook display: :meth:`summary` as preformatted text."""
