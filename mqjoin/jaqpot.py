@@ -514,9 +514,14 @@ def refresh_rates(plan: BinaryPlan, freshness: Mapping[str, float] | float) -> d
     return out
 
 
-def _coverage(plan: BinaryPlan) -> dict[str, dict[str, float]]:
+def coverage(plan: BinaryPlan) -> dict[str, dict[str, float]]:
     """Path → susceptible state → tuples refreshing it per unit of resources on the path (the
-    path's share at the hop whose own state it is: ``X_j^I / X^I``)."""
+    path's share at the hop whose own state it is: ``X_j^I / X^I``, the coefficients of
+    Problem 2's constraint 12).
+
+    >>> coverage(running_example())
+    {'A': {'AB': 0.26666666666666666}, 'B': {'AB': 0.3125}, 'C': {}}
+    """
     susceptible = set(plan.susceptible_states())
     out = {}
     for s, p in plan.paths().items():
@@ -540,7 +545,7 @@ def gh_wmscp(plan: BinaryPlan, refresh: Mapping[str, float]) -> tuple[dict[str, 
                               f"{', '.join(plan.susceptible_states()) or 'none'})")
         if r < 0:
             raise JaqpotError(f"refresh rate of state {st} must be non-negative, got {r}")
-    cover = _coverage(plan)
+    cover = coverage(plan)
     residual = {st: float(r) for st, r in refresh.items() if r > 0}
     given: dict[str, float] = {}
     rank = {s: i for i, s in enumerate(plan.streams)}

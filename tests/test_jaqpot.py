@@ -10,7 +10,7 @@ import random
 import pytest
 
 from mqjoin.errors import JaqpotError
-from mqjoin.jaqpot import (BASELINES, BinaryPlan, baseline, discrete_knapsack, evaluate, figure_2b, gh_wmscp,
+from mqjoin.jaqpot import (BASELINES, BinaryPlan, baseline, coverage, discrete_knapsack, evaluate, figure_2b, gh_wmscp,
                            grepp, jaqpot, jaqpot_policy, linear_plan, productivity_table, refresh_rates,
                            running_example, staleness, state_names)
 
@@ -162,3 +162,35 @@ def test_grepp_alone_can_leave_states_stale():
 def test_bad_input_is_a_typed_error(call, culprit):
     with pytest.raises(JaqpotError, match=culprit):
         call()
+
+
+def test_gh_wmscp_against_the_exact_cover():
+    """The greedy cover is never cheaper than the exact (LP) minimum cover — it is a cover — and
+    within the greedy bound H(m) of it; with one susceptible state it is exact."""
+    pulp = pytest.importorskip("pulp")
+    rng = random.Random(5)
+    checked = 0
+    for _ in range(40):
+        plan = _random_plan(rng, rng.choice([3, 4, 5]))
+        cover = coverage(plan)
+        refresh = {st: rng.uniform(0.1, 2.0) * plan.sizes[st] / 10 for st in plan.susceptible_states()}
+        given, ok = gh_wmscp(plan, refresh)
+        lp = pulp.LpProblem("cover", pulp.LpMinimize)
+        x = {s: pulp.LpVariable(f"x_{s}", 0, plan.capacity(s)) for s in plan.streams}
+        lp += pulp.lpSum(x.values())
+        for st, r in refresh.items():
+            lp += pulp.lpSum(cover[s].get(st, 0.0) * x[s] for s in plan.streams) >= r, f"refresh_{st}"
+        lp.solve(pulp.PULP_CBC_CMD(msg=False))
+        feasible = pulp.LpStatus[lp.status] == "Optimal"
+        assert ok == feasible
+        if not ok:
+            continue
+        checked += 1
+        for st, r in refresh.items():
+            assert sum(cover[s].get(st, 0.0) * v for s, v in given.items()) >= r * (1 - 1e-9)
+        opt, got = pulp.value(lp.objective), sum(given.values())
+        m = len(refresh)
+        assert opt * (1 - 1e-6) <= got <= opt * sum(1 / i for i in range(1, m + 1)) * (1 + 1e-6)
+        if m == 1:
+            assert got == pytest.approx(opt, rel=1e-6)
+    assert checked >= 20

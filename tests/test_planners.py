@@ -91,6 +91,20 @@ def _is_linear(t):
                                   and _is_linear(t[0]) and _is_linear(t[1]))
 
 
+def _is_balanced(q, t):
+    """Every inner node splits its relations as evenly as any split without cross products could."""
+    if isinstance(t, str):
+        return True
+    rels = _rels(t)
+    best = min(abs(len(a) - len(b)) for a, b in all_trees_splits(q, rels))
+    return abs(len(_rels(t[0])) - len(_rels(t[1]))) == best and _is_balanced(q, t[0]) and _is_balanced(q, t[1])
+
+
+def all_trees_splits(q, rels):
+    """The (left, right) relation sets of every top-level split of ``rels``."""
+    return {(tuple(sorted(_rels(a))), tuple(sorted(_rels(b)))) for a, b in all_trees(q, rels)}
+
+
 def tree_plan_cost(w, qname, t):
     """Probe cost of one query's tree as a plan built here: each relation climbs the tree,
     probing its sibling at every level; each inner non-root node is a materialised MIR; each
@@ -153,8 +167,9 @@ def test_best_tree_is_the_cheapest_of_all_binary_trees(seed, workload, tables):
             got = optimize(w, mode="individual", planner="tree", tree_shape=shape).probe_cost
             assert got == pytest.approx(want, rel=1e-9), (seed, q.name, shape)
             assert tree_cost(w, q.name, binary_tree(w, q.name, shape)) == pytest.approx(want, rel=1e-9)
+        balanced = [c for t, c in zip(trees, costs) if _is_balanced(q, t)]
         bushy = optimize(w, mode="individual", planner="tree", tree_shape="bushy").probe_cost
-        assert min(costs) - 1e-9 <= bushy <= max(costs) + 1e-9
+        assert bushy == pytest.approx(min(balanced), rel=1e-9), (seed, q.name, "bushy")
 
 
 def test_exhaustive_search_sees_bushy_trees_the_deep_search_does_not():
