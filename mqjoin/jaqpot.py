@@ -52,7 +52,11 @@ MAX_DENOMINATOR = 10_000
 
 
 def label(tree: Tree) -> str:
-    """A node's name: its streams in tree order (``(("A", "B"), "C")`` → ``ABC``)."""
+    """A node's name: its streams in tree order.
+
+    >>> label((("A", "B"), "C"))
+    'ABC'
+    """
     return tree if isinstance(tree, str) else label(tree[0]) + label(tree[1])
 
 
@@ -204,7 +208,11 @@ class BinaryPlan:
         return self.rates[stream] * self.paths()[stream].work
 
     def saturation(self) -> tuple[float, float]:
-        """``(resources, throughput)`` with no CPU limit: every tuple probes (footnote 9)."""
+        """``(resources, throughput)`` with no CPU limit: every tuple probes (footnote 9).
+
+        >>> figure_2b().saturation()  # 500·1.5 + 700·6 + 1000; 500·0.5·5 + 700·5·5 + 1000·1
+        (5950.0, 19750.0)
+        """
         paths = self.paths()
         return (sum(self.rates[s] * p.work for s, p in paths.items()),
                 sum(self.rates[s] * p.cardinalities[-1] for s, p in paths.items()))
@@ -310,7 +318,11 @@ class PathRow:
 def productivity_table(plan: BinaryPlan) -> tuple[PathRow, ...]:
     """Table 2: per path the smallest bundle ``X = X_1 · (1 + φ_1 + … + φ_{n−1})`` with ``X_1``
     and every ``X_1 · φ_j`` whole (``ρ_h`` read as rationals up to denominator
-    :data:`MAX_DENOMINATOR`), the output ``X_1 · φ_n`` and ``ρ_p`` (Eq. 8)."""
+    :data:`MAX_DENOMINATOR`), the output ``X_1 · φ_n`` and ``ρ_p`` (Eq. 8).
+
+    >>> productivity_table(running_example())[0]
+    PathRow(stream='A', resources=15, output=4, productivity=0.26666666666666666, leaf=11)
+    """
     rows = []
     for s, p in plan.paths().items():
         phis, phi = [], Fraction(1)
@@ -362,7 +374,12 @@ def _order(plan: BinaryPlan) -> list[str]:
 def grepp(plan: BinaryPlan, mu: float, taken: Mapping[str, float] | None = None) -> Allocation:
     """GrePP: the greedy continuous knapsack — all of ``mu`` to the most productive path until
     its stream is exhausted (``λ · work``), then the next.  ``taken``: resources paths already
-    have (their capacity shrinks accordingly; not counted in the result)."""
+    have (their capacity shrinks accordingly; not counted in the result).
+
+    >>> g = grepp(figure_2b(), 300)  # all to Path^B (ρ_p = 25/6): b 50, ab 250
+    >>> g.paths, g.throughput
+    ({'B': 300.0}, 1250.0)
+    """
     mu = _resources(mu)
     taken = taken or {}
     paths = plan.paths()
@@ -378,7 +395,11 @@ def grepp(plan: BinaryPlan, mu: float, taken: Mapping[str, float] | None = None)
 
 def jaqpot_policy(plan: BinaryPlan, mu: float) -> Allocation:
     """The JAQPOT policy on whole bundles (Table 2): the most productive path first, as many
-    of its bundles as fit (and its stream supplies), then the next — greedy, not optimal."""
+    of its bundles as fit (and its stream supplies), then the next — greedy, not optimal.
+
+    >>> jaqpot_policy(running_example(), 30).multiples
+    {'B': 1, 'C': 1}
+    """
     mu = _resources(mu)
     rows = {r.stream: r for r in productivity_table(plan)}
     left, mult = mu, {}
@@ -393,7 +414,11 @@ def jaqpot_policy(plan: BinaryPlan, mu: float) -> Allocation:
 
 def discrete_knapsack(plan: BinaryPlan, mu: float) -> Allocation:
     """The optimum on whole bundles and whole ``mu``: a bounded knapsack by dynamic
-    programming, ``O(k · μ)`` (ties: fewer resources, then earlier streams)."""
+    programming, ``O(k · μ)`` (ties: the first optimum found, streams in plan order).
+
+    >>> discrete_knapsack(running_example(), 30).multiples
+    {'A': 2}
+    """
     mu = _resources(mu)
     rows = {r.stream: r for r in productivity_table(plan)}
     cap = int(mu)
@@ -598,7 +623,11 @@ def staleness(plan: BinaryPlan, allowances: Mapping[str, float]) -> dict[str, fl
     """Per stream, the predicted time (seconds) before its tuples leave every state they or
     their intermediate results occupy (Lemma 1's ``Σ |S_j| / λ_j``): its own state at rate
     ``λ``, each intermediate state at the allowance of the half-way join it probes with
-    (``inf`` when that half-way join gets nothing: the state never refreshes)."""
+    (``inf`` when that half-way join gets nothing: the state never refreshes).
+
+    >>> staleness(running_example(), grepp(running_example(), 30).allowances)  # A: 50/1000 + 10/9.375
+    {'A': 1.1166666666666667, 'B': 1.1066666666666667, 'C': 0.1}
+    """
     out = {}
     for s, p in plan.paths().items():
         t = plan.sizes[s] / plan.rates[s]

@@ -173,11 +173,24 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
 def tree_orders(workload: Workload, query: str, tree: JoinTree) -> dict[tuple[str, ...], dict[str, ProbeOrder]]:
     """Unpartitioned probe orders of every inner node of ``tree``: node relations → start
     relation → order.  A start ``X`` in child ``C`` of node ``N`` first climbs to ``C``
-    (its order there), then probes ``N``'s other children in MJoin's probing sequence."""
+    (its order there), then probes ``N``'s other children in MJoin's probing sequence.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> orders = tree_orders(w, "q", binary_tree(w, "q", "bushy"))
+    >>> {node: [str(o) for o in by.values()] for node, by in orders.items()}
+    {('A', 'B'): ['A » B', 'B » A'], ('C', 'D'): ['C » D', 'D » C'], ('A', 'B', 'C', 'D'): ['A » B » CD', 'B » A » CD', 'C » D » AB', 'D » C » AB']}
+    """
     q = _query(workload, query)
     out: dict[tuple[str, ...], dict[str, ProbeOrder]] = {}
 
     def rec(node: JoinTree) -> None:
+        if node.is_leaf:
+            return
         for k in node.children:
             rec(k)
         by_start: dict[str, ProbeOrder] = {}
@@ -238,7 +251,17 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
                  partitioning: str = "single") -> list[Choice]:
     """The partitioned probe orders of one query's operator tree: one per relation of the
     query, and one per relation of every inner non-root node (its MIR's materialisation).
-    Partition candidates come from the query alone (as in ``individual`` mode)."""
+    Partition candidates come from the query alone (as in ``individual`` mode).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> [(str(c.owner), c.order.render()) for c in tree_choices(w, "q", binary_tree(w, "q", "bushy"))][:3]
+    [('q', 'A » B[a] » CD[b]'), ('q', 'B » A[a] » CD[b]'), ('q', 'C » D[c] » AB[b]')]
+    """
     q = _query(workload, query)
     orders = tree_orders(workload, query, tree)
     owned: list[tuple[Owner, ProbeOrder]] = [(query, o) for o in orders[tree.relations].values()]
@@ -383,7 +406,18 @@ def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
 def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree:
     """The cheapest binary join tree of ``shape`` (``deep``, ``bushy`` or ``best``) under
     :func:`tree_cost`, by dynamic programming over connected subsets (ties: the first split
-    in a fixed order)."""
+    in a fixed order).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> w = w.with_selectivity("B.b = C.b", 0.5)  # the middle join inflates: keep it for last
+    >>> [(shape, str(binary_tree(w, "q", shape))) for shape in TREE_SHAPES]
+    [('deep', '(((C ⋈ D) ⋈ B) ⋈ A)'), ('bushy', '((A ⋈ B) ⋈ (C ⋈ D))'), ('best', '((A ⋈ B) ⋈ (C ⋈ D))')]
+    """
     if shape not in TREE_SHAPES:
         raise PlannerError(f"unknown tree shape {shape!r} (choose one of {', '.join(TREE_SHAPES)})")
     q = _query(workload, query)
@@ -418,7 +452,13 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
 
 def check_planner(planner: str, tree_shape: str | None = None, decompose: bool = False, mirs: bool = True,
                   mir_budget: float | None = None, mode: str = "mqo") -> None:
-    """Typed errors for options that do not fit the planner."""
+    """Typed errors for options that do not fit the planner.
+
+    >>> check_planner("tree", "zigzag")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.PlannerError: unknown tree shape 'zigzag' (choose one of deep, bushy, best)
+    """
     if planner not in PLANNERS:
         raise PlannerError(f"unknown planner {planner!r} (choose one of {', '.join(PLANNERS)})")
     if tree_shape is not None and planner != "tree":
@@ -465,7 +505,18 @@ def operator_trees(workload: Workload, planner: str, tree_shape: str | None = No
 def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "individual",
                partitioning: str = "single") -> Plan:
     """A plan from one operator tree per query: ``individual`` — a namespace per query;
-    ``shared``/``mqo`` — one namespace, identical steps and stores run once."""
+    ``shared``/``mqo`` — one namespace, identical steps and stores run once.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> trees = operator_trees(w, "mjoin")
+    >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
+    (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')
+    """
     if mode not in PLANNER_MODES:
         raise PlannerError(f"unknown mode {mode!r} (choose one of {', '.join(PLANNER_MODES)})")
     choices: list[Choice] = []
