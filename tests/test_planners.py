@@ -357,3 +357,31 @@ def test_clash_individual_is_never_worse_than_mjoin_or_trees(pol):
         for planner, kw in PLANNER_CONFIGS:
             other = optimize(w, mode="individual", partitioning=pol, planner=planner, **kw).probe_cost
             assert clash <= other * (1 + 1e-9) + 1e-9, (seed, planner, kw)
+
+
+def test_mixed_operator_trees_are_plans_with_the_oracle_results():
+    """A decomposed MJoin may keep a multi-way part: an MJoin node under a binary join.  Such
+    trees (built by hand here) also give the A6 results in every mode and policy."""
+    from mqjoin.planners import JoinTree, plan_trees
+    from mqjoin.synthetic import uniform_streams
+
+    w = parse_workload("""
+defaults: {rate: 30, selectivity: 0.1, parallelism: 2, window: 0.5}
+relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c, d]},
+            E: {attributes: [d]}}
+queries: {q: "A(a), B(a,b), C(b,c), D(c,d), E(d)", p: "B(b), C(b,c), D(c)"}
+""")
+    leaf = JoinTree.leaf
+    trees = {"q": JoinTree.join([JoinTree.join([leaf("A"), leaf("B"), leaf("C")]), JoinTree.join([leaf("D"), leaf("E")])]),
+             "p": JoinTree.join([leaf("B"), leaf("C"), leaf("D")])}
+    assert str(trees["q"]) == "((A ⋈ B ⋈ C) ⋈ (D ⋈ E))"
+    tables = uniform_streams(w, duration=2.0, seed=4)
+    want = oracle_results(w, tables)
+    assert all(want.values())
+    for mode in ("individual", "shared"):
+        for pol in ("single", "replicas"):
+            plan = plan_trees(w, trees, mode, pol)
+            assert set(plan.materializations()) == ({"q:ABC", "q:DE"} if mode == "individual" else {"ABC", "DE"})
+            assert run_reference(plan, tables).result_sets() == want, (mode, pol)
+    with pytest.raises(PlannerError, match="does not cover"):
+        plan_trees(w, {"q": trees["p"], "p": trees["p"]})
