@@ -54,9 +54,9 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .candidates import MIR, Owner, ProbeOrder, Step, partition_candidates, steps_of
-from .cost import broadcast_factor, is_close, join_size
+from .cost import is_close, join_size
 from .errors import PlannerError
-from .plan import Choice, Plan, build_plan, store_parallelism
+from .plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from .workload import Attr, Query, Workload, is_connected, restrict_classes
 
 PLANNERS = ("clash", "mjoin", "tree")
@@ -231,10 +231,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
                                "on some class, so this is a bug: please report the workload")
         p = store_parallelism(workload, m)
 
-        def load(a: Attr) -> float:
-            return sum(join_size(workload, s.prefix_relations, s.classes) / len(s.prefix_relations)
-                       * broadcast_factor(a in s.known, p) for s in ss)
-        costs = {a: load(a) for a in cands[m]}
+        costs = {a: sum(step_cost(workload, s, a, p) for s in ss) for a in cands[m]}
         best = min(costs.values())
         chosen[m] = min(a for a, c in costs.items() if is_close(c, best))
     out = []
