@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import MqjoinError
+from .errors import MqjoinError, PlannerError
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -48,6 +48,20 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
                         "its gap to the optimum (default: 60)")
     p.add_argument("--mir-budget", type=float, default=None, metavar="N",
                    help="at most N tuples of MIR stores (memory estimate of DESIGN A5; default: no limit)")
+    _planner_args(p)
+
+
+def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
+    p.add_argument("--planner", choices=("clash", "mjoin", "tree"), default=default,
+                   help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
+                        "sequences most selective first); tree: one binary join tree per query (every inner node "
+                        "an MIR store); for mjoin and tree, --mode mqo means shared" +
+                        (" (default: clash)" if default else " (default: all three)"))
+    p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
+                   help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
+                        "tree, or the cheapest of all (best, the default)")
+    p.add_argument("--decompose", action="store_true",
+                   help="with --planner mjoin: split MJoins by the paper's appendix A.2 rule (D(k,l) > S(k,l))")
 
 
 def _optimize(args: argparse.Namespace, workload=None):
@@ -55,7 +69,14 @@ def _optimize(args: argparse.Namespace, workload=None):
 
     w = workload if workload is not None else _workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
-                    solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget)
+                    solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget,
+                    planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose)
+
+
+def _clash_only(args: argparse.Namespace, what: str) -> None:
+    """Refuse options that need the CLASH optimiser when another planner is chosen."""
+    if args.planner != "clash":
+        raise PlannerError(f"{what} works with --planner clash only, not {args.planner}; leave one of them out")
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -66,6 +87,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from .candidates import enumerate_candidates
         from .ilp import build_model, export
 
+        _clash_only(args, "--export (the ILP model)")
         if args.mode != "mqo":
             raise MqjoinError("--export writes the joint (mqo) model; use it with --mode mqo")
         export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning,
@@ -88,7 +110,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.reference import run_reference
 
     if args.adaptive or args.changes or args.static:
+        _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
+    if args.engine == "native":
+        _clash_only(args, "--engine native (Spark's own joins, no plan)")
     res = _optimize(args)
     tables = read_inputs(res.workload, args.data)
     if args.engine == "reference":
@@ -263,20 +288,34 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .optimizer import optimize
 
+    from .planners import check_planner
+
     w = _workload(args.workload)
+    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree")
+    if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
+        check_planner(args.planner, args.tree_shape, args.decompose)
     rows = []
-    for pol in ("single", "replicas"):
-        for mode in ("individual", "shared", "mqo"):
-            r = optimize(w, mode=mode, partitioning=pol, mirs=not args.no_mirs, solver=args.solver,
-                         time_limit=args.time_limit)
-            rows.append({"mode": mode, "partitioning": pol, "probe_cost": r.probe_cost, "memory": r.memory,
-                         "stores": len(r.plan.stores), "status": r.ilp.status})
+    for planner in planners:
+        # CLASH in every mode; MJoin and trees optimise no workload jointly (mqo = shared): two modes
+        modes = ("individual", "shared", "mqo") if planner == "clash" else ("individual", "shared")
+        shape = args.tree_shape or "best" if planner == "tree" else None
+        mirs = not args.no_mirs or (planner == "tree" or (planner == "mjoin" and args.decompose))
+        for pol in ("single", "replicas"):
+            for mode in modes:
+                r = optimize(w, mode=mode, partitioning=pol, mirs=mirs if planner != "clash" else not args.no_mirs,
+                             solver=args.solver, time_limit=args.time_limit, planner=planner,
+                             tree_shape=shape, decompose=args.decompose and planner == "mjoin")
+                rows.append({"mode": mode, "partitioning": pol, "probe_cost": r.probe_cost, "memory": r.memory,
+                             "stores": len(r.plan.stores), "status": r.ilp.status,
+                             "planner": planner + (f" ({shape})" if shape else "")
+                             + (" (decomposed)" if planner == "mjoin" and args.decompose else "")})
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{'stores':>8}")
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{'stores':>8}  planner")
     for r in rows:
-        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{r['stores']:>8}")
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{r['stores']:>8}"
+              f"  {r['planner']}")
     return 0
 
 
@@ -427,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--no-mirs", action="store_true")
     cm.add_argument("--solver", choices=("highs", "cbc"), default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
+    _planner_args(cm, default=None)
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 

@@ -70,6 +70,10 @@ class NoSolutionError(OptimizerError):
     """The solver stopped (time limit) before it found any plan."""
 
 
+class PlannerError(OptimizerError):
+    """A planner (``clash``, ``mjoin``, ``tree``) or one of its options does not fit the request."""
+
+
 # -- plans and data ---------------------------------------------------------------------------
 
 
@@ -79,6 +83,10 @@ class PlanError(MqjoinError):
 
 class DataError(MqjoinError):
     """Input data of a run is missing or malformed (file, column, value)."""
+
+
+class JaqpotError(MqjoinError):
+    """A JAQPOT plan, resource limit μ, refresh rate or freshness predicate is invalid."""
 
 
 class AdaptiveError(MqjoinError):

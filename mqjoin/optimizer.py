@@ -24,7 +24,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from .errors import OptimizerError
@@ -75,6 +75,9 @@ class OptimizeResult:
     plan: Plan
     ilp: IlpStats
     mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
+    planner: str = "clash"  # clash (the ILP), mjoin or tree (mqjoin.planners)
+    tree_shape: str | None = None  # deep, bushy or best (planner tree)
+    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree)
 
     @property
     def probe_cost(self) -> float:
@@ -89,6 +92,9 @@ class OptimizeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "planner": self.planner,
+            **({"tree_shape": self.tree_shape} if self.tree_shape else {}),
+            **({"trees": dict(self.trees)} if self.trees is not None else {}),
             "mode": self.mode,
             "partitioning": self.partitioning,
             "mirs": self.mirs,
@@ -105,7 +111,9 @@ class OptimizeResult:
 
     def summary(self) -> str:
         """A readable multi-line summary (the CLI's output without ``--json``)."""
-        lines = [f"mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
+        planner = "" if self.planner == "clash" else \
+            f"planner {self.planner}{'' if self.tree_shape is None else f' ({self.tree_shape})'}, "
+        lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
                  f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
                  "probe orders:"]
         for q, by_start in self.probe_orders().items():
@@ -121,6 +129,10 @@ class OptimizeResult:
         for s in self.plan.stores:
             lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
         i = self.ilp
+        if self.planner != "clash":
+            lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
+            lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
+            return "\n".join(lines)
         gap = "" if i.status == "optimal" else f", gap {i.gap:.2%}"
         lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
                      f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
@@ -128,7 +140,8 @@ class OptimizeResult:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"OptimizeResult({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
+        planner = "" if self.planner == "clash" else f"{self.planner} "
+        return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
 
     def _repr_html_(self) -> str:
         """Notebook display: :meth:`summary` as preformatted text."""
@@ -147,16 +160,26 @@ def _check(mode: str, partitioning: str, solver: str) -> None:
 
 
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
-             solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None) -> OptimizeResult:
+             solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
+             planner: str = "clash", tree_shape: str | None = None, decompose: bool = False) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
     ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
+    ``planner``: ``clash`` (this ILP), or ``mjoin`` / ``tree`` (:mod:`mqjoin.planners`: MJoin
+    operators with ``decompose``, binary join trees of ``tree_shape``; no solver involved).
 
     >>> from mqjoin.datasets.synthetic_paper import skewed_rates
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
     >>> optimize(w).probe_orders()["q"]["R"], optimize(w, mir_budget=0).probe_orders()["q"]["R"]
     ('R » STU[a]', 'R » S[a] » T[c] » U[c]')
     """
+    if planner != "clash" or tree_shape is not None or decompose:
+        from .planners import check_planner, optimize_planner
+
+        check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
+        if planner != "clash":
+            _check(mode, partitioning, solver)
+            return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose)
     _check(mode, partitioning, solver)
     check_budget(mir_budget)
     if not workload.queries:
