@@ -3,6 +3,8 @@ brute-force oracle and do not depend on the plan (every mode, policy, with/witho
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from mqjoin.optimizer import optimize
@@ -136,3 +138,42 @@ queries: {q: "R(a), S(a,b), T(b)"}
         for sid, rows in run.store_rows.items():
             if len(sid.split("[")[0]) == 1:  # base stores hold ~ rate × window (+ purge slack)
                 assert rows < 2000 * 0.1 * 1.5 + 50, (sid, rows)
+
+
+def test_operation_counts_by_hand():
+    """MJoin's instrumentation (hashes, moves, comparisons, intermediate tuples) on three
+    arrivals of a two-way join: every arrival is hashed and moved into its store once and hashes
+    its key once to probe the other store; S0 and R1 each compare with one stored entry."""
+    w = parse_workload("""
+defaults: {selectivity: 0.5, parallelism: 1}
+relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+queries: {q: "R(a), S(a)"}
+""")
+    tables = {"R": Table.from_columns("R", {"ts": [0.0, 2.0], "a": [1, 1]}),
+              "S": Table.from_columns("S", {"ts": [1.0], "a": [1]})}
+    run = run_reference(optimize(w).plan, tables, instrument=True)
+    assert run.operations == {"hashes": 6, "moves": 3, "comparisons": 2, "intermediate": 0}
+    assert sorted(run.results["q"]) == [(0, 0), (1, 0)]
+    assert run_reference(optimize(w).plan, tables).operations == {}
+
+
+def test_intermediate_tuples_are_the_probes_they_send_on():
+    """On one partition every intermediate tuple of a probe order without MIRs is one probe
+    message to the next store: messages = input-tuple probes + intermediate tuples."""
+    w = parse_workload("""
+defaults: {selectivity: 0.2, parallelism: 1, window: 3}
+relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+queries: {q: "R(a), S(a,b), T(b)"}
+""")
+    rng = random.Random(3)
+    tables = {r.name: Table.from_columns(r.name, {"ts": sorted(rng.uniform(0, 10) for _ in range(60)),
+                                                  **{a: [rng.randint(0, 4) for _ in range(60)] for a in r.attributes}})
+              for r in w.relations}
+    plan = optimize(w, mirs=False).plan
+    run = run_reference(plan, tables, instrument=True)
+    first_hops = sum(len(tables[r]) for r, labs in plan.sources.items() for lab in labs
+                     if plan.edge[lab].kind == "probe")
+    assert run.operations["intermediate"] > 0
+    assert run.total_probe_messages == first_hops + run.operations["intermediate"]
+    assert run.operations["moves"] == sum(len(t) for t in tables.values())  # base stores only
+    assert run.result_sets() == oracle_results(w, tables)

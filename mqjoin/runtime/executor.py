@@ -152,7 +152,8 @@ class Container:
     pattern (a tuple of (component, field) positions of a stored entry)."""
 
     def __init__(self, layout: Layout, epoch: int, p: int, part_pos: tuple[int, int],
-                 windows: tuple[tuple[int, float], ...]):
+                 windows: tuple[tuple[int, float], ...], ops: list[int] | None = None):
+        self.ops = ops  # operation counters (hashes, moves, …) of an instrumented executor
         self.layout = layout
         self.epoch = epoch
         self.p = p
@@ -183,8 +184,10 @@ class Container:
                  "    entries[part].append(e)"]
         if self.journal is not None:
             lines.append("    journal.append(e)")
+        if self.ops is not None:  # a move into the store, a hash per index
+            lines.append(f"    ops[1] += 1\n    ops[0] += {len(self.indexes)}")
         env: dict[str, Any] = {"entries": self.entries, "partition_of": partition_of, "journal": self.journal,
-                               "new_list": deque if self.fifo else list}
+                               "new_list": deque if self.fifo else list, "ops": self.ops}
         for i, (pat, dicts) in enumerate(self.indexes.items()):
             env[f"idx{i}"] = dicts
             lines += [f"    if not ({_null_test('e', pat)}):",
@@ -388,7 +391,8 @@ class Executor(ContainerIndex):
 
     def __init__(self, schedule, *, collect: bool = True, triggers: bool = False, timed: bool = False,
                  speedup: float = 1.0, sample: float = 1.0, sampled: Callable[[Any, float], bool] | None = None,
-                 on_epoch: Callable[[EpochCounters], None] | None = None, budget: int | None = None):
+                 on_epoch: Callable[[EpochCounters], None] | None = None, budget: int | None = None,
+                 instrument: bool = False):
         self.schedule = schedule
         self.w = schedule.full
         self.static = isinstance(schedule, StaticSchedule)
@@ -402,6 +406,7 @@ class Executor(ContainerIndex):
         self.on_epoch = on_epoch
         self.on_enter: Callable[[int, float], None] | None = None  # a backend journaling its state
         self.budget = budget  # most tuples (stored entries + collected results) the run may hold
+        self.ops: list[int] | None = [0, 0, 0, 0] if instrument else None  # see operations()
         self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
@@ -436,7 +441,8 @@ class Executor(ContainerIndex):
             return False
         part = layout.partition
         pos = (mir.relations.index(part.relation), self.fields[part.relation][part.name])
-        c = self.containers[(layout, epoch)] = Container(layout, epoch, p, pos, windows_of(self.w, mir.relations))
+        c = self.containers[(layout, epoch)] = Container(layout, epoch, p, pos, windows_of(self.w, mir.relations),
+                                                         self.ops)
         self.next_purge = min(self.next_purge, c.next_purge)
         return True
 
@@ -470,7 +476,7 @@ class Executor(ContainerIndex):
 
     def compile_plan(self, pidx: int, epoch: int) -> None:
         """Compile the edges of plan ``pidx`` for tuples of ``epoch``."""
-        rules = plan_rules(self.schedule.plans[pidx], self.w)
+        rules = self.rules = plan_rules(self.schedule.plans[pidx], self.w)
         compiled: dict[str, Callable] = {}
         self.groups = []
 
@@ -507,14 +513,15 @@ class Executor(ContainerIndex):
         groups: list = self._reach_groups(rule, epoch)  # kept current by refresh()
         gaps: list = [None]
         self.groups.append((rule, groups, epoch, gaps))
-        return self.compile_probe(rule, groups, counter, outs, gaps)
+        onward = any(not isinstance(self.rules.edges[o], Emit) for o in rule.outs)
+        return self.compile_probe(rule, groups, counter, outs, gaps, onward)
 
     def compile_probe(self, rule: Probe, groups: list, counter: list[int], outs: list[Callable],
-                      gaps: list | None = None) -> Callable:
+                      gaps: list | None = None, onward: bool = False) -> Callable:
         """The function that probes the containers in ``groups`` (kept current by
         :meth:`refresh`: ``[(route, p, [index dicts of each container], [epochs])]``) and
         sends each result to ``outs``."""
-        env: dict[str, Any] = {"groups": groups, "clock": self.clock, "counter": counter,
+        env: dict[str, Any] = {"groups": groups, "clock": self.clock, "counter": counter, "ops": self.ops,
                                "partition_of": partition_of, "reach": self.reach, "mk": rule.layout.mir,
                                "gaps": gaps if gaps is not None else [None], "expand": self.expand, "rule": rule}
         env.update({f"f{i}": f for i, f in enumerate(outs)})
@@ -524,12 +531,14 @@ class Executor(ContainerIndex):
         for i, (c, _) in enumerate(rule.windows):
             emit += [f"if T - m[{c}][1] > w{i}:", "    continue"]
         emit += ["r = t + m"] + [f"f{i}(r)" for i in range(len(outs))]
+        if self.ops is not None and onward:
+            emit.insert(len(emit) - len(outs), "ops[3] += 1")
 
         def block(ind: str, lines: list[str]) -> list[str]:
             return [ind + x for x in lines]
 
         if self.static and len(groups) == 1 and len(groups[0][2]) == 1:
-            return self._compile_static_probe(rule, groups[0], counter, env, key, null, emit)
+            return self._compile_static_probe(rule, groups[0], env, key, null, emit, self.ops is not None)
         lines = ["def probe(t):", "    T = clock[0]"]
         dynamic = not self.static
         if dynamic:
@@ -545,10 +554,12 @@ class Executor(ContainerIndex):
                   "            counter[0] += p",
                   "            if null:", "                continue",
                   "            for dicts in live:",
-                  "                for d in dicts:",
-                  "                    matches = d.get(k)",
-                  "                    if not matches:", "                        continue",
-                  "                    for m in matches:"]
+                  "                for d in dicts:"]
+        lines += ["                    ops[0] += 1"] if self.ops is not None else []
+        lines += ["                    matches = d.get(k)",
+                  "                    if not matches:", "                        continue"]
+        lines += ["                    ops[2] += len(matches)"] if self.ops is not None else []
+        lines += ["                    for m in matches:"]
         lines += block(" " * 24, emit)
         lines += ["        else:",
                   "            counter[0] += 1",
@@ -556,10 +567,12 @@ class Executor(ContainerIndex):
                   "            v = t[route[0]][route[1]]",
                   "            for dicts in live:",
                   "                n = len(dicts)",
-                  "                part = 0 if n == 1 else (v % n if v.__class__ is int else partition_of(v, n))",
-                  "                matches = dicts[part].get(k)",
-                  "                if not matches:", "                    continue",
-                  "                for m in matches:"]
+                  "                part = 0 if n == 1 else (v % n if v.__class__ is int else partition_of(v, n))"]
+        lines += ["                ops[0] += 1"] if self.ops is not None else []
+        lines += ["                matches = dicts[part].get(k)",
+                  "                if not matches:", "                    continue"]
+        lines += ["                ops[2] += len(matches)"] if self.ops is not None else []
+        lines += ["                for m in matches:"]
         lines += block(" " * 20, emit)
         if dynamic and len(rule.mir.relations) > 1:
             lines += ["    missing = gaps[0]",
@@ -571,16 +584,20 @@ class Executor(ContainerIndex):
         return _compile("\n".join(lines) + "\n", "probe", env)
 
     @staticmethod
-    def _compile_static_probe(rule: Probe, group: tuple, counter: list[int], env: dict[str, Any], key: str,
-                              null: str, emit: list[str]) -> Callable:
-        """The probe of a static plan: one container, its index and route bound as constants."""
+    def _compile_static_probe(rule: Probe, group: tuple, env: dict[str, Any], key: str, null: str, emit: list[str],
+                              count: bool) -> Callable:
+        """The probe of a static plan: one container, its index and route bound as constants
+        (``count``: also count the operations, see :meth:`Executor.operations`)."""
         route, p, (dicts,), _ = group
         env = {**env, "dicts": dicts}
         lines = ["def probe(t):"]
         if route is None:
             lines += [f"    counter[0] += {p}", f"    if {null}:", "        return", f"    k = {key}",
-                      "    T = clock[0]", "    for d in dicts:", "        matches = d.get(k)",
-                      "        if not matches:", "            continue", "        for m in matches:"]
+                      "    T = clock[0]", "    for d in dicts:"]
+            lines += ["        ops[0] += 1"] if count else []
+            lines += ["        matches = d.get(k)", "        if not matches:", "            continue"]
+            lines += ["        ops[2] += len(matches)"] if count else []
+            lines += ["        for m in matches:"]
             lines += ["            " + x for x in emit]
         else:
             rc, rf = route
@@ -589,8 +606,10 @@ class Executor(ContainerIndex):
             lines += ["    d = dicts[0]"] if n == 1 else [
                 f"    v = t[{rc}][{rf}]",
                 f"    d = dicts[v % {n} if v.__class__ is int else partition_of(v, {n})]"]
-            lines += [f"    matches = d.get({key})", "    if not matches:", "        return",
-                      "    T = clock[0]", "    for m in matches:"]
+            lines += ["    ops[0] += 1"] if count else []
+            lines += [f"    matches = d.get({key})", "    if not matches:", "        return"]
+            lines += ["    ops[2] += len(matches)"] if count else []
+            lines += ["    T = clock[0]", "    for m in matches:"]
             lines += ["        " + x for x in emit]
         return _compile("\n".join(lines) + "\n", "probe", env)
 
@@ -854,6 +873,17 @@ class Executor(ContainerIndex):
         return sample
 
     # -- what the run produced ----------------------------------------------------------------
+
+    def operations(self) -> dict[str, int]:
+        """The operations of an instrumented executor (``instrument=True``), counted as the
+        MJoin paper counts them (Section 3): ``hashes`` (a key hashed to insert an entry into
+        an index, or to look up a probe's key in a partition), ``moves`` (entries inserted into
+        stores), ``comparisons`` (stored entries a probe compared with, in the index buckets it
+        looked up) and ``intermediate`` (partial results that travel on to a further probe or
+        into an MIR store)."""
+        if self.ops is None:
+            raise PlanError("operations are counted only by an executor made with instrument=True")
+        return dict(zip(("hashes", "moves", "comparisons", "intermediate"), self.ops))
 
     def probe_messages(self) -> int:
         return sum(c[0] for c in self.counters.values()) + self.history[0]

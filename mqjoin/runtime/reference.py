@@ -59,6 +59,7 @@ class RunResult:
     seconds: float
     duration: float  # event-time span of the input (max ts − min ts)
     counts: Mapping[str, int] = field(default_factory=dict)
+    operations: Mapping[str, int] = field(default_factory=dict)  # instrumented runs: hashes, moves, …
 
     @property
     def total_probe_messages(self) -> int:
@@ -83,13 +84,16 @@ class RunResult:
         }
 
 
-def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True) -> RunResult:
+def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
+                  instrument: bool = False) -> RunResult:
     """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.tables.Table`).  With
-    ``collect=False`` results are only counted (for throughput measurements)."""
+    ``collect=False`` results are only counted (for throughput measurements); with
+    ``instrument=True`` the run counts its operations as the MJoin paper does
+    (:meth:`~mqjoin.runtime.executor.Executor.operations`)."""
     w = plan.workload
     base = base_tuples(w, tables, plan.sources)
     order = arrival_order(base, w.relation_rank)
-    ex = Executor(StaticSchedule(plan), collect=collect)
+    ex = Executor(StaticSchedule(plan), collect=collect, instrument=instrument)
     t0 = time.perf_counter()
     ex.feed([(r, base[r][row]) for r, row in order])
     seconds = time.perf_counter() - t0
@@ -108,4 +112,5 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True)
         seconds=seconds,
         duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
         counts={q.name: ex.counts.get(q.name, 0) for q in w.queries},
+        operations=ex.operations() if instrument else {},
     )

@@ -531,7 +531,9 @@ class DeltaJoinEngine(StoreEngine):
 def job_group(sc, engine: object, batch_id: int) -> str:
     """Tag the Spark jobs of a micro-batch (:func:`job_cost` counts them)."""
     group = f"mqjoin-{type(engine).__name__}-{id(engine):x}-{batch_id}"
-    sc.setJobGroup(group, f"mqjoin micro-batch {batch_id}", interruptOnCancel=True)
+    # keep the streaming query's own job description ("… batch = N"): the UI and the tests read it
+    description = sc.getLocalProperty("spark.job.description") or f"mqjoin micro-batch {batch_id}"
+    sc.setJobGroup(group, description, interruptOnCancel=True)
     return group
 
 
