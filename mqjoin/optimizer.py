@@ -59,6 +59,7 @@ class IlpStats:
     gap: float
     objective: float
     solver: str
+    canonical: bool = False  # equal-cost ties broken canonically (mqjoin.ilp.solve)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -187,7 +188,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
         build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
         status="optimal" if all(p.status == "optimal" for p in parts) else "time_limit",
-        gap=max(p.gap for p in parts), objective=objective, solver=solver)
+        gap=max(p.gap for p in parts), objective=objective, solver=solver,
+        canonical=all(p.canonical for p in parts))
     # a plan never costs more than the objective: equal at the optimum, possibly less for a
     # time-limited incumbent that pays for steps or MIRs the plan does not use
     close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
@@ -218,7 +220,7 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     sol = solve(mdl, solver=solver, time_limit=time_limit, start=start)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
-                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver)
+                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
     return choices, stats
 
 
