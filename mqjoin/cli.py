@@ -78,8 +78,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print("probe trees:")
             print(res.plan.render())
     if res.ilp.status != "optimal":
-        print(f"mqjoin: warning: the solver stopped at its time limit; the plan may be up to "
-              f"{res.ilp.gap:.2%} above the optimum", file=sys.stderr)
+        print(f"mqjoin: warning: the solver stopped at its time limit with incumbent {res.ilp.objective:g} and "
+              f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
     return 0
 
 

@@ -296,15 +296,21 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
 
-    def remaining() -> float | None:
-        return None if deadline is None else max(0.01, deadline - time.perf_counter())
+    def remaining(share: float = 1.0) -> float | None:
+        return None if deadline is None else max(0.01, share * (deadline - time.perf_counter()))
 
     values = [0.0] * mdl.num_variables
     status, objective, bound, is_canonical = "optimal", 0.0, 0.0, True
     comps = components(mdl)
-    for cols, rows in _batches(comps):
+    batches = _batches(comps)
+    left_cols = sum(len(c) for c, _ in batches)
+    for cols, rows in batches:
         t1 = time.perf_counter()
-        st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(), threads, start)
+        # under a time limit each part gets its share of what is left, by size (the first
+        # part used to take it all, leaving 0.01 s to the others)
+        share = len(cols) / left_cols
+        left_cols -= len(cols)
+        st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve

@@ -61,8 +61,13 @@ class IlpStats:
     solver: str
     canonical: bool = False  # equal-cost ties broken canonically (mqjoin.ilp.solve)
 
+    @property
+    def bound(self) -> float:
+        """The proven lower bound on the optimum (the objective itself when optimal)."""
+        return self.objective * (1 - self.gap)
+
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__, bound=self.bound)
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ class OptimizeResult:
         for s in self.plan.stores:
             lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
         i = self.ilp
-        gap = "" if i.status == "optimal" else f", gap {i.gap:.2%}"
+        gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
         lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
                      f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
                      f"status {i.status}{gap}")
@@ -201,7 +206,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
 
 
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
-                    namespace: str, mir_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
+                    namespace: str, mir_budget: float | None = None,
+                    canonical: bool = True) -> tuple[list[Choice], IlpStats]:
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning, mir_budget)
@@ -213,11 +219,11 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
         base, _ = _solve_workload(workload, partitioning, False, solver,
-                                  None if time_limit is None else time_limit / 4, namespace)
+                                  None if time_limit is None else time_limit / 4, namespace, canonical=False)
         start = warm_start(cands, mdl, base)
         if time_limit is not None:
             time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
-    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start)
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
