@@ -47,6 +47,10 @@ from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnav
 from .workload import Attr
 
 POLICIES = ("single", "replicas")
+#: the policy between them: a store may be kept once per partition attribute, within a budget
+#: of memory for the replicas beyond the first (``single`` at 0, ``replicas`` when unbounded)
+BUDGET = "budget"
+ALL_POLICIES = POLICIES + (BUDGET,)
 SOLVERS = ("highs", "cbc")
 
 
@@ -136,12 +140,20 @@ def _unique(name: str, used: set[str]) -> str:
     return f"{name}_{k}"
 
 
-def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None) -> Model:
+def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None,
+                replica_budget: float | None = None) -> Model:
     """Build the ILP of DESIGN A5 for the candidates under a partitioning policy, with an
-    optional memory budget (tuples) for the materialised MIRs."""
-    if policy not in POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {' or '.join(POLICIES)})")
+    optional memory budget (tuples) for the materialised MIRs.
+
+    Policy ``budget``: the ``single`` model with ``Σ_A z_{M,A} ≥ u_M`` instead of ``= 1``
+    (``u_M ≥ y_s`` for the steps into ``M``: a used store has at least one replica) and the
+    row ``Σ_{M,A} mem(M)·z_{M,A} − Σ_M mem(M)·u_M ≤ replica_budget``: the memory of the
+    replicas beyond the first of every store.  At 0 it is ``single``; unbounded (None) it
+    costs what ``replicas`` costs."""
+    if policy not in ALL_POLICIES:
+        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {', '.join(ALL_POLICIES)})")
     check_budget(mir_budget)
+    check_budget(replica_budget, "replica memory budget")
     t0 = time.perf_counter()
     mdl = Model(cands, policy)
 
@@ -158,15 +170,30 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
         mdl.y[s] = mdl.var(f"y_{s.render()}", cost=c)
 
-    # partition choice and broadcast indicators (single policy only)
-    if policy == "single":
+    # partition choice and broadcast indicators (single and budget policies)
+    if policy in ("single", BUDGET):
+        used: dict[MIR, int] = {}
         for store, attrs in cands.partition_candidates.items():
             p = cands.parallelism(store)
             if p > 1 and len(attrs) > 1:
                 idx = [mdl.var(f"z_{store.render_partition(a)}", integer=True, rank=r) for r, a in enumerate(attrs)]
                 for a, i in zip(attrs, idx):
                     mdl.z[(store, a)] = i
-                mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+                if policy == "single":
+                    mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+                else:  # at least one replica of a used store
+                    u = used[store] = mdl.var(f"u_{store.label}")
+                    mdl.row(f"part_{store.label}", idx + [u], [1.0] * len(idx) + [-1.0], 0.0, math.inf)
+        if policy == BUDGET:
+            for s, yi in mdl.y.items():
+                if s.target in used:
+                    mdl.row(f"used_{s.render()}", [used[s.target], yi], [1.0, -1.0], 0.0, math.inf)
+            if used and replica_budget is not None:
+                zs = sorted(mdl.z.items(), key=lambda kv: kv[1])
+                stores = sorted(used, key=lambda m: used[m])
+                mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
+                        [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
+                        -math.inf, float(replica_budget))
         for s in mdl.y:
             attrs = cands.partition_candidates[s.target]
             p = cands.parallelism(s.target)
@@ -209,10 +236,11 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     return mdl
 
 
-def check_budget(mir_budget: float | None) -> None:
-    if mir_budget is not None and (isinstance(mir_budget, bool) or not isinstance(mir_budget, (int, float))
-                                   or not mir_budget >= 0 or math.isinf(mir_budget)):
-        raise OptimizerError(f"the MIR memory budget must be a number of tuples ≥ 0, got {mir_budget!r}")
+def check_budget(budget: float | None, what: str = "MIR memory budget") -> None:
+    """A memory budget is None (unbounded) or a finite number of tuples ≥ 0."""
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                               or not budget >= 0 or math.isinf(budget)):
+        raise OptimizerError(f"the {what} must be a number of tuples ≥ 0, got {budget!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,7 +312,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     attributes.  The weights do not depend on the solver, so neither does the plan: HiGHS of
     any version and CBC return the same one (unless two optima have equal weight sums, which
     the pseudo-random part of the weights makes unlikely: probability ≤ binaries / 2^20).
-    The tie-break gets as much time as the first solve (at least 0.5 s, at most what is left of
+    The tie-break gets a quarter of the first solve's time (at least 0.25 s, at most what is left of
     the time limit); ``Solution.canonical`` says whether it proved every part canonical (not
     after a time limit, nor on large models where it runs out of time: then the plan is still
     optimal, but equal-cost choices may differ between solvers).
@@ -310,7 +338,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         # part used to take it all, leaving 0.01 s to the others)
         share = len(cols) / left_cols
         left_cols -= len(cols)
-        st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start)
+        try:
+            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start)
+        except NoSolutionError:
+            if start is None:
+                raise
+            # stopped before the solver even took up the start: it is the best plan so far
+            vals = [float(start[c]) for c in cols]
+            st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve
@@ -342,8 +377,8 @@ def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_
 #: time of the tie-break solve: at most TIE_SHARE × the first solve's, or TIE_MIN_SECONDS
 #: (proving the canonical optimum can take far longer than finding an optimum: 72 s against
 #: 1.3 s for 100 three-way queries over 100 relations under ``single``)
-TIE_SHARE = 1.0
-TIE_MIN_SECONDS = 0.5
+TIE_SHARE = 0.25
+TIE_MIN_SECONDS = 0.25
 
 #: relative slack of the cost row in the tie-break solve: optima whose costs differ by less
 #: are equal (solvers accept values within 1e-6 of integral, so costs carry such noise)
@@ -442,6 +477,13 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         h.setSolution(sol)
     h.run()
     ms = h.getModelStatus()
+    if ms in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+        # every model of a valid workload is feasible: HiGHS's presolve declared the policy
+        # budget's memory row infeasible at a right-hand side a hair below a sum of its
+        # coefficients (Figure 3 at 99.999899, highspy 1.15); solve again without presolve
+        h.setOptionValue("presolve", "off")
+        h.run()
+        ms = h.getModelStatus()
     info = h.getInfo()
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
     if ms == highspy.HighsModelStatus.kOptimal:
