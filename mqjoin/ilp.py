@@ -181,8 +181,8 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
                     mdl.z[(store, a)] = i
                 if policy == "single":
                     mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
-                else:  # at least one replica of a used store
-                    u = used[store] = mdl.var(f"u_{store.label}")
+                else:  # at least one replica of a used store (u binary: see _solve_highs)
+                    u = used[store] = mdl.var(f"u_{store.label}", integer=True)
                     mdl.row(f"part_{store.label}", idx + [u], [1.0] * len(idx) + [-1.0], 0.0, math.inf)
         if policy == BUDGET:
             for s, yi in mdl.y.items():
@@ -228,12 +228,47 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             for st, xs in step_users.items():
                 mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
                         0.0, math.inf)
+            if mdl.b and STRENGTHEN:
+                _group_broadcast_rows(mdl, f"{olabel}_{start}", step_users)
             if isinstance(owner, MIR):
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
             else:
                 mdl.row(f"one_{owner}_{start}", idx, [1.0] * len(idx), 1.0, 1.0)
     mdl.build_seconds = time.perf_counter() - t0
     return mdl
+
+
+#: add the group broadcast rows (see _group_broadcast_rows)
+STRENGTHEN = True
+
+
+def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[int]]) -> None:
+    """Valid rows that cut a weakness of the broadcast indicators (``single``/``budget``).
+
+    ``b_s ≥ y_s − Σ_{A∈K(s)} z_{M,A}`` lets the LP serve *several* steps of one (owner, start)
+    group into store ``M`` from the same fraction of ``z_{M,A}``: half the group's flow through
+    one order, half through another, both "served" by ``z_{M,A} = ½``.  But a group chooses one
+    order, and an order has at most one step into ``M``, so for every set ``K`` of attributes
+    ``Σ_{o ∈ G whose step into M knows ⊆ K} x_o ≤ Σ_{A∈K} z_{M,A} + Σ_{s ∈ G into M, K(s) ⊆ K} b_s``
+    (the chosen order's step is served by a kept attribute of ``K`` or broadcast).  Added for
+    every ``K`` that is some step's known set, where two or more steps are involved."""
+    cands = mdl.candidates
+    by_store: dict[MIR, dict[Step, frozenset[Attr]]] = {}
+    for st in step_users:
+        if st in mdl.b:
+            attrs = cands.partition_candidates[st.target]
+            if (st.target, attrs[0]) in mdl.z:
+                by_store.setdefault(st.target, {})[st] = frozenset(a for a in attrs if a in st.known)
+    for store, known in by_store.items():
+        for k in sorted(set(known.values()), key=sorted):
+            inside = [st for st, kk in known.items() if kk <= k]
+            if not k or len(inside) < 2:
+                continue
+            xs = sorted({x for st in inside for x in step_users[st]})
+            zs = [mdl.z[(store, a)] for a in sorted(k)]
+            bs = [mdl.b[st] for st in inside]
+            mdl.row(f"gbcast_{label}_{store.label}_{'_'.join(a.name for a in sorted(k))}", xs + zs + bs,
+                    [1.0] * len(xs) + [-1.0] * (len(zs) + len(bs)), -math.inf, 0.0)
 
 
 def check_budget(budget: float | None, what: str = "MIR memory budget") -> None:
@@ -480,7 +515,9 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     if ms in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
         # every model of a valid workload is feasible: HiGHS's presolve declared the policy
         # budget's memory row infeasible at a right-hand side a hair below a sum of its
-        # coefficients (Figure 3 at 99.999899, highspy 1.15); solve again without presolve
+        # coefficients (Figure 3 at 99.999899, highspy 1.15, while u_M was continuous; with
+        # the group broadcast rows it even returned a worse "optimum"; u_M is binary since,
+        # which fixed both); should it happen again, solve once more without presolve
         h.setOptionValue("presolve", "off")
         h.run()
         ms = h.getModelStatus()
