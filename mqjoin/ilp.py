@@ -204,6 +204,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             # b_s - y_s + Σ_known z ≥ 0
             mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
 
+    strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
     # probe orders.  Within one (owner, start) group exactly one order is chosen (or none for
     # an unmaterialised MIR), so the links aggregate over the group:
     #   y_s ≥ Σ_{o ∈ G, s ∈ o} x_o      and      Σ_{o ∈ G, M ∈ o} x_o ≤ m_M
@@ -228,7 +229,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             for st, xs in step_users.items():
                 mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
                         0.0, math.inf)
-            if mdl.b and STRENGTHEN:
+            if mdl.b and strengthen:
                 _group_broadcast_rows(mdl, f"{olabel}_{start}", step_users)
             if isinstance(owner, MIR):
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
@@ -238,8 +239,12 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     return mdl
 
 
-#: add the group broadcast rows (see _group_broadcast_rows)
-STRENGTHEN = True
+#: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
+#: candidate probe orders.  Measured (HiGHS 1.15, single, random workloads over 100 relations):
+#: 100 × size 3 (1,126 orders) root LP 502,167 → 616,854, solve 8.5 → 3.5 s (loaded machine);
+#: 10 × size 5 (2,655) gap at 30 s 52 % → 34 %; 30 × size 5 (7,774) bound 226,540 → 240,839 but
+#: its LP takes 4–6× longer, so at a 20–30 s limit HiGHS had no bound at all (gap reported 100 %)
+STRENGTHEN_MAX_ORDERS = 5000
 
 
 def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[int]]) -> None:
