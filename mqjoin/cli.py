@@ -2,7 +2,7 @@
 
 Errors are one line on stderr and exit code 2 (bad input); no tracebacks.
 
-Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``synth``, ``demo``.
+Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``synth``, ``demo``.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print("probe trees:")
             print(res.plan.render())
     if res.ilp.status != "optimal":
-        print(f"mqjoin: warning: the solver stopped at its time limit; the plan may be up to "
-              f"{res.ilp.gap:.2%} above the optimum", file=sys.stderr)
+        print(f"mqjoin: warning: the solver stopped at its time limit with incumbent {res.ilp.objective:g} and "
+              f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
     return 0
 
 
@@ -319,6 +319,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from .frontier import frontier
+
+    f = frontier(_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
+                 max_points=args.max_points)
+    print(json.dumps(f.to_dict(), indent=1, ensure_ascii=False) if args.json else f.summary())
+    return 0
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from .synthetic import uniform_streams
     from .tables import write_inputs
@@ -469,6 +478,16 @@ def build_parser() -> argparse.ArgumentParser:
     _planner_args(cm, default=None)
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
+
+    fr = sub.add_parser("frontier", help="Pareto curve of probe cost against memory (policy budget: extra "
+                                         "replicas of stores), with single, replicas, individual and shared marked")
+    fr.add_argument("workload")
+    fr.add_argument("--no-mirs", action="store_true")
+    fr.add_argument("--solver", choices=("highs", "cbc"), default="highs")
+    fr.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
+    fr.add_argument("--max-points", type=int, default=25, help="at most this many budget solves (default 25)")
+    fr.add_argument("--json", action="store_true")
+    fr.set_defaults(func=cmd_frontier)
 
     s = sub.add_parser("synth", help="generate uniform synthetic input streams for a workload")
     s.add_argument("workload")

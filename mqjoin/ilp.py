@@ -47,6 +47,10 @@ from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnav
 from .workload import Attr
 
 POLICIES = ("single", "replicas")
+#: the policy between them: a store may be kept once per partition attribute, within a budget
+#: of memory for the replicas beyond the first (``single`` at 0, ``replicas`` when unbounded)
+BUDGET = "budget"
+ALL_POLICIES = POLICIES + (BUDGET,)
 SOLVERS = ("highs", "cbc")
 
 
@@ -60,6 +64,7 @@ class Model:
     cost: list[float] = field(default_factory=list)
     integer: list[bool] = field(default_factory=list)
     upper: list[float] = field(default_factory=list)
+    tie: list[float] = field(default_factory=list)  # secondary (tie-break) objective, see tie_weight
     rows: list[tuple[str, list[int], list[float], float, float]] = field(default_factory=list)
     x: dict[tuple[Owner, str, int], int] = field(default_factory=dict)
     y: dict[Step, int] = field(default_factory=dict)
@@ -69,12 +74,16 @@ class Model:
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
 
-    def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0) -> int:
+    def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
+            rank: int | None = None) -> int:
+        """A new variable; ``rank`` (binaries that stand for a choice) gives it a tie-break
+        weight (:func:`tie_weight`)."""
         name = _unique(_sanitize(name), self._used)
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
         self.upper.append(upper)
+        self.tie.append(0.0 if rank is None else tie_weight(rank, name))
         return len(self.names) - 1
 
     def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float) -> None:
@@ -91,6 +100,27 @@ class Model:
     @property
     def num_binaries(self) -> int:
         return sum(self.integer)
+
+
+#: bits of the tie-break weight's pseudo-random part
+TIE_BITS = 20
+
+
+def tie_weight(rank: int, name: str) -> float:
+    """The tie-break weight of a choice variable: ``rank · 2^20 + h``, with ``rank`` its
+    position in the canonical order of its alternatives (probe orders as enumerated: fewer and
+    smaller MIRs first; partition attributes alphabetically) and ``h ∈ [1, 2^20]`` a fixed hash
+    of its name.  Integral, so weight sums are exact in floating point.
+
+    >>> tie_weight(0, "z_S_b") < tie_weight(1, "z_S_c") < tie_weight(2, "z_S_a")
+    True
+    >>> tie_weight(3, "x_q_R_S_T") == tie_weight(3, "x_q_R_S_T")
+    True
+    """
+    import hashlib
+
+    h = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % (1 << TIE_BITS)
+    return float((rank << TIE_BITS) + h + 1)
 
 
 def _sanitize(name: str) -> str:
@@ -110,12 +140,20 @@ def _unique(name: str, used: set[str]) -> str:
     return f"{name}_{k}"
 
 
-def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None) -> Model:
+def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None,
+                replica_budget: float | None = None) -> Model:
     """Build the ILP of DESIGN A5 for the candidates under a partitioning policy, with an
-    optional memory budget (tuples) for the materialised MIRs."""
-    if policy not in POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {' or '.join(POLICIES)})")
+    optional memory budget (tuples) for the materialised MIRs.
+
+    Policy ``budget``: the ``single`` model with ``Σ_A z_{M,A} ≥ u_M`` instead of ``= 1``
+    (``u_M ≥ y_s`` for the steps into ``M``: a used store has at least one replica) and the
+    row ``Σ_{M,A} mem(M)·z_{M,A} − Σ_M mem(M)·u_M ≤ replica_budget``: the memory of the
+    replicas beyond the first of every store.  At 0 it is ``single``; unbounded (None) it
+    costs what ``replicas`` costs."""
+    if policy not in ALL_POLICIES:
+        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {', '.join(ALL_POLICIES)})")
     check_budget(mir_budget)
+    check_budget(replica_budget, "replica memory budget")
     t0 = time.perf_counter()
     mdl = Model(cands, policy)
 
@@ -132,15 +170,30 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
         mdl.y[s] = mdl.var(f"y_{s.render()}", cost=c)
 
-    # partition choice and broadcast indicators (single policy only)
-    if policy == "single":
+    # partition choice and broadcast indicators (single and budget policies)
+    if policy in ("single", BUDGET):
+        used: dict[MIR, int] = {}
         for store, attrs in cands.partition_candidates.items():
             p = cands.parallelism(store)
             if p > 1 and len(attrs) > 1:
-                idx = [mdl.var(f"z_{store.render_partition(a)}", integer=True) for a in attrs]
+                idx = [mdl.var(f"z_{store.render_partition(a)}", integer=True, rank=r) for r, a in enumerate(attrs)]
                 for a, i in zip(attrs, idx):
                     mdl.z[(store, a)] = i
-                mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+                if policy == "single":
+                    mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+                else:  # at least one replica of a used store (u binary: see _solve_highs)
+                    u = used[store] = mdl.var(f"u_{store.label}", integer=True)
+                    mdl.row(f"part_{store.label}", idx + [u], [1.0] * len(idx) + [-1.0], 0.0, math.inf)
+        if policy == BUDGET:
+            for s, yi in mdl.y.items():
+                if s.target in used:
+                    mdl.row(f"used_{s.render()}", [used[s.target], yi], [1.0, -1.0], 0.0, math.inf)
+            if used and replica_budget is not None:
+                zs = sorted(mdl.z.items(), key=lambda kv: kv[1])
+                stores = sorted(used, key=lambda m: used[m])
+                mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
+                        [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
+                        -math.inf, float(replica_budget))
         for s in mdl.y:
             attrs = cands.partition_candidates[s.target]
             p = cands.parallelism(s.target)
@@ -151,6 +204,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             # b_s - y_s + Σ_known z ≥ 0
             mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
 
+    strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
     # probe orders.  Within one (owner, start) group exactly one order is chosen (or none for
     # an unmaterialised MIR), so the links aggregate over the group:
     #   y_s ≥ Σ_{o ∈ G, s ∈ o} x_o      and      Σ_{o ∈ G, M ∈ o} x_o ≤ m_M
@@ -162,7 +216,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             step_users: dict[Step, list[int]] = {}
             mir_users: dict[MIR, list[int]] = {}
             for i, o in enumerate(orders):
-                xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True)
+                xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True, rank=i)
                 mdl.x[(owner, start, i)] = xi
                 idx.append(xi)
                 for m in o.elements:
@@ -175,6 +229,8 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
             for st, xs in step_users.items():
                 mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
                         0.0, math.inf)
+            if mdl.b and strengthen:
+                _group_broadcast_rows(mdl, f"{olabel}_{start}", step_users)
             if isinstance(owner, MIR):
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
             else:
@@ -183,10 +239,48 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     return mdl
 
 
-def check_budget(mir_budget: float | None) -> None:
-    if mir_budget is not None and (isinstance(mir_budget, bool) or not isinstance(mir_budget, (int, float))
-                                   or not mir_budget >= 0 or math.isinf(mir_budget)):
-        raise OptimizerError(f"the MIR memory budget must be a number of tuples ≥ 0, got {mir_budget!r}")
+#: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
+#: candidate probe orders.  Measured (HiGHS 1.15, single, random workloads over 100 relations):
+#: 100 × size 3 (1,126 orders) root LP 502,167 → 616,854, solve 8.5 → 3.5 s (loaded machine);
+#: 10 × size 5 (2,655) gap at 30 s 52 % → 34 %; 30 × size 5 (7,774) bound 226,540 → 240,839 but
+#: its LP takes 4–6× longer, so at a 20–30 s limit HiGHS had no bound at all (gap reported 100 %)
+STRENGTHEN_MAX_ORDERS = 5000
+
+
+def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[int]]) -> None:
+    """Valid rows that cut a weakness of the broadcast indicators (``single``/``budget``).
+
+    ``b_s ≥ y_s − Σ_{A∈K(s)} z_{M,A}`` lets the LP serve *several* steps of one (owner, start)
+    group into store ``M`` from the same fraction of ``z_{M,A}``: half the group's flow through
+    one order, half through another, both "served" by ``z_{M,A} = ½``.  But a group chooses one
+    order, and an order has at most one step into ``M``, so for every set ``K`` of attributes
+    ``Σ_{o ∈ G whose step into M knows ⊆ K} x_o ≤ Σ_{A∈K} z_{M,A} + Σ_{s ∈ G into M, K(s) ⊆ K} b_s``
+    (the chosen order's step is served by a kept attribute of ``K`` or broadcast).  Added for
+    every ``K`` that is some step's known set, where two or more steps are involved."""
+    cands = mdl.candidates
+    by_store: dict[MIR, dict[Step, frozenset[Attr]]] = {}
+    for st in step_users:
+        if st in mdl.b:
+            attrs = cands.partition_candidates[st.target]
+            if (st.target, attrs[0]) in mdl.z:
+                by_store.setdefault(st.target, {})[st] = frozenset(a for a in attrs if a in st.known)
+    for store, known in by_store.items():
+        for k in sorted(set(known.values()), key=sorted):
+            inside = [st for st, kk in known.items() if kk <= k]
+            if not k or len(inside) < 2:
+                continue
+            xs = sorted({x for st in inside for x in step_users[st]})
+            zs = [mdl.z[(store, a)] for a in sorted(k)]
+            bs = [mdl.b[st] for st in inside]
+            mdl.row(f"gbcast_{label}_{store.label}_{'_'.join(a.name for a in sorted(k))}", xs + zs + bs,
+                    [1.0] * len(xs) + [-1.0] * (len(zs) + len(bs)), -math.inf, 0.0)
+
+
+def check_budget(budget: float | None, what: str = "MIR memory budget") -> None:
+    """A memory budget is None (unbounded) or a finite number of tuples ≥ 0."""
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                               or not budget >= 0 or math.isinf(budget)):
+        raise OptimizerError(f"the {what} must be a number of tuples ≥ 0, got {budget!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +300,7 @@ class Solution:
     solver: str
     solve_seconds: float
     components: int
+    canonical: bool = False  # the equal-cost tie was broken canonically in every part
 
     @property
     def gap(self) -> float:
@@ -246,10 +341,21 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
 
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
-          start: list[float] | None = None) -> Solution:
+          start: list[float] | None = None, canonical: bool = True) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+
+    ``canonical``: among the equal-cost optima return the one of least tie-break weight
+    (:func:`tie_weight`), found by a second solve that keeps the cost at the optimum (within a
+    relative 1e-7) and minimises the weights of the chosen probe orders and partition
+    attributes.  The weights do not depend on the solver, so neither does the plan: HiGHS of
+    any version and CBC return the same one (unless two optima have equal weight sums, which
+    the pseudo-random part of the weights makes unlikely: probability ≤ binaries / 2^20).
+    The tie-break gets a quarter of the first solve's time (at least 0.25 s, at most what is left of
+    the time limit); ``Solution.canonical`` says whether it proved every part canonical (not
+    after a time limit, nor on large models where it runs out of time: then the plan is still
+    optimal, but equal-cost choices may differ between solvers).
 
     Independent components are solved separately; small ones are batched into one solver
     call (a solver call has a fixed overhead of milliseconds)."""
@@ -257,15 +363,39 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
+
+    def remaining(share: float = 1.0) -> float | None:
+        return None if deadline is None else max(0.01, share * (deadline - time.perf_counter()))
+
     values = [0.0] * mdl.num_variables
-    status, objective, bound = "optimal", 0.0, 0.0
+    status, objective, bound, is_canonical = "optimal", 0.0, 0.0, True
     comps = components(mdl)
-    for cols, rows in _batches(comps):
-        remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
-        if solver == "highs":
-            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads, start)
+    batches = _batches(comps)
+    left_cols = sum(len(c) for c, _ in batches)
+    for cols, rows in batches:
+        t1 = time.perf_counter()
+        # under a time limit each part gets its share of what is left, by size (the first
+        # part used to take it all, leaving 0.01 s to the others)
+        share = len(cols) / left_cols
+        left_cols -= len(cols)
+        try:
+            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start)
+        except NoSolutionError:
+            if start is None:
+                raise
+            # stopped before the solver even took up the start: it is the best plan so far
+            vals = [float(start[c]) for c in cols]
+            st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
+        if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
+            # the objective stays the optimum's: the canonical values cost the same, up to the
+            # slack that the continuous variables may take in the tie-break solve
+            left = remaining()
+            budget = max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
+            done, vals = _tie_break(mdl, cols, rows, obj, vals, solver, budget if left is None else min(left, budget),
+                                    threads)
+            is_canonical = is_canonical and done
         else:
-            st, obj, bd, vals = _solve_cbc(mdl, cols, rows, remaining)
+            is_canonical = is_canonical and st == "optimal"
         for c, v in zip(cols, vals):
             values[c] = v
         objective += obj
@@ -273,7 +403,47 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         if st != "optimal":
             status = st
     return Solution(status, objective, min(bound, objective), tuple(values), solver,
-                    time.perf_counter() - t0, len(comps))
+                    time.perf_counter() - t0, len(comps), canonical and is_canonical)
+
+
+def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
+                threads: int | None, start: list[float] | None,
+                integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
+    if solver == "highs":
+        return _solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective)
+    return _solve_cbc(mdl, cols, rows, time_limit, integral_objective)
+
+
+#: time of the tie-break solve: at most TIE_SHARE × the first solve's, or TIE_MIN_SECONDS
+#: (proving the canonical optimum can take far longer than finding an optimum: 72 s against
+#: 1.3 s for 100 three-way queries over 100 relations under ``single``)
+TIE_SHARE = 0.25
+TIE_MIN_SECONDS = 0.25
+
+#: relative slack of the cost row in the tie-break solve: optima whose costs differ by less
+#: are equal (solvers accept values within 1e-6 of integral, so costs carry such noise)
+TIE_SLACK = 1e-7
+
+
+def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, vals: list[float], solver: str,
+               time_limit: float | None, threads: int | None) -> tuple[bool, list[float]]:
+    """The second, lexicographic stage: minimise the tie-break weights subject to the model
+    and ``cost ≤ optimum``, starting from the optimum found.  Returns (proven, values); the
+    values keep the optimal cost either way."""
+    costed = [c for c in cols if mdl.cost[c]]
+    row = ("canonical_cost", costed, [mdl.cost[c] for c in costed], -math.inf,
+           optimum * (1 + TIE_SLACK) + TIE_SLACK)
+    second = Model(mdl.candidates, mdl.policy, names=mdl.names, cost=mdl.tie, integer=mdl.integer,
+                   upper=mdl.upper, rows=mdl.rows + [row])
+    start = [0.0] * mdl.num_variables
+    for c, v in zip(cols, vals):
+        start[c] = v
+    try:
+        st, _, _, vals2 = _solve_part(second, cols, rows + [len(mdl.rows)], solver, time_limit, threads, start,
+                                      integral_objective=True)
+    except NoSolutionError:  # no time left to even reload the start: keep the optimum found
+        return False, vals
+    return st == "optimal", vals2
 
 
 def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list[tuple[list[int], list[int]]]:
@@ -295,7 +465,8 @@ def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list
 
 
 def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                 threads: int | None, start: list[float] | None = None) -> tuple[str, float, float, list[float]]:
+                 threads: int | None, start: list[float] | None = None,
+                 integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
     try:
         import highspy
         import numpy as np
@@ -308,7 +479,11 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         h.setOptionValue("time_limit", float(time_limit))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
-    h.setOptionValue("mip_rel_gap", 1e-9)
+    if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 0.99)
+    else:
+        h.setOptionValue("mip_rel_gap", 1e-9)
     lp = highspy.HighsLp()
     lp.num_col_ = len(cols)
     lp.num_row_ = len(rows)
@@ -342,6 +517,15 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
         h.setSolution(sol)
     h.run()
     ms = h.getModelStatus()
+    if ms in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+        # every model of a valid workload is feasible: HiGHS's presolve declared the policy
+        # budget's memory row infeasible at a right-hand side a hair below a sum of its
+        # coefficients (Figure 3 at 99.999899, highspy 1.15, while u_M was continuous; with
+        # the group broadcast rows it even returned a worse "optimum"; u_M is binary since,
+        # which fixed both); should it happen again, solve once more without presolve
+        h.setOptionValue("presolve", "off")
+        h.run()
+        ms = h.getModelStatus()
     info = h.getInfo()
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
     if ms == highspy.HighsModelStatus.kOptimal:
@@ -409,12 +593,14 @@ def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] |
     return prob, var
 
 
-def _solve_cbc(mdl: Model, cols: list[int], rows: list[int],
-               time_limit: float | None) -> tuple[str, float, float, list[float]]:
+def _solve_cbc(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
+               integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
     import pulp
 
     prob, var = to_pulp(mdl, cols, rows)
     kw = {"msg": False}
+    if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
+        kw.update(gapRel=0.0, gapAbs=0.99)
     if time_limit is not None:
         kw["timeLimit"] = max(1, int(math.ceil(time_limit)))
     cbc = pulp.PULP_CBC_CMD(**kw)

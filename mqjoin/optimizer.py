@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from .errors import OptimizerError
-from .ilp import POLICIES, SOLVERS, Model, Solution, build_model, check_budget, solve
+from .errors import NoSolutionError, OptimizerError
+from .ilp import ALL_POLICIES, BUDGET, POLICIES, SOLVERS, Model, Solution, build_model, check_budget, solve
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
 
@@ -59,9 +59,15 @@ class IlpStats:
     gap: float
     objective: float
     solver: str
+    canonical: bool = False  # equal-cost ties broken canonically (mqjoin.ilp.solve)
+
+    @property
+    def bound(self) -> float:
+        """The proven lower bound on the optimum (the objective itself when optimal)."""
+        return self.objective * (1 - self.gap)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__, bound=self.bound)
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class OptimizeResult:
     planner: str = "clash"  # clash (the ILP), mjoin or tree (mqjoin.planners)
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
     trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree)
+    replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
 
     @property
     def probe_cost(self) -> float:
@@ -99,6 +106,7 @@ class OptimizeResult:
             "partitioning": self.partitioning,
             "mirs": self.mirs,
             "mir_budget": self.mir_budget,
+            "replica_budget": self.replica_budget,
             "probe_cost": self.probe_cost,
             "memory": self.memory,
             "probe_orders": self.probe_orders(),
@@ -133,7 +141,7 @@ class OptimizeResult:
             lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
             lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
             return "\n".join(lines)
-        gap = "" if i.status == "optimal" else f", gap {i.gap:.2%}"
+        gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
         lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
                      f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
                      f"status {i.status}{gap}")
@@ -153,15 +161,16 @@ class OptimizeResult:
 def _check(mode: str, partitioning: str, solver: str) -> None:
     if mode not in MODES:
         raise OptimizerError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
-    if partitioning not in POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {partitioning!r} (choose {' or '.join(POLICIES)})")
+    if partitioning not in ALL_POLICIES:
+        raise OptimizerError(f"unknown partitioning policy {partitioning!r} (choose {', '.join(ALL_POLICIES)})")
     if solver not in SOLVERS:
         raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
 
 
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
-             planner: str = "clash", tree_shape: str | None = None, decompose: bool = False) -> OptimizeResult:
+             replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
+             decompose: bool = False) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
     ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
@@ -172,6 +181,14 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
     >>> optimize(w).probe_orders()["q"]["R"], optimize(w, mir_budget=0).probe_orders()["q"]["R"]
     ('R » STU[a]', 'R » S[a] » T[c] » U[c]')
+
+    ``partitioning="budget"``: a store may be kept once per partition attribute, with at most
+    ``replica_budget`` tuples in the replicas beyond the first of every store (0: ``single``;
+    None: unbounded, the cost of ``replicas``).  :func:`mqjoin.frontier.frontier` walks it.
+
+    >>> [optimize(w, partitioning="budget", replica_budget=b).probe_cost for b in (0, None)] == [
+    ...     optimize(w).probe_cost, optimize(w, partitioning="replicas").probe_cost]
+    True
     """
     if planner != "clash" or tree_shape is not None or decompose:
         from .planners import check_planner, optimize_planner
@@ -182,15 +199,17 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
             return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose)
     _check(mode, partitioning, solver)
     check_budget(mir_budget)
+    check_budget(replica_budget, "replica memory budget")
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     if mode == "mqo":
-        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget)
+        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
+                                         replica_budget=replica_budget)
         plan = build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget)
 
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
@@ -200,7 +219,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
         ns = q.name if mode == "individual" else ""
         choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns,
-                                         mir_budget)
+                                         mir_budget, replica_budget=replica_budget)
         all_choices.extend(choices)
         parts.append(stats)
     plan = build_plan(workload, all_choices, mode, partitioning)
@@ -210,7 +229,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
         build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
         status="optimal" if all(p.status == "optimal" for p in parts) else "time_limit",
-        gap=max(p.gap for p in parts), objective=objective, solver=solver)
+        gap=max(p.gap for p in parts), objective=objective, solver=solver,
+        canonical=all(p.canonical for p in parts))
     # a plan never costs more than the objective: equal at the optimum, possibly less for a
     # time-limited incumbent that pays for steps or MIRs the plan does not use
     close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
@@ -218,31 +238,54 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  or (stats.status == "optimal" and not close)):
         raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
-    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget)
 
 
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
-                    namespace: str, mir_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
+                    namespace: str, mir_budget: float | None = None,
+                    canonical: bool = True, replica_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
-    mdl = build_model(cands, partitioning, mir_budget)
+    mdl = build_model(cands, partitioning, mir_budget, replica_budget)
     build = time.perf_counter() - t0
     start = None
-    if mirs and solver == "highs" and (mdl.num_binaries > WARM_START_BINARIES
+    if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
                                        or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
-        base, _ = _solve_workload(workload, partitioning, False, solver,
-                                  None if time_limit is None else time_limit / 4, namespace)
+        try:
+            base, _ = _solve_workload(workload, partitioning, False, solver,
+                                      None if time_limit is None else time_limit / 4, namespace, canonical=False)
+        except NoSolutionError:  # not even that in the time: the first MIR-free order of each
+            base = first_orders(cands, namespace)
         start = warm_start(cands, mdl, base)
         if time_limit is not None:
             time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
-    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start)
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
-                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver)
+                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
     return choices, stats
+
+
+def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
+    """A plan found without solving: for every (query, start) the first candidate order over
+    base relations, each element partitioned by its first candidate (feasible, not good).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> [c.order.render() for c in first_orders(enumerate_candidates(skewed_rates().workload))][:2]
+    ['R » S[a] » T[b] » U[c]', 'S » R[a] » T[b] » U[c]']
+    """
+    out = []
+    for owner, by_start in cands.orders.items():
+        if isinstance(owner, MIR):
+            continue
+        for start, orders in by_start.items():
+            o = next(o for o in orders if all(m.is_base for m in o.elements))
+            attrs = tuple(cands.partition_candidates[m][0] for m in o.elements)
+            out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))
+    return out
 
 
 def warm_start(cands: Candidates, mdl: Model, choices: list[Choice]) -> list[float]:
@@ -283,8 +326,12 @@ def extract_choices(cands: Candidates, mdl: Model, sol: Solution, namespace: str
     step_attr: dict[Step, Attr] = {}
     for store, steps in used_steps.items():
         attrs = cands.partition_candidates[store]
-        if mdl.policy == "single":
-            zs = [a for a in attrs if (store, a) in mdl.z and sol.value(mdl.z[(store, a)]) > 0.5]
+        kept = [a for a in attrs if (store, a) in mdl.z and sol.value(mdl.z[(store, a)]) > 0.5]
+        if mdl.policy == BUDGET and kept:  # the replicas kept: a step targets one it knows, else the first
+            for s in steps:
+                step_attr[s] = next((a for a in kept if a in s.known), kept[0])
+        elif mdl.policy in ("single", BUDGET):
+            zs = kept
             if zs:
                 a = zs[0]
             else:  # no broadcast cost at stake: take the attribute most steps know

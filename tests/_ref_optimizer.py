@@ -125,6 +125,13 @@ def join_size(workload, rels: frozenset, classes: Iterable) -> float:
     return size
 
 
+def memory(workload, store: Join) -> float:
+    """A5: one replica holds |⋈M| · w_M tuples (w_M the smallest finite window, else the horizon)."""
+    windows = [workload.window(r) for r in store.rels]
+    finite = [x for x in windows if x is not None]
+    return join_size(workload, store.rels, store.classes) * (min(finite) if finite else workload.defaults.horizon)
+
+
 def parallelism(workload, store: Join) -> int:
     if len(store.rels) == 1:
         return workload.parallelism(next(iter(store.rels)))
@@ -201,9 +208,10 @@ def step_cost(workload, step: StepKey, attr) -> float:
 class Reference:
     """Exhaustive optimum of DESIGN A5 for one workload."""
 
-    def __init__(self, workload, use_mirs: bool = True):
+    def __init__(self, workload, use_mirs: bool = True, replica_budget: float | None = None):
         self.w = workload
         self.use_mirs = use_mirs
+        self.replica_budget = replica_budget  # policy "budget": tuples of replicas beyond the first
         self._orders: dict[tuple[Join, str], list[tuple[tuple[StepKey, ...], tuple[Join, ...]]]] = {}
         self._cands: dict[Join, tuple] = {}
         self._base: dict[StepKey, float] = {}
@@ -241,6 +249,8 @@ class Reference:
     def cost(self, steps: Iterable[StepKey], policy: str) -> float:
         """Best cost of a set of distinct steps under a policy (exact: the sum is separable)."""
         steps = set(steps)
+        if policy == "budget":
+            return self.budget_cost(steps)
         if policy == "replicas":
             total = 0.0
             for s in steps:
@@ -257,6 +267,34 @@ class Reference:
             assert cands, f"store {store} has no partition candidate"
             total += min(sum(self.c(s, a) for s in ss) for a in cands)
         return total
+
+    def budget_cost(self, steps: set) -> float:
+        """Policy ``budget``: every used store keeps a non-empty set of replicas (one per
+        partition attribute); a step pays its cheapest kept replica; the replicas beyond the
+        first of every store hold at most ``replica_budget`` tuples.  Exhaustive over the
+        replica sets of every store (small workloads only)."""
+        by_store: dict[Join, list[StepKey]] = {}
+        for s in steps:
+            by_store.setdefault(s.target, []).append(s)
+        options = []  # per store: (extra memory, cost) of every non-empty replica set
+        for store, ss in by_store.items():
+            cands = self.candidates(store)
+            mem = memory(self.w, store)
+            opts = []
+            for k in range(1, len(cands) + 1):
+                for keep in itertools.combinations(cands, k):
+                    opts.append(((k - 1) * mem, sum(min(self.c(s, a) for a in keep) for s in ss)))
+            pareto = []  # a set that needs more memory for no less cost never helps
+            for e, c in sorted(opts):
+                if not pareto or c < pareto[-1][1]:
+                    pareto.append((e, c))
+            options.append(pareto)
+        limit = math.inf if self.replica_budget is None else self.replica_budget * (1 + 1e-9) + 1e-9
+        best = math.inf
+        for combo in itertools.product(*options):
+            if sum(e for e, _ in combo) <= limit:
+                best = min(best, sum(c for _, c in combo))
+        return best
 
     def min_cost(self, step: StepKey) -> float:
         """The cheapest way to pay for one step (over its target's candidates)."""

@@ -112,3 +112,24 @@ def test_console_script_runs_as_a_process(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", str(tmp_path / "none.yaml")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_time_limited_optimize_states_incumbent_bound_and_gap(capsys, tmp_path):
+    """Issue 14, item 2: a solve stopped by --time-limit says what it has: the incumbent's cost,
+    the proven bound and the gap between them (JSON, text and the warning on stderr)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _ref_optimizer as ref
+
+    w = ref.random_workload(2, n_rel=(8, 8), n_attr=(2, 3), n_q=(10, 10), q_size=(4, 4), par=(4, 4),
+                            dpar=(4, 4), extra_eq=0, selectivity=0.01)  # HiGHS needs seconds to prove it
+    path = tmp_path / "w.yaml"
+    path.write_text(w.to_yaml(), encoding="utf-8")
+    code, out, err = run_cli(capsys, "optimize", str(path), "--time-limit", "0.5", "--json")
+    assert code == 0
+    ilp = json.loads(out)["ilp"]
+    assert ilp["status"] == "time_limit"
+    assert 0 <= ilp["bound"] < ilp["objective"]
+    assert ilp["gap"] == pytest.approx(1 - ilp["bound"] / ilp["objective"])
+    assert f"incumbent {ilp['objective']:g}" in err and f"bound {ilp['bound']:g}" in err
+    code, out, err = run_cli(capsys, "optimize", str(path), "--time-limit", "0.5")
+    assert code == 0 and "status time_limit: incumbent " in out and ", bound " in out and ", gap " in out

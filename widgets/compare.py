@@ -29,6 +29,7 @@ from mqjoin.workload import Workload
 from ._html import error_box, esc, table
 from mqjoin.diff import plan_diff
 from .figures import fmt, new_figure_widget, sync_figure
+from .frontier_view import FrontierView
 from .model import ExplorerModel
 
 Config = tuple[str, str]  # (mode, partitioning)
@@ -101,9 +102,10 @@ class ComparisonView(W.VBox):
         self.a.observe(lambda _: self.show_diff(), "value")
         self.b.observe(lambda _: self.show_diff(), "value")
         self.model.observe(self._on_change, ["result", "options"])
+        self.frontier = FrontierView(self.model)  # computed on its own button: one solve per point
         super().__init__([W.HBox([self.compare_button, self.auto, self.progress, self.status]), self.error,
                           self.figure, self.table, W.HTML("<b>plan diff</b> (A → B)"), W.HBox([self.a, self.b]),
-                          self.diff])
+                          self.diff, W.HTML("<b>probe cost / memory frontier</b>"), self.frontier])
         self.status.value = "<i>press Compare to optimise the workload in all six settings</i>"
 
     def _on_change(self, change) -> None:

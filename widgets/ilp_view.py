@@ -179,6 +179,28 @@ def lp_model_text(result: OptimizeResult, limit: int = 400_000) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def progress_traces(progress) -> tuple[list[dict], dict]:
+    """Incumbent and bound over time of an anytime solve (``ExplorerModel.progress``).
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> from mqjoin.anytime import progress_of
+    >>> from mqjoin.optimizer import optimize
+    >>> traces, _ = progress_traces([progress_of(optimize(as_workload("paper_v2.yaml")), 0.2)])
+    >>> [(t["name"], t["x"], t["y"]) for t in traces]
+    [('incumbent', [0.2], [700.0]), ('bound', [0.2], [700.0])]
+    """
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": name, "line": {"shape": "hv", "dash": dash},
+               "x": [p.seconds for p in progress], "y": [getattr(p, name) for p in progress],
+               "marker": {"color": color},
+               "hovertemplate": f"{name} %{{y:.4g}} after %{{x:.2f}} s<extra></extra>"}
+              for name, color, dash in (("incumbent", "#1565C0", "solid"), ("bound", "#E65100", "dot"))]
+    layout = {"height": 220, "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
+              "title": {"text": "anytime solve: best plan (incumbent) and proven bound"},
+              "xaxis": {"title": {"text": "seconds"}}, "yaxis": {"title": {"text": "probe cost"}},
+              "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"}}
+    return traces, layout
+
+
 class IlpView(W.VBox):
     """ILP statistics, chosen probe orders, objective breakdown and LP text of a model."""
 
@@ -198,11 +220,15 @@ class IlpView(W.VBox):
         self.lp.set_title(0, "model (LP format)")
         self.lp_button.on_click(lambda _: self.show_lp())
         self.model.observe(lambda _: self.redraw(), "result")
-        super().__init__([self.stats, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
+        self.anytime_status = W.HTML("")
+        self.anytime = new_figure_widget([], {"height": 40})
+        self.model.observe(lambda _: self.redraw_progress(), ["progress", "improving"])
+        super().__init__([self.stats, self.anytime_status, self.anytime, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
                           W.HTML("<b>chosen probe orders</b>"), self.orders,
                           W.HTML("<b>objective by step</b> (★ shared: paid once for every probe order that uses it)"),
                           self.steps, self.lp])
         self.redraw()
+        self.redraw_progress()
 
     def _by_query_traces(self):
         res = self.model.result
@@ -255,6 +281,20 @@ class IlpView(W.VBox):
              for s in steps], marked=[s.shared for s in steps])
         self.lp_text.value = ""
         self.lp_status.value = ""
+
+    def redraw_progress(self) -> None:
+        """The anytime line and chart: shown once a solve was not proven optimal in the
+        interactive budget, updated after every background round."""
+        progress = getattr(self.model, "progress", ())
+        if not progress or (len(progress) == 1 and progress[0].status == "optimal"):
+            self.anytime_status.value = ""
+            sync_figure(self.anytime, [], {"height": 40})
+            return
+        last = progress[-1]
+        state = "improving in the background …" if self.model.improving else "done"
+        self.anytime_status.value = (f'<span style="font-size:12px">best plan so far: {esc(last.describe())}'
+                                     f" — {state}</span>")
+        sync_figure(self.anytime, *progress_traces(progress))
 
     def show_lp(self) -> str:
         """Generate the LP text of the current model into the text area (and return it)."""

@@ -60,7 +60,7 @@ from mqjoin.diff import PlanDiff, plan_diff
 _log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
-EVENTS = ("workload", "options", "result", "error", "busy")
+EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving")
 
 
 def as_workload(workload: Workload | str) -> Workload:
@@ -181,13 +181,15 @@ class ExplorerModel:
     Observers are called as ``callback(change)`` with ``change = {"name", "old", "new",
     "owner"}`` (the shape of a traitlets change), for the events in :data:`EVENTS`:
     ``workload`` (an edit was accepted), ``options``, ``result`` (a new plan; also
-    :attr:`diff` is updated first), ``error`` and ``busy``.
+    :attr:`diff` is updated first), ``error``, ``busy``, and for anytime solving (see
+    ``interactive_budget``) ``progress`` (a round reported) and ``improving`` (started/ended).
     """
 
     def __init__(self, workload: Workload | str, *, mode: str = "mqo", partitioning: str = "single",
                  mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
                  debounce: float = 0.3, optimize_fn: Callable[..., OptimizeResult] = optimize,
-                 compute: bool = True):
+                 compute: bool = True, interactive_budget: float | None = None,
+                 background: Callable[[Callable[[], None]], Any] | None = None):
         self._observers: dict[str, list[Callable[[dict], Any]]] = {e: [] for e in EVENTS}
         self._lock = threading.RLock()
         self._timer: Any = None
@@ -206,6 +208,21 @@ class ExplorerModel:
         #: seconds the last recomputation took (optimise + notify observers, i.e. redraw)
         self.last_seconds: float = 0.0
         self.revision = 0
+        #: anytime solving: a solve gets ``interactive_budget`` seconds; a plan not proven
+        #: optimal by then is shown at once and improved in the background (``background(job)``
+        #: runs the job: a daemon thread by default), each round reported in :attr:`progress`
+        #: (event ``progress``); an edit or option change cancels it (:attr:`generation`)
+        self.interactive_budget = interactive_budget
+        self.background = background or _thread
+        self.progress: tuple[Any, ...] = ()
+        self.improving = False
+        self.generation = 0
+        try:
+            import asyncio
+
+            self._loop = asyncio.get_running_loop()  # a kernel: post results to its thread
+        except RuntimeError:
+            self._loop = None
         if compute:
             self.recompute()
 
@@ -236,7 +253,7 @@ class ExplorerModel:
     def _set(self, name: str, value: Any) -> None:
         old = getattr(self, name)
         setattr(self, name, value)
-        if name in ("error", "busy") and old == value:
+        if name in ("error", "busy", "improving") and old == value:
             return
         self._notify(name, old, value)
 
@@ -351,6 +368,7 @@ class ExplorerModel:
         timer thread."""
         with self._lock:
             self._pending = True
+            self.generation += 1  # a background improvement of the old state is stale now
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -408,8 +426,14 @@ class ExplorerModel:
         self._pending = False
         t0 = time.perf_counter()
         self._set("busy", True)
+        self.generation += 1
+        options = self.options
+        budget = self.interactive_budget
+        if budget is not None:
+            limit = options["time_limit"]
+            options["time_limit"] = budget if limit is None else min(limit, budget)
         try:
-            res = self.optimize_fn(self.workload, **self.options)
+            res = self.optimize_fn(self.workload, **options)
         except MqjoinError as e:
             self._set("busy", False)
             self._set("error", str(e))
@@ -427,7 +451,60 @@ class ExplorerModel:
         self._set("error", "")
         self._notify("result", old, res)
         self.last_seconds = time.perf_counter() - t0
+        self._start_improving(res, self.last_seconds)
         return res
+
+    # -- anytime --------------------------------------------------------------------------------
+
+    def _start_improving(self, res: OptimizeResult, seconds: float) -> None:
+        from mqjoin.anytime import improve, progress_of
+
+        first = progress_of(res, seconds)
+        self._set("progress", (first,))
+        budget = self.interactive_budget
+        if budget is None or res.ilp.status == "optimal":
+            self._set("improving", False)
+            return
+        gen, workload, options = self.generation, self.workload, self.options
+        self._set("improving", True)
+
+        def stale() -> bool:
+            return gen != self.generation
+
+        def job() -> None:
+            try:
+                for p in improve(workload, 2 * budget, max_limit=options.pop("time_limit"), cancelled=stale,
+                                 start=first, optimize_fn=self.optimize_fn, **options):
+                    self._post(lambda p=p: self._improved(gen, p))
+            except Exception as e:  # noqa: BLE001 — never a traceback in a widget
+                self._post(lambda: stale() or self._set("error", f"{type(e).__name__}: {e}"))
+            self._post(lambda: stale() or self._set("improving", False))
+
+        self.background(job)
+
+    def _post(self, fn: Callable[[], Any]) -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(fn)
+        else:
+            fn()
+
+    def _improved(self, gen: int, p: Any) -> None:
+        """A round of the background improvement finished: show its plan if it is better."""
+        if gen != self.generation:  # an edit came in meanwhile: the round answers an old question
+            return
+        if p.result is not self.result and p.result.probe_cost <= self.result.probe_cost:
+            old = self.result
+            self.previous = old
+            self.diff = plan_diff(old.plan, p.result.plan)
+            self.result = p.result
+            self.revision += 1
+            self._notify("result", old, p.result)
+        self._set("progress", self.progress + (p,))
+
+    def cancel_improving(self) -> None:
+        """Stop the background improvement (its running round finishes, unreported)."""
+        self.generation += 1
+        self._set("improving", False)
 
     def current_plan(self):
         """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""
@@ -439,6 +516,12 @@ class ExplorerModel:
     def __repr__(self) -> str:
         cost = "no plan" if self.result is None else f"probe cost {self.result.probe_cost:g}"
         return f"ExplorerModel({self.workload!r}, {self.mode}/{self.partitioning}, {cost})"
+
+
+def _thread(job: Callable[[], None]) -> threading.Thread:
+    t = threading.Thread(target=job, name="mqjoin-anytime", daemon=True)
+    t.start()
+    return t
 
 
 def _attrs_of(label: str) -> list[Attr]:

@@ -137,7 +137,7 @@ def epoch_view(run, epoch: int) -> EpochView:
     >>> d = selectivity_change(scale=5000, partners=4)
     >>> v = epoch_view(run_adaptive(d.workload, d.tables(), AdaptivePolicy(epoch=1.0), collect=False), 17)
     >>> v.segment.label, v.installed_by.active_from, v.previous, v.plan.probe_orders()["q"]["S"]
-    ('P1', 17, 0, 'S » T[b] » U[c] » R[a]')
+    ('P1', 17, 0, 'S » T[b] » R[a] » U[c]')
     """
     segs = plan_segments(run)
     k = next((i for i, s in enumerate(segs) if s.first <= epoch <= s.last), None)
