@@ -209,7 +209,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
@@ -238,7 +238,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  or (stats.status == "optimal" and not close)):
         raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
-    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget)
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
 
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
