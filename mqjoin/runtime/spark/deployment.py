@@ -442,19 +442,6 @@ class Deployment:
     def _result_queries(self) -> list[str]:
         return [q.name for q in self.workload.queries]
 
-    def results_frame(self):
-        """The committed results as a pandas DataFrame (``query``, ``rows``, ``batch``), for
-        notebooks; also registered as the Spark temporary view ``mqjoin_results``."""
-        import pandas as pd
-
-        root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
-        if not root.exists() or not any(root.rglob("*.parquet")):
-            return pd.DataFrame({"query": [], "rows": [], "batch": []})
-        df = self.spark.read.option("recursiveFileLookup", "false").parquet(str(root) if self.engine_name == "mqjoin"
-                                                                             else str(root / "*"))
-        df.createOrReplaceTempView("mqjoin_results")
-        return df.select("query", "rows", "batch").toPandas()
-
     def result_counts(self) -> dict[str, int]:
         return {q: len(s) for q, s in self.results().items()}
 
