@@ -31,6 +31,8 @@ the paper's probing-sequence rule, which sorts by partner cardinality.
 ('S1(k), S2(k), S3(k)', 150.0)
 >>> s.results
 15000
+>>> {name: p.probe_orders()["q"]["S1"] for name, p in table1_plans(s.workload).items()}
+{'deep': 'S1 » S2[k] » S3[k]', 'mjoin': 'S1 » S3[k] » S2[k]', 'mjoin, wrong': 'S1 » S2[k] » S3[k]', 'deep, A4': 'S1 » S3[k] » S2[k]'}
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import numpy as np
 
 from mqjoin.datasets.arrivals import Arrival, arrival_times, relation_rng
 from mqjoin.errors import DataError
+from mqjoin.plan import Plan
 from mqjoin.tables import Table
 from mqjoin.workload import Workload, parse_workload
 
@@ -106,3 +109,22 @@ def section33(values: int = 1000, copies: tuple[int, ...] = COPIES, delays: tupl
     w = parse_workload(f"defaults: {{selectivity: {1 / values!r}}}\nrelations: {{{rels}}}\n"
                        f'queries: {{q: "{", ".join(f"{r}(k)" for r in RELATIONS)}"}}\n')
     return Section33(w, tables, values, tuple(copies), tuple(float(d) for d in delays), seed)
+
+
+def table1_plans(workload: Workload) -> dict[str, Plan]:
+    """The plans of Table 1 on a Section 3.3 workload, named as :data:`TABLE1`: ``deep`` — the
+    deep tree the paper's counts imply, ``(S1 ⋈ S2) ⋈ S3`` (185,000 moves = 35,000 inputs +
+    ``|S1 ⋈ S2|``); ``mjoin`` — MJoin with the correct probing sequence; ``mjoin, wrong`` — the
+    least selective predicate first; and ``deep, A4`` — the cheapest deep tree under DESIGN A4,
+    ``(S1 ⋈ S3) ⋈ S2``."""
+    from mqjoin.optimizer import optimize
+    from mqjoin.planners import JoinTree, operator_trees, plan_trees
+
+    leaf = JoinTree.leaf
+    paper_tree = JoinTree.join([JoinTree.join([leaf("S1"), leaf("S2")]), leaf("S3")])
+    return {
+        "deep": plan_trees(workload, {"q": paper_tree}),
+        "mjoin": optimize(workload, planner="mjoin", mode="individual").plan,
+        "mjoin, wrong": plan_trees(workload, operator_trees(workload, "mjoin"), least_selective_first=True),
+        "deep, A4": optimize(workload, planner="tree", tree_shape="deep", mode="individual").plan,
+    }

@@ -27,24 +27,10 @@ from collections import Counter
 
 import pytest
 
-from mqjoin.datasets.mjoin_paper import RELATIONS, TABLE1, section33
-from mqjoin.optimizer import optimize
+from mqjoin.datasets.mjoin_paper import RELATIONS, TABLE1, section33, table1_plans
 from mqjoin.oracle import oracle_results
-from mqjoin.planners import JoinTree, operator_trees, plan_trees, probing_sequence
+from mqjoin.planners import probing_sequence
 from mqjoin.runtime.reference import run_reference
-
-L = JoinTree.leaf
-PAPER_TREE = JoinTree.join([JoinTree.join([L("S1"), L("S2")]), L("S3")])
-
-
-def plans(w):
-    """The four plans of the reproduction, by name."""
-    return {
-        "mjoin": optimize(w, planner="mjoin", mode="individual").plan,
-        "mjoin, wrong": plan_trees(w, operator_trees(w, "mjoin"), least_selective_first=True),
-        "deep": plan_trees(w, {"q": PAPER_TREE}),
-        "deep, A4": optimize(w, planner="tree", tree_shape="deep", mode="individual").plan,
-    }
 
 
 def arrivals(s):
@@ -87,14 +73,14 @@ def brute_tree(s, lower, upper):
 def paper():
     s = section33()  # the paper's scale: 35,000 tuples, 1.5 M results
     ops = {name: dict(run_reference(p, s.tables, collect=False, instrument=True).operations)
-           for name, p in plans(s.workload).items()}
+           for name, p in table1_plans(s.workload).items()}
     return s, ops
 
 
 def test_sequences_are_the_papers(paper):
     s, _ = paper
     w = s.workload
-    orders = {name: p.probe_orders()["q"] for name, p in plans(w).items()}
+    orders = {name: p.probe_orders()["q"] for name, p in table1_plans(w).items()}
     assert orders["mjoin"] == {"S1": "S1 » S3[k] » S2[k]", "S2": "S2 » S1[k] » S3[k]", "S3": "S3 » S1[k] » S2[k]"}
     # "the two 10,000 tuple streams would first probe the 15,000 tuple stream"
     assert orders["mjoin, wrong"] == {"S1": "S1 » S2[k] » S3[k]", "S2": "S2 » S1[k] » S3[k]",
@@ -149,7 +135,7 @@ def test_coterminous_streams_match_the_cost_model():
     """With every stream spread over the same time (what DESIGN A4 assumes), the wrong sequence
     costs the model's +24 % in probes (key lookups = hashes − moves), but only ~3 % in comparisons."""
     s = section33(values=100, delays=(0.03, 0.02, 0.03))
-    ps = plans(s.workload)
+    ps = table1_plans(s.workload)
     ops = {n: run_reference(ps[n], s.tables, collect=False, instrument=True).operations for n in ("mjoin", "mjoin, wrong")}
     lookups = {n: o["hashes"] - o["moves"] for n, o in ops.items()}
     model = {n: ps[n].probe_cost for n in ops}  # per unit of time; the workload's unit is the whole input
@@ -163,7 +149,7 @@ def test_every_plan_equals_the_oracle():
     s = section33(values=100, seed=3)
     want = oracle_results(s.workload, s.tables)
     assert len(want["q"]) == s.results == 150_000
-    for name, p in plans(s.workload).items():
+    for name, p in table1_plans(s.workload).items():
         run = run_reference(p, s.tables, instrument=True)
         assert run.result_sets() == want, name
         assert run.operations == run_reference(p, s.tables, collect=False, instrument=True).operations, name
