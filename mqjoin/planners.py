@@ -133,14 +133,16 @@ def _connected(q: Query, rels: Iterable[str]) -> bool:
 
 
 def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
-                     inputs: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...]:
+                     inputs: Iterable[Iterable[str]], least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
     """MJoin's rule (Section 2.2): the order in which a tuple covering ``prefix`` probes the
     other ``inputs`` (sets of relations): always next the connected input with the fewest
     expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (DESIGN A2); ties by
-    declaration order.
+    declaration order.  ``least_selective_first=True`` is the paper's *wrong* sequence
+    (Section 3.3): always next the connected input with the *most* expected matches (ties
+    still by declaration order).
 
     The MJoin paper's Section 3.3 setting (S1, S3: 10,000 tuples; S2: 15,000; one join value
-    among 1,000): S1 probes S3 before S2.
+    among 1,000): S1 probes S3 before S2; in the wrong sequence, S2 first.
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload('''
@@ -151,6 +153,8 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
     ... ''')
     >>> probing_sequence(w, "q", ["S1"], [["S2"], ["S3"]])
     (('S3',), ('S2',))
+    >>> probing_sequence(w, "q", ["S1"], [["S2"], ["S3"]], least_selective_first=True)
+    (('S2',), ('S3',))
     """
     q = _query(workload, query)
     have = set(prefix)
@@ -162,7 +166,8 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
         if not linked:
             raise PlannerError(f"query {query}: inputs {', '.join('/'.join(i) for i in left)} are not connected to "
                                f"{'/'.join(sorted(have))}; a probing sequence needs a join predicate at every probe")
-        nxt = min(linked, key=lambda i: (join_size(workload, have | set(i), q.classes),
+        sign = -1.0 if least_selective_first else 1.0
+        nxt = min(linked, key=lambda i: (sign * join_size(workload, have | set(i), q.classes),
                                          min(rank[r] for r in i), i))
         out.append(nxt)
         have |= set(nxt)
@@ -170,10 +175,12 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
     return tuple(out)
 
 
-def tree_orders(workload: Workload, query: str, tree: JoinTree) -> dict[tuple[str, ...], dict[str, ProbeOrder]]:
+def tree_orders(workload: Workload, query: str, tree: JoinTree,
+                least_selective_first: bool = False) -> dict[tuple[str, ...], dict[str, ProbeOrder]]:
     """Unpartitioned probe orders of every inner node of ``tree``: node relations → start
     relation → order.  A start ``X`` in child ``C`` of node ``N`` first climbs to ``C``
-    (its order there), then probes ``N``'s other children in MJoin's probing sequence.
+    (its order there), then probes ``N``'s other children in MJoin's probing sequence
+    (:func:`probing_sequence`; ``least_selective_first`` gives the paper's wrong one).
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload('''
@@ -196,7 +203,8 @@ def tree_orders(workload: Workload, query: str, tree: JoinTree) -> dict[tuple[st
         by_start: dict[str, ProbeOrder] = {}
         for k in node.children:
             others = [o.relations for o in node.children if o is not k]
-            tail = tuple(_mir(workload, q, rels) for rels in probing_sequence(workload, query, k.relations, others))
+            tail = tuple(_mir(workload, q, rels)
+                         for rels in probing_sequence(workload, query, k.relations, others, least_selective_first))
             for x in k.relations:
                 head = out[k.relations][x].elements if not k.is_leaf else ()
                 by_start[x] = ProbeOrder(x, head + tail)
@@ -245,10 +253,11 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
 
 
 def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str = "",
-                 partitioning: str = "single") -> list[Choice]:
+                 partitioning: str = "single", least_selective_first: bool = False) -> list[Choice]:
     """The partitioned probe orders of one query's operator tree: one per relation of the
     query, and one per relation of every inner non-root node (its MIR's materialisation).
     Partition candidates come from the query alone (as in ``individual`` mode).
+    ``least_selective_first``: the paper's wrong probing sequence (:func:`probing_sequence`).
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload('''
@@ -260,7 +269,7 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
     [('q', 'A » B[a] » CD[b]'), ('q', 'B » A[a] » CD[b]'), ('q', 'C » D[c] » AB[b]')]
     """
     q = _query(workload, query)
-    orders = tree_orders(workload, query, tree)
+    orders = tree_orders(workload, query, tree, least_selective_first)
     owned: list[tuple[Owner, ProbeOrder]] = [(query, o) for o in orders[tree.relations].values()]
     for node in tree.nodes():
         if not node.is_leaf and node is not tree:
@@ -500,9 +509,11 @@ def operator_trees(workload: Workload, planner: str, tree_shape: str | None = No
 
 
 def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "individual",
-               partitioning: str = "single") -> Plan:
+               partitioning: str = "single", least_selective_first: bool = False) -> Plan:
     """A plan from one operator tree per query: ``individual`` — a namespace per query;
     ``shared``/``mqo`` — one namespace, identical steps and stores run once.
+    ``least_selective_first=True`` builds every probing sequence the paper's wrong way round
+    (Section 3.3: the least selective predicate first), e.g. to measure what it costs.
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload('''
@@ -513,6 +524,15 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+    ...             T: {attributes: [b], rate: 100}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+    ... ''')
+    >>> [plan_trees(w, operator_trees(w, "mjoin"), least_selective_first=wrong).probe_orders()["q"]["S"]
+    ...  for wrong in (False, True)]
+    ['S » R[a] » T[b]', 'S » T[b] » R[a]']
     """
     if mode not in PLANNER_MODES:
         raise PlannerError(f"unknown mode {mode!r} (choose one of {', '.join(PLANNER_MODES)})")
@@ -524,7 +544,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
             raise PlannerError(f"the tree {trees[q.name]} does not cover the relations of query {q.name} "
                                f"({', '.join(q.relations)})")
         choices.extend(tree_choices(workload, q.name, trees[q.name], q.name if mode == "individual" else "",
-                                    partitioning))
+                                    partitioning, least_selective_first))
     return build_plan(workload, choices, mode, partitioning)
 
 
