@@ -29,10 +29,11 @@ from ...plan import Plan
 from ...workload import Workload
 from ...tables import Table, read_inputs, write_results
 from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
-from .session import spark_message, spark_session, ui_url
+from .session import query_conf as _query_conf, spark_message, spark_session, ui_url
 from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
 
 ENGINES = ("mqjoin", "native")
+NATIVE = "native"  # the name of the native baseline's one streaming query
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,14 @@ class Deployment:
     def __init__(self, plan: Plan | None, data: str | Path | Mapping[str, Table], out: str | Path, *,
                  engine: str = "mqjoin", spark=None, master: str | None = None,
                  checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
-                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None):
+                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None,
+                 partitions: int | None = None):
         if engine not in ENGINES:
             raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-        self.plan, self.engine_name, self.pacing = plan, engine, pacing
+        if partitions is not None and (engine != "native" or int(partitions) < 1):
+            raise EngineError(f"partitions={partitions!r}: the shuffle partitions of the native baseline's joins "
+                              "(a whole number ≥ 1, engine 'native' only)")
+        self.plan, self.engine_name, self.pacing, self.partitions = plan, engine, pacing, partitions
         self.workload = workload if workload is not None else plan.workload
         pacing.options()  # bad pacing fails before Spark starts (and before a temporary directory exists)
         self.out = Path(out)
@@ -186,15 +191,16 @@ class Deployment:
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
 
     def _start_native(self, opts, listener) -> None:
-        from .native import native_queries
+        from .native import native_settings, native_union
 
-        frames = native_queries(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
-                                speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)
-        for qname, df in frames.items():
-            self._consumed[qname] = _committed_seq(self.checkpoint / "spark" / qname)
-            q = self._writer(df, qname, self._guard(self._native_sink(qname))).start()
-            self._queries[qname] = q
-            listener.routes[str(q.id)] = (lambda n: lambda kind, d: self._on_listener(n, kind, d))(qname)
+        df = native_union(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
+                          speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)
+        self._consumed[NATIVE] = _committed_seq(self.checkpoint / "spark" / NATIVE)
+        settings = native_settings(self.spark, self.partitions)
+        with _query_conf(self.spark, settings):
+            q = self._writer(df, NATIVE, self._guard(self._native_sink())).start()
+        self._queries[NATIVE] = q
+        listener.routes[str(q.id)] = lambda kind, d: self._on_listener(NATIVE, kind, d)
 
     def _guard(self, fn):
         """Keep a Python error from a batch readable: it is re-raised (Spark stops the query)
@@ -207,27 +213,36 @@ class Deployment:
                 raise
         return run
 
-    def _native_sink(self, qname: str):
+    def _native_sink(self):
+        """The one foreachBatch sink of the native query: one write of every query's results
+        (tagged by query) to ``OUT/_native/batch=<id>`` (overwrite: a batch re-run after a
+        restart replaces its own output), with one Observation holding each query's count and
+        arrival aggregates — one Spark job per micro-batch."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
+        names = self._result_queries()
+
         def sink(df, batch_id):
             started = time.time()
-            ob = Observation(f"native_{qname}_{batch_id}")
-            out = df.select(F.lit(qname).alias("query"), "rows", "_seq", "_arrival").observe(
-                ob, *arrival_aggregates(), F.max("_seq").alias("s1"))
-            out.write.mode("overwrite").parquet(str(self.out / "_native" / qname / f"batch={batch_id}"))
+            ob = Observation(f"native_{batch_id}_{id(self)}")
+            aggs = [a for i, q in enumerate(names) for a in arrival_aggregates(F.col("query") == q, f"_{i}")]
+            df.observe(ob, *aggs).write.mode("overwrite").parquet(str(self.out / "_native" / f"batch={batch_id}"))
             committed = time.time()
             m = ob.get
-            n = int(m.get("n") or 0)
-            row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
-                   "seconds": committed - started}
-            if n:
-                lat = latencies(m, committed)
-                row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
+            rows = []
+            for i, qname in enumerate(names):
+                n = int(m.get(f"n_{i}") or 0)
+                row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
+                       "seconds": committed - started}
+                if n:
+                    lat = latencies({k: m[f"{k}_{i}"] for k in ("mean", "min", "p05")}, committed)
+                    row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
+                rows.append(row)
             with self._lock:
-                self._query_rows.append(row)
-            self._emit({"kind": "query", **row})
+                self._query_rows.extend(rows)
+            for row in rows:
+                self._emit({"kind": "query", **row})
         return sink
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
@@ -412,8 +427,7 @@ class Deployment:
         root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
         if not root.exists() or not any(root.rglob("*.parquet")):
             return pd.DataFrame({"query": [], "rows": [], "batch": []})
-        df = self.spark.read.option("recursiveFileLookup", "false").parquet(str(root) if self.engine_name == "mqjoin"
-                                                                             else str(root / "*"))
+        df = self.spark.read.option("recursiveFileLookup", "false").parquet(str(root))
         df.createOrReplaceTempView("mqjoin_results")
         return df.select("query", "rows", "batch").toPandas()
 
@@ -471,7 +485,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
            spark=None, master: str | None = None, checkpoint: str | Path | None = None,
            rate: float | None = None, speedup: float | None = None, max_rows_per_batch: int | None = None,
            trigger_seconds: float | None = None, conf: Mapping[str, Any] | None = None,
-           adaptive=None, changes=(), optimizer=None) -> Deployment:
+           adaptive=None, changes=(), optimizer=None, partitions: int | None = None) -> Deployment:
     """Start ``plan`` (``engine="mqjoin"``) or the native baseline of its workload
     (``engine="native"``) on Spark and return the running :class:`Deployment`.
 
@@ -480,7 +494,8 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
     adaptively — re-optimised every epoch by ``optimizer`` (default
     :func:`mqjoin.optimizer.optimize` with the policy's settings), queries added and removed
     while it runs — and the result is an :class:`~.adaptive.AdaptiveDeployment`
-    (paper Section VI; see :mod:`.adaptive`)."""
+    (paper Section VI; see :mod:`.adaptive`).  ``partitions``: shuffle partitions of the native
+    baseline's joins (default: the session's cores)."""
     pacing = Pacing(rate, speedup, max_rows_per_batch, trigger_seconds)
     if adaptive is not None and adaptive is not False or changes or optimizer is not None:
         from ...adaptive import AdaptivePolicy
@@ -496,7 +511,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
         raise EngineError("deploy needs a plan (mqjoin.optimizer.optimize(workload).plan), or adaptive=… to let "
                           "the adaptive controller choose the plan of every epoch")
     return Deployment(plan, data, out, engine=engine, spark=spark, master=master, checkpoint=checkpoint,
-                      pacing=pacing, conf=conf).start()
+                      pacing=pacing, conf=conf, partitions=partitions).start()
 
 
 def run_spark(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *,
