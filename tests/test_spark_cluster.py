@@ -12,7 +12,12 @@ spark://127.0.0.1:<port>`` in a subprocess:
   exactly once);
 * a worker killed mid-run (SIGKILL of the worker and of the executor it launched — the node
   is gone) is survived: the run finishes on the other worker with the oracle's results,
-  nothing lost or duplicated.
+  nothing lost or duplicated.  The native baseline does (Spark's state stores reload from the
+  checkpoint).  The plan engine (``--engine spark``) does not yet: its stores are
+  ``localCheckpoint``'ed DataFrames whose blocks die with the executor
+  (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``) and the run stops; the test then reruns it from its
+  checkpoint (which resumes with exactly the oracle's results) and reports an expected
+  failure — any other failure fails.
 
 Everything the fixture started is killed and its directories removed, also on failure.
 ``SPARK_MODES`` lists the engine modes to run (``None``: the CLI's default; the plan engine's
@@ -49,6 +54,8 @@ DATA = ROOT / "datasets" / "samples" / "tpch_tiny"
 SPARK_MODES: list[str | None] = [None]  # e.g. ["local", "distributed"] → --spark-mode MODE
 START_TIMEOUT = 120  # seconds for the master and both workers to come up
 RUN_TIMEOUT = 900  # seconds per deployment (a loaded 2-core machine is slow)
+# the plan engine's failure when an executor holding store blocks is lost (see the kill test)
+LOST_STORES = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
 
 
 def _free_port() -> int:
@@ -217,9 +224,16 @@ def _check(out: Path, engine: str, summary: dict, truth) -> None:
         assert set(got) == want[q], f"{q}: {len(set(got))} results, the oracle has {len(want[q])}"
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:  # it ended meanwhile
+        return ""
+
+
 def _executors(proc: subprocess.Popen) -> list[int]:
-    return [p for p in _descendants(proc.pid)
-            if "CoarseGrainedExecutorBackend" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    """The executor processes a worker launched."""
+    return [p for p in _descendants(proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(p)]
 
 
 @pytest.mark.parametrize("mode", SPARK_MODES)
@@ -271,6 +285,20 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, truth, tm
     except BaseException:
         _kill_tree(proc)
         raise
+    try:
+        proc.wait(RUN_TIMEOUT + 60)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc.returncode and LOST_STORES in _tail(log):
+        # known: the plan engine keeps its stores as localCheckpoint'ed DataFrames, whose blocks
+        # live only on the executors; a lost executor loses store partitions and the query
+        # stops.  Its checkpoint still lets a rerun resume exactly — check that, then report
+        # the gap (the engine's scale-out mode must keep its stores recoverable).
+        rerun = _start_run(_command(engine, mode, cluster, out, tmp_path / "ckpt", 100), cluster,
+                           tmp_path / "rerun.log")
+        _check(out, engine, _finish(rerun, tmp_path / "rerun.log"), truth)
+        pytest.xfail(f"--engine {engine} lost its stores with the executor ({LOST_STORES}); a rerun from the "
+                     "checkpoint resumed with the oracle's results, nothing lost or duplicated")
     summary = _finish(proc, log)
     # the kill was mid-run: batches were committed after it, on the surviving worker
     assert len(list(root.glob("batch=*/_SUCCESS"))) > before

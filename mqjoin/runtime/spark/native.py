@@ -340,7 +340,17 @@ def native_settings(spark, partitions: int | None = None, state_store: str | Non
     """The Spark SQL settings the native streaming query starts with: ``partitions`` shuffle
     partitions (state partitions of every join; default: the session's task slots,
     :func:`~mqjoin.runtime.spark.session.session_cores`) and the ``state_store`` provider
-    (``hdfs`` or ``rocksdb``; default :data:`DEFAULT_STATE_STORE`).  A restarted query keeps the ones its checkpoint recorded."""
+    (``hdfs`` or ``rocksdb``; default :data:`DEFAULT_STATE_STORE`).  A restarted query keeps
+    the ones its checkpoint recorded.  With ``partitions`` given, no session is needed:
+
+    >>> s = native_settings(None, partitions=2, state_store="rocksdb")
+    >>> s["spark.sql.shuffle.partitions"], s["spark.sql.streaming.stateStore.providerClass"].rsplit(".", 1)[1]
+    ('2', 'RocksDBStateStoreProvider')
+    >>> native_settings(None, partitions=2, state_store="memory")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb
+    """
     from .session import session_cores
 
     state_store = state_store or DEFAULT_STATE_STORE
