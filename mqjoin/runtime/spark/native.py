@@ -331,8 +331,14 @@ class _Builder:
 
 
 # The state store of the joins, measured on Figure 7(a) SF 0.01 (see the module doc):
-STATE_STORE = {"hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-               "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+_PROVIDERS = "org.apache.spark.sql.execution.streaming.state."
+STATE_STORE = {  # name → the settings that select it
+    "hdfs": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "HDFSBackedStateStoreProvider"},
+    "rocksdb": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "RocksDBStateStoreProvider",
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false"},
+    "rocksdb-changelog": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "RocksDBStateStoreProvider",
+                          "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"},
+}
 DEFAULT_STATE_STORE = "hdfs"
 
 
@@ -340,7 +346,7 @@ def native_settings(spark, partitions: int | None = None, state_store: str | Non
     """The Spark SQL settings the native streaming query starts with: ``partitions`` shuffle
     partitions (state partitions of every join; default: the session's task slots,
     :func:`~mqjoin.runtime.spark.session.session_cores`) and the ``state_store`` provider
-    (``hdfs`` or ``rocksdb``; default :data:`DEFAULT_STATE_STORE`).  A restarted query keeps
+    (``hdfs``, ``rocksdb`` or ``rocksdb-changelog``; default :data:`DEFAULT_STATE_STORE`).  A restarted query keeps
     the ones its checkpoint recorded.  With ``partitions`` given, no session is needed:
 
     >>> s = native_settings(None, partitions=2, state_store="rocksdb")
@@ -349,7 +355,7 @@ def native_settings(spark, partitions: int | None = None, state_store: str | Non
     >>> native_settings(None, partitions=2, state_store="memory")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb
+    mqjoin.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb, rocksdb-changelog
     """
     from .session import session_cores
 
@@ -359,8 +365,7 @@ def native_settings(spark, partitions: int | None = None, state_store: str | Non
     n = int(partitions) if partitions is not None else session_cores(spark)
     if n < 1:
         raise EngineError(f"the native query needs at least 1 shuffle partition (got {n})")
-    return {"spark.sql.shuffle.partitions": str(n),
-            "spark.sql.streaming.stateStore.providerClass": STATE_STORE[state_store]}
+    return {"spark.sql.shuffle.partitions": str(n), **STATE_STORE[state_store]}
 
 
 def native_state_metrics(progress) -> dict[str, int]:
