@@ -1,7 +1,9 @@
 """Spark engines side by side on the paper's TPC-H workloads: ``mqo`` vs ``shared`` vs
 ``individual`` plans of our engine vs ``native`` (every query a chain of Spark stream-stream
-joins, all queries in one streaming query over one shared source: see
-``mqjoin/runtime/spark/native.py``), in one local[2] session, on the same input — and vs
+joins, all queries in one streaming query over one shared source, HDFS state store, 1 shuffle
+partition — the best measured here, ``--native-partitions``/``--native-state-store`` change
+it; see ``mqjoin/runtime/spark/native.py`` for the configurations tried), in one local[2]
+session, on the same input — and vs
 ``flink`` when ``pyflink`` imports (``pip install 'mqjoin[flink]'``; ``benchmarks/_flink.py``:
 the queries as regular joins in one StatementSet, parallelism 2, over per-relation CSV files of
 the same tuples, results checked against the oracle; throughput = input tuples / the job's net
