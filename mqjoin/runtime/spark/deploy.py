@@ -447,7 +447,9 @@ class Deployment:
         lat = q.dropna(subset=["latency_mean"]) if len(q) and "latency_mean" in q else q
         weights = lat["results"].to_numpy() if len(lat) else np.array([])
         out = {
-            "engine": self.engine_name, "input_tuples": self.total, "batches": int(len(b) or p["batch"].nunique() if len(p) else 0),
+            # native: its sink's per-query rows name every batch (the listener's reports may lag)
+            "engine": self.engine_name, "input_tuples": self.total,
+            "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0) or (p["batch"].nunique() if len(p) else 0)),
             "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
             "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
             "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) else None,
