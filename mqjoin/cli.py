@@ -409,9 +409,9 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
-                   help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
-                   "micro-batch), distributed (partitioned DataFrames on the executors); auto (default): driver "
-                   "on a local master, distributed on a cluster")
+                   help="where the plan's stores live: driver (default; in the driver's executor, one Spark job per "
+                   "micro-batch), distributed (partitioned DataFrames on the executors, for state beyond one "
+                   "machine)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")

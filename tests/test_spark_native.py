@@ -1,10 +1,11 @@
 """The native baseline (each query a chain of Spark stream-stream joins) against the reference
 executor and the A6 oracle, on a local Spark, over several micro-batches.
 
-Every query of a workload runs as its own streaming query (started one after the other, then
-running side by side, memory sink); the tests also check that Spark dropped no tuple as late
-and that each result carries the arrival number of its latest tuple.  One test runs the
-baseline the way ``mqjoin run --engine native`` does, through a ``Deployment``."""
+All queries of a workload run as ONE streaming query (the union of their join chains over one
+source per relation, memory sink), as ``mqjoin run --engine native`` runs them; the tests also
+check that Spark dropped no tuple as late, that each result carries the arrival number of its
+latest tuple, that one source serves every relation and query and that the joins' state partitions
+are the session's cores.  One test runs the baseline through a ``Deployment``."""
 
 from __future__ import annotations
 
@@ -65,57 +66,46 @@ def test_native_state_metrics_from_a_progress_dict_or_json():
 def spark():
     from mqjoin.runtime.spark.session import spark_session
 
-    s = spark_session("local[2]")
-    # one state partition per join: 4 state stores to commit per join and batch instead of 16
-    old = s.conf.get("spark.sql.shuffle.partitions")
-    s.conf.set("spark.sql.shuffle.partitions", "1")
-    yield s
-    s.conf.set("spark.sql.shuffle.partitions", old)
+    return spark_session("local[2]")
 
 
 _names = itertools.count()
 
 
-def run_native(spark, w, tables, tmp_path, batches: int = 3, timeout: float = 240):
-    """Run every query of ``w`` natively until all input is consumed; returns
-    ``({query: [(rows, _seq, _arrival)]}, {query: [progress]}, replay log)``."""
-    from mqjoin.runtime.spark.native import native_queries
+def run_native(spark, w, tables, tmp_path, batches: int = 3, timeout: float = 240, partitions: int = 1):
+    """Run every query of ``w`` natively — all of them in ONE streaming query (the union of
+    their join chains, one source per relation), as the deployment runs them — until all
+    input is consumed; returns ``({query: [(rows, _seq, _arrival)]}, {query: [progress]},
+    replay log)`` (every query sees the one streaming query's progress)."""
+    from mqjoin.runtime.spark.native import native_settings, native_union
+    from mqjoin.runtime.spark.session import query_conf
     from mqjoin.runtime.spark.source import build_replay_log, write_replay_log
 
     log = build_replay_log(w, tables)
     path = write_replay_log(log, tmp_path / "replay.parquet")
     total = len(log)
-    frames = native_queries(spark, w, str(path), max_rows_per_batch=max(1, -(-total // batches)))
-    running = {}
+    df = native_union(spark, w, str(path), max_rows_per_batch=max(1, -(-total // batches)))
+    name = f"native_test_{next(_names)}"
+    with query_conf(spark, native_settings(spark, partitions)):
+        sq = (df.writeStream.format("memory").queryName(name).outputMode("append")
+              .option("checkpointLocation", str(tmp_path / "ck")).start())
     try:
         deadline = time.time() + timeout
-        for q, df in frames.items():
-            name = f"native_test_{next(_names)}"
-            sq = (df.writeStream.format("memory").queryName(name).outputMode("append")
-                  .option("checkpointLocation", str(tmp_path / "ck" / q)).start())
-            running[q] = (name, sq)
-            # one query's sources at a time: each starts Python workers, and on a loaded machine
-            # several starting at once miss Spark's 10 s connect-back timeout
-            while sq.isActive and sq.status["message"].startswith("Initializing") and time.time() < deadline:
-                time.sleep(0.05)
-        pending = dict(running)
-        while pending:
-            for q, (_, sq) in list(pending.items()):
-                exc = sq.exception()
-                assert exc is None, f"{q}: {exc}"
-                p = sq.lastProgress
-                if p and all(s.get("endOffset") and json.loads(s["endOffset"])["seq"] >= total
-                             for s in p["sources"]):
-                    del pending[q]
-            assert time.time() < deadline, f"queries {sorted(pending)} did not consume the input in {timeout} s"
+        while True:
+            exc = sq.exception()
+            assert exc is None, str(exc)
+            p = sq.lastProgress
+            if p and all(s.get("endOffset") and json.loads(s["endOffset"])["seq"] >= total for s in p["sources"]):
+                break
+            assert time.time() < deadline, f"the native query did not consume the input in {timeout} s"
             time.sleep(0.1)
-        out = {q: [(tuple(r["rows"]), r["_seq"], r["_arrival"]) for r in spark.table(name).collect()]
-               for q, (name, _) in running.items()}
-        progress = {q: list(sq.recentProgress) for q, (_, sq) in running.items()}
+        out = {q: [] for q in w.query_names}
+        for r in spark.table(name).collect():
+            out[r["query"]].append((tuple(r["rows"]), r["_seq"], r["_arrival"]))
+        progress = list(sq.recentProgress)
     finally:
-        for _, sq in running.values():
-            sq.stop()
-    return out, progress, log
+        sq.stop()
+    return out, {q: progress for q in out}, log
 
 
 def check_against_reference_and_oracle(w, tables, out, progress, log):
@@ -204,8 +194,8 @@ queries: {q: "R(a), S(a)"}
 
 @pytest.mark.slow
 def test_native_deployment_results_latency_and_progress(spark, tmp_path):
-    """What ``mqjoin run --engine native`` runs: a Deployment of one streaming query per query,
-    each writing its results per micro-batch (the W3 hand case: windows 1, 2 and null; arrivals
+    """What ``mqjoin run --engine native`` runs: a Deployment of one streaming query writing
+    every query's results per micro-batch (the W3 hand case: windows 1, 2 and null; arrivals
     R0 S0 R1 S1 | T0 R2 T1, so the three tuples at ts 3 are split across the two batches)."""
     from test_reference import W3
 
@@ -229,7 +219,60 @@ def test_native_deployment_results_latency_and_progress(spark, tmp_path):
     # unpaced, the tuples of a micro-batch arrive together: one latency per batch, exactly
     assert (lat["latency_mean"] == lat["latency_max"]).all() and (lat["latency_p95"] == lat["latency_max"]).all()
     p = d.progress  # Spark's progress reports, through the StreamingQueryListener
-    assert len(p) > 0 and set(p["query"]) == {"q"}
+    assert len(p) > 0 and set(p["query"]) == {"native"}  # one streaming query
     s = d.summary()
     assert s["engine"] == "native" and s["results"] == {"q": 3} and s["input_tuples"] == 7
     assert s["throughput"] > 0 and s["state_rows_max"] >= 0
+
+
+SHARED = """
+defaults: {selectivity: 0.5}
+relations:
+  R: {attributes: [a]}
+  S: {attributes: [a, b], window: 1}
+  T: {attributes: [b], window: 2.5}
+  U: {attributes: [a]}
+queries: {q: "R(a), S(a,b), T(b)", p: "S(a), R(a)", u: "R(a), U(a)"}
+"""
+
+
+@pytest.mark.slow
+def test_native_deployment_is_one_query_one_source_per_relation_cores_partitions(spark, tmp_path):
+    """Three queries sharing relations, windowed (q, p) and unbounded (u, whose joins keep no
+    event-time column although R's stream has one for q and p), as one streaming query:
+    exactly the oracle's results, each once; one source for all relations and queries (not
+    one per relation and query: 7); every join's state in as many partitions as the session has cores
+    (local[2]: 2), or ``partitions``."""
+    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.native import native_state_metrics
+
+    w = parse_workload(SHARED)
+    tables = {
+        "R": Table.from_columns("R", {"ts": [0.0, 4.0, 5.0, 9.0, 9.5], "a": [1, 3, 2, 2, None]}),
+        "S": Table.from_columns("S", {"ts": [4.5, 5.0, 6.5, 6.5], "a": [1, 3, 1, None], "b": [7, 8, 7, 7]}),
+        "T": Table.from_columns("T", {"ts": [4.0, 5.0, 5.5, 6.5, 7.0, 8.5], "b": [7, 8, 7, 7, 7, None]}),
+        "U": Table.from_columns("U", {"ts": [1.0, 6.0, 9.5], "a": [2, 1, 2]}),
+    }
+    want = oracle_results(w, tables)
+    assert all(want.values())
+    for partitions, expect in ((None, 2), (1, 1)):
+        out = tmp_path / f"out{partitions}"
+        d = deploy(optimize(w).plan, tables, out, spark=spark, engine="native", max_rows_per_batch=5,
+                   partitions=partitions)
+        try:
+            assert d.wait(240)
+            progress = [p for p in d._queries["native"].recentProgress if p.numInputRows]
+        finally:
+            d.stop()
+            d.cleanup()
+        assert d.results() == want
+        q = d.queries
+        assert set(q["query"]) == set(w.query_names)
+        assert q.groupby("query")["results"].sum().to_dict() == {k: len(v) for k, v in want.items()}
+        assert len(progress) >= 3
+        for p in progress:
+            assert len(p.sources) == 1  # one replay source, shared by every relation and query
+            ops = json.loads(p.json)["stateOperators"]
+            assert len(ops) == 4  # q: 2 joins, p: 1, u: 1
+            assert {o["numShufflePartitions"] for o in ops} == {expect}
+            assert native_state_metrics(p)["late_rows"] == 0

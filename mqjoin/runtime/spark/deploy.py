@@ -24,7 +24,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
            spark=None, master: str | None = None, checkpoint: str | Path | None = None,
            rate: float | None = None, speedup: float | None = None, max_rows_per_batch: int | None = None,
            trigger_seconds: float | None = None, conf: Mapping[str, Any] | None = None,
-           adaptive=None, changes=(), optimizer=None, mode: str = "auto") -> Deployment:
+           adaptive=None, changes=(), optimizer=None, mode: str = "auto", partitions: int | None = None) -> Deployment:
     """Start ``plan`` (``engine="mqjoin"``) or the native baseline of its workload
     (``engine="native"``) on Spark and return the running :class:`Deployment`.
 
@@ -33,7 +33,9 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
     adaptively — re-optimised every epoch by ``optimizer`` (default
     :func:`mqjoin.optimizer.optimize` with the policy's settings), queries added and removed
     while it runs — and the result is an :class:`~.adaptive.AdaptiveDeployment`
-    (paper Section VI; see :mod:`.adaptive`)."""
+    (paper Section VI; see :mod:`.adaptive`).  ``mode``: where the plan's stores live
+    (:func:`spark_mode`); ``partitions``: shuffle partitions of the native baseline's joins
+    (default: the session's cores)."""
     pacing = Pacing(rate, speedup, max_rows_per_batch, trigger_seconds)
     if adaptive is not None and adaptive is not False or changes or optimizer is not None:
         from ...adaptive import AdaptivePolicy
@@ -52,7 +54,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
         raise EngineError("deploy needs a plan (mqjoin.optimizer.optimize(workload).plan), or adaptive=… to let "
                           "the adaptive controller choose the plan of every epoch")
     return Deployment(plan, data, out, engine=engine, spark=spark, master=master, checkpoint=checkpoint,
-                      pacing=pacing, conf=conf, mode=mode).start()
+                      pacing=pacing, conf=conf, mode=mode, partitions=partitions).start()
 
 
 def run_spark(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *,

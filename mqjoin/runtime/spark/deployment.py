@@ -32,30 +32,30 @@ from ...workload import Workload
 from ...tables import Table, read_inputs, write_results
 from ..rules import require_inputs
 from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
-from .session import spark_message, spark_session, ui_url
+from .session import query_conf, spark_message, spark_session, ui_url
 from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("mqjoin", "native")
+NATIVE = "native"  # the name of the native baseline's one streaming query
 MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see spark_mode())
 
 
 def spark_mode(mode: str, master: str) -> str:
     """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
-    executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, the fast
-    mode on one machine), ``distributed`` keeps every store as a partitioned DataFrame on the
-    executors (:mod:`.engine`: the mode for state beyond one machine); ``auto`` picks
-    ``driver`` on a local master and ``distributed`` on a cluster.
+    executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
+    restarts from its state journal, survives lost executors), ``distributed`` keeps every
+    store as a partitioned DataFrame on the executors (:mod:`.engine`: state spread over the
+    cluster, several jobs and tens of stages per batch); ``auto`` is ``driver`` — the faster on
+    every master measured (one machine's cores or a standalone cluster of two workers).
 
-    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("driver", "yarn")
-    ('driver', 'distributed', 'driver')
+    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("distributed", "yarn")
+    ('driver', 'driver', 'distributed')
     """
     if mode not in MODES:
         raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
-    if mode == "auto":
-        return "driver" if master.startswith("local") else "distributed"
-    return mode
+    return "driver" if mode == "auto" else mode
 
 
 @dataclass(frozen=True)
@@ -131,9 +131,14 @@ class Deployment:
     def __init__(self, plan: Plan | None, data: str | Path | Mapping[str, Table], out: str | Path, *,
                  engine: str = "mqjoin", spark=None, master: str | None = None,
                  checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
-                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None, mode: str = "auto"):
+                 conf: Mapping[str, Any] | None = None, workload: Workload | None = None, mode: str = "auto",
+                 partitions: int | None = None):
         if engine not in ENGINES:
             raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        if partitions is not None and (engine != "native" or int(partitions) < 1):
+            raise EngineError(f"partitions={partitions!r}: the shuffle partitions of the native baseline's joins "
+                              "(a whole number ≥ 1, engine 'native' only)")
+        self.partitions = partitions
         if mode not in MODES:
             raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
         self.mode_asked = mode
@@ -223,15 +228,16 @@ class Deployment:
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
 
     def _start_native(self, opts, listener) -> None:
-        from .native import native_queries
+        from .native import native_settings, native_union
 
-        frames = native_queries(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
-                                speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)
-        for qname, df in frames.items():
-            self._consumed[qname] = committed_seq(self.checkpoint / "spark" / qname)
-            q = self._writer(df, qname, self._guard(self._native_sink(qname))).start()
-            self._queries[qname] = q
-            listener.routes[str(q.id)] = (lambda n: lambda kind, d: self._on_listener(n, kind, d))(qname)
+        df = native_union(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
+                          speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)
+        self._consumed[NATIVE] = committed_seq(self.checkpoint / "spark" / NATIVE)
+        settings = native_settings(self.spark, self.partitions)
+        with query_conf(self.spark, settings):
+            q = self._writer(df, NATIVE, self._guard(self._native_sink())).start()
+        self._queries[NATIVE] = q
+        listener.routes[str(q.id)] = lambda kind, d: self._on_listener(NATIVE, kind, d)
 
     def _guard(self, fn):
         """Keep a Python error from a batch readable: it is re-raised (Spark stops the query)
@@ -244,27 +250,36 @@ class Deployment:
                 raise
         return run
 
-    def _native_sink(self, qname: str):
+    def _native_sink(self):
+        """The one foreachBatch sink of the native query: one write of every query's results
+        (tagged by query) to ``OUT/_native/batch=<id>`` (overwrite: a batch re-run after a
+        restart replaces its own output), with one Observation holding each query's count and
+        arrival aggregates — one Spark job per micro-batch."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
+        names = self._result_queries()
+
         def sink(df, batch_id):
             started = time.time()
-            ob = Observation(f"native_{qname}_{batch_id}")
-            out = df.select(F.lit(qname).alias("query"), "rows", "_seq", "_arrival").observe(
-                ob, *arrival_aggregates(), F.max("_seq").alias("s1"))
-            out.write.mode("overwrite").parquet(str(self.out / "_native" / qname / f"batch={batch_id}"))
+            ob = Observation(f"native_{batch_id}_{id(self)}")
+            aggs = [a for i, q in enumerate(names) for a in arrival_aggregates(F.col("query") == q, f"_{i}")]
+            df.observe(ob, *aggs).write.mode("overwrite").parquet(str(self.out / "_native" / f"batch={batch_id}"))
             committed = time.time()
             m = ob.get
-            n = int(m.get("n") or 0)
-            row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
-                   "seconds": committed - started}
-            if n:
-                lat = latencies(m, committed)
-                row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
+            rows = []
+            for i, qname in enumerate(names):
+                n = int(m.get(f"n_{i}") or 0)
+                row = {"engine": "native", "batch": batch_id, "query": qname, "results": n, "started": started,
+                       "seconds": committed - started}
+                if n:
+                    lat = latencies({k: m[f"{k}_{i}"] for k in ("mean", "min", "p05")}, committed)
+                    row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
+                rows.append(row)
             with self._lock:
-                self._query_rows.append(row)
-            self._emit({"kind": "query", **row})
+                self._query_rows.extend(rows)
+            for row in rows:
+                self._emit({"kind": "query", **row})
         return sink
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
@@ -458,7 +473,9 @@ class Deployment:
         lat = q.dropna(subset=["latency_mean"]) if len(q) and "latency_mean" in q else q
         weights = lat["results"].to_numpy() if len(lat) else np.array([])
         out = {
-            "engine": self.engine_name, "mode": self.mode, "input_tuples": self.total, "batches": int(len(b) or p["batch"].nunique() if len(p) else 0),
+            # native: its sink's per-query rows name every batch (the listener's reports may lag)
+            "engine": self.engine_name, "mode": self.mode, "input_tuples": self.total,
+            "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0) or (p["batch"].nunique() if len(p) else 0)),
             "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
             "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
             "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) else None,

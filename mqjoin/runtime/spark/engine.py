@@ -560,9 +560,10 @@ def job_cost(sc, group: str) -> tuple[int, int]:
 ARRIVAL_TYPE = "decimal(20,9)"  # epoch seconds to the nanosecond, summed exactly
 
 
-def arrival_aggregates() -> list:
+def arrival_aggregates(where=None, suffix: str = "") -> list:
     """Aggregates over a batch's result rows for :func:`latencies`: ``n`` and the mean, minimum
-    and 5th percentile of ``_arrival``.
+    and 5th percentile of ``_arrival`` (only over the rows where the boolean column ``where``
+    holds, when given; every alias gets ``suffix``, so one aggregation can hold several sets).
 
     Taken over ``_arrival`` as a decimal: a double sum of n epoch times (~1.8e9 s) is rounded
     to a few microseconds, so a double mean of n *equal* arrivals came out up to ~6 µs away
@@ -571,8 +572,11 @@ def arrival_aggregates() -> list:
     finer than the inputs', so ``min ≤ mean ≤ max`` and the percentile (an input value) holds
     exactly."""
     a = F.col("_arrival").cast(ARRIVAL_TYPE)
-    return [F.count(F.lit(1)).alias("n"), F.avg(a).alias("mean"), F.min(a).alias("min"),
-            F.percentile_approx(a, 0.05, 1000).alias("p05")]
+    one = F.lit(1)
+    if where is not None:
+        a, one = F.when(where, a), F.when(where, one)
+    return [F.count(one).alias("n" + suffix), F.avg(a).alias("mean" + suffix), F.min(a).alias("min" + suffix),
+            F.percentile_approx(a, 0.05, 1000).alias("p05" + suffix)]
 
 
 def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, float, float]:

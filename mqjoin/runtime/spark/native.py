@@ -1,10 +1,19 @@
-"""The ``native`` baseline: what a Spark user writes today — every query its own streaming
-query, a chain of Spark's built-in stream-stream inner joins over one stream per relation.
+"""The ``native`` baseline: what a Spark expert writes for a set of multi-way stream joins —
+every query a chain of Spark's built-in stream-stream inner joins, all queries in ONE
+streaming query (:func:`native_union`: the union of the per-query results, tagged by query,
+into one ``foreachBatch`` sink), one replay source shared by every relation and query,
+shuffle partitions sized to the session's cores and the state store measured best
+(:func:`native_settings`).  Measurements are at the end of this docstring.
+
+The whole workload (see :func:`native_union`):
+
+* **One source, one stream per relation**: the ``mqjoin_replay`` source is read once per
+  micro-batch plan (one source instance: one offset, one Python planner process); relation
+  ``Rk`` is its rows with ``_rel = k``, and its ``ts`` becomes an event-time column
+  ``r<k>_et`` (a timestamp) with a watermark — one per relation, shared by the queries.
 
 Per query (see :func:`native_queries`):
 
-* **One stream per relation**: the ``mqjoin_replay`` source with option ``relations``; its
-  ``ts`` becomes an event-time column ``r<k>_et`` (a timestamp) with a watermark.
 * **Joins chained left to right** — ``((R1 ⋈ R2) ⋈ R3) ⋈ …`` with ``df.join(other, cond,
   "inner")``.  Joining ``Rk`` to the relations already joined adds one equality per class with
   members on both sides and the window conditions of DESIGN A6: ``T − ts(Rj) ≤ window(Rj)``
@@ -25,7 +34,10 @@ Per query (see :func:`native_queries`):
   them as "left state older than watermark − window(c) can go" and the same for the right.
 * Output rows: ``rows`` (row indices in the query's relation order), ``_seq`` and
   ``_arrival`` of the latest tuple (the one that triggered the result; arrival is monotone in
-  ``_seq``), as the plan engine's outputs.
+  ``_seq``), as the plan engine's outputs; :func:`native_union` adds ``query``.
+* A query whose windows are all unbounded keeps no event-time column in its joins (its
+  relations' streams carry one when another query has a finite window): Spark then neither
+  evicts its state nor filters its inputs as late, as the semantics require.
 
 Why the anchor is a finite-window relation: a join's output watermark (Spark's watermark
 propagation) is the minimum of its input watermark and both state watermarks, and the next
@@ -39,7 +51,7 @@ lost results).  A query whose windows are all unbounded has no watermark at all 
 ever be evicted, nothing is late).
 
 Watermark delay (default 1 ms of event time, ``watermark_delay``): Spark's global watermark is
-the minimum over a query's relation streams (``spark.sql.streaming.multipleWatermarkPolicy=min``,
+the minimum over the streaming query's relation streams (all relations of the workload) (``spark.sql.streaming.multipleWatermarkPolicy=min``,
 checked) of ``max event time seen − delay``, and a stream that has seen no tuple yet counts as
 the epoch.  The replay log is in ``ts`` order, so every later tuple of a stream is at least as
 late as that stream's maximum so far, hence strictly above the watermark for any delay > 0 —
@@ -47,8 +59,8 @@ including a tuple tied with the latest ``ts`` of an earlier micro-batch (Spark d
 late when its event time is *at or below* the watermark).  This holds however the streams'
 readers are paced relative to each other (``rate``/``speedup``: each stream paces itself).  So
 no input tuple is ever dropped, and the delay only postpones eviction by that much event time.
-Consequence of the minimum: a relation with rare tuples holds back eviction in every query that
-joins it (Spark's behaviour).  :func:`native_state_metrics`
+Consequence of the minimum: a relation with rare tuples holds back eviction in every query
+(Spark's behaviour; one streaming query per query would confine it to the queries joining it).  :func:`native_state_metrics`
 reports Spark's ``numRowsDroppedByWatermark`` as ``late_rows``; the tests assert it stays 0.
 
 Event times are ``ts`` shifted by a whole number of seconds (only differences matter) so that
@@ -65,6 +77,42 @@ chained joins pass it); output mode append.  What cannot be expressed: a query w
 are not connected by equalities (Spark's stream-stream joins need an equi-join key;
 ``EngineError``).  Unbounded windows are expressed by leaving the bound out (Spark then never
 evicts that relation's tuples, which the semantics require anyway).
+
+Measured (issue 12; TPC-H Figure 7(a), SF 0.01: 85,305 tuples, 377,050 results, local[2] on
+the shared 2-core machine — 1-minute load 9–20 from other work, so compare within a row's
+load; ``benchmarks/spark_mqo.py --workloads fig7a --engines native --seconds 10 --batch N``
+and the same deployments with other settings; results equal to the oracle in every run, state
+417,555 rows in every configuration — the same joins hold the same rows):
+
+==========================================================  =========  ==========  ====
+native layout and settings                                  whole input 5k batches  load
+==========================================================  =========  ==========  ====
+before: 5 streaming queries × 4 relation sources, 4 parts.  failed¹    184/s       12
+one query, one source, HDFS store, 2 partitions (= cores)   2,060/s    195/s       14/20
+one query, one source, HDFS store, 1 partition              2,720/s,   442/s       15/19
+                                                            2,990/s                14
+one query, one source, RocksDB store, 2 partitions          543/s      —           18
+one query, one source, RocksDB + changelog ckpt., 1 part.   1,517/s    —           9
+==========================================================  =========  ==========  ====
+
+¹ 0 of 4 attempts in two runs (and 0 of 4 of their tiny warm-up deployments) at load 14–19: "Timed out while waiting for the
+Python worker to connect back" — each of the 20 sources starts its own Python planner
+process when the queries start, and Spark gives each 10 s; its paced 5k run failed the same
+way.  On a quieter machine issue 12 measured it at 2.7k–3.7k tuples/s whole input, 0.28k at
+5k batches.  A micro-batch of the one query costs 10.7 s at 5k rows with 1 partition and 24 s
+with 2 (each of the 15 joins commits 4 state stores per partition per batch, and the tasks
+compete with the machine's other work); the old layout's triggers averaged 25.5 s per query.
+RocksDB spends its time in commit (checkpoint and file sync of 60–120 store instances per
+batch); changelog checkpointing halves that but stays behind HDFS on this small state.  So
+the defaults: HDFS, partitions = the session's cores (what scales on a cluster), and the
+benchmark runs 1 partition (``--native-partitions``), the best measured on local[2].
+
+In one run of ``benchmarks/spark_mqo.py --workloads fig7a --engines native,flink --seconds 10
+--batch 100000``: this baseline (HDFS, 1 partition) 2,642 tuples/s whole input (load 15.7),
+result latency mean 20.4 s / p95 24.1 s paced at 1,321 tuples/s (it did not keep up: lag
+18 s); Flink 2.3 (the five queries as regular joins in one StatementSet, parallelism 2)
+10,418 tuples/s (net job runtime, load 9.5); both hold 417,555 join state rows (Flink's
+computed from the data) and return exactly the oracle's 377,050 results.
 """
 
 from __future__ import annotations
@@ -143,6 +191,18 @@ def _min_ts(log_path: str) -> float:
     return float(min(lows))
 
 
+def _replay_options(log_path: str, rate: float | None, speedup: float | None,
+                    max_rows_per_batch: int | None) -> dict[str, str]:
+    options: dict[str, str] = {"path": str(log_path)}
+    if rate:
+        options["rate"] = repr(float(rate))
+    if speedup:
+        options["speedup"] = repr(float(speedup))
+    if max_rows_per_batch:
+        options["maxRowsPerBatch"] = str(int(max_rows_per_batch))
+    return options
+
+
 def native_queries(spark, workload: Workload, log_path: str, *, rate: float | None = None,
                    speedup: float | None = None, max_rows_per_batch: int | None = None,
                    queries: list[str] | None = None,
@@ -151,115 +211,197 @@ def native_queries(spark, workload: Workload, log_path: str, *, rate: float | No
     some), not started: columns ``rows`` (array<bigint>, row indices in the query's relation
     order), ``_seq`` and ``_arrival`` of the tuple that triggered the result.  ``log_path`` is
     a replay log (:func:`~mqjoin.runtime.spark.source.write_replay_log`); ``rate``,
-    ``speedup`` and ``max_rows_per_batch`` pace its replay.  See the module doc."""
-    import pyarrow.parquet as pq
-
-    if not watermark_delay > 0:
-        raise EngineError(f"watermark_delay must be > 0 seconds (got {watermark_delay}): with 0 a tuple "
-                          "tied with the latest ts of an earlier micro-batch would be dropped as late")
-    policy = str(spark.conf.get("spark.sql.streaming.multipleWatermarkPolicy", "min")).lower()
-    allow = str(spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple", "true")).lower()
-    if policy != "min" or allow != "true":
-        raise EngineError("the native baseline needs Spark's defaults spark.sql.streaming.multipleWatermarkPolicy=min "
-                          "and spark.sql.streaming.statefulOperator.allowMultiple=true (found "
-                          f"{policy} and {allow}); otherwise Spark drops tuples as late")
-    schema = pq.read_schema(log_path)
-    kinds = {f.name: _kind(f.type) for f in schema}
-    offset = float(max(0, math.ceil(1.0 - _min_ts(log_path))))
-    options: dict[str, str] = {"path": str(log_path)}
-    if rate:
-        options["rate"] = repr(float(rate))
-    if speedup:
-        options["speedup"] = repr(float(speedup))
-    if max_rows_per_batch:
-        options["maxRowsPerBatch"] = str(int(max_rows_per_batch))
+    ``speedup`` and ``max_rows_per_batch`` pace its replay.  The frames share one stream per
+    relation: started together (:func:`native_union`) they read each relation once; started
+    as separate streaming queries each query gets its own sources.  See the module doc."""
+    b = _Builder(spark, workload, log_path, _replay_options(log_path, rate, speedup, max_rows_per_batch),
+                 watermark_delay)
     names = list(queries) if queries else list(workload.query_names)
-    out = {}
-    for name in names:
-        out[name] = _query_frame(spark, workload, workload.query(name), options, kinds, offset,
-                                 float(watermark_delay))
+    return {name: b.query_frame(workload.query(name)) for name in names}
+
+
+def native_union(spark, workload: Workload, log_path: str, **kwargs):
+    """All queries (or those ``queries`` names) as ONE streaming DataFrame — what a Spark
+    user who knows the queries run together writes: the union of the per-query join chains
+    of :func:`native_queries`, each row tagged with its query (``query``, ``rows``, ``_seq``,
+    ``_arrival``), over one source per relation shared by every query that joins it, so a
+    micro-batch plans, reads and commits once for the whole workload.  Same arguments as
+    :func:`native_queries`."""
+    from pyspark.sql import functions as F
+
+    frames = native_queries(spark, workload, log_path, **kwargs)
+    parts = [df.select(F.lit(name).alias("query"), "rows", "_seq", "_arrival") for name, df in frames.items()]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionAll(p)
     return out
 
 
-def _query_frame(spark, w: Workload, q: Query, options: Mapping[str, str], kinds: Mapping[str, str],
-                 offset: float, delay: float):
-    from pyspark.sql import functions as F
+class _Builder:
+    """Builds the per-query join chains over one stream per relation (created once, reused by
+    every query: the same logical source, hence one source instance in a streaming query)."""
 
-    rank = w.relation_rank
-    order = join_order(w, q)
-    windowed = any(w.window(r) is not None for r in order)
-    anchor = order[0]
-    ka = rank[anchor]
-    wa = w.window(anchor)
+    def __init__(self, spark, w: Workload, log_path: str, options: Mapping[str, str], delay: float):
+        import pyarrow.parquet as pq
 
-    def col_name(a: Attr) -> str:
-        name = attr_col(rank[a.relation], w.relation(a.relation).attributes.index(a.name))
-        if name not in kinds:
+        if not delay > 0:
+            raise EngineError(f"watermark_delay must be > 0 seconds (got {delay}): with 0 a tuple "
+                              "tied with the latest ts of an earlier micro-batch would be dropped as late")
+        policy = str(spark.conf.get("spark.sql.streaming.multipleWatermarkPolicy", "min")).lower()
+        allow = str(spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple", "true")).lower()
+        if policy != "min" or allow != "true":
+            raise EngineError("the native baseline needs Spark's defaults spark.sql.streaming.multipleWatermarkPolicy="
+                              "min and spark.sql.streaming.statefulOperator.allowMultiple=true (found "
+                              f"{policy} and {allow}); otherwise Spark drops tuples as late")
+        self.spark, self.w, self.options, self.delay = spark, w, dict(options), float(delay)
+        schema = pq.read_schema(log_path)
+        self.kinds = {f.name: _kind(f.type) for f in schema}
+        self.offset = float(max(0, math.ceil(1.0 - _min_ts(log_path))))
+        # a relation's stream carries every attribute some query joins on, and an event-time
+        # column when some window is finite (one watermark per relation, shared by its queries)
+        self.windowed = any(w.window(r) is not None for q in w.queries for r in q.relations)
+        self.used: dict[str, set[str]] = {}
+        for q in w.queries:
+            for c in q.classes:
+                for a in c.members:
+                    self.used.setdefault(a.relation, set()).add(self.col_name(q, a))
+        self.streams: dict[str, Any] = {}
+        self.source = None
+
+    def col_name(self, q: Query, a: Attr) -> str:
+        name = attr_col(self.w.relation_rank[a.relation], self.w.relation(a.relation).attributes.index(a.name))
+        if name not in self.kinds:
             raise EngineError(f"query {q.name} joins on {a}, but the replay log has no column {a.name} "
                               f"for {a.relation}")
         return name
 
-    def stream(relation: str):
-        k = rank[relation]
-        reader = spark.readStream.format(SOURCE_NAME).option("relations", str(k))
-        for key, v in options.items():
-            reader = reader.option(key, v)
-        df = reader.load()
-        used = sorted({col_name(a) for c in q.classes for a in c.members if a.relation == relation})
+    def stream(self, relation: str):
+        """Relation ``relation``'s tuples out of the one replay stream of the workload (the
+        source is created once: every relation and query reads the same source instance)."""
+        from pyspark.sql import functions as F
+
+        if relation in self.streams:
+            return self.streams[relation]
+        if self.source is None:
+            reader = self.spark.readStream.format(SOURCE_NAME)
+            for key, v in self.options.items():
+                reader = reader.option(key, v)
+            self.source = reader.load()
+        k = self.w.relation_rank[relation]
         cols = [F.col("_seq").alias(_seq(k)), F.col("_arrival").alias(_arr(k)),
-                F.col("_row").alias(row_col(k)), F.col("_ts").alias(ts_col(k))] + [F.col(c) for c in used]
-        if windowed:
-            cols.append(F.timestamp_seconds(F.col("_ts") + F.lit(offset)).alias(_et(k)))
-            return df.select(*cols).withWatermark(_et(k), f"{round(delay * 1e6)} microseconds")
-        return df.select(*cols)
+                F.col("_row").alias(row_col(k)), F.col("_ts").alias(ts_col(k))]
+        cols += [F.col(c) for c in sorted(self.used.get(relation, ()))]
+        df = self.source.where(F.col("_rel") == F.lit(k))
+        if self.windowed:
+            cols.append(F.timestamp_seconds(F.col("_ts") + F.lit(self.offset)).alias(_et(k)))
+            df = df.select(*cols).withWatermark(_et(k), f"{round(self.delay * 1e6)} microseconds")
+        else:
+            df = df.select(*cols)
+        self.streams[relation] = df
+        return df
 
-    def interval(seconds: float):
-        return F.make_interval(secs=F.lit(round(seconds + SLACK, 6)).cast("decimal(18,6)"))
+    def query_frame(self, q: Query):
+        from pyspark.sql import functions as F
 
-    df = stream(anchor)
-    joined = [anchor]
-    for r in order[1:]:
-        k = rank[r]
-        wk = w.window(r)
-        right = stream(r)
-        cond = []
-        for c in q.classes:
-            mine = c.member_of(r)
-            left = [a for a in c.members if a.relation in joined]
-            if mine is None or not left:
-                continue
-            b = col_name(mine)
-            same = [a for a in left if kinds[col_name(a)] == kinds[b]]
-            if same:
-                cond.append(F.col(col_name(same[0])) == F.col(b))
-            else:  # "1" never equals 1 (DESIGN A6: values compared as read); tagged strings never match
-                a = col_name(left[0])
-                cond.append(F.concat(F.lit(kinds[a] + ":"), F.col(a).cast("string"))
-                            == F.concat(F.lit(kinds[b] + ":"), F.col(b).cast("string")))
-        for i in joined:  # the exact window conditions (doubles, as the reference computes them)
-            ki, wi = rank[i], w.window(i)
-            if wi is not None:
-                cond.append(F.col(ts_col(k)) - F.col(ts_col(ki)) <= F.lit(float(wi)))
-            if wk is not None:
-                cond.append(F.col(ts_col(ki)) - F.col(ts_col(k)) <= F.lit(float(wk)))
-        if windowed:  # event-time ranges with the anchor: what lets Spark evict join state
-            if wa is not None:
-                cond.append(F.col(_et(ka)) >= F.col(_et(k)) - interval(wa))
-            if wk is not None:
-                cond.append(F.col(_et(k)) >= F.col(_et(ka)) - interval(wk))
-        on = cond[0]
-        for c in cond[1:]:
-            on = on & c
-        df = df.join(right, on, "inner")
-        if windowed:  # one event-time column per stream: keep the anchor's
-            df = df.drop(_et(k))
-        joined.append(r)
-    ks = [rank[r] for r in q.relations]
-    seqs = [F.col(_seq(k)) for k in ks]
-    arrs = [F.col(_arr(k)) for k in ks]
-    return df.select(F.array(*[F.col(row_col(k)) for k in ks]).alias("rows"),
-                     (F.greatest(*seqs) if len(seqs) > 1 else seqs[0]).alias("_seq"),
-                     (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
+        w, kinds, rank = self.w, self.kinds, self.w.relation_rank
+        order = join_order(w, q)
+        # event-time range conditions only where the query has a finite window (a query of
+        # unbounded windows keeps all state anyway); its streams still carry the column when
+        # another query needs it, and the joins drop it
+        windowed = any(w.window(r) is not None for r in order)
+        anchor = order[0]
+        ka = rank[anchor]
+        wa = w.window(anchor)
+
+        def interval(seconds: float):
+            return F.make_interval(secs=F.lit(round(seconds + SLACK, 6)).cast("decimal(18,6)"))
+
+        df = self.stream(anchor)
+        if self.windowed and not windowed:
+            df = df.drop(_et(ka))
+        joined = [anchor]
+        for r in order[1:]:
+            k = rank[r]
+            wk = w.window(r)
+            right = self.stream(r)
+            if self.windowed and not windowed:
+                right = right.drop(_et(k))
+            cond = []
+            for c in q.classes:
+                mine = c.member_of(r)
+                left = [a for a in c.members if a.relation in joined]
+                if mine is None or not left:
+                    continue
+                b = self.col_name(q, mine)
+                same = [a for a in left if kinds[self.col_name(q, a)] == kinds[b]]
+                if same:
+                    cond.append(F.col(self.col_name(q, same[0])) == F.col(b))
+                else:  # "1" never equals 1 (DESIGN A6: values compared as read); tagged strings never match
+                    a = self.col_name(q, left[0])
+                    cond.append(F.concat(F.lit(kinds[a] + ":"), F.col(a).cast("string"))
+                                == F.concat(F.lit(kinds[b] + ":"), F.col(b).cast("string")))
+            for i in joined:  # the exact window conditions (doubles, as the reference computes them)
+                ki, wi = rank[i], w.window(i)
+                if wi is not None:
+                    cond.append(F.col(ts_col(k)) - F.col(ts_col(ki)) <= F.lit(float(wi)))
+                if wk is not None:
+                    cond.append(F.col(ts_col(ki)) - F.col(ts_col(k)) <= F.lit(float(wk)))
+            if windowed:  # event-time ranges with the anchor: what lets Spark evict join state
+                if wa is not None:
+                    cond.append(F.col(_et(ka)) >= F.col(_et(k)) - interval(wa))
+                if wk is not None:
+                    cond.append(F.col(_et(k)) >= F.col(_et(ka)) - interval(wk))
+            on = cond[0]
+            for c in cond[1:]:
+                on = on & c
+            df = df.join(right, on, "inner")
+            if windowed:  # one event-time column per stream: keep the anchor's
+                df = df.drop(_et(k))
+            joined.append(r)
+        ks = [rank[r] for r in q.relations]
+        seqs = [F.col(_seq(k)) for k in ks]
+        arrs = [F.col(_arr(k)) for k in ks]
+        return df.select(F.array(*[F.col(row_col(k)) for k in ks]).alias("rows"),
+                         (F.greatest(*seqs) if len(seqs) > 1 else seqs[0]).alias("_seq"),
+                         (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
+
+
+# The state store of the joins, measured on Figure 7(a) SF 0.01 (see the module doc):
+_PROVIDERS = "org.apache.spark.sql.execution.streaming.state."
+STATE_STORE = {  # name → the settings that select it
+    "hdfs": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "HDFSBackedStateStoreProvider"},
+    "rocksdb": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "RocksDBStateStoreProvider",
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false"},
+    "rocksdb-changelog": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "RocksDBStateStoreProvider",
+                          "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"},
+}
+DEFAULT_STATE_STORE = "hdfs"
+
+
+def native_settings(spark, partitions: int | None = None, state_store: str | None = None) -> dict[str, str]:
+    """The Spark SQL settings the native streaming query starts with: ``partitions`` shuffle
+    partitions (state partitions of every join; default: the session's task slots,
+    :func:`~mqjoin.runtime.spark.session.session_cores`) and the ``state_store`` provider
+    (``hdfs``, ``rocksdb`` or ``rocksdb-changelog``; default :data:`DEFAULT_STATE_STORE`).  A restarted query keeps
+    the ones its checkpoint recorded.  With ``partitions`` given, no session is needed:
+
+    >>> s = native_settings(None, partitions=2, state_store="rocksdb")
+    >>> s["spark.sql.shuffle.partitions"], s["spark.sql.streaming.stateStore.providerClass"].rsplit(".", 1)[1]
+    ('2', 'RocksDBStateStoreProvider')
+    >>> native_settings(None, partitions=2, state_store="memory")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb, rocksdb-changelog
+    """
+    from .session import session_cores
+
+    state_store = state_store or DEFAULT_STATE_STORE
+    if state_store not in STATE_STORE:
+        raise EngineError(f"unknown state store {state_store!r}: choose one of {', '.join(STATE_STORE)}")
+    n = int(partitions) if partitions is not None else session_cores(spark)
+    if n < 1:
+        raise EngineError(f"the native query needs at least 1 shuffle partition (got {n})")
+    return {"spark.sql.shuffle.partitions": str(n), **STATE_STORE[state_store]}
 
 
 def native_state_metrics(progress) -> dict[str, int]:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -170,6 +171,40 @@ def _quiet_jvm_stderr(launch: _Launch | None = None):
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def session_cores(spark) -> int:
+    """Task slots the session has now (cores of ``local[N]``, or of the executors registered
+    with a cluster master), at least 1.  Unlike ``defaultParallelism`` this ignores
+    ``spark.default.parallelism`` (which :func:`spark_session` sets)."""
+    sc = spark.sparkContext._jsc.sc()
+    try:
+        return max(1, int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile())))
+    except Exception:  # a Spark without that (private) method: the configured parallelism
+        return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+_QUERY_CONF_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def query_conf(spark, settings: Mapping[str, Any]):
+    """SQL settings for the streaming queries started inside the block only: a streaming
+    query copies the session's settings when it starts (and keeps them in its checkpoint), so
+    they are set for the start and the previous values restored after it.  Blocks starting
+    in other threads with their own settings wait."""
+    with _QUERY_CONF_LOCK:
+        old = {k: spark.conf.get(k, None) for k in settings}
+        try:
+            for k, v in settings.items():
+                spark.conf.set(k, str(v))
+            yield
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
 
 
 def ui_url(spark) -> str | None:

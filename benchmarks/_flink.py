@@ -1,0 +1,173 @@
+"""Flink as a reference point for ``benchmarks/spark_mqo.py`` (optional: only when ``pyflink``
+imports — ``pip install 'mqjoin[flink]'``; never part of the mqjoin package).
+
+The workload's queries run as Flink SQL *regular* joins in ONE ``StatementSet`` (one Flink
+job, parallelism 2 by default) over the same input: one CSV file per relation (``_row`` = the
+row index, ``ts``, the attributes), written from the tables the Spark engines replay.  Each
+query joins its relations in the chain order of the native Spark baseline (Flink keeps the
+order written: join reordering is off by default), with its equalities and the exact window
+conditions of DESIGN A6 (``ts_i − ts_j ≤ window(Rj)`` per ordered pair; none for null
+windows), and writes the row indices of every result to a CSV sink, read back and compared
+with the oracle's sets.
+
+Measured: the job's net runtime (Flink's ``JobExecutionResult``; the whole input is bounded
+and read as fast as Flink takes it, like the Spark runs' single batch) and the rows its joins
+hold at the end: a regular inner join keeps every input row of both sides (no TTL, no
+watermark), so state rows = Σ over each query's joins of |left input| + |right input|,
+computed from the data (not read from Flink's state backend).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def available() -> bool:
+    try:
+        import pyflink  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _csv_inputs(w, tables, root: Path) -> dict[str, list[str]]:
+    """``root/<relation>/data.csv`` (no header): ``_row, ts, attributes…``; returns the
+    columns of every relation."""
+    cols = {}
+    for r, t in tables.items():
+        names = list(w.relation(r).attributes)
+        (root / r).mkdir(parents=True)
+        with open(root / r / "data.csv", "w", newline="") as f:
+            out = csv.writer(f)
+            for i in range(len(t)):
+                out.writerow([i, repr(float(t.ts[i]))] + ["" if t.columns[a][i] is None else t.columns[a][i]
+                                                           for a in names])
+        cols[r] = names
+    return cols
+
+
+def _sql_type(values) -> str:
+    vals = [v for v in values if v is not None]
+    if all(isinstance(v, bool) for v in vals) and vals:
+        return "BOOLEAN"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return "BIGINT"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return "DOUBLE"
+    return "STRING"
+
+
+def query_sql(w, q, sink: str) -> str:
+    """``INSERT INTO sink SELECT <row indices> FROM <chain of joins>`` for query ``q``."""
+    from mqjoin.runtime.spark.native import join_order
+
+    order = join_order(w, q)
+    alias = {r: f"t{i}" for i, r in enumerate(order)}
+    sql = f"`{order[0]}` AS {alias[order[0]]}"
+    joined = [order[0]]
+    for r in order[1:]:
+        cond = []
+        for c in q.classes:
+            mine = c.member_of(r)
+            left = [a for a in c.members if a.relation in joined]
+            if mine is not None and left:
+                cond.append(f"{alias[left[0].relation]}.`{left[0].name}` = {alias[r]}.`{mine.name}`")
+        for i in joined:
+            wi, wk = w.window(i), w.window(r)
+            if wi is not None:
+                cond.append(f"{alias[r]}.ts - {alias[i]}.ts <= {float(wi)!r}")
+            if wk is not None:
+                cond.append(f"{alias[i]}.ts - {alias[r]}.ts <= {float(wk)!r}")
+        sql += f" JOIN `{r}` AS {alias[r]} ON " + " AND ".join(cond)
+        joined.append(r)
+    cols = ", ".join(f"{alias[r]}._row" for r in q.relations)
+    return f"INSERT INTO `{sink}` SELECT {cols} FROM {sql}"
+
+
+def join_state_rows(w, tables, results_by_prefix=None) -> int:
+    """Rows Flink's regular joins hold after the whole input: Σ over every query's chain of
+    the sizes of both inputs of each join (intermediate sizes by pandas merges)."""
+    import pandas as pd
+
+    from mqjoin.runtime.spark.native import join_order
+
+    frames = {r: pd.DataFrame({"ts": list(t.ts), **{a: list(v) for a, v in t.columns.items()}})
+              for r, t in tables.items()}
+    total = 0
+    for q in w.queries:
+        order = join_order(w, q)
+        cur = frames[order[0]].add_prefix(f"{order[0]}.")
+        joined = [order[0]]
+        for r in order[1:]:
+            right = frames[r].add_prefix(f"{r}.")
+            total += len(cur) + len(right)
+            lk, rk = [], []
+            for c in q.classes:
+                mine = c.member_of(r)
+                left = [a for a in c.members if a.relation in joined]
+                if mine is not None and left:
+                    lk.append(f"{left[0].relation}.{left[0].name}")
+                    rk.append(f"{r}.{mine.name}")
+            cur = cur.dropna(subset=lk).merge(right.dropna(subset=rk), left_on=lk, right_on=rk)
+            for i in joined:
+                wi, wk = w.window(i), w.window(r)
+                if wi is not None:
+                    cur = cur[cur[f"{r}.ts"] - cur[f"{i}.ts"] <= wi]
+                if wk is not None:
+                    cur = cur[cur[f"{i}.ts"] - cur[f"{r}.ts"] <= wk]
+            joined.append(r)
+    return total
+
+
+def run_flink(w, tables, truth, parallelism: int = 2) -> dict:
+    """Run the workload on a local Flink mini-cluster; the figures of one benchmark row."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    root = Path(tempfile.mkdtemp(prefix="mqjoin-flink-"))
+    row: dict = {"engine": "flink", "input_tuples": sum(len(t) for t in tables.values())}
+    try:
+        cols = _csv_inputs(w, tables, root / "in")
+        env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+        conf = env.get_config()
+        conf.set("parallelism.default", str(parallelism))
+        conf.set("pipeline.name", "mqjoin-benchmark")
+        for r, names in cols.items():
+            types = [_sql_type(tables[r].columns[a]) for a in names]
+            fields = ", ".join([" `_row` BIGINT", "ts DOUBLE"] + [f"`{a}` {t}" for a, t in zip(names, types)])
+            env.execute_sql(f"CREATE TABLE `{r}` ({fields}) WITH ('connector' = 'filesystem', "
+                            f"'path' = '{root / 'in' / r}', 'format' = 'csv', "
+                            "'csv.null-literal' = '', 'csv.ignore-parse-errors' = 'false')")
+        stmts = env.create_statement_set()
+        for q in w.queries:
+            fields = ", ".join(f"c{i} BIGINT" for i in range(len(q.relations)))
+            env.execute_sql(f"CREATE TABLE `out_{q.name}` ({fields}) WITH ('connector' = 'filesystem', "
+                            f"'path' = '{root / 'out' / q.name}', 'format' = 'csv')")
+            stmts.add_insert_sql(query_sql(w, q, f"out_{q.name}"))
+        t0 = time.perf_counter()
+        result = stmts.execute()
+        job = result.get_job_client().get_job_execution_result().result()
+        row["wall_s"] = time.perf_counter() - t0
+        row["busy_s"] = job.get_net_runtime() / 1000.0
+        row["throughput"] = row["input_tuples"] / row["busy_s"] if row["busy_s"] > 0 else None
+        got = {}
+        for q in w.queries:
+            rows = set()
+            for f in (root / "out" / q.name).rglob("*"):
+                if f.is_file() and not f.name.startswith("."):
+                    with open(f, newline="") as fh:
+                        rows.update(tuple(int(x) for x in line) for line in csv.reader(fh) if line)
+            got[q.name] = rows
+        row["results"] = sum(map(len, got.values()))
+        row["results_by_query"] = {k: len(v) for k, v in got.items()}
+        row["equal"] = got == truth
+        row["state_rows"] = join_state_rows(w, tables)
+    except Exception as exc:  # Flink is optional: its failure must not stop the benchmark
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        row["equal"] = False
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return row

@@ -1,0 +1,305 @@
+"""Deployments on a real Spark standalone cluster (issue 12, item 3).
+
+A module fixture starts a master and two workers (one core, 1 GB each) from the installed
+pyspark (``$SPARK_HOME/bin/spark-class …deploy.master.Master`` / ``…deploy.worker.Worker``,
+SPARK_HOME = the pyspark package), everything bound to 127.0.0.1, work and log directories in a
+temporary directory, and waits until the master's JSON lists both workers ALIVE.  A Spark
+session is one per process, so every deployment runs as ``mqjoin run … --master
+spark://127.0.0.1:<port>`` in a subprocess:
+
+* the plan engine (``--engine spark``) and the native baseline (``--engine native``) give the
+  oracle's results (``--check``, and the raw per-batch output read back here: every result
+  exactly once);
+* a worker killed mid-run (SIGKILL of the worker and of the executor it launched — the node
+  is gone) is survived: the run finishes on the other worker with the oracle's results,
+  nothing lost or duplicated.  The plan engine in its default ``driver`` mode does (its stores
+  live in the driver; the lost executor's read task runs again elsewhere), and so does the
+  native baseline (Spark's state stores reload from the checkpoint).  In ``distributed`` mode
+  it does not: its stores are ``localCheckpoint``'ed DataFrames whose blocks die with the
+  executor (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``) and the run stops; the test then reruns it
+  from its checkpoint (which resumes with exactly the oracle's results) and reports an
+  expected failure — any other failure fails.
+
+Everything the fixture started is killed and its directories removed, also on failure.
+``RUNS`` lists the (engine, ``--spark-mode``) pairs each test runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from mqjoin.oracle import oracle_results  # noqa: E402
+from mqjoin.tables import read_inputs  # noqa: E402
+from mqjoin.workload import load_workload  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD = ROOT / "datasets" / "workloads" / "tpch_fig7a.yaml"
+DATA = ROOT / "datasets" / "samples" / "tpch_tiny"
+# (engine, --spark-mode): the plan engine's modes and the native baseline (no mode)
+RUNS = [("spark", "driver"), ("native", None)]
+KILL_RUNS = RUNS + [("spark", "distributed")]
+START_TIMEOUT = 120  # seconds for the master and both workers to come up
+RUN_TIMEOUT = 900  # seconds per deployment (a loaded 2-core machine is slow)
+# the plan engine's failure when an executor holding store blocks is lost (see the kill test)
+LOST_STORES = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc), children first."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(c) for t in os.listdir(f"/proc/{p}/task")
+                    for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+        except OSError:
+            kids = []
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    for pid in [proc.pid] + _descendants(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class Cluster:
+    """A standalone master and its workers, started by this test module."""
+
+    def __init__(self, root: Path) -> None:
+        import pyspark
+
+        self.root = root
+        self.home = Path(pyspark.__file__).parent
+        self.port, self.ui = _free_port(), _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+                    "SPARK_MASTER_HOST": "127.0.0.1", "SPARK_LOG_DIR": str(root / "logs"),
+                    "SPARK_PID_DIR": str(root / "pids"), "SPARK_WORKER_DIR": str(root / "work"),
+                    "SPARK_LOCAL_DIRS": str(root / "local"), "SPARK_DAEMON_MEMORY": "256m",
+                    "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",  # no fixed port 6066
+                    "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable,
+                    "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.master: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.root / "logs" / f"{name}.log", "ab")
+        return subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+
+    def start(self, workers: int = 2) -> "Cluster":
+        for d in ("logs", "pids", "work", "local"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                  "--port", str(self.port), "--webui-port", str(self.ui))
+        for i in range(workers):
+            work = self.root / "work" / f"w{i}"
+            work.mkdir(parents=True, exist_ok=True)
+            self.workers.append(self._spawn(
+                f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                "--port", str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1",
+                "--memory", "1g", "--work-dir", str(work), self.url))
+        deadline = time.time() + START_TIMEOUT
+        while len(self.alive_workers()) < workers:
+            dead = [p for p in [self.master, *self.workers] if p.poll() is not None]
+            if dead or time.time() > deadline:
+                logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "logs").glob("*.log"))
+                raise RuntimeError(f"the standalone cluster did not come up ({len(self.alive_workers())} of "
+                                   f"{workers} workers alive):\n{logs}")
+            time.sleep(0.5)
+        return self
+
+    def state(self) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json", timeout=5) as r:
+                return json.load(r)
+        except OSError:
+            return {}
+
+    def alive_workers(self) -> list[dict]:
+        return [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.master]:
+            if p is not None:
+                _kill_tree(p)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    root = Path(tempfile.mkdtemp(prefix="mqjoin-cluster-"))
+    c = Cluster(root)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def truth():
+    w = load_workload(WORKLOAD)
+    tables = read_inputs(w, DATA)
+    return w, oracle_results(w, tables)
+
+
+def _command(engine: str, mode: str | None, cluster: Cluster, out: Path, ckpt: Path, batch: int) -> list[str]:
+    cmd = [str(Path(sys.executable).with_name("mqjoin")), "run", str(WORKLOAD), "--data", str(DATA), "--out", str(out),
+           "--engine", engine, "--master", cluster.url, "--checkpoint", str(ckpt),
+           "--max-rows-per-batch", str(batch), "--check", "--json", "--timeout", str(RUN_TIMEOUT)]
+    return cmd + ([] if mode is None else ["--spark-mode", mode])
+
+
+def _start_run(cmd: list[str], cluster: Cluster, log: Path) -> subprocess.Popen:
+    """``mqjoin run`` in its own process (and process group): JSON summary on ``log``, its
+    stderr next to it (``log`` with suffix ``.err``)."""
+    env = {**cluster.env, "MQJOIN_DRIVER_MEMORY": "1g"}
+    with open(log, "wb") as out, open(log.with_suffix(".err"), "wb") as err:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=cluster.root, start_new_session=True)
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(p.read_text(errors="replace")[-3000:] for p in (log, log.with_suffix(".err")) if p.exists())
+
+
+def _finish(proc: subprocess.Popen, log: Path) -> dict:
+    try:
+        proc.wait(RUN_TIMEOUT + 60)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc)
+        pytest.fail(f"the deployment did not finish:\n{_tail(log)}")
+    assert proc.returncode == 0, f"mqjoin run failed ({proc.returncode}):\n{_tail(log)}"
+    return json.loads(log.read_text())
+
+
+def _batch_outputs(out: Path, engine: str) -> dict[str, list[tuple[int, ...]]]:
+    """Every result row the sink committed, per query, duplicates kept."""
+    import pyarrow.dataset as ds
+
+    root = out / ("_native" if engine == "native" else "_batches")
+    files = [str(p) for p in root.rglob("*.parquet")]
+    t = ds.dataset(files, format="parquet").to_table(columns=["query", "rows"])
+    rows: dict[str, list[tuple[int, ...]]] = {}
+    for q, r in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
+        rows.setdefault(q, []).append(tuple(r))
+    return rows
+
+
+def _check(out: Path, engine: str, summary: dict, truth) -> None:
+    w, want = truth
+    assert summary["check"] == "equal to the A6 oracle"
+    raw = _batch_outputs(out, engine)
+    for q in w.query_names:
+        got = raw.get(q, [])
+        assert len(got) == len(set(got)), f"{q}: a result was committed twice"
+        assert set(got) == want[q], f"{q}: {len(set(got))} results, the oracle has {len(want[q])}"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:  # it ended meanwhile
+        return ""
+
+
+def _executors(proc: subprocess.Popen) -> list[int]:
+    """The executor processes a worker launched."""
+    return [p for p in _descendants(proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(p)]
+
+
+@pytest.mark.parametrize("engine,mode", RUNS)
+def test_deployment_on_a_standalone_cluster_equals_the_oracle(cluster, truth, tmp_path, engine, mode):
+    log = tmp_path / "run.log"
+    proc = _start_run(_command(engine, mode, cluster, tmp_path / "out", tmp_path / "ckpt", 200), cluster, log)
+    summary = _finish(proc, log)
+    _check(tmp_path / "out", engine, summary, truth)
+    # it ran on the cluster: the master knows the application
+    assert cluster.state().get("completedapps") or cluster.state().get("activeapps")
+
+
+@pytest.mark.parametrize("engine,mode", KILL_RUNS)
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, truth, tmp_path, engine, mode):
+    if len(cluster.alive_workers()) < 2:  # a previous kill: bring the cluster back to two workers
+        cluster.workers = [p for p in cluster.workers if p.poll() is None]
+        i = len(cluster.workers) + int(time.time())
+        work = cluster.root / "work" / f"w{i}"
+        work.mkdir(parents=True)
+        cluster.workers.append(cluster._spawn(
+            f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port",
+            str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g",
+            "--work-dir", str(work), cluster.url))
+        deadline = time.time() + START_TIMEOUT
+        while len(cluster.alive_workers()) < 2:
+            assert time.time() < deadline, "a replacement worker did not register"
+            time.sleep(0.5)
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = _start_run(_command(engine, mode, cluster, out, tmp_path / "ckpt", 100), cluster, log)
+    root = out / ("_native" if engine == "native" else "_batches")
+    victim = None
+    try:
+        # wait until both executors run and a first batch with results is committed, then
+        # kill one worker node (the worker and its executor), mid-run
+        deadline = time.time() + RUN_TIMEOUT
+        while victim is None:
+            assert proc.poll() is None, f"the run ended before a worker was killed:\n{_tail(log)}"
+            assert time.time() < deadline, "no batch was committed"
+            committed = any(root.glob("batch=*/_SUCCESS")) if root.exists() else False
+            busy = [w for w in cluster.workers if w.poll() is None and _executors(w)]
+            if committed and len(busy) == 2:
+                victim = busy[-1]
+            time.sleep(0.2)
+        _kill_tree(victim)
+        assert victim.poll() is not None
+        before = len(list(root.glob("batch=*/_SUCCESS")))
+    except BaseException:
+        _kill_tree(proc)
+        raise
+    try:
+        proc.wait(RUN_TIMEOUT + 60)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc.returncode and LOST_STORES in _tail(log) and mode == "distributed":
+        # known: the plan engine keeps its stores as localCheckpoint'ed DataFrames, whose blocks
+        # live only on the executors; a lost executor loses store partitions and the query
+        # stops.  Its checkpoint still lets a rerun resume exactly — check that, then report
+        # the gap (the engine's scale-out mode must keep its stores recoverable).
+        rerun = _start_run(_command(engine, mode, cluster, out, tmp_path / "ckpt", 100), cluster,
+                           tmp_path / "rerun.log")
+        _check(out, engine, _finish(rerun, tmp_path / "rerun.log"), truth)
+        pytest.xfail(f"--engine {engine} lost its stores with the executor ({LOST_STORES}); a rerun from the "
+                     "checkpoint resumed with the oracle's results, nothing lost or duplicated")
+    summary = _finish(proc, log)
+    # the kill was mid-run: batches were committed after it, on the surviving worker
+    assert len(list(root.glob("batch=*/_SUCCESS"))) > before
+    _check(out, engine, summary, truth)
