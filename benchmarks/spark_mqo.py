@@ -93,14 +93,18 @@ from mqjoin.runtime.reference import run_reference
 from mqjoin.tables import Table, read_inputs
 from mqjoin.workload import load_workload
 
-ENGINES = ("mqo", "shared", "individual", "native", "flink")
+ENGINES = ("mqo", "shared", "individual", "mqo-distributed", "native", "flink")
+# the plan engines run in --spark-mode driver (the default: stores in the driver's executor, one
+# Spark job per micro-batch); mqo-distributed is the mqo plan with DataFrame stores (scale-out mode)
 PLAN_ENGINES = ("mqo", "shared", "individual")
 NATIVE_OPTIONS: dict = {}  # deploy() options of the native runs (--native-partitions), set by main
 WORKLOADS = {"fig7a": ("tpch_fig7a.yaml", "TPC-H Figure 7(a), five queries"),
              "10q": ("tpch_10q.yaml", "TPC-H ten queries")}
 PAPER_MEMORY = {"fig7a": 3.1, "10q": 5.3}  # individual / mqo, paper Section VII
 GOAL_STATE = {"fig7a": 3.0, "10q": 5.0}  # native / mqo, our goal
-PHASES = ("plan_stores", "stores", "plan_outputs", "outputs", "metrics")
+def plan_key(engine: str) -> str:
+    """The plan an engine row deploys (native: the workload of the mqo plan)."""
+    return "mqo" if engine in ("native", "mqo-distributed") else engine
 
 
 # -- input ------------------------------------------------------------------------------------
@@ -271,7 +275,8 @@ def run_once(engine: str, plan, tables, spark, truth, *, timeout: float, **pacin
     d = None
     t0 = time.time()
     try:
-        extra = NATIVE_OPTIONS if engine == "native" else {}
+        extra = NATIVE_OPTIONS if engine == "native" else \
+            {"mode": "distributed" if engine.endswith("-distributed") else "driver"}
         d = deploy(plan, tables, out, engine="native" if engine == "native" else "mqjoin", spark=spark, **pacing,
                    **extra)
         finished = d.wait(timeout)
@@ -327,8 +332,11 @@ def run_once(engine: str, plan, tables, spark, truth, *, timeout: float, **pacin
             row["store_messages"] = {k: int(v) for k, v in st.groupby("store")["messages"].sum().items()} if len(st) else {}
             ph = _PHASE_ROWS.pop(id(d), [])
             if ph:
-                row["phases"] = {k: float(np.mean([p.get(k, 0.0) for p in ph])) for k in ("seconds",) + PHASES}
+                keys = dict.fromkeys(k for p in ph for k in p if k not in ("batch", "rows"))
+                row["phases"] = {k: float(np.mean([p.get(k, 0.0) for p in ph])) for k in keys}
                 row["phases"]["rows"] = float(np.mean([p["rows"] for p in ph]))
+            row["jobs_per_batch"] = s.get("jobs_per_batch")
+            row["stages_per_batch"] = s.get("stages_per_batch")
         else:
             p = d.progress
             row["native_trigger_mean_s"] = float(p["duration_ms"].mean() / 1000) if len(p) else None
@@ -376,7 +384,7 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
             r = run_flink(w, tables, truth, parallelism=args.flink_parallelism)
             r["load"] = os.getloadavg()[0]
         else:
-            r = run_engine(e, plans["mqo" if e == "native" else e], tables, spark, truth, timeout=args.timeout,
+            r = run_engine(e, plans[plan_key(e)], tables, spark, truth, timeout=args.timeout,
                            max_rows_per_batch=args.batch)
         unpaced[e] = r
         _progress_line(r)
@@ -400,7 +408,7 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
         print(f"\n  paced replay at {rate:,.0f} tuples/s ({'--rate' if args.rate else f'{args.rate_fraction:g} × the slowest throughput'}), "
               f"first {secs:.2f} s of event time ({n_tuples(ptables):,} tuples, {paced_info['results']:,} results):", flush=True)
         for e in [e for e in engines if e != "flink"]:
-            r = run_engine(e, plans["mqo" if e == "native" else e], ptables, spark, ptruth, timeout=args.timeout,
+            r = run_engine(e, plans[plan_key(e)], ptables, spark, ptruth, timeout=args.timeout,
                            rate=rate)
             paced[e] = r
             _progress_line(r)
@@ -462,12 +470,12 @@ def _ratio(a, b):
 def report(key: str, res: dict, args) -> None:
     un, pa = res["unpaced"], res["paced"]
     engines = list(un)
-    print(f"\n  {'engine':<11}{'tuples/s':>9}{'busy s':>8}{'batches':>8}{'state rows':>11}{'state MB':>9}"
+    print(f"\n  {'engine':<16}{'tuples/s':>9}{'busy s':>8}{'batches':>8}{'state rows':>11}{'state MB':>9}"
           f"{'lat mean':>9}{'lat p95':>8}{'lat max':>8}{'batch s':>8}{'lag s':>7}{'results':>9}  equal  load(unpaced/paced)")
     for e in engines:
         u, p = un[e], pa.get(e, {})
         eq = "✓" if u.get("equal") and p.get("equal", True) else "✗"
-        print(f"  {e:<11}{_f(u.get('throughput'), ',.0f'):>9}{_f(u.get('busy_s'), '.1f'):>8}{_f(u.get('batches'), 'd'):>8}"
+        print(f"  {e:<16}{_f(u.get('throughput'), ',.0f'):>9}{_f(u.get('busy_s'), '.1f'):>8}{_f(u.get('batches'), 'd'):>8}"
               f"{_f(u.get('state_rows'), ',d'):>11}{_f(_mb(u.get('state_bytes')), '.1f'):>9}"
               f"{_f(p.get('latency_mean'), '.2f'):>9}{_f(p.get('latency_p95'), '.2f'):>8}{_f(p.get('latency_max'), '.2f'):>8}"
               f"{_f(p.get('trigger_mean_s'), '.2f'):>8}{_f(p.get('lag_s'), '.1f'):>7}{_f(u.get('results'), ',d'):>9}  {eq:^5}  "
@@ -500,6 +508,8 @@ def report(key: str, res: dict, args) -> None:
         ("latency      mqo vs native", "", "≤ +10 %", _pct(pm.get("latency_mean"), pn.get("latency_mean")), "%"),
         ("latency p95  mqo vs native", "", "", _pct(pm.get("latency_p95"), pn.get("latency_p95")), "%"),
         ("throughput   mqo / shared", "", "", _ratio(m.get("throughput"), un.get("shared", {}).get("throughput")), "×"),
+        ("throughput   mqo / mqo-distributed", "", "", _ratio(m.get("throughput"),
+                                                            un.get("mqo-distributed", {}).get("throughput")), "×"),
         ("state rows   shared / mqo", "", "", _ratio(un.get("shared", {}).get("state_rows"), m.get("state_rows")), "×"),
     ]
     print(f"\n  {'ratio':<34}{'paper':>10}{'goal':>10}{'measured':>11}")
@@ -509,13 +519,15 @@ def report(key: str, res: dict, args) -> None:
 
     ph = {e: r["phases"] for e, r in un.items() if r.get("phases")}
     if ph or n:
-        print(f"\n  mean seconds per unpaced micro-batch (our engine: BatchReport phases; "
-              f"'other' = reading the batch, its statistics, caching)")
-        print(f"  {'engine':<11}{'rows':>7}{'batch s':>9}" + "".join(f"{k:>13}" for k in PHASES) + f"{'other':>8}")
+        print(f"\n  mean cost of an unpaced micro-batch (our engine: BatchReport phases in seconds; Spark jobs and "
+              f"stages per batch; 'other' = the rest of the batch)")
+        print(f"  {'engine':<16}{'rows':>7}{'batch s':>9}{'jobs':>6}{'stages':>8}  phases")
         for e, p in ph.items():
-            other = p["seconds"] - sum(p[k] for k in PHASES)
-            print(f"  {e:<11}{p['rows']:>7,.0f}{p['seconds']:>9.2f}" + "".join(f"{p[k]:>13.2f}" for k in PHASES)
-                  + f"{other:>8.2f}")
+            parts = {k: v for k, v in p.items() if k not in ("seconds", "rows")}
+            other = p["seconds"] - sum(parts.values())
+            print(f"  {e:<16}{p['rows']:>7,.0f}{p['seconds']:>9.2f}{_f(un[e].get('jobs_per_batch'), '.1f'):>6}"
+                  f"{_f(un[e].get('stages_per_batch'), '.1f'):>8}  "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()) + f", other {other:.2f}")
         if n.get("native_trigger_mean_s") is not None:
             print(f"  {'native':<11}{'':>7}{n['native_trigger_mean_s']:>9.2f}  (mean trigger of the streaming query "
                   f"of all {len(res['results'])} queries, {n.get('native_batches_per_query', 0):.0f} batches)")
