@@ -218,11 +218,11 @@ def over_budget(results: float, state_rows: float, limits: RunLimits = RunLimits
     >>> over_budget(1e6, 1e5) is None
     True
     >>> over_budget(3e7, 1e5)
-    'stopped at its budget: 30 million results and 100,000 rows in stores (~3.6 GB; limits: 20 million results, 2.0 GB); what it produced so far stays'
+    'over its budget: 30 million results and 100,000 rows in stores (~3.6 GB; limits: 20 million results, 2.0 GB); what it produced so far stays'
     """
     used = results * BYTES_PER_RESULT + state_rows * BYTES_PER_ROW
     if results <= limits.max_results and used <= limits.max_bytes:
         return None
-    return (f"stopped at its budget: {count(results)} results and {count(state_rows)} rows in stores "
+    return (f"over its budget: {count(results)} results and {count(state_rows)} rows in stores "
             f"(~{size(used)}; limits: {count(limits.max_results)} results, {size(limits.max_bytes)}); "
             f"what it produced so far stays")

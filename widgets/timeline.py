@@ -69,6 +69,7 @@ from mqjoin.plan import Plan
 
 from ._html import error_box, esc, info_box, state_html, table
 from .figures import fmt, sync_figure
+from .guarded import RunGuard, tables_duration
 
 _log = logging.getLogger(__name__)
 
@@ -848,6 +849,10 @@ class AdaptivityPanel(W.VBox):
         self.run_button = W.Button(description="Run", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.clear_button = W.Button(description="Clear", icon="trash")
+        #: refuses runs the model says are too large, stops live ones at the budget (guard.limits)
+        self.guard = RunGuard()
+        self.anyway_button = W.Button(description="Run anyway (stops at the budget)", button_style="warning",
+                                      icon="exclamation-triangle", layout=W.Layout(width="auto", display="none"))
         self.status = W.HTML("<b>idle</b> — press Run to replay the data at the chosen speed-up")
         self.error = W.HTML("")
         self.timeline: EpochTimeline | None = None
@@ -857,6 +862,7 @@ class AdaptivityPanel(W.VBox):
         self.data.observe(lambda ch: self._describe_data(), "value")
         self.duration.observe(lambda ch: self._describe_data(), "value")
         self.run_button.on_click(lambda _: self.run())
+        self.anyway_button.on_click(lambda _: self.run(force=True))
         self.stop_button.on_click(lambda _: self.stop())
         self.clear_button.on_click(lambda _: self.clear())
         model.observe(lambda ch: self._data_options(), "workload")
@@ -866,7 +872,7 @@ class AdaptivityPanel(W.VBox):
                    layout=W.Layout(flex_flow="row wrap")),
             W.HBox([self.data, self.duration, self.speedup], layout=W.Layout(flex_flow="row wrap")),
             self.data_note,
-            W.HBox([self.run_button, self.stop_button, self.clear_button]),
+            W.HBox([self.run_button, self.stop_button, self.clear_button, self.anyway_button]),
             self.status, self.error, self.slot,
         ])
 
@@ -944,12 +950,24 @@ class AdaptivityPanel(W.VBox):
 
     # -- actions ----------------------------------------------------------------------------
 
-    def run(self) -> Any:
-        """Start a live run of the chosen data with the chosen policy; errors shown inline."""
+    def run(self, force: bool = False) -> Any:
+        """Start a live run of the chosen data with the chosen policy; errors shown inline.
+
+        A run the model estimates past :attr:`guard`'s limits is refused with the estimate
+        and what to change (``force``, the **Run anyway** button: run it all the same);
+        every run is stopped once its results and state pass the budget."""
         self.error.value = ""
+        self.anyway_button.layout.display = "none"
         try:
             policy = self._policy()
             data = self._load()
+            m = self.model
+            plan = m.result.plan if data.workload is m.workload and m.result is not None else None
+            refusal = self.guard.check(data.workload, tables_duration(data.tables), plan)
+            if refusal is not None and not force:
+                self.error.value = error_box(f"not started — {refusal}")
+                self.anyway_button.layout.display = None
+                return None
             source = self.start_fn(data.workload, data.tables, policy, self.speedup.value)
         except MqjoinError as e:
             self.error.value = error_box(str(e))
@@ -972,8 +990,18 @@ class AdaptivityPanel(W.VBox):
         self.stop_button.disabled = False
         self.status.value = (f"{state_html('running')} — {esc(label)}: {esc(data.what)}, epochs of "
                              f"{policy.epoch:g} s, threshold {policy.threshold:g}, speed-up {self.speedup.value:g}×"
-                             + (f", MIR budget {policy.mir_budget:g}" if policy.mir_budget is not None else ""))
-        source.subscribe(lambda ev, source=source: self._on_event(source, ev))
+                             + (f", MIR budget {policy.mir_budget:g}" if policy.mir_budget is not None else "")
+                             + f" · {esc(self.guard.estimate.summary())}")
+        budget = self.guard.watch(label, source.stop, lambda _msg: self._status.request(force=True))
+        produced = [0]
+
+        def on_event(ev, source=source):
+            if ev.get("kind") == "epoch":  # the budget: results so far, rows held now
+                produced[0] += sum(ev.get("results", {}).values())
+                budget(produced[0], ev.get("state_rows", 0))
+            self._on_event(source, ev)
+
+        source.subscribe(on_event)
         if status_of(source) in ENDED:  # it ended before we subscribed
             self._status.request(force=True)
         return source
@@ -989,7 +1017,8 @@ class AdaptivityPanel(W.VBox):
         parts = []
         for label, s in self.sources:
             st, err = status_of(s), getattr(s, "error", None)
-            parts.append(f"{esc(label)} {state_html(st)}" + (f": {esc(err)}" if err else ""))
+            why = err or self.guard.stopped.get(label)
+            parts.append(f"{esc(label)} {state_html(st)}" + (f": {esc(why)}" if why else ""))
         self.status.value = " · ".join(parts)
         self.stop_button.disabled = not any(status_of(s) == "running" for _, s in self.sources)
 
@@ -1017,6 +1046,7 @@ class AdaptivityPanel(W.VBox):
         """Stop every run and forget them (start afresh)."""
         self.stop()
         self.sources = []
+        self.guard.stopped.clear()
         self.timeline = self.changes = None
         self.slot.children = []
         self.status.value = "<b>idle</b> — press Run to replay the data at the chosen speed-up"
