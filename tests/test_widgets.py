@@ -702,3 +702,17 @@ def test_explorer_freezes_the_long_lived_heap_only_when_asked():
     frozen = gc.get_freeze_count()
     Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
     assert gc.get_freeze_count() == frozen  # once per process
+
+
+def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    assert view.query_name.placeholder == "q3" and view.query_name.value == ""
+    frontend_sets(view.query_text, value="R(a), S(a)")  # the browser sends the value on Enter
+    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.error.value == ""
+    assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
+    # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
+    row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
+    box = row.children[1]
+    frontend_sets(box, value=0.79)
+    assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
+    assert any(c.selectivity == 0.79 for q in view.model.workload.queries for c in q.classes)
