@@ -398,7 +398,11 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     ex.show("Adaptivity")
     panel = ex.adaptivity
     assert ex.adaptivity_slot.children == (panel,) and panel.sources == [] and panel.timeline is None
-    assert [v for _, v in panel.data.options] == ["uniform"]  # not the paper's query
+    # not the paper's query: its uniform streams first, the paper's data sets (own query) offered,
+    # and Figure 8(a) chosen so that a first Run shows a plan adapting
+    assert [v for _, v in panel.data.options] == ["uniform", "selectivity-change", "skewed-rates"]
+    assert panel.data.value == "selectivity-change" and "not this workload's" in text(panel.data_note)
+    frontend_sets(panel.data, index=0)
     frontend_sets(panel.duration, value=60.0)
     frontend_sets(panel.speedup, value=2.0)
     frontend_sets(panel.epoch, value=0.5)
@@ -500,6 +504,7 @@ def test_a_run_that_fails_while_live_reports_the_engine_error_inline():
         return AdaptiveReplay(workload, tables, policy, speedup=speedup, optimizer=failing_later).start()
 
     panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0), start=start)
+    panel.data.value = "uniform"
     frontend_sets(panel.speedup, value=20.0)
     frontend_clicks(panel.run_button)
     (_, live), = panel.sources
@@ -523,7 +528,8 @@ def test_a_run_the_model_says_is_too_large_is_refused_and_nothing_is_lost():
     ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
     assert ex.model.set_selectivity("lineitem.orderkey = orders.orderkey", 0.79)
     panel = ex.adaptivity
-    assert panel.data.value == "uniform"
+    assert panel.data.value == "selectivity-change"  # the default shows a plan adapting …
+    panel.data.value = "uniform"  # … the accident ran the workload's own streams
     frontend_clicks(panel.run_button)
     msg = text(panel.error)
     assert re.search(r"⚠ not started — this run would produce about [\d.]+ (million|billion) results", msg), msg
@@ -545,6 +551,7 @@ def test_a_live_run_past_its_budget_stops_itself_and_keeps_what_it_produced():
 
     panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0))
     panel.guard.limits = RunLimits(max_results=20, max_bytes=1e12)
+    panel.data.value = "uniform"
     frontend_sets(panel.duration, value=30.0)
     frontend_sets(panel.speedup, value=100.0)
     frontend_clicks(panel.run_button)
