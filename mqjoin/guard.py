@@ -42,6 +42,7 @@ from typing import Any
 
 from .cost import join_size
 from .errors import MqjoinError
+from .units import count, size
 from .workload import Workload
 
 #: bytes per collected result (a tuple of row indices in a set)
@@ -91,39 +92,6 @@ class RunEstimate:
         """
         return (f"expected: about {count(self.input_tuples)} input tuples, {count(self.total_results)} results, "
                 f"{count(self.state_rows)} rows in stores at the end, ~{size(self.bytes)}")
-
-
-def count(x: float) -> str:
-    """A count as a class reads it aloud: separators below a million, then million,
-    billion, trillion with two significant digits.
-
-    >>> count(2000.0), count(26326.9), count(3.24e9), count(0.5), count(1.5e16)
-    ('2,000', '26,327', '3.2 billion', '0.5', '15,000 trillion')
-    """
-    if not math.isfinite(x):
-        return str(x)
-    if abs(x) < 1:
-        return f"{x:.2g}"
-    if abs(x) < 1e6:
-        return f"{round(x):,}"
-    for unit, v in (("trillion", 1e12), ("billion", 1e9), ("million", 1e6)):
-        if abs(x) >= v:
-            y = x / v
-            return f"{y:,.0f} {unit}" if abs(y) >= 10 else f"{y:.2g} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def size(n_bytes: float) -> str:
-    """Bytes in kB, MB, GB, TB (decimal units).
-
-    >>> size(2_000_000.0), size(389e9), size(512)
-    ('2.0 MB', '389 GB', '512 B')
-    """
-    for unit, v in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n_bytes >= v:
-            y = n_bytes / v
-            return f"{y:.0f} {unit}" if y >= 10 else f"{y:.1f} {unit}"
-    return f"{n_bytes:.0f} B"
 
 
 def _reach_integral(duration: float, caps: list[float]) -> float:

@@ -701,7 +701,7 @@ def test_explorer_freezes_the_long_lived_heap_only_when_asked():
     assert explorer_module._FROZEN and gc.get_freeze_count() > 0
     frozen = gc.get_freeze_count()
     Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
-    assert gc.get_freeze_count() == frozen  # once per process
+    assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may die meanwhile)
 
 
 def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():

@@ -53,7 +53,7 @@ import plotly.graph_objects as go
 
 from mqjoin.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
 from mqjoin.errors import MqjoinError
-from mqjoin.guard import count
+from mqjoin.units import count
 
 from ._controls import typeable
 from ._html import error_box, esc, state_html, table

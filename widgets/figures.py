@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Any
 
 from mqjoin.plan import Node, Plan, ProbeRule
+from mqjoin.units import number
 from mqjoin.workload import Workload
 
 #: colours of queries, by their position in the workload
@@ -61,12 +62,12 @@ def query_colors(workload: Workload) -> dict[str, str]:
 
 
 def fmt(x: float) -> str:
-    """A number for labels: 4 significant digits.
+    """A number for labels: the one format of :func:`mqjoin.units.number`.
 
     >>> fmt(26326.90579), fmt(0.00066667), fmt(800.0)
-    ('2.633e+04', '0.0006667', '800')
+    ('26,327', '0.0006667', '800')
     """
-    return f"{x:.4g}"
+    return number(x)
 
 
 # --------------------------------------------------------------------------------------------
