@@ -232,3 +232,11 @@ def test_failure_event_reaches_status_line():
     for f in d.subs:
         f({"kind": "status", "status": "failed", "error": "the mqjoin deployment failed: boom"})
     assert "boom" in panel.status.value and "error" in panel.status.value
+
+
+def test_a_data_directory_is_estimated_over_the_chosen_seconds(tmp_path):
+    calls = []
+    panel = make_panel(calls, data=tmp_path)  # the tour deploys a directory of Parquet files
+    panel.deploy_button.click()
+    assert len(calls) == 1 and calls[0][1] == tmp_path and "error" not in panel.status.value
+    assert panel.guard.estimate.duration == panel.duration.value

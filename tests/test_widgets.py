@@ -716,3 +716,33 @@ def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_v
     frontend_sets(box, value=0.79)
     assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
     assert any(c.selectivity == 0.79 for q in view.model.workload.queries for c in q.classes)
+
+
+def test_probe_trees_show_broadcasts_insertions_and_a_shared_channel_and_the_text_follows_the_filter():
+    from mqjoin.widgets.figures import BROADCAST_COLOR, PALETTE, SHARED_COLOR
+
+    view = ProbeTreeView(tpch(), debounce=0)
+    plan = view.model.result.plan
+    fig = view.figure
+    broadcast = [n for n in plan.nodes if n.broadcast and len(n.owners) == 1]
+    assert broadcast, "the TPC-H plan has broadcast probes"
+    bc = trace_by_name(fig, "broadcast probes")
+    assert bc.line.dash == "dot" and bc.line.color == BROADCAST_COLOR and len(bc.x) == 4 * len(broadcast)
+    labels = list(trace_by_name(fig, "edge labels").text)
+    for n in broadcast:
+        assert f"{n.edge} χ={plan.store[n.store].parallelism}" in labels
+    # every ingest edge label (e1, e2, …) is drawn under its start relation
+    ingest = [lab for lab, e in plan.edge.items() if e.kind == "ingest"]
+    drawn = " ".join(trace_by_name(fig, "insertions").text)
+    assert all(f"{lab} ⇓ " in drawn for lab in ingest)
+    # "shared" is not a query colour: another colour outside the palette, and another shape
+    assert SHARED_COLOR not in PALETTE and BROADCAST_COLOR not in PALETTE
+    stores = trace_by_name(fig, "stores")
+    for n, colour, symbol in zip(plan.nodes, stores.marker.color, stores.marker.symbol):
+        assert (colour == SHARED_COLOR) == (symbol == "diamond") == (len(n.owners) > 1)
+    # the plan as text follows the per-query filter
+    full = html.unescape(view.text.value)
+    view.query.value = "q4"
+    only = html.unescape(view.text.value)
+    assert "q4 (its steps" in only and len(only) < len(full)
+    assert "─" in only and all(q not in only for q in ("⇒ q1 ", "⇒ q2 "))

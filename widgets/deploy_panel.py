@@ -44,7 +44,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -186,7 +186,8 @@ class DeployPanel(W.VBox):
             return None
         try:
             plan = self.plan_provider()
-            duration = tables_duration(self.data) if self.data is not None else self.duration.value
+            # tables: their span; a data directory: the event seconds chosen (its statistics are the workload's)
+            duration = tables_duration(self.data) if isinstance(self.data, Mapping) else self.duration.value
             refusal = self.guard.check(plan.workload, duration, plan)
             if refusal is not None and not force:
                 self._set_status("error", f"not deployed — {refusal}")
@@ -297,6 +298,7 @@ class DeployPanel(W.VBox):
                 for name, x, y, dash in run_series(label, batches, queries, progress, per_query=self.per_query.value)[panel]:
                     x_max = max([x_max, *x])
                     traces.append(dict(x=x, y=y, name=label if first else name, legendgroup=label, showlegend=first,
+                                       meta=name,  # the line's full name (the legend shows the run's)
                                        mode="lines+markers", line={"color": colour, "dash": dash},
                                        marker={"color": colour, "size": 5}, hovertemplate=f"{esc(name)}: %{{y:.4g}}<extra></extra>",
                                        xaxis="x" if row == 1 else f"x{row}", yaxis="y" if row == 1 else f"y{row}"))

@@ -22,7 +22,7 @@ gives the same figure.
 ['R', 'S', 'T', 'U']
 >>> tree = probe_tree_figure(optimize(w, mirs=False).plan)
 >>> [t.name for t in tree.data]
-['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs']
+['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions']
 >>> list(tree.data[3].text)
 ['R', 'S', 'T', 'U']
 """
@@ -40,7 +40,10 @@ from mqjoin.workload import Workload
 #: colours of queries, by their position in the workload
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
            "#FF97FF", "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B")
-SHARED_COLOR = "#E65100"
+#: shared steps: a neutral dark colour outside the query palette, thick lines, diamond markers
+#: (shape and width carry "shared"; colour carries the query)
+SHARED_COLOR = "#37474F"
+BROADCAST_COLOR = "#6A1B9A"
 CHAR_PX = 6.6  # approximate width of a character of an 11 px label
 LEVEL_MIN_PX = 90
 BEND_PX = 24
@@ -48,7 +51,8 @@ MIR_COLOR = "#7F7F7F"
 TEMPLATE = "plotly_white"
 
 GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
-TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs")
+TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
+               "broadcast probes", "insertions")
 
 
 def query_colors(workload: Workload) -> dict[str, str]:
@@ -422,7 +426,12 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
     for e, (d, _) in pos.items():
         chars[d] = max(chars.get(d, 0), len(label_of[e]))
     depth = max([p[0] for p in pos.values()] + [s[3] for s in sink_rows] + [1])
-    left = CHAR_PX * max([len(r) for r in roots] + [4]) + 30
+    insertion = {}
+    for r in roots:
+        ns, _, rel = r.rpartition(":")
+        insertion[r] = ", ".join(f"{lab} ⇓ {plan.edge[lab].target}" for lab in plan.sources.get(rel, ())
+                                 if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns)
+    left = CHAR_PX * max([len(r) for r in roots] + [0.85 * len(t) for t in insertion.values()] + [4]) + 30
     starts = [float(left)]
     for d in range(depth):
         starts.append(starts[-1] + max(LEVEL_MIN_PX, CHAR_PX * chars.get(d, 0) + 40))
@@ -433,18 +442,21 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
     right = max([X(d) + CHAR_PX * chars.get(d, 0) for d in chars]
                 + [X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
 
-    ex, ey, sx, sy = [], [], [], []
+    ex, ey, sx, sy, bx, by = [], [], [], [], [], []
     lx, ly, lt, lh = [], [], [], []
     for n in nodes:
         x1, y1 = pos[n.edge]
         x0, y0 = pos[n.parent] if n.parent else root_pos[n.root]
         shared = len(n.owners) > 1
-        (sx if shared else ex).extend([X(x0), X(x0) + BEND_PX, X(x1), None])
-        (sy if shared else ey).extend([Y(y0), Y(y1), Y(y1), None])
+        xs_, ys_ = (sx, sy) if shared else (bx, by) if n.broadcast else (ex, ey)
+        xs_.extend([X(x0), X(x0) + BEND_PX, X(x1), None])
+        ys_.extend([Y(y0), Y(y1), Y(y1), None])
         lx.append(round((X(x0) + BEND_PX + X(x1)) / 2, 1))
         ly.append(Y(y1))
-        lt.append(n.edge)
-        lh.append(f"edge {n.edge}: probe {n.store}")
+        chi = _chi(plan, n)
+        lt.append(f"{n.edge} χ={chi}" if n.broadcast else n.edge)
+        lh.append(f"edge {n.edge}: probe {n.store}" + (f" — broadcast to all {chi} partitions (χ = {chi})"
+                                                        if n.broadcast else ""))
     for lab, parent, text, x, y in sink_rows:
         x0, y0 = pos[parent]
         ex.extend([X(x0), X(x0) + BEND_PX, X(x), None])
@@ -455,6 +467,7 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         lh.append(f"edge {lab}: " + (f"result → {text}" if not text.startswith("store") else f"insert → {text[6:]}"))
 
     rx, ry, rt, rh = [], [], [], []
+    ix, iy, it = [], [], []
     for r in roots:
         ns, _, rel = r.rpartition(":")
         ingest = [plan.edge[lab].target for lab in plan.sources.get(rel, ())
@@ -465,6 +478,10 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         rt.append(r)
         rh.append(f"<b>{r}</b>: a new {rel} tuple<br>stored in {', '.join(ingest) or '—'}<br>"
                   f"rate {fmt(plan.workload.rate(rel))} tuples/s")
+        if insertion[r]:  # the tuple's insertion into its own store (Figure 4's e1, e2, …), under its name
+            ix.append(X(x) - 8)
+            iy.append(round(Y(y) - 0.38, 4))
+            it.append(insertion[r])
 
     nx_, ny, nt, nh, nc, nw, nd = [], [], [], [], [], [], []
     for n in nodes:
@@ -511,7 +528,8 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         {"type": "scatter", "name": "edges", "x": ex, "y": ey, "mode": "lines",
          "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
         {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
-         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True},
+         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 1},
         {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
          "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
          "hoverinfo": "text", "showlegend": False},
@@ -520,12 +538,19 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
          "hovertext": rh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
          "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
-         "marker": {"symbol": "square", "size": 13, "color": nc, "line": {"width": nw, "color": "#222"}},
+         "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw], "size": [16 if w > 1 else 13 for w in nw],
+                    "color": nc, "line": {"width": nw, "color": "#222"}},
          "hovertext": nh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
          "textposition": "middle right", "textfont": {"size": 11},
          "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
          "hoverinfo": "text", "hovertext": ot, "showlegend": False},
+        {"type": "scatter", "name": "broadcast probes", "x": bx, "y": by, "mode": "lines",
+         "line": {"color": BROADCAST_COLOR, "width": 2, "dash": "dot"}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 2},
+        {"type": "scatter", "name": "insertions", "x": ix, "y": iy, "mode": "text", "text": it,
+         "textposition": "middle left", "textfont": {"size": 9, "color": "#777"}, "hoverinfo": "skip",
+         "showlegend": False},
     ]
     # rows leave room for a store label above the line and an edge label below it
     rows = max(row[0], 1)
