@@ -532,6 +532,10 @@ def test_comparison_view_matches_the_cli_table():
     bars = trace_by_name(view.figure, "single probe cost")
     assert list(bars.x) == ["mqo", "individual", "shared"] and list(bars.y) == [900.0, 800.0, 800.0]
     assert list(trace_by_name(view.figure, "replicas memory").y) == [600.0, 800.0, 700.0]
+    # the legend names the policies (not "probe cost" for the memory chart); labels stand upright
+    assert [t.name for t in view.figure.data if t.showlegend] == ["single", "replicas"]
+    assert all(t.textangle == -90 for t in view.figure.data if t.showlegend is False)
+    assert view.figure.layout.title.x < 0.1 and view.figure.layout.legend.y < 0  # clear of the toolbar
     # plan diff individual/single → mqo/single
     assert "stores appeared" in view.diff.value and "R » ST[b]" in view.diff.value.replace("&gt;", ">")
     d = plan_diff(view.results[("individual", "single")].plan, view.results[("mqo", "single")].plan)
