@@ -372,7 +372,10 @@ def test_clicking_the_graph_selects_what_to_edit():
 def test_query_graph_hyperedges_and_colours():
     fig = query_graph_figure(tpch())
     names = [t.name for t in fig.data]
-    assert names == ["q1", "q2", "q3", "q4", "q5", "hyperedge hubs", "classes", "relations"]
+    assert names == ["q1", "q2", "q3", "q4", "q5", "hyperedge hubs", "classes", "relation (size: its rate, log scale)",
+                     "relation no query reads", "hub of a class of 3+ relations", "relations"]
+    # the title counts what is drawn: 7 relations read by queries, and names the eighth
+    assert "5 queries over 7 relations (+ customer: declared, read by no query, drawn pale)" in fig.layout.title.text
     hubs = trace_by_name(fig, "hyperedge hubs")
     three_way = [(q.name, c) for q in tpch().queries for c in q.classes if len(c.members) > 2]
     assert len(three_way) == 3 and len(hubs.x) == 3  # q3 and q5: partkey; q4: suppkey

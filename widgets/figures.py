@@ -17,7 +17,7 @@ gives the same figure.
 >>> w = as_workload("paper_v2.yaml")
 >>> fig = query_graph_figure(w)
 >>> [t.name for t in fig.data]
-['q1', 'q2', 'hyperedge hubs', 'classes', 'relations']
+['q1', 'q2', 'hyperedge hubs', 'classes', 'relation (size: its rate, log scale)', 'relations']
 >>> list(fig.data[-1].text)
 ['R', 'S', 'T', 'U']
 >>> tree = probe_tree_figure(optimize(w, mirs=False).plan)
@@ -297,12 +297,24 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                    "textposition": "top center", "customdata": rt,
                    "marker": {"size": rs, "color": rc, "line": {"width": 1, "color": "white"}},
                    "hovertext": rh, "hoverinfo": "text", "showlegend": False})
+    unused = [r.name for r in workload.relations if r.name not in used]
+    more = f" (+ {', '.join(unused)}: declared, read by no query, drawn pale)" if unused else ""
+    # the legend explains the marks: node size, pale nodes, hubs (legend-only entries)
+    for name, marker in (("relation (size: its rate, log scale)", {"size": 14, "color": "#2A3F5F"}),
+                         ("relation no query reads", {"size": 14, "color": "#C8D4E3"}),
+                         ("hub of a class of 3+ relations", {"symbol": "diamond", "size": 11, "color": "#888",
+                                                            "line": {"width": 1, "color": "#333"}})):
+        if name.startswith("relation no") and not unused or name.startswith("hub") and not hubs_x:
+            continue
+        traces.append({"type": "scatter", "name": name, "x": [None], "y": [None], "mode": "markers",
+                       "marker": marker, "showlegend": True, "hoverinfo": "skip", "legendgroup": "marks"})
+    traces.append(traces.pop(-1 - sum(1 for t in traces if t.get("legendgroup") == "marks")))  # relations last
     layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
-                                f"{len(workload.used_relations)} relations"},
+                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
               "xaxis": {"visible": False, "range": [-0.05, 1.05]},
               "yaxis": {"visible": False, "range": [-0.05, 1.1]},
               "height": 420, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "legend": {"title": {"text": "queries"}}, "hovermode": "closest"}
+              "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
     return traces, layout
 
 
