@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 import uuid
 
 import pytest
@@ -581,6 +582,7 @@ def test_plan_diagram_shows_where_sharing_flips():
 
 def test_plan_diagram_view_runs_with_progress():
     view = PlanDiagramView("paper_v2.yaml", grid=4, debounce=0)
+    assert view.figure_box.layout.display == "none"  # no empty frame before the first sweep
     assert view.grid.value == 4
     assert view.x_param.value == ("selectivity", "R.a = S.a") and view.y_param.value == ("selectivity", "S.b = T.b")
     view.x_param.value = ("selectivity", "S.b = T.b")
@@ -598,6 +600,16 @@ def test_plan_diagram_view_runs_with_progress():
     assert view.progress.value == view.progress.max == 16
     progress_values = sent_values(view.progress)
     assert progress_values[-1] == 16 and len(progress_values) >= 16  # progress reached the browser
+    assert view.figure_box.layout.display is None
+    # the legend gives each plan's area share; a click on a region shows its plan and its border's diff
+    legend = html.unescape(view.legend.value)
+    shares = [int(m) for m in re.findall(r"(\d+) % \(\d+ cells\)", legend)]
+    assert len(shares) == d.distinct and abs(sum(shares) - 100) <= d.distinct
+    k = d.plan_index[0][0]
+    view.show_region(0, 0)
+    detail = html.unescape(view.detail.value)
+    assert detail.count(f"<b>{d.names()[k]}</b>") == 1 and "its neighbour P" in detail
+    assert "− " in detail or "+ " in detail
     assert "P1" in view.legend.value and "P2" in view.legend.value
     # an edit elsewhere keeps the chosen ranges and marks the diagram out of date
     view.model.set_rate("U", 50.0)
