@@ -67,3 +67,29 @@ def size(n_bytes: float) -> str:
             y = n_bytes / v
             return f"{y:.0f} {unit}" if y >= 10 else f"{y:.1f} {unit}"
     return f"{n_bytes:.0f} B"
+
+
+def memory_basis(workload) -> str:
+    """What the memory figure of a plan counts, in one sentence for a status line: the
+    tuples its stores hold, over each store's smallest window — or over the 1-s horizon
+    (``defaults.horizon``) for relations with unbounded windows (DESIGN A5), which is why
+    memory and probe cost (tuples shipped per second) can come out equal.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], window: 5}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.1}
+    ... ''')
+    >>> memory_basis(w)
+    'memory: tuples the stores hold over their smallest window; S has an unbounded window, so its stores count the tuples of one horizon (1 s, defaults.horizon) — then memory and probe cost are both tuples per second of input, and with equal rates and selectivities they can coincide'
+    """
+    unbounded = [r for r in workload.used_relations if workload.window(r) is None]
+    if not unbounded:
+        return "memory: tuples the stores hold over their smallest window"
+    who = ", ".join(unbounded) if len(unbounded) < len(workload.used_relations) else "every relation"
+    verb = "has" if len(unbounded) == 1 else "have"
+    return (f"memory: tuples the stores hold over their smallest window; {who} {verb} an unbounded window, so "
+            f"{'its' if len(unbounded) == 1 else 'their'} stores count the tuples of one horizon "
+            f"({number(workload.defaults.horizon)} s, defaults.horizon) — then memory and probe cost are both "
+            f"tuples per second of input, and with equal rates and selectivities they can coincide")

@@ -269,8 +269,11 @@ def page(chromium, sync_playwright, tmp_path):
             pg = context.pages[0] if context.pages else context.new_page()
             pg.set_default_timeout(STEP_MS)
             errors: list[str] = []
+            console: list[str] = []
             pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
             pg.page_errors = errors
+            pg.console_errors = console
             yield pg
         finally:
             context.close()
@@ -372,6 +375,7 @@ def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
         try:
             page.screenshot(path=str(artifacts / "failure.png"))
             (artifacts / "failure.html").write_text(page.content())
+            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors))
         except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
             pass
         raise

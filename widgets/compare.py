@@ -28,6 +28,8 @@ from mqjoin.workload import Workload
 
 from ._html import error_box, esc, table
 from mqjoin.diff import plan_diff
+from mqjoin.units import memory_basis
+
 from .figures import fmt, new_figure_widget, sync_figure
 from .model import ExplorerModel
 
@@ -154,7 +156,8 @@ class ComparisonView(W.VBox):
         self.table.value = table(["mode", "partitioning", "probe cost", "vs individual/single", "memory", "stores",
                                   "steps", "solve s", "status"], rows, marked=marks)
         self.status.value = (f'<span style="font-size:12px">{len(self.results)} plans, MIRs '
-                             f"{'on' if m.mirs else 'off'}; shaded: the explorer's current setting</span>")
+                             f"{'on' if m.mirs else 'off'}; shaded: the explorer's current setting. probe cost: "
+                             f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
         self.show_diff()
         return self.results
 

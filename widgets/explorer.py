@@ -52,6 +52,7 @@ import ipywidgets as W
 
 from mqjoin.ilp import POLICIES, SOLVERS
 from mqjoin.optimizer import MODES
+from mqjoin.units import memory_basis
 
 from ._html import error_box, esc
 from .compare import ComparisonView
@@ -137,7 +138,8 @@ class StatusLine(W.VBox):
         i = r.ilp
         self.summary.value = (
             f'<span style="font-size:13px"><b>{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
-            f"<b>{fmt(r.probe_cost)}</b> tuples/s · memory <b>{fmt(r.memory)}</b> tuples · "
+            f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
+            f"style=\"border-bottom:1px dotted #888\">memory</span> <b>{fmt(r.memory)}</b> tuples · "
             f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · ILP {esc(i.status)} "
             f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
 
