@@ -64,7 +64,7 @@ class QueryGraphView(W.VBox):
         self.rate = W.FloatLogSlider(value=1.0, base=10, min=-3, max=7, step=0.02, description="rate /s",
                                      readout_format=".4g", continuous_update=False)
         self.window = W.BoundedFloatText(value=1.0, min=0.0, max=1e12, description="window s",
-                                         continuous_update=False)
+                                         continuous_update=False, layout=W.Layout(width="230px"))
         self.unbounded = W.Checkbox(value=True, description="unbounded window", indent=False)
         self.parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="parallelism",
                                             continuous_update=False)
@@ -108,11 +108,12 @@ class QueryGraphView(W.VBox):
 
         self.rate.layout.width = self.selectivity.layout.width = "310px"
         relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, typeable(self.rate, decades=2),
-                               W.HBox([self.window, self.unbounded]), self.parallelism, self.mir_parallelism])
+                               W.HBox([self.window, self.unbounded], layout=W.Layout(overflow="visible")),
+                               self.parallelism, self.mir_parallelism])
         class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2)])
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
                             W.HBox([self.query_name, self.query_text, self.add_button])])
-        editors = W.VBox([relation_box, class_box], layout=W.Layout(width="420px"))
+        editors = W.VBox([relation_box, class_box], layout=W.Layout(width="460px", overflow="visible"))
         graph_box = W.Box([self.figure], layout=W.Layout(flex="1 1 0%", min_width="420px"))
         super().__init__([W.HBox([graph_box, editors]), query_box, self.error, self.status, self.changes])
         self._sync_controls()

@@ -55,7 +55,8 @@ class ProbeTreeView(W.VBox):
             f'<span style="color:{BROADCAST_COLOR}">┈ e7 χ=4</span> = broadcast probe to all χ partitions · '
             'e1 ⇓ R[b] = a new tuple stored in its own store · ⇒ result to a query output or an MIR store · '
             'hover a store for its cost |⋈P|/|P| × χ</span>')
-        scroll = W.Box([self.figure], layout=W.Layout(overflow="auto", max_height="900px", width="100%"))
+        # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
+        scroll = W.Box([self.figure], layout=W.Layout(overflow_x="auto", overflow_y="hidden", width="100%"))
         super().__init__([self.query, legend, scroll, self.details])
         self._fill_tables()
 
