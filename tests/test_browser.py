@@ -519,7 +519,6 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     assert len(set(lengths)) >= 2 and lengths == sorted(lengths), f"the throughput trace did not grow: {record}"
     name = record[-1][1]
     assert name == "mqo #1 throughput" and "mqo #1" in text, (record, text)
-    assert out.get_by_role("button", name="Deploy").is_disabled()  # one run at a time
     assert_no_broken_widgets(page)
     shot("4-deploy.png")
     step(f"throughput chart grew {' → '.join(map(str, dict.fromkeys(lengths)))} points ({text})")

@@ -158,7 +158,7 @@ class DeployPanel(W.VBox):
         from plotly.subplots import make_subplots
 
         fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=CHART_ROWS, vertical_spacing=0.09)
-        fig.update_layout(height=540, margin={"t": 40, "b": 40, "l": 70, "r": 20}, legend={"orientation": "h",
+        fig.update_layout(height=540, width=1150, margin={"t": 40, "b": 40, "l": 70, "r": 20}, legend={"orientation": "h",
                           "y": -0.12}, template="plotly_white")
         fig.update_xaxes(title_text="seconds since the run started", row=3, col=1)
         fig.update_xaxes(range=[0, max(5.0, self.duration.value + 5.0)])
@@ -196,13 +196,16 @@ class DeployPanel(W.VBox):
             data = self.data if self.data is not None else _synthetic_data(plan, self.duration.value)
             out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
             self._set_status("starting", f"starting {self.engine.value} on Spark …")
+            self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
             kw = dict(self.deploy_kwargs)
             kw.setdefault("max_rows_per_batch", max(1, math.ceil(self.rate.value / 2)))  # ~2 points a second
             d = self.deploy_fn(plan, data, out, engine=self.engine.value, rate=self.rate.value, **kw)
         except MqjoinError as e:
+            self.deploy_button.disabled = False
             self._set_status("error", f"{e} — {ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            self.deploy_button.disabled = False
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
         label = f"{self.engine.value if self.engine.value == 'native' else plan.mode} #{len(self.deployments) + 1}"
@@ -225,8 +228,10 @@ class DeployPanel(W.VBox):
         self.deploy_button.disabled = True
         self.stop_button.disabled = False
         total = getattr(d, "total", None)
+        # the model's estimate describes the synthetic input (a given data set has its own size)
+        expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
         self._set_status("running", f"{label} running — {count(total)} input tuples at {count(self.rate.value)} "
-                         f"tuples/s · {self.guard.estimate.summary()}" if total else f"{label} running")
+                         f"tuples/s{expect}" if total else f"{label} running")
         self._redraw(force=True)
         return d
 
@@ -277,6 +282,7 @@ class DeployPanel(W.VBox):
             if getattr(d, "done", False) and st["state"] == "running":
                 st["state"] = "finished"
                 self._ended()
+                self._set_status("finished", f"{label} finished — all input consumed")
                 return
         self._redraw(force=kind == "status")
 

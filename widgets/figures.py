@@ -313,7 +313,8 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                                 f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
               "xaxis": {"visible": False, "range": [-0.05, 1.05]},
               "yaxis": {"visible": False, "range": [-0.05, 1.1]},
-              "height": 420, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              # wide enough on a 1920-px projector that the labels of a dense corner part
+              "height": 480, "width": 880, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
               "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
     return traces, layout
 
