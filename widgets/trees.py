@@ -56,7 +56,7 @@ class ProbeTreeView(W.VBox):
             'e1 ⇓ R[b] = a new tuple stored in its own store · ⇒ result to a query output or an MIR store · '
             'hover a store for its cost |⋈P|/|P| × χ</span>')
         # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
-        scroll = W.Box([self.figure], layout=W.Layout(overflow_x="auto", overflow_y="hidden", width="100%"))
+        scroll = W.Box([self.figure], layout=W.Layout(overflow="auto hidden", width="100%"))  # x: auto, y: hidden
         super().__init__([self.query, legend, scroll, self.details])
         self._fill_tables()
 
