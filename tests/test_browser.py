@@ -574,12 +574,12 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     tab("Adaptivity")
     data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.synthetic)'))").first
     data.select_option(label="uniform streams of the workload (mqjoin.synthetic)")
-    out.get_by_role("button", name=re.compile(r"^\s*Run\s*$")).first.click()
+    out.locator("button.widget-button", has_text=re.compile(r"^\s*Run\s*$")).first.click()
     refusal = out.locator(".mqjoin-error", has_text="not started").first
     refusal.wait_for()
     got = refusal.inner_text()
     assert "lineitem.orderkey = orders.orderkey 0.79" in got and "results" in got, got
-    assert out.get_by_role("button", name=re.compile("Run anyway")).is_visible()
+    assert out.locator("button.widget-button", has_text="Run anyway").first.is_visible()
     page.wait_for_function(KERNEL_IDLE_JS)  # the kernel is alive and idle
     refusal.scroll_into_view_if_needed()
     page.mouse.move(0, 0)
