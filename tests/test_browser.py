@@ -567,10 +567,12 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     tab("Query graph")
     out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
         label="lineitem.orderkey = orders.orderkey")
-    sel_box = out.locator(".widget-hbox:has(.widget-hslider:has(.widget-label:text-is('selectivity'))) input").first
+    # the number box beside the selectivity slider (its own row: slider and box are its direct children)
+    sel_box = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) > .widget-text input").first
     sel_box.fill("0.79")
     sel_box.press("Enter")
     page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
+    page.wait_for_function("() => document.body.innerText.includes('0.79')")  # the what-changed line / readout
     tab("Adaptivity")
     data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.synthetic)'))").first
     data.select_option(label="uniform streams of the workload (mqjoin.synthetic)")
