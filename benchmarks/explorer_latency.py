@@ -15,6 +15,7 @@ split into the optimiser (``optimize``: candidates, ILP build and solve, plan) a
 
     python benchmarks/explorer_latency.py                  # 40 repetitions
     python benchmarks/explorer_latency.py --reps 100 --class "lineitem.orderkey = orders.orderkey"
+    python benchmarks/explorer_latency.py --gc-freeze          # Explorer(..., gc_freeze=True)
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the class whose selectivity slider moves")
     ap.add_argument("--lo", type=float, default=None, help="smallest value (default: current / 10)")
     ap.add_argument("--hi", type=float, default=None, help="largest value (default: current × 10, at most 1)")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="build the Explorer with gc_freeze=True (gc.freeze() once: no full-collection pauses)")
     ap.add_argument("--mode", default="mqo")
     ap.add_argument("--partitioning", default="single")
     args = ap.parse_args(argv)
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     model = ExplorerModel(args.workload, mode=args.mode, partitioning=args.partitioning, debounce=0,
                           optimize_fn=timed_optimize)
-    ex = Explorer(model)
+    ex = Explorer(model, gc_freeze=args.gc_freeze)
     build = time.perf_counter() - t0
     groups = {g.label: g for g in selectivity_groups(model.workload)}
     if args.cls not in groups:

@@ -57,6 +57,111 @@ def chart_series(label: str, batches, queries, progress) -> dict[str, list[tuple
     return out
 
 
+#: dashes of per-query lines (by the query's position among the run's queries)
+QUERY_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _weighted_latency(queries):
+    """Per batch: the latency of all results (each query's mean weighted by its results)."""
+    q = queries.dropna(subset=["latency_mean"])
+    if not len(q):
+        return None
+    w = q["results"].clip(lower=1) if "results" in q else 1
+    g = q.assign(_w=w, _wl=q["latency_mean"] * w).groupby("batch", sort=True)
+    agg = g.agg(started=("started", "first"), seconds=("seconds", "first"), wl=("_wl", "sum"), w=("_w", "sum"))
+    return agg
+
+
+def run_series(label: str, batches, queries, progress, *, per_query: bool = False
+               ) -> dict[str, list[tuple[str, list, list, str]]]:
+    """One run's lines for the three panels as ``(name, x, y, dash)``: throughput and state
+    (solid), latency as one line over all queries (results-weighted) or, with ``per_query``,
+    one line per query with its own dash (:data:`QUERY_DASHES`).  x: seconds since the run
+    started; a point per micro-batch (the native baseline: per Spark progress event).
+
+    >>> import pandas as pd
+    >>> q = pd.DataFrame({"batch": [0, 0, 1], "query": ["q1", "q2", "q1"], "results": [3, 1, 5],
+    ...                   "started": [100.0, 100.0, 101.5], "seconds": [1.0, 1.0, 0.5],
+    ...                   "latency_mean": [0.8, 0.4, 0.4], "latency_p95": [1.0, 0.5, 0.5], "latency_max": [1, 1, 1]})
+    >>> b = pd.DataFrame({"batch": [0, 1], "input_rows": [1000, 500], "started": [100.0, 101.5],
+    ...                   "seconds": [1.0, 0.5], "state_rows": [900, 1200]})
+    >>> s = run_series("mqo #1", b, q, None)
+    >>> [(n, y, d) for n, _, y, d in s["result latency (s)"]]
+    [('mqo #1 latency', [0.7, 0.4], 'solid')]
+    >>> [(n, d) for n, _, _, d in run_series("mqo #1", b, q, None, per_query=True)["result latency (s)"]]
+    [('mqo #1 q1 latency', 'solid'), ('mqo #1 q2 latency', 'dash')]
+    """
+    out = {k: [(n, x, y, "solid") for n, x, y in v] for k, v in chart_series(label, batches, queries, progress).items()}
+    lat = out["result latency (s)"]
+    if per_query:
+        out["result latency (s)"] = [(n, x, y, QUERY_DASHES[k % len(QUERY_DASHES)]) for k, (n, x, y, _) in enumerate(lat)]
+    elif lat:
+        agg = _weighted_latency(queries)
+        t0 = min(f["started"].min() for f in (batches, queries) if f is not None and len(f) and "started" in f)
+        out["result latency (s)"] = [(f"{label} latency", (agg["started"] + agg["seconds"] - t0).tolist(),
+                                      [round(v, 9) for v in (agg["wl"] / agg["w"]).tolist()], "solid")]
+    return out
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run in one row: input tuples consumed, tuples per second of wall time since it
+    started, result latency p50/p95 over its micro-batches (seconds; ``None`` when the engine
+    reports none), rows held by its state at the last report, and whether it keeps up with
+    its input (``behind``: the words, else ``None``)."""
+
+    tuples: int
+    tuples_per_s: float | None
+    latency_p50: float | None
+    latency_p95: float | None
+    state_rows: int | None
+    behind: str | None
+
+
+def run_summary(batches, queries, progress, *, rate: float | None = None, total: int | None = None) -> RunSummary:
+    """The :class:`RunSummary` of a run from its metrics frames; ``rate`` (the input rate
+    target, tuples/s) and ``total`` (its input tuples) say whether it falls behind: it does
+    when it consumed less than 80 % of the tuples that had arrived by its last report.
+
+    >>> import pandas as pd
+    >>> b = pd.DataFrame({"batch": [0, 1], "input_rows": [1000, 500], "started": [100.0, 101.5],
+    ...                   "seconds": [1.0, 0.5], "state_rows": [900, 1200]})
+    >>> q = pd.DataFrame({"batch": [0, 1], "query": ["q1", "q1"], "results": [3, 5], "started": [100.0, 101.5],
+    ...                   "seconds": [1.0, 0.5], "latency_mean": [0.8, 0.4], "latency_p95": [1.0, 0.5]})
+    >>> run_summary(b, q, None, rate=900, total=5000)
+    RunSummary(tuples=1500, tuples_per_s=750.0, latency_p50=0.6, latency_p95=0.975, state_rows=1200, behind=None)
+    >>> run_summary(b, q, None, rate=2000, total=5000).behind
+    'falling behind its input: 1,500 of the 4,000 tuples that arrived in 2 s (750 tuples/s against 2,000 tuples/s)'
+    """
+    import numpy as np
+
+    tuples, elapsed, state = 0, None, None
+    if batches is not None and len(batches):
+        b = batches.sort_values("batch")
+        tuples = int(b["input_rows"].sum())
+        elapsed = float((b["started"] + b["seconds"]).max() - b["started"].min())
+        state = int(b["state_rows"].iloc[-1]) if "state_rows" in b else None
+    elif progress is not None and len(progress):
+        p = progress.sort_values("batch")
+        agg = p.groupby("batch", sort=True).agg(rows=("input_rows", "sum"), ms=("duration_ms", "max"),
+                                                state=("state_rows", "sum"))
+        tuples, elapsed, state = int(agg["rows"].sum()), float(agg["ms"].sum()) / 1000.0, int(agg["state"].iloc[-1])
+    tps = tuples / elapsed if elapsed else None
+    p50 = p95 = None
+    if queries is not None and len(queries) and "latency_mean" in queries:
+        q = queries.dropna(subset=["latency_mean"])
+        if len(q):
+            p50 = round(float(np.percentile(q["latency_mean"], 50)), 9)
+            p95 = round(float(np.percentile(q["latency_p95"].fillna(q["latency_mean"]), 95)), 9)
+    behind = None
+    if rate and elapsed and tps is not None:
+        arrived = rate * elapsed if total is None else min(total, rate * elapsed)
+        if tuples < 0.8 * arrived:
+            behind = (f"falling behind its input: {tuples:,} of the {round(arrived):,} tuples that arrived in "
+                      f"{elapsed:.3g} s ({round(tps):,} tuples/s against {round(rate):,} tuples/s)")
+    return RunSummary(tuples, tps, p50, p95, state, behind)
+
+
 def metrics_figure(runs: Iterable[tuple[str, Any, Any, Any]], title: str | None = None):
     """A three-panel plotly figure (throughput, latency, state) overlaying several runs.
 

@@ -17,7 +17,7 @@ relation), their materialised MIRs and their store ids — the same vocabulary e
 >>> d.changed_orders[0]
 ('q1', 'R', 'R » S[a] » T[b]', 'R » S[b] » T[b]')
 >>> print(d.summary().splitlines()[0])
-probe cost 950 → 800 (−150, −15.8%); memory 600 → 400 (−200)
+probe cost 950 → 800 tuples/s (−150, −15.8%); memory 600 → 400 tuples (−200)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .plan import Plan
+from .units import MEMORY_UNIT, PROBE_COST_UNIT, number
 
 
 def _pct(before: float, after: float) -> str:
@@ -34,7 +35,8 @@ def _pct(before: float, after: float) -> str:
 
 
 def _delta(before: float, after: float) -> str:
-    return f"{after - before:+.4g}".replace("-", "−")
+    d = after - before
+    return ("+" if d >= 0 else "−") + number(abs(d))
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,9 @@ class PlanDiff:
 
     def summary(self, max_lines: int = 12) -> str:
         """A few lines of text: costs, then the changed orders and stores."""
-        lines = [(f"probe cost {self.cost_before:g} → {self.cost_after:g} "
+        lines = [(f"probe cost {number(self.cost_before)} → {number(self.cost_after)} {PROBE_COST_UNIT} "
                   f"({_delta(self.cost_before, self.cost_after)}{_pct(self.cost_before, self.cost_after)}); "
-                  f"memory {self.memory_before:g} → {self.memory_after:g} "
+                  f"memory {number(self.memory_before)} → {number(self.memory_after)} {MEMORY_UNIT} "
                   f"({_delta(self.memory_before, self.memory_after)})")]
         if not self.plan_changed:
             lines.append("same probe orders and stores")

@@ -241,10 +241,13 @@ class Plan:
                 out.setdefault(key, {})[c.order.start] = c.order.render()
         return out
 
-    def render(self) -> str:
-        """The probe-tree forest as indented text (paper Figure 4)."""
+    def render(self, edges: Iterable[str] | None = None) -> str:
+        """The probe-tree forest as indented text (paper Figure 4); ``edges``: only the steps
+        with these edge labels (e.g. one query's part of the forest)."""
+        keep = None if edges is None else set(edges)
+        nodes = [n for n in self.nodes if keep is None or n.edge in keep]
         children: dict[str | None, list[Node]] = {}
-        for n in self.nodes:
+        for n in nodes:
             children.setdefault(n.parent if n.parent else "root:" + n.root, []).append(n)
         lines = []
 
@@ -266,7 +269,7 @@ class Plan:
                              f"{sinks(rule.out)}")  # type: ignore[union-attr]
                 walk(n.edge, depth + 1)
 
-        for root in dict.fromkeys(n.root for n in self.nodes):
+        for root in dict.fromkeys(n.root for n in nodes):
             ns, _, rel = root.rpartition(":")
             ingest = [lab for lab in self.sources.get(rel, ())
                       if self.edge[lab].kind == "ingest" and self.store[self.edge[lab].target].namespace == ns]

@@ -24,7 +24,8 @@ One end-to-end test on the tour notebook (``notebooks/01_tour.ipynb``), marked `
    non-zero lengths, i.e. the chart grows while the run is live); **Stop** stops it.
 
 Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
-``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``failure.png``
+``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``5-two-runs.png``,
+``tab-1-query-graph.png`` … ``tab-7-adaptivity.png`` (every tab at 1920×1080), ``6-refusal.png``, ``failure.png``
 and ``failure.html`` on a failure, and ``explorer.png`` — the README's picture (the explorer's Probe trees tab).
 With ``MQJOIN_UPDATE_DOC_IMAGES=1`` the test also copies that picture to
 ``notebooks/img/explorer.png``.  JupyterLab's log is ``jupyterlab.log`` there.
@@ -60,10 +61,10 @@ DOC_IMAGE = REPO / "notebooks" / "img" / "explorer.png"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1920, "height": 1080}  # a lecture hall's projector at 100 %
 # what the tour's cells do to the model before the browser takes over (section "A what-if")
 TOUR_CLASS, TOUR_SELECTIVITY = "lineitem.orderkey = orders.orderkey", 1e-3
-TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy"]
+TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity"]
 #: the text of the first traceback in an output (JupyterLab renders an error output as
 #: ``application/vnd.jupyter.stderr``, like plain stderr), or null
 CELL_ERROR_JS = ("""Array.from(document.querySelectorAll(".jp-OutputArea-output[data-mime-type^='application/vnd.jupyter.']"))"""
@@ -268,8 +269,11 @@ def page(chromium, sync_playwright, tmp_path):
             pg = context.pages[0] if context.pages else context.new_page()
             pg.set_default_timeout(STEP_MS)
             errors: list[str] = []
+            console: list[str] = []
             pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
             pg.page_errors = errors
+            pg.console_errors = console
             yield pg
         finally:
             context.close()
@@ -301,9 +305,9 @@ RECORD_THROUGHPUT_JS = """() => {
   window.__throughputTimer = setInterval(() => {
     for (const gd of document.querySelectorAll('.js-plotly-plot'))
       for (const t of (gd.data || []))
-        if (t.name && t.name.endsWith(' throughput')) {
+        if (t.meta && String(t.meta).endsWith(' throughput')) {
           const n = t.x ? t.x.length : 0, rec = window.__throughput, last = rec[rec.length - 1];
-          if (!last || last[2] !== n) rec.push([Math.round(performance.now() - t0), t.name, n]);
+          if (!last || last[2] !== n) rec.push([Math.round(performance.now() - t0), String(t.meta), n]);
           return;
         }
   }, 100);
@@ -326,10 +330,17 @@ def wait_figure_with(page, *names: str) -> dict:
     raise AssertionError(f"no visible figure with traces {names}")
 
 
+NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?(?:e[+\-][0-9]+)?)"  # mqjoin.units.number: 26,327 · 12.35 · 2.5e+16
+
+
+def number_of(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
 def probe_cost_of(text: str) -> float:
-    m = re.search(r"probe cost\s+([0-9.e+\-]+)", text)
+    m = re.search(r"probe cost\s+" + NUMBER, text)
     assert m, f"no probe cost in {text!r}"
-    return float(m.group(1))
+    return number_of(m.group(1))
 
 
 def assert_no_broken_widgets(page) -> None:
@@ -364,6 +375,7 @@ def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
         try:
             page.screenshot(path=str(artifacts / "failure.png"))
             (artifacts / "failure.html").write_text(page.content())
+            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors))
         except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
             pass
         raise
@@ -477,10 +489,10 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     assert float(after["readout"]) < float(before["readout"]), (before, after)
     old_cost, new_cost = probe_cost_of(before["status"]), probe_cost_of(after["status"])
     assert new_cost != old_cost, (before, after)
-    m = re.search(r"probe cost ([0-9.e+\-]+) → ([0-9.e+\-]+)", after["changes"])
+    m = re.search(rf"probe cost {NUMBER} → {NUMBER}", after["changes"])
     assert m, after["changes"]
-    assert float(m.group(1)) == pytest.approx(old_cost, rel=1e-3)
-    assert float(m.group(2)) == pytest.approx(new_cost, rel=1e-3)
+    assert number_of(m.group(1)) == pytest.approx(old_cost, rel=1e-3)
+    assert number_of(m.group(2)) == pytest.approx(new_cost, rel=1e-3)
     assert_no_broken_widgets(page)
     shot("3-slider.png")
     step(f"slider {before['readout']} → {after['readout']}: probe cost {old_cost:g} → {new_cost:g}")
@@ -510,7 +522,68 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     assert_no_broken_widgets(page)
     shot("4-deploy.png")
     step(f"throughput chart grew {' → '.join(map(str, dict.fromkeys(lengths)))} points ({text})")
-    out.get_by_role("button", name="Stop").click()
-    page.wait_for_function("() => document.body.innerText.includes('stopped; deploy again')")
+    deploy_button = out.get_by_role("button", name="Deploy")
+
+    def stop_run() -> None:
+        """Stop the live run (the sample's two batches may have finished it already)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            out.get_by_role("button", name="Stop").click(timeout=5_000)
+        except PlaywrightTimeout:
+            pass  # it ended on its own: Stop was disabled
+        page.wait_for_function("el => !el.disabled", arg=deploy_button.element_handle())  # Deploy again
+
+    stop_run()
     assert not page.page_errors, page.page_errors
-    step("stopped")
+    step("stopped (or finished)")
+
+    # -- a second run overlays the first: one colour and one legend entry per run, a row each ------
+    deploy_button.click()
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+        (gd.data || []).some(t => t.meta === 'mqo #2 throughput' && t.x && t.x.length >= 1))""", timeout=DEPLOY_MS)
+    legend = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
+        if ((gd.data || []).some(t => t.meta === 'mqo #2 throughput'))
+          return Array.from(gd.querySelectorAll('.legend .traces text')).map(e => e.textContent); return null; }""")
+    assert legend[1:] == ["mqo #1", "mqo #2"] and legend[0].startswith("input rate target"), legend
+    runs = out.locator("table.mqjoin-table", has_text="latency p95").first.inner_text()
+    assert "mqo #1" in runs and "mqo #2" in runs and re.search(r"stopped|finished", runs), runs  # a row per run
+    page.mouse.move(0, 0)
+    shot("5-two-runs.png")
+    stop_run()
+    step(f"two runs overlaid: legend {legend}")
+
+    # -- every tab at 1920×1080 ---------------------------------------------------------------------
+    for k, title in enumerate(TAB_TITLES):
+        tab(title)
+        page.wait_for_timeout(1500)  # let plotly settle (a picture, not an assertion)
+        explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.mouse.move(0, 0)
+        shot(f"tab-{k + 1}-{title.lower().replace(' ', '-')}.png")
+    assert_no_broken_widgets(page)
+    step("every tab photographed")
+
+    # -- the guarded run: the lecture-hall accident is refused, the kernel lives ----------------------
+    tab("Query graph")
+    out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
+        label="lineitem.orderkey = orders.orderkey")
+    # the number box beside the selectivity slider (its own row: slider and box are its direct children)
+    sel_box = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) > .widget-text input").first
+    sel_box.fill("0.79")
+    sel_box.press("Enter")
+    page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
+    page.wait_for_function("() => document.body.innerText.includes('0.79')")  # the what-changed line / readout
+    tab("Adaptivity")
+    data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.synthetic)'))").first
+    data.select_option(label="uniform streams of the workload (mqjoin.synthetic)")
+    out.locator("button.widget-button", has_text=re.compile(r"^\s*Run\s*$")).first.click()
+    refusal = out.locator(".mqjoin-error", has_text="not started").first
+    refusal.wait_for()
+    got = refusal.inner_text()
+    assert "lineitem.orderkey = orders.orderkey 0.79" in got and "results" in got, got
+    assert out.locator("button.widget-button", has_text="Run anyway").first.is_visible()
+    page.wait_for_function(KERNEL_IDLE_JS)  # the kernel is alive and idle
+    refusal.scroll_into_view_if_needed()
+    page.mouse.move(0, 0)
+    shot("6-refusal.png")
+    step(f"refused: {got[:90]} …")

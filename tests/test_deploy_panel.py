@@ -1,5 +1,9 @@
 """The Deploy panel without Spark: a fake deployment feeds events, the charts must follow."""
 
+import html
+import re
+import time
+
 import pandas as pd
 import pytest
 
@@ -23,7 +27,7 @@ TABLES = {"R": Table.from_columns("R", {"ts": [0.0], "a": [1]}), "S": Table.from
 class FakeDeployment:
     def __init__(self, plan, engine):
         self.plan, self.engine_name, self.total, self.done = plan, engine, 2, False
-        self.ui_url = "http://127.0.0.1:4040"
+        self.ui_url = "http://172.17.0.5:4040"  # where the driver binds in a container
         self.rows, self.qrows, self.subs, self.stopped = [], [], [], False
 
     @property
@@ -44,6 +48,14 @@ class FakeDeployment:
     def stop(self):
         self.stopped = True
 
+    def emit(self, ev):
+        for f in list(self.subs):
+            f(ev)
+
+    def finish(self):
+        self.done = True
+        self.emit({"kind": "status", "status": "finished", "error": None})
+
     def batch(self, k, rows, state):
         self.rows.append({"batch": k, "input_rows": rows, "started": 100.0 + k, "seconds": 0.5, "state_rows": state})
         self.qrows.append({"batch": k, "query": "q", "results": 1, "started": 100.0 + k, "seconds": 0.5,
@@ -52,12 +64,12 @@ class FakeDeployment:
             f({"kind": "batch", "batch": k, "input_rows": rows})
 
 
-def make_panel(calls):
+def make_panel(calls, workload=W, data=TABLES):
     def fake_deploy(plan, data, out, engine, rate, **kw):
         calls.append((plan, data, engine, rate))
         return FakeDeployment(plan, engine)
 
-    return DeployPanel(lambda: optimize(W).plan, deploy_fn=fake_deploy, data=TABLES, refresh_seconds=0)
+    return DeployPanel(lambda: optimize(workload).plan, deploy_fn=fake_deploy, data=data, refresh_seconds=0)
 
 
 def trace(panel, name):
@@ -73,28 +85,133 @@ def test_deploy_click_runs_current_plan_and_charts_grow():
     assert "running" in panel.status.value and "4040" in panel.ui_link.value
     assert panel.stop_button.disabled is False
     d.batch(0, 1000, 50)
-    thr = trace(panel, "mqo #1 throughput")
+    thr = trace(panel, "mqo #1")  # the run's legend entry is its throughput line
     assert list(thr.y) == [2000.0]
     d.batch(1, 500, 80)
-    assert list(trace(panel, "mqo #1 throughput").y) == [2000.0, 1000.0]
+    assert list(trace(panel, "mqo #1").y) == [2000.0, 1000.0]
     assert list(trace(panel, "mqo #1 state").y) == [50.0, 80.0]
-    assert list(trace(panel, "mqo #1 q latency").y) == [0.7, 0.7]
+    assert list(trace(panel, "mqo #1 latency").y) == [0.7, 0.7]
 
 
-def test_second_deployment_overlays_and_stop_stops_all():
+def legend(panel):
+    return [t.name for t in panel.figure.data if t.showlegend is not False]
+
+
+def run_rows(panel):
+    """The run table's rows as text: one per run."""
+    rows = re.findall(r"<tr>(.*?)</tr>", panel.runs_table.value)[1:]
+    return [re.sub(r"<[^>]+>", " ", r) for r in rows]
+
+
+def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run():
     calls = []
     panel = make_panel(calls)
     panel.deploy_button.click()
+    first = panel.deployments[0][1]
+    assert panel.deploy_button.disabled and not panel.stop_button.disabled
     panel.engine.value = "native"
+    assert panel.deploy() is None and len(calls) == 1  # a second run while one is live: refused
+    assert "mqo #1 is still running" in html.unescape(panel.status.value)
+    first.batch(0, 10, 1)
+    first.finish()
+    assert not panel.deploy_button.disabled and panel.stop_button.disabled
     panel.deploy_button.click()
     assert [c[2] for c in calls] == ["mqjoin", "native"]
-    panel.deployments[0][1].batch(0, 10, 1)
-    panel.deployments[1][1].batch(0, 20, 2)
-    names = {t.name for t in panel.figure.data}
-    assert {"mqo #1 throughput", "native #2 throughput"} <= names
+    second = panel.deployments[1][1]
+    second.batch(0, 20, 2)
+    second.batch(1, 20, 3)
+    # the legend: the input rate target and one entry per run, not one per line
+    assert legend(panel) == ["input rate target (2,000 tuples/s)", "mqo #1", "native #2"]
+    colours = {}
+    for t in panel.figure.data[1:]:
+        colours.setdefault(t.legendgroup, set()).add(t.line.color)
+    assert all(len(c) == 1 for c in colours.values()) and colours["mqo #1"] != colours["native #2"]
+    rows = run_rows(panel)
+    assert len(rows) == 2 and "mqo #1" in rows[0] and "finished" in rows[0]
+    assert "native #2" in rows[1] and "running" in rows[1]
     panel.stop_button.click()
-    assert all(d.stopped for _, d in panel.deployments)
-    assert "stopped" in panel.status.value and panel.stop_button.disabled
+    assert second.stopped and not first.stopped  # only the live one
+    assert "stopped" in panel.status.value and panel.stop_button.disabled and not panel.deploy_button.disabled
+    assert "stopped" in run_rows(panel)[1] and "finished" in run_rows(panel)[0]
+
+
+def test_per_query_latency_lines_are_behind_a_toggle_with_a_dash_each():
+    calls = []
+    panel = make_panel(calls)
+    panel.deploy_button.click()
+    d = panel.deployments[0][1]
+    d.batch(0, 10, 1)
+    assert [t.name for t in panel.figure.data if "latency" in t.name] == ["mqo #1 latency"]
+    panel.per_query.value = True
+    lat = [t for t in panel.figure.data if "latency" in t.name]
+    assert [t.name for t in lat] == ["mqo #1 q latency"] and lat[0].line.dash == "solid"
+
+
+def test_transient_spark_warning_is_not_an_error_and_the_run_goes_on():
+    calls = []
+    panel = make_panel(calls)
+    panel.deploy_button.click()
+    d = panel.deployments[0][1]
+    d.emit({"kind": "status", "status": "failed", "error": "the native deployment failed: SocketTimeoutException: "
+            "Timed out while waiting for the Python worker to connect back"})
+    assert "error" not in panel.status.value
+    d.batch(0, 10, 1)
+    (row,) = run_rows(panel)
+    assert "running" in row and "Spark warned (the run goes on)" in html.unescape(row)
+    assert panel.deploy_button.disabled  # still live
+
+
+def test_the_run_table_says_when_the_engine_falls_behind_its_input():
+    calls = []
+    panel = make_panel(calls)
+    panel.deploy_button.click()
+    d = panel.deployments[0][1]
+    d.total = 100_000
+    d.batch(0, 100, 1)
+    d.batch(1, 100, 1)  # 200 tuples in 1.5 s at a target of 2,000 tuples/s
+    assert "falling behind its input: 200 of the 3,000 tuples" in html.unescape(run_rows(panel)[0])
+    fig = panel.figure
+    assert fig.data[0].name.startswith("input rate target") and list(fig.data[0].y) == [2000.0, 2000.0]
+
+
+def test_a_deploy_the_model_says_is_too_large_is_refused_with_what_to_change():
+    from mqjoin.widgets.model import as_workload
+
+    w = as_workload("tpch_fig7a.yaml").with_selectivity("lineitem.orderkey = orders.orderkey", 0.79)
+    calls = []
+    panel = make_panel(calls, workload=w, data=None)
+    panel.duration.value = 10.0
+    panel.deploy_button.click()
+    got = html.unescape(panel.status.value)
+    assert calls == [] and panel.deployments == [] and "error" in got
+    assert "not deployed — this run would produce about" in got and "orders.orderkey 0.79" in got
+    assert panel.anyway_button.layout.display is None and not panel.deploy_button.disabled
+
+
+def test_a_live_deploy_past_its_budget_is_stopped_and_keeps_its_curves():
+    from mqjoin.guard import RunLimits
+
+    calls = []
+    panel = make_panel(calls)
+    panel.guard.limits = RunLimits(max_results=5, max_bytes=1e12)
+    panel.deploy_button.click()
+    d = panel.deployments[0][1]
+    for k in range(3):
+        d.emit({"kind": "batch", "batch": k, "input_rows": 10, "results": 3, "state_rows": 1})
+    deadline = time.monotonic() + 10  # the stop runs off the deployment's thread
+    while not d.stopped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while "over its budget" not in run_rows(panel)[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert d.stopped and "over its budget: 6 results" in run_rows(panel)[0]
+    assert "stopped" in run_rows(panel)[0] and not panel.deploy_button.disabled
+
+
+def test_spark_ui_link_opens_from_the_users_browser():
+    calls = []
+    panel = make_panel(calls)
+    panel.deploy_button.click()
+    assert 'href="http://127.0.0.1:4040"' in panel.ui_link.value
 
 
 def test_deploy_error_is_shown_not_raised():
@@ -115,3 +232,11 @@ def test_failure_event_reaches_status_line():
     for f in d.subs:
         f({"kind": "status", "status": "failed", "error": "the mqjoin deployment failed: boom"})
     assert "boom" in panel.status.value and "error" in panel.status.value
+
+
+def test_a_data_directory_is_estimated_over_the_chosen_seconds(tmp_path):
+    calls = []
+    panel = make_panel(calls, data=tmp_path)  # the tour deploys a directory of Parquet files
+    panel.deploy_button.click()
+    assert len(calls) == 1 and calls[0][1] == tmp_path and "error" not in panel.status.value
+    assert panel.guard.estimate.duration == panel.duration.value

@@ -398,7 +398,11 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     ex.show("Adaptivity")
     panel = ex.adaptivity
     assert ex.adaptivity_slot.children == (panel,) and panel.sources == [] and panel.timeline is None
-    assert [v for _, v in panel.data.options] == ["uniform"]  # not the paper's query
+    # not the paper's query: its uniform streams first, the paper's data sets (own query) offered,
+    # and Figure 8(a) chosen so that a first Run shows a plan adapting
+    assert [v for _, v in panel.data.options] == ["uniform", "selectivity-change", "skewed-rates"]
+    assert panel.data.value == "selectivity-change" and "not this workload's" in text(panel.data_note)
+    frontend_sets(panel.data, index=0)
     frontend_sets(panel.duration, value=60.0)
     frontend_sets(panel.speedup, value=2.0)
     frontend_sets(panel.epoch, value=0.5)
@@ -500,6 +504,7 @@ def test_a_run_that_fails_while_live_reports_the_engine_error_inline():
         return AdaptiveReplay(workload, tables, policy, speedup=speedup, optimizer=failing_later).start()
 
     panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0), start=start)
+    panel.data.value = "uniform"
     frontend_sets(panel.speedup, value=20.0)
     frontend_clicks(panel.run_button)
     (_, live), = panel.sources
@@ -511,3 +516,53 @@ def test_a_run_that_fails_while_live_reports_the_engine_error_inline():
         assert "Traceback" not in got, got
     assert panel.stop_button.disabled and panel.changes.add_button.disabled
     assert "failed" in panel.changes.clock.value
+
+
+# --------------------------------------------------------------------------------------------
+# guarded runs (issue 13, item 1)
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_run_the_model_says_is_too_large_is_refused_and_nothing_is_lost():
+    # the lecture-hall accident: lineitem.orderkey = orders.orderkey dragged to 0.79
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    assert ex.model.set_selectivity("lineitem.orderkey = orders.orderkey", 0.79)
+    panel = ex.adaptivity
+    assert panel.data.value == "selectivity-change"  # the default shows a plan adapting …
+    panel.data.value = "uniform"  # … the accident ran the workload's own streams
+    frontend_clicks(panel.run_button)
+    msg = text(panel.error)
+    assert re.search(r"⚠ not started — this run would produce about [\d.]+ (million|billion) results", msg), msg
+    assert "lower the selectivities (the largest: lineitem.orderkey = orders.orderkey 0.79)" in msg
+    assert panel.sources == [] and panel.timeline is None
+    assert panel.anyway_button.layout.display is None  # offered, not taken
+    # nothing the user set is lost: the selectivity and the panel's controls stay
+    assert ex.model.workload.query("q4").classes and panel.duration.value == 10.0
+    sel = {str(c): c.selectivity for q in ex.model.workload.queries for c in q.classes}
+    assert 0.79 in sel.values()
+    # shortening the run makes it acceptable
+    frontend_sets(panel.duration, value=2.0)
+    assert panel.guard.check(ex.model.workload, 2.0) is None
+
+
+def test_a_live_run_past_its_budget_stops_itself_and_keeps_what_it_produced():
+    from mqjoin.guard import RunLimits
+    from mqjoin.widgets.model import ExplorerModel
+
+    panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0))
+    panel.guard.limits = RunLimits(max_results=2, max_bytes=1e12)
+    panel.data.value = "uniform"
+    frontend_sets(panel.duration, value=60.0)
+    frontend_sets(panel.speedup, value=2.0)  # 30 s of wall time: the budget stops it long before
+    frontend_clicks(panel.run_button)
+    assert "not started" in text(panel.error) and panel.sources == []
+    frontend_clicks(panel.anyway_button)
+    (label, live), = panel.sources
+    assert live.wait(timeout=60) and live.status == "stopped"
+    assert panel.wait_drawn(timeout=10)
+    panel._show_run_status()
+    got = re.sub(r"<[^>]+>", "", text(panel.status))
+    assert f"{label} stopped: over its budget: " in got and "what it produced so far stays" in got
+    run = live.snapshot()
+    assert run.epochs and sum(sum(e.results.values()) for e in run.epochs) > 2  # kept, not dropped
+    assert panel.stop_button.disabled

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 import uuid
 
 import pytest
@@ -372,7 +373,10 @@ def test_clicking_the_graph_selects_what_to_edit():
 def test_query_graph_hyperedges_and_colours():
     fig = query_graph_figure(tpch())
     names = [t.name for t in fig.data]
-    assert names == ["q1", "q2", "q3", "q4", "q5", "hyperedge hubs", "classes", "relations"]
+    assert names == ["q1", "q2", "q3", "q4", "q5", "hyperedge hubs", "classes", "relation (size: its rate, log scale)",
+                     "relation no query reads", "hub of a class of 3+ relations", "relations"]
+    # the title counts what is drawn: 7 relations read by queries, and names the eighth
+    assert "5 queries over 7 relations (+ customer: declared, read by no query, drawn pale)" in fig.layout.title.text
     hubs = trace_by_name(fig, "hyperedge hubs")
     three_way = [(q.name, c) for q in tpch().queries for c in q.classes if len(c.members) > 2]
     assert len(three_way) == 3 and len(hubs.x) == 3  # q3 and q5: partkey; q4: suppkey
@@ -532,6 +536,10 @@ def test_comparison_view_matches_the_cli_table():
     bars = trace_by_name(view.figure, "single probe cost")
     assert list(bars.x) == ["mqo", "individual", "shared"] and list(bars.y) == [900.0, 800.0, 800.0]
     assert list(trace_by_name(view.figure, "replicas memory").y) == [600.0, 800.0, 700.0]
+    # the legend names the policies (not "probe cost" for the memory chart); labels stand upright
+    assert [t.name for t in view.figure.data if t.showlegend] == ["single", "replicas"]
+    assert all(t.textangle == -90 for t in view.figure.data if t.showlegend is False)
+    assert view.figure.layout.title.x < 0.1 and view.figure.layout.legend.y < 0  # clear of the toolbar
     # plan diff individual/single → mqo/single
     assert "stores appeared" in view.diff.value and "R » ST[b]" in view.diff.value.replace("&gt;", ">")
     d = plan_diff(view.results[("individual", "single")].plan, view.results[("mqo", "single")].plan)
@@ -574,6 +582,7 @@ def test_plan_diagram_shows_where_sharing_flips():
 
 def test_plan_diagram_view_runs_with_progress():
     view = PlanDiagramView("paper_v2.yaml", grid=4, debounce=0)
+    assert view.figure_box.layout.display == "none"  # no empty frame before the first sweep
     assert view.grid.value == 4
     assert view.x_param.value == ("selectivity", "R.a = S.a") and view.y_param.value == ("selectivity", "S.b = T.b")
     view.x_param.value = ("selectivity", "S.b = T.b")
@@ -591,6 +600,16 @@ def test_plan_diagram_view_runs_with_progress():
     assert view.progress.value == view.progress.max == 16
     progress_values = sent_values(view.progress)
     assert progress_values[-1] == 16 and len(progress_values) >= 16  # progress reached the browser
+    assert view.figure_box.layout.display is None
+    # the legend gives each plan's area share; a click on a region shows its plan and its border's diff
+    legend = html.unescape(view.legend.value)
+    shares = [int(m) for m in re.findall(r"(\d+) % \(\d+ cells\)", legend)]
+    assert len(shares) == d.distinct and abs(sum(shares) - 100) <= d.distinct
+    k = d.plan_index[0][0]
+    view.show_region(0, 0)
+    detail = html.unescape(view.detail.value)
+    assert detail.count(f"<b>{d.names()[k]}</b>") == 1 and "its neighbour P" in detail
+    assert "− " in detail or "+ " in detail
     assert "P1" in view.legend.value and "P2" in view.legend.value
     # an edit elsewhere keeps the chosen ranges and marks the diagram out of date
     view.model.set_rate("U", 50.0)
@@ -686,15 +705,63 @@ def test_a_failing_view_does_not_stop_the_others(caplog):
     assert "boom" in caplog.text
 
 
-def test_explorer_freezes_the_long_lived_heap_once():
-    """Full collections must not rescan the kernel's ~250k long-lived objects mid-interaction
-    (widgets/explorer.py: they were the p95 of a slider round trip)."""
+def test_explorer_freezes_the_long_lived_heap_only_when_asked():
+    """``gc.freeze()`` changes the user's whole process: only ``gc_freeze=True`` does it
+    (once per process; widgets/explorer.py explains the pauses it avoids)."""
     import gc
 
     import mqjoin.widgets.explorer as explorer_module
 
-    Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    if not explorer_module._FROZEN:
+        before = gc.get_freeze_count()
+        Explorer("paper_v2.yaml", debounce=0, deploy=None)
+        assert not explorer_module._FROZEN and gc.get_freeze_count() == before
+    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
     assert explorer_module._FROZEN and gc.get_freeze_count() > 0
     frozen = gc.get_freeze_count()
-    Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert gc.get_freeze_count() == frozen  # once per process
+    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
+    assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may die meanwhile)
+
+
+def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    assert view.query_name.placeholder == "q3" and view.query_name.value == ""
+    frontend_sets(view.query_text, value="R(a), S(a)")  # the browser sends the value on Enter
+    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.error.value == ""
+    assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
+    # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
+    row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
+    box = row.children[1]
+    frontend_sets(box, value=0.79)
+    assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
+    assert any(c.selectivity == 0.79 for q in view.model.workload.queries for c in q.classes)
+
+
+def test_probe_trees_show_broadcasts_insertions_and_a_shared_channel_and_the_text_follows_the_filter():
+    from mqjoin.widgets.figures import BROADCAST_COLOR, PALETTE, SHARED_COLOR
+
+    view = ProbeTreeView(tpch(), debounce=0)
+    plan = view.model.result.plan
+    fig = view.figure
+    broadcast = [n for n in plan.nodes if n.broadcast and len(n.owners) == 1]
+    assert broadcast, "the TPC-H plan has broadcast probes"
+    bc = trace_by_name(fig, "broadcast probes")
+    assert bc.line.dash == "dot" and bc.line.color == BROADCAST_COLOR and len(bc.x) == 4 * len(broadcast)
+    labels = list(trace_by_name(fig, "edge labels").text)
+    for n in broadcast:
+        assert f"{n.edge} χ={plan.store[n.store].parallelism}" in labels
+    # every ingest edge label (e1, e2, …) is drawn under its start relation
+    ingest = [lab for lab, e in plan.edge.items() if e.kind == "ingest"]
+    drawn = " ".join(trace_by_name(fig, "insertions").text)
+    assert all(f"{lab} ⇓ " in drawn for lab in ingest)
+    # "shared" is not a query colour: another colour outside the palette, and another shape
+    assert SHARED_COLOR not in PALETTE and BROADCAST_COLOR not in PALETTE
+    stores = trace_by_name(fig, "stores")
+    for n, colour, symbol in zip(plan.nodes, stores.marker.color, stores.marker.symbol):
+        assert (colour == SHARED_COLOR) == (symbol == "diamond") == (len(n.owners) > 1)
+    # the plan as text follows the per-query filter
+    full = html.unescape(view.text.value)
+    view.query.value = "q4"
+    only = html.unescape(view.text.value)
+    assert "q4 (its steps" in only and len(only) < len(full)
+    assert "─" in only and all(q not in only for q in ("⇒ q1 ", "⇒ q2 "))

@@ -28,6 +28,8 @@ from mqjoin.workload import Workload
 
 from ._html import error_box, esc, table
 from mqjoin.diff import plan_diff
+from mqjoin.units import memory_basis
+
 from .figures import fmt, new_figure_widget, sync_figure
 from .frontier_view import FrontierView
 from .model import ExplorerModel
@@ -62,16 +64,23 @@ def comparison_traces(results: dict[Config, OptimizeResult], current: Config | N
             vals = [getattr(results[(m, p)], what) for m in ms]
             traces.append({"type": "bar", "name": f"{p} {what.replace('_', ' ')}", "x": ms, "y": vals,
                            "xaxis": "x" + axis, "yaxis": "y" + axis, "legendgroup": p,
-                           "showlegend": axis == "", "marker": {"color": POLICY_COLORS.get(p, "#888"),
+                           "showlegend": False, "marker": {"color": POLICY_COLORS.get(p, "#888"),
                            "line": {"width": [3 if (m, p) == current else 0 for m in ms], "color": "#222"}},
-                           "text": [fmt(v) for v in vals], "textposition": "outside",
-                           "hovertemplate": f"%{{x}}/{p}: %{{y:.4g}}<extra></extra>"})
-    layout = {"barmode": "group", "height": 340, "margin": {"l": 50, "r": 10, "t": 50, "b": 40},
+                           # vertical labels: neighbouring bars' values never run into each other
+                           "text": [fmt(v) for v in vals], "textposition": "outside", "textangle": -90,
+                           "cliponaxis": False,
+                           "hovertemplate": f"%{{x}}/{p} {what.replace('_', ' ')}: %{{y:,.0f}}<extra></extra>"})
+        # the legend names the policy (the colour), not one of the two charts' metrics
+        traces.append({"type": "bar", "name": p, "x": [None], "y": [None], "legendgroup": p, "showlegend": True,
+                       "marker": {"color": POLICY_COLORS.get(p, "#888")}, "hoverinfo": "skip"})
+    layout = {"barmode": "group", "height": 380, "margin": {"l": 60, "r": 10, "t": 60, "b": 60},
               "xaxis": {"domain": [0, 0.46]}, "xaxis2": {"domain": [0.54, 1], "anchor": "y2"},
               "yaxis": {"title": {"text": "probe cost (tuples / s)"}},
               "yaxis2": {"title": {"text": "memory (tuples)"}, "anchor": "x2"},
-              "title": {"text": "probe cost and memory per mode and partitioning policy"},
-              "legend": {"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"}}
+              # title at the left, legend under the charts: the toolbar (top right) covers neither
+              "title": {"text": "probe cost and memory per mode and partitioning policy", "x": 0.01, "xanchor": "left"},
+              "legend": {"orientation": "h", "y": -0.14, "x": 0.5, "xanchor": "center",
+                         "title": {"text": "partitioning"}}}
     return traces, layout
 
 
@@ -149,7 +158,8 @@ class ComparisonView(W.VBox):
         self.table.value = table(["mode", "partitioning", "probe cost", "vs individual/single", "memory", "stores",
                                   "steps", "solve s", "status"], rows, marked=marks)
         self.status.value = (f'<span style="font-size:12px">{len(self.results)} plans, MIRs '
-                             f"{'on' if m.mirs else 'off'}; shaded: the explorer's current setting</span>")
+                             f"{'on' if m.mirs else 'off'}; shaded: the explorer's current setting. probe cost: "
+                             f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
         self.show_diff()
         return self.results
 

@@ -34,10 +34,14 @@ from mqjoin.errors import MqjoinError
 from mqjoin.optimizer import optimize
 from mqjoin.workload import Workload
 
+from ._controls import typeable
 from ._html import error_box, esc, table
 from mqjoin.diff import plan_signature
 from .figures import PALETTE, fmt, new_figure_widget, sync_figure
 from .model import ExplorerModel, selectivity_groups, with_class_selectivity
+
+#: probe orders listed per plan in the legend table (the rest: click its region)
+MAX_APART = 4
 
 KINDS = ("selectivity", "rate")
 
@@ -180,6 +184,34 @@ def plan_diagram(workload: Workload, x: SweepParam, y: SweepParam, mode: str = "
                        tuple(base) if baseline else None)
 
 
+def region_detail(d: PlanDiagram, ix: int, iy: int) -> str:
+    """What a click on cell ``(ix, iy)`` shows: its plan's probe orders and the diff to the
+    nearest cell with another plan (the region's neighbour), as HTML.
+
+    >>> from types import SimpleNamespace as N
+    >>> d = PlanDiagram(N(values=(1, 2), label="x"), N(values=(1,), label="y"), "mqo", "single",
+    ...                 ((("q", "R", "R » S[a]"),), (("q", "R", "R » S[b]"),)), ((0, 1),), ((1.0, 2.0),), ((1.0, 1.0),))
+    >>> print(region_detail(d, 0, 0).replace("&gt;", ">"))
+    <b>P1</b> at x = 1, y = 1: probe cost 1, memory 1<br>q from R: R » S[a]<br><b>its neighbour P2</b> (x = 2, y = 1): − q from R: R » S[a]<br>+ q from R: R » S[b]
+    """
+    k = d.plan_index[iy][ix]
+    names = d.names()
+    head = (f"<b>{names[k]}</b> at {esc(d.x.label)} = {d.x.values[ix]:g}, {esc(d.y.label)} = {d.y.values[iy]:g}: "
+            f"probe cost {fmt(d.cost[iy][ix])}, memory {fmt(d.memory[iy][ix])}")
+    orders = "<br>".join(esc(f"{q} from {s}: {o}") for q, s, o in d.plans[k])
+    cells = [(abs(jx - ix) + abs(jy - iy), jy, jx) for jy, r in enumerate(d.plan_index) for jx, v in enumerate(r)
+             if v != k]
+    if not cells:
+        return f"{head}<br>{orders}<br><i>the only plan of the diagram</i>"
+    _, jy, jx = min(cells)
+    other = d.plan_index[jy][jx]
+    mine, theirs = set(d.plans[k]), set(d.plans[other])
+    diff = [f"− {q} from {s}: {o}" for q, s, o in d.plans[k] if (q, s, o) not in theirs]
+    diff += [f"+ {q} from {s}: {o}" for q, s, o in d.plans[other] if (q, s, o) not in mine]
+    return (f"{head}<br>{orders}<br><b>its neighbour {names[other]}</b> ({esc(d.x.label)} = {d.x.values[jx]:g}, "
+            f"{esc(d.y.label)} = {d.y.values[jy]:g}): " + "<br>".join(esc(x) for x in diff))
+
+
 def _ticks(values: tuple[float, ...]) -> list[str]:
     for digits in (3, 4, 6, 10):
         labels = [f"{v:.{digits}g}" for v in values]
@@ -205,7 +237,7 @@ def plan_diagram_traces(d: PlanDiagram) -> tuple[list[dict], dict]:
               + (f"<br>individual {fmt(d.baseline_cost[iy][ix])}" if d.baseline_cost else "")
               for ix in range(len(xs))] for iy in range(len(ys))]
     panels = 3 if d.baseline_cost is not None else 2
-    gap = 0.08
+    gap = 0.14  # room for each panel's colour bar before the next panel
     width = (1 - gap * (panels - 1)) / panels
     dom = [[round(i * (width + gap), 4), round(i * (width + gap) + width, 4)] for i in range(panels)]
     cbx = [dm[1] + 0.005 for dm in dom]
@@ -232,10 +264,12 @@ def plan_diagram_traces(d: PlanDiagram) -> tuple[list[dict], dict]:
                     "annotations": []}
     for i in range(panels):
         sfx = "" if i == 0 else str(i + 1)
-        layout["xaxis" + sfx] = {"domain": dom[i], "title": {"text": d.x.label}, "type": "category",
-                                 "anchor": "y" + sfx}
-        layout["yaxis" + sfx] = {"title": {"text": d.y.label if i == 0 else ""}, "type": "category",
-                                 "anchor": "x" + sfx}
+        # every panel has the same axes: their titles and y ticks once, on the first panel
+        layout["xaxis" + sfx] = {"domain": dom[i], "title": {"text": d.x.label if i == 0 else "same x",
+                                                             "font": {"size": 11}},
+                                 "type": "category", "anchor": "y" + sfx}
+        layout["yaxis" + sfx] = {"title": {"text": d.y.label if i == 0 else "", "font": {"size": 11}},
+                                 "type": "category", "anchor": "x" + sfx, "showticklabels": i == 0}
         layout["annotations"].append({"text": titles[i], "x": (dom[i][0] + dom[i][1]) / 2, "y": 1.04,
                                       "xref": "paper", "yref": "paper", "showarrow": False,
                                       "xanchor": "center", "yanchor": "bottom"})
@@ -260,20 +294,23 @@ class PlanDiagramView(W.VBox):
     def __init__(self, model, grid: int = 8, **model_kw):
         self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
         self.diagram: PlanDiagram | None = None
-        self.x_param = W.Dropdown(description="x")
-        self.y_param = W.Dropdown(description="y")
-        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="180px"))
-        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="180px"))
-        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="180px"))
-        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="180px"))
+        wide = {"description_width": "30px"}
+        self.x_param = W.Dropdown(description="x", layout=W.Layout(width="520px"), style=wide)
+        self.y_param = W.Dropdown(description="y", layout=W.Layout(width="520px"), style=wide)
+        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
+        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
+        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
+        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
         self.grid = W.IntSlider(value=grid, min=2, max=24, description="grid n×n")
         self.baseline = W.Checkbox(value=False, description="also optimise individual (saving map; 2× time)",
-                                   indent=False)
+                                   indent=False, layout=W.Layout(width="auto"))
+        self.detail = W.HTML("<i>run a sweep, then click a region to see its plan and what changes at its border</i>")
         self.run_button = W.Button(description="Run sweep", icon="th", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="200px"))
         self.status = W.HTML("")
         self.error = W.HTML("")
         self.figure = new_figure_widget([], {"height": 430})
+        self.figure_box = W.Box([self.figure], layout=W.Layout(display="none"))  # no empty frame before a sweep
         self.legend = W.HTML("")
         self.x_param.observe(lambda _: self._set_range(self.x_param, self.x_lo, self.x_hi), "value")
         self.y_param.observe(lambda _: self._set_range(self.y_param, self.y_lo, self.y_hi), "value")
@@ -283,8 +320,8 @@ class PlanDiagramView(W.VBox):
         self._fill_params()
         super().__init__([
             W.HBox([self.x_param, self.x_lo, self.x_hi]), W.HBox([self.y_param, self.y_lo, self.y_hi]),
-            W.HBox([self.grid, self.baseline]), W.HBox([self.run_button, self.progress, self.status]),
-            self.error, self.figure, self.legend])
+            W.HBox([typeable(self.grid), self.baseline]), W.HBox([self.run_button, self.progress, self.status]),
+            self.error, self.figure_box, W.HBox([self.legend, self.detail], layout=W.Layout(align_items="flex-start"))])
 
     def _fill_params(self) -> None:
         params = sweep_parameters(self.model.workload)
@@ -315,6 +352,19 @@ class PlanDiagramView(W.VBox):
             return
         kind, target = param.value
         lo.value, hi.value = default_range(kind, self._current[(kind, target)])
+
+    def _clicked(self, trace, points, state) -> None:
+        if self.diagram is None:
+            return
+        xs, ys = _ticks(self.diagram.x.values), _ticks(self.diagram.y.values)
+        for x, y in zip(points.xs, points.ys):
+            if x in xs and y in ys:
+                self.show_region(xs.index(x), ys.index(y))
+
+    def show_region(self, ix: int, iy: int) -> None:
+        """Show the plan of cell ``(ix, iy)`` and its diff to the neighbouring region."""
+        if self.diagram is not None:
+            self.detail.value = f'<div style="font-size:12px;font-family:monospace">{region_detail(self.diagram, ix, iy)}</div>'
 
     def axes(self) -> tuple[SweepParam, SweepParam]:
         """The two sweep axes as chosen in the controls."""
@@ -354,13 +404,21 @@ class PlanDiagramView(W.VBox):
         self.error.value = ""
         self.diagram = d
         sync_figure(self.figure, *plan_diagram_traces(d))
+        self.figure_box.layout.display = None
+        self.figure.data[0].on_click(self._clicked, append=False)
         rows = []
+        total = sum(len(r) for r in d.plan_index)
         for i, name in enumerate(d.names()):
             costs = [d.cost[iy][ix] for iy, r in enumerate(d.plan_index) for ix, v in enumerate(r) if v == i]
             swatch = f'<span style="color:{plan_color(i)};font-size:16px">■</span> {name}'
-            rows.append([swatch, d.cells(i), f"{fmt(min(costs))} – {fmt(max(costs))}",
-                         "<br>".join(esc(s) for s in d.distinguishing(i)) or "—"])
-        self.legend.value = table(["plan", "cells", "probe cost", "probe orders that set it apart"], rows, raw=True)
+            apart = d.distinguishing(i)
+            shown = "<br>".join(esc(s) for s in apart[:MAX_APART]) or "—"
+            if len(apart) > MAX_APART:
+                shown += f"<br><i>… {len(apart) - MAX_APART} more: click its region</i>"
+            rows.append([swatch, f"{100 * d.cells(i) / total:.0f} % ({d.cells(i)} cells)",
+                         f"{fmt(min(costs))} – {fmt(max(costs))}", shown])
+        self.legend.value = table(["plan", "area", "probe cost", "probe orders that set it apart"], rows, raw=True)
+        self.detail.value = "<i>click a region to see its plan and what changes at its border</i>"
         self.status.value = (f'<span style="font-size:12px">{d.distinct} distinct plans, '
                              f"{len(x.values) * len(y.values)} optimisations ({esc(m.mode)}/{esc(m.partitioning)})</span>")
         return d

@@ -19,12 +19,16 @@ shared model (``ProbeTreeView(explorer.model)``).
 
 Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-lived objects
 (plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
-a full garbage collection rescans them all — measured 125–157 ms, landing inside one slider
-round trip in twenty.  So the first Explorer built in a process moves the objects that exist
-then to Python's permanent generation (``gc.freeze()``): later collections only scan what was
-created after.  Objects frozen that later become garbage are not reclaimed until
-``gc.unfreeze()`` (modules, classes and the explorer itself live as long as the kernel
-anyway).  ``Explorer(..., gc_freeze=False)`` keeps Python's default.
+a full garbage collection rescans them all — measured 125–157 ms, which landed inside about
+one slider round trip in twenty.  The model pauses the collector for the round trip only
+(:func:`~mqjoin.widgets._gc.paused_gc`), so the short-lived objects of an optimisation and a
+redraw die by reference counting instead of being promoted to the oldest generation, and full
+collections become rare (``benchmarks/explorer_latency.py``, TPC-H Figure 7(a), 100 round
+trips: CPU p95 44 ms, one full collection; without the pause CPU p95 165 ms).  The kernel's
+collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
+objects that exist then to Python's permanent generation once per process (``gc.freeze()``:
+then no round trip ever rescans them); it is off by default because it changes the whole
+kernel — objects frozen that later become garbage are not reclaimed until ``gc.unfreeze()``.
 
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
@@ -48,6 +52,7 @@ import ipywidgets as W
 
 from mqjoin.ilp import POLICIES, SOLVERS
 from mqjoin.optimizer import MODES
+from mqjoin.units import memory_basis
 
 from ._html import error_box, esc
 from .compare import ComparisonView
@@ -133,7 +138,8 @@ class StatusLine(W.VBox):
         i = r.ilp
         self.summary.value = (
             f'<span style="font-size:13px"><b>{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
-            f"<b>{fmt(r.probe_cost)}</b> tuples/s · memory <b>{fmt(r.memory)}</b> tuples · "
+            f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
+            f"style=\"border-bottom:1px dotted #888\">memory</span> <b>{fmt(r.memory)}</b> tuples · "
             f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · ILP {esc(i.status)} "
             f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
 
@@ -144,7 +150,7 @@ class Explorer(W.VBox):
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
-                 gc_freeze: bool = True):
+                 gc_freeze: bool = False):
         if isinstance(workload, ExplorerModel):
             self.model = workload
         else:

@@ -17,12 +17,12 @@ gives the same figure.
 >>> w = as_workload("paper_v2.yaml")
 >>> fig = query_graph_figure(w)
 >>> [t.name for t in fig.data]
-['q1', 'q2', 'hyperedge hubs', 'classes', 'relations']
+['q1', 'q2', 'hyperedge hubs', 'classes', 'relation (size: its rate, log scale)', 'relations']
 >>> list(fig.data[-1].text)
 ['R', 'S', 'T', 'U']
 >>> tree = probe_tree_figure(optimize(w, mirs=False).plan)
 >>> [t.name for t in tree.data]
-['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs']
+['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions']
 >>> list(tree.data[3].text)
 ['R', 'S', 'T', 'U']
 """
@@ -34,12 +34,16 @@ from functools import lru_cache
 from typing import Any
 
 from mqjoin.plan import Node, Plan, ProbeRule
+from mqjoin.units import number
 from mqjoin.workload import Workload
 
 #: colours of queries, by their position in the workload
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
            "#FF97FF", "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B")
-SHARED_COLOR = "#E65100"
+#: shared steps: a neutral dark colour outside the query palette, thick lines, diamond markers
+#: (shape and width carry "shared"; colour carries the query)
+SHARED_COLOR = "#37474F"
+BROADCAST_COLOR = "#6A1B9A"
 CHAR_PX = 6.6  # approximate width of a character of an 11 px label
 LEVEL_MIN_PX = 90
 BEND_PX = 24
@@ -47,7 +51,8 @@ MIR_COLOR = "#7F7F7F"
 TEMPLATE = "plotly_white"
 
 GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
-TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs")
+TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
+               "broadcast probes", "insertions")
 
 
 def query_colors(workload: Workload) -> dict[str, str]:
@@ -61,12 +66,12 @@ def query_colors(workload: Workload) -> dict[str, str]:
 
 
 def fmt(x: float) -> str:
-    """A number for labels: 4 significant digits.
+    """A number for labels: the one format of :func:`mqjoin.units.number`.
 
     >>> fmt(26326.90579), fmt(0.00066667), fmt(800.0)
-    ('2.633e+04', '0.0006667', '800')
+    ('26,327', '0.0006667', '800')
     """
-    return f"{x:.4g}"
+    return number(x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,12 +297,25 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                    "textposition": "top center", "customdata": rt,
                    "marker": {"size": rs, "color": rc, "line": {"width": 1, "color": "white"}},
                    "hovertext": rh, "hoverinfo": "text", "showlegend": False})
+    unused = [r.name for r in workload.relations if r.name not in used]
+    more = f" (+ {', '.join(unused)}: declared, read by no query, drawn pale)" if unused else ""
+    # the legend explains the marks: node size, pale nodes, hubs (legend-only entries)
+    for name, marker in (("relation (size: its rate, log scale)", {"size": 14, "color": "#2A3F5F"}),
+                         ("relation no query reads", {"size": 14, "color": "#C8D4E3"}),
+                         ("hub of a class of 3+ relations", {"symbol": "diamond", "size": 11, "color": "#888",
+                                                            "line": {"width": 1, "color": "#333"}})):
+        if name.startswith("relation no") and not unused or name.startswith("hub") and not hubs_x:
+            continue
+        traces.append({"type": "scatter", "name": name, "x": [None], "y": [None], "mode": "markers",
+                       "marker": marker, "showlegend": True, "hoverinfo": "skip", "legendgroup": "marks"})
+    traces.append(traces.pop(-1 - sum(1 for t in traces if t.get("legendgroup") == "marks")))  # relations last
     layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
-                                f"{len(workload.used_relations)} relations"},
+                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
               "xaxis": {"visible": False, "range": [-0.05, 1.05]},
               "yaxis": {"visible": False, "range": [-0.05, 1.1]},
-              "height": 420, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "legend": {"title": {"text": "queries"}}, "hovermode": "closest"}
+              # wide enough on a 1920-px projector that the labels of a dense corner part
+              "height": 480, "width": 880, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
     return traces, layout
 
 
@@ -421,7 +439,12 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
     for e, (d, _) in pos.items():
         chars[d] = max(chars.get(d, 0), len(label_of[e]))
     depth = max([p[0] for p in pos.values()] + [s[3] for s in sink_rows] + [1])
-    left = CHAR_PX * max([len(r) for r in roots] + [4]) + 30
+    insertion = {}
+    for r in roots:
+        ns, _, rel = r.rpartition(":")
+        insertion[r] = ", ".join(f"{lab} ⇓ {plan.edge[lab].target}" for lab in plan.sources.get(rel, ())
+                                 if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns)
+    left = CHAR_PX * max([len(r) for r in roots] + [0.85 * len(t) for t in insertion.values()] + [4]) + 30
     starts = [float(left)]
     for d in range(depth):
         starts.append(starts[-1] + max(LEVEL_MIN_PX, CHAR_PX * chars.get(d, 0) + 40))
@@ -432,18 +455,21 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
     right = max([X(d) + CHAR_PX * chars.get(d, 0) for d in chars]
                 + [X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
 
-    ex, ey, sx, sy = [], [], [], []
+    ex, ey, sx, sy, bx, by = [], [], [], [], [], []
     lx, ly, lt, lh = [], [], [], []
     for n in nodes:
         x1, y1 = pos[n.edge]
         x0, y0 = pos[n.parent] if n.parent else root_pos[n.root]
         shared = len(n.owners) > 1
-        (sx if shared else ex).extend([X(x0), X(x0) + BEND_PX, X(x1), None])
-        (sy if shared else ey).extend([Y(y0), Y(y1), Y(y1), None])
+        xs_, ys_ = (sx, sy) if shared else (bx, by) if n.broadcast else (ex, ey)
+        xs_.extend([X(x0), X(x0) + BEND_PX, X(x1), None])
+        ys_.extend([Y(y0), Y(y1), Y(y1), None])
         lx.append(round((X(x0) + BEND_PX + X(x1)) / 2, 1))
         ly.append(Y(y1))
-        lt.append(n.edge)
-        lh.append(f"edge {n.edge}: probe {n.store}")
+        chi = _chi(plan, n)
+        lt.append(f"{n.edge} χ={chi}" if n.broadcast else n.edge)
+        lh.append(f"edge {n.edge}: probe {n.store}" + (f" — broadcast to all {chi} partitions (χ = {chi})"
+                                                        if n.broadcast else ""))
     for lab, parent, text, x, y in sink_rows:
         x0, y0 = pos[parent]
         ex.extend([X(x0), X(x0) + BEND_PX, X(x), None])
@@ -454,6 +480,7 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         lh.append(f"edge {lab}: " + (f"result → {text}" if not text.startswith("store") else f"insert → {text[6:]}"))
 
     rx, ry, rt, rh = [], [], [], []
+    ix, iy, it = [], [], []
     for r in roots:
         ns, _, rel = r.rpartition(":")
         ingest = [plan.edge[lab].target for lab in plan.sources.get(rel, ())
@@ -464,6 +491,10 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         rt.append(r)
         rh.append(f"<b>{r}</b>: a new {rel} tuple<br>stored in {', '.join(ingest) or '—'}<br>"
                   f"rate {fmt(plan.workload.rate(rel))} tuples/s")
+        if insertion[r]:  # the tuple's insertion into its own store (Figure 4's e1, e2, …), under its name
+            ix.append(X(x) - 8)
+            iy.append(round(Y(y) - 0.38, 4))
+            it.append(insertion[r])
 
     nx_, ny, nt, nh, nc, nw, nd = [], [], [], [], [], [], []
     for n in nodes:
@@ -510,7 +541,8 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         {"type": "scatter", "name": "edges", "x": ex, "y": ey, "mode": "lines",
          "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
         {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
-         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True},
+         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 1},
         {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
          "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
          "hoverinfo": "text", "showlegend": False},
@@ -519,12 +551,19 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
          "hovertext": rh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
          "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
-         "marker": {"symbol": "square", "size": 13, "color": nc, "line": {"width": nw, "color": "#222"}},
+         "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw], "size": [16 if w > 1 else 13 for w in nw],
+                    "color": nc, "line": {"width": nw, "color": "#222"}},
          "hovertext": nh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
          "textposition": "middle right", "textfont": {"size": 11},
          "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
          "hoverinfo": "text", "hovertext": ot, "showlegend": False},
+        {"type": "scatter", "name": "broadcast probes", "x": bx, "y": by, "mode": "lines",
+         "line": {"color": BROADCAST_COLOR, "width": 2, "dash": "dot"}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 2},
+        {"type": "scatter", "name": "insertions", "x": ix, "y": iy, "mode": "text", "text": it,
+         "textposition": "middle left", "textfont": {"size": 9, "color": "#777"}, "hoverinfo": "skip",
+         "showlegend": False},
     ]
     # rows leave room for a store label above the line and an edge label below it
     rows = max(row[0], 1)

@@ -27,9 +27,21 @@ from __future__ import annotations
 
 import ipywidgets as W
 
+from ._controls import set_slider, typeable
 from ._html import error_box, info_box
 from .figures import fmt, new_figure_widget, query_graph_traces, sync_figure
 from .model import ExplorerModel, selectivity_groups
+
+
+def fresh_name(workload) -> str:
+    """The first ``q1``, ``q2``, … that names no query of ``workload``.
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> fresh_name(as_workload("paper_v2.yaml"))
+    'q3'
+    """
+    taken = set(workload.query_names)
+    return next(f"q{k}" for k in range(1, len(taken) + 2) if f"q{k}" not in taken)
 
 
 def _model(model, kw) -> ExplorerModel:
@@ -52,7 +64,7 @@ class QueryGraphView(W.VBox):
         self.rate = W.FloatLogSlider(value=1.0, base=10, min=-3, max=7, step=0.02, description="rate /s",
                                      readout_format=".4g", continuous_update=False)
         self.window = W.BoundedFloatText(value=1.0, min=0.0, max=1e12, description="window s",
-                                         continuous_update=False)
+                                         continuous_update=False, layout=W.Layout(width="230px"))
         self.unbounded = W.Checkbox(value=True, description="unbounded window", indent=False)
         self.parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="parallelism",
                                             continuous_update=False)
@@ -67,7 +79,8 @@ class QueryGraphView(W.VBox):
         # queries
         self.queries = W.Select(description="queries", rows=5, layout=W.Layout(width="auto"))
         self.remove_button = W.Button(description="Remove query", icon="trash", button_style="warning")
-        self.query_name = W.Text(description="name", placeholder="q3", layout=W.Layout(width="160px"))
+        self.query_name = W.Text(description="name", placeholder=fresh_name(self.model.workload),
+                                 layout=W.Layout(width="160px"), tooltip="empty: the fresh name shown")
         self.query_text = W.Text(description="query", placeholder="R(a), S(a,b), T(b)   or   R.a = S.a AND S.b = T.b",
                                  layout=W.Layout(width="auto", flex="1"), continuous_update=False)
         self.add_button = W.Button(description="Add / replace", icon="plus", button_style="primary")
@@ -86,18 +99,21 @@ class QueryGraphView(W.VBox):
         self.queries.observe(self._on_query_selected, "value")
         self.remove_button.on_click(lambda _: self.remove_selected())
         self.add_button.on_click(lambda _: self.add_from_inputs())
+        self.query_text.observe(self._on_query_entered, "value")  # Enter in the query box adds it
 
         self.model.observe(self._on_workload, "workload")
         self.model.observe(self._on_result, "result")
         self.model.observe(self._on_error, "error")
         self.model.observe(self._on_busy, "busy")
 
-        relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, self.rate,
-                               W.HBox([self.window, self.unbounded]), self.parallelism, self.mir_parallelism])
-        class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, self.selectivity])
+        self.rate.layout.width = self.selectivity.layout.width = "310px"
+        relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, typeable(self.rate, decades=2),
+                               W.HBox([self.window, self.unbounded], layout=W.Layout(overflow="visible")),
+                               self.parallelism, self.mir_parallelism])
+        class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2)])
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
                             W.HBox([self.query_name, self.query_text, self.add_button])])
-        editors = W.VBox([relation_box, class_box], layout=W.Layout(width="420px"))
+        editors = W.VBox([relation_box, class_box], layout=W.Layout(width="460px", overflow="visible"))
         graph_box = W.Box([self.figure], layout=W.Layout(flex="1 1 0%", min_width="420px"))
         super().__init__([W.HBox([graph_box, editors]), query_box, self.error, self.status, self.changes])
         self._sync_controls()
@@ -154,6 +170,7 @@ class QueryGraphView(W.VBox):
                 self.queries.options = opts
                 self.queries.value = keep
             self.remove_button.disabled = self.queries.value is None
+            self.query_name.placeholder = fresh_name(w)
         finally:
             self._syncing = False
         self._sync_relation()
@@ -163,7 +180,7 @@ class QueryGraphView(W.VBox):
         r = self.model.workload.relation(self.relation.value)
         self._syncing = True
         try:
-            self.rate.value = r.rate
+            set_slider(self.rate, r.rate)
             self.unbounded.value = r.window is None
             self.window.disabled = r.window is None
             if r.window is not None:
@@ -178,7 +195,7 @@ class QueryGraphView(W.VBox):
             return
         self._syncing = True
         try:
-            self.selectivity.value = g.selectivity
+            set_slider(self.selectivity, g.selectivity)
             self.selectivity.tooltip = f"queries: {', '.join(g.queries)}"
         finally:
             self._syncing = False
@@ -229,15 +246,22 @@ class QueryGraphView(W.VBox):
                 self._syncing = False
         self.redraw()
 
+    def _on_query_entered(self, change) -> None:
+        if not self._syncing and change["new"].strip():
+            self.add_from_inputs()
+
     def add_from_inputs(self) -> bool:
-        """Add (or replace) the query typed into the name and query boxes."""
+        """Add (or replace) the query typed into the name and query boxes (an empty name: the
+        fresh name shown as the placeholder)."""
         if self._syncing:
             return False
-        ok = self.model.add_query(self.query_name.value, self.query_text.value)
+        name = self.query_name.value.strip() or self.query_name.placeholder
+        ok = self.model.add_query(name, self.query_text.value)
         if ok:
             self._syncing = True
             try:
-                self.queries.value = self.query_name.value.strip()
+                self.query_name.value = name
+                self.queries.value = name
                 self._highlight = self.queries.value
             finally:
                 self._syncing = False

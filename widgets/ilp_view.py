@@ -237,13 +237,22 @@ class IlpView(W.VBox):
         by = cost_by_query(res.plan)
         qs = list(by)
         colors = query_colors(res.workload)
+        # colour = the query (as everywhere); "shared" = a hatched pattern, not another colour;
+        # the legend shows neutral swatches of the two channels (a bar's swatch is its first colour)
+        qc = [colors.get(q, "#888") for q in qs]
         traces = [
             {"type": "bar", "name": "own steps", "orientation": "h", "y": qs, "x": [by[q]["own"] for q in qs],
-             "marker": {"color": [colors.get(q, "#888") for q in qs]},
-             "hovertemplate": "%{y}: own steps %{x:.4g}<extra></extra>"},
+             "marker": {"color": qc}, "showlegend": False,
+             "hovertemplate": "%{y}: own steps %{x:,.4g}<extra></extra>"},
             {"type": "bar", "name": "share of shared steps", "orientation": "h", "y": qs,
-             "x": [by[q]["shared"] for q in qs], "marker": {"color": "#E65100", "opacity": 0.55},
-             "hovertemplate": "%{y}: share of shared steps %{x:.4g}<extra></extra>"},
+             "x": [by[q]["shared"] for q in qs], "showlegend": False,
+             "marker": {"color": qc, "opacity": 0.6, "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
+             "hovertemplate": "%{y}: share of shared steps %{x:,.4g}<extra></extra>"},
+            {"type": "bar", "name": "own steps (solid, the query's colour)", "orientation": "h", "y": [None],
+             "x": [None], "marker": {"color": "#9E9E9E"}, "hoverinfo": "skip"},
+            {"type": "bar", "name": "share of shared steps (hatched)", "orientation": "h", "y": [None], "x": [None],
+             "marker": {"color": "#9E9E9E", "opacity": 0.6, "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
+             "hoverinfo": "skip"},
         ]
         layout = {"barmode": "stack", "height": 80 + 28 * len(qs), "margin": {"l": 60, "r": 10, "t": 10, "b": 30},
                   "yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "probe cost (tuples / s)"}},

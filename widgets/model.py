@@ -57,6 +57,8 @@ from mqjoin.workload import (
 
 from mqjoin.diff import PlanDiff, plan_diff
 
+from ._gc import paused_gc
+
 _log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
@@ -418,7 +420,8 @@ class ExplorerModel:
         with self._lock:
             self._running = True
             try:
-                return self._recompute()
+                with paused_gc():  # no full collection mid-redraw (widgets/_gc.py)
+                    return self._recompute()
             finally:
                 self._running = False
 

@@ -69,6 +69,8 @@ from mqjoin.plan import Plan
 
 from ._html import error_box, esc, info_box, state_html, table
 from .figures import fmt, sync_figure
+from ._controls import typeable
+from .guarded import RunGuard, tables_duration
 
 _log = logging.getLogger(__name__)
 
@@ -763,6 +765,11 @@ PAPER_DATA = {
     "skewed-rates": {"high_rate": 500, "low_rate": 10, "fanout": 5},  # R at 500, S, T, U at 10 tuples/s
 }
 PAPER_FIGURES = {"selectivity-change": "Figure 8(a)", "skewed-rates": "Figure 8(b)"}
+MIR_BUDGET_SHORT = "MIR budget: the most tuples the plan's MIR stores (stored sub-joins) may hold"
+MIR_BUDGET_HELP = ("MIR budget: the most tuples the MIR stores of a plan (materialised sub-joins such as ST) may "
+                   "hold, by the memory estimate of DESIGN A5. A plan whose MIR stores need more is not chosen; "
+                   "when the data change so that the running plan's MIR stores outgrow the budget, the run "
+                   "switches to a plan that fits (paper Figure 8(b)). Base relation stores do not count.")
 
 
 def paper_scenarios(workload) -> tuple[str, ...]:
@@ -835,12 +842,17 @@ class AdaptivityPanel(W.VBox):
         self.threshold = W.BoundedFloatText(value=0.1, min=0.0, max=100.0, step=0.05, description="threshold",
                                             layout=W.Layout(width="180px"))
         self.adapt = W.ToggleButtons(options=[("adaptive", True), ("static", False)], value=True,
-                                     style={"button_width": "76px"})
-        self.limit_mirs = W.Checkbox(value=False, description="MIR budget", indent=False, layout=W.Layout(width="100px"))
+                                     style={"button_width": "96px"},
+                                     tooltips=["re-optimise on the statistics of each epoch",
+                                               "keep the first plan (query changes still re-plan)"])
+        self.limit_mirs = W.Checkbox(value=False, description="MIR budget", indent=False, layout=W.Layout(width="110px"),
+                                     tooltip=MIR_BUDGET_HELP)
         self.mir_budget = W.BoundedFloatText(value=100.0, min=0.0, max=1e15, description="tuples", disabled=True,
-                                             layout=W.Layout(width="180px"))
+                                             layout=W.Layout(width="180px"), tooltip=MIR_BUDGET_HELP)
         self.speedup = W.FloatLogSlider(value=10.0, base=10, min=0, max=3, step=0.1, description="speedup",
                                         continuous_update=False)
+        self.budget_help = W.HTML(f'<span style="font-size:12px;color:#555" title="{esc(MIR_BUDGET_HELP)}">'
+                                  f"{esc(MIR_BUDGET_SHORT)}</span>")
         self.data = W.Dropdown(description="data", layout=W.Layout(width="420px"))
         self.duration = W.FloatSlider(value=10.0, min=2.0, max=60.0, step=1.0, description="event s",
                                       continuous_update=False)
@@ -848,6 +860,10 @@ class AdaptivityPanel(W.VBox):
         self.run_button = W.Button(description="Run", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.clear_button = W.Button(description="Clear", icon="trash")
+        #: refuses runs the model says are too large, stops live ones at the budget (guard.limits)
+        self.guard = RunGuard()
+        self.anyway_button = W.Button(description="Run anyway (stops at the budget)", button_style="warning",
+                                      icon="exclamation-triangle", layout=W.Layout(width="auto", display="none"))
         self.status = W.HTML("<b>idle</b> — press Run to replay the data at the chosen speed-up")
         self.error = W.HTML("")
         self.timeline: EpochTimeline | None = None
@@ -857,27 +873,33 @@ class AdaptivityPanel(W.VBox):
         self.data.observe(lambda ch: self._describe_data(), "value")
         self.duration.observe(lambda ch: self._describe_data(), "value")
         self.run_button.on_click(lambda _: self.run())
+        self.anyway_button.on_click(lambda _: self.run(force=True))
         self.stop_button.on_click(lambda _: self.stop())
         self.clear_button.on_click(lambda _: self.clear())
         model.observe(lambda ch: self._data_options(), "workload")
         self._data_options()
         super().__init__([
-            W.HBox([self.adapt, self.epoch, self.threshold, self.limit_mirs, self.mir_budget],
-                   layout=W.Layout(flex_flow="row wrap")),
-            W.HBox([self.data, self.duration, self.speedup], layout=W.Layout(flex_flow="row wrap")),
+            W.HBox([self.adapt, self.epoch, self.threshold, self.limit_mirs, self.mir_budget, self.budget_help],
+                   layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            W.HBox([self.data, typeable(self.duration), typeable(self.speedup)], layout=W.Layout(flex_flow="row wrap")),
             self.data_note,
-            W.HBox([self.run_button, self.stop_button, self.clear_button]),
+            W.HBox([self.run_button, self.stop_button, self.clear_button, self.anyway_button]),
             self.status, self.error, self.slot,
         ])
 
     # -- data -------------------------------------------------------------------------------
 
     def _data_options(self) -> None:
-        opts = [(f"paper: {n} ({PAPER_FIGURES[n]})", n) for n in paper_scenarios(self.model.workload)]
+        own = paper_scenarios(self.model.workload)
+        opts = [(f"paper: {n} ({PAPER_FIGURES[n]})", n) for n in own]
         opts.append(("uniform streams of the workload (mqjoin.synthetic)", "uniform"))
+        # the paper's data sets run their own query: offered for every workload, so the tab
+        # shows a plan adapting by default (Figure 8(a))
+        opts += [(f"paper: {n} ({PAPER_FIGURES[n]}, its own query)", n) for n in PAPER_DATA if n not in own]
         keep = self.data.value
         self.data.options = opts
-        self.data.value = keep if keep in [v for _, v in opts] else opts[0][1]
+        values = [v for _, v in opts]
+        self.data.value = keep if keep in values else (own[0] if own else "selectivity-change")
         self._describe_data()
 
     def _describe_data(self) -> None:
@@ -892,9 +914,11 @@ class AdaptivityPanel(W.VBox):
                     f"added while the run is live can join only relations the workload's queries read")
         else:
             p = ", ".join(f"{k}={v:g}" for k, v in PAPER_DATA[choice].items())
+            same = ("the same query" if choice in paper_scenarios(self.model.workload)
+                    else "the paper's query R(a), S(a,b), T(b,c), U(c), not this workload's")
             text = (f"the paper's {choice} data set ({PAPER_FIGURES[choice]}; synthetic_paper."
                     f"{choice.replace('-', '_')}({p})): 30 s of event time, the data change at 15 s. The run uses "
-                    f"the data set's own workload (the same query) with the explorer's optimiser options; the "
+                    f"the data set's own workload ({same}) with the explorer's optimiser options; the "
                     f"optimiser's initial view is ")
             if choice == "skewed-rates":
                 text += ("the statistics of the first second (what a running system knows). Figure 8(b) needs an "
@@ -944,12 +968,24 @@ class AdaptivityPanel(W.VBox):
 
     # -- actions ----------------------------------------------------------------------------
 
-    def run(self) -> Any:
-        """Start a live run of the chosen data with the chosen policy; errors shown inline."""
+    def run(self, force: bool = False) -> Any:
+        """Start a live run of the chosen data with the chosen policy; errors shown inline.
+
+        A run the model estimates past :attr:`guard`'s limits is refused with the estimate
+        and what to change (``force``, the **Run anyway** button: run it all the same);
+        every run is stopped once its results and state pass the budget."""
         self.error.value = ""
+        self.anyway_button.layout.display = "none"
         try:
             policy = self._policy()
             data = self._load()
+            m = self.model
+            plan = m.result.plan if data.workload is m.workload and m.result is not None else None
+            refusal = self.guard.check(data.workload, tables_duration(data.tables), plan)
+            if refusal is not None and not force:
+                self.error.value = error_box(f"not started — {refusal}")
+                self.anyway_button.layout.display = None
+                return None
             source = self.start_fn(data.workload, data.tables, policy, self.speedup.value)
         except MqjoinError as e:
             self.error.value = error_box(str(e))
@@ -972,8 +1008,18 @@ class AdaptivityPanel(W.VBox):
         self.stop_button.disabled = False
         self.status.value = (f"{state_html('running')} — {esc(label)}: {esc(data.what)}, epochs of "
                              f"{policy.epoch:g} s, threshold {policy.threshold:g}, speed-up {self.speedup.value:g}×"
-                             + (f", MIR budget {policy.mir_budget:g}" if policy.mir_budget is not None else ""))
-        source.subscribe(lambda ev, source=source: self._on_event(source, ev))
+                             + (f", MIR budget {policy.mir_budget:g}" if policy.mir_budget is not None else "")
+                             + f" · {esc(self.guard.estimate.summary())}")
+        budget = self.guard.watch(label, source.stop, lambda _msg: self._status.request(force=True))
+        produced = [0]
+
+        def on_event(ev, source=source):
+            if ev.get("kind") == "epoch":  # the budget: results so far, rows held now
+                produced[0] += sum(ev.get("results", {}).values())
+                budget(produced[0], ev.get("state_rows", 0))
+            self._on_event(source, ev)
+
+        source.subscribe(on_event)
         if status_of(source) in ENDED:  # it ended before we subscribed
             self._status.request(force=True)
         return source
@@ -989,7 +1035,8 @@ class AdaptivityPanel(W.VBox):
         parts = []
         for label, s in self.sources:
             st, err = status_of(s), getattr(s, "error", None)
-            parts.append(f"{esc(label)} {state_html(st)}" + (f": {esc(err)}" if err else ""))
+            why = err or self.guard.stopped.get(label)
+            parts.append(f"{esc(label)} {state_html(st)}" + (f": {esc(why)}" if why else ""))
         self.status.value = " · ".join(parts)
         self.stop_button.disabled = not any(status_of(s) == "running" for _, s in self.sources)
 
@@ -1017,6 +1064,7 @@ class AdaptivityPanel(W.VBox):
         """Stop every run and forget them (start afresh)."""
         self.stop()
         self.sources = []
+        self.guard.stopped.clear()
         self.timeline = self.changes = None
         self.slot.children = []
         self.status.value = "<b>idle</b> — press Run to replay the data at the chosen speed-up"

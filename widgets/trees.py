@@ -4,8 +4,10 @@ One tree per start relation (per query in ``individual`` mode): a new tuple of t
 relation is stored in its base store(s) and probes stores along the tree's edges; every
 node is one executed step, drawn as its store ``MIR[partition attribute] ×parallelism``;
 edges carry the plan's edge labels; results leave to a query output ``⇒ q1`` or are
-inserted into an MIR store.  Steps used by several probe orders (shared prefixes) are
-drawn in orange with thick edges.  Hovering a store shows the step, its cost
+inserted into an MIR store; under each start relation, its insertion into its own store
+(``e1 ⇓ R[b]``).  Colour is the query; steps used by several probe orders (shared prefixes)
+are dark diamonds on thick edges; broadcast probes are dotted purple edges labelled with their
+broadcast factor (``e7 χ=4``).  Hovering a store shows the step, its cost
 ``|⋈P|/|P| × χ`` and broadcast factor ``χ``, the probe predicate and who uses it.  The
 *show* menu restricts the forest to one query (its steps and the steps that maintain the
 MIR stores it probes).  Below the figure: the stores table and the plan as text.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from ._html import esc, table
-from .figures import fmt, new_figure_widget, probe_tree_traces, sync_figure
+from .figures import BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, probe_tree_traces, sync_figure
 from .model import ExplorerModel
 
 
@@ -47,11 +49,14 @@ class ProbeTreeView(W.VBox):
         self.query.observe(lambda _: self.redraw(), "value")
         self.model.observe(self._on_result, "result")
         self.model.observe(self._on_workload, "workload")
-        legend = W.HTML('<span style="font-size:12px;color:#555">■ store of a step (colour = its query; '
-                        '<span style="color:#E65100">orange</span> = shared by several probe orders; '
-                        'grey = maintains an MIR) · ⇒ result to a query output or an MIR store · '
-                        'hover a store for cost and broadcast factor χ</span>')
-        scroll = W.Box([self.figure], layout=W.Layout(overflow="auto", max_height="900px", width="100%"))
+        legend = W.HTML(
+            '<span style="font-size:12px;color:#555">■ store of a step, colour = its query (grey: maintains an MIR) · '
+            f'<b style="color:{SHARED_COLOR}">◆ thick</b> = a step shared by several probe orders · '
+            f'<span style="color:{BROADCAST_COLOR}">┈ e7 χ=4</span> = broadcast probe to all χ partitions · '
+            'e1 ⇓ R[b] = a new tuple stored in its own store · ⇒ result to a query output or an MIR store · '
+            'hover a store for its cost |⋈P|/|P| × χ</span>')
+        # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
+        scroll = W.Box([self.figure], layout=W.Layout(overflow="auto hidden", width="100%"))  # x: auto, y: hidden
         super().__init__([self.query, legend, scroll, self.details])
         self._fill_tables()
 
@@ -92,4 +97,7 @@ class ProbeTreeView(W.VBox):
                 for s in plan.stores]
         self.stores.value = table(["store", "MIR", "partition attribute", "parallelism", "memory (tuples)",
                                    "namespace"], rows)
-        self.text.value = f'<pre style="font-size:12px">{esc(plan.render())}</pre>'
+        q = self.query.value if self.query.value in plan.workload.query_names else None
+        edges = None if q is None else [n.edge for n in nodes_for_query(plan, q)]
+        who = "all queries" if q is None else f"{q} (its steps and the MIR stores it probes)"
+        self.text.value = f'<i>{esc(who)}</i><pre style="font-size:12px">{esc(plan.render(edges))}</pre>'

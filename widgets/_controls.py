@@ -1,0 +1,95 @@
+"""Sliders a person can also type into (issue 13, item 12).
+
+:func:`typeable` puts a number box beside a slider, both showing one value; typing a value
+moves the slider.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to
+hit on ~120 px, so with ``decades`` its track spans only that many decades either side of the
+current value, re-centred after every change, within its original bounds.
+
+>>> import ipywidgets as W
+>>> s = W.FloatLogSlider(value=0.001, base=10, min=-9, max=0, description="selectivity")
+>>> row = typeable(s, decades=2)
+>>> box = row.children[1]
+>>> (s.min, s.max), box.value
+((-5.0, -1.0), 0.001)
+>>> box.value = 0.5          # typed: the slider follows and its track re-centres
+>>> s.value, (s.min, s.max)
+(0.5, (-3.0, 0.0))
+>>> set_slider(s, 2e-9)      # set by the model (beyond the track): the box follows
+>>> box.value, (s.min, s.max)
+(2e-09, (-9.0, -6.0))
+>>> box.value = 7.0          # beyond the slider's bounds: kept at the bound
+>>> s.value, box.value
+(1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+
+
+def _recentre(slider: W.FloatLogSlider, lo: float, hi: float, decades: float) -> None:
+    if slider.value <= 0:
+        return
+    at = round(math.log(slider.value, slider.base), 9)
+    new_min, new_max = max(lo, math.floor(at - decades)), min(hi, math.ceil(at + decades))
+    if (slider.min, slider.max) != (new_min, new_max):
+        slider.min, slider.max = float(new_min), float(new_max)  # both contain the value: no clamping
+
+
+def set_slider(slider: W.Widget, value: float) -> None:
+    """Set a slider's value from code, widening a log slider's track first when the value
+    lies beyond it (a narrowed track would clamp it); :func:`typeable` then re-centres."""
+    if isinstance(slider, W.FloatLogSlider) and value > 0:
+        at = math.log(value, slider.base)
+        if at < slider.min:
+            slider.min = float(math.floor(at))
+        if at > slider.max:
+            slider.max = float(math.ceil(at))
+    slider.value = value
+
+
+def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96px") -> W.HBox:
+    """``HBox([slider, number box])`` kept in step (see the module doc); ``decades`` (log
+    sliders only): the track's span either side of the current value."""
+    log = isinstance(slider, W.FloatLogSlider)
+    if log:
+        lo, hi = slider.min, slider.max
+        bounds = (slider.base ** lo, slider.base ** hi)
+    else:
+        bounds = (slider.min, slider.max)
+    box_cls = W.BoundedIntText if isinstance(slider, W.IntSlider) else W.BoundedFloatText
+    box = box_cls(value=slider.value, min=bounds[0], max=bounds[1], layout=W.Layout(width=width),
+                  continuous_update=False, tooltip=f"type a value ({bounds[0]:g} … {bounds[1]:g})")
+    syncing = [False]
+
+    def from_slider(change) -> None:
+        if log and decades:
+            _recentre(slider, lo, hi, decades)
+        if not syncing[0]:
+            syncing[0] = True
+            try:
+                box.value = change["new"]
+            finally:
+                syncing[0] = False
+
+    def from_box(change) -> None:
+        if syncing[0]:
+            return
+        syncing[0] = True
+        try:
+            v = change["new"]
+            set_slider(slider, min(max(v, bounds[0]), bounds[1]))
+            if log and decades:
+                _recentre(slider, lo, hi, decades)
+            box.value = slider.value
+        finally:
+            syncing[0] = False
+
+    slider.observe(from_slider, "value")
+    box.observe(from_box, "value")
+    if log and decades:
+        _recentre(slider, lo, hi, decades)
+    slider.layout.width = slider.layout.width or "330px"
+    return W.HBox([slider, box], layout=W.Layout(align_items="center", overflow="visible"))
