@@ -811,10 +811,12 @@ class RunData:
     data: Any = None
 
 
-def _start_replay(workload, tables, policy, speedup):
+def _start_replay(workload, tables, policy, speedup, budget=None):
+    """A live run; ``budget``: the most tuples (stored entries and results) it may hold — the
+    executor stops itself there, mid-epoch, keeping what it produced."""
     from mqjoin.runtime.adaptive import AdaptiveReplay
 
-    return AdaptiveReplay(workload, tables, policy, speedup=speedup).start()
+    return AdaptiveReplay(workload, tables, policy, speedup=speedup, budget=budget).start()
 
 
 class AdaptivityPanel(W.VBox):
@@ -833,7 +835,9 @@ class AdaptivityPanel(W.VBox):
 
     def __init__(self, model, start: Callable[..., Any] | None = None):
         self.model = model
-        self.start_fn = start or _start_replay
+        # the executor's own budget stops a run inside an epoch; the guard's watch of the epoch
+        # events (below) says why in the panel
+        self.start_fn = start or (lambda *args: _start_replay(*args, budget=int(self.guard.limits.max_results)))
         self.sources: list[tuple[str, Any]] = []
         self._tables: dict[tuple, RunData] = {}
         self._status = Redraw(self._show_run_status, 0.0)
