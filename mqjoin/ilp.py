@@ -44,10 +44,9 @@ from typing import Iterable
 
 from .candidates import MIR, Candidates, Owner, Step, owner_label
 from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
+from .options import POLICIES, SOLVERS, check_mir_budget, check_policy, check_solver, check_time_limit
 from .workload import Attr
 
-POLICIES = ("single", "replicas")
-SOLVERS = ("highs", "cbc")
 
 
 @dataclass
@@ -113,9 +112,8 @@ def _unique(name: str, used: set[str]) -> str:
 def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None) -> Model:
     """Build the ILP of DESIGN A5 for the candidates under a partitioning policy, with an
     optional memory budget (tuples) for the materialised MIRs."""
-    if policy not in POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {' or '.join(POLICIES)})")
-    check_budget(mir_budget)
+    check_policy(policy)
+    check_mir_budget(mir_budget)
     t0 = time.perf_counter()
     mdl = Model(cands, policy)
 
@@ -183,12 +181,6 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     return mdl
 
 
-def check_budget(mir_budget: float | None) -> None:
-    if mir_budget is not None and (isinstance(mir_budget, bool) or not isinstance(mir_budget, (int, float))
-                                   or not mir_budget >= 0 or math.isinf(mir_budget)):
-        raise OptimizerError(f"the MIR memory budget must be a number of tuples ≥ 0, got {mir_budget!r}")
-
-
 # --------------------------------------------------------------------------------------------
 # solving
 # --------------------------------------------------------------------------------------------
@@ -253,8 +245,8 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
     Independent components are solved separately; small ones are batched into one solver
     call (a solver call has a fixed overhead of milliseconds)."""
-    if solver not in SOLVERS:
-        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
+    check_solver(solver)
+    check_time_limit(time_limit)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     values = [0.0] * mdl.num_variables

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from .errors import OptimizerError
-from .ilp import POLICIES, SOLVERS, Model, Solution, build_model, check_budget, solve
+from .errors import InternalError, OptimizerError
+from .ilp import Model, Solution, build_model, solve
+from .options import MODES, POLICIES, SOLVERS, check_options
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
 
-MODES = ("mqo", "individual", "shared")
 
 #: relative tolerance between a plan's cost and the ILP objective: solvers accept variables
 #: within their MIP feasibility tolerance (1e-6 in HiGHS and CBC) of integral, so the reported
@@ -137,15 +137,6 @@ class OptimizeResult:
         return f"<pre>{html.escape(self.summary())}</pre>"
 
 
-def _check(mode: str, partitioning: str, solver: str) -> None:
-    if mode not in MODES:
-        raise OptimizerError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
-    if partitioning not in POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {partitioning!r} (choose {' or '.join(POLICIES)})")
-    if solver not in SOLVERS:
-        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
-
-
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
@@ -157,15 +148,14 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     >>> optimize(w).probe_orders()["q"]["R"], optimize(w, mir_budget=0).probe_orders()["q"]["R"]
     ('R » STU[a]', 'R » S[a] » T[c] » U[c]')
     """
-    _check(mode, partitioning, solver)
-    check_budget(mir_budget)
+    check_options(mode, partitioning, solver, time_limit, mir_budget)
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     if mode == "mqo":
         choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget)
         plan = build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
-            raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
+            raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
 
@@ -193,7 +183,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
     if mode == "individual" and (plan.probe_cost > objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE
                                  or (stats.status == "optimal" and not close)):
-        raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
+        raise InternalError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
     return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget)
 

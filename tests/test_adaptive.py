@@ -31,7 +31,7 @@ from mqjoin.adaptive import (
     parse_changes,
     retained_relations,
 )
-from mqjoin.errors import AdaptiveError, OptimizerError, UnknownRelationError
+from mqjoin.errors import AdaptiveError, OptionError, UnknownRelationError
 from mqjoin.optimizer import optimize
 from mqjoin.oracle import adaptive_oracle_results, oracle_results
 from mqjoin.plan import recost
@@ -374,12 +374,23 @@ def test_added_query_with_unknown_relation_is_a_workload_error():
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"epoch": 0}, "epoch length"), ({"epoch": -1}, "epoch length"), ({"threshold": -0.1}, "threshold"),
-    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"), ({"mode": "best"}, "unknown mode"),
-    ({"mir_budget": -1}, "budget"), ({"time_limit": 0}, "time limit"),
+    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"),
 ])
 def test_policy_errors(kwargs, message):
     with pytest.raises(AdaptiveError, match=message):
         AdaptivePolicy(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"mode": "best"}, "unknown mode 'best'"), ({"partitioning": "both"}, "unknown partitioning policy 'both'"),
+    ({"solver": "glpk"}, "unknown solver 'glpk'"), ({"mir_budget": -1}, "budget"), ({"time_limit": 0}, "time limit"),
+])
+def test_policy_options_raise_the_optimisers_option_error(kwargs, message):
+    """The optimiser's options are checked by the optimiser's rules (mqjoin.options), with its error."""
+    with pytest.raises(OptionError, match=message):
+        AdaptivePolicy(**kwargs)
+    with pytest.raises(OptionError, match=message):
+        optimize(parse_workload(W3), **kwargs)
 
 
 def test_changelog_yaml_errors():
@@ -415,7 +426,7 @@ def test_mir_budget_limits_materialised_memory():
         distinct = {s.mir: s.memory for s in limited.plan.stores if not s.mir.is_base}
         assert sum(distinct.values()) <= budget * (1 + 1e-9)
         assert limited.probe_cost >= free.probe_cost - 1e-9
-    with pytest.raises(OptimizerError, match="budget"):
+    with pytest.raises(OptionError, match="budget"):
         optimize(parse_workload(W3), mir_budget=-5)
 
 

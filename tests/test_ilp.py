@@ -9,7 +9,7 @@ import pytest
 
 import _ref_optimizer as ref
 from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import NoSolutionError, OptimizerError, PlanError
+from mqjoin.errors import NoSolutionError, OptimizerError, OptionError, PlanError
 from mqjoin.ilp import build_model, export, lp_text, solve
 from mqjoin.optimizer import optimize
 from mqjoin.plan import Plan
@@ -216,16 +216,16 @@ def test_solution_without_time_limit_is_optimal():
     ({"solver": "gurobi"}, "'gurobi'"),
 ])
 def test_unknown_mode_policy_solver(kwargs, culprit):
-    with pytest.raises(OptimizerError) as ei:
+    with pytest.raises(OptionError) as ei:
         optimize(V2, **kwargs)
     assert culprit in str(ei.value)
 
 
 def test_unknown_policy_and_solver_at_the_ilp_level():
     cands = enumerate_candidates(V2)
-    with pytest.raises(OptimizerError, match="'both'"):
+    with pytest.raises(OptionError, match="'both'"):
         build_model(cands, "both")
-    with pytest.raises(OptimizerError, match="'glpk'"):
+    with pytest.raises(OptionError, match="'glpk'"):
         solve(build_model(cands, "single"), solver="glpk")
 
 
