@@ -286,6 +286,23 @@ def lifetimes(workload: Workload, changes: Iterable[QueryChange],
     return full, tuple(Lifetime(q, a, r) for q, (a, r) in lives.items())
 
 
+def lifetime_of(lives: Iterable[Lifetime], query: str) -> Lifetime:
+    """The lifetime of ``query`` among ``lives``.
+
+    >>> lifetime_of([Lifetime("q1", None, 3)], "q1").removed
+    3
+    >>> lifetime_of([Lifetime("q1", None, 3)], "q2")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.AdaptiveError: no query q2 (queries: q1)
+    """
+    lives = tuple(lives)
+    for lf in lives:
+        if lf.query == query:
+            return lf
+    raise AdaptiveError(f"no query {query} (queries: {', '.join(lf.query for lf in lives)})")
+
+
 def active_queries(lives: Iterable[Lifetime], epoch: int) -> tuple[str, ...]:
     return tuple(lf.query for lf in lives if lf.active(epoch))
 
@@ -548,12 +565,6 @@ class AdaptiveController:
 
     def retained(self, epoch: int) -> frozenset[str]:
         return retained_relations(self.full, self.lives, epoch)
-
-    def lifetime(self, query: str) -> Lifetime:
-        for lf in self.lives:
-            if lf.query == query:
-                return lf
-        raise AdaptiveError(f"no query {query} (queries: {', '.join(lf.query for lf in self.lives)})")
 
     def tracked(self, epoch: int) -> tuple[tuple[Attr, Attr], ...]:
         """The pairs to sample during ``epoch``: classes of the queries active then or in the

@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_adaptive(args: argparse.Namespace) -> int:
-    from .adaptive import AdaptivePolicy, lifetimes, load_changes
+    from .adaptive import AdaptivePolicy, lifetime_of, lifetimes, load_changes
     from .tables import read_inputs, write_results
 
     if args.engine == "native":
@@ -182,7 +182,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     for d in run.switches:
         print(f"  epoch {d.active_from}: plan {d.plan} — {d.reason}")
     for q, res in run.results.items():
-        lf = next(lf for lf in lives if lf.query == q)
+        lf = lifetime_of(lives, q)
         span = "" if lf.added is None and lf.removed is None else \
             f" (epochs {'…' if lf.added is None else lf.added}–{'…' if lf.removed is None else lf.removed - 1})"
         print(f"  {q:>8}: {len(res)} results{span} → {Path(args.out) / (q + '.parquet')}")

@@ -44,7 +44,7 @@ from typing import Iterable
 
 from .candidates import MIR, Candidates, Owner, Step, owner_label
 from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
-from .options import POLICIES, SOLVERS, check_mir_budget, check_policy, check_solver, check_time_limit
+from .options import POLICIES, SOLVERS, check_mir_budget, check_policy, check_solver, check_time_limit  # noqa: F401
 from .workload import Attr
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from .errors import InternalError, OptimizerError
 from .ilp import Model, Solution, build_model, solve
-from .options import MODES, POLICIES, SOLVERS, check_options
+from .options import MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
 

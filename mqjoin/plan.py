@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from .candidates import MIR, Owner, ProbeOrder, Step, owner_label, steps_of
-from .cost import broadcast_factor, join_size, memory_tuples
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, steps_of
+from .cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
 from .errors import MqjoinError, PlanError
 from .workload import Attr, JoinClass, Workload
 
@@ -103,12 +103,6 @@ def output_id(query: str) -> str:
     return f"output:{query}"
 
 
-def step_cost(workload: Workload, step: Step, partition: Attr, parallelism: int) -> float:
-    """Cost of one step (DESIGN A4): ``|⋈P| / |P| · χ``."""
-    base = join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
-    return base * broadcast_factor(partition in step.known, parallelism)
-
-
 def _selectivities(workload: Workload):
     """A function from class members to their selectivity in ``workload`` (a restricted class
     takes the value of any query class containing it: linked classes agree)."""
@@ -179,10 +173,6 @@ def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
             classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
             seen[key] = memory_tuples(w, s.mir.relations, classes)
     return sum(seen.values())
-
-
-def store_parallelism(workload: Workload, mir: MIR) -> int:
-    return workload.parallelism(mir.relations[0]) if mir.is_base else workload.defaults.parallelism
 
 
 @dataclass(frozen=True)
@@ -474,7 +464,7 @@ def check_plan(plan: Plan) -> None:
         if (kind, role) == ("output", "target") and name in queries:
             return
         raise bad(f"edge {edge.label} has {role} {ref!r}, which is no store of the plan"
-                  + (f", no input of a declared relation" if role == "source" else ", no output of a query"))
+                  + (", no input of a declared relation" if role == "source" else ", no output of a query"))
 
     for e in plan.edges:
         if e.kind not in EDGE_KINDS:
@@ -571,10 +561,6 @@ def _step_from(d: Mapping, w: Workload) -> Step:
 # --------------------------------------------------------------------------------------------
 
 
-def _classes_of(workload: Workload, owner: Owner) -> tuple[JoinClass, ...]:
-    return owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
-
-
 def _route(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
     """The travelling attribute whose class holds the target's partition attribute."""
     rels = set(travelling)
@@ -606,7 +592,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
                 k += 1
             sid = f"{sid}#{k}"
         used_ids[sid] = (ns, m, a)
-        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m),
+        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
                                    memory_tuples(workload, m.relations, m.classes), ns)
     replicas: dict[tuple[str, MIR], list[Store]] = {}
     for (ns, m, _), s in stores.items():
@@ -621,7 +607,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     node_info: dict[NodeKey, dict[str, Any]] = {}
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
     for c in choices:
-        classes = _classes_of(workload, c.owner)
+        classes = owner_classes(c.owner, workload)
         key: tuple = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
         for s, m, a in zip(steps_of(c.order, classes, workload), c.order.elements, c.order.partitions or ()):
