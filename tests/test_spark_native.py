@@ -62,10 +62,9 @@ def test_native_state_metrics_from_a_progress_dict_or_json():
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from mqjoin.runtime.spark.session import spark_session
-
-    s = spark_session("local[2]")
+def spark(spark):
+    """The shared session (tests/conftest.py) with one shuffle partition while this module runs."""
+    s = spark
     # one state partition per join: 4 state stores to commit per join and batch instead of 16
     old = s.conf.get("spark.sql.shuffle.partitions")
     s.conf.set("spark.sql.shuffle.partitions", "1")
