@@ -168,7 +168,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     if args.check:
         from .oracle import adaptive_oracle_results
 
-        ok = run.result_sets() == adaptive_oracle_results(full, tables, lives, policy)
+        ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
         summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
         if not ok:
             raise ResultMismatchError("adaptive results differ from the brute-force oracle (DESIGN A6): please report this")

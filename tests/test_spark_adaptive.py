@@ -103,7 +103,7 @@ def switching(spark, tmp_path_factory):
 def test_forced_switches_results_equal_reference_and_oracle(switching):
     s = switching
     got = s.d.results()
-    want = adaptive_oracle_results(s.full, s.tables, s.lives, s.policy)
+    want = adaptive_oracle_results(s.w, s.tables, s.changes, s.policy)
     assert sum(map(len, want.values())) > 1000
     assert got == s.ref.result_sets(), "Spark differs from the adaptive reference executor"
     assert got == want, "Spark differs from the adaptive oracle"
@@ -143,7 +143,7 @@ def test_query_changes_results_equal_reference_and_oracle(changing):
     got = s.d.results()
     assert set(got) == {lf.query for lf in s.lives}
     assert got == s.ref.result_sets()
-    assert got == adaptive_oracle_results(s.full, s.tables, s.lives, s.policy)
+    assert got == adaptive_oracle_results(s.w, s.tables, s.changes, s.policy)
     assert _committed_rows(s.out) == sum(map(len, got.values()))
     # an added query answered from history stored before its activation
     history = 0
@@ -217,8 +217,7 @@ def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spa
     finally:
         d2.stop()
     got = d2.results()
-    full, lives = lifetimes(w, [change], policy)
-    want = adaptive_oracle_results(full, tables, lives, policy)
+    want = adaptive_oracle_results(w, tables, [change], policy)
     assert got == want
     assert got == run_adaptive(w, tables, policy, [change]).result_sets()
     assert all(first[q] <= got[q] for q in first)
