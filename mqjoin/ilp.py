@@ -44,7 +44,8 @@ from typing import Iterable
 
 from .candidates import MIR, Candidates, Owner, Step, owner_label
 from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
-from .options import POLICIES, SOLVERS, check_mir_budget, check_policy, check_solver, check_time_limit  # noqa: F401
+from .options import (POLICIES, SOLVERS, check_mir_budget, check_policy, check_solution_limit,  # noqa: F401
+                      check_solver, check_time_limit)
 from .workload import Attr
 
 
@@ -188,8 +189,8 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
 
 @dataclass(frozen=True)
 class Solution:
-    """Solver outcome.  ``status`` is ``"optimal"`` or ``"time_limit"`` (a feasible plan was
-    found but not proven optimal: ``gap`` says how far from the bound it may be)."""
+    """Solver outcome.  ``status`` is ``"optimal"``, or ``"time_limit"`` / ``"solution_limit"`` (a
+    feasible plan was found but not proven optimal: ``gap`` says how far from the bound it may be)."""
 
     status: str
     objective: float
@@ -238,15 +239,18 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
 
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
-          start: list[float] | None = None) -> Solution:
+          start: list[float] | None = None, solution_limit: int | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+    ``solution_limit`` (HiGHS) stops the solver at its ``solution_limit``-th improving solution — a
+    limit that, unlike time, does not depend on the machine — with ``status="solution_limit"``.
 
     Independent components are solved separately; small ones are batched into one solver
     call (a solver call has a fixed overhead of milliseconds)."""
     check_solver(solver)
     check_time_limit(time_limit)
+    check_solution_limit(solution_limit, solver)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     values = [0.0] * mdl.num_variables
@@ -255,7 +259,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     for cols, rows in _batches(comps):
         remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
         if solver == "highs":
-            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads, start)
+            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads, start, solution_limit)
         else:
             st, obj, bd, vals = _solve_cbc(mdl, cols, rows, remaining)
         for c, v in zip(cols, vals):
@@ -286,8 +290,9 @@ def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list
     return out
 
 
-def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                 threads: int | None, start: list[float] | None = None) -> tuple[str, float, float, list[float]]:
+def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, threads: int | None,
+                 start: list[float] | None = None,
+                 solution_limit: int | None = None) -> tuple[str, float, float, list[float]]:
     try:
         import highspy
         import numpy as np
@@ -298,6 +303,8 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     h = _silent_highs(highspy)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
+    if solution_limit is not None:
+        h.setOptionValue("mip_max_improving_sols", int(solution_limit))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
     h.setOptionValue("mip_rel_gap", 1e-9)
@@ -345,6 +352,10 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
         st = "time_limit"
+    elif ms == highspy.HighsModelStatus.kSolutionLimit and solution_limit is not None:
+        if not has_solution:
+            raise NoSolutionError(f"the solver stopped at its solution limit ({solution_limit}) without a plan")
+        st = "solution_limit"
     else:
         raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
     vals = list(h.getSolution().col_value)

@@ -176,7 +176,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         variables=sum(p.variables for p in parts), constraints=sum(p.constraints for p in parts),
         binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
         build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
-        status="optimal" if all(p.status == "optimal" for p in parts) else "time_limit",
+        status=next((p.status for p in parts if p.status != "optimal"), "optimal"),
         gap=max(p.gap for p in parts), objective=objective, solver=solver)
     # a plan never costs more than the objective: equal at the optimum, possibly less for a
     # time-limited incumbent that pays for steps or MIRs the plan does not use

@@ -88,6 +88,25 @@ def check_mir_budget(mir_budget: Any) -> None:
         raise OptionError(f"the MIR memory budget must be a number of tuples ≥ 0, got {mir_budget!r}")
 
 
+def check_solution_limit(solution_limit: Any, solver: Any = "highs") -> None:
+    """``solution_limit`` is ``None`` or a positive number of improving solutions after which
+    HiGHS stops (:func:`mqjoin.ilp.solve`: a limit that does not depend on the machine, unlike time).
+
+    >>> check_solution_limit(10), check_solution_limit(None, "cbc")
+    (None, None)
+    >>> check_solution_limit(10, "cbc")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.OptionError: a solution limit needs solver 'highs', got 'cbc'
+    """
+    if solution_limit is None:
+        return
+    if isinstance(solution_limit, bool) or not isinstance(solution_limit, int) or solution_limit < 1:
+        raise OptionError(f"the solution limit must be a positive integer, got {solution_limit!r}")
+    if solver != "highs":
+        raise OptionError(f"a solution limit needs solver 'highs', got {solver!r}")
+
+
 def check_options(mode: Any = "mqo", partitioning: Any = "single", solver: Any = "highs",
                   time_limit: Any = None, mir_budget: Any = None) -> None:
     """All of the above at once (defaults are valid, so pass only what was given).
