@@ -530,14 +530,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     w = _workload(args.workload)
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    st = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
     if args.write:
-        _write_text(args.write, st.to_yaml(w, f"workload {args.workload} with statistics estimated by "
+        _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
                                               f"'mqjoin stats' from {args.data}"))
     if args.json:
-        print(json.dumps(st.to_dict(), indent=1))
+        print(json.dumps(stats.to_dict(), indent=1))
     else:
-        print(st.render())
+        print(stats.render())
         if args.write:
             print(f"workload with these statistics written to {args.write}")
     return 0
@@ -588,15 +588,15 @@ def _add_dataset_parsers(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_data_synthetic)
 
-    st = sub.add_parser("stats", help="estimate rates and selectivities of a workload from data")
-    st.add_argument("workload", help="workload YAML file (or a bundled one, e.g. tpch_fig7a.yaml)")
-    st.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
-    st.add_argument("--write", metavar="OUT.yaml", help="write the workload with the estimated statistics")
-    st.add_argument("--sample", type=int, default=100_000, metavar="N",
+    stats_parser = sub.add_parser("stats", help="estimate rates and selectivities of a workload from data")
+    stats_parser.add_argument("workload", help="workload YAML file (or a bundled one, e.g. tpch_fig7a.yaml)")
+    stats_parser.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
+    stats_parser.add_argument("--write", metavar="OUT.yaml", help="write the workload with the estimated statistics")
+    stats_parser.add_argument("--sample", type=int, default=100_000, metavar="N",
                     help="sample relations with more than N rows down to N rows (default 100000; 0: exact)")
-    st.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
-    st.add_argument("--json", action="store_true")
-    st.set_defaults(func=cmd_stats)
+    stats_parser.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
+    stats_parser.add_argument("--json", action="store_true")
+    stats_parser.set_defaults(func=cmd_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

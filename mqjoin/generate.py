@@ -147,16 +147,16 @@ def _draw_query(rng: random.Random, rels: list[str], attrs: list[str],
     classes: list[set[tuple[str, str]]] = []
     while len(inside) < size:
         left = rng.choice(inside)
-        la = rng.choice(attrs)
+        left_attr = rng.choice(attrs)
         right = rng.choice([r for r in rels if r not in inside])
-        ra = rng.choice(attrs)
-        equalities.append(f"{left}.{la} = {right}.{ra}")
+        right_attr = rng.choice(attrs)
+        equalities.append(f"{left}.{left_attr} = {right}.{right_attr}")
         inside.append(right)
-        # `right` is new to the query, so (right, ra) is a fresh attribute: it joins left's class
-        cid = class_of.get((left, la))
+        # `right` is new to the query, so (right, right_attr) is a fresh attribute: it joins left's class
+        cid = class_of.get((left, left_attr))
         if cid is None:
-            cid = class_of[(left, la)] = len(classes)
-            classes.append({(left, la)})
-        class_of[(right, ra)] = cid
-        classes[cid].add((right, ra))
+            cid = class_of[(left, left_attr)] = len(classes)
+            classes.append({(left, left_attr)})
+        class_of[(right, right_attr)] = cid
+        classes[cid].add((right, right_attr))
     return ", ".join(equalities), frozenset(frozenset(c) for c in classes)

@@ -167,12 +167,12 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
                 for m in o.elements:
                     if not m.is_base:
                         mir_users.setdefault(m, []).append(xi)
-                for st in cands.steps[owner][start][i]:
-                    step_users.setdefault(st, []).append(xi)
+                for step in cands.steps[owner][start][i]:
+                    step_users.setdefault(step, []).append(xi)
             for m, xs in mir_users.items():
                 mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mdl.m[m]], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
-            for st, xs in step_users.items():
-                mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
+            for step, xs in step_users.items():
+                mdl.row(f"link_{olabel}_{start}_{step.render()}", [mdl.y[step]] + xs, [1.0] + [-1.0] * len(xs),
                         0.0, math.inf)
             if isinstance(owner, MIR):
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
@@ -259,15 +259,15 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     for cols, rows in _batches(comps):
         remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
         if solver == "highs":
-            st, obj, bd, vals = _solve_highs(mdl, cols, rows, remaining, threads, start, solution_limit)
+            part_status, part_objective, part_bound, vals = _solve_highs(mdl, cols, rows, remaining, threads, start, solution_limit)
         else:
-            st, obj, bd, vals = _solve_cbc(mdl, cols, rows, remaining)
+            part_status, part_objective, part_bound, vals = _solve_cbc(mdl, cols, rows, remaining)
         for c, v in zip(cols, vals):
             values[c] = v
-        objective += obj
-        bound += bd
-        if st != "optimal":
-            status = st
+        objective += part_objective
+        bound += part_bound
+        if part_status != "optimal":
+            status = part_status
     return Solution(status, objective, min(bound, objective), tuple(values), solver,
                     time.perf_counter() - t0, len(comps))
 
@@ -344,29 +344,29 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     info = h.getInfo()
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
     if ms == highspy.HighsModelStatus.kOptimal:
-        st = "optimal"
+        status = "optimal"
     elif ms in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
         raise InfeasibleError("the ILP is infeasible; this is a bug in mqjoin for a valid workload — please report it")
     elif ms == highspy.HighsModelStatus.kTimeLimit or ms == highspy.HighsModelStatus.kInterrupt:
         if not has_solution:
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
-        st = "time_limit"
+        status = "time_limit"
     elif ms == highspy.HighsModelStatus.kSolutionLimit and solution_limit is not None:
         if not has_solution:
             raise NoSolutionError(f"the solver stopped at its solution limit ({solution_limit}) without a plan")
-        st = "solution_limit"
+        status = "solution_limit"
     else:
         raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
     vals = list(h.getSolution().col_value)
     # the objective of the values returned, not HiGHS's report: highspy 1.16 stopped by a time
     # limit reported an objective below the optimum for an incumbent that cost more
     obj = math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals))
-    if any(mdl.integer[c] for c in cols) and st != "optimal":
+    if any(mdl.integer[c] for c in cols) and status != "optimal":
         bound = max(0.0, float(info.mip_dual_bound))  # costs are ≥ 0, so 0 is always a bound
     else:
         bound = obj
-    return st, obj, bound, vals
+    return status, obj, bound, vals
 
 
 def _silent_highs(highspy):
@@ -426,9 +426,9 @@ def _solve_cbc(mdl: Model, cols: list[int], rows: list[int],
     prob.solve(cbc)
     # LpStatus says "Optimal" for an incumbent at a time-out too: sol_status tells them apart.
     if prob.sol_status == pulp.LpSolutionOptimal:
-        st = "optimal"
+        status = "optimal"
     elif prob.sol_status == pulp.LpSolutionIntegerFeasible:
-        st = "time_limit"
+        status = "time_limit"
     elif prob.sol_status in (pulp.LpSolutionInfeasible, pulp.LpSolutionUnbounded):
         raise InfeasibleError("the ILP is infeasible; this is a bug in mqjoin for a valid workload — please report it")
     else:
@@ -436,11 +436,11 @@ def _solve_cbc(mdl: Model, cols: list[int], rows: list[int],
     vals = [float(var[c].value() or 0.0) for c in cols]
     obj = sum(mdl.cost[c] * v for c, v in zip(cols, vals))
     bound = obj
-    if st != "optimal":  # CBC's bound is not exposed by PuLP: the LP relaxation is a valid one
+    if status != "optimal":  # CBC's bound is not exposed by PuLP: the LP relaxation is a valid one
         relax, _ = to_pulp(mdl, cols, rows, relax=True)
         relax.solve(pulp.PULP_CBC_CMD(msg=False))
         bound = float(pulp.value(relax.objective) or 0.0)
-    return st, obj, bound, vals
+    return status, obj, bound, vals
 
 
 def export(mdl: Model, path: str) -> str:

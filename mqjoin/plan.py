@@ -14,7 +14,23 @@ deterministic label; every store gets rules keyed by the incoming edge label:
 In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
 in ``shared`` mode the individual orders are merged, so identical steps run once.
 
-Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`).
+Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`);
+a plan read back is validated (:func:`check_plan`): every edge label, store, relation and query
+it names exists, or :class:`~mqjoin.errors.PlanError` says which does not.
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.optimizer import optimize
+>>> plan = optimize(parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+... queries: {q: "R(a), S(a)"}''')).plan
+>>> print(plan.render())
+R  ⇒ store R[a] (e1)
+  ─e2→ S[a]  cost 100  ⇒ q (e3)
+S  ⇒ store S[a] (e4)
+  ─e5→ R[a]  cost 100  ⇒ q (e6)
+>>> Plan.from_json(plan.to_json()) == plan
+True
 """
 
 from __future__ import annotations
