@@ -346,6 +346,8 @@ class Plan:
             raise
         except MqjoinError as e:
             raise PlanError(f"malformed plan: its workload is invalid: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise PlanError(f"malformed plan: its workload is invalid: {type(e).__name__}: {e}") from None
         try:
             plan = Plan(
                 w, _field(d, "mode", "the plan"), _field(d, "partitioning", "the plan"),

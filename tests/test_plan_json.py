@@ -170,6 +170,14 @@ def test_malformed_plans_are_plan_errors_naming_the_culprit(plan_dict, mutate):
         _load(d)
 
 
+@pytest.mark.parametrize("workload", [7, [], {"relations": 5}, {"relations": {"R": 3}, "queries": {}}])
+def test_a_workload_of_the_wrong_shape_is_a_plan_error(plan_dict, workload):
+    d = copy.deepcopy(plan_dict)
+    d["workload"] = workload
+    with pytest.raises(PlanError, match="its workload is invalid"):
+        _load(d)
+
+
 def test_from_json_of_a_non_object():
     with pytest.raises(PlanError, match="expected a JSON object, got list"):
         Plan.from_json("[1, 2]")
