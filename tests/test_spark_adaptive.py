@@ -309,6 +309,7 @@ def test_cli_adaptive_spark_errors_are_one_line(tmp_path, capsys, extra, message
 
 
 def test_ui_kept_every_execution_of_this_module(spark):
-    """Runs last in this module: the UI still holds every SQL execution (see RETAINED_EXECUTIONS)."""
+    """Runs last in this module: the UI still holds every SQL execution of the run so far — the
+    shared session (tests/conftest.py) keeps RETAINED_EXECUTIONS whichever module started it."""
     n = len(sql_executions(spark, details=False))
     assert 0 < n < RETAINED_EXECUTIONS * 0.9, n
