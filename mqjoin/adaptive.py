@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AdaptiveError, MqjoinError, OptimizerError, WorkloadError
+from .options import check_options
 from .plan import Plan, mir_memory, recost
 from .workload import Attr, Workload, iter_pairs
 
@@ -115,9 +116,6 @@ class AdaptivePolicy:
     mir_budget: float | None = None
 
     def __post_init__(self) -> None:
-        from .ilp import POLICIES, SOLVERS
-        from .optimizer import MODES
-
         if not _finite(self.epoch) or self.epoch <= 0:
             raise AdaptiveError(f"epoch length must be a positive number of seconds, got {self.epoch!r}")
         if not _finite(self.threshold) or self.threshold < 0:
@@ -126,16 +124,7 @@ class AdaptivePolicy:
             raise AdaptiveError(f"epoch origin must be a number of seconds, got {self.origin!r}")
         if not _finite(self.sample) or not 0 < self.sample <= 1:
             raise AdaptiveError(f"sample must be a fraction in (0, 1] of the join values to count, got {self.sample!r}")
-        if self.mode not in MODES:
-            raise AdaptiveError(f"unknown mode {self.mode!r} (choose one of {', '.join(MODES)})")
-        if self.partitioning not in POLICIES:
-            raise AdaptiveError(f"unknown partitioning policy {self.partitioning!r} (choose {' or '.join(POLICIES)})")
-        if self.solver not in SOLVERS:
-            raise AdaptiveError(f"unknown solver {self.solver!r} (choose {' or '.join(SOLVERS)})")
-        if self.time_limit is not None and (not _finite(self.time_limit) or self.time_limit <= 0):
-            raise AdaptiveError(f"time limit must be a positive number of seconds, got {self.time_limit!r}")
-        if self.mir_budget is not None and (not _finite(self.mir_budget) or self.mir_budget < 0):
-            raise AdaptiveError(f"the MIR memory budget must be a number of tuples ≥ 0, got {self.mir_budget!r}")
+        check_options(self.mode, self.partitioning, self.solver, self.time_limit, self.mir_budget)
 
     def epoch_of(self, ts: float) -> int:
         """The epoch of event time ``ts``.
@@ -295,6 +284,23 @@ def lifetimes(workload: Workload, changes: Iterable[QueryChange],
                 raise type(e)(f"the change at {ch.at:g} s: {e}") from None
             lives[name] = [a, None]
     return full, tuple(Lifetime(q, a, r) for q, (a, r) in lives.items())
+
+
+def lifetime_of(lives: Iterable[Lifetime], query: str) -> Lifetime:
+    """The lifetime of ``query`` among ``lives``.
+
+    >>> lifetime_of([Lifetime("q1", None, 3)], "q1").removed
+    3
+    >>> lifetime_of([Lifetime("q1", None, 3)], "q2")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.AdaptiveError: no query q2 (queries: q1)
+    """
+    lives = tuple(lives)
+    for lf in lives:
+        if lf.query == query:
+            return lf
+    raise AdaptiveError(f"no query {query} (queries: {', '.join(lf.query for lf in lives)})")
 
 
 def active_queries(lives: Iterable[Lifetime], epoch: int) -> tuple[str, ...]:
@@ -559,12 +565,6 @@ class AdaptiveController:
 
     def retained(self, epoch: int) -> frozenset[str]:
         return retained_relations(self.full, self.lives, epoch)
-
-    def lifetime(self, query: str) -> Lifetime:
-        for lf in self.lives:
-            if lf.query == query:
-                return lf
-        raise AdaptiveError(f"no query {query} (queries: {', '.join(lf.query for lf in self.lives)})")
 
     def tracked(self, epoch: int) -> tuple[tuple[Attr, Attr], ...]:
         """The pairs to sample during ``epoch``: classes of the queries active then or in the

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Iterator, Mapping, Union
 
-from .cost import broadcast_factor, join_size, memory_tuples
+from .cost import broadcast_factor, memory_tuples, store_parallelism, unit_step_cost
 from .workload import Attr, JoinClass, Query, Workload, is_connected, restrict_classes
 
 # --------------------------------------------------------------------------------------------
@@ -104,10 +104,6 @@ Owner = Union[str, MIR]
 
 def owner_label(owner: Owner) -> str:
     return owner if isinstance(owner, str) else owner.label
-
-
-def owner_sort_key(owner: Owner) -> tuple:
-    return (0, owner, ()) if isinstance(owner, str) else (1, "", owner.sort_key())
 
 
 @dataclass(frozen=True)
@@ -202,6 +198,22 @@ def _join_of(owner: Owner, workload: Workload) -> tuple[frozenset[str], tuple[Jo
     return q.relation_set, q.classes
 
 
+def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
+    """The classes an owner's probe orders join on: the query's, or the MIR's restricted ones.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}''')
+    >>> len(owner_classes("q", w))
+    2
+    >>> owner_classes(MIR.of(w, ["R", "S"], w.query("q").classes), w) == (w.query("q").classes[0],)
+    True
+    """
+    return _join_of(owner, workload)[1]
+
+
 def iter_mirs(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
               max_size: int | None = None) -> Iterator[MIR]:
     """MIRs of a join: its connected proper subsets with the classes restricted to them,
@@ -293,10 +305,8 @@ class Candidates:
         return tuple(self.orders)
 
     def parallelism(self, store: MIR) -> int:
-        """Base stores take their relation's parallelism, MIR stores ``defaults.parallelism``."""
-        if store.is_base:
-            return self.workload.parallelism(store.relations[0])
-        return self.workload.defaults.parallelism
+        """Partitions of ``store`` (:func:`mqjoin.cost.store_parallelism`)."""
+        return store_parallelism(self.workload, store.relations)
 
     def cost(self, step: Step, partition: Attr) -> float:
         """Cost of a step whose target is partitioned by ``partition``."""
@@ -307,11 +317,8 @@ class Candidates:
 
     def order_cost(self, owner: Owner, order: ProbeOrder) -> float:
         """Cost of a partitioned probe order on its own (no sharing)."""
-        classes = _join_of(owner, self.workload)[1]
+        classes = owner_classes(owner, self.workload)
         return sum(self.cost(s, a) for s, a in zip(steps_of(order, classes, self.workload), order.partitions))
-
-    def classes_of(self, owner: Owner) -> tuple[JoinClass, ...]:
-        return _join_of(owner, self.workload)[1]
 
     @cached_property
     def size(self) -> dict[str, int]:
@@ -356,7 +363,7 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
             for seq in seqs:
                 for s in seq:
                     if s not in step_cost:
-                        step_cost[s] = join_size(workload, s.prefix_relations, s.classes) / len(s.prefix_relations)
+                        step_cost[s] = unit_step_cost(workload, s)
                         targets.add(s.target)
 
     return Candidates(

@@ -1,6 +1,12 @@
 """The ``mqjoin`` command line.
 
-Errors are one line on stderr and exit code 2 (bad input); no tracebacks.
+Errors are one line on stderr, no tracebacks; the exit code says whose fault it is:
+``2`` bad input (any :class:`~mqjoin.errors.MqjoinError`: workload, option, data …),
+``3`` an internal error of mqjoin (:class:`~mqjoin.errors.InternalError`, e.g. ``run --check``
+finding results that differ from the brute-force oracle: please report it).
+
+>>> main(["optimize", "paper_v2.yaml", "--time-limit", "0"])
+2
 
 Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``synth``, ``demo``.
 """
@@ -14,7 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import MqjoinError, PlannerError
+from .errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
+from .options import MODES, POLICIES, SOLVERS, check_options
+
+#: exit code of bad input (workload, options, data): the user can fix it
+EXIT_BAD_INPUT = 2
+#: exit code of an internal error (a bug of mqjoin, e.g. results that differ from the oracle)
+EXIT_INTERNAL = 3
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -35,14 +47,14 @@ def _workload(path: str):
 
 
 def _opt_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=("mqo", "individual", "shared"), default="mqo",
+    p.add_argument("--mode", choices=MODES, default="mqo",
                    help="mqo: joint optimum; individual: each query alone with its own stores; "
                         "shared: individual plans deployed together (default: mqo)")
-    p.add_argument("--partitioning", choices=("single", "replicas"), default="single",
+    p.add_argument("--partitioning", choices=POLICIES, default="single",
                    help="single: one partition attribute per store; replicas: one replica per "
                         "partition attribute used (default: single)")
     p.add_argument("--no-mirs", action="store_true", help="do not materialise intermediate results")
-    p.add_argument("--solver", choices=("highs", "cbc"), default="highs", help="ILP solver (default: highs)")
+    p.add_argument("--solver", choices=SOLVERS, default="highs", help="ILP solver (default: highs)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="stop the solver after S seconds; the best plan found is then reported with "
                         "its gap to the optimum (default: 60)")
@@ -89,7 +101,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
         _clash_only(args, "--export (the ILP model)")
         if args.mode != "mqo":
-            raise MqjoinError("--export writes the joint (mqo) model; use it with --mode mqo")
+            raise OptionError("--export writes the joint (mqo) model; use it with --mode mqo")
         export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning,
                            args.mir_budget), args.export)
     if args.json:
@@ -137,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
         if not ok:
             print(json.dumps(summary, indent=1) if args.json else summary["check"])
-            raise MqjoinError("results differ from the brute-force oracle (DESIGN A6): please report this")
+            raise ResultMismatchError("results differ from the brute-force oracle (DESIGN A6): please report this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
@@ -154,11 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_adaptive(args: argparse.Namespace) -> int:
-    from .adaptive import AdaptivePolicy, lifetimes, load_changes
+    from .adaptive import AdaptivePolicy, lifetime_of, lifetimes, load_changes
     from .tables import read_inputs, write_results
 
     if args.engine == "native":
-        raise MqjoinError("--adaptive/--changes run on the reference engine or --engine spark; --engine native "
+        raise OptionError("--adaptive/--changes run on the reference engine or --engine spark; --engine native "
                           "(Spark's own joins) has no plan to adapt")
     policy = AdaptivePolicy(epoch=args.epoch, threshold=args.threshold, adapt=not args.static, mode=args.mode,
                             partitioning=args.partitioning, mirs=not args.no_mirs, solver=args.solver,
@@ -181,10 +193,10 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     if args.check:
         from .oracle import adaptive_oracle_results
 
-        ok = run.result_sets() == adaptive_oracle_results(full, tables, lives, policy)
+        ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
         summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
         if not ok:
-            raise MqjoinError("adaptive results differ from the brute-force oracle (DESIGN A6): please report this")
+            raise ResultMismatchError("adaptive results differ from the brute-force oracle (DESIGN A6): please report this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str, ensure_ascii=False))
         return 0
@@ -195,7 +207,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     for d in run.switches:
         print(f"  epoch {d.active_from}: plan {d.plan} — {d.reason}")
     for q, res in run.results.items():
-        lf = next(lf for lf in lives if lf.query == q)
+        lf = lifetime_of(lives, q)
         span = "" if lf.added is None and lf.removed is None else \
             f" (epochs {'…' if lf.added is None else lf.added}–{'…' if lf.removed is None else lf.removed - 1})"
         print(f"  {q:>8}: {len(res)} results{span} → {Path(args.out) / (q + '.parquet')}")
@@ -247,7 +259,7 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
         d.subscribe(show)
     try:
         if not d.wait(args.timeout):
-            raise MqjoinError(f"the deployment did not finish within {args.timeout:g}s "
+            raise EngineError(f"the deployment did not finish within {args.timeout:g}s "
                               "(raise --timeout or --rate); committed results are kept in --out")
     finally:
         d.stop()
@@ -371,7 +383,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"{mode + '/' + pol:<22}{res.probe_cost:>12,.0f}{res.memory:>10,.0f}{per_s:>17,.0f}"
                   f"{per_s / res.probe_cost:>16.2f}{run.throughput:>11,.0f}{sum(run.counts.values()):>9,}  {ok}")
             if ok == "DIFFERENT":
-                raise MqjoinError(f"{mode}/{pol} results differ from the oracle: please report this")
+                raise ResultMismatchError(f"{mode}/{pol} results differ from the oracle: please report this")
             if mode == "mqo" and pol == "single":
                 best = (res, run)
     res, run = best
@@ -387,7 +399,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"Spark results {'=' if same else '≠'} reference results"
               + ("" if want is None else f" {'=' if got == want else '≠'} oracle"))
         if not same or (want is not None and got != want):
-            raise MqjoinError("Spark results differ from the reference engine (DESIGN A6): please report this")
+            raise ResultMismatchError("Spark results differ from the reference engine (DESIGN A6): please report this")
     print("\n'measured/model': probe messages per second over the modelled probe cost.  Windows are not "
           "in the cost model (DESIGN A1),\nso this is only indicative here; benchmarks/reference_throughput.py "
           "checks it where the model's assumptions hold (≈ 1.00).")
@@ -402,7 +414,7 @@ def _write_text(path: str, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
-        raise MqjoinError(f"cannot write {path!r}: {e}") from None
+        raise DataError(f"cannot write {path!r}: {e}") from None
 
 
 def _spark_args(p: argparse.ArgumentParser) -> None:
@@ -473,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     cm = sub.add_parser("compare", help="probe cost and memory of every mode and policy")
     cm.add_argument("workload")
     cm.add_argument("--no-mirs", action="store_true")
-    cm.add_argument("--solver", choices=("highs", "cbc"), default="highs")
+    cm.add_argument("--solver", choices=SOLVERS, default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
     _planner_args(cm, default=None)
     cm.add_argument("--json", action="store_true")
@@ -564,7 +576,7 @@ def cmd_data_synthetic(args: argparse.Namespace) -> int:
                                             *_SYNTH_OPTIONS) if getattr(args, k) is not None}
     for k in params:
         if k in _SYNTH_OPTIONS and args.name not in _SYNTH_OPTIONS[k]:
-            raise MqjoinError(f"--{k.replace('_', '-')} applies to {' and '.join(_SYNTH_OPTIONS[k])} only, "
+            raise OptionError(f"--{k.replace('_', '-')} applies to {' and '.join(_SYNTH_OPTIONS[k])} only, "
                               f"not to {args.name}; leave it out")
     data = paper_data(args.name, **params)
     if not args.quiet:
@@ -584,15 +596,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     w = _workload(args.workload)
     if args.sample < 0:
-        raise MqjoinError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    st = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+        raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
+    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
     if args.write:
-        _write_text(args.write, st.to_yaml(w, f"workload {args.workload} with statistics estimated by "
+        _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
                                               f"'mqjoin stats' from {args.data}"))
     if args.json:
-        print(json.dumps(st.to_dict(), indent=1))
+        print(json.dumps(stats.to_dict(), indent=1))
     else:
-        print(st.render())
+        print(stats.render())
         if args.write:
             print(f"workload with these statistics written to {args.write}")
     return 0
@@ -643,25 +655,31 @@ def _add_dataset_parsers(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_data_synthetic)
 
-    st = sub.add_parser("stats", help="estimate rates and selectivities of a workload from data")
-    st.add_argument("workload", help="workload YAML file (or a bundled one, e.g. tpch_fig7a.yaml)")
-    st.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
-    st.add_argument("--write", metavar="OUT.yaml", help="write the workload with the estimated statistics")
-    st.add_argument("--sample", type=int, default=100_000, metavar="N",
+    stats_parser = sub.add_parser("stats", help="estimate rates and selectivities of a workload from data")
+    stats_parser.add_argument("workload", help="workload YAML file (or a bundled one, e.g. tpch_fig7a.yaml)")
+    stats_parser.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
+    stats_parser.add_argument("--write", metavar="OUT.yaml", help="write the workload with the estimated statistics")
+    stats_parser.add_argument("--sample", type=int, default=100_000, metavar="N",
                     help="sample relations with more than N rows down to N rows (default 100000; 0: exact)")
-    st.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
-    st.add_argument("--json", action="store_true")
-    st.set_defaults(func=cmd_stats)
+    stats_parser.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
+    stats_parser.add_argument("--json", action="store_true")
+    stats_parser.set_defaults(func=cmd_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if hasattr(args, "time_limit"):  # the optimiser's options, checked before any data is read
+            check_options(getattr(args, "mode", "mqo"), getattr(args, "partitioning", "single"),
+                          args.solver, args.time_limit, getattr(args, "mir_budget", None))
         return args.func(args)
+    except InternalError as e:
+        print(f"mqjoin: internal error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_INTERNAL
     except MqjoinError as e:
         print(f"mqjoin: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mqjoin: interrupted", file=sys.stderr)
         return 130

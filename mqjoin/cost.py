@@ -1,4 +1,5 @@
-"""The cost model: join sizes (DESIGN A2), step costs (A4) and store memory (A5).
+"""The cost model: join sizes (DESIGN A2), store parallelism and step costs (A4), store
+memory (A5) — the only module that computes them (candidates, plans and the ILP call it).
 
 >>> from mqjoin.workload import parse_workload
 >>> w = parse_workload('''
@@ -14,10 +15,12 @@
 
 from __future__ import annotations
 
-import math
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .workload import JoinClass, Workload
+from .workload import Attr, JoinClass, Workload
+
+if TYPE_CHECKING:  # candidates imports this module
+    from .candidates import Step
 
 
 def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass]) -> float:
@@ -50,6 +53,49 @@ def broadcast_factor(known: bool, parallelism: int) -> int:
     return 1 if known else parallelism
 
 
-def is_close(a: float, b: float) -> bool:
-    """Cost equality up to float rounding (costs are sums of products of statistics)."""
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
+    """Partitions of the store of ``relations`` (DESIGN A4): a base store takes its relation's
+    parallelism, an MIR store ``defaults.parallelism``.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {parallelism: 2, selectivity: 0.1}
+    ... relations: {R: {attributes: [a], parallelism: 8}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}''')
+    >>> store_parallelism(w, ["R"]), store_parallelism(w, ["S"]), store_parallelism(w, ["R", "S"])
+    (8, 2, 2)
+    """
+    return workload.parallelism(relations[0]) if len(relations) == 1 else workload.defaults.parallelism
+
+
+def unit_step_cost(workload: Workload, step: "Step") -> float:
+    """A step's cost without broadcast, ``|⋈P| / |P|`` (DESIGN A4 with ``χ = 1``).
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.candidates import MIR, Step
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 50}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.1}''')
+    >>> R, S = MIR.of(w, ["R"], ()), MIR.of(w, ["S"], ())
+    >>> unit_step_cost(w, Step((R,), S, w.query("q").classes))
+    100.0
+    """
+    return join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
+
+
+def step_cost(workload: Workload, step: "Step", partition: Attr, parallelism: int) -> float:
+    """Cost of one step whose target is partitioned by ``partition`` into ``parallelism``
+    partitions (DESIGN A4): ``|⋈P| / |P| · χ``.
+
+    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.candidates import MIR, Step
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a, b], rate: 100}, S: {attributes: [a, b], rate: 50}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.1}''')
+    >>> s = Step((MIR.of(w, ["R"], ()),), MIR.of(w, ["S"], ()), w.query("q").classes)
+    >>> step_cost(w, s, Attr("S", "a"), 4), step_cost(w, s, Attr("S", "b"), 4)
+    (100.0, 400.0)
+    """
+    return unit_step_cost(workload, step) * broadcast_factor(partition in step.known, parallelism)

@@ -4,9 +4,29 @@ Every error a user can cause is a subclass of :class:`MqjoinError`; its message 
 culprit (query, relation, attribute, file, column …) and says how to fix it.  The CLI prints
 the message as one line on stderr and exits with code 2; widgets show it inline.
 
+Which error for what:
+
+* :class:`WorkloadError` and its subclasses — the workload (DESIGN A1);
+* :class:`OptionError` — an option of the optimiser (mode, partitioning policy, solver,
+  time limit, MIR budget), wherever it is given: :func:`mqjoin.optimizer.optimize`, the CLI,
+  :class:`mqjoin.adaptive.AdaptivePolicy` (all validate through :mod:`mqjoin.options`);
+* :class:`OptimizerError` — the optimiser ran but produced no plan;
+* :class:`PlanError` — a plan value (e.g. read from JSON) is malformed or does not fit;
+* :class:`DataError` — input *data* only (files, columns, values);
+* :class:`AdaptiveError` — adaptivity settings and query changes;
+* :class:`EngineError` — a deployment failed or cannot start;
+* :class:`InternalError` — not the user's fault but a bug of mqjoin, e.g.
+  :class:`ResultMismatchError` when an engine disagrees with the brute-force oracle.  The CLI
+  exits with code 3 for these (2 means bad input).
+
 >>> from mqjoin.errors import UnknownRelationError, MqjoinError
 >>> issubclass(UnknownRelationError, MqjoinError)
 True
+>>> from mqjoin.options import check_options
+>>> check_options(mode="best")
+Traceback (most recent call last):
+...
+mqjoin.errors.OptionError: unknown mode 'best' (choose one of mqo, individual, shared)
 """
 
 from __future__ import annotations
@@ -51,7 +71,16 @@ class ValueRangeError(WorkloadError):
     """A rate, window, parallelism or horizon is out of its allowed range."""
 
 
+class GeneratorError(WorkloadError, ValueError):
+    """The parameters of a generated random workload (:mod:`mqjoin.generate`) are invalid or
+    cannot be met (e.g. more distinct queries than exist).  Also a ``ValueError``, as before."""
+
+
 # -- optimisation -----------------------------------------------------------------------------
+
+
+class OptionError(MqjoinError):
+    """An optimiser option (mode, partitioning policy, solver, time limit, MIR budget) is invalid."""
 
 
 class OptimizerError(MqjoinError):
@@ -95,6 +124,20 @@ class AdaptiveError(MqjoinError):
 
 class EngineError(MqjoinError):
     """A deployment failed or cannot start (Spark missing, Java missing, a job failed)."""
+
+
+# -- bugs -------------------------------------------------------------------------------------
+
+
+class InternalError(MqjoinError):
+    """A bug of mqjoin, not bad input: the message says what to report.  CLI exit code 3."""
+
+
+class ResultMismatchError(InternalError):
+    """An engine's results differ from the brute-force oracle's (DESIGN A6) — ``run --check``."""
+
+
+# -- resources ------------------------------------------------------------------------------
 
 
 class ResourceLimitError(MqjoinError):

@@ -21,6 +21,7 @@ import math
 import random
 import string
 
+from .errors import GeneratorError
 from .workload import Workload
 
 __all__ = ["random_workload", "attribute_names", "relation_names"]
@@ -59,9 +60,9 @@ def relation_names(n: int) -> list[str]:
 
 def _check_int(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise GeneratorError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        raise GeneratorError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
@@ -91,7 +92,7 @@ def random_workload(n_queries: int, n_relations: int, query_size: int, attribute
     >>> random_workload(7, n_relations=4, query_size=2, attributes=1)
     Traceback (most recent call last):
     ...
-    ValueError: cannot draw 7 distinct queries: at most 6 exist with n_relations=4, query_size=2, attributes=1
+    mqjoin.errors.GeneratorError: cannot draw 7 distinct queries: at most 6 exist with n_relations=4, query_size=2, attributes=1
     """
     n_queries = _check_int(n_queries, "n_queries", 1)
     n_relations = _check_int(n_relations, "n_relations", 2)
@@ -99,14 +100,14 @@ def random_workload(n_queries: int, n_relations: int, query_size: int, attribute
     attributes = _check_int(attributes, "attributes", 1)
     parallelism = _check_int(parallelism, "parallelism", 1)
     if query_size > n_relations:
-        raise ValueError(f"query_size ({query_size}) must not exceed n_relations ({n_relations})")
+        raise GeneratorError(f"query_size ({query_size}) must not exceed n_relations ({n_relations})")
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate < 1:
-        raise ValueError(f"rate must be a finite number >= 1 (the selectivity is 1/rate), got {rate!r}")
+        raise GeneratorError(f"rate must be a finite number >= 1 (the selectivity is 1/rate), got {rate!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+        raise GeneratorError(f"seed must be an integer, got {seed!r}")
     bound = _max_distinct(n_relations, query_size, attributes)
     if n_queries > bound:
-        raise ValueError(f"cannot draw {n_queries} distinct queries: at most {bound} exist with "
+        raise GeneratorError(f"cannot draw {n_queries} distinct queries: at most {bound} exist with "
                          f"n_relations={n_relations}, query_size={query_size}, attributes={attributes}")
 
     rng = random.Random(seed)
@@ -123,7 +124,7 @@ def random_workload(n_queries: int, n_relations: int, query_size: int, attribute
         if key in seen:
             failures += 1
             if failures > max_failures:
-                raise ValueError(
+                raise GeneratorError(
                     f"cannot draw {n_queries} distinct queries with n_relations={n_relations}, "
                     f"query_size={query_size}, attributes={attributes}: only {len(queries)} distinct "
                     f"ones found before {max_failures} duplicate draws in a row (seed={seed})")
@@ -146,16 +147,16 @@ def _draw_query(rng: random.Random, rels: list[str], attrs: list[str],
     classes: list[set[tuple[str, str]]] = []
     while len(inside) < size:
         left = rng.choice(inside)
-        la = rng.choice(attrs)
+        left_attr = rng.choice(attrs)
         right = rng.choice([r for r in rels if r not in inside])
-        ra = rng.choice(attrs)
-        equalities.append(f"{left}.{la} = {right}.{ra}")
+        right_attr = rng.choice(attrs)
+        equalities.append(f"{left}.{left_attr} = {right}.{right_attr}")
         inside.append(right)
-        # `right` is new to the query, so (right, ra) is a fresh attribute: it joins left's class
-        cid = class_of.get((left, la))
+        # `right` is new to the query, so (right, right_attr) is a fresh attribute: it joins left's class
+        cid = class_of.get((left, left_attr))
         if cid is None:
-            cid = class_of[(left, la)] = len(classes)
-            classes.append({(left, la)})
-        class_of[(right, ra)] = cid
-        classes[cid].add((right, ra))
+            cid = class_of[(left, left_attr)] = len(classes)
+            classes.append({(left, left_attr)})
+        class_of[(right, right_attr)] = cid
+        classes[cid].add((right, right_attr))
     return ", ".join(equalities), frozenset(frozenset(c) for c in classes)

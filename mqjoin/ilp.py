@@ -44,14 +44,11 @@ from typing import Iterable
 
 from .candidates import MIR, Candidates, Owner, Step, owner_label
 from .errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
+from .options import (ALL_POLICIES, BUDGET, POLICIES, SOLVERS, check_budget, check_policy,  # noqa: F401
+                      check_solution_limit, check_solver, check_time_limit)
 from .workload import Attr
 
-POLICIES = ("single", "replicas")
-#: the policy between them: a store may be kept once per partition attribute, within a budget
-#: of memory for the replicas beyond the first (``single`` at 0, ``replicas`` when unbounded)
-BUDGET = "budget"
-ALL_POLICIES = POLICIES + (BUDGET,)
-SOLVERS = ("highs", "cbc")
+
 
 
 @dataclass
@@ -150,8 +147,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     row ``Σ_{M,A} mem(M)·z_{M,A} − Σ_M mem(M)·u_M ≤ replica_budget``: the memory of the
     replicas beyond the first of every store.  At 0 it is ``single``; unbounded (None) it
     costs what ``replicas`` costs."""
-    if policy not in ALL_POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {policy!r} (choose {', '.join(ALL_POLICIES)})")
+    check_policy(policy)
     check_budget(mir_budget)
     check_budget(replica_budget, "replica memory budget")
     t0 = time.perf_counter()
@@ -276,13 +272,6 @@ def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[in
                     [1.0] * len(xs) + [-1.0] * (len(zs) + len(bs)), -math.inf, 0.0)
 
 
-def check_budget(budget: float | None, what: str = "MIR memory budget") -> None:
-    """A memory budget is None (unbounded) or a finite number of tuples ≥ 0."""
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                               or not budget >= 0 or math.isinf(budget)):
-        raise OptimizerError(f"the {what} must be a number of tuples ≥ 0, got {budget!r}")
-
-
 # --------------------------------------------------------------------------------------------
 # solving
 # --------------------------------------------------------------------------------------------
@@ -341,10 +330,12 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
 
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
-          start: list[float] | None = None, canonical: bool = True) -> Solution:
+          start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+    ``solution_limit`` (HiGHS) stops the solver at its ``solution_limit``-th improving solution — a
+    limit that, unlike time, does not depend on the machine — with ``status="solution_limit"``.
 
     ``canonical``: among the equal-cost optima return the one of least tie-break weight
     (:func:`tie_weight`), found by a second solve that keeps the cost at the optimum (within a
@@ -359,8 +350,9 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
     Independent components are solved separately; small ones are batched into one solver
     call (a solver call has a fixed overhead of milliseconds)."""
-    if solver not in SOLVERS:
-        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
+    check_solver(solver)
+    check_time_limit(time_limit)
+    check_solution_limit(solution_limit, solver)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
 
@@ -379,7 +371,8 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         share = len(cols) / left_cols
         left_cols -= len(cols)
         try:
-            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start)
+            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
+                                            solution_limit=solution_limit)
         except NoSolutionError:
             if start is None:
                 raise
@@ -407,10 +400,10 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
 
 def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
-                threads: int | None, start: list[float] | None,
-                integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
+                threads: int | None, start: list[float] | None, integral_objective: bool = False,
+                solution_limit: int | None = None) -> tuple[str, float, float, list[float]]:
     if solver == "highs":
-        return _solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective)
+        return _solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit)
     return _solve_cbc(mdl, cols, rows, time_limit, integral_objective)
 
 
@@ -465,8 +458,8 @@ def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list
 
 
 def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                 threads: int | None, start: list[float] | None = None,
-                 integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
+                 threads: int | None, start: list[float] | None = None, integral_objective: bool = False,
+                 solution_limit: int | None = None) -> tuple[str, float, float, list[float]]:
     try:
         import highspy
         import numpy as np
@@ -477,6 +470,8 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     h = _silent_highs(highspy)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
+    if solution_limit is not None:
+        h.setOptionValue("mip_max_improving_sols", int(solution_limit))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
     if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
@@ -537,6 +532,10 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
         st = "time_limit"
+    elif ms == highspy.HighsModelStatus.kSolutionLimit and solution_limit is not None:
+        if not has_solution:
+            raise NoSolutionError(f"the solver stopped at its solution limit ({solution_limit}) without a plan")
+        st = "solution_limit"
     else:
         raise OptimizerError(f"HiGHS stopped with status {h.modelStatusToString(ms)!r}")
     vals = list(h.getSolution().col_value)

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from .errors import NoSolutionError, OptimizerError
-from .ilp import ALL_POLICIES, BUDGET, POLICIES, SOLVERS, Model, Solution, build_model, check_budget, solve
+from .errors import InternalError, NoSolutionError, OptimizerError
+from .ilp import Model, Solution, build_model, solve
+from .options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
 
-MODES = ("mqo", "individual", "shared")
 
 #: relative tolerance between a plan's cost and the ILP objective: solvers accept variables
 #: within their MIP feasibility tolerance (1e-6 in HiGHS and CBC) of integral, so the reported
@@ -158,15 +158,6 @@ class OptimizeResult:
         return f"<pre>{html.escape(self.summary())}</pre>"
 
 
-def _check(mode: str, partitioning: str, solver: str) -> None:
-    if mode not in MODES:
-        raise OptimizerError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
-    if partitioning not in ALL_POLICIES:
-        raise OptimizerError(f"unknown partitioning policy {partitioning!r} (choose {', '.join(ALL_POLICIES)})")
-    if solver not in SOLVERS:
-        raise OptimizerError(f"unknown solver {solver!r} (choose {' or '.join(SOLVERS)})")
-
-
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
              replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
@@ -195,11 +186,9 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
 
         check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
         if planner != "clash":
-            _check(mode, partitioning, solver)
+            check_options(mode, partitioning, solver, time_limit)
             return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose)
-    _check(mode, partitioning, solver)
-    check_budget(mir_budget)
-    check_budget(replica_budget, "replica memory budget")
+    check_options(mode, partitioning, solver, time_limit, mir_budget, replica_budget)
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     if mode == "mqo":
@@ -207,7 +196,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                          replica_budget=replica_budget)
         plan = build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
-            raise OptimizerError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
+            raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
@@ -228,7 +217,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         variables=sum(p.variables for p in parts), constraints=sum(p.constraints for p in parts),
         binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
         build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
-        status="optimal" if all(p.status == "optimal" for p in parts) else "time_limit",
+        status=next((p.status for p in parts if p.status != "optimal"), "optimal"),
         gap=max(p.gap for p in parts), objective=objective, solver=solver,
         canonical=all(p.canonical for p in parts))
     # a plan never costs more than the objective: equal at the optimum, possibly less for a
@@ -236,7 +225,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
     if mode == "individual" and (plan.probe_cost > objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE
                                  or (stats.status == "optimal" and not close)):
-        raise OptimizerError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
+        raise InternalError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
     return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 

@@ -23,8 +23,10 @@ for tests and checks on small inputs.
 
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from typing import Any, Iterable, Mapping
 
+from .errors import AdaptiveError
 from .tables import Table
 from .workload import Query, Workload
 
@@ -87,15 +89,27 @@ def oracle_results(workload: Workload, tables: Mapping[str, Table]) -> dict[str,
     return {q.name: query_results(workload, q, tables) for q in workload.queries}
 
 
-def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], lifetimes, policy,
-                            ) -> dict[str, set[tuple[int, ...]]]:
-    """What every query answers in an adaptive run (:mod:`mqjoin.adaptive`), by brute force:
-    the A6 results whose latest tuple arrives in an epoch of the query's lifetime, among those
-    whose tuples from before its activation were retained (:func:`~mqjoin.adaptive.available_since`).
-    ``workload`` holds every query that is ever active (:func:`~mqjoin.adaptive.lifetimes`).
+def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], changes: Iterable[Any],
+                            policy: Any) -> dict[str, set[tuple[int, ...]]]:
+    """What every query answers in an adaptive run that starts with ``workload`` and applies
+    the query ``changes`` (:class:`mqjoin.adaptive.QueryChange`), by brute force.
+
+    Everything is derived here from the definition (README "Adaptivity", the module docstring
+    of :mod:`mqjoin.adaptive`), not from the engine's functions, using only the policy's
+    ``epoch`` and ``origin``:
+
+    * event time ``t`` lies in epoch ``⌊(t − origin) / epoch⌋``;
+    * a change at time ``at`` is active from epoch ``⌊(at − origin) / epoch⌋ + 2``;
+    * a query is active in epochs ``[a, r)``: ``a`` the activation of the change that adds it
+      (−∞ for the workload's own queries), ``r`` that of the change that removes it (∞ if none);
+    * relation ``X`` is retained in epoch ``e`` iff a query active in ``e`` uses it;
+    * a tuple of ``X`` from epoch ``e_t`` is available to a query added at ``a`` iff
+      ``e_t ≥ a`` or ``X`` was retained in every epoch ``e_t … a − 1`` (checked epoch by epoch);
+    * a query answers the A6 results whose latest tuple's epoch lies in ``[a, r)`` and whose
+      tuples are all available.
 
     >>> from mqjoin.workload import parse_workload
-    >>> from mqjoin.adaptive import AdaptivePolicy, QueryChange, lifetimes
+    >>> from mqjoin.adaptive import AdaptivePolicy, QueryChange
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.5, window: 10}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
@@ -104,27 +118,50 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], lif
     >>> tables = {"R": Table.from_columns("R", {"ts": [0, 5], "a": [1, 1]}),
     ...           "S": Table.from_columns("S", {"ts": [1, 6], "a": [1, 1]}),
     ...           "T": Table.from_columns("T", {"ts": [2, 7], "a": [1, 1]})}
-    >>> policy = AdaptivePolicy(epoch=1)
-    >>> full, lives = lifetimes(w, [QueryChange(at=2.5, add={"q2": "S(a), T(a)"})], policy)
-    >>> got = adaptive_oracle_results(full, tables, lives, policy)
+    >>> got = adaptive_oracle_results(w, tables, [QueryChange(at=2.5, add={"q2": "S(a), T(a)"})],
+    ...                               AdaptivePolicy(epoch=1))
     >>> sorted(got["q1"]), sorted(got["q2"])    # q2 from epoch 4: T's tuple 0 was never retained
     ([(0, 0), (0, 1), (1, 0), (1, 1)], [(0, 1), (1, 1)])
     """
-    from .adaptive import available_since
+    epoch, origin = policy.epoch, policy.origin
+
+    def epoch_of(t: float) -> int:
+        return math.floor((t - origin) / epoch)
+
+    full = workload
+    span: dict[str, list[float]] = {q.name: [-math.inf, math.inf] for q in workload.queries}
+    for ch in sorted(changes, key=lambda c: c.at):
+        active_from = epoch_of(ch.at) + 2
+        for name in ch.remove:
+            if name not in span:
+                raise AdaptiveError(f"the change at {ch.at:g} s removes {name}, which is not a query of the run")
+            span[name][1] = active_from
+        for name, text in ch.add.items():
+            full = full.with_query(name, text)
+            for equality, value in ch.selectivities.items():
+                full = full.with_selectivity(equality, value)
+            span[name] = [active_from, math.inf]
+
+    def retained(relation: str, e: int) -> bool:
+        return any(a <= e < r and relation in full.query(q).relations for q, (a, r) in span.items())
 
     out = {}
-    for lf in lifetimes:
-        q = workload.query(lf.query)
-        since = {} if lf.added is None else {r: available_since(workload, lifetimes, r, lf.added) for r in q.relations}
+    for name, (added, removed) in span.items():
+        q = full.query(name)
+        available: dict[tuple[str, int], bool] = {}  # (relation, epoch of the tuple) → available
+
+        def is_available(relation: str, e: int) -> bool:
+            if e >= added:
+                return True
+            if (relation, e) not in available:
+                available[relation, e] = all(retained(relation, k) for k in range(e, int(added)))
+            return available[relation, e]
+
         keep = set()
-        for res in query_results(workload, q, tables):
+        for res in query_results(full, q, tables):
             ts = [tables[r].ts[i] for r, i in zip(q.relations, res)]
-            if not lf.active(policy.epoch_of(max(ts))):
-                continue
-            if lf.added is not None and any(
-                    policy.epoch_of(t) < lf.added and since[r] is not None and policy.epoch_of(t) < since[r]
-                    for r, t in zip(q.relations, ts)):
-                continue
-            keep.add(res)
-        out[lf.query] = keep
+            if added <= epoch_of(max(ts)) < removed and all(is_available(r, epoch_of(t))
+                                                             for r, t in zip(q.relations, ts)):
+                keep.add(res)
+        out[name] = keep
     return out

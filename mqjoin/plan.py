@@ -14,7 +14,23 @@ deterministic label; every store gets rules keyed by the incoming edge label:
 In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
 in ``shared`` mode the individual orders are merged, so identical steps run once.
 
-Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`).
+Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`);
+a plan read back is validated (:func:`check_plan`): every edge label, store, relation and query
+it names exists, or :class:`~mqjoin.errors.PlanError` says which does not.
+
+>>> from mqjoin.workload import parse_workload
+>>> from mqjoin.optimizer import optimize
+>>> plan = optimize(parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+... queries: {q: "R(a), S(a)"}''')).plan
+>>> print(plan.render())
+R  ⇒ store R[a] (e1)
+  ─e2→ S[a]  cost 100  ⇒ q (e3)
+S  ⇒ store S[a] (e4)
+  ─e5→ R[a]  cost 100  ⇒ q (e6)
+>>> Plan.from_json(plan.to_json()) == plan
+True
 """
 
 from __future__ import annotations
@@ -24,9 +40,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from .candidates import MIR, Owner, ProbeOrder, Step, owner_label, steps_of
-from .cost import broadcast_factor, join_size, memory_tuples
-from .errors import PlanError
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, steps_of
+from .cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
+from .errors import MqjoinError, PlanError
 from .workload import Attr, JoinClass, Workload
 
 
@@ -111,12 +127,6 @@ def output_query(target: str) -> str:
     return query
 
 
-def step_cost(workload: Workload, step: Step, partition: Attr, parallelism: int) -> float:
-    """Cost of one step (DESIGN A4): ``|⋈P| / |P| · χ``."""
-    base = join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
-    return base * broadcast_factor(partition in step.known, parallelism)
-
-
 def _selectivities(workload: Workload):
     """A function from class members to their selectivity in ``workload`` (a restricted class
     takes the value of any query class containing it: linked classes agree)."""
@@ -187,10 +197,6 @@ def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
             classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
             seen[key] = memory_tuples(w, s.mir.relations, classes)
     return sum(seen.values())
-
-
-def store_parallelism(workload: Workload, mir: MIR) -> int:
-    return workload.parallelism(mir.relations[0]) if mir.is_base else workload.defaults.parallelism
 
 
 @dataclass(frozen=True)
@@ -322,28 +328,55 @@ class Plan:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Plan":
-        try:
-            if d.get("format") != "mqjoin-plan/1":
-                raise PlanError(f"not an mqjoin plan (format {d.get('format')!r}, expected 'mqjoin-plan/1')")
-            from .workload import _build
+        """The plan of :meth:`to_dict`, validated: a missing key, a dangling edge label, an
+        unknown store, relation or query, or a bad kind raises :class:`PlanError` naming it —
+        never a ``KeyError``, neither here nor later when the plan runs.
 
-            w = _build(d["workload"])
-            choices = tuple(Choice(_owner_from(c["owner"], w), ProbeOrder(
-                c["start"], tuple(_mir_from(m, w) for m in c["elements"]),
-                tuple(_attr(a) for a in c["partitions"])), c["namespace"]) for c in d["choices"])
-            stores = tuple(Store(s["id"], _mir_from(s["mir"], w), _attr(s["partition"]), int(s["parallelism"]),
-                                 float(s["memory"]), s["namespace"]) for s in d["stores"])
-            edges = tuple(Edge(e["label"], e["source"], e["target"], e["kind"], tuple(e["layout"]),
-                               None if e["route"] is None else _attr(e["route"])) for e in d["edges"])
-            nodes = tuple(Node(n["edge"], n["parent"], n["root"], _step_from(n["step"], w), n["store"],
-                               float(n["cost"]), bool(n["broadcast"]), tuple(n["owners"])) for n in d["nodes"])
-            rules = {sid: {e: (StoreRule(e) if r["type"] == "store" else
-                               ProbeRule(e, tuple((_attr(a), _attr(b)) for a, b in r["predicate"]), tuple(r["out"])))
-                           for e, r in rs.items()} for sid, rs in d["rules"].items()}
-            sources = {r: tuple(es) for r, es in d["sources"].items()}
-        except (KeyError, TypeError, ValueError) as e:
+        >>> from mqjoin.optimizer import optimize
+        >>> from mqjoin.workload import parse_workload
+        >>> w = parse_workload('''
+        ... defaults: {selectivity: 0.1}
+        ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+        ... queries: {q: "R(a), S(a)"}''')
+        >>> d = optimize(w).plan.to_dict()
+        >>> Plan.from_dict(d) == optimize(w).plan
+        True
+        >>> d["rules"]["S[a]"]["e9"] = {"type": "store"}
+        >>> Plan.from_dict(d)
+        Traceback (most recent call last):
+        ...
+        mqjoin.errors.PlanError: malformed plan: the rules of store S[a]: no edge e9 in the plan
+        """
+        if not isinstance(d, Mapping):
+            raise PlanError(f"malformed plan: expected a JSON object, got {type(d).__name__}")
+        if d.get("format") != "mqjoin-plan/1":
+            raise PlanError(f"not an mqjoin plan (format {d.get('format')!r}, expected 'mqjoin-plan/1')")
+        try:
+            w = Workload.from_spec(_field(d, "workload", "the plan"))
+        except PlanError:
+            raise
+        except MqjoinError as e:
+            raise PlanError(f"malformed plan: its workload is invalid: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise PlanError(f"malformed plan: its workload is invalid: {type(e).__name__}: {e}") from None
+        try:
+            plan = Plan(
+                w, _field(d, "mode", "the plan"), _field(d, "partitioning", "the plan"),
+                tuple(_choice_from(c, w) for c in _field(d, "choices", "the plan")),
+                tuple(_store_from(s, w) for s in _field(d, "stores", "the plan")),
+                tuple(_edge_from(e) for e in _field(d, "edges", "the plan")),
+                tuple(_node_from(n, w) for n in _field(d, "nodes", "the plan")),
+                {r: tuple(es) for r, es in _items(_field(d, "sources", "the plan"), "sources")},
+                {sid: {e: _rule_from(e, r, sid) for e, r in _items(rs, f"the rules of store {sid}")}
+                 for sid, rs in _items(_field(d, "rules", "the plan"), "rules")})
+        except PlanError:
+            raise
+        except MqjoinError as e:
+            raise PlanError(f"malformed plan: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from None
-        return Plan(w, d["mode"], d["partitioning"], choices, stores, edges, nodes, sources, rules)
+        check_plan(plan)
+        return plan
 
     @staticmethod
     def from_json(text: str) -> "Plan":
@@ -354,7 +387,165 @@ class Plan:
         return Plan.from_dict(d)
 
 
+def _field(d: Any, key: str, where: str) -> Any:
+    """``d[key]``, or a :class:`PlanError` saying which key of what is missing."""
+    if not isinstance(d, Mapping):
+        raise PlanError(f"malformed plan: {where} must be a JSON object, got {type(d).__name__}")
+    if key not in d:
+        raise PlanError(f"malformed plan: {where} has no key {key!r}")
+    return d[key]
+
+
+def _items(d: Any, where: str) -> Iterable[tuple[str, Any]]:
+    if not isinstance(d, Mapping):
+        raise PlanError(f"malformed plan: {where} must be a JSON object, got {type(d).__name__}")
+    return d.items()
+
+
+def _choice_from(c: Any, w: Workload) -> Choice:
+    order = ProbeOrder(_field(c, "start", "a choice"),
+                       tuple(_mir_from(m, w) for m in _field(c, "elements", "a choice")),
+                       tuple(_attr(a) for a in _field(c, "partitions", "a choice")))
+    return Choice(_owner_from(_field(c, "owner", "a choice"), w), order, _field(c, "namespace", "a choice"))
+
+
+def _store_from(s: Any, w: Workload) -> Store:
+    return Store(_field(s, "id", "a store"), _mir_from(_field(s, "mir", "a store"), w),
+                 _attr(_field(s, "partition", "a store")), int(_field(s, "parallelism", "a store")),
+                 float(_field(s, "memory", "a store")), _field(s, "namespace", "a store"))
+
+
+def _edge_from(e: Any) -> Edge:
+    route = _field(e, "route", "an edge")
+    return Edge(_field(e, "label", "an edge"), _field(e, "source", "an edge"), _field(e, "target", "an edge"),
+                _field(e, "kind", "an edge"), tuple(_field(e, "layout", "an edge")),
+                None if route is None else _attr(route))
+
+
+def _node_from(n: Any, w: Workload) -> Node:
+    return Node(_field(n, "edge", "a node"), _field(n, "parent", "a node"), _field(n, "root", "a node"),
+                _step_from(_field(n, "step", "a node"), w), _field(n, "store", "a node"),
+                float(_field(n, "cost", "a node")), bool(_field(n, "broadcast", "a node")),
+                tuple(_field(n, "owners", "a node")))
+
+
+def _rule_from(edge: str, r: Any, store: str) -> StoreRule | ProbeRule:
+    where = f"the rule of edge {edge} at store {store}"
+    kind = _field(r, "type", where)
+    if kind == "store":
+        return StoreRule(edge)
+    if kind == "probe":
+        return ProbeRule(edge, tuple((_attr(a), _attr(b)) for a, b in _field(r, "predicate", where)),
+                         tuple(_field(r, "out", where)))
+    raise PlanError(f"malformed plan: {where} has type {kind!r} (expected 'store' or 'probe')")
+
+
+EDGE_KINDS = ("ingest", "probe", "insert", "output")
+
+
+def check_plan(plan: Plan) -> None:
+    """Raise :class:`PlanError` unless every label, store id, relation and query ``plan``
+    refers to exists and every kind is known — the checks that make a plan read from JSON
+    safe to run (an engine never meets a dangling reference).
+
+    >>> from dataclasses import replace
+    >>> from mqjoin.optimizer import optimize
+    >>> from mqjoin.workload import parse_workload
+    >>> plan = optimize(parse_workload('''
+    ... defaults: {selectivity: 0.1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}''')).plan
+    >>> check_plan(plan)
+    >>> check_plan(replace(plan, sources={**plan.sources, "X": ("e1",)}))
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.PlanError: malformed plan: sources name relation X, which the workload does not declare
+    """
+    from .options import check_mode, check_policy
+
+    def bad(message: str) -> PlanError:
+        return PlanError(f"malformed plan: {message}")
+
+    try:
+        check_mode(plan.mode)
+        check_policy(plan.partitioning)
+    except MqjoinError as e:
+        raise bad(str(e)) from None
+    relations = {r.name for r in plan.workload.relations}
+    queries = set(plan.workload.query_names)
+    stores: dict[str, Store] = {}
+    for s in plan.stores:
+        if s.id in stores:
+            raise bad(f"two stores have the id {s.id}")
+        stores[s.id] = s
+    edges: dict[str, Edge] = {}
+    for e in plan.edges:
+        if e.label in edges:
+            raise bad(f"two edges have the label {e.label}")
+        edges[e.label] = e
+
+    def endpoint(ref: str, edge: Edge, role: str) -> None:
+        if ref in stores:
+            return
+        kind, _, name = ref.partition(":")
+        if (kind, role) == ("input", "source") and name in relations:
+            return
+        if (kind, role) == ("output", "target") and name in queries:
+            return
+        raise bad(f"edge {edge.label} has {role} {ref!r}, which is no store of the plan"
+                  + (", no input of a declared relation" if role == "source" else ", no output of a query"))
+
+    for e in plan.edges:
+        if e.kind not in EDGE_KINDS:
+            raise bad(f"edge {e.label} has kind {e.kind!r} (expected one of {', '.join(EDGE_KINDS)})")
+        endpoint(e.source, e, "source")
+        endpoint(e.target, e, "target")
+        if (e.kind == "output") != e.target.startswith("output:"):
+            raise bad(f"edge {e.label} of kind {e.kind} has target {e.target!r}")
+        for r in e.layout:
+            if r not in relations:
+                raise bad(f"edge {e.label} carries relation {r}, which the workload does not declare")
+
+    def known(label: Any, where: str) -> Edge:
+        if label not in edges:
+            raise bad(f"{where}: no edge {label} in the plan")
+        return edges[label]
+
+    for rel, labels in plan.sources.items():
+        if rel not in relations:
+            raise bad(f"sources name relation {rel}, which the workload does not declare")
+        for lab in labels:
+            if known(lab, f"the sources of {rel}").source != source_id(rel):
+                raise bad(f"the sources of {rel} list edge {lab}, which leaves {edges[lab].source}")
+    for sid in stores:
+        if sid not in plan.rules:
+            raise bad(f"store {sid} has no rules (give it an empty object if nothing arrives)")
+    for sid, rules in plan.rules.items():
+        if sid not in stores:
+            raise bad(f"rules are given for store {sid}, which the plan does not have")
+        for lab, rule in rules.items():
+            edge = known(lab, f"the rules of store {sid}")
+            if rule.edge != lab or edge.target != sid:
+                raise bad(f"the rule of edge {lab} is filed under store {sid}, but the edge leads to {edge.target}")
+            if isinstance(rule, ProbeRule):
+                for out in rule.out:
+                    known(out, f"the probe rule of edge {lab} at store {sid}")
+    for n in plan.nodes:
+        known(n.edge, "a node")
+        if n.parent is not None:
+            known(n.parent, f"the parent of node {n.edge}")
+        if n.store not in stores:
+            raise bad(f"node {n.edge} probes store {n.store}, which the plan does not have")
+        if not isinstance(plan.rules[n.store].get(n.edge), ProbeRule):
+            raise bad(f"node {n.edge} probes store {n.store}, which has no probe rule for it")
+    for e in plan.edges:  # every store an edge reaches has a rule for it: engines look it up
+        if e.target in stores and e.label not in plan.rules.get(e.target, {}):
+            raise bad(f"store {e.target} has no rule for its incoming edge {e.label}")
+
+
 def _attr(s: str) -> Attr:
+    if not isinstance(s, str):
+        raise PlanError(f"malformed attribute {s!r} in plan (expected 'R.a')")
     rel, _, name = s.partition(".")
     if not rel or not name:
         raise PlanError(f"malformed attribute {s!r} in plan (expected 'R.a')")
@@ -399,10 +590,6 @@ def _step_from(d: Mapping, w: Workload) -> Step:
 # --------------------------------------------------------------------------------------------
 
 
-def _classes_of(workload: Workload, owner: Owner) -> tuple[JoinClass, ...]:
-    return owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
-
-
 def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
     """The travelling attribute whose class holds the target's partition attribute."""
     rels = set(travelling)
@@ -434,7 +621,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
                 k += 1
             sid = f"{sid}#{k}"
         used_ids[sid] = (ns, m, a)
-        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m),
+        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
                                    memory_tuples(workload, m.relations, m.classes), ns)
     replicas: dict[tuple[str, MIR], list[Store]] = {}
     for (ns, m, _), s in stores.items():
@@ -449,7 +636,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     node_info: dict[NodeKey, dict[str, Any]] = {}
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
     for c in choices:
-        classes = _classes_of(workload, c.owner)
+        classes = owner_classes(c.owner, workload)
         key: tuple = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
         for s, m, a in zip(steps_of(c.order, classes, workload), c.order.elements, c.order.partitions or ()):

@@ -2,9 +2,9 @@
 
 Relation ``R`` gets ``round(λ_R · duration · scale)`` tuples with ``ts`` uniform in
 ``[0, duration)``; every attribute in a class with selectivity ``s`` draws uniformly from
-``round(1/s)`` values (an attribute in several classes uses the largest domain, so pairs
-whose class has a larger selectivity then join less often than the model says; the
-generator reports such attributes in :func:`domain_conflicts`).  Two uniform attributes
+``round(1/s)`` values (an attribute in several classes of different selectivities uses the
+largest domain, so pairs whose class has a larger selectivity then join less often than the
+model says).  Two uniform attributes
 over domains of sizes ``d ≤ d'`` agree with probability ``1/d'``.
 
 With unbounded windows and ``duration = defaults.horizon = 1`` the expected number of
@@ -39,16 +39,6 @@ def attribute_domains(workload: Workload) -> dict[Attr, int]:
             for a in c.members:
                 dom[a] = max(dom.get(a, 0), d)
     return dom
-
-
-def domain_conflicts(workload: Workload) -> list[Attr]:
-    """Attributes in classes of different selectivities (the model cannot hold for all)."""
-    seen: dict[Attr, set[float]] = {}
-    for q in workload.queries:
-        for c in q.classes:
-            for a in c.members:
-                seen.setdefault(a, set()).add(c.selectivity)
-    return sorted(a for a, s in seen.items() if len(s) > 1)
 
 
 def uniform_streams(workload: Workload, duration: float = 1.0, scale: float = 1.0, seed: int = 0,

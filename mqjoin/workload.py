@@ -316,8 +316,21 @@ class Workload:
         return _build({"relations": relations, "queries": queries,
                        "selectivities": selectivities or {}, "defaults": defaults or {}})
 
+    @staticmethod
+    def from_spec(spec: Mapping[str, Any]) -> "Workload":
+        """Validate and build a workload from the plain structure of the YAML format (a mapping
+        with ``relations``, ``queries`` and optionally ``defaults``, ``selectivities``) — the
+        inverse of :meth:`to_spec`.
+
+        >>> w = Workload.from_spec({"relations": {"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                         "queries": {"q": "R(a), S(a)"}, "selectivities": {"R.a = S.a": 0.5}})
+        >>> Workload.from_spec(w.to_spec()) == w
+        True
+        """
+        return _build(spec)
+
     def to_spec(self) -> dict[str, Any]:
-        """The workload as the plain structure of the YAML format (round-trips through :meth:`build`)."""
+        """The workload as the plain structure of the YAML format (round-trips through :meth:`from_spec`)."""
         d = self.defaults
         spec: dict[str, Any] = {
             "defaults": {k: getattr(d, k) for k in _DEFAULT_KEYS},

@@ -31,7 +31,7 @@ from mqjoin.adaptive import (
     parse_changes,
     retained_relations,
 )
-from mqjoin.errors import AdaptiveError, OptimizerError, UnknownRelationError
+from mqjoin.errors import AdaptiveError, OptionError, UnknownRelationError
 from mqjoin.optimizer import optimize
 from mqjoin.oracle import adaptive_oracle_results, oracle_results
 from mqjoin.plan import recost
@@ -60,8 +60,9 @@ def always_switch(monkeypatch):
     monkeypatch.setattr(adaptive, "recost", lambda plan, w: 1e300)
 
 
-def check(run, full, tables, lives, policy):
-    want = adaptive_oracle_results(full, tables, lives, policy)
+def check(run, workload, tables, changes, policy):
+    """The run's results are the oracle's (which derives lifetimes and availability itself)."""
+    want = adaptive_oracle_results(workload, tables, changes, policy)
     for q, res in run.results.items():
         assert len(res) == len(set(res)), f"{q}: a result was produced twice"
     got = run.result_sets()
@@ -81,8 +82,7 @@ def test_results_across_forced_plan_switches_equal_the_oracle(seed, w, tables, a
     for length in (1.0, 0.7):
         policy = AdaptivePolicy(epoch=length, threshold=0.0)
         run = run_adaptive(w, tables, policy, optimizer=cycling_optimizer())
-        full, lives = lifetimes(w, (), policy)
-        check(run, full, tables, lives, policy)
+        check(run, w, tables, (), policy)
         assert oracle_results(w, tables) == run.result_sets()  # no changes: plain A6
         if len(run.epochs) > 2:
             assert len(run.switches) > 1  # the initial plan and at least one switch
@@ -116,8 +116,7 @@ def test_query_changes_equal_the_oracle(seed, w, tables, always_switch):
     for length, opt in ((1.0, cycling_optimizer()), (0.6, None)):
         policy = AdaptivePolicy(epoch=length, threshold=0.0)
         run = run_adaptive(w0, tables, policy, changes, optimizer=opt)
-        full, lives = lifetimes(w0, changes, policy)
-        check(run, full, tables, lives, policy)
+        check(run, w0, tables, changes, policy)
 
 
 def test_added_queries_answer_from_history_in_the_random_cases(always_switch):
@@ -161,8 +160,7 @@ def test_added_query_over_retained_relations_has_its_full_window_at_once():
     policy = AdaptivePolicy(epoch=1.0)
     changes = [QueryChange(at=3.5, add={"q2": "S(a), R(a)"})]  # submitted in epoch 3, active from 5
     run = run_adaptive(w, tables, policy, changes)
-    full, lives = lifetimes(w, changes, policy)
-    check(run, full, tables, lives, policy)
+    check(run, w, tables, changes, policy)
     q2 = run.result_sets()["q2"]  # (S row, R row); R's k-th tuple at k s, S's at k + 0.1 s
     assert (4, 5) in q2 and (5, 3) in q2  # triggered in epoch 5 by partners from before it
     expected = {(s, r) for s in range(10) for r in range(10)
@@ -177,7 +175,7 @@ def test_added_query_with_an_unretained_relation_bootstraps_for_one_window():
     full, lives = lifetimes(w, changes, policy)
     assert available_since(full, lives, "S", 5) is None and available_since(full, lives, "T", 5) == 5
     run = run_adaptive(w, tables, policy, changes)
-    check(run, full, tables, lives, policy)
+    check(run, w, tables, changes, policy)
     q3 = run.result_sets()["q3"]
     # triggered by T (never stored before epoch 5): complete at once, old S partners included
     assert (3, 5) in q3
@@ -195,8 +193,7 @@ def test_removed_query_stops_at_its_epoch_and_its_stores_are_dropped():
     policy = AdaptivePolicy(epoch=1.0)
     changes = [QueryChange(at=2.5, remove=("q2",))]  # active until epoch 3 inclusive
     run = run_adaptive(w, tables, policy, changes)
-    full, lives = lifetimes(w, changes, policy)
-    check(run, full, tables, lives, policy)
+    check(run, w, tables, changes, policy)
     assert max(tables["T"].ts[t] for _, t in run.results["q2"]) < 4
     by_epoch = {e.epoch: e for e in run.epochs}
     assert any(s.startswith("T[") for s in by_epoch[3].stores)
@@ -374,12 +371,23 @@ def test_added_query_with_unknown_relation_is_a_workload_error():
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"epoch": 0}, "epoch length"), ({"epoch": -1}, "epoch length"), ({"threshold": -0.1}, "threshold"),
-    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"), ({"mode": "best"}, "unknown mode"),
-    ({"mir_budget": -1}, "budget"), ({"time_limit": 0}, "time limit"),
+    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"),
 ])
 def test_policy_errors(kwargs, message):
     with pytest.raises(AdaptiveError, match=message):
         AdaptivePolicy(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"mode": "best"}, "unknown mode 'best'"), ({"partitioning": "both"}, "unknown partitioning policy 'both'"),
+    ({"solver": "glpk"}, "unknown solver 'glpk'"), ({"mir_budget": -1}, "budget"), ({"time_limit": 0}, "time limit"),
+])
+def test_policy_options_raise_the_optimisers_option_error(kwargs, message):
+    """The optimiser's options are checked by the optimiser's rules (mqjoin.options), with its error."""
+    with pytest.raises(OptionError, match=message):
+        AdaptivePolicy(**kwargs)
+    with pytest.raises(OptionError, match=message):
+        optimize(parse_workload(W3), **kwargs)
 
 
 def test_changelog_yaml_errors():
@@ -415,7 +423,7 @@ def test_mir_budget_limits_materialised_memory():
         distinct = {s.mir: s.memory for s in limited.plan.stores if not s.mir.is_base}
         assert sum(distinct.values()) <= budget * (1 + 1e-9)
         assert limited.probe_cost >= free.probe_cost - 1e-9
-    with pytest.raises(OptimizerError, match="budget"):
+    with pytest.raises(OptionError, match="budget"):
         optimize(parse_workload(W3), mir_budget=-5)
 
 
@@ -468,8 +476,7 @@ def test_all_queries_removed_runs_on_an_empty_plan():
     policy = AdaptivePolicy(epoch=1.0)
     changes = [QueryChange(at=1.5, remove=("q1",)), QueryChange(at=5.5, add={"q2": "R(a), S(a)"})]
     run = run_adaptive(w, tables, policy, changes)
-    full, lives = lifetimes(w, changes, policy)
-    check(run, full, tables, lives, policy)
+    check(run, w, tables, changes, policy)
     assert {e.epoch: e.state_rows for e in run.epochs}[5] == 0
     assert run.results["q1"] and run.results["q2"]
 

@@ -32,7 +32,8 @@ With ``MQJOIN_UPDATE_DOC_IMAGES=1`` the test also copies that picture to
 
 JupyterLab, its kernel (and the kernel's Spark) and the browser are shut down at the end,
 also on failure.  Without ``/usr/bin/chromium`` (``apt-get install chromium``) or the
-Python package ``playwright`` (the ``dev`` extra) the test is skipped with a message saying so.
+Python package ``playwright`` (the ``dev`` extra) the test is skipped with a message saying so
+— and fails under ``CI=true`` (tests/conftest.py), where ``.ci/setup`` installs both.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from _requires import skip_missing
 
 pytestmark = pytest.mark.slow
 
@@ -100,8 +103,8 @@ def artifacts() -> Path:
 def chromium() -> Path:
     """Debian's Chromium, or a skip saying how to install it (never downloaded here)."""
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's Chromium with `apt-get install -y chromium` "
-                    "(this test never lets Playwright download a browser)")
+        skip_missing(f"Chromium ({CHROMIUM})", "install Debian's Chromium with `apt-get install -y chromium`, "
+                     "as .ci/setup does (this test never lets Playwright download a browser)")
     return CHROMIUM
 
 
@@ -110,8 +113,8 @@ def sync_playwright():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the Python package playwright is missing: pip install -e '.[dev]' (or '.[all]'); "
-                    "the browser itself is Debian's chromium, not `playwright install`")
+        skip_missing("the Python package playwright", "pip install -e '.[dev]' (or '.[all]'); "
+                     "the browser itself is Debian's chromium, not `playwright install`")
     return sync_playwright
 
 

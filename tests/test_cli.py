@@ -1,8 +1,10 @@
-"""The CLI contract of issue 2: JSON shapes, output files, one-line errors with exit code 2."""
+"""The CLI contract (issues 2 and 11): JSON shapes, output files, every command, one-line errors
+with exit code 2 for bad input and 3 for internal errors (results that differ from the oracle)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +135,138 @@ def test_time_limited_optimize_states_incumbent_bound_and_gap(capsys, tmp_path):
     assert f"incumbent {ilp['objective']:g}" in err and f"bound {ilp['bound']:g}" in err
     code, out, err = run_cli(capsys, "optimize", str(path), "--time-limit", "0.5")
     assert code == 0 and "status time_limit: incumbent " in out and ", bound " in out and ", gap " in out
+
+
+# --------------------------------------------------------------------------------------------
+# candidates, compare, synth, demo (issue 11: every command has a test)
+# --------------------------------------------------------------------------------------------
+
+
+def test_candidates_lists_figure_3(capsys):
+    code, out, err = run_cli(capsys, "candidates", "paper_fig3.yaml", "--json")
+    assert code == 0 and err == ""
+    d = json.loads(out)
+    assert d["mirs"] == ["R", "S", "T", "U", "RS", "ST", "TU"]  # DESIGN A3, paper Figure 3
+    assert d["partition_candidates"]["S"] == ["S.b", "S.c"] and d["partition_candidates"]["ST"] == ["S.b", "T.d"]
+    assert d["probe_orders"]["q1"]["R"] == ["R » S » T", "R » ST"]
+    assert d["probe_orders"]["ST"] == {"S": ["S » T"], "T": ["T » S"]}  # an MIR's own sub-query
+    code, out, _ = run_cli(capsys, "candidates", "paper_fig3.yaml")
+    assert code == 0 and "MIRs: R, S, T, U, RS, ST, TU" in out and "  R: R » S » T, R » ST" in out
+    assert out.rstrip().endswith(f"{d['size']['probe_orders']} probe orders, {d['size']['steps']} distinct steps, "
+                                 f"{d['size']['stores']} stores")
+    code, out, _ = run_cli(capsys, "candidates", "paper_fig3.yaml", "--no-mirs", "--json")
+    assert code == 0 and json.loads(out)["mirs"] == ["R", "S", "T", "U"]
+
+
+def test_compare_reproduces_the_readme_table(capsys):
+    code, out, err = run_cli(capsys, "compare", "paper_fig3.yaml")
+    assert code == 0 and err == ""
+    rows = [line.split() for line in out.strip().splitlines()[1:]]
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("single", "individual", "800.0", "800.0", "8"), ("single", "shared", "800.0", "700.0", "7"),
+        ("single", "mqo", "900.0", "500.0", "5"), ("replicas", "individual", "800.0", "800.0", "8"),
+        ("replicas", "shared", "800.0", "700.0", "7"), ("replicas", "mqo", "600.0", "600.0", "6")]
+    code, out, _ = run_cli(capsys, "compare", "paper_fig3.yaml", "--json", "--no-mirs", "--solver", "cbc")
+    d = json.loads(out)
+    assert code == 0 and len(d) == 6 and all(r["status"] == "optimal" for r in d)
+    assert {(r["mode"], r["partitioning"]) for r in d} == {(m, p) for m in ("individual", "shared", "mqo")
+                                                           for p in ("single", "replicas")}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_synth_writes_the_uniform_streams(capsys, tmp_path, fmt):
+    out_dir = tmp_path / "d"
+    code, out, err = run_cli(capsys, "synth", "paper_fig3.yaml", "--out", str(out_dir), "--duration", "0.5",
+                             "--scale", "0.4", "--seed", "3", "--format", fmt)
+    assert code == 0 and err == ""
+    w = load_workload(WORKLOADS / "paper_fig3.yaml")
+    assert sorted(p.name for p in out_dir.iterdir()) == [f"{r}.{fmt}" for r in "RSTU"]
+    got = read_inputs(w, out_dir)
+    want = uniform_streams(w, duration=0.5, scale=0.4, seed=3)
+    for r in "RSTU":  # rate 100 × 0.5 s × 0.4 = 20 tuples, the same values as the Python API's
+        assert len(got[r]) == round(w.rate(r) * 0.5 * 0.4) == 20
+        assert got[r].ts == pytest.approx(want[r].ts)
+        assert {a: list(v) for a, v in got[r].columns.items() if a != "ts"} == \
+            {a: list(v) for a, v in want[r].columns.items() if a != "ts"}
+    assert out.strip() == f"wrote 80 tuples of 4 relations to {out_dir}"
+
+
+def test_demo_on_the_reference_engine_checks_every_plan_against_the_oracle(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "demo", "--engine", "reference", "--duration", "0.3", "--out",
+                             str(tmp_path / "demo"))
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if re.match(r"(individual|shared|mqo)/(single|replicas) +\d", line)]
+    assert len(rows) == 6 and all(line.endswith("= oracle") for line in rows), out
+    w = load_workload(WORKLOADS / "demo.yaml")
+    assert read_results(w, tmp_path / "demo") == oracle_results(w, uniform_streams(w, duration=0.3, seed=0))
+    assert "probe trees:" in out and "on Spark Structured Streaming" not in out  # --engine reference: no JVM
+
+
+@pytest.mark.slow
+def test_demo_main_job_with_spark_as_a_process(tmp_path):
+    """The README's main job, end to end, Spark included (its own process: its own JVM)."""
+    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "demo", "--duration", "0.3", "--out",
+                        str(tmp_path / "demo"), "--master", "local[2]"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Spark results = reference results = oracle" in r.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# options and internal errors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["optimize", "paper_v2.yaml", "--time-limit", "0"], "time limit must be a positive number of seconds, got 0.0"),
+    (["optimize", "paper_v2.yaml", "--mir-budget", "-1"], "MIR memory budget must be a number of tuples ≥ 0"),
+    (["compare", "paper_v2.yaml", "--time-limit", "-3"], "time limit"),
+    (["run", "paper_v2.yaml", "--data", "/nonexistent", "--out", "/tmp/x", "--time-limit", "nan"], "time limit"),
+])
+def test_bad_options_are_one_line_errors_before_any_work(capsys, args, needle):
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+
+
+def _fig3_run_args(tmp_path):
+    w = load_workload(WORKLOADS / "paper_fig3.yaml").with_defaults(rate=30, selectivity=0.1, window=0.3)
+    (tmp_path / "w.yaml").write_text(w.to_yaml())
+    write_inputs(uniform_streams(w, seed=5), tmp_path / "data")
+    return ["run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+
+
+def test_run_check_passes_with_exit_0(capsys, tmp_path):
+    code, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--check")
+    assert code == 0 and err == "" and out.rstrip().endswith("equal to the A6 oracle")
+
+
+def test_a_result_mismatch_is_an_internal_error_with_exit_3(capsys, tmp_path, monkeypatch):
+    """Not the user's fault: its own error type and exit code (2 means bad input)."""
+    import mqjoin.oracle
+
+    real = mqjoin.oracle.oracle_results
+
+    def one_result_short(workload, tables):
+        want = real(workload, tables)
+        q = next(q for q, r in want.items() if r)
+        want[q] = set(sorted(want[q])[1:])
+        return want
+
+    monkeypatch.setattr(mqjoin.oracle, "oracle_results", one_result_short)
+    code, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--check")
+    assert code == 3 and err.count("\n") == 1, err
+    assert err.startswith("mqjoin: internal error: results differ from the brute-force oracle")
+    assert "DIFFERENT" in out
+    from mqjoin.cli import EXIT_BAD_INPUT, EXIT_INTERNAL
+    from mqjoin.errors import InternalError, MqjoinError, ResultMismatchError
+
+    assert (EXIT_BAD_INPUT, EXIT_INTERNAL) == (2, 3)
+    assert issubclass(ResultMismatchError, InternalError) and issubclass(InternalError, MqjoinError)
+
+
+def test_demo_mismatch_is_an_internal_error(capsys, tmp_path, monkeypatch):
+    import mqjoin.oracle
+
+    monkeypatch.setattr(mqjoin.oracle, "oracle_results", lambda w, tables: {q.name: set() for q in w.queries})
+    code, _, err = run_cli(capsys, "demo", "--engine", "reference", "--duration", "0.2", "--out", str(tmp_path / "d"))
+    assert code == 3 and "internal error: individual/single results differ from the oracle" in err

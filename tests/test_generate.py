@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mqjoin.errors import GeneratorError, WorkloadError
 from mqjoin.generate import attribute_names, random_workload, relation_names
 from mqjoin.workload import Workload, is_connected
 
@@ -73,11 +74,11 @@ def test_exhausts_every_distinct_query_when_asked_for_all():
 
 
 def test_impossible_request_raises_clear_error():
-    with pytest.raises(ValueError, match="distinct queries"):
+    with pytest.raises(GeneratorError, match="distinct queries"):
         random_workload(7, 4, 2, attributes=1)
     # 3 relations, one attribute, size 3: the classes are all {R0.a=R1.a=R2.a}, so one query
     # only, although the counting bound allows more — found out by bounded redraws
-    with pytest.raises(ValueError, match="distinct queries"):
+    with pytest.raises(GeneratorError, match="distinct queries"):
         random_workload(2, 3, 3, attributes=1)
 
 
@@ -95,7 +96,7 @@ def test_impossible_request_raises_clear_error():
     (dict(n_queries=True, n_relations=10, query_size=3), "n_queries"),
 ])
 def test_bad_arguments_name_the_argument(kwargs, arg):
-    with pytest.raises(ValueError, match=arg):
+    with pytest.raises(GeneratorError, match=arg):
         random_workload(**kwargs)
 
 
@@ -112,3 +113,9 @@ def test_optimizable():
     ind = optimize(w, mode="individual", partitioning="replicas").probe_cost
     mqo = optimize(w, mode="mqo", partitioning="replicas").probe_cost
     assert 0 < mqo <= ind * (1 + 1e-9)
+
+
+def test_generator_errors_are_workload_errors():
+    """Typed like every other bad workload (the CLI and widgets catch WorkloadError)."""
+    with pytest.raises(WorkloadError, match="rate must be a finite number >= 1"):
+        random_workload(2, 4, 2, rate=0)

@@ -9,7 +9,7 @@ import pytest
 
 import _ref_optimizer as ref
 from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import NoSolutionError, OptimizerError, PlanError
+from mqjoin.errors import NoSolutionError, OptimizerError, OptionError, PlanError
 from mqjoin.ilp import build_model, export, lp_text, solve
 from mqjoin.optimizer import optimize
 from mqjoin.plan import Plan
@@ -144,7 +144,7 @@ def test_mirs_enlarge_the_model():
 
 def assert_honest(res, w, policy, optimum=None):
     """A time-limited result: a valid plan whose status and gap do not overclaim."""
-    assert res.ilp.status in ("optimal", "time_limit")
+    assert res.ilp.status in ("optimal", "time_limit", "solution_limit")
     assert 0.0 <= res.ilp.gap <= 1.0
     # the plan is a feasible solution, costed as A5 says
     assert close(ref.check_plan(res.plan, w, True, policy, "mqo"), res.probe_cost)
@@ -172,13 +172,30 @@ def test_tiny_time_limit_never_overclaims(policy, limit):
     assert_honest(res, w, policy, optimum)
 
 
-def test_time_limit_status_is_reported_when_optimality_is_not_proven():
+def test_a_stopped_solver_reports_its_status_and_an_honest_gap(monkeypatch):
+    """HiGHS stopped before it proves optimality — deterministically, at its first improving
+    solution (a wall-clock limit would depend on the machine: a fast one proves the optimum in
+    time, a loaded one finds no plan): the status, the gap and the summary say so, and the plan
+    is still a valid one whose cost the bound does not exceed."""
+    import mqjoin.optimizer as optimizer
+
+    solve_ = optimizer.solve
+    monkeypatch.setattr(optimizer, "solve", lambda mdl, **kw: solve_(mdl, **{**kw, "solution_limit": 1}))
     w = big_workload()
-    res = optimize(w, partitioning="single", time_limit=0.05)
-    assert res.ilp.status == "time_limit"
+    res = optimize(w, partitioning="single")
+    assert res.ilp.status == "solution_limit"
     assert_honest(res, w, "single")
     assert 0 < res.ilp.gap <= 1
     assert "gap" in res.summary()
+
+
+def test_solution_limit_is_checked():
+    mdl = build_model(enumerate_candidates(FIG3), "single")
+    with pytest.raises(OptionError, match="positive integer"):
+        solve(mdl, solution_limit=0)
+    with pytest.raises(OptionError, match="needs solver 'highs'"):
+        solve(mdl, solver="cbc", solution_limit=5)
+    assert solve(mdl, solution_limit=1000).status == "optimal"  # a limit not reached changes nothing
 
 
 def test_cbc_time_limit_status_and_gap():
@@ -216,16 +233,16 @@ def test_solution_without_time_limit_is_optimal():
     ({"solver": "gurobi"}, "'gurobi'"),
 ])
 def test_unknown_mode_policy_solver(kwargs, culprit):
-    with pytest.raises(OptimizerError) as ei:
+    with pytest.raises(OptionError) as ei:
         optimize(V2, **kwargs)
     assert culprit in str(ei.value)
 
 
 def test_unknown_policy_and_solver_at_the_ilp_level():
     cands = enumerate_candidates(V2)
-    with pytest.raises(OptimizerError, match="'both'"):
+    with pytest.raises(OptionError, match="'both'"):
         build_model(cands, "both")
-    with pytest.raises(OptimizerError, match="'glpk'"):
+    with pytest.raises(OptionError, match="'glpk'"):
         solve(build_model(cands, "single"), solver="glpk")
 
 

@@ -10,7 +10,7 @@ every epoch (a cycling optimiser, every re-optimised plan taken), so containers 
 layouts and gaps in MIRs are probed across epochs.  Live submissions, stop/restart from the
 checkpoint, the CLI and the errors are checked on top.
 
-One local[2] session for the module (as in test_spark_engine); each deployment a few
+The run's one local[2] session (``spark`` in tests/conftest.py, as for test_spark_engine); each deployment a few
 hundred tuples over 9–10 epochs of 1 s, in 2–3 micro-batches (every epoch of a batch is a
 slice of its own, so the cost is per epoch, not per tuple).
 """
@@ -18,7 +18,6 @@ slice of its own, so the cost is per epoch, not per tuple).
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -28,7 +27,7 @@ pytest.importorskip("pyspark")
 
 from _cases import cases  # noqa: E402
 from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes  # noqa: E402
-from test_spark_engine import TIMEOUT, _sql_executions  # noqa: E402
+from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions  # noqa: E402
 
 import mqjoin.adaptive as adaptive  # noqa: E402
 from mqjoin.adaptive import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
@@ -39,37 +38,6 @@ from mqjoin.tables import Table, read_results, write_inputs  # noqa: E402
 from mqjoin.workload import parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-#: SQL executions the Spark UI keeps when this module starts the JVM (default 1000): this module
-#: runs a few thousand, and tests/test_spark_engine.py (after it in file order, same session)
-#: reads the physical plans of its own runs back from the UI by offset — with the default they
-#: would be evicted under its feet
-RETAINED_EXECUTIONS = 20000
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """The local[2] session of tests/test_spark_engine.py (``spark_session("local[2]")``), the
-    UI keeping more executions if this module is the one that launches the JVM (a static
-    setting: only a launch argument sets it)."""
-    from pyspark import SparkContext
-
-    from mqjoin.runtime.spark.session import spark_session
-
-    if SparkContext._active_spark_context is not None:
-        return spark_session("local[2]")
-    before = os.environ.get("PYSPARK_SUBMIT_ARGS")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.sql.ui.retainedExecutions={RETAINED_EXECUTIONS} pyspark-shell"
-    try:
-        session = spark_session("local[2]")
-    finally:
-        if before is None:
-            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
-        else:
-            os.environ["PYSPARK_SUBMIT_ARGS"] = before
-    assert session.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") == str(RETAINED_EXECUTIONS)
-    return session
 
 
 def _case(seed: int, max_rows: int = 60):
@@ -135,7 +103,7 @@ def switching(spark, tmp_path_factory):
 def test_forced_switches_results_equal_reference_and_oracle(switching):
     s = switching
     got = s.d.results()
-    want = adaptive_oracle_results(s.full, s.tables, s.lives, s.policy)
+    want = adaptive_oracle_results(s.w, s.tables, s.changes, s.policy)
     assert sum(map(len, want.values())) > 1000
     assert got == s.ref.result_sets(), "Spark differs from the adaptive reference executor"
     assert got == want, "Spark differs from the adaptive oracle"
@@ -175,7 +143,7 @@ def test_query_changes_results_equal_reference_and_oracle(changing):
     got = s.d.results()
     assert set(got) == {lf.query for lf in s.lives}
     assert got == s.ref.result_sets()
-    assert got == adaptive_oracle_results(s.full, s.tables, s.lives, s.policy)
+    assert got == adaptive_oracle_results(s.w, s.tables, s.changes, s.policy)
     assert _committed_rows(s.out) == sum(map(len, got.values()))
     # an added query answered from history stored before its activation
     history = 0
@@ -249,8 +217,7 @@ def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spa
     finally:
         d2.stop()
     got = d2.results()
-    full, lives = lifetimes(w, [change], policy)
-    want = adaptive_oracle_results(full, tables, lives, policy)
+    want = adaptive_oracle_results(w, tables, [change], policy)
     assert got == want
     assert got == run_adaptive(w, tables, policy, [change]).result_sets()
     assert all(first[q] <= got[q] for q in first)
@@ -342,8 +309,7 @@ def test_cli_adaptive_spark_errors_are_one_line(tmp_path, capsys, extra, message
 
 
 def test_ui_kept_every_execution_of_this_module(spark):
-    """Runs last in this module: the UI still holds every SQL execution (see RETAINED_EXECUTIONS)."""
-    if spark.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") != str(RETAINED_EXECUTIONS):
-        pytest.skip("the session was started by another module")
-    n = len(_sql_executions(spark, details=False))
+    """Runs last in this module: the UI still holds every SQL execution of the run so far — the
+    shared session (tests/conftest.py) keeps RETAINED_EXECUTIONS whichever module started it."""
+    n = len(sql_executions(spark, details=False))
     assert 0 < n < RETAINED_EXECUTIONS * 0.9, n

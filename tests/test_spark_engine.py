@@ -1,6 +1,6 @@
 """The plan engine on Spark (issue 4) against the reference executor and the DESIGN A6 oracle.
 
-Every deployment runs in one module-scoped local[2] session, with tens of tuples and 2–3
+Every deployment runs in the run's one local[2] session (``spark`` in tests/conftest.py), with tens of tuples and 2–3
 micro-batches (``max_rows_per_batch``).  What is checked, beyond equal result sets:
 
 * each result is produced exactly once, in the micro-batch that holds its latest tuple
@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from _cases import random_case  # noqa: E402
+from _spark import TIMEOUT, sql_executions  # noqa: E402
 from test_reference import W3  # noqa: E402  (3 relations, windows 1, 2 and null)
 
 from mqjoin.errors import EngineError  # noqa: E402
@@ -45,14 +45,6 @@ from mqjoin.workload import load_workload, parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 300  # seconds a deployment may take (a loaded 2-core machine is slow)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from mqjoin.runtime.spark.session import spark_session
-
-    return spark_session("local[2]")
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,14 +96,6 @@ def batch_ranges(d) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------------------------
 # executed physical plans, from the Spark UI's REST API
 # --------------------------------------------------------------------------------------------
-
-def _sql_executions(spark, offset: int = 0, details: bool = True) -> list[dict]:
-    sc = spark.sparkContext
-    url = (f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/sql?details={str(details).lower()}"
-           f"&planDescription={str(details).lower()}&offset={offset}&length=100000")
-    with urllib.request.urlopen(url, timeout=60) as r:
-        return json.load(r)
-
 
 @dataclass
 class PlanNode:
@@ -197,7 +181,7 @@ def executed_plans(spark, offset: int, writes: int, wait: float = 60.0) -> list[
     writes arrived (the UI learns about executions asynchronously)."""
     deadline = time.time() + wait
     while True:
-        ex = _sql_executions(spark, offset)
+        ex = sql_executions(spark, offset)
         done = sum("InsertIntoHadoopFsRelationCommand" in e.get("planDescription", "") for e in ex)
         if done >= writes or time.time() > deadline:
             break
@@ -340,7 +324,7 @@ def _deploy_case(w, tables, plan, nbatches, spark, out, spark_mode: str) -> Run:
     from mqjoin.runtime.spark.deploy import run_spark
 
     total = sum(len(t) for t in tables.values())
-    before = len(_sql_executions(spark, details=False)) if spark.sparkContext.uiWebUrl else None
+    before = len(sql_executions(spark, details=False)) if spark.sparkContext.uiWebUrl else None
     d = run_spark(plan, tables, out, spark=spark, max_rows_per_batch=-(-total // nbatches), timeout=TIMEOUT,
                   mode=spark_mode)
     plans = executed_plans(spark, before, len(d.batches)) if before is not None else []

@@ -62,11 +62,6 @@ def test_native_state_metrics_from_a_progress_dict_or_json():
 # -- on Spark ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from mqjoin.runtime.spark.session import spark_session
-
-    return spark_session("local[2]")
 
 
 _names = itertools.count()

@@ -170,7 +170,49 @@ def test_model_optimiser_failure_is_an_error_not_an_exception():
     assert "time limit" in m.error and m.result is res
 
 
-def test_debounce_coalesces_edits_with_a_timer_thread():
+class FakeTimers:
+    """Stands in for ``threading.Timer``: timers are recorded, never run by a clock; a test
+    fires them (``fire``) — debounce and throttling checked without sleeping or timing."""
+
+    def __init__(self):
+        self.made: list = []
+        timers = self
+
+        class Timer:
+            def __init__(self, interval, function, args=(), kwargs=None):
+                self.interval, self.function, self.args = interval, function, tuple(args)
+                self.kwargs = kwargs or {}
+                self.daemon, self.started, self.cancelled = False, False, False
+                timers.made.append(self)
+
+            def start(self):
+                self.started = True
+
+            def cancel(self):
+                self.cancelled = True
+
+        self.Timer = Timer
+
+    @property
+    def live(self) -> list:
+        return [t for t in self.made if t.started and not t.cancelled]
+
+    def fire(self, timer) -> None:
+        assert timer.started and not timer.cancelled
+        timer.function(*timer.args, **timer.kwargs)
+
+
+@pytest.fixture
+def fake_timers(monkeypatch):
+    import threading
+
+    timers = FakeTimers()
+    monkeypatch.setattr(threading, "Timer", timers.Timer)
+    return timers
+
+
+def test_debounce_coalesces_edits_into_one_recomputation(fake_timers):
+    """Each edit restarts the debounce timer; only the last one's expiry recomputes, once."""
     calls = []
 
     def counting(workload, **kw):
@@ -178,12 +220,16 @@ def test_debounce_coalesces_edits_with_a_timer_thread():
         return optimize(workload, **kw)
 
     m = ExplorerModel("paper_v2.yaml", debounce=0.15, optimize_fn=counting)
-    assert len(calls) == 1
+    assert len(calls) == 1 and fake_timers.made == []
     for rate in (10, 20, 30, 40):
         assert m.set_rate("R", rate)
+    assert [t.interval for t in fake_timers.made] == [0.15] * 4
+    (last,) = fake_timers.live  # every earlier timer was cancelled by the next edit
+    assert last is fake_timers.made[-1]
     assert m.pending and len(calls) == 1 and m.result.workload.rate("R") == 100
-    assert m.wait(timeout=10)
-    assert len(calls) == 2 and m.result.workload.rate("R") == 40
+    fake_timers.fire(last)
+    assert not m.pending and len(calls) == 2 and m.result.workload.rate("R") == 40
+    assert m.wait(timeout=0)
 
 
 def test_debounce_in_a_running_event_loop_runs_on_the_loop():
@@ -201,8 +247,11 @@ def test_debounce_in_a_running_event_loop_runs_on_the_loop():
         m = ExplorerModel("paper_v2.yaml", debounce=0.05, optimize_fn=recording)
         m.set_rate("S", 10)
         m.set_rate("S", 20)
-        assert m.pending
-        await asyncio.sleep(0.3)
+        assert m.pending and len(threads) == 1  # nothing runs before the loop gets control
+        for _ in range(3000):  # until the debounced callback ran (however slow the machine)
+            if not m.pending:
+                break
+            await asyncio.sleep(0.01)
         return m
 
     m = asyncio.run(scenario())

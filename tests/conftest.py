@@ -1,0 +1,70 @@
+"""Shared test configuration.
+
+* **Tests that cannot pass unrun.**  Under ``CI=true`` a test skipped because part of the
+  stack is missing (Chromium, Playwright, PySpark, the widget or notebook stack: see
+  :mod:`_requires`) is reported as a failure, at collection (module-level
+  ``pytest.importorskip``) and at run time (a fixture's skip).  Other skips stay skips, and
+  every skip's reason is printed (``-rs`` in the pytest options).
+* **One Spark session** for every Spark test module, configured the same whichever module
+  asks first (``spark`` fixture): the tests do not depend on which module started the JVM.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from _requires import in_ci, is_missing_dependency
+from _spark import RETAINED_EXECUTIONS
+
+
+def _fail_missing_dependency(report) -> None:
+    if not (report.skipped and in_ci()):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if is_missing_dependency(reason):
+        report.outcome = "failed"
+        report.longrepr = (f"CI=true and part of the test stack is missing, so this test cannot run: {reason} "
+                           "(locally this is a skip; .ci/setup installs everything)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_missing_dependency(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_missing_dependency(outcome.get_result())
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The local[2] Spark session of the whole run, with the UI keeping
+    :data:`RETAINED_EXECUTIONS` SQL executions (a launch setting: this fixture is the only
+    place a test session starts the JVM)."""
+    pytest.importorskip("pyspark")
+    from pyspark import SparkContext
+
+    from mqjoin.runtime.spark.session import spark_session
+
+    assert SparkContext._active_spark_context is None, \
+        "a Spark context was started outside the shared `spark` fixture of tests/conftest.py"
+    # a static setting: spark_session's conf cannot set it, only the JVM's launch arguments
+    before = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.sql.ui.retainedExecutions={RETAINED_EXECUTIONS} pyspark-shell"
+    try:
+        session = spark_session("local[2]")
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        else:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = before
+    assert session.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") == str(RETAINED_EXECUTIONS)
+    yield session
+    session.stop()
