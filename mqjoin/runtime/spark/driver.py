@@ -259,7 +259,7 @@ class DriverEngine:
             c.insert = c._compile_insert()
         executed = time.time()
         results = ex.results(clear=True)
-        self._write_results(batch_id, results)
+        self._write_results(batch_id, results, seq, arrival)
         committed = time.time()
         first = int(seq[0])
         lmean, lp95, lmax, counts = {}, {}, {}, {}
@@ -307,7 +307,9 @@ class DriverEngine:
                 out[i] = (name, tup)
         return out
 
-    def _write_results(self, batch_id: int, results: Mapping[str, list]) -> None:
+    def _write_results(self, batch_id: int, results: Mapping[str, list], seq: np.ndarray, arrival: np.ndarray) -> None:
+        """``OUT/_batches/batch=<id>``: per result its query, rows, and the arrival number and
+        arrival time of the tuple that produced it (the distributed mode's columns)."""
         path = self.out_dir / "_batches" / f"batch={batch_id}"
         if path.exists():
             shutil.rmtree(path)
@@ -319,8 +321,9 @@ class DriverEngine:
                 seqs.append(s)
         path.mkdir(parents=True, exist_ok=True)
         if queries:
+            trig = np.asarray(seqs, dtype=np.int64)
             t = pa.table({"query": pa.array(queries, pa.string()), "rows": pa.array(rows, pa.list_(pa.int64())),
-                          "_seq": pa.array(seqs, pa.int64())})
+                          "_seq": pa.array(trig), "_arrival": pa.array(arrival[np.searchsorted(seq, trig)])})
             tmp = path / "part-0.parquet.tmp"
             pq.write_table(t, tmp)
             tmp.replace(path / "part-0.parquet")
