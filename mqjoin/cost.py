@@ -15,12 +15,25 @@ memory (A5) — the only module that computes them (candidates, plans and the IL
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .workload import Attr, JoinClass, Workload
 
 if TYPE_CHECKING:  # candidates imports this module
     from .candidates import Step
+
+
+
+def is_close(a: float, b: float) -> bool:
+    """Cost equality up to float rounding (costs are sums of products of statistics); the
+    planners compare candidate costs with it.
+
+    >>> is_close(0.1 + 0.2, 0.3), is_close(1.0, 1.001)
+    (True, False)
+    """
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
 def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass]) -> float:

@@ -237,7 +237,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
         if not cands[m]:
             raise PlannerError(f"store {m.label} has no partition candidate; every probed store joins its prober "
                                "on some class, so this is a bug: please report the workload")
-        p = store_parallelism(workload, m)
+        p = store_parallelism(workload, m.relations)
 
         costs = {a: sum(step_cost(workload, s, a, p) for s in ss) for a in cands[m]}
         best = min(costs.values())

@@ -10,7 +10,7 @@ import pytest
 
 import _ref_optimizer as ref
 from mqjoin.cli import main
-from mqjoin.errors import OptimizerError
+from mqjoin.errors import OptionError
 from mqjoin.frontier import frontier, replica_memory
 from mqjoin.optimizer import optimize
 from mqjoin.workload import load_workload
@@ -72,7 +72,7 @@ def test_budget_policy_is_the_brute_force_optimum(name, w, budget):
 @pytest.mark.parametrize("bad", [-1, float("inf"), "10", True])
 def test_bad_replica_budget_is_a_typed_error(bad):
     w = load_workload(BUNDLED / "paper_fig3.yaml")
-    with pytest.raises(OptimizerError, match="replica memory budget"):
+    with pytest.raises(OptionError, match="replica memory budget"):
         optimize(w, partitioning="budget", replica_budget=bad)
 
 
