@@ -8,6 +8,11 @@ session, on the same input — and vs
 the queries as regular joins in one StatementSet, parallelism 2, over per-relation CSV files of
 the same tuples, results checked against the oracle; throughput = input tuples / the job's net
 runtime with the whole input available at once, state = rows its joins hold, computed).
+apache-flink 2.3 pins pyarrow < 17 and PySpark 4.3 needs ≥ 18 (the driver mode collects
+batches as Arrow), so run the Flink row from a venv of its own on the same arguments:
+``python -m venv /tmp/fv && /tmp/fv/bin/pip install -e '.[spark]' apache-flink &&
+/tmp/fv/bin/python benchmarks/spark_mqo.py … --engines flink``.  Plan engines run in
+``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the DataFrame mode.
 
 Workloads: the five four-way queries of the CLASH paper's Figure 7(a) (``tpch_fig7a.yaml``)
 and the ten-query variant (``tpch_10q.yaml``), over TPC-H SF ``--sf`` relation streams
