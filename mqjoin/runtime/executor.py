@@ -173,9 +173,6 @@ class Container:
     def rows(self) -> int:
         return sum(len(e) for e in self.entries)
 
-    def partition(self, value: Any) -> int:
-        return 0 if self.p == 1 else partition_of(value, self.p)
-
     def _compile_insert(self) -> Callable[[tuple], None]:
         pc, pf = self.part_pos
         lines = ["def insert(e):",
@@ -386,8 +383,9 @@ class Executor(ContainerIndex):
     ``collect``: keep result tuples (else only count them); ``triggers``: keep, per result,
     the arrival number of the tuple that produced it (see :meth:`feed`); ``timed``: measure
     each tuple's service time for the simulated replay latency of
-    :mod:`mqjoin.runtime.adaptive`; ``on_epoch(counters, executor)`` sees every epoch when it
-    closes."""
+    :mod:`mqjoin.runtime.adaptive`; ``on_epoch(counters)`` sees every epoch when it closes;
+    ``budget``: the most tuples the run may hold (:meth:`check_budget`); ``instrument``: count
+    the operations (:meth:`operations`)."""
 
     def __init__(self, schedule, *, collect: bool = True, triggers: bool = False, timed: bool = False,
                  speedup: float = 1.0, sample: float = 1.0, sampled: Callable[[Any, float], bool] | None = None,
@@ -410,8 +408,7 @@ class Executor(ContainerIndex):
         self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
-        self.raw: dict[str, list] = {}  # query → results as travelling tuples (or (trigger, tuple))
-        self.orders: dict[str, set[tuple[int, ...]]] = {}  # query → the Emit orders of its results
+        self.raw: dict[tuple, list] = {}  # (query, Emit order) → results as travelling tuples, or (trigger, tuple)
         self.counts: Counter = Counter()
         self.counters: dict[tuple[int, str], list[int]] = {}  # (plan index, probe edge) → messages
         self.history = [0]  # messages of iterative probing
@@ -428,7 +425,6 @@ class Executor(ContainerIndex):
         self.next_expire = math.inf
         self.lock = threading.RLock()
         self.event_time: float | None = None
-        self.records: list = []
         # the simulated replay (timed runs)
         self.ts0: float | None = None
         self.finish = 0.0
@@ -490,7 +486,6 @@ class Executor(ContainerIndex):
 
     def _compile_edge(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
         if isinstance(rule, Emit):
-            self.orders.setdefault(rule.query, set()).add(rule.order)
             raw = self.raw.setdefault((rule.query, rule.order), [])
             counts = self.counts
             q = rule.query
@@ -634,9 +629,6 @@ class Executor(ContainerIndex):
         return out
 
     # -- iterative probing of older partners ----------------------------------------------------
-
-    def gaps_of(self, rule: Probe, epoch: int) -> list[int]:
-        return self.missing(rule.layout.mir, epoch)
 
     def _adhoc_probe(self, rule: Probe, top: int) -> Callable:
         """A compiled probe of ``rule`` over the containers up to epoch ``top`` whose results go
