@@ -72,6 +72,22 @@ def _default_deploy(plan, data, out, **kw):
     return deploy(plan, data, out, **kw)
 
 
+def _starting_message(engine: str, on_spark: bool) -> str:
+    """What a click on Deploy waits for: a cold start names the JVM and its Python workers.
+
+    >>> _starting_message("mqjoin", False)
+    'starting mqjoin …'
+    """
+    if not on_spark:
+        return f"starting {engine} …"
+    from mqjoin.runtime.spark.session import session_running
+
+    if session_running():
+        return f"starting {engine} on the running Spark session — the first micro-batch follows in a second or two …"
+    return (f"starting a Spark session for {engine} (the JVM and its Python workers: ~10–20 s the first time; "
+            "later deploys reuse it) …")
+
+
 def _synthetic_data(plan, duration: float):
     from mqjoin.synthetic import uniform_streams
 
@@ -195,7 +211,7 @@ class DeployPanel(W.VBox):
                 return None
             data = self.data if self.data is not None else _synthetic_data(plan, self.duration.value)
             out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
-            self._set_status("starting", f"starting {self.engine.value} on Spark …")
+            self._set_status("starting", _starting_message(self.engine.value, self.deploy_fn is _default_deploy))
             self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
             kw = dict(self.deploy_kwargs)
             kw.setdefault("max_rows_per_batch", max(1, math.ceil(self.rate.value / 2)))  # ~2 points a second

@@ -896,6 +896,19 @@ class Executor(ContainerIndex):
                 raw.clear()
         return out
 
+    def take_results(self) -> list[tuple[str, tuple[int, ...], list]]:
+        """The results collected since the last call, raw, and empty the buffers: ``(query,
+        order, entries)`` where ``order[i]`` is the position, in each entry's travelling tuple,
+        of the base tuple of the query's ``i``-th relation (a base tuple's row index is its
+        field 0); with ``triggers=True`` an entry is ``(trigger, travelling tuple)``.  For a
+        backend that converts results in bulk (:meth:`results` builds the row tuples)."""
+        out = []
+        for (q, order), raw in self.raw.items():
+            if raw:
+                out.append((q, order, raw[:]))
+                raw.clear()  # the compiled emits append to this list
+        return out
+
     def layout_name(self, layout: Layout, plan: Plan) -> str:
         for s in plan.stores:
             if layout_of(s) == layout:

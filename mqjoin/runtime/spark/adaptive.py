@@ -64,7 +64,8 @@ class AdaptiveDriverEngine(DriverEngine):
 
     def __init__(self, base: Workload, policy: AdaptivePolicy, changes: list[QueryChange], optimizer: Optimizer | None,
                  full: Workload, out_dir: str, state_dir: Path, total: int,
-                 on_batch: Callable | None = None, on_event: Callable[[dict], None] | None = None):
+                 on_batch: Callable | None = None, on_event: Callable[[dict], None] | None = None,
+                 columns: Mapping[str, str] | None = None):
         self.base, self.policy, self.changes, self.optimizer = base, policy, list(changes), optimizer
         self.total = total
         self.on_event = on_event
@@ -77,8 +78,7 @@ class AdaptiveDriverEngine(DriverEngine):
         self.submitted: list[tuple[QueryChange, int | None]] = self._logged_changes()
         placeholder = AdaptiveController(base, policy, self.changes + [c for c, e in self.submitted if e is None],
                                          optimizer)
-        super().__init__(_NoPlan(full), out_dir,
-                         state_dir / "state", on_batch)
+        super().__init__(_NoPlan(full), out_dir, state_dir / "state", on_batch, columns)
         self.w = full
         self.ex = None
         self.ctl = placeholder
@@ -141,12 +141,11 @@ class AdaptiveDriverEngine(DriverEngine):
     def _closed(self, ep: EpochCounters) -> None:
         self.pending.append(epoch_record(self.ex, ep, self.ctl.plans[ep.plan], latencies=()))
 
-    def batch_done(self, batch_id: int, results: Mapping[str, list], committed: float, seq: np.ndarray,
+    def batch_done(self, batch_id: int, triggers: Mapping[str, np.ndarray], committed: float, seq: np.ndarray,
                    arrival: np.ndarray, ts: np.ndarray) -> None:
         epoch_of = self.policy.epoch_of
-        for rows in results.values():
-            if rows:
-                idx = np.searchsorted(seq, np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows)))
+        for idx in triggers.values():
+            if len(idx):
                 for e, lat in zip((epoch_of(t) for t in ts[idx].tolist()), (committed - arrival[idx]).tolist()):
                     self.latencies.setdefault(e, []).append(lat)
         if self.next_seq >= self.total and self.ex.ep is not None:  # the input is consumed: the last epoch ends
@@ -260,7 +259,7 @@ class AdaptiveDeployment(Deployment):
     def _start_mqjoin(self, opts, ddl, listener) -> None:
         self.engine = AdaptiveDriverEngine(self.base, self.policy, self.changes, self.optimizer, self.workload,
                                            str(self.out), self.state_dir, self.total, on_batch=self._on_report,
-                                           on_event=self._emit)
+                                           on_event=self._emit, columns=self.columns)
         self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q

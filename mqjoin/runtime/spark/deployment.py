@@ -33,7 +33,7 @@ from ...tables import Table, read_inputs, write_results
 from ..rules import require_inputs
 from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
 from .session import query_conf, spark_message, spark_session, ui_url
-from .source import SOURCE_NAME, build_replay_log, spark_schema, write_replay_log
+from .source import SOURCE_NAME, build_replay_log, pack_replay_log, spark_schema, write_replay_log
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,7 @@ class Deployment:
         self.started_at: float | None = None
         self.total = 0
         self.engine: DeltaJoinEngine | None = None
+        self.columns: dict[str, str] | None = None  # the packed log's attribute columns (driver mode)
 
     def _read_inputs(self, data: str | Path) -> dict[str, Table]:
         return read_inputs(self.workload, data)
@@ -184,6 +185,8 @@ class Deployment:
             return self
         log = build_replay_log(self.workload, self.tables)
         self.total = len(log)
+        if self.mode == "driver":  # the driver reads every served column: serve few
+            log, self.columns = pack_replay_log(log)
         path = write_replay_log(log, self.checkpoint / "replay.parquet")
         ddl = spark_schema(log.schema)
         opts = {"path": str(path), **self.pacing.options()}
@@ -218,7 +221,8 @@ class Deployment:
         if self.mode == "driver":
             from .driver import DriverEngine
 
-            self.engine = DriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report)
+            self.engine = DriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report,
+                                       columns=self.columns)
         else:
             self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
                                           column_types(ddl), on_batch=self._on_report)

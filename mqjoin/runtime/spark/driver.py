@@ -59,6 +59,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,13 @@ class DriverEngine:
     """Runs the plans of a schedule as a ``foreachBatch`` function (see the module doc): a
     static plan (:class:`~mqjoin.runtime.executor.StaticSchedule`), or the adaptive
     controller (:class:`AdaptiveDriverEngine`).  ``state_dir`` keeps the state journal;
-    ``on_batch`` receives a :class:`~.engine.BatchReport` per batch."""
+    ``on_batch`` receives a :class:`~.engine.BatchReport` per batch; ``columns``: where the
+    served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`)."""
 
     def __init__(self, plan: Plan, out_dir: str, state_dir: str | Path,
-                 on_batch: Callable[[BatchReport], None] | None = None):
+                 on_batch: Callable[[BatchReport], None] | None = None, columns: Mapping[str, str] | None = None):
         self.plan = plan
+        self.columns = columns  # the served log's names of the attribute columns (a packed log)
         self.w = plan.workload
         self.out_dir = Path(out_dir)
         self.state_dir = Path(state_dir)
@@ -116,9 +119,11 @@ class DriverEngine:
         """More to keep in the batch's journal record."""
         return {}
 
-    def batch_done(self, batch_id: int, results: Mapping[str, list], committed: float, seq: np.ndarray,
+    def batch_done(self, batch_id: int, triggers: Mapping[str, np.ndarray], committed: float, seq: np.ndarray,
                    arrival: np.ndarray, ts: np.ndarray) -> None:
-        """Called after a batch's results were written (before its journal)."""
+        """Called after a batch's results were written (before its journal); ``triggers``:
+        query → the position in the batch (``seq``/``arrival``/``ts``) of each result's
+        triggering tuple."""
 
     # -- state ----------------------------------------------------------------------------
 
@@ -273,20 +278,20 @@ class DriverEngine:
             c.journal = None
             c.insert = c._compile_insert()
         executed = time.time()
-        results = ex.results(clear=True)
-        self._write_results(batch_id, results, seq, arrival)
+        results = result_arrays(ex.take_results(), {q.name: len(q.relations) for q in ex.w.queries})
+        where = {q: np.searchsorted(seq, trig) for q, (trig, _) in results.items()}
+        self._write_results(batch_id, results, where, arrival)
         committed = time.time()
         first = int(seq[0])
         lmean, lp95, lmax, counts = {}, {}, {}, {}
-        for q, rows in results.items():
-            counts[q] = len(rows)
-            if rows:
-                trig = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))
-                lat = committed - arrival[np.searchsorted(seq, trig)]
+        for q, idx in where.items():
+            counts[q] = len(idx)
+            if len(idx):
+                lat = committed - arrival[idx]
                 lo, hi = float(lat.min()), float(lat.max())
                 lmean[q] = min(max(float(lat.mean()), lo), hi)  # equal latencies: mean == max, exactly
                 lp95[q], lmax[q] = float(np.percentile(lat, 95)), hi
-        self.batch_done(batch_id, results, committed, seq, arrival, ts)
+        self.batch_done(batch_id, where, committed, seq, arrival, ts)
         self._write_journal(batch_id, pre)
         state = time.time()
         msgs = {lab: c[0] - before.get((p, lab), 0) for (p, lab), c in ex.counters.items()}
@@ -317,35 +322,66 @@ class DriverEngine:
             fields = [sub["_row"].to_pylist(), sub["_ts"].to_pylist()]
             for j in range(self.attrs[name]):
                 c = attr_col(k, j)
+                c = self.columns.get(c, c) if self.columns is not None else c
                 fields.append(sub[c].to_pylist() if c in cols else [None] * len(where))
             for i, tup in zip(where.tolist(), zip(*fields)):
                 out[i] = (name, tup)
         return out
 
-    def _write_results(self, batch_id: int, results: Mapping[str, list], seq: np.ndarray, arrival: np.ndarray) -> None:
+    def _write_results(self, batch_id: int, results: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                       where: Mapping[str, np.ndarray], arrival: np.ndarray) -> None:
         """``OUT/_batches/batch=<id>``: per result its query, rows, and the arrival number and
         arrival time of the tuple that produced it (the distributed mode's columns)."""
         path = self.out_dir / "_batches" / f"batch={batch_id}"
         if path.exists():
             shutil.rmtree(path)
-        queries, rows, seqs = [], [], []
-        for q, got in results.items():
-            for s, r in got:
-                queries.append(q)
-                rows.append(list(r))
-                seqs.append(s)
         path.mkdir(parents=True, exist_ok=True)
-        if queries:
-            trig = np.asarray(seqs, dtype=np.int64)
-            t = pa.table({"query": pa.array(queries, pa.string()), "rows": pa.array(rows, pa.list_(pa.int64())),
-                          "_seq": pa.array(trig), "_arrival": pa.array(arrival[np.searchsorted(seq, trig)])})
+        parts = []
+        for q, (trig, rows) in results.items():
+            n, k = rows.shape
+            if n:
+                offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+                parts.append(pa.table({"query": pa.array([q] * n, pa.string()),
+                                       "rows": pa.ListArray.from_arrays(offsets, pa.array(rows.ravel())),
+                                       "_seq": pa.array(trig), "_arrival": pa.array(arrival[where[q]])}))
+        if parts:
             tmp = path / "part-0.parquet.tmp"
-            pq.write_table(t, tmp)
+            pq.write_table(pa.concat_tables(parts), tmp)
             tmp.replace(path / "part-0.parquet")
         (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
     def close(self) -> None:
         self.ex = None
+
+
+def result_arrays(taken: list[tuple[str, tuple[int, ...], list]],
+                  arity: Mapping[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Query → (triggers, rows) as arrays from :meth:`Executor.take_results` of an executor
+    with ``triggers=True``: ``rows[i]`` holds the row indices of result ``i`` in the query's
+    relation order, ``triggers[i]`` the arrival number of the tuple that produced it.
+    ``arity``: query → number of relations (every query gets an entry, empty or not).
+
+    >>> trig, rows = result_arrays([("q", (1, 0), [(7, ((3, 0.5), (4, 0.2)))])], {"q": 2, "p": 3})["q"]
+    >>> trig.tolist(), rows.tolist()
+    ([7], [[4, 3]])
+    """
+    parts: dict[str, list] = {q: [] for q in arity}
+    for q, order, raw in taken:
+        n = len(raw)
+        travelling = list(map(itemgetter(1), raw))
+        rows = np.empty((n, len(order)), dtype=np.int64)
+        for j, i in enumerate(order):
+            rows[:, j] = np.fromiter(map(itemgetter(0), map(itemgetter(i), travelling)), dtype=np.int64, count=n)
+        parts.setdefault(q, []).append((np.fromiter(map(itemgetter(0), raw), dtype=np.int64, count=n), rows))
+    out = {}
+    for q, got in parts.items():
+        if len(got) == 1:
+            out[q] = got[0]
+        elif got:
+            out[q] = (np.concatenate([t for t, _ in got]), np.concatenate([r for _, r in got]))
+        else:
+            out[q] = (np.empty(0, dtype=np.int64), np.empty((0, arity[q]), dtype=np.int64))
+    return out
 
 
 def _state_bytes(ex: Executor) -> int:

@@ -68,6 +68,20 @@ def _require_java() -> None:
                           "or set JAVA_HOME")
 
 
+def session_running() -> bool:
+    """Whether this process has a Spark context already (a deployment then starts in about a
+    second; otherwise the JVM and Python workers start first).  Never starts one.
+
+    >>> isinstance(session_running(), bool)
+    True
+    """
+    if "pyspark" not in sys.modules:  # pyspark not even imported: no session
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
                   shuffle_partitions: int = 4):
     """Get or create the session (``local[*]`` unless ``master`` names another) with the

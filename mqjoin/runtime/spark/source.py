@@ -22,6 +22,7 @@ ranks) serves only those relations (one stream per relation for the native basel
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -118,6 +120,35 @@ def _unify_join_types(workload: Workload, log: pa.Table) -> pa.Table:
     return log
 
 
+_PACKED_SUFFIX = {pa.int64(): "i", pa.float64(): "d", pa.string(): "s", pa.bool_(): "b"}
+
+
+def pack_replay_log(log: pa.Table) -> tuple[pa.Table, dict[str, str]]:
+    """The replay log with the attribute columns of all relations packed by position: relation
+    ``k``'s attribute ``j`` goes to column ``a<j>_<type>`` (one column per position and type),
+    so a row carries its relation's attributes in a few columns instead of the union of every
+    relation's (the driver mode's read converts every served column, null or not).  Returns
+    the packed log and the map from the union schema's names to the packed ones.
+
+    >>> log = pa.table({"_seq": [0, 1], "r0_a0": [5, None], "r1_a0": [None, 7], "r1_a1": [None, "x"]})
+    >>> packed, names = pack_replay_log(log)
+    >>> packed.column_names, names["r1_a0"], packed["a0_i"].to_pylist()
+    (['_seq', 'a0_i', 'a1_s'], 'a0_i', [5, 7])
+    """
+    names: dict[str, str] = {}
+    groups: dict[str, list[str]] = {}
+    for f in log.schema:
+        m = re.fullmatch(r"r\d+_a(\d+)", f.name)
+        if m:
+            j = m.group(1)
+            names[f.name] = f"a{j}_{_PACKED_SUFFIX.get(f.type, str(f.type))}"
+            groups.setdefault(names[f.name], []).append(f.name)
+    packed = log.drop_columns(list(names))
+    for name, cols in sorted(groups.items(), key=lambda x: (int(x[0][1:].split("_")[0]), x[0])):
+        packed = packed.append_column(name, pc.coalesce(*[log[c] for c in cols]) if len(cols) > 1 else log[cols[0]])
+    return packed, names
+
+
 def write_replay_log(log: pa.Table, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,17 +164,35 @@ def spark_schema(schema: pa.Schema) -> str:
     return ", ".join(cols + ["`_arrival` double"])
 
 
-_CACHE: dict[str, pa.Table] = {}
+_FILES: dict[str, tuple[pq.ParquetFile, np.ndarray]] = {}  # path → (file, first arrival number of each row group)
+_GROUPS: dict[tuple[str, int], pa.Table] = {}  # the row groups read last, per process
 _CACHE_LOCK = threading.Lock()
 
 
-def _load(path: str) -> pa.Table:
-    """The replay log, read once per Python process."""
+def _rows(path: str, start: int, end: int) -> pa.Table:
+    """Arrival numbers ``start`` … ``end − 1`` of the replay log: only the row groups that hold
+    them are read (once per process; the last few stay cached for the next micro-batch)."""
     with _CACHE_LOCK:
-        t = _CACHE.get(path)
-        if t is None:
-            t = _CACHE[path] = pq.read_table(path)
-        return t
+        got = _FILES.get(path)
+        if got is None:
+            f = pq.ParquetFile(path)
+            sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+            got = _FILES[path] = (f, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+        f, firsts = got
+        lo = max(0, int(np.searchsorted(firsts, start, side="right")) - 1)
+        hi = int(np.searchsorted(firsts, end, side="left"))
+        parts = []
+        for g in range(lo, hi):
+            t = _GROUPS.get((path, g))
+            if t is None:
+                t = _GROUPS[(path, g)] = f.read_row_group(g, use_threads=False)
+                while len(_GROUPS) > 4:
+                    del _GROUPS[next(iter(_GROUPS))]
+            parts.append(t)
+    if not parts:
+        return f.schema_arrow.empty_table()
+    t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    return t.slice(start - int(firsts[lo]), end - start)
 
 
 class _Slice(InputPartition):
@@ -161,9 +210,8 @@ class _Reader(DataSourceStreamReader):
         self.relations = (frozenset(int(x) for x in options["relations"].split(","))
                           if options.get("relations") else None)
         self.splits = max(1, int(options.get("splits", "2")))
-        log = _load(self.path)
-        self.total = len(log)
-        self.ts = log["_ts"].to_numpy()
+        self.ts = pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
+        self.total = len(self.ts)
         self.base: tuple[int, float] | None = None  # (first offset served, wall time)
 
     def initialOffset(self) -> dict:
@@ -208,8 +256,7 @@ class _Reader(DataSourceStreamReader):
         return [_Slice(cuts[i], cuts[i + 1], arrival) for i in range(n)]
 
     def read(self, partition: _Slice) -> Iterator[pa.RecordBatch]:
-        log = _load(self.path)
-        part = log.slice(partition.start, partition.end - partition.start)
+        part = _rows(self.path, partition.start, partition.end)
         if self.relations is not None and len(part):
             mask = np.isin(part["_rel"].to_numpy(), list(self.relations))
             part = part.filter(pa.array(mask))
