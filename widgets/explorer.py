@@ -21,7 +21,7 @@ Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-li
 (plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
 a full garbage collection rescans them all — measured 125–157 ms, which landed inside about
 one slider round trip in twenty.  The model pauses the collector for the round trip only
-(:func:`~mqjoin.widgets._gc.paused_gc`), so the short-lived objects of an optimisation and a
+(:func:`~mqjoin.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
 redraw die by reference counting instead of being promoted to the oldest generation, and full
 collections become rare (``benchmarks/explorer_latency.py``, TPC-H Figure 7(a), 100 round
 trips: CPU p95 44 ms, one full collection; without the pause CPU p95 165 ms).  The kernel's

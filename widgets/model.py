@@ -56,8 +56,7 @@ from mqjoin.workload import (
 )
 
 from mqjoin.diff import PlanDiff, plan_diff
-
-from ._gc import paused_gc
+from mqjoin.gcpause import paused_gc
 
 _log = logging.getLogger(__name__)
 

@@ -68,6 +68,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import EngineError
+from ...gcpause import paused_gc
 from ...plan import Plan
 from ..executor import Executor, StaticSchedule
 from ..rules import Layout
@@ -239,7 +240,7 @@ class DriverEngine:
         group = job_group(sc, self, batch_id)
         table = batch.toArrow()
         read = time.time()
-        with self.lock:
+        with self.lock, paused_gc():  # millions of entries per batch: no collections meanwhile
             self._process(table, batch_id, started, read, sc, group)
 
     def _process(self, table: pa.Table, batch_id: int, started: float, read: float, sc, group: str) -> None:

@@ -1,4 +1,5 @@
-"""No garbage collection in the middle of a redraw, without touching the rest of the kernel.
+"""No garbage collection in the middle of a redraw or a micro-batch, without touching the rest
+of the process.
 
 A notebook kernel with plotly holds ~250k long-lived objects; a full collection rescans them
 all (125–157 ms measured).  Python starts one when enough objects have been promoted to the
@@ -8,7 +9,10 @@ for them to die a moment later.  :func:`paused_gc` turns the collector off for t
 (objects without cycles die by reference counting as usual; cycles wait for the next
 collection) and restores it as it was, so far fewer objects reach the oldest generation and
 full collections become rare — unlike ``gc.freeze()``, nothing of the user's process changes
-after the round trip.
+after the round trip.  The Spark driver mode pauses it for a micro-batch the same way: the
+executor allocates millions of entries and partial results in one, and collections during it
+cost a quarter of the batch's CPU time (Figure 7(a), SF 0.01: 1.23–1.54 s with, 0.90–1.18 s
+without).
 
 >>> import gc
 >>> with paused_gc():
