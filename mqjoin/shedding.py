@@ -4,9 +4,9 @@
 the half-way joins of a binary plan.  This module makes the limit real.  A plan of the
 ``tree`` planner (one query, every inner node an MIR store) *is* a binary plan: the probe
 edge that sends a tuple of ``X`` into the store of its sibling ``Y`` is the half-way join
-``x ⋉ S_Y``.  :func:`binary_model` reads the JAQPOT model off such a plan (rates ``λ``;
-state sizes ``|S_X| = |⋈X| · w_X``, DESIGN A2/A5 — Appendix A's ``λ · T`` for time-based
-windows; ``σ`` of a join from A2), an allocation policy divides the budget
+``x ⋉ S_Y``.  :func:`binary_model` reads the JAQPOT model off such a plan (rates ``λ``,
+``σ`` of a join from A2, state sizes by Appendix A's ``λ · T`` for time-based windows), an
+allocation policy divides the budget
 (:data:`ALLOCATIONS`: Algorithm 1, GrePP alone, and the paper's ρ_h baselines of
 Appendix B), and :class:`ProbeBudget` is the executor's admission hook: per **cycle** of
 event time (1 s by default) each half-way join may probe ``allowance · cycle`` times
@@ -36,7 +36,7 @@ when none did), against the freshness predicate ``∮^I`` (a multiple of the str
 (('A', 'B'), 'C')
 >>> m = binary_model(plan)
 >>> m.halfway_joins(), m.sizes["AB"], m.selectivities["AB"]
-((a ⋉ S_B, b ⋉ S_A, ab ⋉ S_C, c ⋉ S_AB), 20.0, 0.1)
+((a ⋉ S_B, b ⋉ S_A, ab ⋉ S_C, c ⋉ S_AB), 40.0, 0.1)
 >>> b = ProbeBudget(plan, 12, "GrePP")
 >>> b.allocation.paths
 {'C': 10.0, 'A': 2.0}
@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from .cost import join_size, memory_tuples
+from .cost import join_size, window_of
 from .errors import JaqpotError
 from .jaqpot import BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label, refresh_rates, staleness
 from .plan import Plan
@@ -108,23 +108,40 @@ def _relations(tree: Tree) -> frozenset[str]:
 
 
 def binary_model(plan: Plan) -> BinaryPlan:
-    """JAQPOT's model of a binary tree plan: stream rates ``λ``, every state's size
-    ``|⋈X| · w_X`` (A2, A5) and, per join ``X ⋈ Y``, ``σ = |⋈(X ∪ Y)| / (|⋈X| · |⋈Y|)`` for
-    both of its states (an equi-join is symmetric).  Example in the module doc."""
+    """JAQPOT's model of a binary tree plan as the executor runs it: stream rates ``λ``, per
+    join ``X ⋈ Y`` the selectivity ``σ = |⋈(X ∪ Y)| / (|⋈X| · |⋈Y|)`` (A2; both states of an
+    equi-join share it), and every state's size by Appendix A (``|S| = λ · T``): a stream's
+    ``λ_X · w_X``; an intermediate state's production rate (its children's half-way joins,
+    bottom-up) times the time an entry stays — until its *oldest* component leaves its window,
+    ``w_X / |X|`` on average for uniform arrivals (the other components' ages are uniform over
+    the window; ``w_X`` the smallest window, DESIGN A5).  A2's ``|⋈X| · w_X`` would count
+    combinations spread over ``|X|`` windows that the executor's windows never hold.
+
+    >>> from mqjoin.datasets.jaqpot_paper import table3_linear
+    >>> m = binary_model(table3_linear(duration=1).plan)  # ab: 300 · 2 + 300 · 2 per s, for 2/3 s / 2
+    >>> {s: round(v) for s, v in m.sizes.items()}, m.saturation()
+    ({'A': 200, 'B': 200, 'AB': 400, 'C': 200, 'ABC': 800, 'D': 200}, (6000.0, 9600.0))
+    """
     w = plan.workload
     classes = w.queries[0].classes
     tree = binary_tree_of(plan)
     sizes: dict[str, float] = {}
     sel: dict[str, float] = {}
 
-    def rec(node: Tree) -> None:
+    def rec(node: Tree) -> float:
+        """The production rate of ``node`` (filling ``sizes`` and ``sel`` below it)."""
+        x = _relations(node)
         if isinstance(node, str):
-            return
-        for me, other in ((node[0], node[1]), (node[1], node[0])):
-            x, y = _relations(me), _relations(other)
-            sizes[label(me)] = memory_tuples(w, x, restrict_classes(classes, x))
-            sel[label(me)] = join_size(w, x | y, classes) / (join_size(w, x, classes) * join_size(w, y, classes))
-            rec(me)
+            rate = w.rate(node)
+        else:
+            (left, right), (lx, rx) = node, (_relations(node[0]), _relations(node[1]))
+            sel[label(left)] = sel[label(right)] = \
+                join_size(w, x, classes) / (join_size(w, lx, classes) * join_size(w, rx, classes))
+            rl, rr = rec(left), rec(right)
+            rate = rl * sel[label(right)] * sizes[label(right)] + rr * sel[label(left)] * sizes[label(left)]
+        if node is not tree:
+            sizes[label(node)] = rate * window_of(w, x) / len(x)
+        return rate
     rec(tree)
     return BinaryPlan.build(tree, {r: w.rate(r) for r in _relations(tree)}, sizes, sel)
 
