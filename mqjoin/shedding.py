@@ -52,8 +52,9 @@ from .cost import join_size, window_of
 from .errors import JaqpotError
 from .jaqpot import BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label, refresh_rates, staleness
 from .plan import Plan
+from .planners import JoinTree
 from .runtime.rules import Probe
-from .workload import restrict_classes
+from .workload import Workload
 
 #: the allocation policies a budget can enforce: JAQPOT (Algorithm 1: freshness cover, then
 #: GrePP), GrePP alone (throughput only), and the paper's ρ_h-based baselines
@@ -122,9 +123,23 @@ def binary_model(plan: Plan) -> BinaryPlan:
     >>> {s: round(v) for s, v in m.sizes.items()}, m.saturation()
     ({'A': 200, 'B': 200, 'AB': 400, 'C': 200, 'ABC': 800, 'D': 200}, (6000.0, 9600.0))
     """
-    w = plan.workload
-    classes = w.queries[0].classes
-    tree = binary_tree_of(plan)
+    return tree_model(plan.workload, plan.workload.queries[0].name, binary_tree_of(plan))
+
+
+def tree_model(workload: Workload, query: str, tree: Tree | JoinTree) -> BinaryPlan:
+    """:func:`binary_model` of query ``query`` joined by ``tree`` (nested pairs, or a binary
+    :class:`~mqjoin.planners.JoinTree`), without building the plan.
+
+    >>> from mqjoin.datasets.jaqpot_paper import table3_linear
+    >>> from mqjoin.planners import binary_tree
+    >>> w = table3_linear(duration=1).workload
+    >>> tree_model(w, "q", binary_tree(w, "q", "bushy")).tree
+    (('A', 'B'), ('C', 'D'))
+    """
+    w = workload
+    if isinstance(tree, JoinTree):
+        tree = _pairs(tree)
+    classes = w.query(query).classes
     sizes: dict[str, float] = {}
     sel: dict[str, float] = {}
 
@@ -144,6 +159,14 @@ def binary_model(plan: Plan) -> BinaryPlan:
         return rate
     rec(tree)
     return BinaryPlan.build(tree, {r: w.rate(r) for r in _relations(tree)}, sizes, sel)
+
+
+def _pairs(tree: JoinTree) -> Tree:
+    if tree.is_leaf:
+        return tree.relations[0]
+    if len(tree.children) != 2:
+        raise JaqpotError(f"JAQPOT allocates over binary join trees; {tree} joins {len(tree.children)} inputs at once")
+    return (_pairs(tree.children[0]), _pairs(tree.children[1]))
 
 
 def production(model: BinaryPlan) -> dict[str, float]:
