@@ -195,7 +195,8 @@ def _budget_options(args: argparse.Namespace) -> dict:
 def _budget_line(b: dict) -> str:
     """One line per budgeted run: probes admitted and shed, results missing, stale streams."""
     deficits = ", ".join(f"{q} {d:.1%}" for q, d in b["deficit"].items())
-    return (f"CPU budget {b['cpu_budget']:g} probes/s ({b['allocation']}, {b['cycle']:g}s cycles): {b['probes']} "
+    mu = "unlimited" if b["cpu_budget"] is None else f"{b['cpu_budget']:g} probes/s"
+    return (f"CPU budget {mu} ({b['allocation']}, {b['cycle']:g}s cycles): {b['probes']} "
             f"probes, {b['shed']} shed; results missing vs the unbounded run: {deficits}; stale streams: "
             f"{', '.join(b['stale']) or 'none'}")
 

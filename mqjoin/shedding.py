@@ -328,11 +328,19 @@ class BudgetReport:
         return tuple(s for s, t in self.staleness.items() if t > self.predicates[s] * (1 + 1e-9))
 
     def summary(self) -> dict:
-        return {"cpu_budget": self.allocation.mu, "allocation": self.allocation.policy, "cycle": self.cycle,
+        """The report as JSON values; JSON has no infinity, so ``null`` stands for it: an
+        unlimited budget or allowance, or a stream whose path has a state never refreshed."""
+        return {"cpu_budget": _finite(self.allocation.mu), "allocation": self.allocation.policy, "cycle": self.cycle,
                 "probes": self.probes, "shed": self.shed,
-                "allowances": dict(self.allocation.allowances),
+                "allowances": {h: _finite(a) for h, a in self.allocation.allowances.items()},
                 "admitted": dict(self.admitted), "offered": dict(self.offered),
-                "freshness": dict(self.predicates), "staleness": dict(self.staleness), "stale": list(self.stale)}
+                "freshness": dict(self.predicates),
+                "staleness": {s: _finite(t) for s, t in self.staleness.items()},
+                "stale": list(self.stale)}
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else x
 
 
 class ProbeBudget:
