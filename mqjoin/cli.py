@@ -122,10 +122,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.reference import run_reference
 
     budget = _budget_options(args)
+    if budget and (args.adaptive or args.changes or args.static):
+        raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
+
     if args.adaptive or args.changes or args.static:
         _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
-        if budget:
-            raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
         return _run_adaptive(args)
     if budget and args.engine != "reference":
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
