@@ -13,6 +13,10 @@ batches as Arrow), so run the Flink row from a venv of its own on the same argum
 ``python -m venv /tmp/fv && /tmp/fv/bin/pip install -e '.[spark]' apache-flink &&
 /tmp/fv/bin/python benchmarks/spark_mqo.py … --engines flink``.  Plan engines run in
 ``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the DataFrame mode.
+``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners` (issue 15):
+one MJoin per query (base stores, probing sequences most selective first), and one binary join
+tree per query (``--tree-shape``, default the cheapest of any shape; every inner node an MIR
+store), each deployed shared like any plan, in driver mode, results checked against the oracle.
 
 Workloads: the five four-way queries of the CLASH paper's Figure 7(a) (``tpch_fig7a.yaml``)
 and the ten-query variant (``tpch_10q.yaml``), over TPC-H SF ``--sf`` relation streams
@@ -73,7 +77,7 @@ Other processes on the machine (e.g. test suites) share its 2 cores: the 1-minut
 average at the start of every run is printed next to it; compare figures within one run.
 
     python benchmarks/spark_mqo.py [--quick] [--sf 0.01] [--seconds S] [--batch N]
-        [--workloads fig7a,10q] [--engines mqo,shared,individual,native] [--rate R]
+        [--workloads fig7a,10q] [--engines mqo,shared,individual,mjoin,tree,native] [--tree-shape S] [--rate R]
         [--rate-fraction F] [--latency-seconds D] [--no-native-10q] [--json FILE]
 """
 
@@ -98,10 +102,14 @@ from mqjoin.runtime.reference import run_reference
 from mqjoin.tables import Table, read_inputs
 from mqjoin.workload import load_workload
 
-ENGINES = ("mqo", "shared", "individual", "mqo-distributed", "native", "flink")
+ENGINES = ("mqo", "shared", "individual", "mjoin", "tree", "mqo-distributed", "native", "flink")
 # the plan engines run in --spark-mode driver (the default: stores in the driver's executor, one
 # Spark job per micro-batch); mqo-distributed is the mqo plan with DataFrame stores (scale-out mode)
-PLAN_ENGINES = ("mqo", "shared", "individual")
+PLAN_ENGINES = ("mqo", "shared", "individual", "mjoin", "tree")
+# optimize() options of each plan engine: CLASH's three modes and the operator-level plan families
+# (mqjoin.planners: one MJoin per query, one binary join tree per query — --tree-shape — shared)
+PLAN_OPTIONS = {"mqo": {"mode": "mqo"}, "shared": {"mode": "shared"}, "individual": {"mode": "individual"},
+                "mjoin": {"planner": "mjoin", "mode": "shared"}, "tree": {"planner": "tree", "mode": "shared"}}
 NATIVE_OPTIONS: dict = {}  # deploy() options of the native runs (--native-partitions), set by main
 WORKLOADS = {"fig7a": ("tpch_fig7a.yaml", "TPC-H Figure 7(a), five queries"),
              "10q": ("tpch_10q.yaml", "TPC-H ten queries")}
@@ -359,7 +367,8 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
     full = read_inputs(w, streams_dir)
     tables = time_slice(full, args.seconds)
     n, S, S_full = n_tuples(tables), span(tables), span(full)
-    plans = {m: optimize(w, mode=m).plan for m in PLAN_ENGINES}
+    plans = {m: optimize(w, **PLAN_OPTIONS[m], **({"tree_shape": args.tree_shape} if m == "tree" else {})).plan
+             for m in PLAN_ENGINES}
     t0 = time.perf_counter()
     truth = oracle_results(w, tables)
     t_oracle = time.perf_counter() - t0
@@ -516,6 +525,10 @@ def report(key: str, res: dict, args) -> None:
         ("throughput   mqo / mqo-distributed", "", "", _ratio(m.get("throughput"),
                                                             un.get("mqo-distributed", {}).get("throughput")), "×"),
         ("state rows   shared / mqo", "", "", _ratio(un.get("shared", {}).get("state_rows"), m.get("state_rows")), "×"),
+        ("throughput   mqo / mjoin", "", "", _ratio(m.get("throughput"), un.get("mjoin", {}).get("throughput")), "×"),
+        ("throughput   mqo / tree", "", "", _ratio(m.get("throughput"), un.get("tree", {}).get("throughput")), "×"),
+        ("state rows   mjoin / mqo", "", "", _ratio(un.get("mjoin", {}).get("state_rows"), m.get("state_rows")), "×"),
+        ("state rows   tree / mqo", "", "", _ratio(un.get("tree", {}).get("state_rows"), m.get("state_rows")), "×"),
     ]
     print(f"\n  {'ratio':<34}{'paper':>10}{'goal':>10}{'measured':>11}")
     for name, paper, goal, val, unit in lines:
@@ -614,6 +627,8 @@ def main(argv=None) -> int:
     ap.add_argument("--native-state-store", choices=("hdfs", "rocksdb", "rocksdb-changelog"),
                     help="state store provider of the native query (default: the module's choice)")
     ap.add_argument("--flink-parallelism", type=int, default=2, help="Flink's parallelism (default 2)")
+    ap.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default="best",
+                    help="shape of the tree engine's binary join trees (default best)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     q = args.quick

@@ -16,10 +16,11 @@ matched.  This module computes, after the paper (Sections 4.1–4.3):
   knapsack** (optimal on whole bundles);
 * **GH-WMSCP**, freshness as a weighted multiple set cover of the *staleness-susceptible*
   (intermediate) states, and **Algorithm 1**, cover first, then GrePP with what remains;
-* the paper's ρ_h-based baselines (Appendix B: EqualHJ, GlobalHJPR, EBestHJP) and
+* the paper's ρ_h-based baselines (Appendix B: EqualHJ, GlobalHJPR, EBestHJP, SBestHJP) and
   :func:`evaluate`, the throughput of any allowance with producer–consumer capping.
 
-The executor side (a probe budget enforced at run time) is not here: this is the model.
+The executor side (a probe budget enforced at run time) is :mod:`mqjoin.shedding`: this is
+the model.
 
 The paper's running example (Figure 4, Table 2; the figure's numbers are not in our copy of
 the text, so the plan below is reconstructed from Table 2: ``ρ_h`` of ``a ⋉ S_B`` = 4/11, of
@@ -479,10 +480,15 @@ def evaluate(plan: BinaryPlan, allowances: Mapping[str, float]) -> float:
 def baseline(plan: BinaryPlan, mu: float, policy: str) -> Allocation:
     """The paper's ρ_h-based heuristics (Appendix B, Table 4): ``EqualHJ`` (μ split equally
     over the half-way joins), ``GlobalHJPR`` (in proportion to ``ρ_h``), ``EBestHJP`` (equally
-    over the joins, each giving its share to its more productive half-way join).
+    over the joins, each giving its share to its more productive half-way join), ``SBestHJP``
+    (over the joins in proportion to their selectivities — a join's the smaller of its two
+    states' σ, Table 4's 0.001 : 0.005 — each giving its share to its more productive half-way
+    join).
 
     >>> [baseline(figure_2b(), 300, p).throughput for p in ("EqualHJ", "EBestHJP")]
     [450.0, 750.0]
+    >>> baseline(figure_2b(), 300, "SBestHJP").allowances  # Table 4: λ'_b = 50, λ'_ab = 250
+    {'a ⋉ S_B': 0.0, 'b ⋉ S_A': 50.0, 'ab ⋉ S_C': 250.0, 'c ⋉ S_AB': 0.0}
     """
     mu = _resources(mu)
     hjs = plan.halfway_joins()
@@ -491,18 +497,20 @@ def baseline(plan: BinaryPlan, mu: float, policy: str) -> Allocation:
     elif policy == "GlobalHJPR":
         total = sum(h.productivity for h in hjs)
         alloc = {h.render(): mu * h.productivity / total for h in hjs}
-    elif policy == "EBestHJP":
+    elif policy in ("EBestHJP", "SBestHJP"):
         alloc = {h.render(): 0.0 for h in hjs}
-        joins = len(hjs) // 2
-        for a, b in zip(hjs[::2], hjs[1::2]):
+        pairs = list(zip(hjs[::2], hjs[1::2]))  # the two half-way joins of each join
+        weights = [1.0 if policy == "EBestHJP" else min(plan.selectivities[a.input], plan.selectivities[b.input])
+                   for a, b in pairs]
+        for (a, b), wgt in zip(pairs, weights):
             best = a if a.productivity >= b.productivity else b
-            alloc[best.render()] = mu / joins
+            alloc[best.render()] = mu * wgt / sum(weights)
     else:
-        raise JaqpotError(f"unknown baseline policy {policy!r} (choose EqualHJ, GlobalHJPR or EBestHJP)")
+        raise JaqpotError(f"unknown baseline policy {policy!r} (choose {', '.join(BASELINES)})")
     return Allocation(policy, mu, {}, alloc, evaluate(plan, alloc))
 
 
-BASELINES = ("EqualHJ", "GlobalHJPR", "EBestHJP")
+BASELINES = ("EqualHJ", "GlobalHJPR", "EBestHJP", "SBestHJP")
 
 
 # --------------------------------------------------------------------------------------------

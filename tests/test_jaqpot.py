@@ -55,7 +55,12 @@ def test_golden_table_4_baselines():
     glob = baseline(plan, 300, "GlobalHJPR")
     assert [round(glob.allowances[k]) for k in rounded] == [13, 130, 130, 26]  # 300·ρ/11.5
     assert baseline(plan, 300, "EBestHJP").throughput == pytest.approx(750.0)
-    assert grepp(plan, 300).throughput > max(baseline(plan, 300, p).throughput for p in BASELINES)
+    # SBestHJP: Table 4's allowances λ'_b = 50, λ'_ab = 250; the paper's r⋈1 = 150 contradicts its own
+    # ρ_h(b ⋉ S_A) = 5 (50 · 5 = 250, all consumed by λ'_ab): here it ties with GrePP's optimum
+    sb = baseline(plan, 300, "SBestHJP")
+    assert sb.allowances == {"a ⋉ S_B": 0.0, "b ⋉ S_A": 50.0, "ab ⋉ S_C": 250.0, "c ⋉ S_AB": 0.0}
+    assert sb.throughput == pytest.approx(grepp(plan, 300).throughput) == pytest.approx(1250.0)
+    assert grepp(plan, 300).throughput > max(baseline(plan, 300, p).throughput for p in BASELINES if p != "SBestHJP")
 
 
 @pytest.mark.parametrize("streams", ["ABCD", "ABCDE"])

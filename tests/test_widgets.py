@@ -814,3 +814,86 @@ def test_probe_trees_show_broadcasts_insertions_and_a_shared_channel_and_the_tex
     only = html.unescape(view.text.value)
     assert "q4 (its steps" in only and len(only) < len(full)
     assert "─" in only and all(q not in only for q in ("⇒ q1 ", "⇒ q2 "))
+
+
+# --------------------------------------------------------------------------------------------
+# plan families and the JAQPOT panel (issue 15)
+# --------------------------------------------------------------------------------------------
+
+
+def frontend_picks(dropdown, option) -> None:
+    """The browser picked an option of a dropdown (it sends the option's index)."""
+    frontend_sets(dropdown, index=list(dropdown.options).index(option))
+
+
+def _store_labels(fig) -> list[str]:
+    return sorted(t for d in fig.data if d.text is not None and d.mode and "text" in d.mode for t in d.text)
+
+
+def test_planner_switch_changes_the_plan_every_view_shows():
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree"] and ex.options.tree_shape.disabled
+    clash = ex.model.result
+    trees_before = _store_labels(ex.trees.figure)
+    frontend_picks(ex.options.planner, "mjoin")
+    m = ex.model.result
+    assert m.planner == "mjoin" and all(s.mir.is_base for s in m.plan.stores)
+    assert any(not s.mir.is_base for s in clash.plan.stores)  # CLASH's plan materialises an MIR here
+    assert _store_labels(ex.trees.figure) != trees_before
+    assert "mjoin mqo/single" in ex.status.summary.value
+    frontend_picks(ex.options.planner, "tree")
+    assert not ex.options.tree_shape.disabled and ex.model.tree_shape == "best"
+    frontend_picks(ex.options.tree_shape, "deep")
+    t = ex.model.result
+    assert (t.planner, t.tree_shape) == ("tree", "deep") and "tree (deep)" in ex.status.summary.value
+    assert set(t.trees) == {"q1", "q2"} and t.plan.probe_orders() != m.plan.probe_orders()
+    frontend_picks(ex.options.planner, "clash")  # back: the shape no longer applies
+    assert ex.model.tree_shape is None and ex.options.tree_shape.disabled and ex.model.error == ""
+    assert ex.model.result.probe_cost == clash.probe_cost
+
+
+def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):
+    import mqjoin.planners
+
+    monkeypatch.setattr(mqjoin.planners, "PLANNERS", mqjoin.planners.PLANNERS + ("pmjoin",))
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    assert "pmjoin" in ex.options.planner.options
+
+
+def test_jaqpot_panel_allocates_the_running_example_at_mu_30():
+    from mqjoin.jaqpot import running_example
+    from mqjoin.widgets.jaqpot_view import JaqpotView
+
+    view = JaqpotView(running_example(), mu=10)
+    assert "Path^A" in view.paths.value and "0.267" in view.paths.value and "0.312" in view.paths.value
+    frontend_sets(view.mu, value=30.0)
+    got = view.allocations
+    assert got["JAQPOT policy"].throughput == 6 and got["discrete DP knapsack"].throughput == 8
+    g = got["GrePP"]
+    assert g.throughput == pytest.approx(9.375)
+    assert round(g.allowances["b ⋉ S_A"], 2) == 20.62 and round(g.allowances["ab ⋉ S_C"], 2) == 9.38
+    assert "allocation at μ = 30" in view.allocation.value and "20.62" in view.allocation.value
+    marker = trace_by_name(view.figure, "at μ")
+    assert list(marker.y) == [pytest.approx(9.375), 8, 6] and list(marker.x) == [30.0] * 3
+    assert "9.375" in figure_messages(view.figure)  # the chart's update reached the frontend
+
+
+def test_jaqpot_tab_follows_the_workload_and_the_tree_shape():
+    ex = Explorer("paper_fig3.yaml", debounce=0, deploy=None)
+    ex.show("JAQPOT")
+    view = ex.jaqpot
+    assert list(view.query.options) == ["q1", "q2"] and set(view.plan.streams) == {"R", "S", "T"}
+    before = dict(view.allocations["GrePP"].allowances)
+    frontend_sets(view.mu, value=view.mu.value / 2)
+    assert view.allocations["GrePP"].allowances != before
+    view.query.value = "q2"
+    assert set(view.plan.streams) == {"S", "T", "U"}
+    assert ex.model.set_rate("U", 5000)  # an edit: the model of the same query is rebuilt
+    assert view.plan.rates["U"] == 5000
+    from mqjoin.planners import binary_tree
+    from mqjoin.shedding import tree_model
+
+    frontend_picks(ex.options.planner, "tree")
+    frontend_picks(ex.options.tree_shape, "deep")
+    w = ex.model.workload
+    assert view.plan.tree == tree_model(w, "q2", binary_tree(w, "q2", "deep")).tree

@@ -17,6 +17,9 @@ and views that watch it —
   latency, throughput, state, switches with their reasons and plan diffs;
   :class:`QueryChangesPanel` — queries added and removed while a run is live;
   :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`);
+* :class:`JaqpotView` — a query's binary plan under a CPU limit μ: half-way joins, path
+  productivities, the allocations of GrePP, the discrete DP and the JAQPOT policy
+  (:mod:`.jaqpot_view`);
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
@@ -65,6 +68,7 @@ from .timeline import (
     paper_scenarios,
     sampled_workload,
 )
+from .jaqpot_view import JaqpotView
 from .trees import ProbeTreeView
 
 __all__ = [
@@ -75,6 +79,7 @@ __all__ = [
     "Explorer",
     "ExplorerModel",
     "IlpView",
+    "JaqpotView",
     "PlanDiagram",
     "PlanDiagramView",
     "PlanDiff",

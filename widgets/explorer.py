@@ -6,8 +6,14 @@ status line (probe cost, memory, stores, ILP status; errors inline), and tabs �
 graph and editor, probe trees, ILP, comparisons, plan diagram, a **Deploy** slot and
 **Adaptivity** (:class:`~mqjoin.widgets.timeline.AdaptivityPanel`: the current workload run
 live in epochs on the reference executor, adaptive or static, with the epoch timeline and
-queries added or removed while it runs).  The Adaptivity tab is built when it is first
-opened (or :attr:`Explorer.adaptivity` is first read), and nothing runs before Run is clicked.
+queries added or removed while it runs), and **JAQPOT**
+(:class:`~mqjoin.widgets.jaqpot_view.JaqpotView`: a query's binary plan under a CPU limit μ —
+half-way joins, path productivities, the allocations of GrePP, the discrete DP and the JAQPOT
+policy).  The Adaptivity and JAQPOT tabs are built when first opened (or
+:attr:`Explorer.adaptivity` / :attr:`Explorer.jaqpot` first read), and nothing runs before
+Run is clicked.  The options bar's *planner* menu lists every plan family of
+:data:`mqjoin.planners.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
+views show one workload's plans family by family.
 
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
@@ -32,7 +38,7 @@ kernel — objects frozen that later become garbage are not reclaimed until ``gc
 
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
-['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity']
+['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity', 'JAQPOT']
 >>> ex.show("Adaptivity")
 >>> ex.adaptivity.run_button.description, ex.adaptivity.sources
 ('Run', [])
@@ -52,6 +58,7 @@ import ipywidgets as W
 
 from mqjoin.ilp import POLICIES, SOLVERS
 from mqjoin.optimizer import MODES
+from mqjoin import planners
 from mqjoin.units import memory_basis
 
 from ._html import error_box, esc
@@ -63,7 +70,7 @@ from .ilp_view import IlpView
 from .model import ExplorerModel
 from .trees import ProbeTreeView
 
-TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity")
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
 
@@ -83,11 +90,20 @@ def _freeze_once() -> None:
 
 
 class OptionsBar(W.HBox):
-    """Optimiser options of a model: mode, partitioning policy, MIRs, solver."""
+    """Optimiser options of a model: plan family (every planner of
+    :data:`mqjoin.planners.PLANNERS` as registered when the bar is made, a binary tree's shape),
+    mode, partitioning policy, MIRs, solver."""
 
     def __init__(self, model: ExplorerModel):
         self.model = model
         self._syncing = False
+        self.planner = W.Dropdown(options=list(planners.PLANNERS), value=model.planner, description="planner",
+                                  layout=W.Layout(width="170px"))
+        self.tree_shape = W.Dropdown(options=list(planners.TREE_SHAPES), value=model.tree_shape or "best",
+                                     description="tree", disabled=model.planner != "tree",
+                                     layout=W.Layout(width="150px"))
+        self.planner.observe(lambda ch: self._planner(ch["new"], self.tree_shape.value), "value")
+        self.tree_shape.observe(lambda ch: self._planner(self.planner.value, ch["new"]), "value")
         self.mode = W.ToggleButtons(options=list(MODES), value=model.mode, description="mode",
                                     style={"button_width": "86px"})
         self.partitioning = W.ToggleButtons(options=list(POLICIES), value=model.partitioning,
@@ -98,18 +114,25 @@ class OptionsBar(W.HBox):
         for name in ("mode", "partitioning", "mirs", "solver"):
             getattr(self, name).observe(lambda ch, name=name: self._changed(name, ch["new"]), "value")
         model.observe(self._sync, "options")
-        super().__init__([self.mode, self.partitioning, self.mirs, self.solver],
+        super().__init__([self.planner, self.tree_shape, self.mode, self.partitioning, self.mirs, self.solver],
                          layout=W.Layout(flex_flow="row wrap"))
 
     def _changed(self, name: str, value: Any) -> None:
         if not self._syncing:
             self.model.set_options(**{name: value})
 
+    def _planner(self, planner: str, shape: str) -> None:
+        self.tree_shape.disabled = planner != "tree"
+        if not self._syncing:
+            self.model.set_options(planner=planner, tree_shape=shape if planner == "tree" else None)
+
     def _sync(self, change=None) -> None:
         self._syncing = True
         try:
-            for name in ("mode", "partitioning", "mirs", "solver"):
+            for name in ("mode", "partitioning", "mirs", "solver", "planner"):
                 getattr(self, name).value = getattr(self.model, name)
+            self.tree_shape.value = self.model.tree_shape or "best"
+            self.tree_shape.disabled = self.model.planner != "tree"
         finally:
             self._syncing = False
 
@@ -136,8 +159,9 @@ class StatusLine(W.VBox):
             self.summary.value = "<i>no plan</i>"
             return
         i = r.ilp
+        family = "" if r.planner == "clash" else f"{r.planner}{'' if r.tree_shape is None else f' ({r.tree_shape})'} "
         self.summary.value = (
-            f'<span style="font-size:13px"><b>{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
+            f'<span style="font-size:13px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
             f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
             f"style=\"border-bottom:1px dotted #888\">memory</span> <b>{fmt(r.memory)}</b> tuples · "
             f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · ILP {esc(i.status)} "
@@ -169,8 +193,11 @@ class Explorer(W.VBox):
         #: the Adaptivity tab's content: the panel is built on first use (see :attr:`adaptivity`)
         self.adaptivity_slot = W.VBox([W.HTML("<i>opening …</i>")])
         self._adaptivity: Any = None
+        #: the JAQPOT tab's content: the panel is built on first use (see :attr:`jaqpot`)
+        self.jaqpot_slot = W.VBox([W.HTML("<i>opening …</i>")])
+        self._jaqpot: Any = None
         self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot,
-                                    self.adaptivity_slot])
+                                    self.adaptivity_slot, self.jaqpot_slot])
         for k, t in enumerate(TAB_TITLES):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")
@@ -189,6 +216,8 @@ class Explorer(W.VBox):
             self.compare.ensure_fresh()
         elif change["new"] == TAB_TITLES.index("Adaptivity"):
             self.adaptivity  # noqa: B018 — builds the panel
+        elif change["new"] == TAB_TITLES.index("JAQPOT"):
+            self.jaqpot  # noqa: B018 — builds the panel
 
     @property
     def adaptivity(self):
@@ -200,6 +229,17 @@ class Explorer(W.VBox):
             self._adaptivity = AdaptivityPanel(self.model)
             self.adaptivity_slot.children = [self._adaptivity]
         return self._adaptivity
+
+    @property
+    def jaqpot(self):
+        """The JAQPOT tab's :class:`~mqjoin.widgets.jaqpot_view.JaqpotView` (built on first
+        use)."""
+        if self._jaqpot is None:
+            from .jaqpot_view import JaqpotView
+
+            self._jaqpot = JaqpotView(self.model)
+            self.jaqpot_slot.children = [self._jaqpot]
+        return self._jaqpot
 
     def attach_deploy(self, panel: W.Widget | Callable[[Callable[[], Any]], W.Widget]) -> W.Widget:
         """Put a Deploy panel into the Deploy tab: a widget, or a factory called with a

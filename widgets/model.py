@@ -43,9 +43,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mqjoin.errors import MqjoinError
+from mqjoin.errors import MqjoinError, PlannerError
 from mqjoin.ilp import POLICIES, SOLVERS
 from mqjoin.optimizer import MODES, OptimizeResult, optimize
+from mqjoin.planners import check_planner
 from mqjoin.workload import (
     Attr,
     JoinClass,
@@ -190,7 +191,8 @@ class ExplorerModel:
                  mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
                  debounce: float = 0.3, optimize_fn: Callable[..., OptimizeResult] = optimize,
                  compute: bool = True, interactive_budget: float | None = None,
-                 background: Callable[[Callable[[], None]], Any] | None = None):
+                 background: Callable[[Callable[[], None]], Any] | None = None, planner: str = "clash",
+                 tree_shape: str | None = None):
         self._observers: dict[str, list[Callable[[dict], Any]]] = {e: [] for e in EVENTS}
         self._lock = threading.RLock()
         self._timer: Any = None
@@ -200,6 +202,8 @@ class ExplorerModel:
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
         self.mode, self.partitioning, self.mirs, self.solver, self.time_limit = mode, partitioning, mirs, solver, time_limit
+        #: the plan family (:data:`mqjoin.planners.PLANNERS`) and, for ``tree``, its shape
+        self.planner, self.tree_shape = planner, tree_shape
         self._check_options()
         self.result: OptimizeResult | None = None
         self.previous: OptimizeResult | None = None
@@ -267,16 +271,21 @@ class ExplorerModel:
             raise ValueError(f"unknown partitioning {self.partitioning!r} (choose {' or '.join(POLICIES)})")
         if self.solver not in SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r} (choose {' or '.join(SOLVERS)})")
+        try:
+            check_planner(self.planner, self.tree_shape, mirs=self.mirs, mode=self.mode)
+        except PlannerError as e:
+            raise ValueError(str(e)) from None
 
     @property
     def options(self) -> dict[str, Any]:
         """The optimiser options as keyword arguments of :func:`mqjoin.optimizer.optimize`."""
         return {"mode": self.mode, "partitioning": self.partitioning, "mirs": self.mirs,
-                "solver": self.solver, "time_limit": self.time_limit}
+                "solver": self.solver, "time_limit": self.time_limit, "planner": self.planner,
+                "tree_shape": self.tree_shape}
 
     def set_options(self, **options: Any) -> bool:
         """Change optimiser options (``mode``, ``partitioning``, ``mirs``, ``solver``,
-        ``time_limit``) and recompute (debounced)."""
+        ``time_limit``, ``planner``, ``tree_shape``) and recompute (debounced)."""
         old = self.options
         for k in options:
             if k not in old:

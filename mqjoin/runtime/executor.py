@@ -147,6 +147,15 @@ def _compile(src: str, name: str, env: dict[str, Any]) -> Callable:
     return ns[name]
 
 
+def _gated(probe: Callable, admit: Callable[[float], bool], clock: list[float]) -> Callable:
+    """``probe`` behind a CPU budget: it runs only when ``admit(T)`` lets it."""
+
+    def gated(t: tuple) -> None:
+        if admit(clock[0]):
+            probe(t)
+    return gated
+
+
 class Container:
     """One store's entries of one epoch: ``p`` partitions, each with a hash index per access
     pattern (a tuple of (component, field) positions of a stored entry)."""
@@ -385,12 +394,14 @@ class Executor(ContainerIndex):
     each tuple's service time for the simulated replay latency of
     :mod:`mqjoin.runtime.adaptive`; ``on_epoch(counters)`` sees every epoch when it closes;
     ``budget``: the most tuples the run may hold (:meth:`check_budget`); ``instrument``: count
-    the operations (:meth:`operations`)."""
+    the operations (:meth:`operations`); ``admission(rule)``: a CPU budget — returns, per probe
+    edge, the gate ``admit(T)`` consulted before each probe of the edge (False: the probe is
+    shed; the tuple is still stored), see :mod:`mqjoin.shedding`."""
 
     def __init__(self, schedule, *, collect: bool = True, triggers: bool = False, timed: bool = False,
                  speedup: float = 1.0, sample: float = 1.0, sampled: Callable[[Any, float], bool] | None = None,
                  on_epoch: Callable[[EpochCounters], None] | None = None, budget: int | None = None,
-                 instrument: bool = False):
+                 instrument: bool = False, admission: Callable[[Probe], Callable[[float], bool]] | None = None):
         self.schedule = schedule
         self.w = schedule.full
         self.static = isinstance(schedule, StaticSchedule)
@@ -405,6 +416,7 @@ class Executor(ContainerIndex):
         self.on_enter: Callable[[int, float], None] | None = None  # a backend journaling its state
         self.budget = budget  # most tuples (stored entries + collected results) the run may hold
         self.ops: list[int] | None = [0, 0, 0, 0] if instrument else None  # see operations()
+        self.admission = admission
         self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
@@ -509,7 +521,8 @@ class Executor(ContainerIndex):
         gaps: list = [None]
         self.groups.append((rule, groups, epoch, gaps))
         onward = any(not isinstance(self.rules.edges[o], Emit) for o in rule.outs)
-        return self.compile_probe(rule, groups, counter, outs, gaps, onward)
+        probe = self.compile_probe(rule, groups, counter, outs, gaps, onward)
+        return probe if self.admission is None else _gated(probe, self.admission(rule), self.clock)
 
     def compile_probe(self, rule: Probe, groups: list, counter: list[int], outs: list[Callable],
                       gaps: list | None = None, onward: bool = False) -> Callable:

@@ -60,6 +60,7 @@ class RunResult:
     duration: float  # event-time span of the input (max ts − min ts)
     counts: Mapping[str, int] = field(default_factory=dict)
     operations: Mapping[str, int] = field(default_factory=dict)  # instrumented runs: hashes, moves, …
+    budget: Any = None  # budgeted runs: the mqjoin.shedding.BudgetReport
 
     @property
     def total_probe_messages(self) -> int:
@@ -81,19 +82,27 @@ class RunResult:
             "input_tuples": self.input_tuples,
             "seconds": self.seconds,
             "throughput": self.throughput,
+            **({"budget": self.budget.summary()} if self.budget is not None else {}),
         }
 
 
 def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
-                  instrument: bool = False) -> RunResult:
+                  instrument: bool = False, cpu_budget: float | None = None, allocation: str = "JAQPOT",
+                  cycle: float = 1.0, freshness: float = 1.5) -> RunResult:
     """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.tables.Table`).  With
     ``collect=False`` results are only counted (for throughput measurements); with
     ``instrument=True`` the run counts its operations as the MJoin paper does
-    (:meth:`~mqjoin.runtime.executor.Executor.operations`)."""
+    (:meth:`~mqjoin.runtime.executor.Executor.operations`).  ``cpu_budget``: at most this
+    many probes per second of event time, divided over the half-way joins of a binary tree
+    plan by the ``allocation`` policy, per ``cycle`` seconds, with freshness predicates of
+    ``freshness`` × the windows (:mod:`mqjoin.shedding`); the run's ``budget`` reports it."""
+    from ..shedding import ProbeBudget
+
     w = plan.workload
+    gate = None if cpu_budget is None else ProbeBudget(plan, cpu_budget, allocation, cycle, freshness)
     base = base_tuples(w, tables, plan.sources)
     order = arrival_order(base, w.relation_rank)
-    ex = Executor(StaticSchedule(plan), collect=collect, instrument=instrument)
+    ex = Executor(StaticSchedule(plan), collect=collect, instrument=instrument, admission=gate)
     t0 = time.perf_counter()
     ex.feed([(r, base[r][row]) for r, row in order])
     seconds = time.perf_counter() - t0
@@ -102,6 +111,7 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
     for lab, n in messages.items():
         store_msgs[plan.edge[lab].target] += n
     all_ts = [tp[1] for rows in base.values() for tp in rows]
+    duration = (max(all_ts) - min(all_ts)) if all_ts else 0.0
     rows = ex.max_store_rows(plan)
     return RunResult(
         results=ex.results(),
@@ -110,7 +120,8 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
         store_rows={s.id: rows.get(s.id, 0) for s in plan.stores},
         input_tuples=len(order),
         seconds=seconds,
-        duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
+        duration=duration,
         counts={q.name: ex.counts.get(q.name, 0) for q in w.queries},
         operations=ex.operations() if instrument else {},
+        budget=None if gate is None else gate.report(duration),
     )
