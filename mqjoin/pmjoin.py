@@ -340,7 +340,7 @@ def stream_join_opt(model: StreamModel, inputs: Iterable[Operator] | None = None
     stream ``Σ_p`` and the joinable stream ``S_j`` with the least Equation-4 cost
     ``C = min(Σ_p to a third site with S_j, Σ_p to S_j's node + shipping the result on)``;
     case 1 places the pending joins at ``S_j``'s node, case 2 keeps them pending.  Our
-    reading: the result of the join that completes the query is not shipped on (the final
+    reading: the result of the join that completes the inputs is not shipped on (the final
     results stay at their node, as in Example 1's costs), so its second term is 0.  Ties: the
     stream first in (rate, declaration) order; case 1 on equal costs.
 
@@ -380,7 +380,7 @@ def stream_join_opt(model: StreamModel, inputs: Iterable[Operator] | None = None
 
     # lines 10-28: place the remaining joins, slowest stream first
     sigma = sorted(placed, key=order)
-    everything = frozenset(q.relations)
+    everything = frozenset(r for s in streams for r in s.relations)
     while len(sigma) > 1:
         pending = [sigma.pop(0)]
         while True:
@@ -688,8 +688,9 @@ class QueryPMJoin:
         for pm in self.pmjoins:
             out.append(f"  {pm}")
             for g in pm.groups:
-                vals = ", ".join(map(repr, g.values[:5])) + (", …" if len(g.values) > 5 else "")
-                out.append(f"    values {{{vals}}} ({len(g.values)}): {g.tree}  cost {g.cost:.6g}")
+                vals = ("values {" + ", ".join(map(repr, g.values[:5])) + (", …" if len(g.values) > 5 else "")
+                        + f"}} ({len(g.values)})") if g.values else "all values"
+                out.append(f"    {vals}: {g.tree}  cost {g.cost:.6g}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
