@@ -630,13 +630,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
     stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    per_value = None
+    if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
+        from .pmjoin import render_value_rates, value_rates
+        from .tables import read_inputs
+        from .workload import _parse_attr_ref
+
+        by_name = {r.name: r for r in w.relations}
+        attrs = [_parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
+        per_value = value_rates(w, read_inputs(w, args.data), attrs)
     if args.write:
         _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
                                               f"'mqjoin stats' from {args.data}"))
     if args.json:
-        print(json.dumps(stats.to_dict(), indent=1))
+        extra = {} if per_value is None else \
+            {"value_rates": {str(a): [[v, r] for v, r in rates.items()] for a, rates in per_value.items()}}
+        print(json.dumps({**stats.to_dict(), **extra}, indent=1))
     else:
         print(stats.render())
+        if per_value is not None:
+            print(render_value_rates(per_value))
         if args.write:
             print(f"workload with these statistics written to {args.write}")
     return 0
@@ -694,6 +707,9 @@ def _add_dataset_parsers(sub: Any) -> None:
     stats_parser.add_argument("--sample", type=int, default=100_000, metavar="N",
                     help="sample relations with more than N rows down to N rows (default 100000; 0: exact)")
     stats_parser.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
+    stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
+                              help="also the rates per value of these attributes (PMJoin's partition attributes; "
+                                   "none named: every join attribute)")
     stats_parser.add_argument("--json", action="store_true")
     stats_parser.set_defaults(func=cmd_stats)
 

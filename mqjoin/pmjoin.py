@@ -562,6 +562,24 @@ def value_rates(workload: Workload, tables: Mapping[str, Table], attrs: Iterable
     return out
 
 
+def render_value_rates(rates: ValueRates, top: int = 5) -> str:
+    """Per-value rates as text: per attribute, its number of values and the fastest ``top``.
+
+    >>> print(render_value_rates(EXAMPLE_1_VALUE_RATES, top=2))
+    rates per value (tuples/s):
+      S1.dest: 3 values, total 100.2; c 100, a 0.1, …
+      S2.dest: 3 values, total 50.07; b 50, c 0.04, …
+      S3.dest: 3 values, total 50.03; a 50, c 0.02, …
+    """
+    lines = ["rates per value (tuples/s):"]
+    for a in sorted(rates):
+        per = rates[a]
+        fastest = sorted(per.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))[:top]
+        shown = ", ".join(f"{v} {r:.6g}" for v, r in fastest) + (", …" if len(per) > top else "")
+        lines.append(f"  {a}: {len(per)} values, total {sum(per.values()):.6g}; {shown}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------------------------
 # Algorithm 2 and the choice of PMJoins
 # --------------------------------------------------------------------------------------------

@@ -260,3 +260,22 @@ def test_cli_bad_pmjoin_options_one_line_exit_2(capsys, tmp_path, args, culprit)
     (tmp_path / "ex.yaml").write_text(EXAMPLE_2)
     code, out, err = run_cli(capsys, "optimize", str(tmp_path / "ex.yaml"), *args)
     assert code == 2 and culprit in err and err.count("\n") == 1, err
+
+
+def test_cli_stats_reports_rates_per_value(capsys, tmp_path):
+    from mqjoin.tables import Table
+
+    (tmp_path / "ex.yaml").write_text(EXAMPLE_1)
+    dests = {"S1": "aaccccc", "S2": "abbbbbc", "S3": "aaaaabc"}
+    write_inputs({r: Table.from_columns(r, {"ts": [i * 0.5 for i in range(7)], "dest": list(d)})
+                  for r, d in dests.items()}, tmp_path / "in", "csv")
+    code, out, err = run_cli(capsys, "stats", str(tmp_path / "ex.yaml"), "--data", str(tmp_path / "in"),
+                             "--per-value", "S1.dest", "S3.dest", "--json")
+    assert code == 0, err
+    got = json.loads(out)["value_rates"]
+    assert got == {"S1.dest": [["a", 4 / 7], ["c", 10 / 7]], "S3.dest": [["a", 10 / 7], ["b", 2 / 7], ["c", 2 / 7]]}
+    code, out, err = run_cli(capsys, "stats", str(tmp_path / "ex.yaml"), "--data", str(tmp_path / "in"), "--per-value")
+    assert code == 0 and "S2.dest: 3 values, total 2" in out, err
+    code, out, err = run_cli(capsys, "stats", str(tmp_path / "ex.yaml"), "--data", str(tmp_path / "in"),
+                             "--per-value", "S1.nope")
+    assert code == 2 and "has no attribute 'nope'" in err and err.count("\n") == 1
