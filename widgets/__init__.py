@@ -17,6 +17,8 @@ and views that watch it —
   latency, throughput, state, switches with their reasons and plan diffs;
   :class:`QueryChangesPanel` — queries added and removed while a run is live;
   :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`);
+* :class:`PMJoinView` — PMJoin's communication cost per scheme and per-group plans
+  (:mod:`.pmjoin_view`);
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
@@ -47,6 +49,7 @@ from mqjoin.diff import PlanDiff, plan_diff, plan_signature
 from .explorer import Explorer
 from .figures import probe_tree_figure, query_graph_figure
 from .graph import QueryGraphView
+from .pmjoin_view import PMJoinView
 from .ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
 from .model import (
     ExplorerModel,
@@ -77,6 +80,7 @@ __all__ = [
     "IlpView",
     "PlanDiagram",
     "PlanDiagramView",
+    "PMJoinView",
     "PlanDiff",
     "ProbeTreeView",
     "QueryChangesPanel",

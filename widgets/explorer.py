@@ -8,6 +8,9 @@ graph and editor, probe trees, ILP, comparisons, plan diagram, a **Deploy** slot
 live in epochs on the reference executor, adaptive or static, with the epoch timeline and
 queries added or removed while it runs).  The Adaptivity tab is built when it is first
 opened (or :attr:`Explorer.adaptivity` is first read), and nothing runs before Run is clicked.
+The **PMJoin** tab (:class:`~mqjoin.widgets.pmjoin_view.PMJoinView`) shows the communication
+cost per scheme and the per-group plans of PMJoin over the relations' nodes; give it per-value
+rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refresh()``.
 
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
@@ -32,7 +35,7 @@ kernel — objects frozen that later become garbage are not reclaimed until ``gc
 
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
-['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity']
+['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity', 'PMJoin']
 >>> ex.show("Adaptivity")
 >>> ex.adaptivity.run_button.description, ex.adaptivity.sources
 ('Run', [])
@@ -61,9 +64,10 @@ from .figures import fmt
 from .graph import QueryGraphView
 from .ilp_view import IlpView
 from .model import ExplorerModel
+from .pmjoin_view import PMJoinView
 from .trees import ProbeTreeView
 
-TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity")
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "PMJoin")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
 
@@ -169,8 +173,9 @@ class Explorer(W.VBox):
         #: the Adaptivity tab's content: the panel is built on first use (see :attr:`adaptivity`)
         self.adaptivity_slot = W.VBox([W.HTML("<i>opening …</i>")])
         self._adaptivity: Any = None
+        self.pmjoin = PMJoinView(self.model)
         self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot,
-                                    self.adaptivity_slot])
+                                    self.adaptivity_slot, self.pmjoin])
         for k, t in enumerate(TAB_TITLES):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")
