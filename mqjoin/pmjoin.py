@@ -90,7 +90,9 @@ relations:
 queries: {q: "S1(dest), S2(dest), S3(dest)"}
 selectivities: {S1.dest = S2.dest: 0.0018}
 """
-"""The paper's Example 1: three routers, one query on ``dest``, windows of 0.5 s."""
+"""The paper's Example 1: three routers, one query on ``dest``, windows of 0.5 s.  DESIGN A1
+needs one selectivity per class: 0.0018 is Table 1's ``f_{1,2}`` (9.003 / 5017), used only
+without per-value rates (:data:`EXAMPLE_1_VALUE_RATES` sum the join exactly per value)."""
 
 EXAMPLE_1_VALUE_RATES: ValueRates = {
     Attr("S1", "dest"): {"a": 0.1, "b": 0.1, "c": 100.0},
@@ -417,7 +419,7 @@ def stream_join_opt(model: StreamModel, inputs: Iterable[Operator] | None = None
 class ValueGroups:
     """``D`` groups of the values of one class (PMJoin's substream groups).  ``groups`` holds
     the values seen in the per-value rates; :meth:`group_of` also places unseen values (hash:
-    their hash; range: their sub-range; rate: the first group).
+    their hash; range: the group of the largest seen value below them; rate: the first group).
 
     >>> g = partition_values(EXAMPLE_1_VALUE_RATES, 2, "range")
     >>> g.groups, g.group_of("b"), g.group_of("zz")
@@ -435,9 +437,14 @@ class ValueGroups:
         if self.method == "hash":
             return _hash(value, self.count)
         if self.method == "range":
-            lows = [g[0] for g in self.groups]
-            return max([i for i, lo in enumerate(lows) if _sort_key(lo) <= _sort_key(value)], default=0)
+            numeric = all(_is_number(v) for v in (value, *(g[0] for g in self.groups)))
+            key = (lambda v: v) if numeric else _sort_key
+            return max([i for i, g in enumerate(self.groups) if key(g[0]) <= key(value)], default=0)
         return 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _hash(value: Any, count: int) -> int:
@@ -521,7 +528,7 @@ def partition_values(rates: ValueRates, count: int, method: str = "rate",
     if method == "hash":
         buckets = [[v for v in values if _hash(v, count) == i] for i in range(count)]
     elif method == "range":
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if all(_is_number(v) for v in values):
             lo, hi = values[0], values[-1]
             width = (hi - lo) / count or 1.0
             buckets = [[v for v in values if min(int((v - lo) / width), count - 1) == i] for i in range(count)]

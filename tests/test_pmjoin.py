@@ -279,3 +279,13 @@ def test_cli_stats_reports_rates_per_value(capsys, tmp_path):
     code, out, err = run_cli(capsys, "stats", str(tmp_path / "ex.yaml"), "--data", str(tmp_path / "in"),
                              "--per-value", "S1.nope")
     assert code == 2 and "has no attribute 'nope'" in err and err.count("\n") == 1
+
+
+def test_unseen_values_get_a_group():
+    attrs = [Attr("S1", "v"), Attr("S2", "v")]
+    rates = {attrs[0]: {0: 1.0, 10: 1.0, 20: 1.0}, attrs[1]: {0: 2.0, 10: 1.0, 20: 5.0}}
+    g = partition_values(rates, 3, "range", attrs)
+    assert g.groups == ((0,), (10,), (20,))
+    assert [g.group_of(v) for v in (-5, 5, 12.5, 99)] == [0, 0, 1, 2]
+    h = partition_values(rates, 3, "hash", attrs)
+    assert h.group_of("new") == h.group_of("new") in range(3)
