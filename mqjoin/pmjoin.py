@@ -63,9 +63,9 @@ is this module's.
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterable, Mapping
 
 from .cost import is_close, window_of
@@ -161,6 +161,7 @@ class StreamModel:
     def _span(self, relation: str) -> float:
         return window_of(self.workload, [relation])
 
+    @cached_property
     def _values(self) -> list[Any]:
         vals = {v for a in self.cls.members for v in self.rates[a]} if self.cls else set()
         if self.group is not None:
@@ -175,7 +176,7 @@ class StreamModel:
         per = self.rates[attr]
         if value is not None:
             return per.get(value, 0.0)
-        return sum(per.get(v, 0.0) for v in self._values()) if self.group is not None else self.workload.rate(relation)
+        return sum(per.get(v, 0.0) for v in self._values) if self.group is not None else self.workload.rate(relation)
 
     def _both(self, relations: Iterable[str]) -> tuple[float, float]:
         rels = sorted(set(relations))
@@ -195,7 +196,7 @@ class StreamModel:
         if not per_value:
             rate, win = terms(None)
         else:
-            both = [terms(v) for v in self._values()]
+            both = [terms(v) for v in self._values]
             rate, win = sum(b[0] for b in both), sum(b[1] for b in both)
         return factor * rate, factor * win
 
@@ -776,16 +777,15 @@ def _groups(model: StreamModel, pm: PMJoin, options: PMJoinOptions) -> PMJoin:
     return PMJoin(pm.cls, pm.top, pm.inputs, pm.parent_node, tuple(groups), partition)
 
 
-def _cost_outside(model: StreamModel, op: Operator, tops: frozenset[tuple[str, ...]],
-                  pms: Mapping[tuple[str, ...], PMJoin]) -> float:
+def _cost_outside(model: StreamModel, op: Operator, pms: Mapping[tuple[str, ...], PMJoin]) -> float:
     """Bytes per second of the operators outside the PMJoins' regions (their groups pay the
     rest, including shipping their results to the parent)."""
     if op.is_source:
         return 0.0
     if op.relations in pms:
-        return sum(_cost_outside(model, x, tops, pms) for x in pms[op.relations].inputs)
+        return sum(_cost_outside(model, x, pms) for x in pms[op.relations].inputs)
     return sum((model.load(k.relations) if k.relations not in pms and k.node != op.node else 0.0)
-               + _cost_outside(model, k, tops, pms) for k in op.children)
+               + _cost_outside(model, k, pms) for k in op.children)
 
 
 def plan_query(workload: Workload, query: str, options: PMJoinOptions = PMJoinOptions()) -> QueryPMJoin:
@@ -805,7 +805,7 @@ def plan_query(workload: Workload, query: str, options: PMJoinOptions = PMJoinOp
     central, node = centralized_cost(model, [Operator.source(r, node_of(workload, r)) for r in q.relations])
     pms = tuple(_groups(model, pm, options) for pm in find_pmjoins(model, tree))
     by_top = {pm.top.relations: pm for pm in pms}
-    partitioned = _cost_outside(model, tree, frozenset(by_top), by_top) + sum(g.cost for pm in pms for g in pm.groups)
+    partitioned = _cost_outside(model, tree, by_top) + sum(g.cost for pm in pms for g in pm.groups)
     return QueryPMJoin(query, tree, central, node, communication_cost(model, tree), partitioned, pms)
 
 

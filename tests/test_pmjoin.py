@@ -12,7 +12,7 @@ from mqjoin.cli import main
 from mqjoin.errors import PlannerError, WorkloadSyntaxError
 from mqjoin.optimizer import optimize
 from mqjoin.oracle import oracle_results
-from mqjoin.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, Operator, PMJoinOptions, StreamModel,
+from mqjoin.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, PMJoinOptions, StreamModel,
                            communication_cost, find_pmjoins, group_results, node_of, partition_values, plan_query,
                            pmjoin_report, rank_vector, stream_join_opt, value_rates)
 from mqjoin.runtime.reference import run_reference
