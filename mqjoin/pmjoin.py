@@ -631,7 +631,9 @@ def find_pmjoins(model: StreamModel, tree: Operator) -> list[PMJoin]:
     """FINDPARTITION (Algorithm 2) from the root, then the paper's heuristic under its two
     constraints: sort the PMJoins by total input rate (largest first), keep the largest and
     restore its parent PMJoin to MJoins, until none is left.  A right child (the input at its
-    parent's node) is never a PMJoin.
+    parent's node) is never a PMJoin.  The paper's step 3 names the parent only; we also
+    restore the kept one's child PMJoins, since a child kept later would have to undo its kept
+    parent (and the ranking would then decide nothing).
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload(EXAMPLE_2)
@@ -670,10 +672,7 @@ def find_pmjoins(model: StreamModel, tree: Operator) -> list[PMJoin]:
     while left:
         p = left.pop(0)
         kept.append(p)
-        up = parent[id(p)]
-        if up is not None:
-            left = [x for x in left if x is not up]
-            kept = [x for x in kept if x is not up]
+        left = [x for x in left if x is not parent[id(p)] and parent[id(x)] is not p]
     return kept
 
 

@@ -12,7 +12,7 @@ from mqjoin.cli import main
 from mqjoin.errors import PlannerError, WorkloadSyntaxError
 from mqjoin.optimizer import optimize
 from mqjoin.oracle import oracle_results
-from mqjoin.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, PMJoinOptions, StreamModel,
+from mqjoin.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, Operator, PMJoinOptions, StreamModel,
                            communication_cost, find_pmjoins, group_results, node_of, partition_values, plan_query,
                            pmjoin_report, rank_vector, stream_join_opt, value_rates)
 from mqjoin.runtime.reference import run_reference
@@ -289,3 +289,23 @@ def test_unseen_values_get_a_group():
     assert [g.group_of(v) for v in (-5, 5, 12.5, 99)] == [0, 0, 1, 2]
     h = partition_values(rates, 3, "hash", attrs)
     assert h.group_of("new") == h.group_of("new") in range(3)
+
+
+@pytest.mark.parametrize("rates,kept", [({"A": 1000, "B": 10, "C": 10}, "a"),  # root's inputs 1020 > 20
+                                        ({"A": 1, "B": 100, "C": 100}, "b")])  # child's inputs 200 > 21
+def test_the_pmjoin_with_the_larger_input_rate_is_kept_and_its_parent_or_child_restored(rates, kept):
+    w = parse_workload(f"""
+defaults: {{window: 1}}
+relations:
+  A: {{attributes: [a], rate: {rates['A']}, node: n1}}
+  B: {{attributes: [a, b], rate: {rates['B']}, node: n2}}
+  C: {{attributes: [b], rate: {rates['C']}, node: n3}}
+queries: {{q: "A(a), B(a,b), C(b)"}}
+selectivities: {{A.a = B.a: 0.001, B.b = C.b: {0.1 if kept == 'a' else 0.001}}}
+""")
+    m = StreamModel(w, "q")
+    src = {r: Operator.source(r, node_of(w, r)) for r in "ABC"}
+    # both operators are partitionable: the root on a (inputs B⋈C and A), its left child on b
+    tree = Operator.mjoin([Operator.mjoin([src["B"], src["C"]], "n3"), src["A"]], "n1")
+    (pm,) = find_pmjoins(m, tree)
+    assert pm.cls.members[0].name == kept
