@@ -299,9 +299,10 @@ class Operator:
         return self.render()
 
 
-def communication_cost(model: StreamModel, tree: Operator) -> float:
+def communication_cost(model: StreamModel, tree: Operator, given: Iterable[Operator] = ()) -> float:
     """Bytes per second the tree ships: every input of an operator at another node sends its
-    stream there (``λ · size``); the final results stay where they are produced.
+    stream there (``λ · size``); the final results stay where they are produced.  ``given``:
+    input streams whose own operators are not counted (a PMJoin group's inputs).
 
     Example 1's distributed plan: ``λ_3 + λ_{2,3} · 2 ≈ 54.03``.
 
@@ -312,7 +313,14 @@ def communication_cost(model: StreamModel, tree: Operator) -> float:
     >>> round(communication_cost(m, Operator.mjoin([Operator.mjoin([s["S3"], s["S2"]], "n2"), s["S1"]], "n1")), 4)
     54.0316
     """
-    return sum(model.load(k.relations) for op in tree.operators() for k in op.children if k.node != op.node)
+    stop = {x.relations for x in given}
+
+    def cost(op: Operator) -> float:
+        if op.is_source or op.relations in stop:
+            return 0.0
+        return sum((model.load(k.relations) if k.node != op.node else 0.0) + cost(k) for k in op.children)
+
+    return cost(tree)
 
 
 def centralized_cost(model: StreamModel, inputs: Iterable[Operator]) -> tuple[float, str]:
@@ -603,7 +611,8 @@ def partition_class(q: Query, op: Operator) -> JoinClass | None:
 @dataclass(frozen=True)
 class GroupPlan:
     """One value group of a PMJoin: its values, the STREAMJOINOPT tree of its substreams and
-    the bytes per second it ships (including its results to the parent operator's node)."""
+    the bytes per second it ships (the joins of its tree, not those inside its inputs, plus its
+    results to the parent operator's node)."""
 
     values: tuple[Any, ...]
     tree: Operator
@@ -772,7 +781,7 @@ def _groups(model: StreamModel, pm: PMJoin, options: PMJoinOptions) -> PMJoin:
     for values, gm in parts:
         tree = stream_join_opt(gm, pm.inputs)
         out = gm.load(tree.relations) if pm.parent_node is not None and tree.node != pm.parent_node else 0.0
-        groups.append(GroupPlan(values, tree, communication_cost(gm, tree) + out))
+        groups.append(GroupPlan(values, tree, communication_cost(gm, tree, pm.inputs) + out))
     return PMJoin(pm.cls, pm.top, pm.inputs, pm.parent_node, tuple(groups), partition)
 
 

@@ -309,3 +309,23 @@ selectivities: {{A.a = B.a: 0.001, B.b = C.b: {0.1 if kept == 'a' else 0.001}}}
     tree = Operator.mjoin([Operator.mjoin([src["B"], src["C"]], "n3"), src["A"]], "n1")
     (pm,) = find_pmjoins(m, tree)
     assert pm.cls.members[0].name == kept
+
+
+def test_one_group_costs_what_its_tree_ships_in_the_whole_plan():
+    """Without per-value rates (D = 1) the partition-based cost is the communication cost of
+    the query's tree with every PMJoin replaced by its group's tree: nothing counted twice."""
+    from dataclasses import replace
+
+    from mqjoin.pmjoin import group_tree
+
+    seen = 0
+    for seed, w, _ in cases(40):
+        w = with_nodes(w, seed, 3)
+        for q in w.queries:
+            qp = plan_query(w, q.name)
+            for pm in sorted(qp.pmjoins, key=lambda p: -len(p.top.relations)):  # outer regions first
+                qp = replace(qp, tree=group_tree(qp, pm, 0))
+                seen += 1
+            assert qp.partitioned == pytest.approx(communication_cost(StreamModel(w, q.name), qp.tree)), \
+                f"seed {seed}"
+    assert seen > 10
