@@ -121,6 +121,11 @@ def _sort_key(v: Any) -> tuple[str, Any]:
     return (type(v).__name__, v)
 
 
+def _check_sizes(sizes: str) -> None:
+    if sizes not in SIZES:
+        raise PlannerError(f"unknown tuple sizes {sizes!r} (choose one of {', '.join(SIZES)})")
+
+
 @dataclass(frozen=True)
 class StreamModel:
     """Rates and window sizes of joined streams of one query (Equations 2 and 3, applied to
@@ -144,8 +149,7 @@ class StreamModel:
     sizes: str = "sum"
 
     def __post_init__(self) -> None:
-        if self.sizes not in SIZES:
-            raise PlannerError(f"unknown tuple sizes {self.sizes!r} (choose one of {', '.join(SIZES)})")
+        _check_sizes(self.sizes)
         if self.cls is not None:
             missing = [str(a) for a in self.cls.members if a not in (self.rates or {})]
             if missing:
@@ -508,6 +512,13 @@ def _kmeans(points: Mapping[Any, tuple[int, ...]], weight: Mapping[Any, float], 
     return [c for c in clusters if c]
 
 
+def _check_partitioning(count: int, method: str) -> None:
+    if method not in METHODS:
+        raise PlannerError(f"unknown value partitioning {method!r} (choose one of {', '.join(METHODS)})")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise PlannerError(f"the number of value groups must be a positive integer, got {count!r}")
+
+
 def partition_values(rates: ValueRates, count: int, method: str = "rate",
                      attrs: Iterable[Attr] | None = None) -> ValueGroups:
     """Cluster the values of a class (its FStreams) into at most ``count`` groups:
@@ -526,10 +537,7 @@ def partition_values(rates: ValueRates, count: int, method: str = "rate",
     >>> partition_values(EXAMPLE_1_VALUE_RATES, 3, "hash").groups
     (('a',), ('b', 'c'))
     """
-    if method not in METHODS:
-        raise PlannerError(f"unknown value partitioning {method!r} (choose one of {', '.join(METHODS)})")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise PlannerError(f"the number of value groups must be a positive integer, got {count!r}")
+    _check_partitioning(count, method)
     attrs = tuple(attrs) if attrs is not None else tuple(sorted(rates))
     values = sorted({v for a in attrs for v in rates[a]}, key=_sort_key)
     if not values:
@@ -700,6 +708,10 @@ class PMJoinOptions:
     groups: int = 1
     method: str = "rate"
     sizes: str = "sum"
+
+    def __post_init__(self) -> None:
+        _check_partitioning(self.groups, self.method)
+        _check_sizes(self.sizes)
 
 
 @dataclass(frozen=True)

@@ -207,15 +207,25 @@ def test_bad_node_is_a_typed_error(node):
 
 @pytest.mark.parametrize("kw,culprit", [
     ({"groups": 0}, "positive integer"),
-    ({"groups": 2, "method": "zigzag"}, "unknown value partitioning"),
-    ({"groups": 2}, "needs the rates per value"),
+    ({"groups": 2.5}, "positive integer"),
+    ({"method": "zigzag"}, "unknown value partitioning"),
     ({"sizes": "big"}, "unknown tuple sizes"),
 ])
 def test_bad_pmjoin_options_are_typed_errors(kw, culprit):
-    w = parse_workload(EXAMPLE_1)
-    rates = EXAMPLE_1_VALUE_RATES if kw.get("groups") != 2 or "method" in kw else None
     with pytest.raises(PlannerError, match=culprit):
-        pmjoin_report(w, PMJoinOptions(rates, **kw))
+        PMJoinOptions(EXAMPLE_1_VALUE_RATES, **kw)
+
+
+def test_groups_without_per_value_rates_say_what_is_missing():
+    with pytest.raises(PlannerError, match=r"partitioning \{S1.dest=S2.dest=S3.dest\} into 2 value groups needs "
+                                           "the rates per value"):
+        pmjoin_report(parse_workload(EXAMPLE_1), PMJoinOptions(groups=2))
+    partial = {a: r for a, r in EXAMPLE_1_VALUE_RATES.items() if a.relation != "S3"}
+    with pytest.raises(PlannerError, match="needs the rates per value"):
+        pmjoin_report(parse_workload(EXAMPLE_1), PMJoinOptions(partial, groups=2))
+    w = parse_workload(EXAMPLE_1)
+    with pytest.raises(PlannerError, match="no per-value rates of S3.dest"):
+        StreamModel(w, "q", partial, w.query("q").classes[0])
 
 
 def test_pmjoin_options_with_another_planner_are_refused():
