@@ -74,3 +74,16 @@ def test_explorer_has_a_pmjoin_tab_on_its_model():
     assert ex.pmjoin.model is ex.model
     ex.show("PMJoin")
     assert "communication cost" in ex.pmjoin.costs.value
+
+
+def test_the_relation_editor_places_a_stream_at_a_node():
+    view = QueryGraphView(parse_workload(EXAMPLE_2), debounce=0)
+    frontend_sets(view.relation, index=view.relation.options.index("S4"))
+    assert view.node.value == "n2"
+    frontend_sets(view.node, value="n0")
+    assert view.model.workload.relation("S4").node == "n0"
+    assert list(trace_by_name(view.figure, "node labels").hovertext)[0] == "node n0: S0, S1, S4"
+    frontend_sets(view.node, value="not a name")
+    assert "must be a name" in view.error.value and view.node.value == "n0"  # refused, shown again
+    frontend_sets(view.node, value="")
+    assert view.model.workload.relation("S4").node is None
