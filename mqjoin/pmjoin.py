@@ -130,8 +130,8 @@ def _check_sizes(sizes: str) -> None:
 class StreamModel:
     """Rates and window sizes of joined streams of one query (Equations 2 and 3, applied to
     a set of relations at once).  ``rates``/``cls``: per-value rates of the class ``cls``,
-    summed exactly instead of its selectivity; ``group``: only the substreams whose ``cls``
-    value lies in ``group``.
+    summed exactly instead of its selectivity (a member's rate is then the sum of its per-value
+    rates); ``group``: only the substreams whose ``cls`` value lies in ``group``.
 
     Example 2 (Table 2): ``λ_{S0⋈S1} = 70``, ``λ_{S2⋈S3} = 15``, ``W_{S2⋈S3} = 75``.
 
@@ -173,14 +173,15 @@ class StreamModel:
         return sorted(vals, key=_sort_key)
 
     def _lambda(self, relation: str, value: Any = None) -> float:
-        """``λ_i`` (all values, or the group's), or ``λ_i^v`` for one value."""
+        """``λ_i`` — for a member of ``cls`` the sum of its per-value rates (over the group) —
+        or ``λ_i^v`` for one value."""
         attr = self.cls.member_of(relation) if self.cls else None
         if attr is None:
             return self.workload.rate(relation)
         per = self.rates[attr]
         if value is not None:
             return per.get(value, 0.0)
-        return sum(per.get(v, 0.0) for v in self._values) if self.group is not None else self.workload.rate(relation)
+        return sum(per.get(v, 0.0) for v in self._values)
 
     def _both(self, relations: Iterable[str]) -> tuple[float, float]:
         rels = sorted(set(relations))
