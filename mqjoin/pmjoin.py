@@ -62,6 +62,7 @@ is this module's.
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 from dataclasses import dataclass
@@ -422,6 +423,62 @@ def stream_join_opt(model: StreamModel, inputs: Iterable[Operator] | None = None
                 break
             pending.append(s)
     return sigma[0]
+
+
+def optimal_plan(model: StreamModel, inputs: Iterable[Operator] | None = None) -> Operator:
+    """The cheapest placement by exhaustive search (the paper's *Optimal* baseline): dynamic
+    programming over the connected sets of inputs and the node each set's join runs at, one
+    binary join at a time (an MJoin of ``k`` inputs at a node ships what ``k − 1`` binary
+    joins there ship, so binary trees cover every MJoin tree).  A join runs at a node of one
+    of the inputs (a third node would only ship more).  Exponential in the number of inputs.
+    Ties: the first split found, then the node name.
+
+    Example 1's distributed optimum is the paper's 54.03 — STREAMJOINOPT finds it:
+
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload(EXAMPLE_1)
+    >>> m = StreamModel(w, "q", EXAMPLE_1_VALUE_RATES, w.query("q").classes[0])
+    >>> best = optimal_plan(m)
+    >>> best, round(communication_cost(m, best), 4), round(communication_cost(m, stream_join_opt(m)), 4)
+    (((S3 ⋈ S2)@n2 ⋈ S1)@n1, 54.0316, 54.0316)
+    """
+    atoms = list(inputs) if inputs is not None else \
+        [Operator.source(r, node_of(model.workload, r)) for r in model.q.relations]
+    nodes = sorted({a.node for a in atoms})
+    rels = [frozenset(a.relations) for a in atoms]
+    best: dict[frozenset[int], dict[str, tuple[float, Operator]]] = {
+        frozenset([i]): {a.node: (0.0, a)} for i, a in enumerate(atoms)}
+
+    def load(part: frozenset[int]) -> float:
+        return model.load(sorted(r for i in part for r in rels[i]))
+
+    for size in range(2, len(atoms) + 1):
+        for combo in itertools.combinations(range(len(atoms)), size):
+            whole = frozenset(combo)
+            found: dict[str, tuple[float, Operator]] = {}
+            first, rest = combo[0], combo[1:]
+            for k in range(len(rest)):
+                for more in itertools.combinations(rest, k):
+                    a = frozenset((first,) + more)
+                    b = whole - a
+                    if a not in best or b not in best or \
+                            not model.joinable(set().union(*(rels[i] for i in a)), set().union(*(rels[i] for i in b))):
+                        continue
+                    la, lb = load(a), load(b)
+                    for na, (ca, ta) in best[a].items():
+                        for nb, (cb, tb) in best[b].items():
+                            for n in nodes:
+                                cost = ca + cb + (la if na != n else 0.0) + (lb if nb != n else 0.0)
+                                if n not in found or (cost < found[n][0] and not is_close(cost, found[n][0])):
+                                    kids = [ta, tb] if nb == n else [tb, ta]  # the input at n is the right one
+                                    found[n] = (cost, Operator.mjoin(kids, n))
+            if found:
+                best[whole] = found
+    everything = frozenset(range(len(atoms)))
+    if everything not in best:
+        raise PlannerError(f"query {model.query}: the inputs {', '.join(map(str, atoms))} are not connected")
+    cost = min(c for c, _ in best[everything].values())
+    return next(t for n, (c, t) in sorted(best[everything].items()) if is_close(c, cost))
 
 
 # --------------------------------------------------------------------------------------------

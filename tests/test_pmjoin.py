@@ -339,3 +339,54 @@ def test_one_group_costs_what_its_tree_ships_in_the_whole_plan():
             assert qp.partitioned == pytest.approx(communication_cost(StreamModel(w, q.name), qp.tree)), \
                 f"seed {seed}"
     assert seen > 10
+
+
+def _all_plans(model, atoms, nodes):
+    """Every binary plan over ``atoms`` with every placement (brute force, for small queries)."""
+    if len(atoms) == 1:
+        yield atoms[0]
+        return
+    import itertools
+
+    first, rest = atoms[0], atoms[1:]
+    for k in range(len(rest)):
+        for more in itertools.combinations(rest, k):
+            a = [first, *more]
+            b = [x for x in rest if x not in more]
+            rel_a = {r for x in a for r in x.relations}
+            rel_b = {r for x in b for r in x.relations}
+            if not model.joinable(rel_a, rel_b):
+                continue
+            for ta in _all_plans(model, a, nodes):
+                for tb in _all_plans(model, b, nodes):
+                    for n in nodes:
+                        yield Operator.mjoin([ta, tb], n)
+
+
+def test_optimal_plan_is_the_brute_force_optimum_and_bounds_the_heuristic():
+    from mqjoin.pmjoin import optimal_plan
+
+    gaps = []
+    for seed, w, _ in cases(30):
+        w = with_nodes(w, seed, 3)
+        for q in w.queries:
+            m = StreamModel(w, q.name)
+            atoms = [Operator.source(r, node_of(w, r)) for r in q.relations]
+            nodes = sorted({a.node for a in atoms})
+            brute = min(communication_cost(m, t) for t in _all_plans(m, atoms, nodes)
+                        if {r for r in t.relations} == set(q.relations))
+            best = communication_cost(m, optimal_plan(m))
+            assert best == pytest.approx(brute), f"seed {seed} {q.name}"
+            heuristic = communication_cost(m, stream_join_opt(m))
+            assert heuristic >= best - 1e-9 * max(1.0, best)
+            gaps.append(heuristic - best)
+    assert len(gaps) > 20
+
+
+def test_example_2_heuristic_and_optimum():
+    from mqjoin.pmjoin import optimal_plan
+
+    m = StreamModel(parse_workload(EXAMPLE_2), "q", sizes="unit")
+    best = optimal_plan(m)
+    assert communication_cost(m, best) == pytest.approx(30)  # S4 and S_{2,3} to n0: 15 + 15
+    assert communication_cost(m, stream_join_opt(m)) == pytest.approx(34)  # the paper's plan (Figure 3)
