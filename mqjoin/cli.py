@@ -632,7 +632,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
     per_value = None
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
-        from .pmjoin import render_value_rates, value_rates
+        from .pmjoin import plain_value, render_value_rates, value_rates
         from .tables import read_inputs
         from .workload import _parse_attr_ref
 
@@ -644,7 +644,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
                                               f"'mqjoin stats' from {args.data}"))
     if args.json:
         extra = {} if per_value is None else \
-            {"value_rates": {str(a): [[v, r] for v, r in rates.items()] for a, rates in per_value.items()}}
+            {"value_rates": {str(a): [[plain_value(v), r] for v, r in rates.items()] for a, rates in per_value.items()}}
         print(json.dumps({**stats.to_dict(), **extra}, indent=1))
     else:
         print(stats.render())

@@ -514,6 +514,16 @@ class ValueGroups:
         return 0
 
 
+def plain_value(v: Any) -> Any:
+    """A join value as JSON can hold it (numbers, strings and booleans as they are, others as text).
+
+    >>> import datetime
+    >>> plain_value(3), plain_value("a"), plain_value(datetime.date(2026, 1, 2))
+    (3, 'a', '2026-01-02')
+    """
+    return v if isinstance(v, (int, float, str, bool)) else str(v)
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -802,7 +812,8 @@ class QueryPMJoin:
                 "centralized_node": self.centralized_node, "distributed": self.distributed,
                 "partitioned": self.partitioned,
                 "pmjoins": [{"class": str(pm.cls), "inputs": [str(x) for x in pm.inputs],
-                             "groups": [{"values": list(g.values), "tree": str(g.tree), "cost": g.cost}
+                             "groups": [{"values": [plain_value(v) for v in g.values], "tree": str(g.tree),
+                                         "cost": g.cost}
                                         for g in pm.groups]} for pm in self.pmjoins]}
 
 
