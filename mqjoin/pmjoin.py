@@ -56,8 +56,11 @@ is this module's.
 ((S3 ⋈ S2)@n2 ⋈ S1)@n1
 >>> round(qp.centralized, 4), round(qp.distributed, 4), round(qp.partitioned, 4)
 (100.1, 54.0316, 0.0696)
->>> [(g.values, str(g.tree), round(g.cost, 4)) for g in qp.pmjoins[0].groups]
-[(('a',), '((S2 ⋈ S1)@n1 ⋈ S3)@n3', 0.036), (('b',), '((S3 ⋈ S1)@n1 ⋈ S2)@n2', 0.012), (('c',), '((S3 ⋈ S2)@n2 ⋈ S1)@n1', 0.0216)]
+>>> for g in qp.pmjoins[0].groups:
+...     print(g.values, g.tree, round(g.cost, 4))
+('a',) ((S2 ⋈ S1)@n1 ⋈ S3)@n3 0.036
+('b',) ((S3 ⋈ S1)@n1 ⋈ S2)@n2 0.012
+('c',) ((S3 ⋈ S2)@n2 ⋈ S1)@n1 0.0216
 """
 
 from __future__ import annotations
@@ -626,7 +629,8 @@ def partition_values(rates: ValueRates, count: int, method: str = "rate",
     return ValueGroups(method, count, tuple(groups))
 
 
-def value_rates(workload: Workload, tables: Mapping[str, Table], attrs: Iterable[Attr] | None = None) -> dict[Attr, dict[Any, float]]:
+def value_rates(workload: Workload, tables: Mapping[str, Table],
+                attrs: Iterable[Attr] | None = None) -> dict[Attr, dict[Any, float]]:
     """Per-value rates from data: ``λ_i^v = λ_i · n_v / n`` with ``λ_i`` estimated as
     ``mqjoin stats`` does (``(n − 1) / span``; the declared rate when the tuples span no time).
     ``attrs``: default every attribute of a join class; nulls join nothing and are left out.
@@ -950,7 +954,8 @@ def group_results(workload: Workload, qp: QueryPMJoin, pm: PMJoin, tables: Mappi
     >>> from mqjoin.workload import parse_workload
     >>> from mqjoin.oracle import oracle_results
     >>> w = parse_workload(EXAMPLE_1)
-    >>> tables = {r: Table.from_columns(r, {"ts": [0.0, 0.1, 0.2], "dest": ["a", "b", "a"]}) for r in ("S1", "S2", "S3")}
+    >>> rows = {"ts": [0.0, 0.1, 0.2], "dest": ["a", "b", "a"]}
+    >>> tables = {r: Table.from_columns(r, rows) for r in ("S1", "S2", "S3")}
     >>> qp = plan_query(w, "q", PMJoinOptions(value_rates(w, tables), groups=2, method="hash"))
     >>> group_results(w, qp, qp.pmjoins[0], tables) == oracle_results(w, tables)["q"]
     True
