@@ -64,16 +64,28 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
 
 
 def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
-    p.add_argument("--planner", choices=("clash", "mjoin", "tree"), default=default,
+    p.add_argument("--planner", choices=("clash", "mjoin", "tree", "pmjoin"), default=default,
                    help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
                         "sequences most selective first); tree: one binary join tree per query (every inner node "
-                        "an MIR store); for mjoin and tree, --mode mqo means shared" +
-                        (" (default: clash)" if default else " (default: all three)"))
+                        "an MIR store); pmjoin: PMJoin's placement of MJoins at the relations' nodes (STREAMJOINOPT) "
+                        "with value-partitioned groups reported beside the plan; for mjoin, tree and pmjoin, "
+                        "--mode mqo means shared" +
+                        (" (default: clash)" if default else " (default: clash, mjoin and tree)"))
     p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
     p.add_argument("--decompose", action="store_true",
                    help="with --planner mjoin: split MJoins by the paper's appendix A.2 rule (D(k,l) > S(k,l))")
+    p.add_argument("--groups", type=int, default=None, metavar="D",
+                   help="with --planner pmjoin: partition every PMJoin's streams into D value groups (default 1)")
+    p.add_argument("--partition-by", choices=("hash", "range", "rate"), default=None,
+                   help="with --planner pmjoin: how values are grouped (default rate: k-means of rank vectors)")
+    p.add_argument("--tuple-sizes", choices=("sum", "unit"), default=None,
+                   help="with --planner pmjoin: a result tuple is as large as its inputs together (sum, the "
+                        "default) or all tuples are equal (unit)")
+    p.add_argument("--value-rates", metavar="DIR", default=None,
+                   help="with --planner pmjoin: estimate the rates per join value from DIR/<relation>.csv or "
+                        ".parquet (run: default its --data)")
 
 
 def _optimize(args: argparse.Namespace, workload=None):
@@ -82,7 +94,26 @@ def _optimize(args: argparse.Namespace, workload=None):
     w = workload if workload is not None else _workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
                     solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget,
-                    planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose)
+                    planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose,
+                    pmjoin=_pmjoin_options(args, w))
+
+
+def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = None):
+    """PMJoin's options from the command line (``None`` for another planner, which must not
+    be given any of them); per-value rates come from ``--value-rates`` or ``run``'s data."""
+    from .pmjoin import PMJoinOptions, value_rates
+    from .tables import read_inputs
+
+    given = [f for f, v in (("--groups", args.groups), ("--partition-by", args.partition_by),
+                            ("--tuple-sizes", args.tuple_sizes), ("--value-rates", args.value_rates)) if v is not None]
+    if (planner or args.planner) != "pmjoin":
+        if given:
+            raise PlannerError(f"{', '.join(given)} work with --planner pmjoin only, not {planner or args.planner}")
+        return None
+    data = args.value_rates or getattr(args, "data", None)
+    rates = value_rates(workload, read_inputs(workload, data)) if data else None
+    return PMJoinOptions(rates, 1 if args.groups is None else args.groups, args.partition_by or "rate",
+                         args.tuple_sizes or "sum")
 
 
 def _clash_only(args: argparse.Namespace, what: str) -> None:
@@ -343,17 +374,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree")
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
+    pmjoin = _pmjoin_options(args, w, args.planner or "clash")
     rows = []
     for planner in planners:
         # CLASH in every mode; MJoin and trees optimise no workload jointly (mqo = shared): two modes
         modes = ("individual", "shared", "mqo") if planner == "clash" else ("individual", "shared")
         shape = args.tree_shape or "best" if planner == "tree" else None
-        mirs = not args.no_mirs or (planner == "tree" or (planner == "mjoin" and args.decompose))
+        mirs = not args.no_mirs or (planner in ("tree", "pmjoin") or (planner == "mjoin" and args.decompose))
         for pol in ("single", "replicas"):
             for mode in modes:
                 r = optimize(w, mode=mode, partitioning=pol, mirs=mirs if planner != "clash" else not args.no_mirs,
                              solver=args.solver, time_limit=args.time_limit, planner=planner,
-                             tree_shape=shape, decompose=args.decompose and planner == "mjoin")
+                             tree_shape=shape, decompose=args.decompose and planner == "mjoin", pmjoin=pmjoin)
                 rows.append({"mode": mode, "partitioning": pol, "probe_cost": r.probe_cost, "memory": r.memory,
                              "stores": len(r.plan.stores), "status": r.ilp.status,
                              "planner": planner + (f" ({shape})" if shape else "")
@@ -646,13 +678,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
     stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    per_value = None
+    if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
+        from .pmjoin import plain_value, render_value_rates, value_rates
+        from .tables import read_inputs
+        from .workload import _parse_attr_ref
+
+        by_name = {r.name: r for r in w.relations}
+        attrs = [_parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
+        per_value = value_rates(w, read_inputs(w, args.data), attrs)
     if args.write:
         _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
                                               f"'mqjoin stats' from {args.data}"))
     if args.json:
-        print(json.dumps(stats.to_dict(), indent=1))
+        extra = {} if per_value is None else \
+            {"value_rates": {str(a): [[plain_value(v), r] for v, r in rates.items()] for a, rates in per_value.items()}}
+        print(json.dumps({**stats.to_dict(), **extra}, indent=1))
     else:
         print(stats.render())
+        if per_value is not None:
+            print(render_value_rates(per_value))
         if args.write:
             print(f"workload with these statistics written to {args.write}")
     return 0
@@ -710,6 +755,9 @@ def _add_dataset_parsers(sub: Any) -> None:
     stats_parser.add_argument("--sample", type=int, default=100_000, metavar="N",
                     help="sample relations with more than N rows down to N rows (default 100000; 0: exact)")
     stats_parser.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
+    stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
+                              help="also the rates per value of these attributes (PMJoin's partition attributes; "
+                                   "none named: every join attribute)")
     stats_parser.add_argument("--json", action="store_true")
     stats_parser.set_defaults(func=cmd_stats)
 

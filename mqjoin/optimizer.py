@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from .errors import InternalError, NoSolutionError, OptimizerError
+from .errors import InternalError, NoSolutionError, OptimizerError, PlannerError
 from .ilp import Model, Solution, build_model, solve
 from .options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from .plan import Choice, Plan, build_plan
@@ -85,6 +85,7 @@ class OptimizeResult:
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
     trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
+    pmjoin: Any = None  # planner pmjoin: the mqjoin.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
 
     @property
     def probe_cost(self) -> float:
@@ -115,6 +116,7 @@ class OptimizeResult:
                         "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
                        for s in self.plan.stores],
             "ilp": self.ilp.to_dict(),
+            **({"pmjoin": self.pmjoin.to_dict()} if self.pmjoin is not None else {}),
         }
 
     def summary(self) -> str:
@@ -140,6 +142,8 @@ class OptimizeResult:
         if self.planner != "clash":
             lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
             lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
+            if self.pmjoin is not None:
+                lines.append(self.pmjoin.summary())
             return "\n".join(lines)
         gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
         lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
@@ -161,12 +165,13 @@ class OptimizeResult:
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
              replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
-             decompose: bool = False) -> OptimizeResult:
+             decompose: bool = False, pmjoin=None) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
     ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
     ``planner``: ``clash`` (this ILP), or ``mjoin`` / ``tree`` (:mod:`mqjoin.planners`: MJoin
-    operators with ``decompose``, binary join trees of ``tree_shape``; no solver involved).
+    operators with ``decompose``, binary join trees of ``tree_shape``, PMJoin's placement with
+    ``pmjoin``, a :class:`~mqjoin.pmjoin.PMJoinOptions`; no solver involved).
 
     >>> from mqjoin.datasets.synthetic_paper import skewed_rates
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
@@ -181,13 +186,16 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     ...     optimize(w).probe_cost, optimize(w, partitioning="replicas").probe_cost]
     True
     """
+    if pmjoin is not None and planner != "pmjoin":
+        raise PlannerError(f"PMJoin options apply to the pmjoin planner only, not to {planner}")
     if planner != "clash" or tree_shape is not None or decompose:
         from .planners import check_planner, optimize_planner
 
         check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
         if planner != "clash":
             check_options(mode, partitioning, solver, time_limit)
-            return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose)
+            return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose,
+                                    pmjoin)
     check_options(mode, partitioning, solver, time_limit, mir_budget, replica_budget)
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")

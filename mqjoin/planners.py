@@ -59,7 +59,7 @@ from .errors import PlannerError
 from .plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from .workload import Attr, Query, Workload, is_connected, restrict_classes
 
-PLANNERS = ("clash", "mjoin", "tree")
+PLANNERS = ("clash", "mjoin", "tree", "pmjoin")
 TREE_SHAPES = ("deep", "bushy", "best")
 PLANNER_MODES = ("mqo", "individual", "shared")
 
@@ -481,9 +481,10 @@ def check_planner(planner: str, tree_shape: str | None = None, decompose: bool =
     if mir_budget is not None:
         raise PlannerError(f"an MIR budget limits the CLASH optimiser; the {planner} planner's shape fixes its MIRs "
                            "— leave the budget out")
-    if not mirs and (planner == "tree" or decompose):
-        what = "a binary tree materialises every inner node" if planner == "tree" else \
-            "a decomposed MJoin materialises its parts"
+    if not mirs and (planner in ("tree", "pmjoin") or decompose):
+        what = {"tree": "a binary tree materialises every inner node",
+                "pmjoin": "PMJoin materialises every MJoin operator's output that feeds another"}.get(
+            planner, "a decomposed MJoin materialises its parts")
         raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
 
 
@@ -505,7 +506,8 @@ def operator_trees(workload: Workload, planner: str, tree_shape: str | None = No
         return {q.name: mjoin_tree(workload, q.name, decompose) for q in workload.queries}
     if planner == "tree":
         return {q.name: binary_tree(workload, q.name, tree_shape or "best") for q in workload.queries}
-    raise PlannerError("the clash planner has no operator trees: it chooses probe orders by ILP")
+    raise PlannerError(f"the {planner} planner has no rule-made operator trees (clash: an ILP; pmjoin: "
+                       "mqjoin.pmjoin places them)")
 
 
 def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "individual",
@@ -550,9 +552,10 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
 
 def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partitioning: str = "single",
                      mirs: bool = True, mir_budget: float | None = None, tree_shape: str | None = None,
-                     decompose: bool = False):
-    """The ``mjoin``/``tree`` branch of :func:`mqjoin.optimizer.optimize`: an ``OptimizeResult``
-    whose ILP statistics are empty (no ILP: the shape is a rule or an exact DP).
+                     decompose: bool = False, pmjoin=None):
+    """The ``mjoin``/``tree``/``pmjoin`` branch of :func:`mqjoin.optimizer.optimize`: an
+    ``OptimizeResult`` whose ILP statistics are empty (no ILP: the shape is a rule, an exact DP
+    or PMJoin's heuristic; ``pmjoin``: its :class:`~mqjoin.pmjoin.PMJoinOptions`).
 
     >>> from mqjoin.workload import parse_workload
     >>> w = parse_workload('''
@@ -575,13 +578,22 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
     if not workload.queries:
         raise PlannerError("the workload has no queries to plan: add one under 'queries'")
     t0 = time.perf_counter()
-    trees = operator_trees(workload, planner, tree_shape, decompose)
-    plan = plan_trees(workload, trees, mode, partitioning)
+    report = None
+    if planner == "pmjoin":
+        from .pmjoin import PMJoinOptions, pmjoin_plan, pmjoin_report
+
+        report = pmjoin_report(workload, pmjoin or PMJoinOptions())
+        plan = pmjoin_plan(workload, report, mode, partitioning)
+        rendered = {qp.query: str(qp.tree) for qp in report.queries}
+    else:
+        trees = operator_trees(workload, planner, tree_shape, decompose)
+        plan = plan_trees(workload, trees, mode, partitioning)
+        rendered = {q: str(t) for q, t in trees.items()}
     seconds = time.perf_counter() - t0
-    solver = planner if planner == "mjoin" else f"dp-{tree_shape or 'best'}"
+    solver = {"mjoin": "mjoin", "pmjoin": "streamjoinopt"}.get(planner, f"dp-{tree_shape or 'best'}")
     stats = IlpStats(variables=0, constraints=0, binaries=0, components=len(workload.queries),
                      build_seconds=seconds, solve_seconds=0.0, status="optimal", gap=0.0,
                      objective=plan.probe_cost, solver=solver)
     return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, None, planner=planner,
                           tree_shape=(tree_shape or "best") if planner == "tree" else None,
-                          trees={q: str(t) for q, t in trees.items()})
+                          trees=rendered, pmjoin=report)

@@ -193,6 +193,7 @@ class Relation:
     rate: float
     window: float | None
     parallelism: int
+    node: str | None = None  # the processing node the stream arrives at (PMJoin, mqjoin.pmjoin)
 
     def attr(self, name: str) -> Attr:
         return Attr(self.name, name)
@@ -233,7 +234,7 @@ class Defaults:
 
 
 _DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
-_RELATION_KEYS = ("attributes", "rate", "window", "parallelism")
+_RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
 _TOP_KEYS = ("defaults", "relations", "queries", "selectivities")
 
 
@@ -336,7 +337,7 @@ class Workload:
             "defaults": {k: getattr(d, k) for k in _DEFAULT_KEYS},
             "relations": {
                 r.name: {"attributes": list(r.attributes), "rate": r.rate, "window": r.window,
-                         "parallelism": r.parallelism}
+                         "parallelism": r.parallelism, **({"node": r.node} if r.node is not None else {})}
                 for r in self.relations
             },
             "queries": {q.name: q.text for q in self.queries},
@@ -356,7 +357,7 @@ class Workload:
         return _build(spec)
 
     def with_relation(self, name: str, **changes: Any) -> "Workload":
-        """Change ``rate``, ``window``, ``parallelism`` or ``attributes`` of one relation.
+        """Change ``rate``, ``window``, ``parallelism``, ``attributes`` or ``node`` of one relation.
 
         >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
         ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
@@ -504,6 +505,23 @@ def _parallelism(value: Any, what: str) -> int:
     return int(value)
 
 
+def _node(value: Any, what: str) -> str | None:
+    """A processing node's name (PMJoin's placement of a stream), or ``None`` when not placed.
+
+    >>> _node("n1", "relation S: node"), _node(None, "relation S: node")
+    ('n1', None)
+    >>> _node(3, "relation S: node")
+    Traceback (most recent call last):
+    ...
+    mqjoin.errors.WorkloadSyntaxError: relation S: node must be a name such as n1 (letters, digits, _), got 3
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _IDENT_RE.match(value):
+        raise WorkloadSyntaxError(f"{what} must be a name such as n1 (letters, digits, _), got {value!r}")
+    return value
+
+
 def _selectivity(value: Any, what: str) -> float:
     v = _number(value, what)
     if not (0 < v <= 1):
@@ -566,6 +584,7 @@ def _build(data: Mapping[str, Any]) -> Workload:
             rate=_positive_rate(r.get("rate", defaults.rate), f"relation {name}: rate"),
             window=_window(r.get("window", defaults.window), f"relation {name}: window"),
             parallelism=_parallelism(r.get("parallelism", defaults.parallelism), f"relation {name}: parallelism"),
+            node=_node(r.get("node"), f"relation {name}: node"),
         ))
     by_name = {r.name: r for r in relations}
 

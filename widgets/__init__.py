@@ -20,6 +20,8 @@ and views that watch it —
 * :class:`JaqpotView` — a query's binary plan under a CPU limit μ: half-way joins, path
   productivities, the allocations of GrePP, the discrete DP and the JAQPOT policy
   (:mod:`.jaqpot_view`);
+* :class:`PMJoinView` — PMJoin's communication cost per scheme and per-group plans
+  (:mod:`.pmjoin_view`);
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
@@ -50,6 +52,7 @@ from mqjoin.diff import PlanDiff, plan_diff, plan_signature
 from .explorer import Explorer
 from .figures import probe_tree_figure, query_graph_figure
 from .graph import QueryGraphView
+from .pmjoin_view import PMJoinView
 from .ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
 from .model import (
     ExplorerModel,
@@ -82,6 +85,7 @@ __all__ = [
     "JaqpotView",
     "PlanDiagram",
     "PlanDiagramView",
+    "PMJoinView",
     "PlanDiff",
     "ProbeTreeView",
     "QueryChangesPanel",

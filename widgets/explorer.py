@@ -14,6 +14,9 @@ policy).  The Adaptivity and JAQPOT tabs are built when first opened (or
 Run is clicked.  The options bar's *planner* menu lists every plan family of
 :data:`mqjoin.planners.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
 views show one workload's plans family by family.
+The **PMJoin** tab (:class:`~mqjoin.widgets.pmjoin_view.PMJoinView`) shows the communication
+cost per scheme and the per-group plans of PMJoin over the relations' nodes; give it per-value
+rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refresh()``.
 
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
@@ -38,7 +41,7 @@ kernel — objects frozen that later become garbage are not reclaimed until ``gc
 
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
 >>> [ex.tabs.get_title(i) for i in range(len(ex.tabs.children))]
-['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity', 'JAQPOT']
+['Query graph', 'Probe trees', 'ILP', 'Compare', 'Plan diagram', 'Deploy', 'Adaptivity', 'JAQPOT', 'PMJoin']
 >>> ex.show("Adaptivity")
 >>> ex.adaptivity.run_button.description, ex.adaptivity.sources
 ('Run', [])
@@ -68,9 +71,10 @@ from .figures import fmt
 from .graph import QueryGraphView
 from .ilp_view import IlpView
 from .model import ExplorerModel
+from .pmjoin_view import PMJoinView
 from .trees import ProbeTreeView
 
-TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT")
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT", "PMJoin")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
 
@@ -196,8 +200,9 @@ class Explorer(W.VBox):
         #: the JAQPOT tab's content: the panel is built on first use (see :attr:`jaqpot`)
         self.jaqpot_slot = W.VBox([W.HTML("<i>opening …</i>")])
         self._jaqpot: Any = None
+        self.pmjoin = PMJoinView(self.model)
         self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot,
-                                    self.adaptivity_slot, self.jaqpot_slot])
+                                    self.adaptivity_slot, self.jaqpot_slot, self.pmjoin])
         for k, t in enumerate(TAB_TITLES):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")

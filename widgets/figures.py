@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from mqjoin.plan import Node, Plan, ProbeRule
 from mqjoin.units import number
@@ -200,6 +200,46 @@ def _spring(names: tuple[str, ...], pairs: tuple[tuple[str, str], ...]) -> dict[
             for n in names}
 
 
+def node_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], pad: float = 0.045) -> list[dict]:
+    """The processing nodes of a workload whose relations are placed (PMJoin,
+    ``relations: {S1: {node: n1}}``): a dashed box around each node's relations, labelled with
+    its name; no traces when no relation names a node.
+
+    >>> from mqjoin.pmjoin import EXAMPLE_2
+    >>> from mqjoin.workload import parse_workload
+    >>> w = parse_workload(EXAMPLE_2)
+    >>> boxes, labels = node_traces(w, query_graph_layout(w))
+    >>> boxes["name"], labels["text"]
+    ('processing nodes', ['n0', 'n1', 'n2'])
+    """
+    nodes: dict[str, list[str]] = {}
+    for r in workload.relations:
+        if r.node is not None:
+            nodes.setdefault(r.node, []).append(r.name)
+    if not nodes:
+        return []
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    lx, ly, lt = [], [], []
+    for n in sorted(nodes):
+        x0 = round(min(pos[r][0] for r in nodes[n]) - pad, 6)
+        x1 = round(max(pos[r][0] for r in nodes[n]) + pad, 6)
+        y0 = round(min(pos[r][1] for r in nodes[n]) - pad, 6)
+        y1 = round(max(pos[r][1] for r in nodes[n]) + pad, 6)
+        xs += [x0, x1, x1, x0, x0, None]
+        ys += [y0, y0, y1, y1, y0, None]
+        lx.append(x0)
+        ly.append(y1)
+        lt.append(n)
+    return [{"type": "scatter", "name": "processing nodes", "x": xs, "y": ys, "mode": "lines",
+             "line": {"color": "#8C6D1F", "width": 1, "dash": "dash"}, "fill": "none", "hoverinfo": "skip",
+             "showlegend": True},
+            {"type": "scatter", "name": "node labels", "x": lx, "y": ly, "mode": "text", "text": lt,
+             "textposition": "top right", "textfont": {"size": 11, "color": "#8C6D1F"},
+             "hovertext": [f"node {n}: {', '.join(nodes[n])}" for n in lt], "hoverinfo": "text",
+             "showlegend": False}]
+
+
 def query_graph_traces(workload: Workload, highlight: str | None = None) -> tuple[list[dict], dict]:
     """Trace dicts and layout of :func:`query_graph_figure`."""
     pos = query_graph_layout(workload)
@@ -220,7 +260,7 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         d = (k - (m - 1) / 2) * 0.018
         return -dy / n * d, dx / n * d
 
-    traces: list[dict] = []
+    traces: list[dict] = node_traces(workload, pos)
     hubs_x, hubs_y, hubs_c, hubs_h = [], [], [], []
     for q in workload.queries:
         xs: list[float | None] = []
@@ -290,7 +330,8 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         win = "unbounded" if r.window is None else f"{fmt(r.window)} s"
         qs = [q.name for q in workload.queries if r.name in q.relation_set]
         rh.append(f"<b>{r.name}</b>({', '.join(r.attributes)})<br>rate {fmt(r.rate)} tuples/s<br>"
-                  f"window {win}<br>parallelism {r.parallelism}<br>queries: {', '.join(qs) or 'none'}")
+                  f"window {win}<br>parallelism {r.parallelism}<br>queries: {', '.join(qs) or 'none'}"
+                  + (f"<br>node {r.node}" if r.node is not None else ""))
         rs.append(round(14 + 4 * math.log10(max(r.rate, 1e-3) + 1), 3))
         rc.append("#2A3F5F" if r.name in used else "#C8D4E3")
     traces.append({"type": "scatter", "name": "relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,

@@ -1,7 +1,8 @@
 """The query graph view and workload editor.
 
 Relations are nodes, classes are edges (hyperedges through a hub), one colour per query.
-Beside the graph: a relation editor (rate, window, parallelism; plus the parallelism of MIR
+Beside the graph: a relation editor (rate, window, parallelism, the processing node its stream
+arrives at — drawn as a dashed box around its relations, PMJoin; plus the parallelism of MIR
 stores), a selectivity editor (one slider per class — every class that shares a pair of
 attributes with it follows, DESIGN A1) and the query list (add or replace a query in paper
 notation or as equalities, remove one).  Every edit goes through the
@@ -68,6 +69,8 @@ class QueryGraphView(W.VBox):
         self.unbounded = W.Checkbox(value=True, description="unbounded window", indent=False)
         self.parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="parallelism",
                                             continuous_update=False)
+        self.node = W.Text(description="node", placeholder="its own", continuous_update=False,
+                           layout=W.Layout(width="230px"), tooltip="the processing node of the stream (PMJoin)")
         self.mir_parallelism = W.BoundedIntText(value=1, min=1, max=4096, description="MIR stores",
                                                 continuous_update=False,
                                                 tooltip="parallelism of every MIR store (defaults.parallelism)")
@@ -93,6 +96,7 @@ class QueryGraphView(W.VBox):
         self.window.observe(self._on_window, "value")
         self.unbounded.observe(self._on_window, "value")
         self.parallelism.observe(self._on_parallelism, "value")
+        self.node.observe(self._on_node, "value")
         self.mir_parallelism.observe(self._on_mir_parallelism, "value")
         self.class_.observe(lambda _: self._sync_class(), "value")
         self.selectivity.observe(self._on_selectivity, "value")
@@ -109,7 +113,7 @@ class QueryGraphView(W.VBox):
         self.rate.layout.width = self.selectivity.layout.width = "310px"
         relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, typeable(self.rate, decades=2),
                                W.HBox([self.window, self.unbounded], layout=W.Layout(overflow="visible")),
-                               self.parallelism, self.mir_parallelism])
+                               self.parallelism, self.node, self.mir_parallelism])
         class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2)])
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
                             W.HBox([self.query_name, self.query_text, self.add_button])])
@@ -186,6 +190,7 @@ class QueryGraphView(W.VBox):
             if r.window is not None:
                 self.window.value = r.window
             self.parallelism.value = r.parallelism
+            self.node.value = r.node or ""
         finally:
             self._syncing = False
 
@@ -221,6 +226,10 @@ class QueryGraphView(W.VBox):
     def _on_parallelism(self, change) -> None:
         if not self._syncing:
             self._after(self.model.set_parallelism(self.relation.value, int(change["new"])))
+
+    def _on_node(self, change) -> None:
+        if not self._syncing:
+            self._after(self.model.set_node(self.relation.value, change["new"].strip()))
 
     def _on_mir_parallelism(self, change) -> None:
         if not self._syncing:

@@ -343,6 +343,10 @@ class ExplorerModel:
         """Set the number of partitions of a relation's store."""
         return self.edit(lambda w: w.with_relation(relation, parallelism=parallelism))
 
+    def set_node(self, relation: str, node: str | None) -> bool:
+        """Place a relation's stream at a processing node (PMJoin); ``None`` or ``""``: its own."""
+        return self.edit(lambda w: w.with_relation(relation, node=node or None))
+
     def set_mir_parallelism(self, parallelism: int) -> bool:
         """Set ``defaults.parallelism``: the number of partitions of every MIR store."""
         return self.edit(lambda w: w.with_defaults(parallelism=parallelism))

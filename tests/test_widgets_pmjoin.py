@@ -1,0 +1,89 @@
+"""PMJoin in the explorer (issue 16 item 4): nodes on the query graph, the communication cost
+per scheme and the per-group plans, driven as a browser would (the swapped comm of
+tests/test_widgets.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from test_widgets import frontend_sets, recording_comm, sent_values  # noqa: E402,F401  (the fixture)
+
+from mqjoin.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2  # noqa: E402
+from mqjoin.widgets import Explorer, PMJoinView, QueryGraphView, query_graph_figure  # noqa: E402
+from mqjoin.widgets.figures import trace_by_name  # noqa: E402
+from mqjoin.workload import parse_workload  # noqa: E402
+
+
+def test_query_graph_draws_the_nodes_around_their_relations():
+    w = parse_workload(EXAMPLE_2)
+    fig = query_graph_figure(w)
+    labels = trace_by_name(fig, "node labels")
+    assert list(labels.text) == ["n0", "n1", "n2"]
+    assert list(labels.hovertext) == ["node n0: S0, S1", "node n1: S2, S3", "node n2: S4"]
+    boxes = trace_by_name(fig, "processing nodes")
+    rel = trace_by_name(fig, "relations")
+    pos = dict(zip(rel.text, zip(rel.x, rel.y)))
+    x0, x1, y0, y1 = boxes.x[0], boxes.x[1], boxes.y[0], boxes.y[2]  # n0's box
+    assert all(x0 < pos[r][0] < x1 and y0 < pos[r][1] < y1 for r in ("S0", "S1"))
+    assert "node n1" in rel.hovertext[2]
+
+
+def test_plain_workloads_draw_no_nodes_and_placing_one_adds_them():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    assert not {"processing nodes", "node labels"} & {t.name for t in view.figure.data}
+    assert view.model.edit(lambda w: w.with_relation("R", node="n1"))
+    assert list(trace_by_name(view.figure, "node labels").text) == ["n1"]
+
+
+def test_pmjoin_view_shows_example_1_costs_and_groups_from_the_frontend():
+    view = PMJoinView(parse_workload(EXAMPLE_1), rates=EXAMPLE_1_VALUE_RATES, debounce=0)
+    assert "100.1" in view.costs.value and "54.03" in view.costs.value
+    assert "all values" not in view.plans.value  # per-value rates given: one group of all three values
+    frontend_sets(view.groups, value=3)
+    qp = view.report.queries[0]
+    assert qp.partitioned == pytest.approx(0.0696, abs=1e-4)
+    html = sent_values(view.plans)[-1]
+    assert "((S2 ⋈ S1)@n1 ⋈ S3)@n3" in html and "0.036" in html  # dest = a: S2 to n1, then to n3
+    frontend_sets(view.method, index=view.method.options.index("hash"))  # a dropdown sends its index
+    assert [g.values for g in view.report.queries[0].pmjoins[0].groups] == [("a",), ("b", "c")]
+
+
+def test_pmjoin_view_without_per_value_rates_says_what_is_missing():
+    view = PMJoinView(parse_workload(EXAMPLE_2), debounce=0)
+    assert "(S2 ⋈ S3)@n1" in view.costs.value and view.error.value == ""  # the local join at n1
+    frontend_sets(view.groups, value=2)
+    assert view.report is None and "rates per value" in view.error.value and view.plans.value == ""
+    frontend_sets(view.groups, value=1)
+    assert view.report is not None and view.error.value == ""
+
+
+def test_pmjoin_view_follows_workload_edits():
+    view = PMJoinView(parse_workload(EXAMPLE_2), debounce=0)
+    frontend_sets(view.sizes, index=view.sizes.options.index("unit"))
+    assert view.report.queries[0].distributed == pytest.approx(34)
+    assert view.model.set_rate("S4", 1000)
+    assert view.report.queries[0].distributed != pytest.approx(34)
+
+
+def test_explorer_has_a_pmjoin_tab_on_its_model():
+    ex = Explorer(parse_workload(EXAMPLE_2), debounce=0, deploy=None)
+    assert ex.tabs.get_title(len(ex.tabs.children) - 1) == "PMJoin"
+    assert ex.pmjoin.model is ex.model
+    ex.show("PMJoin")
+    assert "communication cost" in ex.pmjoin.costs.value
+
+
+def test_the_relation_editor_places_a_stream_at_a_node():
+    view = QueryGraphView(parse_workload(EXAMPLE_2), debounce=0)
+    frontend_sets(view.relation, index=view.relation.options.index("S4"))
+    assert view.node.value == "n2"
+    frontend_sets(view.node, value="n0")
+    assert view.model.workload.relation("S4").node == "n0"
+    assert list(trace_by_name(view.figure, "node labels").hovertext)[0] == "node n0: S0, S1, S4"
+    frontend_sets(view.node, value="not a name")
+    assert "must be a name" in view.error.value and view.node.value == "n0"  # refused, shown again
+    frontend_sets(view.node, value="")
+    assert view.model.workload.relation("S4").node is None
