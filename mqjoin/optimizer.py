@@ -200,6 +200,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
+    # each query alone, as if it were the only one: no query groups (DESIGN A7)
+    workload = workload.with_groups(())
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
     deadline = None if time_limit is None else time.perf_counter() + time_limit

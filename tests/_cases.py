@@ -59,3 +59,42 @@ def cases(n: int, start: int = 0, max_rows: int = 25):
             out.append((seed, *c))
         seed += 1
     return out
+
+
+def random_filtered_case(seed: int, max_rows: int = 25, grouped: bool = False):
+    """A :func:`random_case` whose queries carry random filters (DESIGN A7: comparisons with
+    constants of every operator, on join and non-join attributes, pass fractions given), with
+    every query in one query group when ``grouped``; None when the drawn workload is invalid."""
+    case = random_case(seed, max_rows)
+    if case is None:
+        return None
+    w, tables = case
+    rng = random.Random(seed * 7919 + 1)
+    comparisons = ["{} = 1", "{} != 0", "{} < 2", "{} <= 0", "{} > 0", "{} >= 1", "{} IN (0, 2)",
+                   "{} BETWEEN 1 AND 2"]
+    spec = w.to_spec()
+    fractions = {}
+    for q in w.queries:
+        conds = []
+        for r in q.relations:
+            if rng.random() < 0.5:
+                a = rng.choice(w.relation(r).attributes)
+                conds.append(rng.choice(comparisons).format(f"{r}.{a}"))
+                fractions[f"{q.name}.{r}"] = rng.choice([0.3, 0.5, 0.7])
+        if conds:
+            spec["queries"][q.name] = {"join": q.text, "where": " AND ".join(conds)}
+    spec["filters"] = fractions
+    if grouped:
+        spec["groups"] = [list(w.query_names)]
+    return Workload.from_spec(spec), tables
+
+
+def filtered_cases(n: int, start: int = 0, max_rows: int = 25, grouped: bool = False):
+    out = []
+    seed = start
+    while len(out) < n:
+        c = random_filtered_case(seed, max_rows, grouped)
+        if c is not None:
+            out.append((seed, *c))
+        seed += 1
+    return out

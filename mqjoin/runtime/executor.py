@@ -485,6 +485,13 @@ class Executor(ContainerIndex):
         self.refresh()
 
     def _compile_edge(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
+        f = self._compile_rule(rule, pidx, epoch, fn)
+        if rule.admit is None:
+            return f
+        # filters (DESIGN A7): the tuple goes on only when it passes
+        return _compile("def admitted(t):\n    if admit(t):\n        f(t)\n", "admitted", {"admit": rule.admit, "f": f})
+
+    def _compile_rule(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
         if isinstance(rule, Emit):
             raw = self.raw.setdefault((rule.query, rule.order), [])
             counts = self.counts
