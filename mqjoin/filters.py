@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import FilterError, UnknownAttributeError, UnknownRelationError
 from .workload import Attr
@@ -151,6 +151,44 @@ class Selection:
         return " OR ".join(" AND ".join(map(str, cs)) for cs in self.filters)
 
     __repr__ = __str__
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal.
+
+    >>> print(sql_literal("it's"))
+    'it\\'s'
+    """
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_condition(conjunctions: Iterable[tuple[Comparison, ...]], column: Callable[[Attr], str],
+                  is_string: Callable[[Attr], bool]) -> str:
+    """Spark SQL for a disjunction of conjunctions, with the semantics of
+    :meth:`Comparison.holds`: a constant of the other kind (a string against a number column
+    or the reverse) never equals or orders with a value — only ``!=`` holds, for non-null values.
+
+    >>> c = (Comparison(Attr("W", "y"), "IN", (1, "z")), Comparison(Attr("W", "k"), "!=", ("a",)))
+    >>> sql_condition([c], lambda a: f"t.{a.name}", lambda a: False)
+    '(((t.y IN (1)) AND (t.k IS NOT NULL)))'
+    """
+    def literal(v: Any) -> str:
+        return sql_literal(v) if isinstance(v, str) else repr(v)
+
+    def one(c: Comparison) -> str:
+        col, string = column(c.attr), is_string(c.attr)
+        kept = [v for v in c.constants if isinstance(v, str) == string]
+        if c.op == "!=":
+            return f"{col} != {literal(c.constants[0])}" if kept else f"{col} IS NOT NULL"
+        if c.op == "IN":
+            return f"{col} IN ({', '.join(map(literal, kept))})" if kept else "false"
+        if len(kept) < len(c.constants):
+            return "false"
+        if c.op == "BETWEEN":
+            return f"{col} BETWEEN {literal(kept[0])} AND {literal(kept[1])}"
+        return f"{col} {c.op} {literal(kept[0])}"
+
+    return "(" + " OR ".join("(" + " AND ".join(f"({one(c)})" for c in conj) + ")" for conj in conjunctions) + ")"
 
 
 def parse_where(text: str, relations: Mapping[str, Any], where: str) -> tuple[Filter, ...]:

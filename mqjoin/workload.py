@@ -368,7 +368,8 @@ class Workload:
             "queries": {q.name: {"join": q.text, "where": q.where} if q.filters else q.text for q in self.queries},
             "selectivities": {f"{a} = {b}": v for (a, b), v in self.selectivities},
         }
-        fractions = {f"{q.name}.{f.relation}": f.fraction for q in self.queries for f in q.filters}
+        fractions = {f"{q.name}.{f.relation}": f.fraction for q in self.queries for f in q.filters
+                     if f.fraction is not None}
         if fractions:
             spec["filters"] = fractions
         if self.groups:
@@ -474,6 +475,11 @@ class Workload:
 
         out: dict[tuple[str, str], Selection | None] = {}
         for q in self.queries:
+            for f in q.filters:
+                if f.fraction is None:
+                    raise FilterError(
+                        f"query {q.name}: no pass fraction for the filter on {f.relation}; add 'filters: "
+                        f"{{{q.name}.{f.relation}: <value in (0,1]>}}' or estimate it from data with 'mqjoin stats'")
             members = [self.query(n) for n in self.group_of(q.name)]
             for r in q.relations:
                 filters = [m.filter_of(r) for m in members if r in m.relation_set]
@@ -941,12 +947,8 @@ def _resolve_filters(where: str, text: str | None, order: list[str], relations: 
     for (q, r) in fractions:
         if q == name and not any(f.relation == r for f in filters):
             raise FilterError(f"filters: '{q}.{r}' gives a pass fraction, but query {q} does not filter {r}")
-    missing = [f.relation for f in filters if (name, f.relation) not in fractions]
-    if missing:
-        raise FilterError(f"{where}: no pass fraction for the filter on {missing[0]}; add "
-                          f"'filters: {{{name}.{missing[0]}: <value in (0,1]>}}' or estimate it from data "
-                          f"with 'mqjoin stats'")
-    return tuple(f.with_fraction(fractions[name, f.relation]) for f in filters)
+    return tuple(f.with_fraction(fractions[name, f.relation]) if (name, f.relation) in fractions else f
+                 for f in filters)
 
 
 def _class_selectivity(where: str, group: list[Attr],
