@@ -64,11 +64,12 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
 
 
 def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
-    p.add_argument("--planner", choices=("clash", "mjoin", "tree"), default=default,
+    p.add_argument("--planner", choices=("clash", "mjoin", "tree", "ajoin"), default=default,
                    help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
                         "sequences most selective first); tree: one binary join tree per query (every inner node "
-                        "an MIR store); for mjoin and tree, --mode mqo means shared" +
-                        (" (default: clash)" if default else " (default: all three)"))
+                        "an MIR store); ajoin: AJoin's query groups and iterative join reordering with shared "
+                        "costs (binary trees); for mjoin and tree, --mode mqo means shared" +
+                        (" (default: clash)" if default else " (default: all four)"))
     p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
@@ -303,15 +304,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .planners import check_planner
 
     w = _workload(args.workload)
-    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree")
+    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree", "ajoin")
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
     rows = []
     for planner in planners:
         # CLASH in every mode; MJoin and trees optimise no workload jointly (mqo = shared): two modes
-        modes = ("individual", "shared", "mqo") if planner == "clash" else ("individual", "shared")
+        modes = ("individual", "shared", "mqo") if planner in ("clash", "ajoin") else ("individual", "shared")
         shape = args.tree_shape or "best" if planner == "tree" else None
-        mirs = not args.no_mirs or (planner == "tree" or (planner == "mjoin" and args.decompose))
+        mirs = not args.no_mirs or (planner in ("tree", "ajoin") or (planner == "mjoin" and args.decompose))
         for pol in ("single", "replicas"):
             for mode in modes:
                 r = optimize(w, mode=mode, partitioning=pol, mirs=mirs if planner != "clash" else not args.no_mirs,

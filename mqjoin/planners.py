@@ -53,13 +53,13 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .candidates import MIR, Owner, ProbeOrder, Step, partition_candidates, steps_of
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
 from .cost import is_close, join_size
 from .errors import PlannerError
 from .plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from .workload import Attr, Query, Workload, is_connected, restrict_classes
 
-PLANNERS = ("clash", "mjoin", "tree")
+PLANNERS = ("clash", "mjoin", "tree", "ajoin")
 TREE_SHAPES = ("deep", "bushy", "best")
 PLANNER_MODES = ("mqo", "individual", "shared")
 
@@ -119,7 +119,7 @@ def _query(workload: Workload, query: str) -> Query:
 
 def _mir(workload: Workload, q: Query, relations: Iterable[str]) -> MIR:
     rels = tuple(relations)
-    return MIR.of(workload, rels, restrict_classes(q.classes, rels))
+    return MIR.of(workload, rels, restrict_classes(q.classes, rels), workload.selections(q.name))
 
 
 def _linked(q: Query, a: Iterable[str], b: Iterable[str]) -> bool:
@@ -225,8 +225,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
     steps: list[list[Step]] = []
     by_store: dict[MIR, dict[Step, None]] = {}
     for owner, order in owned:
-        classes = owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
-        ss = list(steps_of(order, classes, workload))
+        ss = list(steps_of(order, owner_classes(owner, workload), workload, owner_selection(owner, workload)))
         steps.append(ss)
         for s in ss:
             by_store.setdefault(s.target, {})[s] = None
@@ -256,7 +255,8 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
                  partitioning: str = "single", least_selective_first: bool = False) -> list[Choice]:
     """The partitioned probe orders of one query's operator tree: one per relation of the
     query, and one per relation of every inner non-root node (its MIR's materialisation).
-    Partition candidates come from the query alone (as in ``individual`` mode).
+    Partition candidates come from the query alone (as in ``individual`` mode), or from its
+    query group (DESIGN A7), whose stores it shares.
     ``least_selective_first``: the paper's wrong probing sequence (:func:`probing_sequence`).
 
     >>> from mqjoin.workload import parse_workload
@@ -274,7 +274,7 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
     for node in tree.nodes():
         if not node.is_leaf and node is not tree:
             owned.extend((_mir(workload, q, node.relations), o) for o in orders[node.relations].values())
-    parted = _partitions(workload, workload.restricted_to([query]), owned, partitioning)
+    parted = _partitions(workload, workload.restricted_to(workload.group_of(query)), owned, partitioning)
     return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
 
 
@@ -481,8 +481,8 @@ def check_planner(planner: str, tree_shape: str | None = None, decompose: bool =
     if mir_budget is not None:
         raise PlannerError(f"an MIR budget limits the CLASH optimiser; the {planner} planner's shape fixes its MIRs "
                            "— leave the budget out")
-    if not mirs and (planner == "tree" or decompose):
-        what = "a binary tree materialises every inner node" if planner == "tree" else \
+    if not mirs and (planner in ("tree", "ajoin") or decompose):
+        what = f"a binary tree ({planner}) materialises every inner node" if planner != "mjoin" else \
             "a decomposed MJoin materialises its parts"
         raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
 
@@ -505,6 +505,10 @@ def operator_trees(workload: Workload, planner: str, tree_shape: str | None = No
         return {q.name: mjoin_tree(workload, q.name, decompose) for q in workload.queries}
     if planner == "tree":
         return {q.name: binary_tree(workload, q.name, tree_shape or "best") for q in workload.queries}
+    if planner == "ajoin":  # each query alone (modes individual and shared; mqo groups and shares)
+        from .ajoin import join_trees
+
+        return {q.name: join_trees(workload.restricted_to([q.name]))[q.name] for q in workload.queries}
     raise PlannerError("the clash planner has no operator trees: it chooses probe orders by ILP")
 
 
@@ -575,10 +579,18 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
     if not workload.queries:
         raise PlannerError("the workload has no queries to plan: add one under 'queries'")
     t0 = time.perf_counter()
-    trees = operator_trees(workload, planner, tree_shape, decompose)
-    plan = plan_trees(workload, trees, mode, partitioning)
+    if planner == "ajoin" and mode == "mqo":  # AJoin's groups and shared-cost reordering
+        from .ajoin import ajoin
+
+        planned = ajoin(workload)
+        workload, trees = planned.workload, dict(planned.trees)
+        plan = planned.plan(partitioning)
+    else:
+        workload = workload.with_groups(())  # each query alone
+        trees = operator_trees(workload, planner, tree_shape, decompose)
+        plan = plan_trees(workload, trees, mode, partitioning)
     seconds = time.perf_counter() - t0
-    solver = planner if planner == "mjoin" else f"dp-{tree_shape or 'best'}"
+    solver = {"mjoin": "mjoin", "ajoin": "ajoin-idp"}.get(planner, f"dp-{tree_shape or 'best'}")
     stats = IlpStats(variables=0, constraints=0, binaries=0, components=len(workload.queries),
                      build_seconds=seconds, solve_seconds=0.0, status="optimal", gap=0.0,
                      objective=plan.probe_cost, solver=solver)
