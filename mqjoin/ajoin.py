@@ -10,7 +10,10 @@ the *separate* cost the sum of each query's own cardinality of ``P`` (the paper'
 ``COST = Crd(S1) · Crd(S2)``, with our selectivities for the join condition).  Grouping is
 greedy, as in the paper's Figure 7(a): the pair with the least shared cost among the pairs
 that gain becomes a group, which is then **eagerly extended** by every other ungrouped query
-for which executing it with the group costs less than separately; repeat.  ``Crd`` of a union
+for which executing it with the group costs less than running the group and the query apart;
+repeat.  (The paper's Figure 7(a) writes the extension test against every member run apart;
+that sum contains the group's own saving, so it admits queries that make the group dearer —
+we compare with the group as it runs.)  ``Crd`` of a union
 comes from data (:func:`union_from_data`) or, from pass fractions alone, under independence
 (``f_G = 1 − Π(1 − f_q)``, :func:`union_independent`).  A group then shares its stores over
 the union of its members' filters (:meth:`mqjoin.workload.Workload.with_groups`).
@@ -171,25 +174,37 @@ def _cardinality(workload: Workload, rels: frozenset[str], classes: tuple[JoinCl
     return size
 
 
-def sharing_costs(workload: Workload, queries: Sequence[str], crd: UnionFraction | None = None) -> GroupingStep | None:
-    """Shared vs separate cost of ``queries`` over their common join (``None`` when they have
-    none): the cardinality over the union of their inputs vs the sum of their own."""
+def sharing_costs(workload: Workload, queries: Sequence[str], crd: UnionFraction | None = None,
+                  group: Sequence[str] = ()) -> GroupingStep | None:
+    """Shared vs separate cost of ``group`` + ``queries`` over their common join (``None``
+    when they have none): the cardinality over the union of all their inputs vs the sum of
+    each query's own — the group, when given, counted once as shared (a query joining an
+    existing group must gain against the group as it runs, not against its members run apart).
+
+    >>> w = figure6_workload()
+    >>> sharing_costs(w, ["q5"], union_from_data(figure6_tables()), group=["q4"])
+    q4+q5: shared 36 vs separate 18 → separate
+    """
     crd = crd or union_independent(workload)
-    common = common_join(workload, queries)
+    everyone = list(group) + list(queries)
+    common = common_join(workload, everyone)
     if common is None:
         return None
     rels, classes = common
-    qs = [workload.query(n) for n in queries]
-    shared = _cardinality(workload, rels, classes, lambda r: crd(r, [q.filter_of(r) for q in qs]))
-    separate = sum(_cardinality(workload, rels, classes, lambda r, q=q: crd(r, [q.filter_of(r)])) for q in qs)
-    return GroupingStep(tuple(queries), shared, separate)
+
+    def card(names: Sequence[str]) -> float:
+        qs = [workload.query(n) for n in names]
+        return _cardinality(workload, rels, classes, lambda r: crd(r, [q.filter_of(r) for q in qs]))
+
+    separate = sum(card([n]) for n in queries) + (card(group) if group else 0.0)
+    return GroupingStep(tuple(everyone), card(everyone), separate)
 
 
 def query_groups(workload: Workload, crd: UnionFraction | None = None,
                  groups: Iterable[Iterable[str]] = ()) -> tuple[tuple[tuple[str, ...], ...], tuple[GroupingStep, ...]]:
     """AJoin's query groups (see the module doc) and the comparisons that decided them.
     ``groups``: groups to keep (incremental re-planning); their queries are not regrouped,
-    but ungrouped queries may join them."""
+    but each ungrouped query joins the kept group it gains most with, if any."""
     crd = crd or union_independent(workload)
     names = list(workload.query_names)
     found = [list(g) for g in groups]
@@ -201,14 +216,18 @@ def query_groups(workload: Workload, crd: UnionFraction | None = None,
 
     def extend(group: list[str]) -> None:  # eager extension
         for n in free():
-            step = sharing_costs(workload, group + [n], crd)
+            step = sharing_costs(workload, [n], crd, group)
             if step is not None:
                 log.append(step)
                 if step.gains:
                     group.append(n)
 
-    for g in found:
-        extend(g)
+    for n in free():  # kept groups first: a query joins the one it gains most with (the paper's Q7)
+        steps = [(s, g) for g in found if (s := sharing_costs(workload, [n], crd, g)) is not None]
+        log.extend(s for s, _ in steps)
+        gaining = [(s, g) for s, g in steps if s.gains]
+        if gaining:
+            max(gaining, key=lambda sg: sg[0].separate - sg[0].shared)[1].append(n)
     while True:
         left = free()
         pairs = [s for i, a in enumerate(left) for b in left[i + 1:]

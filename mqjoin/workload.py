@@ -497,9 +497,13 @@ class Workload:
         return tuple(s for r in sorted(q.relations) if (s := self._selections[query, r]) is not None)
 
     def without_query(self, name: str) -> "Workload":
+        """The workload without query ``name`` (and its pass fractions; it leaves its group)."""
         self.query(name)
         spec = self.to_spec()
         del spec["queries"][name]
+        spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
+        spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
+        spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
         return self._rebuilt(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
