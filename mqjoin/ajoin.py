@@ -53,7 +53,7 @@ from .candidates import MIR
 from .cost import is_close, join_size
 from .errors import PlannerError
 from .filters import Filter
-from .planners import JoinTree, plan_trees
+from .planners import JoinTree, plan_joint_trees
 from .tables import Table
 from .workload import JoinClass, Workload, is_connected, parse_workload, restrict_classes
 
@@ -337,8 +337,9 @@ class AjoinPlan:
     reordered: tuple[str, ...] = field(default=())
 
     def plan(self, partitioning: str = "single"):
-        """The ordinary plan: the trees deployed in one namespace (identical steps run once)."""
-        return plan_trees(self.workload, self.trees, "shared", partitioning)
+        """The ordinary plan: the trees deployed together in one namespace (identical steps run
+        once), each store partitioned for the steps of all queries."""
+        return plan_joint_trees(self.workload, self.trees, partitioning)
 
 
 def ajoin(workload: Workload, crd: UnionFraction | None = None) -> AjoinPlan:

@@ -268,14 +268,31 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
     >>> [(str(c.owner), c.order.render()) for c in tree_choices(w, "q", binary_tree(w, "q", "bushy"))][:3]
     [('q', 'A » B[a] » CD[b]'), ('q', 'B » A[a] » CD[b]'), ('q', 'C » D[c] » AB[b]')]
     """
+    owned = tree_owned_orders(workload, query, tree, least_selective_first)
+    parted = _partitions(workload, workload.restricted_to(workload.group_of(query)), owned, partitioning)
+    return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
+
+
+def tree_owned_orders(workload: Workload, query: str, tree: JoinTree,
+                      least_selective_first: bool = False) -> list[tuple[Owner, ProbeOrder]]:
+    """The unpartitioned probe orders of one query's operator tree with their owners: the
+    query's (one per relation) and every inner non-root node's MIR (its materialisation)."""
     q = _query(workload, query)
     orders = tree_orders(workload, query, tree, least_selective_first)
     owned: list[tuple[Owner, ProbeOrder]] = [(query, o) for o in orders[tree.relations].values()]
     for node in tree.nodes():
         if not node.is_leaf and node is not tree:
             owned.extend((_mir(workload, q, node.relations), o) for o in orders[node.relations].values())
-    parted = _partitions(workload, workload.restricted_to(workload.group_of(query)), owned, partitioning)
-    return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
+    return owned
+
+
+def plan_joint_trees(workload: Workload, trees: Mapping[str, JoinTree], partitioning: str = "single") -> Plan:
+    """A plan of one operator tree per query optimised *together* (mode ``mqo``): one
+    namespace, and every store's partition attribute chosen over the steps of all queries
+    (under ``single``, one attribute per store for the whole workload, as the ILP's plans)."""
+    owned = [pair for q in workload.queries for pair in tree_owned_orders(workload, q.name, trees[q.name])]
+    parted = _partitions(workload, workload, owned, partitioning)
+    return build_plan(workload, [Choice(owner, o) for (owner, _), o in zip(owned, parted)], "mqo", partitioning)
 
 
 # --------------------------------------------------------------------------------------------
