@@ -374,3 +374,28 @@ def replan(previous: AjoinPlan, workload: Workload, crd: UnionFraction | None = 
     trees = join_trees(grouped, fixed)
     return AjoinPlan(grouped, trees, log, False, tuple(n for n in workload.query_names if n in affected))
 
+
+
+def ajoin_optimizer(crd: UnionFraction | None = None) -> Callable:
+    """AJoin as the optimiser of an adaptive run (:class:`mqjoin.adaptive.AdaptiveController`,
+    ``mqjoin run --changes … --planner ajoin``): the first call plans in full, every later one
+    re-plans the previous plan for the batch of created and deleted queries (:func:`replan`),
+    so AJoin's grouping decides where a new query attaches.  ``history``: every
+    :class:`AjoinPlan`, in call order.
+
+    >>> from mqjoin.adaptive import AdaptivePolicy
+    >>> opt = ajoin_optimizer()
+    >>> w = figure6_workload()
+    >>> opt(w, AdaptivePolicy()).probe_cost, opt(w.without_query("q5"), AdaptivePolicy()).probe_cost
+    (12.0, 6.0)
+    >>> [(a.full, a.reordered) for a in opt.history]
+    [(True, ('q4', 'q5')), (False, ())]
+    """
+    history: list[AjoinPlan] = []
+
+    def optimise(workload: Workload, policy) -> "Plan":
+        history.append(ajoin(workload, crd) if not history else replan(history[-1], workload, crd))
+        return history[-1].plan(policy.partitioning)
+
+    optimise.history = history  # type: ignore[attr-defined]
+    return optimise

@@ -123,7 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.reference import run_reference
 
     if args.adaptive or args.changes or args.static:
-        _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
+        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.ajoin.ajoin_optimizer)
+            _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
     if args.engine == "native":
         _clash_only(args, "--engine native (Spark's own joins, no plan)")
@@ -180,6 +181,9 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
     if args.engine == "spark":
+        if args.planner == "ajoin":
+            raise OptionError("--planner ajoin with --changes re-plans on the reference engine; leave out "
+                              "--engine spark, or use --planner clash")
         d = _run_spark(args, w, None, policy=policy, changes=changes)
         run = d.snapshot()
         tables = d.tables
@@ -188,7 +192,12 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         from .runtime.adaptive import run_adaptive
 
         tables = read_inputs(full, args.data)
-        run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0)
+        optimizer = None
+        if args.planner == "ajoin":
+            from .ajoin import ajoin_optimizer
+
+            optimizer = ajoin_optimizer()
+        run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0, optimizer=optimizer)
         write_results(full, run.results, args.out)
         summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
     if args.check:

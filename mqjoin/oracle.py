@@ -147,7 +147,7 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], cha
                 raise AdaptiveError(f"the change at {ch.at:g} s removes {name}, which is not a query of the run")
             span[name][1] = active_from
         for name, text in ch.add.items():
-            full = full.with_query(name, text)
+            full = full.with_query(name, text, ch.fractions_of(name))
             for equality, value in ch.selectivities.items():
                 full = full.with_selectivity(equality, value)
             span[name] = [active_from, math.inf]

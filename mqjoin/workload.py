@@ -726,6 +726,7 @@ def _build(data: Mapping[str, Any]) -> Workload:
     queries = [_resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
 
     _check_pair_consistency(queries)
+    _check_filter_consistency(queries)
     sel = tuple(sorted(((pair, v) for pair, (v, _) in explicit.items()), key=lambda t: t[0]))
     groups = data.get("groups") or ()
     if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
@@ -972,6 +973,22 @@ def _class_selectivity(where: str, group: list[Attr],
     raise SelectivityError(
         f"{where}: no selectivity for the class {{{'='.join(str(a) for a in group)}}}; add "
         f"'{pair}: <value in (0,1]>' under selectivities, or set defaults.selectivity")
+
+
+def _check_filter_consistency(queries: list[Query]) -> None:
+    """Queries with the same filter on a relation must give it one pass fraction: their
+    filtered stores are one store (DESIGN A7), with one size."""
+    seen: dict[tuple, tuple[float, str]] = {}
+    for q in queries:
+        for f in q.filters:
+            key = (f.relation, f.comparisons)
+            if f.fraction is None:
+                continue
+            if key in seen and seen[key][0] != f.fraction:
+                raise FilterError(
+                    f"queries {seen[key][1]} and {q.name} give the filter {f} different pass fractions "
+                    f"({seen[key][0]} vs {f.fraction}); one filter has one pass fraction, so make them agree")
+            seen[key] = (f.fraction, q.name)
 
 
 def _check_pair_consistency(queries: list[Query]) -> None:

@@ -4,6 +4,7 @@ nulls, several queries, 3-way and 4-way joins, classes of three members."""
 from __future__ import annotations
 
 import random
+import zlib
 
 from mqjoin.errors import WorkloadError
 from mqjoin.tables import Table
@@ -79,8 +80,9 @@ def random_filtered_case(seed: int, max_rows: int = 25, grouped: bool = False):
         for r in q.relations:
             if rng.random() < 0.5:
                 a = rng.choice(w.relation(r).attributes)
-                conds.append(rng.choice(comparisons).format(f"{r}.{a}"))
-                fractions[f"{q.name}.{r}"] = rng.choice([0.3, 0.5, 0.7])
+                cond = rng.choice(comparisons).format(f"{r}.{a}")
+                conds.append(cond)
+                fractions[f"{q.name}.{r}"] = 0.3 + 0.1 * (zlib.crc32(cond.encode()) % 5)  # one per filter
         if conds:
             spec["queries"][q.name] = {"join": q.text, "where": " AND ".join(conds)}
     spec["filters"] = fractions

@@ -164,3 +164,90 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
     assert {(r[1], r[5]) for r in rows} == {(m, "ajoin") for m in ("individual", "shared", "mqo")}
     assert main(["optimize", str(w7), "--planner", "ajoin", "--no-mirs"]) == 2
     assert "materialises every inner node" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# ad-hoc batches at run time: changelogs with filtered queries (adaptive runs)
+# --------------------------------------------------------------------------------------------
+
+from mqjoin import adaptive as adaptive_module  # noqa: E402
+from mqjoin.adaptive import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
+from mqjoin.ajoin import ajoin_optimizer  # noqa: E402
+from mqjoin.oracle import adaptive_oracle_results  # noqa: E402
+from mqjoin.runtime.adaptive import run_adaptive  # noqa: E402
+
+
+@pytest.fixture
+def always_switch(monkeypatch):
+    """Every re-optimised plan that differs is taken (the running plan 'costs' 1e300)."""
+    monkeypatch.setattr(adaptive_module, "recost", lambda plan, w: 1e300)
+
+
+def filtered_changes(seed, w):
+    """A random changelog over a filtered workload: a subset starts, copies of queries (with
+    their filters and pass fractions) are added, some initial queries removed."""
+    import random
+
+    rng = random.Random(seed)
+    names = list(w.query_names)
+    init = [n for n in names if rng.random() < 0.6] or names[:1]
+    changes = []
+    for k, n in enumerate(names):
+        if rng.random() < 0.8:
+            q = w.query(n)
+            text = {"join": q.text, "where": q.where} if q.filters else q.text
+            changes.append(QueryChange(at=rng.uniform(-1, 8), add={f"x{k}": text},
+                                       filters={f"x{k}.{f.relation}": f.fraction for f in q.filters}))
+    changes += [QueryChange(at=rng.uniform(0, 8), remove=(n,)) for n in init if rng.random() < 0.4]
+    return w.restricted_to(init), changes
+
+
+def check_adaptive(run, w, tables, changes, policy):
+    want = adaptive_oracle_results(w, tables, changes, policy)
+    for q, res in run.results.items():
+        assert len(res) == len(set(res)), f"{q}: a result was produced twice"
+    got = run.result_sets()
+    assert got == want, {q: (sorted(want[q] - got[q])[:3], sorted(got[q] - got[q])[:3]) for q in want
+                         if got[q] != want[q]}
+
+
+@pytest.mark.parametrize("seed,w,tables", filtered_cases(10, start=8000), ids=lambda v: str(v) if isinstance(v, int) else "")
+def test_filtered_query_changes_equal_the_oracle_with_clash_and_ajoin(seed, w, tables, always_switch):
+    w0, changes = filtered_changes(seed, w)
+    for length, opt in ((1.0, None), (0.6, ajoin_optimizer())):
+        policy = AdaptivePolicy(epoch=length, threshold=0.0)
+        check_adaptive(run_adaptive(w0, tables, policy, changes, optimizer=opt), w0, tables, changes, policy)
+
+
+def test_q7_at_run_time_attaches_to_q6s_group_and_answers_from_history(always_switch):
+    w, tables = parse_workload(W7), w7_tables()
+    changes = parse_changes('''
+- {at: 3.5, remove: [q4], add: {q7: {join: "W(usr), C(usr)", where: "W.geo = 'GER' AND C.x > 5"}},
+   filters: {q7.W: 0.3, q7.C: 0.4}}
+''')
+    policy = AdaptivePolicy(epoch=1.0)
+    opt = ajoin_optimizer(union_from_data(tables))
+    run = run_adaptive(w, tables, policy, changes, optimizer=opt)
+    check_adaptive(run, w, tables, changes, policy)
+    batch = next(a for a in opt.history if "q7" in a.workload.query_names)
+    assert not batch.full and batch.workload.groups == (("q2", "q3"), ("q6", "q7"))
+    assert set(batch.reordered) == {"q6", "q7"}
+    # q7 answers results whose C partner arrived before its activation (epoch 5): history
+    ts = {i: tables["C"].ts[i] for _, i in run.result_sets()["q7"]}
+    assert run.result_sets()["q7"] and min(ts.values()) < 5
+
+
+def test_cli_run_changes_with_planner_ajoin(tmp_path, capsys):
+    from mqjoin.tables import write_inputs
+
+    (tmp_path / "w7.yaml").write_text(W7)
+    (tmp_path / "changes.yaml").write_text(
+        "- {at: 3.5, remove: [q4], add: {q7: {join: 'W(usr), C(usr)', where: \"W.geo = 'GER'\"}}, "
+        "filters: {q7.W: 0.3}}\n")
+    write_inputs(w7_tables(), tmp_path / "data", "csv")
+    args = ["run", str(tmp_path / "w7.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+            "--changes", str(tmp_path / "changes.yaml"), "--epoch", "1", "--planner", "ajoin", "--check"]
+    assert main(args) == 0
+    assert "equal to the A6 oracle" in capsys.readouterr().out
+    assert main(args + ["--engine", "spark"]) == 2
+    assert "reference engine" in capsys.readouterr().err

@@ -72,6 +72,8 @@ def test_every_comparison_operator(where, values, expected):
     ('  q: {join: "V(a), W(a)", where: ""}', "", FilterError, ["empty"]),
     ('  q: {join: "V(a), W(a)", whence: "V.x < 1"}', "", WorkloadSyntaxError, ["whence", "q"]),
     ('  q: {where: "V.x < 1"}', "", WorkloadSyntaxError, ["'join'", "q"]),
+    ('  q: {join: "V(a), W(a)", where: "V.x < 1"}\n  p: {join: "V(a), W(a)", where: "V.x < 1"}',
+     "{q.V: 0.5, p.V: 0.4}", FilterError, ["q and p", "V.x < 1", "0.5 vs 0.4"]),
 ])
 def test_bad_filters_get_typed_errors_naming_the_culprit(queries, filters, exc, culprits):
     with pytest.raises(exc) as info:
