@@ -163,3 +163,18 @@ def test_filtered_results_equal_the_oracle_for_every_plan(seed, workload, tables
 @pytest.mark.parametrize("seed,workload,tables", cases(5), ids=lambda v: str(v) if isinstance(v, int) else "")
 def test_unfiltered_workloads_keep_their_plans(seed, workload, tables):
     assert all(s.mir.selection == () for s in optimize(workload).plan.stores)
+
+
+PLANNERS = [dict(planner="mjoin"), dict(planner="mjoin", decompose=True), dict(planner="tree"),
+            dict(planner="ajoin")]
+
+
+@pytest.mark.parametrize("seed,workload,tables", filtered_cases(5, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+def test_filtered_results_equal_the_oracle_under_every_planner(seed, workload, tables):
+    want = oracle_results(workload, tables)
+    for grouped in (False, True):
+        w = workload.with_groups([workload.query_names]) if grouped else workload
+        for kw in PLANNERS:
+            for mode in ("individual", "shared", "mqo"):
+                plan = optimize(w, mode=mode, **kw).plan
+                assert run_reference(plan, tables).result_sets() == want, f"seed {seed} {kw} {mode} grouped={grouped}"

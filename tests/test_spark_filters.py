@@ -77,3 +77,17 @@ def test_filtered_workloads_on_spark_equal_the_oracle(name, w, tables, spark_mod
 def test_filtered_workload_natively_equals_the_oracle(name, w, tables, spark, tmp_path):
     out, _, _ = run_native(spark, w, tables, tmp_path)
     assert {q: {rows for rows, _, _ in res} for q, res in out.items()} == oracle_results(w, tables)
+
+
+@pytest.mark.parametrize("spark_mode", ("driver", "distributed"))
+def test_ajoin_plan_with_groups_on_spark_equals_the_oracle(spark_mode, spark, tmp_path):
+    from mqjoin.ajoin import ajoin, union_from_data
+    from mqjoin.runtime.spark.deploy import run_spark
+
+    tables = string_tables()
+    planned = ajoin(STRINGS, union_from_data(tables))
+    assert planned.workload.groups == (("q1", "q2", "q3"),)  # one group: stores keep the union of filters
+    total = sum(len(t) for t in tables.values())
+    d = run_spark(planned.plan(), tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // 3),
+                  timeout=TIMEOUT, mode=spark_mode)
+    assert d.results() == oracle_results(STRINGS, tables)
