@@ -170,17 +170,10 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
 # ad-hoc batches at run time: changelogs with filtered queries (adaptive runs)
 # --------------------------------------------------------------------------------------------
 
-from mqjoin import adaptive as adaptive_module  # noqa: E402
 from mqjoin.adaptive import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
 from mqjoin.ajoin import ajoin_optimizer  # noqa: E402
-from mqjoin.oracle import adaptive_oracle_results  # noqa: E402
 from mqjoin.runtime.adaptive import run_adaptive  # noqa: E402
-
-
-@pytest.fixture
-def always_switch(monkeypatch):
-    """Every re-optimised plan that differs is taken (the running plan 'costs' 1e300)."""
-    monkeypatch.setattr(adaptive_module, "recost", lambda plan, w: 1e300)
+from test_adaptive import always_switch, check as check_adaptive  # noqa: E402,F401  (a fixture and the oracle check)
 
 
 def filtered_changes(seed, w):
@@ -200,15 +193,6 @@ def filtered_changes(seed, w):
                                        filters={f"x{k}.{f.relation}": f.fraction for f in q.filters}))
     changes += [QueryChange(at=rng.uniform(0, 8), remove=(n,)) for n in init if rng.random() < 0.4]
     return w.restricted_to(init), changes
-
-
-def check_adaptive(run, w, tables, changes, policy):
-    want = adaptive_oracle_results(w, tables, changes, policy)
-    for q, res in run.results.items():
-        assert len(res) == len(set(res)), f"{q}: a result was produced twice"
-    got = run.result_sets()
-    assert got == want, {q: (sorted(want[q] - got[q])[:3], sorted(got[q] - got[q])[:3]) for q in want
-                         if got[q] != want[q]}
 
 
 @pytest.mark.parametrize("seed,w,tables", filtered_cases(10, start=8000), ids=lambda v: str(v) if isinstance(v, int) else "")
