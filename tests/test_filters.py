@@ -3,6 +3,8 @@ step identity and query groups, and results equal to the brute-force oracle on e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mqjoin.candidates import enumerate_candidates
@@ -178,3 +180,29 @@ def test_filtered_results_equal_the_oracle_under_every_planner(seed, workload, t
             for mode in ("individual", "shared", "mqo"):
                 plan = optimize(w, mode=mode, **kw).plan
                 assert run_reference(plan, tables).result_sets() == want, f"seed {seed} {kw} {mode} grouped={grouped}"
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "tpch_tiny"
+
+
+def test_tpch_filtered_workload_runs_end_to_end_and_stats_estimate_its_pass_fractions(capsys, tmp_path):
+    from mqjoin.cli import main
+    from mqjoin.tables import read_inputs
+    from mqjoin.workload import load_workload
+
+    assert main(["run", "tpch_fig7a_filtered.yaml", "--data", str(SAMPLE), "--out", str(tmp_path / "out"),
+                 "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "equal to the A6 oracle" in out and "q4:" in out
+    assert main(["stats", "tpch_fig7a_filtered.yaml", "--data", str(SAMPLE), "--write", str(tmp_path / "w.yaml")]) == 0
+    assert "pass fractions" in capsys.readouterr().out
+    w = load_workload(tmp_path / "w.yaml")
+    tables = read_inputs(w, SAMPLE)
+    for q in w.queries:  # exact: the share of the sample's rows that pass
+        for f in q.filters:
+            t = tables[f.relation]
+            names = [c.attr.name for c in f.comparisons]
+            passing = sum(f.passes({a: t.columns[a][i] for a in names}) for i in range(len(t)))
+            assert f.fraction == pytest.approx(max(passing, 1) / len(t), rel=1e-5), (q.name, f)
+    assert main(["run", str(tmp_path / "w.yaml"), "--data", str(SAMPLE), "--out", str(tmp_path / "o2"),
+                 "--planner", "ajoin", "--check"]) == 0
