@@ -91,3 +91,25 @@ def test_ajoin_plan_with_groups_on_spark_equals_the_oracle(spark_mode, spark, tm
     d = run_spark(planned.plan(), tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // 3),
                   timeout=TIMEOUT, mode=spark_mode)
     assert d.results() == oracle_results(STRINGS, tables)
+
+
+@pytest.mark.parametrize("planner", ("clash", "ajoin"))
+def test_filtered_query_batch_on_adaptive_spark_equals_the_oracle(planner, spark, tmp_path):
+    from test_ajoin import W7, w7_tables
+
+    from mqjoin.adaptive import AdaptivePolicy, parse_changes
+    from mqjoin.ajoin import ajoin_optimizer
+    from mqjoin.oracle import adaptive_oracle_results
+    from mqjoin.runtime.spark.deploy import run_spark
+
+    w, tables = parse_workload(W7), w7_tables()
+    changes = parse_changes('''
+- {at: 3.5, remove: [q4], add: {q7: {join: "W(usr), C(usr)", where: "W.geo = 'GER' AND C.x > 5"}},
+   filters: {q7.W: 0.3, q7.C: 0.4}}
+''')
+    policy = AdaptivePolicy(epoch=1.0)
+    total = sum(len(t) for t in tables.values())
+    d = run_spark(w, tables, tmp_path / "out", spark=spark, adaptive=policy, changes=changes,
+                  optimizer=ajoin_optimizer() if planner == "ajoin" else None,
+                  max_rows_per_batch=-(-total // 3), timeout=TIMEOUT)
+    assert d.results() == adaptive_oracle_results(w, tables, changes, policy)
