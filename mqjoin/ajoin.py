@@ -47,7 +47,7 @@ q4+q5: shared 36 vs separate 18 → separate
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from .candidates import MIR
 from .cost import is_close, join_size
@@ -56,6 +56,9 @@ from .filters import Filter
 from .planners import JoinTree, plan_joint_trees
 from .tables import Table
 from .workload import JoinClass, Workload, is_connected, parse_workload, restrict_classes
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 #: ``Crd`` of the paper: the pass fraction of the union of some queries' filters on one
 #: relation (``None``: a query that does not filter it, so everything passes)
@@ -98,7 +101,7 @@ def union_independent(workload: Workload) -> UnionFraction:
         if any(f is None for f in filters):
             return 1.0
         miss = 1.0
-        for comparisons, f in {f.comparisons: f for f in filters}.items():
+        for f in {f.comparisons: f for f in filters}.values():
             miss *= 1.0 - (f.fraction if f.fraction is not None else 1.0)
         return 1.0 - miss
 
@@ -336,7 +339,7 @@ class AjoinPlan:
     full: bool = True
     reordered: tuple[str, ...] = field(default=())
 
-    def plan(self, partitioning: str = "single"):
+    def plan(self, partitioning: str = "single") -> Plan:
         """The ordinary plan: the trees deployed together in one namespace (identical steps run
         once), each store partitioned for the steps of all queries."""
         return plan_joint_trees(self.workload, self.trees, partitioning)
@@ -393,7 +396,7 @@ def ajoin_optimizer(crd: UnionFraction | None = None) -> Callable:
     """
     history: list[AjoinPlan] = []
 
-    def optimise(workload: Workload, policy) -> "Plan":
+    def optimise(workload: Workload, policy) -> Plan:
         history.append(ajoin(workload, crd) if not history else replan(history[-1], workload, crd))
         return history[-1].plan(policy.partitioning)
 

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from mqjoin.ajoin import (
-    ajoin, figure6_tables, figure6_workload, join_trees, query_groups, replan, sharing_costs,
-    union_from_data, union_independent,
+    ajoin, figure6_tables, figure6_workload, join_trees, query_groups, replan, sharing_costs, union_from_data,
 )
 from mqjoin.cli import main
 from mqjoin.optimizer import optimize
