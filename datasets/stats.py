@@ -57,6 +57,24 @@ conservative case).  A pair without any agreeing value in the full data is writt
 >>> w2 = st.apply(w)
 >>> w2.rate("S"), w2.query("q").classes[0].selectivity
 (0.5, 0.25)
+
+**Pass fractions** of query filters (DESIGN A7): the share ``p`` of a relation's rows (of its
+sample, when sampled) that pass the filter, with the binomial standard error
+``√(p(1−p)/m · (1 − m/|R|))`` and the 95 % interval ``p ± 1.96·SE`` (``[0, 3/m]`` when no
+sampled row passes; fewer than 10 passing sample rows are flagged).  A filter no row passes is
+written as ``1/|R|`` (a pass fraction must be positive).
+
+>>> w = parse_workload('''
+... defaults: {selectivity: 0.5}
+... relations: {R: {attributes: [a, x]}, S: {attributes: [a]}}
+... queries: {q: {join: "R(a), S(a)", where: "R.x < 2"}}
+... ''')
+>>> tables["R"] = Table.from_columns("R", {"ts": [0, 1, 2, 3], "a": [1, 1, 2, None], "x": [0, 1, 5, 7]})
+>>> st = estimate_statistics(w, tables)
+>>> st.filters[0].describe()
+'q.R (R.x < 2): 0.5 (exact)'
+>>> st.apply(w).query("q").filter_of("R").fraction
+0.5
 """
 
 from __future__ import annotations
@@ -178,6 +196,77 @@ class PairEstimate:
 
 
 @dataclass(frozen=True)
+class FilterEstimate:
+    """The pass fraction of one query's filter on one relation, with its precision."""
+
+    query: str
+    relation: str
+    text: str
+    value: float
+    stderr: float
+    low: float
+    high: float
+    size: int  # |R| (all rows)
+    sample: int  # rows used (|R| when exact)
+    passing: int  # rows used that pass
+
+    @property
+    def exact(self) -> bool:
+        return self.sample == self.size
+
+    @property
+    def key(self) -> str:
+        return f"{self.query}.{self.relation}"
+
+    @property
+    def written(self) -> float:
+        """The value written into a workload (positive: ``1/|R|`` when no row passes)."""
+        return self.value if self.value > 0 else 1.0 / max(1, self.size)
+
+    @property
+    def few_matches(self) -> bool:
+        return not self.exact and self.passing < FEW_MATCHES
+
+    def describe(self) -> str:
+        if self.exact:
+            how = "exact"
+        else:
+            how = (f"sampled {self.sample}/{self.size} rows, SE {self.stderr:.3g}, "
+                   f"95% CI [{self.low:.4g}, {self.high:.4g}]")
+            if self.few_matches:
+                how += f"; only {self.passing} passing sample rows: interval unreliable, raise --sample"
+        return f"{self.key} ({self.text}): {self.value:.6g} ({how})"
+
+
+def filter_estimate(query: str, f: Any, table: Table, rows: np.ndarray | None) -> FilterEstimate:
+    """The pass fraction of filter ``f`` (a :class:`mqjoin.filters.Filter`) of ``query`` over
+    ``table`` (its ``rows`` only when sampled).
+
+    >>> from mqjoin.filters import Comparison, Filter
+    >>> t = Table.from_columns("R", {"ts": [0] * 4, "x": [1, 2, 3, 4]})
+    >>> f = Filter("R", (Comparison(Attr("R", "x"), ">", (2,)),))
+    >>> e = filter_estimate("q", f, t, np.array([0, 1, 2]))
+    >>> e.value, e.passing, e.exact, round(e.stderr, 4)
+    (0.333333, 1, False, 0.1361)
+    """
+    names = sorted({c.attr.name for c in f.comparisons})
+    table.require(names)
+    used = range(len(table)) if rows is None else rows.tolist()
+    m = len(used)
+    passing = sum(f.passes({a: table.columns[a][i] for a in names}) for i in used)
+    if m == 0:
+        return FilterEstimate(query, f.relation, str(f), 0.0, 0.0, 0.0, 0.0, len(table), 0, 0)
+    p = passing / m
+    fpc = 1.0 - m / len(table)
+    se = math.sqrt(p * (1 - p) / m * fpc) if fpc > 0 else 0.0
+    if passing == 0 and fpc > 0:
+        low, high = 0.0, min(1.0, 3.0 / m)
+    else:
+        low, high = max(0.0, p - Z95 * se), min(1.0, p + Z95 * se)
+    return FilterEstimate(query, f.relation, str(f), _sig(p), se, low, high, len(table), m, passing)
+
+
+@dataclass(frozen=True)
 class GroupEstimate:
     """One selectivity for a group of linked pairs (see the module docstring)."""
 
@@ -220,6 +309,7 @@ class Statistics:
     sample: int | None
     seed: int
     source: str = ""
+    filters: tuple[FilterEstimate, ...] = ()
 
     def rate(self, relation: str) -> float | None:
         for r in self.rates:
@@ -255,6 +345,7 @@ class Statistics:
         for r in self.rates:
             if r.rate is not None and r.relation in spec["relations"]:
                 spec["relations"][r.relation]["rate"] = _sig(r.rate)
+        spec.setdefault("filters", {}).update({f.key: _sig(f.written) for f in self.filters})
         return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups])
 
     def to_dict(self) -> dict[str, Any]:
@@ -270,6 +361,9 @@ class Statistics:
                                           "agreeing_sample_pairs": p.matches, "few_matches": p.few_matches}
                                          for p in g.pairs]}
                               for g in self.groups],
+            "filters": [{"filter": f.key, "where": f.text, "value": f.value, "stderr": f.stderr,
+                         "ci95": [f.low, f.high], "exact": f.exact, "rows": f.size, "sampled": f.sample,
+                         "passing_sample_rows": f.passing, "few_matches": f.few_matches} for f in self.filters],
         }
 
     def render(self) -> str:
@@ -284,6 +378,9 @@ class Statistics:
             else:
                 lines.append(f"  {g.describe()}")
                 lines += [f"      {p.describe()}" for p in g.pairs]
+        if self.filters:
+            lines.append("pass fractions (share of a relation's tuples that pass a query's filter):")
+            lines += [f"  {f.describe()}" for f in self.filters]
         return "\n".join(lines)
 
     def to_yaml(self, workload: Workload, title: str = "") -> str:
@@ -486,7 +583,14 @@ def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample:
                                                  (used(x.relation), used(y.relation)))
             est.append(pair_est[(x, y)])
         groups.append(group_estimate(classes, est))
-    return Statistics(tuple(rates), tuple(pair_est[k] for k in sorted(pair_est)), tuple(groups), sample, seed, source)
+    filters = []
+    for q in workload.queries:
+        for f in q.filters:
+            if f.relation not in tables:
+                raise DataError(f"no input for relation {f.relation}, which query {q.name} filters")
+            filters.append(filter_estimate(q.name, f, tables[f.relation], rows[f.relation]))
+    return Statistics(tuple(rates), tuple(pair_est[k] for k in sorted(pair_est)), tuple(groups), sample, seed, source,
+                      tuple(filters))
 
 
 def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int | None = DEFAULT_SAMPLE,
@@ -517,7 +621,7 @@ def _with_group_values(workload: Workload, spec: dict[str, Any],
         for c in covering_classes(classes):
             kept[" = ".join(str(a) for a in c)] = v
     spec["selectivities"] = kept
-    return Workload.build(spec["relations"], spec["queries"], spec["selectivities"], spec["defaults"])
+    return Workload.from_spec(spec)
 
 
 def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ...]]:
@@ -576,10 +680,19 @@ def workload_yaml(workload: Workload) -> str:
         lines.append(f"  {r.name}: {{{', '.join(items)}}}")
     if workload.queries:
         lines.append("queries:")
-        lines += [f"  {q.name}: {json.dumps(q.text, ensure_ascii=False)}" for q in workload.queries]
+        lines += [f"  {q.name}: " + (f"{{join: {json.dumps(q.text, ensure_ascii=False)}, "
+                                     f"where: {json.dumps(q.where, ensure_ascii=False)}}}" if q.filters
+                                     else json.dumps(q.text, ensure_ascii=False)) for q in workload.queries]
     if workload.selectivities:
         lines.append("selectivities:")
         lines += [f"  {a} = {b}: {num(v)}" for (a, b), v in workload.selectivities]
+    fractions = [(f"{q.name}.{f.relation}", f.fraction) for q in workload.queries for f in q.filters
+                 if f.fraction is not None]
+    if fractions:
+        lines.append("filters:")
+        lines += [f"  {k}: {num(v)}" for k, v in fractions]
+    if workload.groups:
+        lines.append("groups: [" + ", ".join("[" + ", ".join(g) + "]" for g in workload.groups) + "]")
     return "\n".join(lines) + "\n"
 
 

@@ -178,6 +178,16 @@ TEN_QUERIES: dict[str, str] = {
            "customer(custkey, nationkey)",
 }
 
+#: Figure 7(a) with TPC-H-style selections (DESIGN A7): returned line items, finished orders,
+#: part and supplier key ranges; q4 and q5 filter orders alike, so they may share its steps
+FIG7A_FILTERED_QUERIES: dict[str, dict[str, str]] = {
+    "q1": {"join": FIG7A_QUERIES["q1"], "where": "supplier.suppkey <= 50"},
+    "q2": {"join": FIG7A_QUERIES["q2"], "where": "part.partkey < 1000"},
+    "q3": {"join": FIG7A_QUERIES["q3"], "where": "lineitem.returnflag = 'R' AND part.partkey < 1000"},
+    "q4": {"join": FIG7A_QUERIES["q4"], "where": "orders.orderstatus = 'F' AND lineitem.returnflag IN ('R', 'A')"},
+    "q5": {"join": FIG7A_QUERIES["q5"], "where": "orders.orderstatus = 'F' AND part.partkey BETWEEN 1 AND 500"},
+}
+
 #: defaults of the generated TPC-H workloads: full history (as in the paper), parallelism 4
 WORKLOAD_DEFAULTS = {"window": None, "parallelism": 4, "horizon": 1.0}
 
@@ -378,7 +388,7 @@ def _say(progress: Progress | None, message: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def base_spec(queries: Mapping[str, str]) -> dict[str, Any]:
+def base_spec(queries: Mapping[str, str | Mapping[str, str]]) -> dict[str, Any]:
     """The workload structure of TPC-H queries: every relation with the columns it streams,
     the defaults of :data:`WORKLOAD_DEFAULTS` and a placeholder selectivity 1 (to be replaced
     by statistics)."""
@@ -387,7 +397,7 @@ def base_spec(queries: Mapping[str, str]) -> dict[str, Any]:
             "queries": dict(queries), "selectivities": {}}
 
 
-def tpch_workload(queries: Mapping[str, str], data_dir: str | Path, sample: int | None = None,
+def tpch_workload(queries: Mapping[str, str | Mapping[str, str]], data_dir: str | Path, sample: int | None = None,
                   seed: int = 0):
     """``(workload, statistics)``: TPC-H ``queries`` with rates and selectivities estimated
     from the streams in ``data_dir`` (exact by default)."""
@@ -408,6 +418,9 @@ BUNDLED = {
     "tpch_10q.yaml": ("Ten TPC-H queries: Figure 7(a) plus five with more partly overlapping joins, including\n"
                       "the type-compatible joins lineitem.linestatus = orders.orderstatus and\n"
                       "customer.custkey = nation.nationkey; full history (window null).", TEN_QUERIES),
+    "tpch_fig7a_filtered.yaml": ("Figure 7(a) with TPC-H-style filters (DESIGN A7) on lineitem.returnflag,\n"
+                                 "orders.orderstatus and part/supplier keys; pass fractions estimated from the data.",
+                                 FIG7A_FILTERED_QUERIES),
     "tpch_joins.yaml": ("Every potential TPC-H join of Section VII-A as a two-way query (j01 …), and every pair\n"
                         "such joins can link into one class (i01 …): the pair statistics that\n"
                         "mqjoin.datasets.tpch.random_tpch_workload draws queries from.",
@@ -418,10 +431,12 @@ BUNDLED = {
 
 def write_bundled_workloads(data_dir: str | Path, out_dir: str | Path = WORKLOADS,
                             note: str = "TPC-H SF 0.01 from tpchgen-cli, constant arrivals, lineitem at "
-                                        "10000 tuples/s") -> list[Path]:
-    """(Re)write the bundled TPC-H workload files from the streams in ``data_dir``."""
+                                        "10000 tuples/s", names: Sequence[str] | None = None) -> list[Path]:
+    """(Re)write the bundled TPC-H workload files (or those of ``names``) from the streams in ``data_dir``."""
     out = []
     for name, (title, queries) in BUNDLED.items():
+        if names is not None and name not in names:
+            continue
         w, st = tpch_workload(queries, data_dir)
         text = st.to_yaml(w, title + f"\nRates and selectivities: 'mqjoin stats' over {note}.\n"
                                      f"Re-estimate them for other data: mqjoin stats {name} --data DIR --write OUT.yaml\n")

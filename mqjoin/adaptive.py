@@ -149,17 +149,22 @@ def _finite(x: Any) -> bool:
 @dataclass(frozen=True)
 class QueryChange:
     """One entry of a changelog: queries to add (name → text in paper notation or as
-    equalities) and to remove, submitted at event time ``at``, with selectivities for the
-    classes of added queries (``"R.a = S.a": 0.01``) where the workload has none.
+    equalities, or ``{join: …, where: …}`` with a filter, DESIGN A7) and to remove, submitted
+    at event time ``at``, with selectivities for the classes of added queries (``"R.a = S.a":
+    0.01``) where the workload has none, and the pass fractions of their filters
+    (``filters: {"q9.R": 0.2}``).
 
     >>> QueryChange(at=2.0, add={"q9": "R(a), S(a)"}).describe()
     '+q9'
+    >>> QueryChange(at=2.0, add={"q9": {"join": "R(a), S(a)", "where": "R.x = 1"}}, filters={"q9.R": 0.2}).fractions_of("q9")
+    {'R': 0.2}
     """
 
     at: float
-    add: Mapping[str, str] = field(default_factory=dict)
+    add: Mapping[str, str | Mapping[str, str]] = field(default_factory=dict)
     remove: tuple[str, ...] = ()
     selectivities: Mapping[str, float] = field(default_factory=dict)
+    filters: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _finite(self.at):
@@ -167,6 +172,7 @@ class QueryChange:
         object.__setattr__(self, "add", dict(self.add))
         object.__setattr__(self, "remove", tuple(self.remove))
         object.__setattr__(self, "selectivities", dict(self.selectivities))
+        object.__setattr__(self, "filters", dict(self.filters))
         if not self.add and not self.remove:
             raise AdaptiveError(f"the query change at {self.at:g} s adds and removes nothing")
         both = set(self.add) & set(self.remove)
@@ -176,21 +182,26 @@ class QueryChange:
     def describe(self) -> str:
         return " ".join([f"+{q}" for q in self.add] + [f"−{q}" for q in self.remove])
 
+    def fractions_of(self, query: str) -> dict[str, float]:
+        """Relation → pass fraction of the added ``query``'s filters (from ``filters``)."""
+        return {k.split(".", 1)[1]: v for k, v in self.filters.items() if k.split(".", 1)[0] == query}
+
     def to_dict(self) -> dict[str, Any]:
         return {"at": self.at, "add": dict(self.add), "remove": list(self.remove),
-                "selectivities": dict(self.selectivities)}
+                "selectivities": dict(self.selectivities), **({"filters": dict(self.filters)} if self.filters else {})}
 
 
 def parse_changes(text: str, where: str = "changelog") -> tuple[QueryChange, ...]:
     """A changelog from YAML: a list of ``{at: S, add: {name: query}, remove: [names],
-    selectivities: {equality: value}}``.
+    selectivities: {equality: value}, filters: {query.relation: pass fraction}}`` (a query as
+    in a workload: a text, or ``{join: …, where: …}``).
 
     >>> parse_changes("- {at: 3, add: {q2: 'R(a), S(a)'}}\\n- {at: 9, remove: [q2]}")[1].remove
     ('q2',)
     >>> parse_changes("- {at: 3, drop: [q1]}")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.AdaptiveError: changelog, entry 1: unknown key 'drop' (allowed: at, add, remove, selectivities)
+    mqjoin.errors.AdaptiveError: changelog, entry 1: unknown key 'drop' (allowed: at, add, remove, selectivities, filters)
     """
     import yaml
 
@@ -209,11 +220,14 @@ def parse_changes(text: str, where: str = "changelog") -> tuple[QueryChange, ...
         if not isinstance(d, Mapping):
             raise AdaptiveError(f"{here} must be a mapping with 'at' and 'add' and/or 'remove'")
         for key in d:
-            if key not in ("at", "add", "remove", "selectivities"):
-                raise AdaptiveError(f"{here}: unknown key {key!r} (allowed: at, add, remove, selectivities)")
+            if key not in ("at", "add", "remove", "selectivities", "filters"):
+                raise AdaptiveError(f"{here}: unknown key {key!r} (allowed: at, add, remove, selectivities, filters)")
         add, remove, sel = d.get("add") or {}, d.get("remove") or [], d.get("selectivities") or {}
-        if not isinstance(add, Mapping) or not all(isinstance(v, str) for v in add.values()):
-            raise AdaptiveError(f"{here}: 'add' must map query names to query texts")
+        fractions = d.get("filters") or {}
+        if not isinstance(add, Mapping) or not all(isinstance(v, (str, Mapping)) for v in add.values()):
+            raise AdaptiveError(f"{here}: 'add' must map query names to query texts (or {{join: …, where: …}})")
+        if not isinstance(fractions, Mapping):
+            raise AdaptiveError(f"{here}: 'filters' must map query.relation to pass fractions")
         if isinstance(remove, str):
             remove = [remove]
         if not isinstance(remove, list):
@@ -222,7 +236,7 @@ def parse_changes(text: str, where: str = "changelog") -> tuple[QueryChange, ...
             raise AdaptiveError(f"{here}: 'selectivities' must map equalities to numbers")
         try:
             out.append(QueryChange(d.get("at"), {str(n): t for n, t in add.items()}, tuple(map(str, remove)),
-                                   dict(sel)))
+                                   dict(sel), {str(k): v for k, v in fractions.items()}))
         except AdaptiveError as e:
             raise AdaptiveError(f"{here}: {e}") from None
     return tuple(out)
@@ -277,7 +291,7 @@ def lifetimes(workload: Workload, changes: Iterable[QueryChange],
                 raise AdaptiveError(f"the change at {ch.at:g} s adds {name}, a name already used; give the new "
                                     f"query a new name")
             try:
-                full = full.with_query(name, text)
+                full = full.with_query(name, text, ch.fractions_of(name))
                 for eq, v in ch.selectivities.items():
                     full = full.with_selectivity(eq, v)
             except WorkloadError as e:

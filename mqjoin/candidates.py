@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Iterable, Iterator, Mapping, Union
 
 from .cost import broadcast_factor, memory_tuples, store_parallelism, unit_step_cost
+from .filters import Selection
 from .workload import Attr, JoinClass, Query, Workload, is_connected, restrict_classes
 
 # --------------------------------------------------------------------------------------------
@@ -44,20 +45,25 @@ class MIR:
 
     A size-1 MIR is a base relation.  ``ambiguous`` lists attribute names that several of
     its relations declare (only used to render partition attributes unambiguously).
+    ``selection``: what it keeps of its filtered relations (DESIGN A7; part of its identity,
+    so differently filtered stores are different stores).
     """
 
     relations: tuple[str, ...]
     classes: tuple[JoinClass, ...]
     ambiguous: frozenset[str] = field(default=frozenset(), compare=False, hash=False, repr=False)
+    selection: tuple[Selection, ...] = ()
 
     @staticmethod
-    def of(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass]) -> "MIR":
+    def of(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+           selection: Iterable[Selection] = ()) -> "MIR":
         rels = tuple(sorted(set(relations)))
         names: dict[str, int] = {}
         for r in rels:
             for a in workload.relation(r).attributes:
                 names[a] = names.get(a, 0) + 1
-        return MIR(rels, restrict_classes(classes, rels), frozenset(a for a, n in names.items() if n > 1))
+        return MIR(rels, restrict_classes(classes, rels), frozenset(a for a, n in names.items() if n > 1),
+                   tuple(sorted((s for s in selection if s.relation in rels), key=lambda s: s.relation)))
 
     @cached_property
     def relation_set(self) -> frozenset[str]:
@@ -69,6 +75,10 @@ class MIR:
 
     @cached_property
     def label(self) -> str:
+        if self.selection:  # V⟨V.x < 10⟩, (V⟨V.x < 10⟩⋈W)
+            sel = {s.relation: f"⟨{s}⟩" for s in self.selection}
+            parts = [r + sel.get(r, "") for r in self.relations]
+            return parts[0] if self.is_base else "(" + "⋈".join(parts) + ")"
         if all(len(r) == 1 for r in self.relations):
             return "".join(self.relations)
         if self.is_base:
@@ -95,7 +105,8 @@ class MIR:
         return f"MIR({self.label})"
 
     def sort_key(self) -> tuple:
-        return (len(self.relations), self.relations, tuple(c.members for c in self.classes))
+        return (len(self.relations), self.relations, tuple(c.members for c in self.classes),
+                tuple(str(s) for s in self.selection))
 
 
 #: who a probe order answers: a query (by name) or a materialised MIR (its sub-query)
@@ -150,6 +161,12 @@ class Step:
         return frozenset().union(*(m.relation_set for m in self.prefix))
 
     @cached_property
+    def selection(self) -> tuple[Selection, ...]:
+        """The selections of the prefix's and the target's relations (their pass fractions
+        enter the step's cost, DESIGN A7)."""
+        return tuple(s for m in self.prefix + (self.target,) for s in m.selection)
+
+    @cached_property
     def known(self) -> frozenset[Attr]:
         """Canonical target attributes whose class has a member in the prefix (``χ = 1``)."""
         out = set()
@@ -191,11 +208,17 @@ class Step:
 # --------------------------------------------------------------------------------------------
 
 
-def _join_of(owner: Owner, workload: Workload) -> tuple[frozenset[str], tuple[JoinClass, ...]]:
+def _join_of(owner: Owner, workload: Workload) -> tuple[frozenset[str], tuple[JoinClass, ...], tuple[Selection, ...]]:
     if isinstance(owner, MIR):
-        return owner.relation_set, owner.classes
+        return owner.relation_set, owner.classes, owner.selection
     q = workload.query(owner)
-    return q.relation_set, q.classes
+    return q.relation_set, q.classes, workload.selections(owner)
+
+
+def owner_selection(owner: Owner, workload: Workload) -> tuple[Selection, ...]:
+    """What an owner's stores keep of its filtered relations (DESIGN A7): the query's
+    selections (group unions), or the MIR's own."""
+    return _join_of(owner, workload)[2]
 
 
 def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
@@ -215,9 +238,11 @@ def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
 
 
 def iter_mirs(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
-              max_size: int | None = None) -> Iterator[MIR]:
-    """MIRs of a join: its connected proper subsets with the classes restricted to them,
-    smallest first.  ``max_size=1`` gives only the base relations (MIRs disabled)."""
+              max_size: int | None = None, selection: Iterable[Selection] = ()) -> Iterator[MIR]:
+    """MIRs of a join: its connected proper subsets with the classes (and the join's
+    ``selection``) restricted to them, smallest first.  ``max_size=1`` gives only the base
+    relations (MIRs disabled)."""
+    selection = tuple(selection)
     rels = sorted(set(relations))
     classes = tuple(classes)
     top = len(rels) - 1 if max_size is None else min(max_size, len(rels) - 1)
@@ -225,7 +250,7 @@ def iter_mirs(workload: Workload, relations: Iterable[str], classes: Iterable[Jo
         for subset in itertools.combinations(rels, k):
             restricted = restrict_classes(classes, subset)
             if k == 1 or is_connected(subset, restricted):
-                yield MIR.of(workload, subset, restricted)
+                yield MIR.of(workload, subset, restricted, selection)
 
 
 def iter_probe_orders(relations: Iterable[str], classes: Iterable[JoinClass], start: str,
@@ -253,10 +278,12 @@ def iter_probe_orders(relations: Iterable[str], classes: Iterable[JoinClass], st
     yield from rec(frozenset([start]), ())
 
 
-def steps_of(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload) -> tuple[Step, ...]:
-    """The steps of a probe order of a join with ``classes``."""
+def steps_of(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload,
+             selection: Iterable[Selection] = ()) -> tuple[Step, ...]:
+    """The steps of a probe order of a join with ``classes`` (and ``selection``: the start
+    relation's selection comes from it)."""
     classes = tuple(classes)
-    prefix = [MIR.of(workload, [order.start], ())]
+    prefix = [MIR.of(workload, [order.start], (), selection)]
     rels = {order.start}
     out = []
     for m in order.elements:
@@ -293,7 +320,7 @@ class Candidates:
         seen: set[MIR] = set()
         for owner, by_start in self.orders.items():
             for start, orders in by_start.items():
-                seen.add(MIR.of(self.workload, [start], ()))
+                seen.add(MIR.of(self.workload, [start], (), owner_selection(owner, self.workload)))
                 for o in orders:
                     seen.update(o.elements)
             if isinstance(owner, MIR):
@@ -313,12 +340,12 @@ class Candidates:
         return self.step_cost[step] * broadcast_factor(partition in step.known, self.parallelism(step.target))
 
     def memory(self, store: MIR) -> float:
-        return memory_tuples(self.workload, store.relations, store.classes)
+        return memory_tuples(self.workload, store.relations, store.classes, store.selection)
 
     def order_cost(self, owner: Owner, order: ProbeOrder) -> float:
         """Cost of a partitioned probe order on its own (no sharing)."""
-        classes = owner_classes(owner, self.workload)
-        return sum(self.cost(s, a) for s, a in zip(steps_of(order, classes, self.workload), order.partitions))
+        _, classes, selection = _join_of(owner, self.workload)
+        return sum(self.cost(s, a) for s, a in zip(steps_of(order, classes, self.workload, selection), order.partitions))
 
     @cached_property
     def size(self) -> dict[str, int]:
@@ -341,14 +368,14 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
         owner = pending.pop(0)
         if owner in orders:
             continue
-        rels, classes = _join_of(owner, workload)
-        owner_mirs = list(iter_mirs(workload, rels, classes, max_size))
+        rels, classes, selection = _join_of(owner, workload)
+        owner_mirs = list(iter_mirs(workload, rels, classes, max_size, selection))
         by_start: dict[str, tuple[ProbeOrder, ...]] = {}
         st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
         for start in sorted(rels):
             os_ = tuple(iter_probe_orders(rels, classes, start, owner_mirs))
             by_start[start] = os_
-            st_by_start[start] = tuple(steps_of(o, classes, workload) for o in os_)
+            st_by_start[start] = tuple(steps_of(o, classes, workload, selection) for o in os_)
             for o in os_:
                 for m in o.elements:
                     if not m.is_base and m not in orders:
@@ -381,7 +408,7 @@ def partition_candidates(workload: Workload, store: MIR) -> tuple[Attr, ...]:
     MIR, has a member outside the store (canonical representatives, sorted)."""
     out: set[Attr] = set()
     for q in workload.queries:
-        if not _contains_as_mir(q, store):
+        if not _contains_as_mir(q, store, workload):
             continue
         for c in q.classes:
             inside = [a for a in c.members if a.relation in store.relation_set]
@@ -390,9 +417,10 @@ def partition_candidates(workload: Workload, store: MIR) -> tuple[Attr, ...]:
     return tuple(sorted(out))
 
 
-def _contains_as_mir(q: Query, store: MIR) -> bool:
+def _contains_as_mir(q: Query, store: MIR, workload: Workload) -> bool:
     return (store.relation_set < q.relation_set
-            and restrict_classes(q.classes, store.relations) == store.classes)
+            and restrict_classes(q.classes, store.relations) == store.classes
+            and tuple(s for s in workload.selections(q.name) if s.relation in store.relation_set) == store.selection)
 
 
 def partitioned_orders(cands: Candidates, owner: Owner, start: str) -> Iterator[ProbeOrder]:

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from .errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
 from .options import MODES, POLICIES, SOLVERS, check_options
+from .planners import PLANNERS
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -64,13 +65,14 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
 
 
 def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
-    p.add_argument("--planner", choices=("clash", "mjoin", "tree", "pmjoin"), default=default,
+    p.add_argument("--planner", choices=PLANNERS, default=default,
                    help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
                         "sequences most selective first); tree: one binary join tree per query (every inner node "
-                        "an MIR store); pmjoin: PMJoin's placement of MJoins at the relations' nodes (STREAMJOINOPT) "
-                        "with value-partitioned groups reported beside the plan; for mjoin, tree and pmjoin, "
-                        "--mode mqo means shared" +
-                        (" (default: clash)" if default else " (default: clash, mjoin and tree)"))
+                        "an MIR store); ajoin: AJoin's query groups and iterative join reordering with shared "
+                        "costs (binary trees); pmjoin: PMJoin's placement of MJoins at the relations' nodes "
+                        "(STREAMJOINOPT) with value-partitioned groups reported beside the plan; for mjoin, tree "
+                        "and pmjoin, --mode mqo means shared" +
+                        (" (default: clash)" if default else " (default: clash, mjoin, tree and ajoin)"))
     p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
@@ -157,7 +159,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
 
     if args.adaptive or args.changes or args.static:
-        _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
+        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.ajoin.ajoin_optimizer)
+            _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
     if budget and args.engine != "reference":
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
@@ -247,6 +250,9 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
     if args.engine == "spark":
+        if args.planner == "ajoin":
+            raise OptionError("--planner ajoin with --changes re-plans on the reference engine; leave out "
+                              "--engine spark, or use --planner clash")
         d = _run_spark(args, w, None, policy=policy, changes=changes)
         run = d.snapshot()
         tables = d.tables
@@ -255,7 +261,12 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         from .runtime.adaptive import run_adaptive
 
         tables = read_inputs(full, args.data)
-        run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0)
+        optimizer = None
+        if args.planner == "ajoin":
+            from .ajoin import ajoin_optimizer
+
+            optimizer = ajoin_optimizer()
+        run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0, optimizer=optimizer)
         write_results(full, run.results, args.out)
         summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
     if args.check:
@@ -371,16 +382,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .planners import check_planner
 
     w = _workload(args.workload)
-    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree")
+    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree", "ajoin")
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
     pmjoin = _pmjoin_options(args, w, args.planner or "clash")
     rows = []
     for planner in planners:
         # CLASH in every mode; MJoin and trees optimise no workload jointly (mqo = shared): two modes
-        modes = ("individual", "shared", "mqo") if planner == "clash" else ("individual", "shared")
+        modes = ("individual", "shared", "mqo") if planner in ("clash", "ajoin") else ("individual", "shared")
         shape = args.tree_shape or "best" if planner == "tree" else None
-        mirs = not args.no_mirs or (planner in ("tree", "pmjoin") or (planner == "mjoin" and args.decompose))
+        mirs = not args.no_mirs or (planner in ("tree", "ajoin", "pmjoin") or (planner == "mjoin" and args.decompose))
         for pol in ("single", "replicas"):
             for mode in modes:
                 r = optimize(w, mode=mode, partitioning=pol, mirs=mirs if planner != "clash" else not args.no_mirs,

@@ -23,6 +23,7 @@ from .workload import Attr, JoinClass, Workload
 
 if TYPE_CHECKING:  # candidates imports this module
     from .candidates import Step
+    from .filters import Selection
 
 
 
@@ -36,12 +37,17 @@ def is_close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass]) -> float:
-    """``|⋈P| = Π λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (DESIGN A2)."""
+def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+              selection: Iterable["Selection"] = ()) -> float:
+    """``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (DESIGN
+    A2, A7): ``f_R`` the pass fraction of ``R``'s selection, 1 for an unfiltered relation."""
     rels = frozenset(relations)
     size = 1.0
     for r in sorted(rels):
         size *= workload.rate(r)
+    for sel in selection:
+        if sel.relation in rels:
+            size *= sel.fraction
     for c in classes:
         k = c.count_in(rels)
         if k >= 2:
@@ -55,10 +61,11 @@ def window_of(workload: Workload, relations: Iterable[str]) -> float:
     return min(finite) if finite else workload.defaults.horizon
 
 
-def memory_tuples(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass]) -> float:
+def memory_tuples(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+                  selection: Iterable["Selection"] = ()) -> float:
     """Memory of one store replica in tuples: ``|⋈M| · w_M`` (DESIGN A5)."""
     rels = frozenset(relations)
-    return join_size(workload, rels, classes) * window_of(workload, rels)
+    return join_size(workload, rels, classes, selection) * window_of(workload, rels)
 
 
 def broadcast_factor(known: bool, parallelism: int) -> int:
@@ -94,7 +101,7 @@ def unit_step_cost(workload: Workload, step: "Step") -> float:
     >>> unit_step_cost(w, Step((R,), S, w.query("q").classes))
     100.0
     """
-    return join_size(workload, step.prefix_relations, step.classes) / len(step.prefix_relations)
+    return join_size(workload, step.prefix_relations, step.classes, step.selection) / len(step.prefix_relations)
 
 
 def step_cost(workload: Workload, step: "Step", partition: Attr, parallelism: int) -> float:

@@ -67,6 +67,10 @@ class SelectivityError(WorkloadError):
     """A selectivity is missing, out of (0, 1], or given inconsistently."""
 
 
+class FilterError(WorkloadError):
+    """A query filter (DESIGN A7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
+
+
 class ValueRangeError(WorkloadError):
     """A rate, window, parallelism or horizon is out of its allowed range."""
 

@@ -81,9 +81,9 @@ class OptimizeResult:
     plan: Plan
     ilp: IlpStats
     mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
-    planner: str = "clash"  # clash (the ILP), mjoin or tree (mqjoin.planners)
+    planner: str = "clash"  # clash (the ILP), mjoin, tree or ajoin (mqjoin.planners, mqjoin.ajoin)
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
-    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree)
+    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
     pmjoin: Any = None  # planner pmjoin: the mqjoin.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
 
@@ -103,6 +103,7 @@ class OptimizeResult:
             "planner": self.planner,
             **({"tree_shape": self.tree_shape} if self.tree_shape else {}),
             **({"trees": dict(self.trees)} if self.trees is not None else {}),
+            **({"groups": [list(g) for g in self.workload.groups]} if self.workload.groups else {}),
             "mode": self.mode,
             "partitioning": self.partitioning,
             "mirs": self.mirs,
@@ -139,6 +140,8 @@ class OptimizeResult:
         for s in self.plan.stores:
             lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
         i = self.ilp
+        if self.workload.groups:
+            lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
         if self.planner != "clash":
             lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
             lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
@@ -208,6 +211,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
+    # each query alone, as if it were the only one: no query groups (DESIGN A7)
+    workload = workload.with_groups(())
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []
     deadline = None if time_limit is None else time.perf_counter() + time_limit

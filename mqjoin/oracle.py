@@ -40,7 +40,8 @@ def query_results(workload: Workload, query: Query, tables: Mapping[str, Table])
                 order.append(r)
                 break
     windows = {r: workload.window(r) for r in order}
-    partial: list[dict[str, int]] = [{order[0]: i} for i in range(len(tables[order[0]]))]
+    passing = {r: _passing(query, r, tables[r]) for r in order}  # DESIGN A7: the query's filter
+    partial: list[dict[str, int]] = [{order[0]: i} for i in passing[order[0]]]
     for k, r in enumerate(order[1:], start=1):
         t = tables[r]
         joined = order[:k]
@@ -54,7 +55,7 @@ def query_results(workload: Workload, query: Query, tables: Mapping[str, Table])
             if others:
                 conds.append((others[0], mine.name))
         index: dict[tuple, list[int]] = {}
-        for i in range(len(t)):
+        for i in passing[r]:
             key = tuple(t.columns[name][i] for _, name in conds)
             if None not in key:
                 index.setdefault(key, []).append(i)
@@ -77,6 +78,15 @@ def query_results(workload: Workload, query: Query, tables: Mapping[str, Table])
                for c in query.classes):
             out.add(tuple(p[r] for r in query.relations))
     return out
+
+
+def _passing(query: Query, relation: str, table: Table) -> range | list[int]:
+    """The rows of ``relation`` that pass ``query``'s filter on it (all rows when unfiltered)."""
+    f = query.filter_of(relation)
+    if f is None:
+        return range(len(table))
+    cols = {c.attr.name: table.columns[c.attr.name] for c in f.comparisons}
+    return [i for i in range(len(table)) if f.passes({a: col[i] for a, col in cols.items()})]
 
 
 def _windows_ok(p: Mapping[str, int], tables: Mapping[str, Table], windows: Mapping[str, float | None]) -> bool:
@@ -137,7 +147,7 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], cha
                 raise AdaptiveError(f"the change at {ch.at:g} s removes {name}, which is not a query of the run")
             span[name][1] = active_from
         for name, text in ch.add.items():
-            full = full.with_query(name, text)
+            full = full.with_query(name, text, ch.fractions_of(name))
             for equality, value in ch.selectivities.items():
                 full = full.with_selectivity(equality, value)
             span[name] = [active_from, math.inf]

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, steps_of
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, owner_selection, steps_of
+from .filters import Selection, parse_where
 from .cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
 from .errors import MqjoinError, PlanError
 from .workload import Attr, JoinClass, Workload
@@ -192,10 +193,10 @@ def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
     for s in plan.stores:
         if s.mir.is_base:
             continue
-        key = (s.namespace, s.mir.relations, tuple(c.members for c in s.mir.classes))
+        key = (s.namespace, s.mir.relations, tuple(c.members for c in s.mir.classes), s.mir.selection)
         if key not in seen:
             classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
-            seen[key] = memory_tuples(w, s.mir.relations, classes)
+            seen[key] = memory_tuples(w, s.mir.relations, classes, s.mir.selection)
     return sum(seen.values())
 
 
@@ -561,11 +562,18 @@ def _classes_from(d: list) -> tuple[JoinClass, ...]:
 
 
 def _mir_json(m: MIR) -> dict:
-    return {"relations": list(m.relations), "classes": _classes_json(m.classes)}
+    d = {"relations": list(m.relations), "classes": _classes_json(m.classes)}
+    if m.selection:
+        d["selection"] = [{"relation": s.relation, "filters": [" AND ".join(map(str, cs)) for cs in s.filters],
+                           "fraction": s.fraction} for s in m.selection]
+    return d
 
 
 def _mir_from(d: Mapping, w: Workload) -> MIR:
-    return MIR.of(w, d["relations"], _classes_from(d["classes"]))
+    relations = {r.name: r for r in w.relations}
+    selection = [Selection(s["relation"], tuple(parse_where(f, relations, "plan")[0].comparisons for f in s["filters"]),
+                           float(s["fraction"])) for s in d.get("selection", ())]
+    return MIR.of(w, d["relations"], _classes_from(d["classes"]), selection)
 
 
 def _owner_json(o: Owner) -> Any:
@@ -622,7 +630,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
             sid = f"{sid}#{k}"
         used_ids[sid] = (ns, m, a)
         stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
-                                   memory_tuples(workload, m.relations, m.classes), ns)
+                                   memory_tuples(workload, m.relations, m.classes, m.selection), ns)
     replicas: dict[tuple[str, MIR], list[Store]] = {}
     for (ns, m, _), s in stores.items():
         replicas.setdefault((ns, m), []).append(s)
@@ -639,7 +647,8 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
         classes = owner_classes(c.owner, workload)
         key: tuple = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
-        for s, m, a in zip(steps_of(c.order, classes, workload), c.order.elements, c.order.partitions or ()):
+        selection = owner_selection(c.owner, workload)
+        for s, m, a in zip(steps_of(c.order, classes, workload, selection), c.order.elements, c.order.partitions or ()):
             parent, key = key, (c.namespace, s, a)
             info = node_info.get(key)
             if info is None:
@@ -708,8 +717,8 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     for ns, start in roots:
         root = f"{ns}:{start}" if ns else start
         outs = sources.setdefault(start, [])
-        base = MIR.of(workload, [start], ())
-        for rep in sorted(replicas.get((ns, base), []), key=lambda s: s.partition):
+        bases = [rep for (ns_, m), reps in replicas.items() if ns_ == ns and m.relations == (start,) for rep in reps]
+        for rep in sorted(bases, key=lambda s: (s.partition, s.mir.sort_key())):
             lab = label()
             edges.append(Edge(lab, source_id(start), rep.id, "ingest", (start,), rep.partition))
             rules[rep.id][lab] = StoreRule(lab)

@@ -53,13 +53,13 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .candidates import MIR, Owner, ProbeOrder, Step, partition_candidates, steps_of
+from .candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
 from .cost import is_close, join_size
 from .errors import PlannerError
 from .plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from .workload import Attr, Query, Workload, is_connected, restrict_classes
 
-PLANNERS = ("clash", "mjoin", "tree", "pmjoin")
+PLANNERS = ("clash", "mjoin", "tree", "ajoin", "pmjoin")
 TREE_SHAPES = ("deep", "bushy", "best")
 PLANNER_MODES = ("mqo", "individual", "shared")
 
@@ -119,7 +119,7 @@ def _query(workload: Workload, query: str) -> Query:
 
 def _mir(workload: Workload, q: Query, relations: Iterable[str]) -> MIR:
     rels = tuple(relations)
-    return MIR.of(workload, rels, restrict_classes(q.classes, rels))
+    return MIR.of(workload, rels, restrict_classes(q.classes, rels), workload.selections(q.name))
 
 
 def _linked(q: Query, a: Iterable[str], b: Iterable[str]) -> bool:
@@ -225,8 +225,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
     steps: list[list[Step]] = []
     by_store: dict[MIR, dict[Step, None]] = {}
     for owner, order in owned:
-        classes = owner.classes if isinstance(owner, MIR) else workload.query(owner).classes
-        ss = list(steps_of(order, classes, workload))
+        ss = list(steps_of(order, owner_classes(owner, workload), workload, owner_selection(owner, workload)))
         steps.append(ss)
         for s in ss:
             by_store.setdefault(s.target, {})[s] = None
@@ -256,7 +255,8 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
                  partitioning: str = "single", least_selective_first: bool = False) -> list[Choice]:
     """The partitioned probe orders of one query's operator tree: one per relation of the
     query, and one per relation of every inner non-root node (its MIR's materialisation).
-    Partition candidates come from the query alone (as in ``individual`` mode).
+    Partition candidates come from the query alone (as in ``individual`` mode), or from its
+    query group (DESIGN A7), whose stores it shares.
     ``least_selective_first``: the paper's wrong probing sequence (:func:`probing_sequence`).
 
     >>> from mqjoin.workload import parse_workload
@@ -268,14 +268,31 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
     >>> [(str(c.owner), c.order.render()) for c in tree_choices(w, "q", binary_tree(w, "q", "bushy"))][:3]
     [('q', 'A » B[a] » CD[b]'), ('q', 'B » A[a] » CD[b]'), ('q', 'C » D[c] » AB[b]')]
     """
+    owned = tree_owned_orders(workload, query, tree, least_selective_first)
+    parted = _partitions(workload, workload.restricted_to(workload.group_of(query)), owned, partitioning)
+    return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
+
+
+def tree_owned_orders(workload: Workload, query: str, tree: JoinTree,
+                      least_selective_first: bool = False) -> list[tuple[Owner, ProbeOrder]]:
+    """The unpartitioned probe orders of one query's operator tree with their owners: the
+    query's (one per relation) and every inner non-root node's MIR (its materialisation)."""
     q = _query(workload, query)
     orders = tree_orders(workload, query, tree, least_selective_first)
     owned: list[tuple[Owner, ProbeOrder]] = [(query, o) for o in orders[tree.relations].values()]
     for node in tree.nodes():
         if not node.is_leaf and node is not tree:
             owned.extend((_mir(workload, q, node.relations), o) for o in orders[node.relations].values())
-    parted = _partitions(workload, workload.restricted_to([query]), owned, partitioning)
-    return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
+    return owned
+
+
+def plan_joint_trees(workload: Workload, trees: Mapping[str, JoinTree], partitioning: str = "single") -> Plan:
+    """A plan of one operator tree per query optimised *together* (mode ``mqo``): one
+    namespace, and every store's partition attribute chosen over the steps of all queries
+    (under ``single``, one attribute per store for the whole workload, as the ILP's plans)."""
+    owned = [pair for q in workload.queries for pair in tree_owned_orders(workload, q.name, trees[q.name])]
+    parted = _partitions(workload, workload, owned, partitioning)
+    return build_plan(workload, [Choice(owner, o) for (owner, _), o in zip(owned, parted)], "mqo", partitioning)
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,8 +498,9 @@ def check_planner(planner: str, tree_shape: str | None = None, decompose: bool =
     if mir_budget is not None:
         raise PlannerError(f"an MIR budget limits the CLASH optimiser; the {planner} planner's shape fixes its MIRs "
                            "— leave the budget out")
-    if not mirs and (planner in ("tree", "pmjoin") or decompose):
+    if not mirs and (planner in ("tree", "ajoin", "pmjoin") or decompose):
         what = {"tree": "a binary tree materialises every inner node",
+                "ajoin": "an AJoin plan (binary trees) materialises every inner node",
                 "pmjoin": "PMJoin materialises every MJoin operator's output that feeds another"}.get(
             planner, "a decomposed MJoin materialises its parts")
         raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
@@ -506,6 +524,10 @@ def operator_trees(workload: Workload, planner: str, tree_shape: str | None = No
         return {q.name: mjoin_tree(workload, q.name, decompose) for q in workload.queries}
     if planner == "tree":
         return {q.name: binary_tree(workload, q.name, tree_shape or "best") for q in workload.queries}
+    if planner == "ajoin":  # each query alone (modes individual and shared; mqo groups and shares)
+        from .ajoin import join_trees
+
+        return {q.name: join_trees(workload.restricted_to([q.name]))[q.name] for q in workload.queries}
     raise PlannerError(f"the {planner} planner has no rule-made operator trees (clash: an ILP; pmjoin: "
                        "mqjoin.pmjoin places them)")
 
@@ -585,12 +607,20 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
         report = pmjoin_report(workload, pmjoin or PMJoinOptions())
         plan = pmjoin_plan(workload, report, mode, partitioning)
         rendered = {qp.query: str(qp.tree) for qp in report.queries}
+    elif planner == "ajoin" and mode == "mqo":  # AJoin's groups and shared-cost reordering
+        from .ajoin import ajoin
+
+        planned = ajoin(workload)
+        workload, trees = planned.workload, dict(planned.trees)
+        plan = planned.plan(partitioning)
+        rendered = {q: str(t) for q, t in trees.items()}
     else:
+        workload = workload.with_groups(())  # each query alone
         trees = operator_trees(workload, planner, tree_shape, decompose)
         plan = plan_trees(workload, trees, mode, partitioning)
         rendered = {q: str(t) for q, t in trees.items()}
     seconds = time.perf_counter() - t0
-    solver = {"mjoin": "mjoin", "pmjoin": "streamjoinopt"}.get(planner, f"dp-{tree_shape or 'best'}")
+    solver = {"mjoin": "mjoin", "ajoin": "ajoin-idp", "pmjoin": "streamjoinopt"}.get(planner, f"dp-{tree_shape or 'best'}")
     stats = IlpStats(variables=0, constraints=0, binaries=0, components=len(workload.queries),
                      build_seconds=seconds, solve_seconds=0.0, status="optimal", gap=0.0,
                      objective=plan.probe_cost, solver=solver)

@@ -141,12 +141,7 @@ def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[st
     if not d.is_dir():
         raise DataError(f"data directory {str(d)!r} does not exist")
     needed = tuple(relations) if relations is not None else workload.used_relations
-    used_attrs: dict[str, set[str]] = {r: set() for r in needed}
-    for q in workload.queries:
-        for c in q.classes:
-            for a in c.members:
-                if a.relation in used_attrs:
-                    used_attrs[a.relation].add(a.name)
+    used_attrs = workload.input_attributes()
     out = {}
     for r in needed:
         pq_path, csv_path = d / f"{r}.parquet", d / f"{r}.csv"

@@ -34,10 +34,11 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from .errors import (
     DisconnectedQueryError,
+    FilterError,
     SelectivityError,
     SelfJoinError,
     UnknownAttributeError,
@@ -46,6 +47,9 @@ from .errors import (
     WorkloadError,
     WorkloadSyntaxError,
 )
+
+if TYPE_CHECKING:  # filters imports this module
+    from .filters import Filter, Selection
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _IDENT_RE = re.compile(rf"^{_IDENT}$")
@@ -201,16 +205,34 @@ class Relation:
 
 @dataclass(frozen=True)
 class Query:
-    """A continuous equi-join query: its relations (as written) and its equivalence classes."""
+    """A continuous equi-join query: its relations (as written), its equivalence classes and
+    its filters (DESIGN A7: one conjunction per filtered relation, sorted by relation)."""
 
     name: str
     text: str
     relations: tuple[str, ...]
     classes: tuple[JoinClass, ...]
+    filters: tuple["Filter", ...] = ()
 
     @cached_property
     def relation_set(self) -> frozenset[str]:
         return frozenset(self.relations)
+
+    @property
+    def where(self) -> str:
+        """The filters as a ``where`` text ('' when unfiltered)."""
+        return " AND ".join(str(f) for f in self.filters)
+
+    def filter_of(self, relation: str) -> "Filter | None":
+        for f in self.filters:
+            if f.relation == relation:
+                return f
+        return None
+
+    def passes(self, relation: str, values: Mapping[str, Any]) -> bool:
+        """Whether a tuple of ``relation`` (attribute → value) passes this query's filter."""
+        f = self.filter_of(relation)
+        return f is None or f.passes(values)
 
     def class_of(self, attr: Attr) -> JoinClass | None:
         for c in self.classes:
@@ -219,7 +241,7 @@ class Query:
         return None
 
     def __repr__(self) -> str:
-        return f"Query({self.name}: {self.text})"
+        return f"Query({self.name}: {self.text}{' WHERE ' + self.where if self.filters else ''})"
 
 
 @dataclass(frozen=True)
@@ -235,7 +257,8 @@ class Defaults:
 
 _DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
 _RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
-_TOP_KEYS = ("defaults", "relations", "queries", "selectivities")
+_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups")
+_QUERY_KEYS = ("join", "where")
 
 
 @dataclass(frozen=True)
@@ -247,6 +270,9 @@ class Workload:
     queries: tuple[Query, ...]
     selectivities: tuple[tuple[tuple[Attr, Attr], float], ...] = ()
     defaults: Defaults = field(default_factory=Defaults)
+    #: query groups (AJoin, DESIGN A7): queries of a group share stores over the union of their
+    #: filters; a query in no group is alone.  Set by a planner (:meth:`with_groups`).
+    groups: tuple[tuple[str, ...], ...] = ()
 
     # -- look-ups -----------------------------------------------------------------------------
 
@@ -340,9 +366,15 @@ class Workload:
                          "parallelism": r.parallelism, **({"node": r.node} if r.node is not None else {})}
                 for r in self.relations
             },
-            "queries": {q.name: q.text for q in self.queries},
+            "queries": {q.name: {"join": q.text, "where": q.where} if q.filters else q.text for q in self.queries},
             "selectivities": {f"{a} = {b}": v for (a, b), v in self.selectivities},
         }
+        fractions = {f"{q.name}.{f.relation}": f.fraction for q in self.queries for f in q.filters
+                     if f.fraction is not None}
+        if fractions:
+            spec["filters"] = fractions
+        if self.groups:
+            spec["groups"] = [list(g) for g in self.groups]
         return spec
 
     def to_yaml(self) -> str:
@@ -383,16 +415,96 @@ class Workload:
         spec["selectivities"][equality] = value
         return self._rebuilt(spec)
 
-    def with_query(self, name: str, text: str) -> "Workload":
-        """Add (or replace) a query written in paper notation or as equalities."""
+    def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
+        """Add (or replace) a query written in paper notation or as equalities, or as
+        ``{join: …, where: …}`` with the pass ``fractions`` of its filters (relation → f).
+
+        >>> w = Workload.build({"R": {"attributes": ["a", "x"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> w.with_query("p", {"join": "R(a), S(a)", "where": "R.x = 1"}, {"R": 0.5}).query("p")
+        Query(p: R(a), S(a) WHERE R.x = 1)
+        """
         spec = self.to_spec()
         spec["queries"][name] = text
+        spec.setdefault("filters", {}).update({f"{name}.{r}": v for r, v in (fractions or {}).items()})
         return self._rebuilt(spec)
 
+    def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
+        """Set the pass fraction of ``query``'s filter on ``relation`` (DESIGN A7)."""
+        spec = self.to_spec()
+        spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
+        return replace(self._rebuilt(spec), groups=self.groups)
+
+    def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
+        """The workload with query groups (AJoin): each group's queries share stores over the
+        union of their filters.  Queries in no group stay alone.
+
+        >>> w = parse_workload('''
+        ... defaults: {selectivity: 0.1}
+        ... relations: {R: {attributes: [a, x]}, S: {attributes: [a]}}
+        ... queries: {q1: {join: "R(a), S(a)", where: "R.x < 5"}, q2: {join: "R(a), S(a)", where: "R.x > 7"}}
+        ... filters: {q1.R: 0.5, q2.R: 0.2}''')
+        >>> w.selection("q1", "R"), w.selection("q1", "S")
+        (R.x < 5, None)
+        >>> g = w.with_groups([["q1", "q2"]])
+        >>> s = g.selection("q1", "R")
+        >>> s, s.fraction, s == g.selection("q2", "R")
+        (R.x < 5 OR R.x > 7, 0.6, True)
+        """
+        out, seen = [], set()
+        for g in groups:
+            g = tuple(sorted(g))
+            for n in g:
+                self.query(n)
+                if n in seen:
+                    raise WorkloadError(f"query {n} is in two groups; a query belongs to one group")
+                seen.add(n)
+            if len(g) > 1:
+                out.append(g)
+        return replace(self, groups=tuple(sorted(out)))
+
+    def group_of(self, query: str) -> tuple[str, ...]:
+        """The query group of ``query`` (itself alone when in no group)."""
+        for g in self.groups:
+            if query in g:
+                return g
+        return (query,)
+
+    @cached_property
+    def _selections(self) -> dict[tuple[str, str], "Selection | None"]:
+        from .filters import Selection
+
+        out: dict[tuple[str, str], Selection | None] = {}
+        for q in self.queries:
+            for f in q.filters:
+                if f.fraction is None:
+                    raise FilterError(
+                        f"query {q.name}: no pass fraction for the filter on {f.relation}; add 'filters: "
+                        f"{{{q.name}.{f.relation}: <value in (0,1]>}}' or estimate it from data with 'mqjoin stats'")
+            members = [self.query(n) for n in self.group_of(q.name)]
+            for r in q.relations:
+                filters = [m.filter_of(r) for m in members if r in m.relation_set]
+                out[q.name, r] = None if any(f is None for f in filters) else Selection.union(filters)
+        return out
+
+    def selection(self, query: str, relation: str) -> "Selection | None":
+        """What the stores of ``query`` keep of ``relation``: its filter, the union of its
+        group's filters, or ``None`` (everything)."""
+        return self._selections[query, relation]
+
+    def selections(self, query: str) -> tuple["Selection", ...]:
+        """The selections of ``query``'s stores (:meth:`selection`), sorted by relation."""
+        q = self.query(query)
+        return tuple(s for r in sorted(q.relations) if (s := self._selections[query, r]) is not None)
+
     def without_query(self, name: str) -> "Workload":
+        """The workload without query ``name`` (and its pass fractions; it leaves its group)."""
         self.query(name)
         spec = self.to_spec()
         del spec["queries"][name]
+        spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
+        spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
+        spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
         return self._rebuilt(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
@@ -404,12 +516,32 @@ class Workload:
         return self._rebuilt(spec)
 
     def restricted_to(self, query_names: Iterable[str]) -> "Workload":
-        """The workload with only the named queries (relations and statistics unchanged)."""
+        """The workload with only the named queries (relations and statistics unchanged;
+        groups restricted to them)."""
         names = list(query_names)
         for n in names:
             self.query(n)
         keep = set(names)
-        return replace(self, queries=tuple(q for q in self.queries if q.name in keep))
+        return replace(self, queries=tuple(q for q in self.queries if q.name in keep),
+                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1))
+
+    def input_attributes(self) -> dict[str, set[str]]:
+        """Relation → the attributes its queries join on or filter (the columns its input needs).
+
+        >>> w = Workload.from_spec({"relations": {"R": {"attributes": ["a", "x"]}, "S": {"attributes": ["a"]}},
+        ...     "queries": {"q": {"join": "R(a), S(a)", "where": "R.x = 1"}}, "filters": {"q.R": 0.5},
+        ...     "defaults": {"selectivity": 0.1}})
+        >>> sorted(w.input_attributes()["R"])
+        ['a', 'x']
+        """
+        used: dict[str, set[str]] = {r.name: set() for r in self.relations}
+        for q in self.queries:
+            for c in q.classes:
+                for a in c.members:
+                    used[a.relation].add(a.name)
+            for f in q.filters:
+                used[f.relation].update(c.attr.name for c in f.comparisons)
+        return used
 
     def selectivity_of(self, a: Attr, b: Attr) -> float | None:
         """The explicit selectivity given for ``a = b`` (``None`` when not given)."""
@@ -601,20 +733,59 @@ def _build(data: Mapping[str, Any]) -> Workload:
             explicit[pair] = (v, key)
 
     qspec = _mapping(data.get("queries"), "queries")
+    texts: dict[str, tuple[str, str | None]] = {}
     for qname, text in qspec.items():
         qname = str(qname)
         if not _IDENT_RE.match(qname):
             hint = (" — in a {...} flow mapping, quote a query that contains commas: q1: \"R(a), S(a)\""
                     if text is None else "")
             raise WorkloadSyntaxError(f"query name {qname!r} is not an identifier (letters, digits, _){hint}")
-        if not isinstance(text, str):
-            raise WorkloadSyntaxError(
-                f"query {qname}: expected a string such as 'R(a), S(a,b)' or 'R.a = S.a', got {text!r}")
-    queries = [_resolve_query(str(n), t, by_name, explicit, defaults) for n, t in qspec.items()]
+        texts[qname] = _query_texts(qname, text)
+    fractions = _filter_fractions(_mapping(data.get("filters"), "filters"), texts)
+    queries = [_resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
 
     _check_pair_consistency(queries)
+    _check_filter_consistency(queries)
     sel = tuple(sorted(((pair, v) for pair, (v, _) in explicit.items()), key=lambda t: t[0]))
-    return Workload(tuple(relations), tuple(queries), sel, defaults)
+    groups = data.get("groups") or ()
+    if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
+        raise WorkloadSyntaxError(f"groups must be a list of lists of query names, got {groups!r}")
+    return Workload(tuple(relations), tuple(queries), sel, defaults).with_groups(groups)
+
+
+def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
+    """A query's ``join`` text and ``where`` text (``None``: no filter) from its YAML value."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, Mapping):
+        _check_keys(value, _QUERY_KEYS, f"query {name}")
+        join, where = value.get("join"), value.get("where")
+        if not isinstance(join, str):
+            raise WorkloadSyntaxError(f"query {name}: 'join' must be a string such as 'R(a), S(a,b)', got {join!r}")
+        if where is not None and not isinstance(where, str):
+            raise FilterError(f"query {name}: 'where' must be a string such as 'R.x < 10', got {where!r}")
+        return join, where
+    raise WorkloadSyntaxError(
+        f"query {name}: expected a string such as 'R(a), S(a,b)' or 'R.a = S.a', or a mapping "
+        f"{{join: ..., where: ...}}, got {value!r}")
+
+
+def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, str | None]]) -> dict[tuple[str, str], float]:
+    """``filters: {q4.V: 0.2}`` → {(query, relation): pass fraction}, checked."""
+    out = {}
+    for key, value in spec.items():
+        m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", str(key))
+        if not m:
+            raise FilterError(f"filters: {str(key)!r} is not a key like 'q4.V' (query.relation)")
+        if m.group(1) not in texts:
+            raise FilterError(f"filters: {key!r} names query {m.group(1)!r}, which does not exist")
+        if texts[m.group(1)][1] is None:
+            raise FilterError(f"filters: {key!r} gives a pass fraction, but query {m.group(1)} has no filter")
+        v = _number(value, f"pass fraction of {key!r}")
+        if not (0 < v <= 1):
+            raise FilterError(f"pass fraction of {key!r} must lie in (0, 1], got {value!r}")
+        out[m.group(1), m.group(2)] = v
+    return out
 
 
 def _parse_attr_ref(ref: str, relations: Mapping[str, Relation], where: str) -> Attr:
@@ -695,7 +866,8 @@ class _UnionFind:
 
 
 def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
-                   explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults) -> Query:
+                   explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults,
+                   where_text: str | None = None, fractions: Mapping[tuple[str, str], float] | None = None) -> Query:
     where = f"query {name}"
     stripped = text.strip()
     if not stripped:
@@ -780,7 +952,27 @@ def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
         raise DisconnectedQueryError(
             f"{where} is not connected: {' and '.join('{' + ', '.join(c) + '}' for c in comps)} share no "
             f"join attribute (cross products are not supported); add an equality that links them")
-    return Query(name=name, text=stripped, relations=tuple(order), classes=tuple(classes))
+    return Query(name=name, text=stripped, relations=tuple(order), classes=tuple(classes),
+                 filters=_resolve_filters(where, where_text, order, relations, fractions or {}))
+
+
+def _resolve_filters(where: str, text: str | None, order: list[str], relations: Mapping[str, Relation],
+                     fractions: Mapping[tuple[str, str], float]) -> tuple["Filter", ...]:
+    from .filters import parse_where
+
+    if text is None:
+        return ()
+    filters = parse_where(text, relations, where)
+    name = where.split()[-1]
+    for f in filters:
+        if f.relation not in order:
+            raise FilterError(f"{where}: the filter names {f.relation}, which the query does not join "
+                              f"(it joins {', '.join(order)})")
+    for (q, r) in fractions:
+        if q == name and not any(f.relation == r for f in filters):
+            raise FilterError(f"filters: '{q}.{r}' gives a pass fraction, but query {q} does not filter {r}")
+    return tuple(f.with_fraction(fractions[name, f.relation]) if (name, f.relation) in fractions else f
+                 for f in filters)
 
 
 def _class_selectivity(where: str, group: list[Attr],
@@ -800,6 +992,22 @@ def _class_selectivity(where: str, group: list[Attr],
     raise SelectivityError(
         f"{where}: no selectivity for the class {{{'='.join(str(a) for a in group)}}}; add "
         f"'{pair}: <value in (0,1]>' under selectivities, or set defaults.selectivity")
+
+
+def _check_filter_consistency(queries: list[Query]) -> None:
+    """Queries with the same filter on a relation must give it one pass fraction: their
+    filtered stores are one store (DESIGN A7), with one size."""
+    seen: dict[tuple, tuple[float, str]] = {}
+    for q in queries:
+        for f in q.filters:
+            key = (f.relation, f.comparisons)
+            if f.fraction is None:
+                continue
+            if key in seen and seen[key][0] != f.fraction:
+                raise FilterError(
+                    f"queries {seen[key][1]} and {q.name} give the filter {f} different pass fractions "
+                    f"({seen[key][0]} vs {f.fraction}); one filter has one pass fraction, so make them agree")
+            seen[key] = (f.fraction, q.name)
 
 
 def _check_pair_consistency(queries: list[Query]) -> None:

@@ -4,6 +4,7 @@ nulls, several queries, 3-way and 4-way joins, classes of three members."""
 from __future__ import annotations
 
 import random
+import zlib
 
 from mqjoin.errors import WorkloadError
 from mqjoin.tables import Table
@@ -55,6 +56,46 @@ def cases(n: int, start: int = 0, max_rows: int = 25):
     seed = start
     while len(out) < n:
         c = random_case(seed, max_rows)
+        if c is not None:
+            out.append((seed, *c))
+        seed += 1
+    return out
+
+
+def random_filtered_case(seed: int, max_rows: int = 25, grouped: bool = False):
+    """A :func:`random_case` whose queries carry random filters (DESIGN A7: comparisons with
+    constants of every operator, on join and non-join attributes, pass fractions given), with
+    every query in one query group when ``grouped``; None when the drawn workload is invalid."""
+    case = random_case(seed, max_rows)
+    if case is None:
+        return None
+    w, tables = case
+    rng = random.Random(seed * 7919 + 1)
+    comparisons = ["{} = 1", "{} != 0", "{} < 2", "{} <= 0", "{} > 0", "{} >= 1", "{} IN (0, 2)",
+                   "{} BETWEEN 1 AND 2"]
+    spec = w.to_spec()
+    fractions = {}
+    for q in w.queries:
+        conds = []
+        for r in q.relations:
+            if rng.random() < 0.5:
+                a = rng.choice(w.relation(r).attributes)
+                cond = rng.choice(comparisons).format(f"{r}.{a}")
+                conds.append(cond)
+                fractions[f"{q.name}.{r}"] = 0.3 + 0.1 * (zlib.crc32(cond.encode()) % 5)  # one per filter
+        if conds:
+            spec["queries"][q.name] = {"join": q.text, "where": " AND ".join(conds)}
+    spec["filters"] = fractions
+    if grouped:
+        spec["groups"] = [list(w.query_names)]
+    return Workload.from_spec(spec), tables
+
+
+def filtered_cases(n: int, start: int = 0, max_rows: int = 25, grouped: bool = False):
+    out = []
+    seed = start
+    while len(out) < n:
+        c = random_filtered_case(seed, max_rows, grouped)
         if c is not None:
             out.append((seed, *c))
         seed += 1

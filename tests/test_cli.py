@@ -166,7 +166,7 @@ def test_compare_reproduces_the_readme_table(capsys):
         ("single", "individual", "800.0", "800.0", "8"), ("single", "shared", "800.0", "700.0", "7"),
         ("single", "mqo", "900.0", "500.0", "5"), ("replicas", "individual", "800.0", "800.0", "8"),
         ("replicas", "shared", "800.0", "700.0", "7"), ("replicas", "mqo", "600.0", "600.0", "6")]
-    assert {r[5] for r in rows} == {"clash", "mjoin", "tree"}  # the operator-level planners beside CLASH
+    assert {r[5] for r in rows} == {"clash", "mjoin", "tree", "ajoin"}  # the operator-level planners beside CLASH
     code, out, _ = run_cli(capsys, "compare", "paper_fig3.yaml", "--json", "--no-mirs", "--solver", "cbc")
     d = [r for r in json.loads(out) if r["planner"] == "clash"]
     assert code == 0 and len(d) == 6 and all(r["status"] == "optimal" for r in d)

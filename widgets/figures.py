@@ -321,6 +321,21 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                    "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
                    "customdata": lc, "showlegend": False})
 
+    # filters (DESIGN A7): a σ beside the relation, one per filtering query, in its colour
+    fx, fy, fc, fh = [], [], [], []
+    for r in workload.relations:
+        filtering = [(q, q.filter_of(r.name)) for q in workload.queries if q.filter_of(r.name) is not None]
+        for k, (q, f) in enumerate(filtering):
+            fx.append(round(pos[r.name][0] + 0.035 * (k + 1), 6))
+            fy.append(round(pos[r.name][1] - 0.03, 6))
+            fc.append(colors[q.name])
+            frac = "" if f.fraction is None else f" (pass fraction f = {fmt(f.fraction)})"
+            fh.append(f"{q.name}: {f}{frac}")
+    if fx:
+        traces.append({"type": "scatter", "name": "filters", "x": fx, "y": fy, "mode": "text", "text": ["σ"] * len(fx),
+                       "textfont": {"size": 15, "color": fc}, "hovertext": fh, "hoverinfo": "text",
+                       "showlegend": False})
+
     rx, ry, rt, rh, rs, rc = [], [], [], [], [], []
     for r in workload.relations:
         x, y = pos[r.name]
@@ -329,8 +344,10 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         rt.append(r.name)
         win = "unbounded" if r.window is None else f"{fmt(r.window)} s"
         qs = [q.name for q in workload.queries if r.name in q.relation_set]
+        filters = "".join(f"<br>σ {q.name}: {q.filter_of(r.name)}" for q in workload.queries
+                          if q.filter_of(r.name) is not None)
         rh.append(f"<b>{r.name}</b>({', '.join(r.attributes)})<br>rate {fmt(r.rate)} tuples/s<br>"
-                  f"window {win}<br>parallelism {r.parallelism}<br>queries: {', '.join(qs) or 'none'}"
+                  f"window {win}<br>parallelism {r.parallelism}<br>queries: {', '.join(qs) or 'none'}{filters}"
                   + (f"<br>node {r.node}" if r.node is not None else ""))
         rs.append(round(14 + 4 * math.log10(max(r.rate, 1e-3) + 1), 3))
         rc.append("#2A3F5F" if r.name in used else "#C8D4E3")

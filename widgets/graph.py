@@ -22,6 +22,15 @@ Click a relation in the graph to edit it; click a class label to edit its select
 >>> view.add_button.click()
 >>> "Nope" in view.error.value, view.model.workload.query_names
 (True, ('q1', 'q2'))
+
+A query with a filter (DESIGN A7): its where clause and pass fractions beside the query.
+
+>>> view.query_text.value, view.query_where.value, view.query_fractions.value = "R(a), S(a)", "R.a < 5", "R: 0.3"
+>>> view.add_button.click()
+>>> view.model.workload.query("q3")
+Query(q3: R(a), S(a) WHERE R.a < 5)
+>>> [t["hovertext"] for t in view.figure.data if t.name == "filters"]
+[('q3: R.a < 5 (pass fraction f = 0.3)',)]
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import ipywidgets as W
 from ._controls import set_slider, typeable
 from ._html import error_box, info_box
 from .figures import fmt, new_figure_widget, query_graph_traces, sync_figure
-from .model import ExplorerModel, selectivity_groups
+from .model import ExplorerModel, render_fractions, selectivity_groups
 
 
 def fresh_name(workload) -> str:
@@ -86,6 +95,11 @@ class QueryGraphView(W.VBox):
                                  layout=W.Layout(width="160px"), tooltip="empty: the fresh name shown")
         self.query_text = W.Text(description="query", placeholder="R(a), S(a,b), T(b)   or   R.a = S.a AND S.b = T.b",
                                  layout=W.Layout(width="auto", flex="1"), continuous_update=False)
+        self.query_where = W.Text(description="where", placeholder="optional filter: R.x < 10 AND S.y IN (1, 2)",
+                                  layout=W.Layout(width="auto", flex="1"), continuous_update=False)
+        self.query_fractions = W.Text(description="pass f", placeholder="R: 0.2, S: 0.5",
+                                      layout=W.Layout(width="220px"), continuous_update=False,
+                                      tooltip="pass fraction of the filter on each relation (DESIGN A7)")
         self.add_button = W.Button(description="Add / replace", icon="plus", button_style="primary")
         self.error = W.HTML("")
         self.changes = W.HTML("")
@@ -116,7 +130,8 @@ class QueryGraphView(W.VBox):
                                self.parallelism, self.node, self.mir_parallelism])
         class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2)])
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
-                            W.HBox([self.query_name, self.query_text, self.add_button])])
+                            W.HBox([self.query_name, self.query_text, self.add_button]),
+                            W.HBox([self.query_where, self.query_fractions])])
         editors = W.VBox([relation_box, class_box], layout=W.Layout(width="460px", overflow="visible"))
         graph_box = W.Box([self.figure], layout=W.Layout(flex="1 1 0%", min_width="420px"))
         super().__init__([W.HBox([graph_box, editors]), query_box, self.error, self.status, self.changes])
@@ -168,7 +183,7 @@ class QueryGraphView(W.VBox):
                 keep = self.class_.value if self.class_.value in groups else (groups[0] if groups else None)
                 self.class_.options = groups
                 self.class_.value = keep
-            opts = [(f"{q.name}: {q.text}", q.name) for q in w.queries]
+            opts = [(f"{q.name}: {q.text}" + (f" WHERE {q.where}" if q.filters else ""), q.name) for q in w.queries]
             if list(self.queries.options) != opts:
                 keep = self.queries.value if self.queries.value in w.query_names else None
                 self.queries.options = opts
@@ -251,6 +266,8 @@ class QueryGraphView(W.VBox):
             try:
                 self.query_name.value = q.name
                 self.query_text.value = q.text
+                self.query_where.value = q.where
+                self.query_fractions.value = render_fractions(q)
             finally:
                 self._syncing = False
         self.redraw()
@@ -265,7 +282,7 @@ class QueryGraphView(W.VBox):
         if self._syncing:
             return False
         name = self.query_name.value.strip() or self.query_name.placeholder
-        ok = self.model.add_query(name, self.query_text.value)
+        ok = self.model.add_query(name, self.query_text.value, self.query_where.value, self.query_fractions.value)
         if ok:
             self._syncing = True
             try:

@@ -177,6 +177,36 @@ def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, va
 # --------------------------------------------------------------------------------------------
 
 
+def parse_fractions(text: str) -> dict[str, float]:
+    """Pass fractions typed as ``"V: 0.2, W: 0.5"`` (relation → f).
+
+    >>> parse_fractions("V: 0.2, W:.5"), parse_fractions("")
+    ({'V': 0.2, 'W': 0.5}, {})
+    >>> parse_fractions("V 0.2")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot read the pass fraction 'V 0.2': write relation: fraction, e.g. 'V: 0.2, W: 0.5'
+    """
+    out = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        rel, sep, value = item.partition(":")
+        try:
+            if not sep or not rel.strip():
+                raise ValueError
+            out[rel.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"cannot read the pass fraction {item!r}: write relation: fraction, "
+                             f"e.g. 'V: 0.2, W: 0.5'") from None
+    return out
+
+
+def render_fractions(query) -> str:
+    """A query's pass fractions as :func:`parse_fractions` reads them."""
+    return ", ".join(f"{f.relation}: {f.fraction:g}" for f in query.filters if f.fraction is not None)
+
+
 class ExplorerModel:
     """Workload + options → :class:`OptimizeResult`, with observers (see the module doc).
 
@@ -356,14 +386,21 @@ class ExplorerModel:
         text such as ``"R.a = S.a"``); every class sharing a pair with it follows."""
         return self.edit(lambda w: with_class_selectivity(w, group, value))
 
-    def add_query(self, name: str, text: str) -> bool:
+    def add_query(self, name: str, text: str, where: str = "", fractions: str = "") -> bool:
         """Add (or replace) a query written in paper notation (``R(a), S(a,b)``) or as
-        equalities (``R.a = S.a AND S.b = T.b``)."""
+        equalities (``R.a = S.a AND S.b = T.b``), with an optional filter (``where``, DESIGN A7)
+        and its pass fractions (``"V: 0.2, W: 0.5"``)."""
         name = name.strip()
         if not name:
             self._set("error", "give the query a name (letters, digits, _), e.g. q3")
             return False
-        return self.edit(lambda w: w.with_query(name, text))
+        try:
+            given = parse_fractions(fractions)
+        except ValueError as e:
+            self._set("error", str(e))
+            return False
+        spec = {"join": text, "where": where} if where.strip() else text
+        return self.edit(lambda w: w.with_query(name, spec, given))
 
     def remove_query(self, name: str) -> bool:
         """Remove a query (the last one cannot be removed: a plan needs a query)."""

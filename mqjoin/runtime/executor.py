@@ -330,8 +330,10 @@ class ContainerIndex:
         self.expire(T)
         for s in plan.stores:
             self.establish(layout_of(s), s.mir, epoch, s.parallelism)
-        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base}
-        for r in sorted(retained - base):  # a retained relation whose plan keeps no base store
+        base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base and not s.mir.selection}
+        # a retained relation whose plan keeps no base store of all its tuples (filtered stores,
+        # DESIGN A7, keep only what passes; a query added later may need the rest: history)
+        for r in sorted(retained - base):
             m = MIR.of(w, [r], ())
             self.establish(Layout("", mir_key(m), w.relation(r).attr(w.relation(r).attributes[0])), m, epoch,
                            w.parallelism(r))
@@ -494,9 +496,24 @@ class Executor(ContainerIndex):
             return compiled[label]
 
         self.sources = {r: tuple(fn(lab) for lab in labs) for r, labs in rules.sources.items()}
+        if not self.static:  # feed the history containers of relations kept only filtered (open_epoch)
+            plan = self.schedule.plans[pidx]
+            for r in self.schedule.retained(epoch):
+                if any(s.mir.relations == (r,) and s.mir.selection for s in plan.stores) and \
+                        not any(s.mir.relations == (r,) and not s.mir.selection for s in plan.stores):
+                    for layout in self.by_mir.get(mir_key(MIR.of(self.w, [r], ())), {}).get(epoch, ()):
+                        put = _compile("def put(t):\n    c.insert(t)\n", "put", {"c": self.containers[(layout, epoch)]})
+                        self.sources[r] = self.sources.get(r, ()) + (put,)
         self.refresh()
 
     def _compile_edge(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
+        f = self._compile_rule(rule, pidx, epoch, fn)
+        if rule.admit is None:
+            return f
+        # filters (DESIGN A7): the tuple goes on only when it passes
+        return _compile("def admitted(t):\n    if admit(t):\n        f(t)\n", "admitted", {"admit": rule.admit, "f": f})
+
+    def _compile_rule(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
         if isinstance(rule, Emit):
             raw = self.raw.setdefault((rule.query, rule.order), [])
             counts = self.counts
@@ -582,7 +599,7 @@ class Executor(ContainerIndex):
         lines += ["                ops[2] += len(matches)"] if self.ops is not None else []
         lines += ["                for m in matches:"]
         lines += block(" " * 20, emit)
-        if dynamic and len(rule.mir.relations) > 1:
+        if dynamic and (len(rule.mir.relations) > 1 or rule.mir.selection):
             lines += ["    missing = gaps[0]",
                       "    if missing and not null:",
                       "        g = [e for e in missing if e >= lo]",
@@ -626,7 +643,9 @@ class Executor(ContainerIndex):
         containers were established or dropped)."""
         for rule, groups, epoch, gaps in self.groups:
             groups[:] = self._reach_groups(rule, epoch)
-            gaps[0] = self.missing(rule.layout.mir, epoch) if len(rule.mir.relations) > 1 else None
+            # an MIR, or a filtered base store (DESIGN A7), may lack containers in older epochs
+            gaps[0] = self.missing(rule.layout.mir, epoch) if len(rule.mir.relations) > 1 or rule.mir.selection \
+                else None
         self.adhoc.clear()
 
     def _reach_groups(self, rule: Probe, top: int) -> list:

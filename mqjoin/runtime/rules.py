@@ -14,6 +14,11 @@ looking at the plan again:
   partition), and the edges its results travel on (``outs``);
 * :class:`Emit` — the tuple is a result of a query, reordered to the query's relations.
 
+Filters (DESIGN A7) are :class:`Admit` values on these rules: an input tuple enters a base
+store, or starts a probe order, only when it passes the store's (or the order's start)
+selection, and a result is emitted only when every tuple passes its query's own filter (a
+query group's stores keep the union of its members' filters).
+
 Tuples are tuples of *base tuples* ``(row, ts, attribute values…)``, one per relation of
 the travelling layout; a position is ``(component, field)``.  Which containers of which
 epochs a probe reaches (its own epoch's and older ones, iteratively through older stores
@@ -50,6 +55,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..candidates import MIR
 from ..errors import DataError, PlanError
+from ..filters import Comparison, Selection
 from ..plan import Plan, ProbeRule, Store, output_query, route_attribute
 from ..tables import Table
 from ..workload import Attr, JoinClass, Workload
@@ -63,6 +69,7 @@ class MirKey(NamedTuple):
 
     relations: tuple[str, ...]
     classes: tuple[tuple[Attr, ...], ...]
+    selection: tuple[tuple, ...] = ()  # Selection.key of each filtered relation
 
 
 class Layout(NamedTuple):
@@ -74,7 +81,7 @@ class Layout(NamedTuple):
 
 
 def mir_key(m: MIR) -> MirKey:
-    return MirKey(m.relations, tuple(c.members for c in m.classes))
+    return MirKey(m.relations, tuple(c.members for c in m.classes), tuple(s.key for s in m.selection))
 
 
 def layout_of(s: Store) -> Layout:
@@ -121,13 +128,8 @@ def field_positions(workload: Workload) -> dict[str, dict[str, int]]:
 
 
 def join_attributes(workload: Workload) -> dict[str, set[str]]:
-    """Relation → the attributes its queries join on (the columns its input must have)."""
-    used: dict[str, set[str]] = {r.name: set() for r in workload.relations}
-    for q in workload.queries:
-        for c in q.classes:
-            for a in c.members:
-                used[a.relation].add(a.name)
-    return used
+    """Relation → the attributes its queries join on or filter (the columns its input must have)."""
+    return workload.input_attributes()
 
 
 def require_inputs(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str] | None = None) -> None:
@@ -185,6 +187,36 @@ def arrival_order(base: Mapping[str, list[tuple]], rank: Mapping[str, int]) -> l
 
 
 @dataclass(frozen=True)
+class Admit:
+    """Which travelling tuples pass (DESIGN A7): per component, a disjunction of conjunctions
+    of ``(field, comparison)`` its base tuple must satisfy.
+
+    >>> a = admit(("R", "S"), [Selection("S", ((Comparison(Attr("S", "x"), "<", (5,)),),), 0.5)],
+    ...           {"R": {"a": 2}, "S": {"a": 2, "x": 3}})
+    >>> a(((0, 0.0, 1), (0, 0.0, 1, 4))), a(((0, 0.0, 1), (0, 0.0, 1, 9)))
+    (True, False)
+    """
+
+    tests: tuple[tuple[int, tuple[tuple[tuple[int, Comparison], ...], ...]], ...]
+
+    def __call__(self, t: tuple) -> bool:
+        for comp, disjunction in self.tests:
+            b = t[comp]
+            if not any(all(c.holds(b[f]) for f, c in conj) for conj in disjunction):
+                return False
+        return True
+
+
+def admit(layout: tuple[str, ...], selections: Iterable[Selection],
+          fields: Mapping[str, Mapping[str, int]]) -> Admit | None:
+    """The :class:`Admit` of ``selections`` over tuples laid out as ``layout`` (``None``: all pass)."""
+    tests = tuple((layout.index(s.relation),
+                   tuple(tuple((fields[c.attr.relation][c.attr.name], c) for c in conj) for conj in s.filters))
+                  for s in selections if s.relation in layout)
+    return Admit(tests) if tests else None
+
+
+@dataclass(frozen=True)
 class Insert:
     """Keep the travelling tuple in the store container of ``layout`` (``order``: the store's
     relation order as positions of the travelling tuple; None when it is already in order)."""
@@ -193,6 +225,7 @@ class Insert:
     layout: Layout
     mir: MIR
     order: tuple[int, ...] | None
+    admit: Admit | None = None  # an input tuple enters a filtered base store only when it passes
 
 
 @dataclass(frozen=True)
@@ -209,6 +242,7 @@ class Probe:
     route: Position | None  # position of the route into ``layout``'s partitioning; None: broadcast
     windows: tuple[tuple[int, float], ...]  # (component of a stored entry, window) to check
     outs: tuple[str, ...]
+    admit: Admit | None = None  # an input tuple starts a filtered probe order only when it passes
 
     def route_into(self, layout: Layout, fields: Mapping[str, Mapping[str, int]]) -> Position | None:
         """The route of this probe into a container laid out as ``layout`` (a store of another
@@ -227,6 +261,7 @@ class Emit:
     label: str
     query: str
     order: tuple[int, ...]
+    admit: Admit | None = None  # the query's own filters (a group's stores keep their union)
 
 
 EdgeRule = Insert | Probe | Emit
@@ -264,12 +299,14 @@ def plan_rules(plan: Plan, workload: Workload | None = None) -> PlanRules:
     w = workload or plan.workload
     fields = field_positions(w)
     classes_of = {n.edge: n.step.classes for n in plan.nodes}
+    start_of = {n.edge: n.step.prefix[0] for n in plan.nodes}
     edges: dict[str, EdgeRule] = {}
     for e in plan.edges:
         if e.kind in ("ingest", "insert"):
             st = _store(plan, e.target, e.label)
             order = tuple(_index(e.layout, r, e.label) for r in st.mir.relations)
-            edges[e.label] = Insert(e.label, layout_of(st), st.mir, None if order == tuple(range(len(order))) else order)
+            edges[e.label] = Insert(e.label, layout_of(st), st.mir, None if order == tuple(range(len(order))) else order,
+                                    admit(e.layout, st.mir.selection, fields) if e.kind == "ingest" else None)
         elif e.kind == "probe":
             st = _store(plan, e.target, e.label)
             rule = plan.rules.get(e.target, {}).get(e.label)
@@ -282,12 +319,15 @@ def plan_rules(plan: Plan, workload: Workload | None = None) -> PlanRules:
                 key=tuple(position(fields, e.layout, a) for a, _ in rule.predicate),
                 pattern=tuple(position(fields, st.mir.relations, b) for _, b in rule.predicate),
                 route=None if e.route is None else position(fields, e.layout, e.route),
-                windows=windows_of(w, st.mir.relations), outs=tuple(rule.out))
+                windows=windows_of(w, st.mir.relations), outs=tuple(rule.out),
+                admit=admit(e.layout, start_of[e.label].selection, fields) if len(e.layout) == 1 else None)
         elif e.kind == "output":
             query = output_query(e.target)
             if query not in w.query_names:
                 raise PlanError(f"edge {e.label} outputs to query {query}, which the workload does not have")
-            edges[e.label] = Emit(e.label, query, tuple(_index(e.layout, r, e.label) for r in w.query(query).relations))
+            q = w.query(query)
+            edges[e.label] = Emit(e.label, query, tuple(_index(e.layout, r, e.label) for r in q.relations),
+                                  admit(e.layout, [Selection.union([f]) for f in q.filters], fields))
         else:
             raise PlanError(f"edge {e.label} has unknown kind {e.kind!r} (expected ingest, insert, probe or output)")
     for r in edges.values():

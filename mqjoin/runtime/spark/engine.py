@@ -76,12 +76,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ...errors import PlanError
+from ...filters import Selection, sql_condition, sql_literal  # noqa: F401  (sql_literal re-exported)
 from ...plan import Edge, Plan, ProbeRule, Store
 from ...workload import Attr, Workload
 from .source import attr_col, row_col, ts_col
@@ -255,6 +256,12 @@ class StoreEngine:
                                  for k, f in froms.items())
         return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
 
+    def _selected(self, selections: Iterable[Selection], alias: str = "") -> str:
+        """SQL of DESIGN A7 selections over this engine's columns ('' when there are none),
+        to append to a WHERE clause."""
+        return "".join(" AND " + sql_condition(s.filters, lambda a: alias + self.col(a),
+                                               lambda a: self.types[self.col(a)] == "string") for s in selections)
+
     def _input_sql(self, relation: str, where: str = "") -> str:
         """The batch's input tuples of ``relation`` as travelling tuples (``where``: more conditions)."""
         k = self.rank[relation]
@@ -320,6 +327,10 @@ class DeltaJoinEngine(StoreEngine):
         self.on_batch = on_batch
         self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
         self.order, self.incoming, self.parent, self.outputs = wiring(plan)
+        # filters (DESIGN A7): what an input tuple must pass to enter a base store / start a probe order
+        self.admit: dict[str, tuple[Selection, ...]] = {
+            e.label: plan.store[e.target].mir.selection for e in plan.edges if e.kind == "ingest"}
+        self.admit.update({n.edge: n.step.prefix[0].selection for n in plan.nodes if n.parent is None})
         windows = [w for w in self.windows.values()]
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
 
@@ -413,9 +424,10 @@ class DeltaJoinEngine(StoreEngine):
             for e in self.outputs:
                 q = self.w.query(e.target.split(":", 1)[1])
                 rows = ", ".join(row_col(self.rank[r]) for r in q.relations)
+                own = self._selected([Selection.union([f]) for f in q.filters], "t.")
                 per_query.setdefault(q.name, []).append(
                     f"SELECT {sql_literal(q.name)} AS query, array({rows}) AS rows, _seq, _arrival "
-                    f"FROM {self._travelling(e.label, bs)} t")
+                    f"FROM {self._travelling(e.label, bs)} t" + (f" WHERE {own[5:]}" if own else ""))
             union, lat_obs = self._result_frame(per_query, f"{batch_id}_{id(bs)}")
             phase("plan_outputs")
             if union is not None:
@@ -463,7 +475,7 @@ class DeltaJoinEngine(StoreEngine):
         if parent == "missing":
             raise PlanError(f"edge {label} is not reachable from any input or probe rule")
         if parent is None:
-            return f"({self._input_sql(self.plan.edge[label].source.split(':', 1)[1])})"
+            return f"({self._input_sql(self.plan.edge[label].source.split(':', 1)[1], self._selected(self.admit[label]))})"
         return self._probe_result(parent, bs)
 
     def _probe_result(self, label: str, bs: _BatchState) -> str:
@@ -586,11 +598,6 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
     are equal when every result of the batch has the same arrival)."""
     return (committed - float(metrics["mean"]), committed - float(metrics["p05"]),
             committed - float(metrics["min"]))
-
-
-def sql_literal(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def write_overwrite(df: DataFrame, path: str) -> None:

@@ -123,6 +123,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import EngineError
+from ...filters import sql_condition
 from ...workload import Attr, Query, Workload
 from .source import SOURCE_NAME, attr_col, row_col, ts_col
 
@@ -265,6 +266,8 @@ class _Builder:
             for c in q.classes:
                 for a in c.members:
                     self.used.setdefault(a.relation, set()).add(self.col_name(q, a))
+            for f in q.filters:
+                self.used.setdefault(f.relation, set()).update(self.col_name(q, c.attr) for c in f.comparisons)
         self.streams: dict[str, Any] = {}
         self.source = None
 
@@ -300,6 +303,17 @@ class _Builder:
         self.streams[relation] = df
         return df
 
+    def filtered(self, q: Query, relation: str):
+        """Relation ``relation``'s stream restricted to ``q``'s filter on it (DESIGN A7: a WHERE)."""
+        from pyspark.sql import functions as F
+
+        df = self.stream(relation)
+        f = q.filter_of(relation)
+        if f is None:
+            return df
+        return df.where(F.expr(sql_condition([f.comparisons], lambda a: self.col_name(q, a),
+                                             lambda a: self.kinds[self.col_name(q, a)] == "string")))
+
     def query_frame(self, q: Query):
         from pyspark.sql import functions as F
 
@@ -316,14 +330,14 @@ class _Builder:
         def interval(seconds: float):
             return F.make_interval(secs=F.lit(round(seconds + SLACK, 6)).cast("decimal(18,6)"))
 
-        df = self.stream(anchor)
+        df = self.filtered(q, anchor)
         if self.windowed and not windowed:
             df = df.drop(_et(ka))
         joined = [anchor]
         for r in order[1:]:
             k = rank[r]
             wk = w.window(r)
-            right = self.stream(r)
+            right = self.filtered(q, r)
             if self.windowed and not windowed:
                 right = right.drop(_et(k))
             cond = []
