@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 
 from mqjoin.datasets.tpch import SAMPLE
@@ -23,25 +24,21 @@ from mqjoin.widgets import as_workload
 from mqjoin.widgets.deploy_panel import DeployPanel
 
 
-def first_points(panel: DeployPanel, timeout: float) -> tuple[float | None, float | None, list[str]]:
+def first_points(panel: DeployPanel, timeout: float) -> tuple[float | None, float | None]:
     """Seconds until the figure holds a throughput point and a latency point (rows 1 and 2 of
-    the panel's chart), and the status lines seen meanwhile."""
+    the panel's chart)."""
     start = time.time()
-    seen: list[str] = []
     t_first = t_lat = None
     while time.time() - start < timeout and (t_first is None or t_lat is None):
-        status = panel.status.value
-        if not seen or seen[-1] != status:
-            seen.append(status)
         for tr in panel.figure.data:
-            if tr.x is None or not len(tr.x) or tr.name == "input rate target":
+            if tr.x is None or not len(tr.x) or (tr.name or "").startswith("input rate target"):
                 continue
             if tr.yaxis in ("y", None) and t_first is None:
                 t_first = time.time() - start
             if tr.yaxis == "y2" and t_lat is None:
                 t_lat = time.time() - start
         time.sleep(0.02)
-    return t_first, t_lat, seen
+    return t_first, t_lat
 
 
 def main(argv=None) -> int:
@@ -56,13 +53,15 @@ def main(argv=None) -> int:
     for run in range(args.runs):
         panel = DeployPanel(lambda: plan, data=SAMPLE, max_rows_per_batch=200, mode=args.mode,
                             refresh_seconds=0.0)
+        seen: list[str] = []
+        panel.status.observe(lambda ch: seen.append(re.sub("<[^>]+>", "", ch["new"])), "value")
         t0 = time.time()
         d = panel.deploy()
         blocked = time.time() - t0
         if d is None:
             print(f"run {run + 1}: not deployed — {panel.status.value}")
             return 1
-        t_first, t_lat, seen = first_points(panel, args.timeout)
+        t_first, t_lat = first_points(panel, args.timeout)
         d.wait(args.timeout)
         panel.stop()
         rows.append(("cold" if run == 0 else "warm", blocked, None if t_first is None else blocked + t_first,
@@ -73,9 +72,10 @@ def main(argv=None) -> int:
     for k, (kind, blocked, first, lat, _) in enumerate(rows):
         f = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
         print(f"  {k + 1:<6}{kind:<8}{blocked:>11.2f}{f(first):>12}{f(lat):>14}")
-    print("  status lines while waiting (first run):")
-    for s in rows[0][4]:
-        print(f"    {s}")
+    for k in (0, len(rows) - 1) if len(rows) > 1 else (0,):
+        print(f"  status lines of run {k + 1} until its first point:")
+        for line in rows[k][4][:3]:
+            print(f"    {line}")
     return 0
 
 

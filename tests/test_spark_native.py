@@ -220,6 +220,26 @@ def test_native_deployment_results_latency_and_progress(spark, tmp_path):
     assert s["throughput"] > 0 and s["state_rows_max"] >= 0
 
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["native", "mqjoin"])
+def test_summary_of_a_run_without_results(engine, spark, tmp_path):
+    """No tuple joins: the summary says so (no latency) instead of failing on absent columns."""
+    from test_reference import W3
+
+    from mqjoin.runtime.spark.deploy import run_spark
+
+    w = parse_workload(W3)
+    tables = {
+        "R": Table.from_columns("R", {"ts": [0.0, 1.0], "a": [1, 2]}),
+        "S": Table.from_columns("S", {"ts": [0.5], "a": [3], "b": [7]}),
+        "T": Table.from_columns("T", {"ts": [2.0], "b": [8]}),
+    }
+    d = run_spark(optimize(w).plan, tables, tmp_path, spark=spark, engine=engine, timeout=240)
+    s = d.summary()
+    assert s["results"] == {"q": 0} == {q: len(r) for q, r in oracle_results(w, tables).items()}
+    assert s["latency_mean"] is None and s["latency_p95_max"] is None and s["input_tuples"] == 4
+
 SHARED = """
 defaults: {selectivity: 0.5}
 relations:

@@ -143,6 +143,7 @@ class DeployPanel(W.VBox):
         self.guard = RunGuard()
         self._lock = threading.Lock()
         self._last_draw = 0.0
+        self._first_batch: dict[str, str] = {}  # run → its status line, until its first micro-batch
         self.engine = W.ToggleButtons(options=[("plan", "mqjoin"), ("native", "native")], value="mqjoin",
                                       description="engine", style={"button_width": "70px"})
         self.rate = W.FloatLogSlider(value=2000, base=10, min=1, max=6, step=0.1, description="input tuples/s",
@@ -246,8 +247,12 @@ class DeployPanel(W.VBox):
         total = getattr(d, "total", None)
         # the model's estimate describes the synthetic input (a given data set has its own size)
         expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
-        self._set_status("running", f"{label} running — {count(total)} input tuples at {count(self.rate.value)} "
-                         f"tuples/s{expect}" if total else f"{label} running")
+        running = (f"{label} running — {count(total)} input tuples at {count(self.rate.value)} tuples/s{expect}"
+                   if total else f"{label} running")
+        with self._lock:
+            self._first_batch[label] = running
+        self._set_status("running", f"{running} — waiting for the first micro-batch (its Python workers start "
+                         "with it) …")
         self._redraw(force=True)
         return d
 
@@ -293,6 +298,10 @@ class DeployPanel(W.VBox):
                 self._ended()
                 return
         elif kind in ("batch", "query", "progress"):
+            with self._lock:
+                running = self._first_batch.pop(label, None) if kind == "batch" else None
+            if running is not None and st["state"] == "running":
+                self._set_status("running", running)
             if st["state"] == "failed":  # it failed, yet goes on: that report was a warning
                 st.update(state="running", note=f"Spark warned (the run goes on): {st['note'].split(' — ')[0]}")
             if getattr(d, "done", False) and st["state"] == "running":

@@ -35,20 +35,34 @@ so the stateful operator's fixed cost alone is above the whole batch cost of thi
 would pay off only when the state is partitioned over many executors, which needs a grouping
 key every probe of the plan can route by (a plan whose stores all share one partition class).
 
+**Making a batch cheap** (Figure 7(a), SF 0.01, whole input in one batch: 85,305 tuples,
+377,050 results; each change kept, measured on its own):
+
+    results: Python row lists → Arrow list column          1.12–1.63 s
+             arrays from the executor's raw results          0.26 s (conversion included)
+    served columns: the union schema (22 columns)            Spark read 0.20–0.25 s (warm)
+             packed by position and type (9 columns)         the read of 4 columns: 0.09 s
+    source: the whole replay log per Python worker           a new deployment's first read
+             (first use of a path)                           0.8–1.2 s (loaded machine)
+             only the row groups of the batch                as warm: 0.4–0.7 s (same load)
+    garbage collector on during the batch                    1.23–1.54 s CPU
+             paused for the batch (:func:`~mqjoin.gcpause.paused_gc`)  0.98–1.18 s CPU
+
 **Measured** (``benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01 --seconds 100 --batch
-100000``, local[2], load average 1.8–3.7; Flink 2.3 in its own venv on the same input: its
-pyarrow pin < 17 cannot share a process with PySpark 4.3's ≥ 18), whole input in one batch:
+100000 --engines mqo,native`` on local[2] at load average 5–6 from other work on the machine,
+then Flink 2.3 with ``--engines flink`` in its own venv — its pyarrow pin < 17 cannot share a
+process with PySpark 4.3's ≥ 18 — at load 6–7; whole input in one batch):
 
     engine (results equal the oracle)      Figure 7(a): tuples/s  state rows   10 queries: tuples/s  state rows
-    this mode (mqo plan)                   21,068                 221,680      17,462                298,355
-    distributed mode (mqo plan)             4,030 (9 jobs, 113 stages)         3,744 (23 jobs, 179 stages)
-    native, one streaming query             6,007                 417,555       4,560                877,599
-    Flink 2.3, one StatementSet, par. 2    22,226                 417,555      20,406                877,599
+    this mode (mqo plan)                   45,764                 221,680      49,802                298,355
+    native, one streaming query             4,418                 417,555       3,047                877,599
+    Flink 2.3, one StatementSet, par. 2    14,700                 417,555      15,800                877,599
 
-Where a whole-input batch of Figure 7(a) goes (3.8 s): reading the batch to the driver 0.82 s,
-the executor 1.10 s (85,305 tuples, 675,153 probe messages, 377,050 results), writing the
-results 1.63 s (building 377k row lists and their Parquet file), the state journal 0.12 s.
-5,000-row batches: 15,500 tuples/s (0.3 s per batch; the DataFrame mode took ~8 s).
+(the previous session's quiet-machine run: this mode 21,068 / 17,462 before the changes above,
+the distributed mode 4,030 / 3,744 with 9 / 23 jobs and 113 / 179 stages per batch, native
+6,007 / 4,560, Flink 22,226 / 20,406).  Where a whole-input batch of Figure 7(a) goes now
+(1.64 s at load 5): reading the batch to the driver 0.75 s, the executor 0.51 s (675,153 probe
+messages), writing the results 0.26 s, the state journal 0.06 s, the rest 0.06 s.
 """
 
 from __future__ import annotations
