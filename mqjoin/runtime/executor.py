@@ -422,7 +422,7 @@ class Executor(ContainerIndex):
         self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
-        self.raw: dict[tuple, list] = {}  # (query, Emit order) → results as travelling tuples, or (trigger, tuple)
+        self.raw: dict[tuple, list] = {}  # (query, Emit order) → results: row indices, after the trigger if kept
         self.counts: Counter = Counter()
         self.counters: dict[tuple[int, str], list[int]] = {}  # (plan index, probe edge) → messages
         self.history = [0]  # messages of iterative probing
@@ -520,11 +520,12 @@ class Executor(ContainerIndex):
             q = rule.query
             if not self.collect:
                 return _compile(f"def out(t):\n    counts[{q!r}] += 1\n", "out", {"counts": counts})
-            if self.triggers:
-                return _compile(f"def out(t):\n    append((trigger[0], t))\n    counts[{q!r}] += 1\n", "out",
-                                {"append": raw.append, "counts": counts, "trigger": self.trigger})
-            return _compile(f"def out(t):\n    append(t)\n    counts[{q!r}] += 1\n", "out",
-                            {"append": raw.append, "counts": counts})
+            # the result's row indices in the query's relation order, made at emission (the
+            # travelling tuple can go at once)
+            rows = "".join(f"t[{i}][0], " for i in rule.order)
+            head = "trigger[0], " if self.triggers else ""
+            return _compile(f"def out(t):\n    append(({head}{rows}))\n    counts[{q!r}] += 1\n", "out",
+                            {"append": raw.append, "counts": counts, "trigger": self.trigger})
         if isinstance(rule, Insert):
             c = self.containers[(rule.layout, epoch)]
             # c.insert is looked up per call: it is recompiled when the container gains an index
@@ -919,25 +920,21 @@ class Executor(ContainerIndex):
         """Query → result tuples (row indices in the query's relation order); with
         ``triggers=True`` each is ``(trigger, rows)``.  ``clear`` empties the buffers."""
         out: dict[str, list] = {q.name: [] for q in self.w.queries}
-        for (q, order), raw in self.raw.items():
-            if self.triggers:
-                out.setdefault(q, []).extend([(s, tuple([t[i][0] for i in order])) for s, t in raw])
-            else:
-                out.setdefault(q, []).extend([tuple([t[i][0] for i in order]) for t in raw])
+        for (q, _), raw in self.raw.items():
+            out.setdefault(q, []).extend([(e[0], e[1:]) for e in raw] if self.triggers else raw)
             if clear:
                 raw.clear()
         return out
 
-    def take_results(self) -> list[tuple[str, tuple[int, ...], list]]:
-        """The results collected since the last call, raw, and empty the buffers: ``(query,
-        order, entries)`` where ``order[i]`` is the position, in each entry's travelling tuple,
-        of the base tuple of the query's ``i``-th relation (a base tuple's row index is its
-        field 0); with ``triggers=True`` an entry is ``(trigger, travelling tuple)``.  For a
-        backend that converts results in bulk (:meth:`results` builds the row tuples)."""
+    def take_results(self) -> list[tuple[str, list[tuple[int, ...]]]]:
+        """The results collected since the last call, as collected, and empty the buffers:
+        ``(query, entries)``, an entry the result's row indices in the query's relation order,
+        preceded by its trigger with ``triggers=True`` — for a backend that converts them in
+        bulk (``numpy.array(entries)``)."""
         out = []
-        for (q, order), raw in self.raw.items():
+        for (q, _), raw in self.raw.items():
             if raw:
-                out.append((q, order, raw[:]))
+                out.append((q, raw[:]))
                 raw.clear()  # the compiled emits append to this list
         return out
 
