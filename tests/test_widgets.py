@@ -856,6 +856,37 @@ def test_planner_switch_changes_the_plan_every_view_shows():
     assert ex.model.result.probe_cost == clash.probe_cost
 
 
+def _operator_nodes(fig, trace: str) -> list[tuple[str, int, int]]:
+    """(store label, depth, number of children) of the operator-tree figure's nodes."""
+    t = trace_by_name(fig, trace)
+    return [(text, d, k) for text, (_, d, k) in zip(t.text, t.customdata)]
+
+
+def test_probe_trees_tab_draws_each_planners_operator_tree():
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    view = ex.trees
+    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0  # CLASH: no operator tree
+    frontend_picks(view.query, ("q1", "q1"))  # R(a), S(a,b), T(b)
+    frontend_picks(ex.options.planner, "tree")
+    frontend_picks(ex.options.tree_shape, "deep")
+    assert ex.model.result.trees["q1"] == "((R ⋈ S) ⋈ T)"
+    assert view.operators_box.layout.display == "flex"
+    # a binary join tree as a tree of stores: the MIR store RS[b] over R's and S's stores, T's beside it
+    assert _operator_nodes(view.operators, "joins") == [("RS[b]", 1, 2), ("⇒ q1", 0, 2)]
+    assert _operator_nodes(view.operators, "base stores") == [("R[a]", 2, 0), ("S[a]", 2, 0), ("T[b]", 1, 0)]
+    assert {s.id for s in ex.model.result.plan.stores} >= {"RS[b]", "R[a]", "S[a]", "T[b]"}  # the plan's own labels
+    assert "RS[b]" in figure_messages(view.operators)  # the drawing reached the frontend
+    # an MJoin: one n-ary node over its three inputs' stores, no MIR store
+    frontend_picks(ex.options.planner, "mjoin")
+    assert _operator_nodes(view.operators, "joins") == [("⇒ q1", 0, 3)]
+    assert [d for _, d, _ in _operator_nodes(view.operators, "base stores")] == [1, 1, 1]
+    assert list(trace_by_name(view.operators, "joins").marker.symbol) == ["hexagon"]
+    frontend_picks(view.query, ("all queries", ""))  # one tree per query
+    assert [lab for lab, _, _ in _operator_nodes(view.operators, "joins")] == ["⇒ q1", "⇒ q2"]
+    frontend_picks(ex.options.planner, "clash")
+    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0
+
+
 def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):
     import mqjoin.planners
 
