@@ -40,7 +40,7 @@ from mqjoin.widgets import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.figures import nodes_for_query, trace_by_name
+from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
 
 from mqjoin.errors import MqjoinError
 from mqjoin.optimizer import optimize
@@ -581,7 +581,7 @@ def test_comparison_view_matches_the_cli_table():
     assert got == {("individual", "single"): (800.0, 800.0, 8), ("shared", "single"): (800.0, 700.0, 7),
                    ("mqo", "single"): (900.0, 500.0, 5), ("individual", "replicas"): (800.0, 800.0, 8),
                    ("shared", "replicas"): (800.0, 700.0, 7), ("mqo", "replicas"): (600.0, 600.0, 6)}
-    assert view.progress.value == view.progress.max == 6
+    assert view.progress.value == view.progress.max == len(view.plans)
     bars = trace_by_name(view.figure, "single probe cost")
     assert list(bars.x) == ["mqo", "individual", "shared"] and list(bars.y) == [900.0, 800.0, 800.0]
     assert list(trace_by_name(view.figure, "replicas memory").y) == [600.0, 800.0, 700.0]
@@ -596,6 +596,32 @@ def test_comparison_view_matches_the_cli_table():
         assert s in view.diff.value
     view.b.value = ("mqo", "replicas")
     assert "600" in view.diff.value
+
+
+def html_rows(html_table: str) -> list[tuple[list[str], bool]]:
+    """The rows of an HTML table the widgets write: (cell texts, shaded)."""
+    return [([html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", cells)], cls == ' class="mark"')
+            for cls, cells in re.findall(r"<tr( class=\"mark\")?>(.*?)</tr>", html_table) if "<td>" in cells]
+
+
+def test_compare_tab_lists_every_plan_family_with_the_optimisers_costs():
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    frontend_picks(ex.options.planner, "mjoin")  # the current setting: mjoin mqo = its shared plan
+    ex.show("Compare")
+    rows = html_rows(ex.compare.table.value)
+    got = {(r[0], r[1], r[2]): (r[3], r[5]) for r, _ in rows}
+    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin"}
+    w = ex.model.workload
+    for planner, label in (("clash", "clash"), ("mjoin", "mjoin"), ("tree", "tree (best)"), ("ajoin", "ajoin"),
+                           ("pmjoin", "pmjoin")):
+        for pol in ("single", "replicas"):
+            modes = ("mqo", "individual", "shared") if planner in ("clash", "ajoin") else ("individual", "shared")
+            for mode in modes:
+                r = optimize(w, mode=mode, partitioning=pol, planner=planner)
+                assert got.pop((label, mode, pol)) == (fmt(r.probe_cost), fmt(r.memory)), (planner, mode, pol)
+    assert got == {}  # nothing else listed
+    assert [r[:3] for r, shaded in rows if shaded] == [["mjoin", "shared", "single"]]
+    assert len(ex.compare.results) == 6  # CLASH's plans: the bars and the plan diff
 
 
 def test_comparison_is_lazy_then_marked_stale():
