@@ -725,8 +725,8 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
     ]
     depth = max([d for _, _, d, _, _ in placed] + [1])
     shape = f" {result.tree_shape}" if result.tree_shape else ""
-    layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {'all queries' if query is None else query}: "
-                                "leaves are base stores, inner nodes MIR stores, roots the query outputs", "x": 0.01},
+    layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {'all queries' if query is None else query}",
+                        "x": 0.01},
               "xaxis": {"visible": False, "range": [0, round(slot[0], 1)]},
               "yaxis": {"visible": False, "range": [-depth - 0.6, 0.6]},
               "width": int(max(720, slot[0] + 20)), "autosize": False, "height": int(120 + 80 * depth),

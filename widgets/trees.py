@@ -53,7 +53,11 @@ class ProbeTreeView(W.VBox):
         self.figure = new_figure_widget(*self._traces())
         #: the operator trees of an mjoin/tree/ajoin/pmjoin plan (hidden for CLASH's)
         self.operators = new_figure_widget(*self._operator_traces())
-        self.operators_box = W.Box([self.operators], layout=W.Layout(overflow="auto hidden", width="100%"))
+        self.operators_box = W.VBox([
+            W.HTML('<span style="font-size:12px;color:#555">the operator tree of each query as a tree of the plan\'s '
+                   'stores: ● base stores at the leaves, ■ MIR stores (a binary join\'s state) inside, '
+                   '⬢ an MJoin over all its inputs, ⇒ q1 the query\'s output at the root; colour = the query</span>'),
+            W.Box([self.operators], layout=W.Layout(overflow="auto hidden", width="100%"))])
         self.stores = W.HTML("")
         self.text = W.HTML("")
         self.details = W.Accordion(children=[W.VBox([self.stores]), W.VBox([self.text])])
