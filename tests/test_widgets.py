@@ -42,6 +42,7 @@ from mqjoin.widgets import (
 )
 from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
 
+from mqjoin.comparison import Setting
 from mqjoin.errors import MqjoinError
 from mqjoin.optimizer import optimize
 from mqjoin.workload import parse_workload
@@ -594,7 +595,7 @@ def test_comparison_view_matches_the_cli_table():
     d = plan_diff(view.results[("individual", "single")].plan, view.results[("mqo", "single")].plan)
     for s in d.added_stores:
         assert s in view.diff.value
-    view.b.value = ("mqo", "replicas")
+    view.b.value = Setting("clash", "mqo", "replicas")
     assert "600" in view.diff.value
 
 
@@ -621,7 +622,13 @@ def test_compare_tab_lists_every_plan_family_with_the_optimisers_costs():
                 assert got.pop((label, mode, pol)) == (fmt(r.probe_cost), fmt(r.memory)), (planner, mode, pol)
     assert got == {}  # nothing else listed
     assert [r[:3] for r, shaded in rows if shaded] == [["mjoin", "shared", "single"]]
-    assert len(ex.compare.results) == 6  # CLASH's plans: the bars and the plan diff
+    assert len(ex.compare.results) == 6  # CLASH's plans: the bars
+    # the plan diff between any two of them: CLASH's joint plan → the binary trees' MIR stores
+    ex.compare.a.value = Setting("clash", "mqo", "single")
+    frontend_picks(ex.compare.b, ("tree (best) shared/single", Setting("tree", "shared", "single", "best")))
+    d = plan_diff(ex.compare.plans[ex.compare.a.value].plan, ex.compare.plans[ex.compare.b.value].plan)
+    assert d.added_stores and all(st in ex.compare.diff.value for st in d.added_stores + d.removed_stores)
+    assert "probe order in tree (best) shared/single" in ex.compare.diff.value
 
 
 def test_comparison_is_lazy_then_marked_stale():

@@ -3,10 +3,11 @@ the plan families it is compared with.
 
 CLASH's six plans of the model's workload side by side — probe cost and memory (DESIGN A5's
 trade-off: under ``single`` sharing saves memory but may cost more probe load; under
-``replicas`` it pays off) — and a plan diff between any two of them: which probe orders
-changed and which stores appeared or disappeared.  The table lists, beside CLASH's rows, the
-plans of every other planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner
-column: the rows of ``mqjoin compare`` (:mod:`mqjoin.comparison`), plus PMJoin's.
+``replicas`` it pays off).  The table lists, beside CLASH's rows, the plans of every other
+planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
+``mqjoin compare`` (:mod:`mqjoin.comparison`), plus PMJoin's.  A plan diff between any two
+of them (of one planner or two): which probe orders changed and which stores appeared or
+disappeared.
 
 The optimisations take a while on large workloads, so the view computes on demand (the
 *Compare* button, or when the Explorer opens its tab) and only says it is out of date after
@@ -83,8 +84,8 @@ def comparison_traces(results: dict[Config, OptimizeResult], current: Config | N
     return traces, layout
 
 
-def _label(c: Config) -> str:
-    return f"{c[0]}/{c[1]}"
+def _label(s: Setting) -> str:
+    return f"{s.label} {s.mode}/{s.partitioning}"
 
 
 def _is_current(s: Setting, model: ExplorerModel) -> bool:
@@ -105,17 +106,19 @@ class ComparisonView(W.VBox):
         #: every planner's plans (CLASH's included): the table
         self.plans: dict[Setting, OptimizeResult] = {}
         self.stale = True
-        configs = [(m, p) for p in POLICIES for m in MODES]
-        opts = [(_label(c), c) for c in configs]
+        #: every planner's settings, in the table's order (those of a planner added later too)
+        self.settings = settings(planners.PLANNERS, modes=MODES)
+        opts = [(_label(s), s) for s in self.settings]
         self.compare_button = W.Button(description="Compare", icon="balance-scale", button_style="primary")
         self.auto = W.Checkbox(value=auto, description="auto-update on every edit", indent=False)
-        self.progress = W.IntProgress(value=0, min=0, max=len(configs), layout=W.Layout(width="160px"))
+        self.progress = W.IntProgress(value=0, min=0, max=len(self.settings), layout=W.Layout(width="160px"))
         self.status = W.HTML("")
         self.error = W.HTML("")
         self.table = W.HTML("")
         self.figure = new_figure_widget([], {"height": 340})
-        self.a = W.Dropdown(options=opts, value=("individual", "single"), description="plan A")
-        self.b = W.Dropdown(options=opts, value=(self.model.mode, self.model.partitioning), description="plan B")
+        self.a = W.Dropdown(options=opts, value=Setting("clash", "individual", "single"), description="plan A")
+        self.b = W.Dropdown(options=opts, description="plan B",
+                            value=next((s for s in self.settings if _is_current(s, self.model)), self.settings[0]))
         self.diff = W.HTML("")
         self.compare_button.on_click(lambda _: self.compute())
         self.a.observe(lambda _: self.show_diff(), "value")
@@ -147,12 +150,11 @@ class ComparisonView(W.VBox):
         def progress(k: int, n: int, s: Setting) -> None:
             self.progress.max = n
             self.progress.value = k
-            self.status.value = f"<i>optimising {esc(s.label)} {esc(_label((s.mode, s.partitioning)))} " \
-                                f"({k + 1}/{n}) …</i>" if k < n else ""
+            self.status.value = f"<i>optimising {esc(_label(s))} ({k + 1}/{n}) …</i>" if k < n else ""
 
         try:
-            self.plans = compare(m.workload, settings(planners.PLANNERS, modes=MODES), mirs=m.mirs, solver=m.solver,
-                                 time_limit=m.time_limit, progress=progress)
+            self.plans = compare(m.workload, self.settings, mirs=m.mirs, solver=m.solver, time_limit=m.time_limit,
+                                 progress=progress)
         except MqjoinError as e:
             self.error.value = error_box(str(e))
             return self.results
@@ -179,8 +181,8 @@ class ComparisonView(W.VBox):
         return self.results
 
     def show_diff(self) -> None:
-        """Show the plan diff between the configurations chosen as A and B."""
-        a, b = self.results.get(self.a.value), self.results.get(self.b.value)
+        """Show the plan diff between the plans chosen as A and B (of any planners)."""
+        a, b = self.plans.get(self.a.value), self.plans.get(self.b.value)
         if a is None or b is None:
             self.diff.value = ""
             return
