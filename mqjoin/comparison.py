@@ -10,8 +10,15 @@ their ``mqo`` is their ``shared`` plan and is listed once, as ``shared``.
 >>> from mqjoin.workload import load_workload
 >>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
 >>> plans = compare(w, settings(("clash", "mjoin", "tree"), policies=("single",)))
->>> [(s.label, s.mode, r.probe_cost) for s, r in plans.items()]
-[('clash', 'individual', 800.0), ('clash', 'shared', 800.0), ('clash', 'mqo', 700.0), ('mjoin', 'individual', 950.0), ('mjoin', 'shared', 950.0), ('tree (best)', 'individual', 800.0), ('tree (best)', 'shared', 800.0)]
+>>> for s, r in plans.items():
+...     print(f"{s.label:<12}{s.mode:<11}{r.probe_cost:g}")
+clash       individual 800
+clash       shared     800
+clash       mqo        700
+mjoin       individual 950
+mjoin       shared     950
+tree (best) individual 800
+tree (best) shared     800
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ class Setting:
     """One plan of a comparison: planner (with its tree shape or MJoin decomposition), mode
     and partitioning policy.
 
-    >>> Setting("tree", "shared", "single", tree_shape="best").label, Setting("mjoin", "mqo", "single", decompose=True).label
+    >>> Setting("tree", "shared", "single", "best").label, Setting("mjoin", "shared", "single", decompose=True).label
     ('tree (best)', 'mjoin (decomposed)')
     """
 

@@ -172,10 +172,11 @@ class ComparisonView(W.VBox):
             marks.append(_is_current(s, m))
         self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
                                   "memory", "stores", "steps", "solve s", "status"], rows, marked=marks)
+        alone = ", ".join(p for p in planners.PLANNERS if p not in JOINT_PLANNERS)
         self.status.value = (f'<span style="font-size:12px">{len(self.plans)} plans, MIRs '
                              f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
-                             f"the explorer's current setting; {', '.join(p for p in planners.PLANNERS if p not in JOINT_PLANNERS)} "
-                             "plan each query alone (their mqo is their shared). probe cost: "
+                             f"the explorer's current setting; {alone} plan each query alone (their mqo is their "
+                             "shared). probe cost: "
                              f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
         self.show_diff()
         return self.results

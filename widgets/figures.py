@@ -9,7 +9,7 @@
   ``pmjoin`` planners drawn as trees of the plan's stores (MIR stores inside, base stores at
   the leaves, an MJoin as one n-ary node).
 
-Each figure has a fixed, named trace structure (see ``GRAPH_TRACES`` and ``TREE_TRACES``),
+Each figure has a fixed, named trace structure (``GRAPH_TRACES``, ``TREE_TRACES``, ``OPERATOR_TRACES``),
 so a view can update a plotly ``FigureWidget`` in place (:func:`sync_figure`) instead of
 rebuilding it, and tests can read trace contents by name.  Layouts are deterministic
 (networkx spring layout with a fixed seed; trees laid out by leaf order): the same workload
@@ -58,6 +58,7 @@ TEMPLATE = "plotly_white"
 GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
 TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
                "broadcast probes", "insertions")
+OPERATOR_TRACES = ("operator edges", "joins", "base stores")
 
 
 def query_colors(workload: Workload) -> dict[str, str]:
@@ -676,7 +677,7 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
     colors = query_colors(plan.workload)
     names = [q for q in plan.workload.query_names if q in trees and query in (None, q)]
     placed: list[tuple[str, JoinTree, int, float, str]] = []  # (query, node, depth, x, label)
-    edges: list[tuple[str, int, float, int, float]] = []  # (query, parent depth, parent x, depth, x)
+    edges: list[tuple[int, float, float]] = []  # (parent depth, parent x, child x)
     slot = [0.0]
 
     def width(label: str) -> float:
@@ -690,7 +691,7 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
         else:
             xs = [place(q, k, depth + 1) for k in node.children]
             x = (xs[0] + xs[-1]) / 2
-            edges.extend((q, depth, x, depth + 1, kx) for kx in xs)
+            edges.extend((depth, x, kx) for kx in xs)
         placed.append((q, node, depth, x, label))
         return x
 
@@ -698,12 +699,10 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
         place(q, trees[q], 0)
         slot[0] += 30  # gap between queries' trees
 
-    def Y(depth: int) -> float:
-        return -float(depth)
-
-    def node_trace(name: str, rows: list[tuple[str, JoinTree, int, float, str]], symbol, position: str) -> dict:
+    def node_trace(name: str, rows: list[tuple[str, JoinTree, int, float, str]], symbol: str | list[str],
+                   position: str) -> dict:
         return {"type": "scatter", "name": name, "mode": "markers+text", "x": [round(x, 1) for *_, x, _ in rows],
-                "y": [Y(d) for _, _, d, _, _ in rows], "text": [lab for *_, lab in rows], "textposition": position,
+                "y": [-float(d) for _, _, d, _, _ in rows], "text": [lab for *_, lab in rows], "textposition": position,
                 "textfont": {"size": 11}, "customdata": [[q, d, len(n.children)] for q, n, d, _, _ in rows],
                 "marker": {"symbol": symbol, "size": 14, "color": [colors[q] for q, *_ in rows],
                            "line": {"width": 1, "color": "#222"}},
@@ -712,21 +711,22 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
                 "hoverinfo": "text", "showlegend": False}
 
     ex, ey = [], []
-    for _, d0, x0, d1, x1 in edges:
+    for d, x0, x1 in edges:
         ex.extend([round(x0, 1), round(x1, 1), None])
-        ey.extend([Y(d0), Y(d1), None])
+        ey.extend([-float(d), -float(d + 1), None])
     joins = [r for r in placed if not r[1].is_leaf]
+    edge_name, join_name, leaf_name = OPERATOR_TRACES
     traces = [
-        {"type": "scatter", "name": "operator edges", "x": ex, "y": ey, "mode": "lines",
+        {"type": "scatter", "name": edge_name, "x": ex, "y": ey, "mode": "lines",
          "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
-        node_trace("joins", joins, ["hexagon" if len(n.children) > 2 else "square" for _, n, *_ in joins],
+        node_trace(join_name, joins, ["hexagon" if len(n.children) > 2 else "square" for _, n, *_ in joins],
                    "top center"),
-        node_trace("base stores", [r for r in placed if r[1].is_leaf], "circle", "bottom center"),
+        node_trace(leaf_name, [r for r in placed if r[1].is_leaf], "circle", "bottom center"),
     ]
     depth = max([d for _, _, d, _, _ in placed] + [1])
     shape = f" {result.tree_shape}" if result.tree_shape else ""
-    layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {'all queries' if query is None else query}",
-                        "x": 0.01},
+    who = "all queries" if query is None else query
+    layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {who}", "x": 0.01},
               "xaxis": {"visible": False, "range": [0, round(slot[0], 1)]},
               "yaxis": {"visible": False, "range": [-depth - 0.6, 0.6]},
               "width": int(max(720, slot[0] + 20)), "autosize": False, "height": int(120 + 80 * depth),

@@ -54,9 +54,9 @@ class ProbeTreeView(W.VBox):
         #: the operator trees of an mjoin/tree/ajoin/pmjoin plan (hidden for CLASH's)
         self.operators = new_figure_widget(*self._operator_traces())
         self.operators_box = W.VBox([
-            W.HTML('<span style="font-size:12px;color:#555">the operator tree of each query as a tree of the plan\'s '
-                   'stores: ● base stores at the leaves, ■ MIR stores (a binary join\'s state) inside, '
-                   '⬢ an MJoin over all its inputs, ⇒ q1 the query\'s output at the root; colour = the query</span>'),
+            W.HTML('<span style="font-size:12px;color:#555">the operator tree of each query as a tree of the '
+                   "plan's stores: ● base stores at the leaves, ■ MIR stores (a binary join's state) inside, "
+                   "⬢ an MJoin over all its inputs, ⇒ q1 the query's output at the root; colour = the query</span>"),
             W.Box([self.operators], layout=W.Layout(overflow="auto hidden", width="100%"))])
         self.stores = W.HTML("")
         self.text = W.HTML("")
@@ -75,6 +75,7 @@ class ProbeTreeView(W.VBox):
         # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
         scroll = W.Box([self.figure], layout=W.Layout(overflow="auto hidden", width="100%"))  # x: auto, y: hidden
         super().__init__([self.query, self.operators_box, legend, scroll, self.details])
+        self._show_operators()
         self._fill_tables()
 
     def _query_options(self) -> list[tuple[str, str]]:
@@ -113,11 +114,15 @@ class ProbeTreeView(W.VBox):
         """Redraw the forest (and the tables) from the model's current plan."""
         sync_figure(self.figure, *self._traces())
         sync_figure(self.operators, *self._operator_traces())
+        self._show_operators()
         self._fill_tables()
+
+    def _show_operators(self) -> None:
+        res = self.model.result
+        self.operators_box.layout.display = "none" if res is None or res.join_trees is None else "flex"
 
     def _fill_tables(self) -> None:
         res = self.model.result
-        self.operators_box.layout.display = "none" if res is None or res.join_trees is None else "flex"
         if res is None:
             return
         plan = res.plan
