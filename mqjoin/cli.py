@@ -377,30 +377,18 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .optimizer import optimize
-
+    from .comparison import COMPARED_PLANNERS, compare, settings
     from .planners import check_planner
 
     w = _workload(args.workload)
-    planners = (args.planner,) if args.planner else ("clash", "mjoin", "tree", "ajoin")
+    planners = (args.planner,) if args.planner else COMPARED_PLANNERS
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
     pmjoin = _pmjoin_options(args, w, args.planner or "clash")
-    rows = []
-    for planner in planners:
-        # CLASH in every mode; MJoin and trees optimise no workload jointly (mqo = shared): two modes
-        modes = ("individual", "shared", "mqo") if planner in ("clash", "ajoin") else ("individual", "shared")
-        shape = args.tree_shape or "best" if planner == "tree" else None
-        mirs = not args.no_mirs or (planner in ("tree", "ajoin", "pmjoin") or (planner == "mjoin" and args.decompose))
-        for pol in ("single", "replicas"):
-            for mode in modes:
-                r = optimize(w, mode=mode, partitioning=pol, mirs=mirs if planner != "clash" else not args.no_mirs,
-                             solver=args.solver, time_limit=args.time_limit, planner=planner,
-                             tree_shape=shape, decompose=args.decompose and planner == "mjoin", pmjoin=pmjoin)
-                rows.append({"mode": mode, "partitioning": pol, "probe_cost": r.probe_cost, "memory": r.memory,
-                             "stores": len(r.plan.stores), "status": r.ilp.status,
-                             "planner": planner + (f" ({shape})" if shape else "")
-                             + (" (decomposed)" if planner == "mjoin" and args.decompose else "")})
+    plans = compare(w, settings(planners, args.tree_shape, args.decompose), mirs=not args.no_mirs, solver=args.solver,
+                    time_limit=args.time_limit, pmjoin=pmjoin)
+    rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
+             "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

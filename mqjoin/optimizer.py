@@ -86,6 +86,7 @@ class OptimizeResult:
     trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
     pmjoin: Any = None  # planner pmjoin: the mqjoin.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
+    join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.JoinTree (the values rendered in trees)
 
     @property
     def probe_cost(self) -> float:

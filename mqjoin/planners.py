@@ -591,6 +591,11 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
     (400.0, {'R': 'R » S[a] » T[b]', 'S': 'S » R[a] » T[b]', 'T': 'T » RS[b]'})
     >>> r.plan.materializations()
     {'RS': {'R': 'R » S[a]', 'S': 'S » R[a]'}}
+
+    The operator trees themselves (``trees`` renders them; PMJoin's without its placement):
+
+    >>> r.join_trees["q"], r.join_trees["q"].children
+    (((R ⋈ S) ⋈ T), ((R ⋈ S), T))
     """
     from .optimizer import IlpStats, OptimizeResult
 
@@ -607,6 +612,7 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
         report = pmjoin_report(workload, pmjoin or PMJoinOptions())
         plan = pmjoin_plan(workload, report, mode, partitioning)
         rendered = {qp.query: str(qp.tree) for qp in report.queries}
+        trees = {qp.query: qp.tree.join_tree() for qp in report.queries}
     elif planner == "ajoin" and mode == "mqo":  # AJoin's groups and shared-cost reordering
         from .ajoin import ajoin
 
@@ -626,4 +632,4 @@ def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partit
                      objective=plan.probe_cost, solver=solver)
     return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, None, planner=planner,
                           tree_shape=(tree_shape or "best") if planner == "tree" else None,
-                          trees=rendered, pmjoin=report)
+                          trees=rendered, pmjoin=report, join_trees=trees)

@@ -40,8 +40,9 @@ from mqjoin.widgets import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.figures import nodes_for_query, trace_by_name
+from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
 
+from mqjoin.comparison import Setting
 from mqjoin.errors import MqjoinError
 from mqjoin.optimizer import optimize
 from mqjoin.workload import parse_workload
@@ -581,7 +582,7 @@ def test_comparison_view_matches_the_cli_table():
     assert got == {("individual", "single"): (800.0, 800.0, 8), ("shared", "single"): (800.0, 700.0, 7),
                    ("mqo", "single"): (900.0, 500.0, 5), ("individual", "replicas"): (800.0, 800.0, 8),
                    ("shared", "replicas"): (800.0, 700.0, 7), ("mqo", "replicas"): (600.0, 600.0, 6)}
-    assert view.progress.value == view.progress.max == 6
+    assert view.progress.value == view.progress.max == len(view.plans)
     bars = trace_by_name(view.figure, "single probe cost")
     assert list(bars.x) == ["mqo", "individual", "shared"] and list(bars.y) == [900.0, 800.0, 800.0]
     assert list(trace_by_name(view.figure, "replicas memory").y) == [600.0, 800.0, 700.0]
@@ -594,8 +595,40 @@ def test_comparison_view_matches_the_cli_table():
     d = plan_diff(view.results[("individual", "single")].plan, view.results[("mqo", "single")].plan)
     for s in d.added_stores:
         assert s in view.diff.value
-    view.b.value = ("mqo", "replicas")
+    view.b.value = Setting("clash", "mqo", "replicas")
     assert "600" in view.diff.value
+
+
+def html_rows(html_table: str) -> list[tuple[list[str], bool]]:
+    """The rows of an HTML table the widgets write: (cell texts, shaded)."""
+    return [([html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", cells)], cls == ' class="mark"')
+            for cls, cells in re.findall(r"<tr( class=\"mark\")?>(.*?)</tr>", html_table) if "<td>" in cells]
+
+
+def test_compare_tab_lists_every_plan_family_with_the_optimisers_costs():
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    frontend_picks(ex.options.planner, "mjoin")  # the current setting: mjoin mqo = its shared plan
+    ex.show("Compare")
+    rows = html_rows(ex.compare.table.value)
+    got = {(r[0], r[1], r[2]): (r[3], r[5]) for r, _ in rows}
+    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin"}
+    w = ex.model.workload
+    for planner, label in (("clash", "clash"), ("mjoin", "mjoin"), ("tree", "tree (best)"), ("ajoin", "ajoin"),
+                           ("pmjoin", "pmjoin")):
+        for pol in ("single", "replicas"):
+            modes = ("mqo", "individual", "shared") if planner in ("clash", "ajoin") else ("individual", "shared")
+            for mode in modes:
+                r = optimize(w, mode=mode, partitioning=pol, planner=planner)
+                assert got.pop((label, mode, pol)) == (fmt(r.probe_cost), fmt(r.memory)), (planner, mode, pol)
+    assert got == {}  # nothing else listed
+    assert [r[:3] for r, shaded in rows if shaded] == [["mjoin", "shared", "single"]]
+    assert len(ex.compare.results) == 6  # CLASH's plans: the bars
+    # the plan diff between any two of them: CLASH's joint plan → the binary trees' MIR stores
+    ex.compare.a.value = Setting("clash", "mqo", "single")
+    frontend_picks(ex.compare.b, ("tree (best) shared/single", Setting("tree", "shared", "single", "best")))
+    d = plan_diff(ex.compare.plans[ex.compare.a.value].plan, ex.compare.plans[ex.compare.b.value].plan)
+    assert d.added_stores and all(st in ex.compare.diff.value for st in d.added_stores + d.removed_stores)
+    assert "probe order in tree (best) shared/single" in ex.compare.diff.value
 
 
 def test_comparison_is_lazy_then_marked_stale():
@@ -854,6 +887,37 @@ def test_planner_switch_changes_the_plan_every_view_shows():
     frontend_picks(ex.options.planner, "clash")  # back: the shape no longer applies
     assert ex.model.tree_shape is None and ex.options.tree_shape.disabled and ex.model.error == ""
     assert ex.model.result.probe_cost == clash.probe_cost
+
+
+def _operator_nodes(fig, trace: str) -> list[tuple[str, int, int]]:
+    """(store label, depth, number of children) of the operator-tree figure's nodes."""
+    t = trace_by_name(fig, trace)
+    return [(text, d, k) for text, (_, d, k) in zip(t.text, t.customdata)]
+
+
+def test_probe_trees_tab_draws_each_planners_operator_tree():
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    view = ex.trees
+    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0  # CLASH: no operator tree
+    frontend_picks(view.query, ("q1", "q1"))  # R(a), S(a,b), T(b)
+    frontend_picks(ex.options.planner, "tree")
+    frontend_picks(ex.options.tree_shape, "deep")
+    assert ex.model.result.trees["q1"] == "((R ⋈ S) ⋈ T)"
+    assert view.operators_box.layout.display == "flex"
+    # a binary join tree as a tree of stores: the MIR store RS[b] over R's and S's stores, T's beside it
+    assert _operator_nodes(view.operators, "joins") == [("RS[b]", 1, 2), ("⇒ q1", 0, 2)]
+    assert _operator_nodes(view.operators, "base stores") == [("R[a]", 2, 0), ("S[a]", 2, 0), ("T[b]", 1, 0)]
+    assert {s.id for s in ex.model.result.plan.stores} >= {"RS[b]", "R[a]", "S[a]", "T[b]"}  # the plan's own labels
+    assert "RS[b]" in figure_messages(view.operators)  # the drawing reached the frontend
+    # an MJoin: one n-ary node over its three inputs' stores, no MIR store
+    frontend_picks(ex.options.planner, "mjoin")
+    assert _operator_nodes(view.operators, "joins") == [("⇒ q1", 0, 3)]
+    assert [d for _, d, _ in _operator_nodes(view.operators, "base stores")] == [1, 1, 1]
+    assert list(trace_by_name(view.operators, "joins").marker.symbol) == ["hexagon"]
+    frontend_picks(view.query, ("all queries", ""))  # one tree per query
+    assert [lab for lab, _, _ in _operator_nodes(view.operators, "joins")] == ["⇒ q1", "⇒ q2"]
+    frontend_picks(ex.options.planner, "clash")
+    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0
 
 
 def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):

@@ -6,10 +6,11 @@ and call the same functions as the CLI.  Architecture: one observable
 and views that watch it —
 
 * :class:`QueryGraphView` — query graph and workload editor (:mod:`.graph`);
-* :class:`ProbeTreeView` — the plan's probe-tree forest, paper Figure 4 (:mod:`.trees`);
+* :class:`ProbeTreeView` — the plan's probe-tree forest, paper Figure 4, and the operator
+  trees of the mjoin/tree/ajoin/pmjoin planners as trees of stores (:mod:`.trees`);
 * :class:`IlpView` — ILP size/status, chosen orders, objective by query and step, LP text
   (:mod:`.ilp_view`);
-* :class:`ComparisonView` — every mode and policy side by side with a plan diff
+* :class:`ComparisonView` — every planner, mode and policy side by side with a plan diff
   (:mod:`.compare`);
 * :class:`PlanDiagramView` — Picasso-style plan diagrams over two statistics
   (:mod:`.diagram`);

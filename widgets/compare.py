@@ -1,11 +1,15 @@
-"""Comparisons: ``mqo`` vs ``individual`` vs ``shared``, ``single`` vs ``replicas``.
+"""Comparisons: ``mqo`` vs ``individual`` vs ``shared``, ``single`` vs ``replicas``, CLASH vs
+the plan families it is compared with.
 
-All six plans of the model's workload side by side — probe cost and memory (DESIGN A5's
+CLASH's six plans of the model's workload side by side — probe cost and memory (DESIGN A5's
 trade-off: under ``single`` sharing saves memory but may cost more probe load; under
-``replicas`` it pays off) — and a plan diff between any two of them: which probe orders
-changed and which stores appeared or disappeared.
+``replicas`` it pays off).  The table lists, beside CLASH's rows, the plans of every other
+planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
+``mqjoin compare`` (:mod:`mqjoin.comparison`), plus PMJoin's.  A plan diff between any two
+of them (of one planner or two): which probe orders changed and which stores appeared or
+disappeared.
 
-Six optimisations take a while on large workloads, so the view computes on demand (the
+The optimisations take a while on large workloads, so the view computes on demand (the
 *Compare* button, or when the Explorer opens its tab) and only says it is out of date after
 an edit, unless *auto* is ticked.
 
@@ -13,17 +17,21 @@ an edit, unless *auto* is ticked.
 >>> results = compare_plans(as_workload("paper_fig3.yaml"))
 >>> [(k, r.probe_cost, r.memory) for k, r in results.items() if k[0] == "mqo"]
 [(('mqo', 'single'), 900.0, 500.0), (('mqo', 'replicas'), 600.0, 600.0)]
+>>> view = ComparisonView("paper_fig3.yaml", debounce=0)
+>>> plans = view.compute()
+>>> sorted({s.label for s in view.plans}), len(view.results)
+(['ajoin', 'clash', 'mjoin', 'pmjoin', 'tree (best)'], 6)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import ipywidgets as W
 
+from mqjoin import planners
+from mqjoin.comparison import JOINT_PLANNERS, Setting, compare, settings
 from mqjoin.errors import MqjoinError
 from mqjoin.ilp import POLICIES
-from mqjoin.optimizer import MODES, OptimizeResult, optimize
+from mqjoin.optimizer import MODES, OptimizeResult
 from mqjoin.workload import Workload
 
 from ._html import error_box, esc, table
@@ -39,18 +47,10 @@ POLICY_COLORS = {"single": "#636EFA", "replicas": "#00CC96"}
 
 
 def compare_plans(workload: Workload, mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
-                  modes: tuple[str, ...] = MODES, policies: tuple[str, ...] = POLICIES,
-                  progress: Callable[[int, int, Config], None] | None = None) -> dict[Config, OptimizeResult]:
-    """Optimise the workload in every (mode, partitioning) combination, policies outermost."""
-    out: dict[Config, OptimizeResult] = {}
-    configs = [(m, p) for p in policies for m in modes]
-    for k, (m, p) in enumerate(configs):
-        if progress is not None:
-            progress(k, len(configs), (m, p))
-        out[(m, p)] = optimize(workload, mode=m, partitioning=p, mirs=mirs, solver=solver, time_limit=time_limit)
-    if progress is not None:
-        progress(len(configs), len(configs), configs[-1])
-    return out
+                  modes: tuple[str, ...] = MODES, policies: tuple[str, ...] = POLICIES) -> dict[Config, OptimizeResult]:
+    """Optimise the workload with CLASH in every (mode, partitioning) combination, policies outermost."""
+    plans = compare(workload, settings(("clash",), policies=policies, modes=modes), mirs, solver, time_limit)
+    return {(s.mode, s.partitioning): r for s, r in plans.items()}
 
 
 def comparison_traces(results: dict[Config, OptimizeResult], current: Config | None = None) -> tuple[list[dict], dict]:
@@ -84,8 +84,16 @@ def comparison_traces(results: dict[Config, OptimizeResult], current: Config | N
     return traces, layout
 
 
-def _label(c: Config) -> str:
-    return f"{c[0]}/{c[1]}"
+def _label(s: Setting) -> str:
+    return f"{s.label} {s.mode}/{s.partitioning}"
+
+
+def _is_current(s: Setting, model: ExplorerModel) -> bool:
+    """Whether ``s`` is the explorer's current setting (the ``mqo`` plan of a planner that
+    plans each query alone is its ``shared`` row)."""
+    mode = model.mode if model.mode != "mqo" or s.planner in JOINT_PLANNERS else "shared"
+    return (s.planner, s.mode, s.partitioning, s.tree_shape) == (
+        model.planner, mode, model.partitioning, (model.tree_shape or "best") if model.planner == "tree" else None)
 
 
 class ComparisonView(W.VBox):
@@ -93,19 +101,24 @@ class ComparisonView(W.VBox):
 
     def __init__(self, model, auto: bool = False, **model_kw):
         self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        #: CLASH's plans by (mode, partitioning): the charts and the plan diff
         self.results: dict[Config, OptimizeResult] = {}
+        #: every planner's plans (CLASH's included): the table
+        self.plans: dict[Setting, OptimizeResult] = {}
         self.stale = True
-        configs = [(m, p) for p in POLICIES for m in MODES]
-        opts = [(_label(c), c) for c in configs]
+        #: every planner's settings, in the table's order (those of a planner added later too)
+        self.settings = settings(planners.PLANNERS, modes=MODES)
+        opts = [(_label(s), s) for s in self.settings]
         self.compare_button = W.Button(description="Compare", icon="balance-scale", button_style="primary")
         self.auto = W.Checkbox(value=auto, description="auto-update on every edit", indent=False)
-        self.progress = W.IntProgress(value=0, min=0, max=len(configs), layout=W.Layout(width="160px"))
+        self.progress = W.IntProgress(value=0, min=0, max=len(self.settings), layout=W.Layout(width="160px"))
         self.status = W.HTML("")
         self.error = W.HTML("")
         self.table = W.HTML("")
         self.figure = new_figure_widget([], {"height": 340})
-        self.a = W.Dropdown(options=opts, value=("individual", "single"), description="plan A")
-        self.b = W.Dropdown(options=opts, value=(self.model.mode, self.model.partitioning), description="plan B")
+        self.a = W.Dropdown(options=opts, value=Setting("clash", "individual", "single"), description="plan A")
+        self.b = W.Dropdown(options=opts, description="plan B",
+                            value=next((s for s in self.settings if _is_current(s, self.model)), self.settings[0]))
         self.diff = W.HTML("")
         self.compare_button.on_click(lambda _: self.compute())
         self.a.observe(lambda _: self.show_diff(), "value")
@@ -115,7 +128,7 @@ class ComparisonView(W.VBox):
         super().__init__([W.HBox([self.compare_button, self.auto, self.progress, self.status]), self.error,
                           self.figure, self.table, W.HTML("<b>plan diff</b> (A → B)"), W.HBox([self.a, self.b]),
                           self.diff, W.HTML("<b>probe cost / memory frontier</b>"), self.frontier])
-        self.status.value = "<i>press Compare to optimise the workload in all six settings</i>"
+        self.status.value = "<i>press Compare to optimise the workload with every planner, mode and policy</i>"
 
     def _on_change(self, change) -> None:
         self.stale = True
@@ -130,42 +143,47 @@ class ComparisonView(W.VBox):
             self.compute()
 
     def compute(self) -> dict[Config, OptimizeResult]:
-        """Optimise the model's workload in every mode and policy and redraw."""
+        """Optimise the model's workload with every planner in every mode and policy and
+        redraw; returns CLASH's plans (all of them are in :attr:`plans`)."""
         m = self.model
 
-        def progress(k: int, n: int, c: Config) -> None:
+        def progress(k: int, n: int, s: Setting) -> None:
             self.progress.max = n
             self.progress.value = k
-            self.status.value = f"<i>optimising {esc(_label(c))} ({k + 1}/{n}) …</i>" if k < n else ""
+            self.status.value = f"<i>optimising {esc(_label(s))} ({k + 1}/{n}) …</i>" if k < n else ""
 
         try:
-            self.results = compare_plans(m.workload, mirs=m.mirs, solver=m.solver, time_limit=m.time_limit,
-                                         progress=progress)
+            self.plans = compare(m.workload, self.settings, mirs=m.mirs, solver=m.solver, time_limit=m.time_limit,
+                                 progress=progress)
         except MqjoinError as e:
             self.error.value = error_box(str(e))
             return self.results
+        self.results = {(s.mode, s.partitioning): r for s, r in self.plans.items() if s.planner == "clash"}
         self.error.value = ""
         self.stale = False
-        current = (m.mode, m.partitioning)
+        current = (m.mode, m.partitioning) if m.planner == "clash" else None  # the bars are CLASH's
         sync_figure(self.figure, *comparison_traces(self.results, current))
         base = self.results.get(("individual", "single"))
         rows, marks = [], []
-        for c, r in self.results.items():
+        for s, r in self.plans.items():
             rel = "" if base is None or base.probe_cost == 0 else f"{r.probe_cost / base.probe_cost - 1:+.1%}"
-            rows.append([c[0], c[1], fmt(r.probe_cost), rel, fmt(r.memory), len(r.plan.stores), len(r.plan.nodes),
-                         f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
-            marks.append(c == current)
-        self.table.value = table(["mode", "partitioning", "probe cost", "vs individual/single", "memory", "stores",
-                                  "steps", "solve s", "status"], rows, marked=marks)
-        self.status.value = (f'<span style="font-size:12px">{len(self.results)} plans, MIRs '
-                             f"{'on' if m.mirs else 'off'}; shaded: the explorer's current setting. probe cost: "
+            rows.append([s.label, s.mode, s.partitioning, fmt(r.probe_cost), rel, fmt(r.memory), len(r.plan.stores),
+                         len(r.plan.nodes), f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
+            marks.append(_is_current(s, m))
+        self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
+                                  "memory", "stores", "steps", "solve s", "status"], rows, marked=marks)
+        alone = ", ".join(p for p in planners.PLANNERS if p not in JOINT_PLANNERS)
+        self.status.value = (f'<span style="font-size:12px">{len(self.plans)} plans, MIRs '
+                             f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
+                             f"the explorer's current setting; {alone} plan each query alone (their mqo is their "
+                             "shared). probe cost: "
                              f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
         self.show_diff()
         return self.results
 
     def show_diff(self) -> None:
-        """Show the plan diff between the configurations chosen as A and B."""
-        a, b = self.results.get(self.a.value), self.results.get(self.b.value)
+        """Show the plan diff between the plans chosen as A and B (of any planners)."""
+        a, b = self.plans.get(self.a.value), self.plans.get(self.b.value)
         if a is None or b is None:
             self.diff.value = ""
             return

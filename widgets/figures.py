@@ -5,8 +5,11 @@
 * :func:`probe_tree_figure` — the plan's probe-tree forest (paper Figure 4): stores with
   partition attribute and parallelism, edge labels, shared prefixes highlighted, per-step
   cost and broadcast factor on hover, optionally only one query's part.
+* :func:`operator_tree_figure` — the operator trees of the ``mjoin``, ``tree``, ``ajoin`` and
+  ``pmjoin`` planners drawn as trees of the plan's stores (MIR stores inside, base stores at
+  the leaves, an MJoin as one n-ary node).
 
-Each figure has a fixed, named trace structure (see ``GRAPH_TRACES`` and ``TREE_TRACES``),
+Each figure has a fixed, named trace structure (``GRAPH_TRACES``, ``TREE_TRACES``, ``OPERATOR_TRACES``),
 so a view can update a plotly ``FigureWidget`` in place (:func:`sync_figure`) instead of
 rebuilding it, and tests can read trace contents by name.  Layouts are deterministic
 (networkx spring layout with a fixed seed; trees laid out by leaf order): the same workload
@@ -31,9 +34,11 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from mqjoin.optimizer import OptimizeResult
 from mqjoin.plan import Node, Plan, ProbeRule
+from mqjoin.planners import JoinTree
 from mqjoin.units import number
 from mqjoin.workload import Workload
 
@@ -53,6 +58,7 @@ TEMPLATE = "plotly_white"
 GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
 TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
                "broadcast probes", "insertions")
+OPERATOR_TRACES = ("operator edges", "joins", "base stores")
 
 
 def query_colors(workload: Workload) -> dict[str, str]:
@@ -644,6 +650,110 @@ def probe_tree_figure(plan: Plan, query: str | None = None):
     return to_figure(*probe_tree_traces(plan, query))
 
 
-__all__ = ["fmt", "new_figure_widget", "nodes_for_query", "probe_tree_figure", "probe_tree_traces",
+# --------------------------------------------------------------------------------------------
+# operator trees (planners mjoin, tree, ajoin, pmjoin)
+# --------------------------------------------------------------------------------------------
+
+
+def tree_stores(plan: Plan, query: str, relations: Iterable[str]) -> list[str]:
+    """The plan's stores that hold ``relations`` (a node of ``query``'s operator tree) for the
+    query: the targets of its steps and of the steps maintaining the MIR stores it probes
+    (several under ``replicas``).
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> from mqjoin.optimizer import optimize
+    >>> plan = optimize(as_workload("paper_v2.yaml"), planner="tree", mode="individual").plan
+    >>> tree_stores(plan, "q1", ["R", "S"]), tree_stores(plan, "q1", ["T"])
+    (['q1:RS[b]'], ['q1:T[b]'])
+    """
+    want = frozenset(relations)
+    return list(dict.fromkeys(n.store for n in nodes_for_query(plan, query)
+                              if frozenset(plan.store[n.store].mir.relations) == want))
+
+
+def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tuple[list[dict], dict]:
+    """Trace dicts and layout of :func:`operator_tree_figure`."""
+    plan, trees = result.plan, result.join_trees or {}
+    colors = query_colors(plan.workload)
+    names = [q for q in plan.workload.query_names if q in trees and query in (None, q)]
+    placed: list[tuple[str, JoinTree, int, float, str]] = []  # (query, node, depth, x, label)
+    edges: list[tuple[int, float, float]] = []  # (parent depth, parent x, child x)
+    slot = [0.0]
+
+    def width(label: str) -> float:
+        return max(LEVEL_MIN_PX, CHAR_PX * len(label) + 24)
+
+    def place(q: str, node: JoinTree, depth: int) -> float:
+        label = f"⇒ {q}" if depth == 0 else ", ".join(tree_stores(plan, q, node.relations))
+        if node.is_leaf:
+            x = slot[0] + width(label) / 2
+            slot[0] += width(label)
+        else:
+            xs = [place(q, k, depth + 1) for k in node.children]
+            x = (xs[0] + xs[-1]) / 2
+            edges.extend((depth, x, kx) for kx in xs)
+        placed.append((q, node, depth, x, label))
+        return x
+
+    for q in names:
+        place(q, trees[q], 0)
+        slot[0] += 30  # gap between queries' trees
+
+    def node_trace(name: str, rows: list[tuple[str, JoinTree, int, float, str]], symbol: str | list[str],
+                   position: str) -> dict:
+        return {"type": "scatter", "name": name, "mode": "markers+text", "x": [round(x, 1) for *_, x, _ in rows],
+                "y": [-float(d) for _, _, d, _, _ in rows], "text": [lab for *_, lab in rows], "textposition": position,
+                "textfont": {"size": 11}, "customdata": [[q, d, len(n.children)] for q, n, d, _, _ in rows],
+                "marker": {"symbol": symbol, "size": 14, "color": [colors[q] for q, *_ in rows],
+                           "line": {"width": 1, "color": "#222"}},
+                "hovertext": [f"<b>{lab}</b> — {q}: {n}" + ("" if n.is_leaf else f" ({len(n.children)}-way join)")
+                              for q, n, _, _, lab in rows],
+                "hoverinfo": "text", "showlegend": False}
+
+    ex, ey = [], []
+    for d, x0, x1 in edges:
+        ex.extend([round(x0, 1), round(x1, 1), None])
+        ey.extend([-float(d), -float(d + 1), None])
+    joins = [r for r in placed if not r[1].is_leaf]
+    edge_name, join_name, leaf_name = OPERATOR_TRACES
+    traces = [
+        {"type": "scatter", "name": edge_name, "x": ex, "y": ey, "mode": "lines",
+         "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
+        node_trace(join_name, joins, ["hexagon" if len(n.children) > 2 else "square" for _, n, *_ in joins],
+                   "top center"),
+        node_trace(leaf_name, [r for r in placed if r[1].is_leaf], "circle", "bottom center"),
+    ]
+    depth = max([d for _, _, d, _, _ in placed] + [1])
+    shape = f" {result.tree_shape}" if result.tree_shape else ""
+    who = "all queries" if query is None else query
+    layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {who}", "x": 0.01},
+              "xaxis": {"visible": False, "range": [0, round(slot[0], 1)]},
+              "yaxis": {"visible": False, "range": [-depth - 0.6, 0.6]},
+              "width": int(max(720, slot[0] + 20)), "autosize": False, "height": int(120 + 80 * depth),
+              "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "hovermode": "closest", "showlegend": False}
+    return traces, layout
+
+
+def operator_tree_figure(result: OptimizeResult, query: str | None = None):
+    """The operator trees of a ``mjoin``/``tree``/``ajoin``/``pmjoin`` result (only
+    ``query``'s when given) as a plotly figure: each query's join tree drawn as a tree of the
+    plan's stores — a binary tree's inner nodes are its MIR stores, an MJoin is one n-ary
+    node (a hexagon) over its inputs' stores.
+
+    >>> from mqjoin.widgets.model import as_workload
+    >>> from mqjoin.optimizer import optimize
+    >>> w = as_workload("paper_v2.yaml")
+    >>> fig = operator_tree_figure(optimize(w, planner="tree", tree_shape="deep", mode="individual"), "q1")
+    >>> [t.name for t in fig.data], list(fig.data[1].text), list(fig.data[2].text)
+    (['operator edges', 'joins', 'base stores'], ['q1:RS[b]', '⇒ q1'], ['q1:R[a]', 'q1:S[a]', 'q1:T[b]'])
+    >>> fig = operator_tree_figure(optimize(w, planner="mjoin"))
+    >>> list(fig.data[1].text), [c[2] for c in fig.data[1].customdata]
+    (['⇒ q1', '⇒ q2'], [3, 3])
+    """
+    return to_figure(*operator_tree_traces(result, query))
+
+
+__all__ = ["fmt", "new_figure_widget", "nodes_for_query", "operator_tree_figure", "operator_tree_traces",
+           "probe_tree_figure", "probe_tree_traces", "tree_stores",
            "query_colors", "query_graph_figure", "query_graph_layout", "query_graph_traces", "sync_figure",
            "to_figure", "trace_by_name"]

@@ -12,6 +12,15 @@ broadcast factor (``e7 χ=4``).  Hovering a store shows the step, its cost
 *show* menu restricts the forest to one query (its steps and the steps that maintain the
 MIR stores it probes).  Below the figure: the stores table and the plan as text.
 
+When the plan comes from an operator-level planner (``mjoin``, ``tree``, ``ajoin``,
+``pmjoin``), a second figure above the forest draws each query's *operator tree* as a tree of
+the plan's stores: a binary join tree's inner nodes are its MIR stores over the base stores at
+its leaves, an MJoin is one n-ary node over its inputs' stores; CLASH's plans have none.
+
+>>> view = ProbeTreeView("paper_v2.yaml", debounce=0, planner="tree", tree_shape="deep", mode="individual")
+>>> view.operators.layout.title.text.split(" — ")[0], list(view.operators.data[1].text)
+('operator trees (tree deep)', ['q1:RS[b]', '⇒ q1', 'q2:TU[b]', '⇒ q2'])
+
 >>> view = ProbeTreeView("paper_v2.yaml", debounce=0)
 >>> stores = view.figure.data[4]
 >>> list(stores.text)[:2]
@@ -26,7 +35,8 @@ from __future__ import annotations
 import ipywidgets as W
 
 from ._html import esc, table
-from .figures import BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, probe_tree_traces, sync_figure
+from .figures import (BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, operator_tree_traces,
+                      probe_tree_traces, sync_figure)
 from .model import ExplorerModel
 
 
@@ -41,6 +51,13 @@ class ProbeTreeView(W.VBox):
         self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
         self.query = W.Dropdown(description="show", options=self._query_options())
         self.figure = new_figure_widget(*self._traces())
+        #: the operator trees of an mjoin/tree/ajoin/pmjoin plan (hidden for CLASH's)
+        self.operators = new_figure_widget(*self._operator_traces())
+        self.operators_box = W.VBox([
+            W.HTML('<span style="font-size:12px;color:#555">the operator tree of each query as a tree of the '
+                   "plan's stores: ● base stores at the leaves, ■ MIR stores (a binary join's state) inside, "
+                   "⬢ an MJoin over all its inputs, ⇒ q1 the query's output at the root; colour = the query</span>"),
+            W.Box([self.operators], layout=W.Layout(overflow="auto hidden", width="100%"))])
         self.stores = W.HTML("")
         self.text = W.HTML("")
         self.details = W.Accordion(children=[W.VBox([self.stores]), W.VBox([self.text])])
@@ -57,7 +74,8 @@ class ProbeTreeView(W.VBox):
             'hover a store for its cost |⋈P|/|P| × χ</span>')
         # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
         scroll = W.Box([self.figure], layout=W.Layout(overflow="auto hidden", width="100%"))  # x: auto, y: hidden
-        super().__init__([self.query, legend, scroll, self.details])
+        super().__init__([self.query, self.operators_box, legend, scroll, self.details])
+        self._show_operators()
         self._fill_tables()
 
     def _query_options(self) -> list[tuple[str, str]]:
@@ -65,12 +83,21 @@ class ProbeTreeView(W.VBox):
         # selected" and the browser shows an empty dropdown
         return [("all queries", ALL)] + [(q, q) for q in self.model.workload.query_names]
 
+    def _shown_query(self) -> str | None:
+        res = self.model.result
+        return self.query.value if res is not None and self.query.value in res.plan.workload.query_names else None
+
     def _traces(self):
         res = self.model.result
         if res is None:
             return [], {"title": {"text": "no plan yet"}}
-        q = self.query.value if self.query.value in res.plan.workload.query_names else None
-        return probe_tree_traces(res.plan, q)
+        return probe_tree_traces(res.plan, self._shown_query())
+
+    def _operator_traces(self):
+        res = self.model.result
+        if res is None or res.join_trees is None:
+            return [], {"title": {"text": "no operator trees (the CLASH planner's plans have none)"}}
+        return operator_tree_traces(res, self._shown_query())
 
     def _on_workload(self, change) -> None:
         opts = self._query_options()
@@ -86,7 +113,13 @@ class ProbeTreeView(W.VBox):
     def redraw(self) -> None:
         """Redraw the forest (and the tables) from the model's current plan."""
         sync_figure(self.figure, *self._traces())
+        sync_figure(self.operators, *self._operator_traces())
+        self._show_operators()
         self._fill_tables()
+
+    def _show_operators(self) -> None:
+        res = self.model.result
+        self.operators_box.layout.display = "none" if res is None or res.join_trees is None else "flex"
 
     def _fill_tables(self) -> None:
         res = self.model.result
@@ -97,7 +130,7 @@ class ProbeTreeView(W.VBox):
                 for s in plan.stores]
         self.stores.value = table(["store", "MIR", "partition attribute", "parallelism", "memory (tuples)",
                                    "namespace"], rows)
-        q = self.query.value if self.query.value in plan.workload.query_names else None
+        q = self._shown_query()
         edges = None if q is None else [n.edge for n in nodes_for_query(plan, q)]
         who = "all queries" if q is None else f"{q} (its steps and the MIR stores it probes)"
         self.text.value = f'<i>{esc(who)}</i><pre style="font-size:12px">{esc(plan.render(edges))}</pre>'
