@@ -536,7 +536,12 @@ def _solve_orders_relaxed(mdl: Model, cols: list[int], rows: list[int], solver: 
         for c, v in zip(cols, vals):
             start[c] = v
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
-    st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective)
+    try:
+        st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective)
+    except NoSolutionError:
+        if not integral:
+            raise
+        return "time_limit", obj, bd, vals  # no time left to take up the relaxed plan: it is the best so far
     return st2, obj2, max(bd, bd2), vals2
 
 

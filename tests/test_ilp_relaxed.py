@@ -102,3 +102,25 @@ def test_a_time_limited_relaxed_solve_reports_a_real_bound(limit):
         return
     assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
     assert sol.objective >= optimum * (1 - 1e-7)
+
+
+def test_a_relaxed_plan_stands_when_the_exact_solve_finds_none(monkeypatch):
+    """Stopped with an integral but unproven relaxed plan, and no time left for the exact
+    model to take it up: that plan is returned with the relaxation's (valid) bound."""
+    mdl = build_model(enumerate_candidates(MEDIUM[2][1]), "replicas")
+    optimum = solve(mdl, relax_orders=False).objective
+    part = ilp._solve_part
+
+    def stopped(m, cols, rows, *args, **kw):
+        if kw.get("relax_orders"):
+            return part(m, cols, rows, *args, **kw)
+        if m.num_binaries < mdl.num_binaries:  # the relaxation: its optimum, reported as unproven
+            st, obj, _, vals = part(m, cols, rows, *args, **kw)
+            return "time_limit", obj, 0.5 * obj, vals
+        raise NoSolutionError("stopped")
+
+    monkeypatch.setattr(ilp, "_solve_part", stopped)
+    sol = solve(mdl, relax_orders=True, canonical=False)
+    assert sol.status == "time_limit"
+    assert math.isclose(sol.objective, optimum, rel_tol=1e-7)
+    assert sol.bound == pytest.approx(0.5 * optimum)
