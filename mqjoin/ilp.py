@@ -19,6 +19,70 @@ Formulation (tight, "disaggregated"; probe orders and steps unpartitioned):
 
 ``y``, ``m`` and ``b`` are continuous: they are integral whenever ``x`` and ``z`` are.  The
 model splits into independent components (variables linked through rows), solved one by one.
+Models with an MIR of :data:`RELAX_MIN_MIR` or more relations are first solved as
+:func:`orders_relaxed` (``x`` continuous, ``m`` binary), exact when its orders come out integral.
+
+Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
+2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
+time goes — the LP root is fast, the gap above it is what costs:
+
+=====================  ====================================================================
+100 × size 3, single   enumeration + build 0.09 s, MIR-free warm start 0.2 s, root LP 0.04 s
+                       at 616,854 against the optimum 695,500 (11 % root gap), closed by
+                       HiGHS's cuts at the root in 0.6–1.4 s; tie-break 0.25–0.4 s, unfinished.
+                       The gap is all in the partition choices ``z``: each query alone has an
+                       integral LP (100 queries: LP = ILP = 400,000, 6 ms each)
+10 × size 5            build 0.2 s; 5 (single) or 10 (replicas) components, each 5-way query
+                       alone an LP of 7,450–7,690 against 8,000 (4–7 % root gap), solved at
+                       the root node in 0.75–2.7 s (cut loop ~1.1 s, strong branching, sub-MIP
+                       heuristics).  With the MIR indicators ``m`` fixed at the optimum the LP
+                       is integral (8,000): the whole gap is which MIRs to materialise
+30 × size 5            single: one component of 21,009 columns whose root cut loop does not end
+                       in 20 s (the incumbent is the warm start, 59 % gap); replicas: 30 parts
+=====================  ====================================================================
+
+The goals, median of 3 with a 30 s limit, before → after :func:`orders_relaxed` (load 5–10 →
+4–7; gap = proven gap at the limit): 100 × 3 single 4.6 → 1.8 s, replicas 1.4 → 0.8 s (goal
+0.5 s); 10 × 5 single 33 → 13 %, replicas 16 → 3.8 % (goal: optimal in 3 s); 30 × 5 single
+60 → 59 %, replicas 26 → 4.2 % (goal: 1 % in 10 s).  None met; the 100 × 3 change is load.
+
+Alternatives measured (same workloads; "exact" is the model as built):
+
+==============================================  ==========================================
+HiGHS options: symmetry detection off,          one 10 × 5 component: 1.5–2.6 s against 1.6 s
+heuristic effort 0 or 0.3, presolve off         (default): no gain, none kept
+CBC instead of HiGHS                            three 10 × 5 components: 5.6–8.0 s against
+                                                2.5–4.8 s
+dominance of partition choices (``z_B`` when    0 of 201 / 153 / 467 ``z`` on 100 × 3 / 10 × 5
+every step knowing B knows A)                   / 30 × 5: not built
+dominance among orders (an order's private      0 of 1,126 / 2,655 / 7,774 orders: not built
+steps cost at least a cheaper order's, whose
+MIRs it uses)
+``m`` binary as well as ``x``                   three 10 × 5 components: 9.1 / 8.7 / 8.4 s
+                                                against 10.6 / 6.7 / 8.6 s: no gain
+:func:`orders_relaxed` (``x`` continuous, ``m`` three 10 × 5 components: 2.3 / 2.7 / 2.2 s
+binary), exact fallback                         against 10.6 / 6.7 / 8.6 s.  Whole models
+                                                (median of 3, 40 s limit): 10 × 5 replicas
+                                                optimal in 38.7 s against 2.1 % gap at 40 s;
+                                                30 × 5 replicas 6.6 % against 25.6 % gap at
+                                                30 s; 10 × 5 single 13.0 % against 12.4 %;
+                                                but 100 × 3 single 2.64 against 0.62 s, 20 × 4
+                                                replicas 2.98 against 0.42 s, 20 × 4 single
+                                                5.0 % against 6.5 %: kept for MIRs of ≥ 4
+                                                relations (:data:`RELAX_MIN_MIR`)
+the same for the canonical tie-break            100 × 3 replicas: the relaxed tie-break's LP is
+                                                fractional (387,873,775.6 against 387,873,989),
+                                                so it solves twice: not used
+Lagrangian relaxation of the coupling (the      not built: 100 × 3 single's subproblems (one
+partition choice of shared stores), per-query   query each) have integral LPs at zero prices, so
+subproblems                                     its bound is not expected above the LP's
+                                                616,854; a 5-way subproblem takes 0.75–2.7 s,
+                                                so one subgradient round over 30 queries takes
+                                                more than the 10 s goal
+column generation over probe orders             not built: its LP bound is this model's (a
+                                                group's orders already form a simplex), and the
+                                                LP is not where the time goes
+==============================================  ==========================================
 
 This is the only module that imports PuLP or highspy.
 
@@ -39,7 +103,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from .candidates import MIR, Candidates, Owner, Step, owner_label
@@ -330,7 +394,8 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
 
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
-          start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None) -> Solution:
+          start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
+          relax_orders: bool | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -349,10 +414,17 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     optimal, but equal-cost choices may differ between solvers).
 
     Independent components are solved separately; small ones are batched into one solver
-    call (a solver call has a fixed overhead of milliseconds)."""
+    call (a solver call has a fixed overhead of milliseconds).
+
+    ``relax_orders``: solve :func:`orders_relaxed` first and keep its answer when its probe
+    orders are integral (then it is exact), else solve the model as built (exact either way;
+    None: when the model has an MIR of at least :data:`RELAX_MIN_MIR` relations and there is no
+    ``solution_limit``)."""
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
+    if relax_orders is None:
+        relax_orders = solution_limit is None and any(len(m.relations) >= RELAX_MIN_MIR for m in mdl.m)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
 
@@ -372,7 +444,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         left_cols -= len(cols)
         try:
             st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
-                                            solution_limit=solution_limit)
+                                            solution_limit=solution_limit, relax_orders=relax_orders)
         except NoSolutionError:
             if start is None:
                 raise
@@ -401,10 +473,100 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
 def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
                 threads: int | None, start: list[float] | None, integral_objective: bool = False,
-                solution_limit: int | None = None) -> tuple[str, float, float, list[float]]:
+                solution_limit: int | None = None, relax_orders: bool = False) -> tuple[str, float, float, list[float]]:
+    if relax_orders and any(mdl.integer[c] for c in cols):
+        return _solve_orders_relaxed(mdl, cols, rows, solver, time_limit, threads, start, integral_objective)
     if solver == "highs":
         return _solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit)
     return _solve_cbc(mdl, cols, rows, time_limit, integral_objective)
+
+
+def orders_relaxed(mdl: Model) -> Model:
+    """The model with continuous probe-order choices ``x`` and binary materialisation
+    indicators ``m``: a relaxation (every plan is feasible in it), so its optimum is a lower
+    bound, and an optimum whose ``x`` are integral is an optimum of the model itself.  Solvers
+    then branch on which MIRs to materialise and on partition choices only — with ``m``
+    fixed, the LP was integral on every goal workload of issue 14, which is where the root gap
+    of five-way queries came from (see the module docstring).
+
+    >>> from mqjoin.workload import load_workload
+    >>> from mqjoin.candidates import enumerate_candidates
+    >>> from pathlib import Path
+    >>> mdl = build_model(enumerate_candidates(load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")))
+    >>> r = orders_relaxed(mdl)
+    >>> [r.integer[i] for i in (next(iter(mdl.x.values())), next(iter(mdl.m.values())))]
+    [False, True]
+    >>> r.num_binaries < mdl.num_binaries, solve(mdl, relax_orders=True).objective == solve(mdl, relax_orders=False).objective
+    (True, True)
+    """
+    xs, ms = set(mdl.x.values()), set(mdl.m.values())
+    return replace(mdl, integer=[(flag and i not in xs) or i in ms for i, flag in enumerate(mdl.integer)])
+
+
+#: solve :func:`orders_relaxed` first (by default) when the model has an MIR of at least this
+#: many relations: measured (module docstring), it wins on five-way queries, whose root gap is
+#: all in the materialisation of nested MIRs, and loses 4-7x on three- and four-way ones, where
+#: HiGHS's cuts on the binary order choices close the gap at the root
+RELAX_MIN_MIR = 4
+
+#: a relaxed order choice within this of 0 or 1 counts as integral (the solvers' own
+#: integrality tolerance)
+INTEGRALITY_TOLERANCE = 1e-6
+
+
+def _solve_orders_relaxed(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
+                          threads: int | None, start: list[float] | None,
+                          integral_objective: bool) -> tuple[str, float, float, list[float]]:
+    """Solve :func:`orders_relaxed` of one part; its answer stands when optimal with integral
+    probe orders.  Otherwise the part is solved as built, in the time left, from the relaxed
+    plan when it is one, keeping the better of the two (valid) bounds."""
+    t0 = time.perf_counter()
+    relaxed = orders_relaxed(mdl)
+    try:
+        st, obj, bd, vals = _solve_part(relaxed, cols, rows, solver, time_limit, threads, start, integral_objective)
+    except NoSolutionError:
+        st, bd, vals = "none", 0.0, []
+    xs = set(mdl.x.values())
+    integral = bool(vals) and all(abs(v - round(v)) <= INTEGRALITY_TOLERANCE
+                                  for c, v in zip(cols, vals) if c in xs)
+    if st == "optimal" and integral:
+        return st, obj, bd, vals
+    if integral:  # a plan, found before the limit: the exact solve starts from it
+        start = [0.0] * mdl.num_variables
+        for c, v in zip(cols, vals):
+            start[c] = v
+    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
+    try:
+        st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective)
+    except NoSolutionError:
+        if not integral:
+            raise
+        return "time_limit", obj, bd, vals  # no time left to take up the relaxed plan: it is the best so far
+    return st2, obj2, max(bd, bd2), vals2
+
+
+def lp_bound(mdl: Model, solver: str = "highs") -> float:
+    """The optimum of the model's LP relaxation (every binary in [0, 1]): the root bound a
+    branch and bound starts from.  ``(optimum − lp_bound) / optimum`` is the root gap that
+    cuts and branching must close (see the measurements in the module docstring).
+
+    >>> from mqjoin.workload import load_workload
+    >>> from mqjoin.candidates import enumerate_candidates
+    >>> from pathlib import Path
+    >>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+    >>> mdl = build_model(enumerate_candidates(w))
+    >>> import math
+    >>> lp_bound(mdl) <= solve(mdl).objective, math.isclose(lp_bound(mdl), lp_bound(mdl, "cbc"))
+    (True, True)
+    """
+    check_solver(solver)
+    total = 0.0
+    for cols, rows in components(mdl):
+        if solver == "highs":
+            total += _solve_highs(mdl, cols, rows, None, None, relax=True)[1]
+        else:
+            total += _cbc_relaxation(mdl, cols, rows)
+    return total
 
 
 #: time of the tie-break solve: at most TIE_SHARE × the first solve's, or TIE_MIN_SECONDS
@@ -426,8 +588,7 @@ def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, val
     costed = [c for c in cols if mdl.cost[c]]
     row = ("canonical_cost", costed, [mdl.cost[c] for c in costed], -math.inf,
            optimum * (1 + TIE_SLACK) + TIE_SLACK)
-    second = Model(mdl.candidates, mdl.policy, names=mdl.names, cost=mdl.tie, integer=mdl.integer,
-                   upper=mdl.upper, rows=mdl.rows + [row])
+    second = replace(mdl, cost=mdl.tie, rows=mdl.rows + [row])
     start = [0.0] * mdl.num_variables
     for c, v in zip(cols, vals):
         start[c] = v
@@ -459,7 +620,7 @@ def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list
 
 def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
                  threads: int | None, start: list[float] | None = None, integral_objective: bool = False,
-                 solution_limit: int | None = None) -> tuple[str, float, float, list[float]]:
+                 solution_limit: int | None = None, relax: bool = False) -> tuple[str, float, float, list[float]]:
     try:
         import highspy
         import numpy as np
@@ -501,7 +662,7 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     lp.a_matrix_.value_ = np.array(value, dtype=float)
     lp.a_matrix_.num_col_ = len(cols)
     lp.a_matrix_.num_row_ = len(rows)
-    if any(mdl.integer[c] for c in cols):
+    if not relax and any(mdl.integer[c] for c in cols):
         lp.integrality_ = [highspy.HighsVarType.kInteger if mdl.integer[c] else highspy.HighsVarType.kContinuous
                            for c in cols]
     h.passModel(lp)
@@ -542,7 +703,7 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     # the objective of the values returned, not HiGHS's report: highspy 1.16 stopped by a time
     # limit reported an objective below the optimum for an incumbent that cost more
     obj = math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals))
-    if any(mdl.integer[c] for c in cols) and st != "optimal":
+    if not relax and any(mdl.integer[c] for c in cols) and st != "optimal":
         bound = max(0.0, float(info.mip_dual_bound))  # costs are ≥ 0, so 0 is always a bound
     else:
         bound = obj
@@ -619,10 +780,17 @@ def _solve_cbc(mdl: Model, cols: list[int], rows: list[int], time_limit: float |
     obj = sum(mdl.cost[c] * v for c, v in zip(cols, vals))
     bound = obj
     if st != "optimal":  # CBC's bound is not exposed by PuLP: the LP relaxation is a valid one
-        relax, _ = to_pulp(mdl, cols, rows, relax=True)
-        relax.solve(pulp.PULP_CBC_CMD(msg=False))
-        bound = float(pulp.value(relax.objective) or 0.0)
+        bound = _cbc_relaxation(mdl, cols, rows)
     return st, obj, bound, vals
+
+
+def _cbc_relaxation(mdl: Model, cols: list[int], rows: list[int]) -> float:
+    """The optimum of the LP relaxation of one part, by CBC."""
+    import pulp
+
+    relax, _ = to_pulp(mdl, cols, rows, relax=True)
+    relax.solve(pulp.PULP_CBC_CMD(msg=False))
+    return float(pulp.value(relax.objective) or 0.0)
 
 
 def export(mdl: Model, path: str) -> str:
