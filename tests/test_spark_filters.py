@@ -12,6 +12,7 @@ from _spark import TIMEOUT  # noqa: E402
 from test_spark_native import run_native  # noqa: E402
 
 from mqjoin.optimizer import optimize  # noqa: E402
+from mqjoin.planners import PLANNERS  # noqa: E402
 from mqjoin.oracle import oracle_results  # noqa: E402
 from mqjoin.tables import Table  # noqa: E402
 from mqjoin.workload import parse_workload  # noqa: E402
@@ -113,3 +114,17 @@ def test_filtered_query_batch_on_adaptive_spark_equals_the_oracle(planner, spark
                   optimizer=ajoin_optimizer() if planner == "ajoin" else None,
                   max_rows_per_batch=-(-total // 3), timeout=TIMEOUT)
     assert d.results() == adaptive_oracle_results(w, tables, changes, policy)
+
+
+@pytest.mark.parametrize("planner", [p for p in PLANNERS if p != "clash"])
+def test_filtered_workloads_on_spark_equal_the_oracle_under_every_planner(planner, spark, tmp_path):
+    """Every plan family's plan of a filtered workload (ungrouped and, for ajoin, with the
+    groups it chooses) runs on Spark's driver mode with the oracle's results."""
+    from mqjoin.runtime.spark.deploy import run_spark
+
+    for name, w, tables in (all_cases()[0], all_cases()[-2]):
+        plan = optimize(w, planner=planner).plan
+        total = sum(len(t) for t in tables.values())
+        d = run_spark(plan, tables, tmp_path / f"out-{name}", spark=spark, max_rows_per_batch=-(-total // 3),
+                      timeout=TIMEOUT)
+        assert d.results() == oracle_results(w, tables), name
