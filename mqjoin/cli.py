@@ -249,11 +249,13 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     w = _workload(args.workload)
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
+    optimizer = None
+    if args.planner == "ajoin":  # AJoin re-plans each batch of query changes incrementally
+        from .ajoin import ajoin_optimizer
+
+        optimizer = ajoin_optimizer()
     if args.engine == "spark":
-        if args.planner == "ajoin":
-            raise OptionError("--planner ajoin with --changes re-plans on the reference engine; leave out "
-                              "--engine spark, or use --planner clash")
-        d = _run_spark(args, w, None, policy=policy, changes=changes)
+        d = _run_spark(args, w, None, policy=policy, changes=changes, optimizer=optimizer)
         run = d.snapshot()
         tables = d.tables
         summary = {"engine": "spark", "adaptive": True, **run.summary(), "spark": d.summary(), "out": str(args.out)}
@@ -261,11 +263,6 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         from .runtime.adaptive import run_adaptive
 
         tables = read_inputs(full, args.data)
-        optimizer = None
-        if args.planner == "ajoin":
-            from .ajoin import ajoin_optimizer
-
-            optimizer = ajoin_optimizer()
         run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0, optimizer=optimizer)
         write_results(full, run.results, args.out)
         summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
@@ -306,8 +303,8 @@ def _spark_line(s: dict) -> str:
 
 def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
-    ``adaptive`` (``policy=``, ``changes=``): an adaptive deployment of the workload ``plan``
-    reading its inputs from ``--data`` (relations added queries join included)."""
+    ``adaptive`` (``policy=``, ``changes=``, ``optimizer=``): an adaptive deployment of the
+    workload ``plan`` reading its inputs from ``--data`` (relations added queries join included)."""
     from .runtime.spark.deploy import deploy
     from .runtime.spark.session import install_java
 
@@ -315,7 +312,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     quiet = getattr(args, "json", False)
     if adaptive:
         tables = args.data
-        adaptive = {"adaptive": adaptive["policy"], "changes": adaptive["changes"]}
+        adaptive = {"adaptive": adaptive["policy"], "changes": adaptive["changes"],
+                    "optimizer": adaptive.get("optimizer")}
     if not adaptive:
         adaptive = {"mode": getattr(args, "spark_mode", "auto")}
     d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
