@@ -39,7 +39,7 @@ key every probe of the plan can route by (a plan whose stores all share one part
 377,050 results; each change kept, measured on its own):
 
     results: Python row lists → Arrow list column          1.12–1.63 s
-             arrays from the executor's raw results          0.26 s (conversion included)
+             row indices made at emission, one fromiter      0.25 s (conversion included)
     served columns: the union schema (22 columns)            Spark read 0.20–0.25 s (warm)
              packed by position and type (9 columns)         the read of 4 columns: 0.09 s
     source: the whole replay log per Python worker           a new deployment's first read
@@ -59,7 +59,9 @@ everywhere; tuples/s and state rows):
     native, one streaming query             6,930   417,555        5,153   877,599       —
     Flink 2.3, one StatementSet, par. 2    28,331   417,555       26,513   877,599       43,288   4,168,940
 
-(ten queries at SF 0.1: this mode 38,171 tuples/s, 2,978,343 rows).  Where a whole-input batch
+(ten queries at SF 0.1: this mode 38,171 tuples/s, 2,978,343 rows; the distributed mode, last
+measured the session before: 4,030 / 3,744 tuples/s at SF 0.01 with 9 / 23 jobs and 113 / 179
+stages per batch).  Where a whole-input batch
 goes: Figure 7(a) SF 0.01 (1.52 s): reading the batch to the driver 0.56 s, the executor 0.58 s
 (675,153 probe messages), writing 377,050 results 0.25 s, the state journal 0.07 s; at SF 0.1
 (17.2 s): read 2.1 s, executor 9.8 s, results 2.4 s, journal 1.8 s, the rest 1.1 s.  The
