@@ -239,9 +239,9 @@ def test_cli_run_changes_with_planner_ajoin(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cli_run_changes_with_planner_ajoin_on_spark(tmp_path, capsys):
-    """The same changelog on adaptive Spark: AJoin re-plans each batch there too."""
-    pytest.importorskip("pyspark")
+def test_cli_run_changes_with_planner_ajoin_on_spark(spark, tmp_path, capsys):
+    """The same changelog on adaptive Spark (the CLI reuses the test session): AJoin re-plans
+    each batch there too."""
     args = _changes_run_args(tmp_path) + ["--engine", "spark", "--checkpoint", str(tmp_path / "chk")]
     assert main(args) == 0
     assert "equal to the A6 oracle" in capsys.readouterr().out
