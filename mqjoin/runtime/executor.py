@@ -422,7 +422,7 @@ class Executor(ContainerIndex):
         self.fed = 0
         self.containers: dict[tuple[Layout, int], Container] = {}
         self.dropped_rows: dict[Layout, int] = {}  # most entries of containers dropped since
-        self.raw: dict[tuple, list] = {}  # (query, Emit order) → results: row indices, after the trigger if kept
+        self.raw: dict[str, list] = {}  # query → results: row indices in its relation order, after the trigger if kept
         self.counts: Counter = Counter()
         self.counters: dict[tuple[int, str], list[int]] = {}  # (plan index, probe edge) → messages
         self.history = [0]  # messages of iterative probing
@@ -515,7 +515,7 @@ class Executor(ContainerIndex):
 
     def _compile_rule(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
         if isinstance(rule, Emit):
-            raw = self.raw.setdefault((rule.query, rule.order), [])
+            raw = self.raw.setdefault(rule.query, [])
             counts = self.counts
             q = rule.query
             if not self.collect:
@@ -920,7 +920,7 @@ class Executor(ContainerIndex):
         """Query → result tuples (row indices in the query's relation order); with
         ``triggers=True`` each is ``(trigger, rows)``.  ``clear`` empties the buffers."""
         out: dict[str, list] = {q.name: [] for q in self.w.queries}
-        for (q, _), raw in self.raw.items():
+        for q, raw in self.raw.items():
             out.setdefault(q, []).extend([(e[0], e[1:]) for e in raw] if self.triggers else raw)
             if clear:
                 raw.clear()
@@ -930,9 +930,9 @@ class Executor(ContainerIndex):
         """The results collected since the last call, as collected, and empty the buffers:
         ``(query, entries)``, an entry the result's row indices in the query's relation order,
         preceded by its trigger with ``triggers=True`` — for a backend that converts them in
-        bulk (``numpy.array(entries)``)."""
+        bulk (e.g. ``numpy.fromiter``)."""
         out = []
-        for (q, _), raw in self.raw.items():
+        for q, raw in self.raw.items():
             if raw:
                 out.append((q, raw[:]))
                 raw.clear()  # the compiled emits append to this list
