@@ -219,9 +219,9 @@ class Deployment:
 
     def _start_mqjoin(self, opts, ddl, listener) -> None:
         if self.mode == "driver":
-            from .driver import DriverEngine
+            from .driver import VectorDriverEngine
 
-            self.engine = DriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report,
+            self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report,
                                        columns=self.columns)
         else:
             self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),

@@ -92,13 +92,15 @@ from ...errors import EngineError
 from ...gcpause import paused_gc
 from ...plan import Plan
 from ..executor import Executor, StaticSchedule
-from ..rules import Layout
+from ..rules import Layout, layout_of
+from ..vector import BatchExecutor, Frame, values_array
 from .engine import BatchReport, job_cost, job_group
 from .source import attr_col
 
 log = logging.getLogger(__name__)
 
 JOURNAL_FORMAT = 2
+VECTOR_JOURNAL = "vector-1"
 
 
 class DriverEngine:
@@ -125,6 +127,7 @@ class DriverEngine:
         self.journal_rows = 0
         self.lock = threading.RLock()
         self._enters: list = []  # epochs entered in the batch being processed
+        self._pre: dict = {}  # containers journaled in the batch being processed
 
     # -- hooks for the adaptive engine ----------------------------------------------------
 
@@ -221,8 +224,8 @@ class DriverEngine:
         """Called when a restore re-enters ``epoch`` (the adaptive engine re-submits the query
         changes submitted during it)."""
 
-    def _write_journal(self, batch_id: int, pre: Mapping[tuple, list]) -> None:
-        ex = self.ex
+    def _write_journal(self, batch_id: int) -> None:
+        ex, pre = self.ex, self._pre
         live = sum(c.rows() for c in ex.containers.values())
         snapshot = self.snapshots and self.journal_rows > 2 * max(live, 1000)
         if snapshot:
@@ -279,28 +282,10 @@ class DriverEngine:
         arrival = table["_arrival"].to_numpy()
         rel = table["_rel"].to_numpy()
         ts = table["_ts"].to_numpy()
-        arrivals = self._tuples(table, rel)
-        ex = self.ex
-        pre = {key: c.open_journal() for key, c in ex.containers.items()}
-        self._enters = []
-
-        def entered(e: int, T: float) -> None:  # journal the containers the new epoch opens
-            groups = {key: c.open_journal() for key, c in ex.containers.items()
-                      if key not in pre and all(key not in g for *_, g in self._enters)}
-            closed = max((k for k in ex.samples if k < e), default=None)
-            self._enters.append((e, T, None if closed is None else ex.samples[closed], groups))
-
-        ex.on_enter = entered
-        before = {k: c[0] for k, c in ex.counters.items()}
         t0 = time.time()
-        ex.feed(arrivals, triggers=seq.tolist())
+        results, msgs = self._execute(table, seq, rel, ts)
         self.next_seq = int(seq[-1]) + 1
-        ex.purge_all(ex.clock[0])  # the stores hold what later tuples can still join, as reported
-        for c in ex.containers.values():
-            c.journal = None
-            c.insert = c._compile_insert()
         executed = time.time()
-        results = result_arrays(ex.take_results(), {q.name: len(q.relations) for q in ex.w.queries})
         where = {q: np.searchsorted(seq, trig) for q, (trig, _) in results.items()}
         self._write_results(batch_id, results, where, arrival)
         committed = time.time()
@@ -314,23 +299,51 @@ class DriverEngine:
                 lmean[q] = min(max(float(lat.mean()), lo), hi)  # equal latencies: mean == max, exactly
                 lp95[q], lmax[q] = float(np.percentile(lat, 95)), hi
         self.batch_done(batch_id, where, committed, seq, arrival, ts)
-        self._write_journal(batch_id, pre)
+        self._write_journal(batch_id)
         state = time.time()
-        msgs = {lab: c[0] - before.get((p, lab), 0) for (p, lab), c in ex.counters.items()}
-        plan = self.current_plan()
-        store_rows = ex.store_rows(plan)
         jobs, stages = job_cost(sc, group)
         report = BatchReport(
             batch=batch_id, first_seq=first, input_rows=n, started=started, seconds=time.time() - started,
             min_ts=float(ts.min()), max_ts=float(ts.max()), results=counts, latency_mean=lmean, latency_p95=lp95,
-            latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt,
-            store_rows=store_rows if plan is not self.plan else {s.id: store_rows.get(s.id, 0) for s in plan.stores},
-            state_bytes=_state_bytes(ex), phases={"read": read - started, "execute": executed - t0,
-                                                 "write": committed - executed, "state": state - committed},
+            latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt, store_rows=self._store_rows(),
+            state_bytes=self._state_bytes(), phases={"read": read - started, "execute": executed - t0,
+                                                     "write": committed - executed, "state": state - committed},
             jobs=jobs, stages=stages)
         self.next_batch = batch_id + 1
         if self.on_batch:
             self.on_batch(report)
+
+    def _execute(self, table: pa.Table, seq: np.ndarray, rel: np.ndarray, ts: np.ndarray) -> tuple[dict, dict]:
+        """Run the batch (sorted by arrival): query → (triggers, rows) of its results, and the
+        probe messages per edge."""
+        ex = self.ex
+        arrivals = self._tuples(table, rel)
+        self._pre = {key: c.open_journal() for key, c in ex.containers.items()}
+        self._enters = []
+
+        def entered(e: int, T: float) -> None:  # journal the containers the new epoch opens
+            groups = {key: c.open_journal() for key, c in ex.containers.items()
+                      if key not in self._pre and all(key not in g for *_, g in self._enters)}
+            closed = max((k for k in ex.samples if k < e), default=None)
+            self._enters.append((e, T, None if closed is None else ex.samples[closed], groups))
+
+        ex.on_enter = entered
+        before = {k: c[0] for k, c in ex.counters.items()}
+        ex.feed(arrivals, triggers=seq.tolist())
+        ex.purge_all(ex.clock[0])  # the stores hold what later tuples can still join, as reported
+        for c in ex.containers.values():
+            c.journal = None
+            c.insert = c._compile_insert()
+        results = result_arrays(ex.take_results(), {q.name: len(q.relations) for q in ex.w.queries})
+        return results, {lab: c[0] - before.get((p, lab), 0) for (p, lab), c in ex.counters.items()}
+
+    def _store_rows(self) -> dict[str, int]:
+        plan = self.current_plan()
+        store_rows = self.ex.store_rows(plan)
+        return store_rows if plan is not self.plan else {s.id: store_rows.get(s.id, 0) for s in plan.stores}
+
+    def _state_bytes(self) -> int:
+        return _state_bytes(self.ex)
 
     def _tuples(self, table: pa.Table, rel: np.ndarray) -> list[tuple[str, tuple]]:
         """(relation, base tuple) per row, in the table's order."""
@@ -374,6 +387,108 @@ class DriverEngine:
 
     def close(self) -> None:
         self.ex = None
+
+
+class VectorDriverEngine(DriverEngine):
+    """The driver mode of a static plan: the batch runs through the vectorised executor
+    (:class:`~mqjoin.runtime.vector.BatchExecutor`, the same rules as the per-tuple one), and
+    the state journal keeps the entries each batch stored, as column arrays."""
+
+    def new_executor(self) -> BatchExecutor:
+        return BatchExecutor(self.plan)
+
+    def _execute(self, table: pa.Table, seq: np.ndarray, rel: np.ndarray, ts: np.ndarray) -> tuple[dict, dict]:
+        ex = self.ex
+        before = dict(ex.messages)
+        results = ex.feed(self._frames(table, seq, rel, ts))
+        return results, {lab: n - before.get(lab, 0) for lab, n in ex.messages.items()}
+
+    def _frames(self, table: pa.Table, seq: np.ndarray, rel: np.ndarray, ts: np.ndarray) -> dict[str, Frame]:
+        """The batch's arrivals per relation, with the fields the plan reads."""
+        out = {}
+        cols = set(table.column_names)
+        need = self.ex.source_need
+        for k in np.unique(rel).tolist():
+            name = self.names[k]
+            if name not in need:
+                continue
+            idx = np.flatnonzero(rel == k)
+            take = pa.array(idx)
+            fields: dict[int, np.ndarray] = {}
+            for f in sorted(need[name]):
+                if f == 0:
+                    fields[0] = table["_row"].take(take).to_numpy().astype(np.int64, copy=False)
+                elif f == 1:
+                    fields[1] = ts[idx]
+                else:
+                    c = attr_col(k, f - 2)
+                    c = self.columns.get(c, c) if self.columns is not None else c
+                    fields[f] = values_array(table[c].take(take)) if c in cols else np.full(len(idx), np.nan)
+            out[name] = Frame((name,), [fields], seq[idx], ts[idx])
+        return out
+
+    def _restore(self, batch_id: int) -> None:
+        ex = self.new_executor()
+        by_id = {s.id: layout_of(s) for s in self.plan.stores}
+        rows, last = 0, None
+        for b, path in self._journals():
+            if b >= batch_id:
+                path.unlink()  # written for a batch Spark did not commit; it runs again
+                continue
+            with path.open("rb") as f:
+                rec = pickle.load(f)
+            if rec.get("format") != VECTOR_JOURNAL:
+                raise EngineError(f"state journal {path} was written by another engine or version; delete the "
+                                  "checkpoint to start over")
+            if rec["snapshot"]:
+                ex, rows = self.new_executor(), 0
+            for sid, (rels, cols, seq) in rec["stores"].items():
+                if sid not in by_id:
+                    raise EngineError(f"state journal {path} holds store {sid}, which the plan does not have; "
+                                      "delete the checkpoint to start over")
+                ex.load(by_id[sid], Frame(tuple(rels), cols, seq))
+                rows += len(seq)
+            last = rec
+        if last is not None:
+            ex.messages.update(last["messages"])  # the executor is new: its counters are 0
+            ex.counts.update(last["counts"])
+            ex.max_rows.update(last["max_rows"])
+            ex.T = last["T"]
+            self.next_seq = last["next_seq"]
+            ex.purge()
+        else:
+            self.next_seq = 0
+        self.ex, self.next_batch, self.journal_rows = ex, batch_id, rows
+        self.restored([])
+
+    def _write_journal(self, batch_id: int) -> None:
+        ex = self.ex
+        live = sum(ex.live.values())
+        snapshot = self.journal_rows > 2 * max(live, 1000)
+        frames = {layout: ex.entries(layout) for layout in ex.stores} if snapshot else ex.deltas
+        stores = {ex.names[layout]: (f.rels, f.cols, f.seq) for layout, f in frames.items() if f is not None and len(f)}
+        rec = {"format": VECTOR_JOURNAL, "batch": batch_id, "snapshot": snapshot, "stores": stores,
+               "T": ex.T, "next_seq": self.next_seq, "messages": dict(ex.messages), "counts": dict(ex.counts),
+               "max_rows": dict(ex.max_rows)}
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / f"{batch_id}.tmp"
+        with tmp.open("wb") as f:
+            pickle.dump(rec, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(self.state_dir / f"{batch_id}.pkl")
+        written = sum(len(seq) for _, _, seq in stores.values())
+        if snapshot:
+            for b, p in self._journals():
+                if b < batch_id:
+                    p.unlink()
+            self.journal_rows = written
+        else:
+            self.journal_rows += written
+
+    def _store_rows(self) -> dict[str, int]:
+        return self.ex.store_rows()
+
+    def _state_bytes(self) -> int:
+        return self.ex.state_bytes()
 
 
 def result_arrays(taken: list[tuple[str, list[tuple[int, ...]]]],
