@@ -60,8 +60,6 @@ class AdaptiveDriverEngine(DriverEngine):
     """The driver engine under an :class:`~mqjoin.adaptive.AdaptiveController` (see the module
     doc); ``on_event`` receives ``epoch`` and ``switch`` events."""
 
-    snapshots = False  # the controller's decisions are re-derived from the whole journal
-
     def __init__(self, base: Workload, policy: AdaptivePolicy, changes: list[QueryChange], optimizer: Optimizer | None,
                  full: Workload, out_dir: str, state_dir: Path, total: int,
                  on_batch: Callable | None = None, on_event: Callable[[dict], None] | None = None,

@@ -177,10 +177,6 @@ class DriverEngine:
                 rec = pickle.load(f)
             if rec.get("format") != JOURNAL_FORMAT:
                 raise EngineError(f"state journal {path} has an unknown format; delete the checkpoint to start over")
-            if rec["snapshot"]:
-                ex = self.new_executor()
-                ex.on_epoch = None
-                rows, records = 0, []
             rows += self._replay(ex, rec)
             records.append(rec)
             last = rec
@@ -226,35 +222,23 @@ class DriverEngine:
 
     def _write_journal(self, batch_id: int) -> None:
         ex, pre = self.ex, self._pre
-        live = sum(c.rows() for c in ex.containers.values())
-        snapshot = self.snapshots and self.journal_rows > 2 * max(live, 1000)
-        if snapshot:
-            enters = [(0, ex.clock[0], None, [((tuple(lay), ep), [e for part in c.entries for e in part])
-                                              for (lay, ep), c in ex.containers.items()])]
-            pre_rec: list = []
-        else:
-            pre_rec = [((tuple(lay), ep), j) for (lay, ep), j in pre.items() if j]
-            enters = [(e, T, sample, [((tuple(lay), ep), j) for (lay, ep), j in groups.items() if j])
-                      for e, T, sample, groups in self._enters]
-        rec = {"format": JOURNAL_FORMAT, "batch": batch_id, "snapshot": snapshot, "pre": pre_rec,
+        pre_rec = [((tuple(lay), ep), j) for (lay, ep), j in pre.items() if j]
+        enters = [(e, T, sample, [((tuple(lay), ep), j) for (lay, ep), j in groups.items() if j])
+                  for e, T, sample, groups in self._enters]
+        rec = {"format": JOURNAL_FORMAT, "batch": batch_id, "snapshot": False, "pre": pre_rec,
                "enters": enters, "open": ex.ep, "T": ex.clock[0], "next_seq": self.next_seq,
                "messages": {k: c[0] for k, c in ex.counters.items()}, "history": ex.history[0],
                "counts": dict(ex.counts), **self.journal_extra()}
+        self._dump(batch_id, rec)
+        self.journal_rows += sum(len(j) for _, j in pre_rec) + sum(len(j) for *_, groups in enters for _, j in groups)
+
+    def _dump(self, batch_id: int, rec: dict) -> None:
+        """Write batch ``batch_id``'s journal record (atomically: a crash leaves the old file)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / f"{batch_id}.tmp"
         with tmp.open("wb") as f:
             pickle.dump(rec, f, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(self.state_dir / f"{batch_id}.pkl")
-        if snapshot:
-            for b, p in self._journals():
-                if b < batch_id:
-                    p.unlink()
-            self.journal_rows = live
-        else:
-            self.journal_rows += sum(len(j) for _, j in pre_rec) + \
-                sum(len(j) for *_, groups in enters for _, j in groups)
-
-    snapshots = True  # compact the journal into snapshots (a static plan: no controller state)
 
     # -- one micro-batch ------------------------------------------------------------------
 
@@ -392,7 +376,11 @@ class DriverEngine:
 class VectorDriverEngine(DriverEngine):
     """The driver mode of a static plan: the batch runs through the vectorised executor
     (:class:`~mqjoin.runtime.vector.BatchExecutor`, the same rules as the per-tuple one), and
-    the state journal keeps the entries each batch stored, as column arrays."""
+    the state journal keeps the entries each batch stored, as column arrays (compacted into
+    one snapshot when it holds ``snapshot_ratio`` times the live entries)."""
+
+    snapshot_ratio, snapshot_floor = 2.0, 1000
+    last_snapshot: int | None = None  # the batch of the newest snapshot in the journal
 
     def new_executor(self) -> BatchExecutor:
         return BatchExecutor(self.plan)
@@ -441,7 +429,7 @@ class VectorDriverEngine(DriverEngine):
                 raise EngineError(f"state journal {path} was written by another engine or version; delete the "
                                   "checkpoint to start over")
             if rec["snapshot"]:
-                ex, rows = self.new_executor(), 0
+                ex, rows, self.last_snapshot = self.new_executor(), 0, b
             for sid, (rels, cols, seq) in rec["stores"].items():
                 if sid not in by_id:
                     raise EngineError(f"state journal {path} holds store {sid}, which the plan does not have; "
@@ -464,22 +452,20 @@ class VectorDriverEngine(DriverEngine):
     def _write_journal(self, batch_id: int) -> None:
         ex = self.ex
         live = sum(ex.live.values())
-        snapshot = self.journal_rows > 2 * max(live, 1000)
+        if self.last_snapshot is not None and self.last_snapshot < batch_id:
+            # Spark committed the snapshot's batch (it runs batch_id): what it replaces can go
+            for b, p in self._journals():
+                if b < self.last_snapshot:
+                    p.unlink()
+        snapshot = self.journal_rows > self.snapshot_ratio * max(live, self.snapshot_floor)
         frames = {layout: ex.entries(layout) for layout in ex.stores} if snapshot else ex.deltas
         stores = {ex.names[layout]: (f.rels, f.cols, f.seq) for layout, f in frames.items() if f is not None and len(f)}
-        rec = {"format": VECTOR_JOURNAL, "batch": batch_id, "snapshot": snapshot, "stores": stores,
-               "T": ex.T, "next_seq": self.next_seq, "messages": dict(ex.messages), "counts": dict(ex.counts),
-               "max_rows": dict(ex.max_rows)}
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / f"{batch_id}.tmp"
-        with tmp.open("wb") as f:
-            pickle.dump(rec, f, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(self.state_dir / f"{batch_id}.pkl")
+        self._dump(batch_id, {"format": VECTOR_JOURNAL, "batch": batch_id, "snapshot": snapshot, "stores": stores,
+                              "T": ex.T, "next_seq": self.next_seq, "messages": dict(ex.messages),
+                              "counts": dict(ex.counts), "max_rows": dict(ex.max_rows)})
         written = sum(len(seq) for _, _, seq in stores.values())
         if snapshot:
-            for b, p in self._journals():
-                if b < batch_id:
-                    p.unlink()
+            self.last_snapshot = batch_id
             self.journal_rows = written
         else:
             self.journal_rows += written
