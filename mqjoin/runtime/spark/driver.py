@@ -1,20 +1,26 @@
-"""The plan on Spark with its stores where the probes run: the in-process executor behind
+"""The plan on Spark with its stores where the probes run: an in-process executor behind
 ``foreachBatch`` — one Spark job per micro-batch (``--spark-mode driver``).
 
 Each micro-batch of the replay stream is collected to the driver as Arrow (the one Spark job
-of the batch: the source's read), fed in arrival order to the
-:class:`~mqjoin.runtime.executor.Executor` — the same engine, rules and probe semantics as
-the reference executor — and its results are written to ``OUT/_batches/batch=b`` with pyarrow
-(overwrite: a batch Spark re-executes after a restart replaces its own output).  The cost of a
-batch is one Spark job and one stage whatever the number of stores, edges and queries.
+of the batch: the source's read).  A static plan's batch is split per relation into column
+arrays and run by the vectorised executor (:class:`VectorDriverEngine`,
+:class:`~mqjoin.runtime.vector.BatchExecutor`): the plan's rules — the same
+:mod:`~mqjoin.runtime.rules` values the reference executor runs tuple by tuple — applied to
+the whole batch at once, each edge once per batch, the arrival order a column.  An adaptive
+deployment (:mod:`.adaptive`) feeds its batches in arrival order to the per-tuple
+:class:`~mqjoin.runtime.executor.Executor` (epochs, iterative probing).  Results are written
+to ``OUT/_batches/batch=b`` with pyarrow (overwrite: a batch Spark re-executes after a restart
+replaces its own output).  The cost of a batch is one Spark job and one stage whatever the
+number of stores, edges and queries.
 
 **State and restart.**  The plan's stores live in the executor, in the driver's memory.  After
 every batch the entries it inserted are appended to a *state journal* in the checkpoint
-(``CHECKPOINT/state/<batch>.pkl``, written before Spark commits the batch); when the journal
-holds twice the live entries it is compacted into one snapshot.  A restarted deployment
-rebuilds its stores from the journal of the batches Spark committed — no replay of the input —
-and Spark re-runs the batch it had not committed, whose output is overwritten: nothing lost,
-nothing duplicated.
+(``CHECKPOINT/state/<batch>.pkl``, written before Spark commits the batch; column arrays for
+the vectorised executor); when the journal holds twice the live entries the vectorised
+executor's is compacted into one snapshot, which replaces the older records once Spark has
+committed its batch.  A restarted deployment rebuilds its stores from the journal of the
+batches Spark committed — no replay of the input — and Spark re-runs the batch it had not
+committed, whose output is overwritten: nothing lost, nothing duplicated.
 
 **What scales out and what does not.**  The source's read and the output run on executors;
 the probes run in one Python process on the driver, so one batch is bounded by one core.
