@@ -10,6 +10,7 @@ import pytest
 from mqjoin.optimizer import optimize
 from mqjoin.oracle import oracle_results
 from mqjoin.runtime.reference import partition_of, run_reference
+from mqjoin.runtime.vector import run_vector
 from mqjoin.synthetic import uniform_streams
 from mqjoin.tables import Table
 from mqjoin.workload import parse_workload
@@ -65,8 +66,10 @@ def test_window_boundaries_and_ties_by_hand():
     want = {(1, 0, 0), (1, 1, 0), (2, 1, 0)}
     assert oracle_results(w, tables)["q"] == want
     for mode, pol, mirs in CONFIGS:
-        got = run_reference(optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan, tables).result_sets()["q"]
-        assert got == want, (mode, pol, mirs)
+        plan = optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan
+        assert run_reference(plan, tables).result_sets()["q"] == want, (mode, pol, mirs)
+        for batch in (None, 1, 2):  # the vectorised executor, a batch of arrivals at a time
+            assert run_vector(plan, tables, batch=batch).result_sets()["q"] == want, (mode, pol, mirs, batch)
 
 
 def test_nulls_never_join_and_mixed_int_float_values_do():

@@ -2,7 +2,7 @@
 and the per-tuple reference executor: the same result sets and probe messages for every
 plan, every batch size (one arrival, a few, the whole input), filters and query groups,
 every planner; key semantics (nulls, 1 = 1.0, strings, multi-attribute keys, hash
-collisions); windows; store rows as the per-tuple executor reports them."""
+collisions); store rows as the per-tuple executor reports them."""
 
 from __future__ import annotations
 
@@ -71,30 +71,6 @@ def test_larger_inputs_equal_the_oracle(seed, workload, tables):
         plan = optimize(workload, mode=mode, partitioning=pol, mirs=mirs).plan
         for b in (None, 7, 50):
             assert run_vector(plan, tables, batch=b).result_sets() == want, f"seed {seed} {mode}/{pol} batch={b}"
-
-
-W3 = """
-defaults: {selectivity: 0.5, parallelism: 2}
-relations:
-  R: {attributes: [a], window: 1}
-  S: {attributes: [a, b], window: 2}
-  T: {attributes: [b]}
-queries: {q: "R(a), S(a,b), T(b)"}
-"""
-
-
-def test_window_boundaries_and_ties_by_hand():
-    w = parse_workload(W3)
-    tables = {
-        "R": Table.from_columns("R", {"ts": [0.0, 3.0, 5.0], "a": [1, 1, 1]}),
-        "S": Table.from_columns("S", {"ts": [1.0, 3.0], "a": [1, 1], "b": [7, 7]}),
-        "T": Table.from_columns("T", {"ts": [3.0, 100.0], "b": [7, 7]}),
-    }
-    want = {(1, 0, 0), (1, 1, 0), (2, 1, 0)}  # worked out in test_reference.py
-    for mode, pol, mirs in CONFIGS:
-        for b in BATCHES:
-            got = run_vector(optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan, tables, batch=b)
-            assert got.result_sets()["q"] == want, (mode, pol, mirs, b)
 
 
 TWO = """

@@ -108,7 +108,9 @@ class Frame:
         if len(frames) == 1:
             return frames[0]
         f0 = frames[0]
-        cols = [{f: np.concatenate([fr.cols[i][f] for fr in frames]) for f in c} for i, c in enumerate(f0.cols)]
+        # the fields every part carries (parts from different edges may carry more)
+        cols = [{f: np.concatenate([fr.cols[i][f] for fr in frames]) for f in c if all(f in fr.cols[i] for fr in frames)}
+                for i, c in enumerate(f0.cols)]
         T = None if f0.T is None else np.concatenate([fr.T for fr in frames])
         return Frame(f0.rels, cols, np.concatenate([fr.seq for fr in frames]), T)
 

@@ -85,7 +85,7 @@ import pickle
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -169,20 +169,27 @@ class DriverEngine:
                 continue
         return sorted(out)
 
+    def _committed(self, batch_id: int, fmt: Any) -> Iterator[tuple[int, dict]]:
+        """The journal records of the batches before ``batch_id`` (Spark committed them), in
+        order; the records of later batches are deleted (Spark runs them again)."""
+        for b, path in self._journals():
+            if b >= batch_id:
+                path.unlink()
+                continue
+            with path.open("rb") as f:
+                rec = pickle.load(f)
+            if rec.get("format") != fmt:
+                raise EngineError(f"state journal {path} was written by another engine or version; delete the "
+                                  "checkpoint to start over")
+            yield b, rec
+
     def _restore(self, batch_id: int) -> None:
         """The executor as it was after batch ``batch_id − 1``: rebuilt from the journal of the
         batches before ``batch_id`` (entries of later, uncommitted batches are discarded)."""
         ex = self.new_executor()
         on_epoch, ex.on_epoch = ex.on_epoch, None  # epochs closed before were reported then
         rows, records, last = 0, [], None
-        for b, path in self._journals():
-            if b >= batch_id:
-                path.unlink()  # written for a batch Spark did not commit; it runs again
-                continue
-            with path.open("rb") as f:
-                rec = pickle.load(f)
-            if rec.get("format") != JOURNAL_FORMAT:
-                raise EngineError(f"state journal {path} has an unknown format; delete the checkpoint to start over")
+        for _, rec in self._committed(batch_id, JOURNAL_FORMAT):
             rows += self._replay(ex, rec)
             records.append(rec)
             last = rec
@@ -425,20 +432,12 @@ class VectorDriverEngine(DriverEngine):
         ex = self.new_executor()
         by_id = {s.id: layout_of(s) for s in self.plan.stores}
         rows, last = 0, None
-        for b, path in self._journals():
-            if b >= batch_id:
-                path.unlink()  # written for a batch Spark did not commit; it runs again
-                continue
-            with path.open("rb") as f:
-                rec = pickle.load(f)
-            if rec.get("format") != VECTOR_JOURNAL:
-                raise EngineError(f"state journal {path} was written by another engine or version; delete the "
-                                  "checkpoint to start over")
+        for b, rec in self._committed(batch_id, VECTOR_JOURNAL):
             if rec["snapshot"]:
                 ex, rows, self.last_snapshot = self.new_executor(), 0, b
             for sid, (rels, cols, seq) in rec["stores"].items():
                 if sid not in by_id:
-                    raise EngineError(f"state journal {path} holds store {sid}, which the plan does not have; "
+                    raise EngineError(f"the state journal of batch {b} holds store {sid}, which the plan does not have; "
                                       "delete the checkpoint to start over")
                 ex.load(by_id[sid], Frame(tuple(rels), cols, seq))
                 rows += len(seq)
