@@ -373,12 +373,13 @@ class DriverEngine:
             n, k = rows.shape
             if n:
                 offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
-                parts.append(pa.table({"query": pa.array([q] * n, pa.string()),
+                parts.append(pa.table({"query": _repeated(q, n),
                                        "rows": pa.ListArray.from_arrays(offsets, pa.array(rows.ravel())),
                                        "_seq": pa.array(trig), "_arrival": pa.array(arrival[where[q]])}))
         if parts:
             tmp = path / "part-0.parquet.tmp"
-            pq.write_table(pa.concat_tables(parts), tmp, compression="lz4")  # lz4: half snappy's time here
+            # lz4: half snappy's time here; a dictionary only where values repeat (the query)
+            pq.write_table(pa.concat_tables(parts), tmp, compression="lz4", use_dictionary=["query"])
             tmp.replace(path / "part-0.parquet")
         (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
@@ -480,6 +481,20 @@ class VectorDriverEngine(DriverEngine):
 
     def _state_bytes(self) -> int:
         return self.ex.state_bytes()
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """``text`` ``n`` times as a string array, built from its buffers (a list of ``n`` Python
+    strings took 0.8 s for 3.7M results).
+
+    >>> _repeated("q1", 3).to_pylist()
+    ['q1', 'q1', 'q1']
+    """
+    b = text.encode("utf-8")
+    if n * len(b) >= 2**31 - 1:
+        return pa.array([text] * n, pa.string())
+    offsets = np.arange(0, n * len(b) + 1, len(b), dtype=np.int32) if b else np.zeros(n + 1, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b * n))
 
 
 def result_arrays(taken: list[tuple[str, list[tuple[int, ...]]]],
