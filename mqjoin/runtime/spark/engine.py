@@ -501,7 +501,7 @@ class DeltaJoinEngine(StoreEngine):
         # persisted: a shared step is computed once per batch, and the rows of a result that
         # feeds probes (their messages) are counted from the cache after the batch.  (Spark's
         # Observation does not report metrics computed inside a cached plan: it would hang.)
-        df = self.ss.sql(sql).persist()
+        df = self._step_frame(label, sql).persist()
         bs.persisted.append(df)
         view = self._view("r", label)
         df.createOrReplaceTempView(view)
@@ -509,6 +509,11 @@ class DeltaJoinEngine(StoreEngine):
             bs.counted[label] = view
         bs.results[label] = view
         return view
+
+    def _step_frame(self, label: str, sql: str) -> DataFrame:
+        """The results of the shared step ending in probe edge ``label`` (its ``sql``), before
+        they are persisted for the batch."""
+        return self.ss.sql(sql)
 
     def _update_store(self, store: Store, t0: float, bs: _BatchState) -> DataFrame:
         """The store's contents after this batch: the live part of the old contents, then this
