@@ -73,6 +73,30 @@ def _counting_steps(monkeypatch, spark):
     return acc
 
 
+def _jobs(spark) -> list[dict]:
+    """Spark's jobs of the application, from the UI's REST API."""
+    import json
+    import urllib.request
+
+    sc = spark.sparkContext
+    with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/jobs", timeout=60) as r:
+        return json.load(r)
+
+
+def _cost_per_batch(jobs: list[dict], after: int) -> dict[int, tuple[int, int]]:
+    """batch → (jobs, stages) of the distributed engine's job groups, for jobs after ``after``."""
+    import re
+
+    groups: dict[int, tuple[set, set]] = {}
+    for j in jobs:
+        m = re.fullmatch(r"mqjoin-DeltaJoinEngine-[0-9a-f]+-(\d+)", j.get("jobGroup") or "")
+        if m and j["jobId"] > after:
+            ids, stages = groups.setdefault(int(m.group(1)), (set(), set()))
+            ids.add(j["jobId"])
+            stages.update(j["stageIds"])
+    return {b: (len(ids), len(stages)) for b, (ids, stages) in groups.items()}
+
+
 def _key_id(k) -> str:
     seed, mode, pol, mirs, nb = k
     return f"seed{seed}-{mode}-{pol}{'' if mirs else '-nomirs'}-{nb}b"
@@ -87,6 +111,8 @@ def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_p
     plan = optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan
     acc = _counting_steps(monkeypatch, spark)
     total = sum(len(t) for t in tables.values())
+    ui = bool(spark.sparkContext.uiWebUrl)
+    before = max((j["jobId"] for j in _jobs(spark)), default=-1) if ui else None
     d = run_spark(plan, tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // nb), timeout=TIMEOUT,
                   mode="distributed")
     assert d.results() == oracle_results(w, tables)
@@ -103,5 +129,13 @@ def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_p
     per_step = Counter(lab for lab, _ in twice)
     assert not twice, (f"shared steps recomputed within a batch: {dict(per_step)} rows computed more than once "
                        f"(of {dict(Counter(lab for lab, _ in ticks))})")
-    # the cost of every batch, in Spark's own counts, is in the metrics
+    # the cost of every batch is in the metrics, and it is what Spark's REST API lists for the batch
     assert (d.batches["jobs"] >= 1).all() and (d.batches["stages"] >= d.batches["jobs"]).all()
+    if ui:
+        reported = {int(r.batch): (int(r.jobs), int(r.stages)) for r in d.batches.itertuples()}
+        import time
+
+        deadline = time.time() + 30  # the UI learns about jobs asynchronously
+        while (listed := _cost_per_batch(_jobs(spark), before)) != reported and time.time() < deadline:
+            time.sleep(0.5)
+        assert listed == reported
