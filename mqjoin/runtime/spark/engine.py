@@ -65,7 +65,17 @@ Mechanism (chosen by measurement, 2-core machine, local[2]; DESIGN B4):
   latest tuple.  MIR stores are maintained bottom-up within the batch: a store's delta is
   computed (by its materialisation orders, probing smaller stores) before anything probes it.
 * **Shared steps** are evaluated once per batch: a probe result that feeds several edges
-  (e.g. outputs of two queries) is persisted for the batch.
+  (e.g. outputs of two queries, or a further probe and the count of its messages) is
+  persisted for the batch and read through a temp view.  Replacing a temp view drops, in
+  Spark 4, every cached plan that refers to it (``createOrReplaceTempView`` uncaches with
+  cascade), after which each consumer silently recomputes the step.  No view a persisted
+  step refers to is replaced within its batch: a store's view is replaced right after the
+  store's update and stores are updated bottom-up (a probe's target is a strict sub-MIR of
+  the store being fed), so every step is built on views that stay; the batch and step views
+  are replaced only at the start of the next batch, after the steps were unpersisted.
+  Tested by counting every step row as Spark computes it (tests/test_spark_distributed.py):
+  each once per batch; with the persist dropped, or a store's view re-created after its
+  steps were persisted, every row was computed 3 times (seed 6041 mqo, 113 step rows).
 * **Exactly once.**  Query results of batch ``b`` are written to ``OUT/_batches/batch=b``
   (overwrite), so a batch that Spark re-executes after a restart replaces its own output.  The
   stores of a restarted deployment are rebuilt from the replay log (the tuples before the
@@ -486,6 +496,11 @@ class DeltaJoinEngine(StoreEngine):
         rule = self.plan.rules[e.target][label]
         if not isinstance(rule, ProbeRule):
             raise PlanError(f"edge {label} probes {e.target} but the store's rule for it is not a probe rule")
+        if store.id not in bs.stores:
+            # its view is still the old contents and will be replaced in this batch: that would
+            # drop the cache of every step built on it (see the module doc, Shared steps)
+            raise PlanError(f"edge {label} probes {e.target} before that store is updated in the batch "
+                            "(a probe's target must be a smaller store than the one it feeds)")
         trav = self._travelling(label, bs)
         keys = [(self.col(a), self.col(b)) for a, b in rule.predicate]
         if e.route is not None:
@@ -501,7 +516,7 @@ class DeltaJoinEngine(StoreEngine):
         # persisted: a shared step is computed once per batch, and the rows of a result that
         # feeds probes (their messages) are counted from the cache after the batch.  (Spark's
         # Observation does not report metrics computed inside a cached plan: it would hang.)
-        df = self.ss.sql(sql).persist()
+        df = self._step_frame(label, sql).persist()
         bs.persisted.append(df)
         view = self._view("r", label)
         df.createOrReplaceTempView(view)
@@ -509,6 +524,11 @@ class DeltaJoinEngine(StoreEngine):
             bs.counted[label] = view
         bs.results[label] = view
         return view
+
+    def _step_frame(self, label: str, sql: str) -> DataFrame:
+        """The results of the shared step ending in probe edge ``label`` (its ``sql``), before
+        they are persisted for the batch."""
+        return self.ss.sql(sql)
 
     def _update_store(self, store: Store, t0: float, bs: _BatchState) -> DataFrame:
         """The store's contents after this batch: the live part of the old contents, then this
