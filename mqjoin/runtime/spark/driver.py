@@ -44,8 +44,12 @@ key every probe of the plan can route by (a plan whose stores all share one part
 **Making a batch cheap** (Figure 7(a), SF 0.01, whole input in one batch: 85,305 tuples,
 377,050 results; each change kept, measured on its own):
 
+    executor: per tuple, in arrival order                   0.58 s (SF 0.1: 9.8 s)
+             vectorised, the batch at once (:mod:`~mqjoin.runtime.vector`)   0.06–0.09 s (SF 0.1: 0.6–1.2 s)
     results: Python row lists → Arrow list column          1.12–1.63 s
              row indices made at emission, one fromiter      0.25 s (conversion included)
+             arrays from the vectorised executor, the query  SF 0.1 (3.7M results): 1.24 → 0.44 s
+             column from its buffers, dictionary only there
     served columns: the union schema (22 columns)            Spark read 0.20–0.25 s (warm)
              packed by position and type (9 columns)         the read of 4 columns: 0.09 s
     source: the whole replay log per Python worker           a new deployment's first read
@@ -55,27 +59,27 @@ key every probe of the plan can route by (a plan whose stores all share one part
              paused for the batch (:func:`~mqjoin.gcpause.paused_gc`)  0.98–1.18 s CPU
 
 **Measured** (``benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01|0.1 --seconds 100 --batch
-100000|1000000 --engines mqo,native`` on local[2], load average 1–2.5, then Flink 2.3 with
-``--engines flink`` in its own venv — its pyarrow pin < 17 cannot share a process with PySpark
-4.3's ≥ 18 — back to back on the same input; whole input in one batch; results equal the oracle
-everywhere; tuples/s and state rows):
+100000|1000000 --engines mqo,native`` on local[2], then Flink 2.3 with ``--engines flink`` in its
+own venv — its pyarrow pin < 17 cannot share a process with PySpark 4.3's ≥ 18 — back to back
+on the same input; whole input in one batch; results equal the oracle everywhere; tuples/s and
+state rows; load average 2.1–3.5, another session's solver benchmarks running beside):
 
     engine                                 Fig. 7(a) SF 0.01      10 queries SF 0.01     Fig. 7(a) SF 0.1
-    this mode (mqo plan)                   47,603   221,680       52,292   298,355       44,885   2,212,771
-    native, one streaming query             6,930   417,555        5,153   877,599       —
-    Flink 2.3, one StatementSet, par. 2    28,331   417,555       26,513   877,599       43,288   4,168,940
+    this mode (mqo plan)                   87,135   221,680      120,730   298,355      131,258   2,212,771
+    native, one streaming query             5,580   417,555        3,699   877,599       —
+    Flink 2.3, one StatementSet, par. 2    28,482   417,555       16,440   877,599       49,383   4,168,940
 
-(ten queries at SF 0.1: this mode 38,171 tuples/s, 2,978,343 rows; the distributed mode, last
-measured the session before: 4,030 / 3,744 tuples/s at SF 0.01 with 9 / 23 jobs and 113 / 179
-stages per batch).  Where a whole-input batch
-goes: Figure 7(a) SF 0.01 (1.52 s): reading the batch to the driver 0.56 s, the executor 0.58 s
-(675,153 probe messages), writing 377,050 results 0.25 s, the state journal 0.07 s; at SF 0.1
-(17.2 s): read 2.1 s, executor 9.8 s, results 2.4 s, journal 1.8 s, the rest 1.1 s.  The
-executor's one Python thread is the floor: ~11 µs per input tuple once the stores hold millions
-of entries (~7 µs at SF 0.01), where Flink's compiled joins on two cores keep their rate as the
-input grows — at SF 0.1 this mode is level with Flink, not ahead.  Going past it needs the
-probes vectorised (a batch's delta joins as Arrow hash joins, multi-threaded) or the state
-split over processes by a key every probe routes by; neither is built.
+(ten queries at SF 0.1: this mode 132,447 tuples/s, 2,978,343 rows; Flink 38,682, 8,759,718 rows.  The
+per-tuple executor in this mode, the session before, on a quieter machine: 47,603 / 52,292 /
+44,885 tuples/s; the distributed mode, last measured two sessions before: 4,030 / 3,744 tuples/s
+at SF 0.01 with 9 / 23 jobs and 113 / 179 stages per batch.)  Where a whole-input batch goes:
+Figure 7(a) SF 0.01 (0.80 s): reading the batch to the driver 0.61 s, the executor 0.09 s,
+writing 377,050 results 0.08 s, the state journal 0.01 s; at SF 0.1 (5.55 s): read 3.57 s,
+executor 1.24 s, results 0.44 s, journal 0.21 s.  Spark's read is now most of a batch: the
+source's Arrow batches become rows in the JVM and Arrow again for ``toArrow`` (the same read
+took 5.9, 3.1, 2.6, 1.3 and 1.3 s in five consecutive runs of one session: the JVM's
+just-in-time compilation, so a long-running deployment reads faster than this one-batch
+measurement).
 """
 
 from __future__ import annotations
