@@ -395,7 +395,7 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
           start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
-          relax_orders: bool | None = None) -> Solution:
+          relax_orders: bool | None = None, branching: bool | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -419,7 +419,11 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     ``relax_orders``: solve :func:`orders_relaxed` first and keep its answer when its probe
     orders are integral (then it is exact), else solve the model as built (exact either way;
     None: when the model has an MIR of at least :data:`RELAX_MIN_MIR` relations and there is no
-    ``solution_limit``)."""
+    ``solution_limit``).
+
+    ``branching``: solve the parts that :func:`_branches` selects (one query's orders with an MIR
+    of :data:`BRANCH_MIN_MIR` or more relations) by :func:`_branch_and_bound` instead of HiGHS's
+    MIP (None: with HiGHS and no ``solution_limit``; False: never).  Exact either way."""
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
@@ -434,9 +438,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     values = [0.0] * mdl.num_variables
     status, objective, bound, is_canonical = "optimal", 0.0, 0.0, True
     comps = components(mdl)
-    batches = _batches(comps)
-    left_cols = sum(len(c) for c, _ in batches)
-    for cols, rows in batches:
+    if branching is None:
+        branching = solver == "highs" and solution_limit is None
+    branched = [part for part in comps if branching and _branches(mdl, part[0])] if branching else []
+    chosen = {id(part) for part in branched}
+    parts = [(part, True) for part in branched] + [(part, False) for part in
+                                                   _batches([p for p in comps if id(p) not in chosen])]
+    left_cols = sum(len(c) for (c, _), _ in parts)
+    for (cols, rows), by_branching in parts:
         t1 = time.perf_counter()
         # under a time limit each part gets its share of what is left, by size (the first
         # part used to take it all, leaving 0.01 s to the others)
@@ -444,7 +453,8 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         left_cols -= len(cols)
         try:
             st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
-                                            solution_limit=solution_limit, relax_orders=relax_orders)
+                                            solution_limit=solution_limit, relax_orders=relax_orders,
+                                            branching=by_branching)
         except NoSolutionError:
             if start is None:
                 raise
@@ -457,7 +467,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             left = remaining()
             budget = max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
             done, vals = _tie_break(mdl, cols, rows, obj, vals, solver, budget if left is None else min(left, budget),
-                                    threads)
+                                    threads, by_branching)
             is_canonical = is_canonical and done
         else:
             is_canonical = is_canonical and st == "optimal"
@@ -473,12 +483,119 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
 def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
                 threads: int | None, start: list[float] | None, integral_objective: bool = False,
-                solution_limit: int | None = None, relax_orders: bool = False) -> tuple[str, float, float, list[float]]:
+                solution_limit: int | None = None, relax_orders: bool = False,
+                branching: bool = False) -> tuple[str, float, float, list[float]]:
+    if branching:
+        return _branch_and_bound(mdl, cols, rows, time_limit, start, integral_objective)
     if relax_orders and any(mdl.integer[c] for c in cols):
         return _solve_orders_relaxed(mdl, cols, rows, solver, time_limit, threads, start, integral_objective)
     if solver == "highs":
         return _solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit)
     return _solve_cbc(mdl, cols, rows, time_limit, integral_objective)
+
+
+#: solve a part by :func:`_branch_and_bound` (HiGHS only) when it holds an MIR of at least this
+#: many relations and the probe orders of at most one query (see :func:`_branches`)
+BRANCH_MIN_MIR = 4
+
+
+def _branches(mdl: Model, cols: list[int]) -> bool:
+    """Whether a part is solved by :func:`_branch_and_bound`: it has an MIR of at least
+    :data:`BRANCH_MIN_MIR` relations (five-way queries, where HiGHS spends seconds in cuts and
+    heuristics on a root gap that is all in ``m``) and holds one query's orders only (parts
+    coupled by shared stores carry the partition choices ``z`` of several queries, whose gap
+    HiGHS's cuts close and plain LP branching does not; measured in the module docstring)."""
+    inside = set(cols)
+    if not any(len(m.relations) >= BRANCH_MIN_MIR and i in inside for m, i in mdl.m.items()):
+        return False
+    queries = {owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}
+    return len(queries) <= 1
+
+
+def _branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
+                      start: list[float] | None = None,
+                      integral_objective: bool = False) -> tuple[str, float, float, list[float]]:
+    """An LP-based branch and bound over one part that branches on the MIR indicators ``m``
+    first, then on partition choices and probe orders: the HiGHS LP (dual simplex, warm from the
+    parent's basis) at every node, depth first towards the rounded LP value, a node pruned when
+    its LP bound cannot beat the incumbent (by more than HiGHS's own gap settings: 1e-9
+    relative, or 0.99 for integral objectives).  Exact: every integer variable is branched on
+    until the LP optimum is integral.  On a five-way query the LP with ``m`` fixed is integral,
+    so the tree is a few dozen nodes of milliseconds, where HiGHS's MIP spends 1–3 s in cuts
+    and heuristics at the root.  Under a time limit it returns the incumbent with the least
+    bound of the open nodes (a start, when given, is the first incumbent)."""
+    import highspy
+    import numpy as np
+
+    t0 = time.perf_counter()
+    n = len(cols)
+    local = {c: i for i, c in enumerate(cols)}
+    h = _silent_highs(highspy)
+    h.passModel(_highs_lp(mdl, cols, rows, highspy, np))
+    lower = np.zeros(n)
+    upper = np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in cols])
+    every = np.arange(n, dtype=np.int32)
+    # branching order: materialisation first, then the binaries of the model
+    ms = [local[i] for i in mdl.m.values() if i in local]
+    binaries = [j for j, c in enumerate(cols) if mdl.integer[c]]
+    zs = set(local[i] for i in mdl.z.values() if i in local)
+    tiers = [ms, [j for j in binaries if j in zs], [j for j in binaries if j not in zs]]
+    must = set(binaries)
+    tol = INTEGRALITY_TOLERANCE
+
+    best, best_vals = math.inf, None
+    if start is not None:
+        best_vals = [float(start[c]) for c in cols]
+        best = math.fsum(mdl.cost[c] * v for c, v in zip(cols, best_vals))
+
+    def beaten(bound: float) -> bool:  # no node below this bound can improve the incumbent
+        if integral_objective:
+            return bound > best - 0.99
+        return bound >= best - 1e-9 * max(1.0, abs(best))
+
+    # a node: (fixings as (column, value) pairs, the parent's LP bound)
+    stack: list[tuple[tuple[tuple[int, float], ...], float]] = [((), -math.inf)]
+    stopped = False
+    while stack:
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            stopped = True
+            break
+        fixed, parent = stack.pop()
+        if beaten(parent):
+            continue
+        lo, up = lower.copy(), upper.copy()
+        for j, v in fixed:
+            lo[j] = up[j] = v
+        h.changeColsBounds(n, every, lo, up)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            continue  # infeasible fixings
+        vals = np.asarray(h.getSolution().col_value)
+        bound = float(h.getInfo().objective_function_value)
+        if beaten(bound):
+            continue
+        pick = None
+        for tier in tiers:
+            frac = [(abs(vals[j] - 0.5), j) for j in tier if tol < vals[j] - math.floor(vals[j]) < 1 - tol]
+            if frac:
+                pick = min(frac)[1]
+                break
+        if pick is None:  # integral: the new incumbent
+            best_vals = [float(round(v)) if j in must else float(v) for j, v in enumerate(vals)]
+            best = math.fsum(mdl.cost[c] * v for c, v in zip(cols, best_vals))
+            continue
+        near = 1.0 if vals[pick] >= 0.5 else 0.0
+        stack.append((fixed + ((pick, 1.0 - near),), bound))
+        stack.append((fixed + ((pick, near),), bound))
+    if best_vals is None:
+        if stopped:
+            raise NoSolutionError("the solver reached its time limit before it found any plan; "
+                                  "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
+        raise InfeasibleError("the ILP is infeasible; this is a bug in mqjoin for a valid workload — please report it")
+    if not stopped:
+        return "optimal", best, best, best_vals
+    bound = min([best] + [b for _, b in stack])
+    return "time_limit", best, max(0.0, bound), best_vals
 
 
 def orders_relaxed(mdl: Model) -> Model:
@@ -581,7 +698,7 @@ TIE_SLACK = 1e-7
 
 
 def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, vals: list[float], solver: str,
-               time_limit: float | None, threads: int | None) -> tuple[bool, list[float]]:
+               time_limit: float | None, threads: int | None, branching: bool = False) -> tuple[bool, list[float]]:
     """The second, lexicographic stage: minimise the tie-break weights subject to the model
     and ``cost ≤ optimum``, starting from the optimum found.  Returns (proven, values); the
     values keep the optimal cost either way."""
@@ -594,7 +711,7 @@ def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, val
         start[c] = v
     try:
         st, _, _, vals2 = _solve_part(second, cols, rows + [len(mdl.rows)], solver, time_limit, threads, start,
-                                      integral_objective=True)
+                                      integral_objective=True, branching=branching)
     except NoSolutionError:  # no time left to even reload the start: keep the optimum found
         return False, vals
     return st == "optimal", vals2
@@ -618,28 +735,9 @@ def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list
     return out
 
 
-def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                 threads: int | None, start: list[float] | None = None, integral_objective: bool = False,
-                 solution_limit: int | None = None, relax: bool = False) -> tuple[str, float, float, list[float]]:
-    try:
-        import highspy
-        import numpy as np
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise SolverUnavailableError("solver 'highs' needs the highspy package: pip install highspy "
-                                     "(or choose --solver cbc)") from None
+def _highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy, np):
+    """One part of the model as a ``highspy.HighsLp`` (continuous; integrality is set apart)."""
     local = {c: i for i, c in enumerate(cols)}
-    h = _silent_highs(highspy)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
-    if solution_limit is not None:
-        h.setOptionValue("mip_max_improving_sols", int(solution_limit))
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
-    if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
-        h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", 0.99)
-    else:
-        h.setOptionValue("mip_rel_gap", 1e-9)
     lp = highspy.HighsLp()
     lp.num_col_ = len(cols)
     lp.num_row_ = len(rows)
@@ -662,6 +760,31 @@ def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float
     lp.a_matrix_.value_ = np.array(value, dtype=float)
     lp.a_matrix_.num_col_ = len(cols)
     lp.a_matrix_.num_row_ = len(rows)
+    return lp
+
+
+def _solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
+                 threads: int | None, start: list[float] | None = None, integral_objective: bool = False,
+                 solution_limit: int | None = None, relax: bool = False) -> tuple[str, float, float, list[float]]:
+    try:
+        import highspy
+        import numpy as np
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise SolverUnavailableError("solver 'highs' needs the highspy package: pip install highspy "
+                                     "(or choose --solver cbc)") from None
+    h = _silent_highs(highspy)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if solution_limit is not None:
+        h.setOptionValue("mip_max_improving_sols", int(solution_limit))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 0.99)
+    else:
+        h.setOptionValue("mip_rel_gap", 1e-9)
+    lp = _highs_lp(mdl, cols, rows, highspy, np)
     if not relax and any(mdl.integer[c] for c in cols):
         lp.integrality_ = [highspy.HighsVarType.kInteger if mdl.integer[c] else highspy.HighsVarType.kContinuous
                            for c in cols]
