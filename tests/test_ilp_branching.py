@@ -43,7 +43,9 @@ def test_the_brute_force_optimum(everywhere, name, w, policy):
     assert math.isclose(sol.objective, ref.optimum(w, policy, True), rel_tol=1e-7, abs_tol=1e-7)
 
 
-@pytest.mark.parametrize("name,w", SMALL + MEDIUM, ids=[n for n, _ in SMALL + MEDIUM])
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL]
+                         + [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] if c[0].startswith("2x5") else [])
+                            for c in MEDIUM])
 @pytest.mark.parametrize("policy,budgets", [("single", {}), ("replicas", {}), ("budget", {"replica_budget": 1500.0}),
                                             ("single", {"mir_budget": 1000.0})], ids=["single", "replicas", "budget",
                                                                                       "mir-budget"])
@@ -78,11 +80,12 @@ def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
     calls.clear()
     assert solve(build_model(enumerate_candidates(random_workload(3, 100, 3, seed=0)), "replicas")).optimal
     assert not calls  # three-way queries: HiGHS
-    assert solve(mdl, solver="cbc").optimal and not calls
     assert solve(mdl, branching=False).optimal and not calls
+    one = build_model(enumerate_candidates(random_workload(1, 100, 5, seed=0)), "replicas")
+    assert solve(one, solver="cbc", canonical=False).optimal and not calls  # CBC: its own branch and bound
 
 
-@pytest.mark.parametrize("limit", [0.0, 0.02])
+@pytest.mark.parametrize("limit", [0.0, 0.02])  # _branch_and_bound itself takes 0
 def test_a_time_limited_branch_and_bound_reports_a_real_bound(limit):
     mdl = build_model(enumerate_candidates(random_workload(2, 100, 5, seed=1)), "single")
     (cols, rows), *_ = components(mdl)
@@ -95,3 +98,77 @@ def test_a_time_limited_branch_and_bound_reports_a_real_bound(limit):
     # a start is the first incumbent: kept when the limit strikes at once
     st, obj, bound, _ = ilp._branch_and_bound(mdl, cols, rows, 0.0, start=solve(mdl, branching=False).values)
     assert st == "time_limit" and math.isclose(obj, optimum, rel_tol=1e-7) and bound <= optimum
+
+
+# --- parts coupled by shared stores (single): a search over their partition choices -------------
+
+COUPLED = [(f"{n}x{k}/{r}s{s}", random_workload(n, r, k, seed=s)) for n, r, k, s in
+           ((3, 12, 4, 2), (4, 10, 4, 3), (3, 9, 5, 1), (3, 8, 5, 6))]
+#: the exact ILP takes 35-150 s on the five-way ones
+SLOW = [pytest.param(*c, marks=pytest.mark.slow, id=c[0]) if "x5" in c[0] else pytest.param(*c, id=c[0])
+        for c in COUPLED]
+
+
+@pytest.fixture
+def coupled(monkeypatch):
+    """Every part with several queries through the search over shared partition choices."""
+    calls = []
+    solve_coupled = ilp._solve_coupled
+    monkeypatch.setattr(ilp, "_branches", lambda mdl, cols: False)
+    monkeypatch.setattr(ilp, "_couples", lambda mdl, cols: mdl.policy == "single")
+    monkeypatch.setattr(ilp, "_solve_coupled", lambda *a: calls.append(a[0]) or solve_coupled(*a))
+    return calls
+
+
+@pytest.mark.parametrize("name,w", SMALL, ids=[n for n, _ in SMALL])
+def test_coupled_parts_reach_the_brute_force_optimum(coupled, name, w):
+    sol = solve(build_model(enumerate_candidates(w), "single"))
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, "single", True), rel_tol=1e-7, abs_tol=1e-7)
+
+
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL] + SLOW)
+def test_coupled_parts_give_the_exact_optimum_and_canonical_plan(coupled, name, w):
+    mdl = build_model(enumerate_candidates(w), "single")
+    exact = solve(mdl, branching=False, relax_orders=False)
+    searched = solve(mdl)
+    assert exact.optimal and searched.optimal
+    assert math.isclose(searched.objective, exact.objective, rel_tol=1e-7, abs_tol=1e-7)
+    if exact.canonical and searched.canonical:
+        assert choices(mdl, searched) == choices(mdl, exact)
+
+
+def test_the_coupled_workloads_do_split_at_shared_stores():
+    """The workloads above exercise the search: several blocks and shared stores."""
+    split = 0
+    for _, w in COUPLED:
+        mdl = build_model(enumerate_candidates(w), "single")
+        for cols, rows in components(mdl):
+            got = ilp._blocks(mdl, cols, rows)
+            if got is not None and got[1]:
+                blocks, shared = got
+                split += 1
+                assert len(blocks) > 1
+                assert all(set(b.cols) >= {i for st in b.stores for i in shared[st]} for b in blocks)
+    assert split >= 3
+
+
+def test_five_way_queries_sharing_stores_are_searched_by_default():
+    w = COUPLED[2][1]
+    mdl = build_model(enumerate_candidates(w), "single")
+    assert any(ilp._couples(mdl, cols) for cols, _ in components(mdl))
+    assert not any(ilp._couples(build_model(enumerate_candidates(w), p), cols)
+                   for p in ("replicas", "budget") for cols, _ in components(mdl))
+
+
+@pytest.mark.parametrize("limit", [0.001, 0.05, 0.3])
+def test_a_time_limited_search_reports_a_real_bound(coupled, limit):
+    mdl = build_model(enumerate_candidates(COUPLED[1][1]), "single")
+    optimum = solve(mdl, branching=False, relax_orders=False).objective
+    try:
+        sol = solve(mdl, time_limit=limit)
+    except NoSolutionError:
+        return
+    assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
+    assert sol.objective >= optimum * (1 - 1e-7)
+    assert sol.optimal or not sol.canonical
