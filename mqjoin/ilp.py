@@ -33,13 +33,14 @@ relations) are not given to HiGHS's MIP but searched here, exactly (both sketche
 * queries coupled only through the partition choice of shared stores (``single``):
   :func:`_solve_coupled`, a search over the shared stores' attributes in which every complete
   choice leaves one independent block per query (solved by :func:`_branch_and_bound`, cached),
-  bounded by the blocks' optima under partial choices.
+  bounded by the blocks' optima under partial choices — depth first for a few shared stores,
+  by a master ILP over the blocks' choices (lazily costed) from :data:`MASTER_MIN_STORES` on.
 
-Measured after these (median of 3, 30 s limit, load 0.5–2.5 on 2 cores): 10 × 5 replicas
-0.92 s optimal (was 3.8 % gap at 30 s), 30 × 5 replicas ~2.3 s optimal (was 4.2 %), 10 × 5
-single 3.3–3.9 s optimal and canonical (was 13 %), 30 × 5 single 21 % gap at 10 s (was 59 % at
-30 s), 100 × 3 single unchanged (HiGHS, 1.0–1.1 s); see the benchmark table in the branch's
-report for the exact runs.
+Measured after these (median of 3, 30 s limit, load ~2 on 2 cores): 10 × 5 replicas 0.87 s
+optimal (was 3.8 % gap at 30 s), 30 × 5 replicas ~2.3 s optimal (was 4.2 %), 10 × 5 single
+2.7 s optimal and canonical (was 13 %), 30 × 5 single optimal in ~22–25 s, canonical tie-break
+unfinished (was 59 % gap at 30 s; goal 1 % in 10 s: missed), 100 × 3 single unchanged (HiGHS,
+1.1 s against the goal 0.5 s: missed).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
@@ -120,13 +121,16 @@ of a less decided choice
 canonical tie-break inside the coupled search:  10 × 5 single: 4.6–5.3 s (lexicographic
 lexicographic (cost, weight) in one pass        everywhere) against 2.3 s (a second pass over
                                                 the optimal choices only): second pass kept
-the coupled search on 30 × 5 single (42        at 10 s: incumbent 321,000 (the first, greedy
-shared stores of 2–3 attributes, 30 blocks)     leaf), bound 252,000 (21.5 % gap); 187 block
-                                                solves of ~45 ms; all 748 choices a block can
-                                                see would take ~30 s: the 1 % goal needs a
-                                                stronger master (an ILP over the blocks'
-                                                enumerated choices, or column generation with
-                                                the block as pricing problem), not built
+the depth-first coupled search on 30 × 5       at 10 s and 30 s: incumbent 321,000 (the first,
+single (42 shared stores of 2–3 attributes,     greedy leaf: optimal), bound 252,000 (21.5 %
+30 blocks)                                      gap); 187 block solves of ~45 ms.  Replaced
+                                                there by the master ILP: optimal in 22.5 s
+                                                (577 block solves, 19.1 s of them); on 10 × 5
+                                                single the master takes 1.9 s against the
+                                                search's 1.5 s: the search kept below
+                                                :data:`MASTER_MIN_STORES` (12) shared stores.
+                                                The 10 s goal needs cheaper block bounds (most
+                                                block solves only prove a choice's bound)
 ==============================================  ==========================================
 
 This is the only module that imports PuLP or highspy.
@@ -548,6 +552,10 @@ def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_
     return _solve_cbc(mdl, cols, rows, time_limit, integral_objective)
 
 
+#: phase one of :func:`_solve_coupled` by its master ILP from this many shared stores on (fewer:
+#: the depth-first search over their choices)
+MASTER_MIN_STORES = 12
+
 #: solve a part by :func:`_branch_and_bound` (HiGHS only) when it holds an MIR of at least this
 #: many relations and the probe orders of at most one query (see :func:`_branches`)
 BRANCH_MIN_MIR = 4
@@ -758,8 +766,9 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     :data:`TIE_SLACK` of the optimum and, at those that reach it, breaks the tie as
     :func:`_tie_break` does, block by block: cost and tie-break weight both add up over the
     blocks once the shared choices are fixed, so the least (cost, weight) found is the
-    canonical optimum of the part.  Returns (status, objective, bound, values, canonical
-    proven), or None when the part does not split into blocks."""
+    canonical optimum of the part (not run where the master ILP found the optimum: the plan
+    is optimal, ``canonical`` says it is not proven canonical).  Returns (status, objective,
+    bound, values, canonical proven), or None when the part does not split into blocks."""
     import highspy
     import numpy as np
 
@@ -767,7 +776,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     if split is None:
         return None
     blocks, shared = split
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    t0 = time.perf_counter()
+    limit = [None if time_limit is None else t0 + time_limit]
     shared_z = {i for zc in shared.values() for i in zc}
     # shared z weigh in the tie-break once, here, not in every block that sees them
     tie = [0.0 if i in shared_z else w for i, w in enumerate(mdl.tie)]
@@ -801,11 +811,11 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         return vals
 
     def left() -> float | None:
-        if deadline is None:
+        if limit[0] is None:
             return None
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > limit[0]:
             raise _Stopped
-        return max(0.01, deadline - time.perf_counter())
+        return max(0.01, limit[0] - time.perf_counter())
 
     def instance(k: int, stage: int, sub: Model, brows: list[int]):
         if (k, stage) not in lps:
@@ -893,6 +903,100 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     best: dict = {"cost": math.inf, "weight": math.inf, "choice": None}
     choice: dict[MIR, int] = {}
 
+    def master() -> None:
+        """Phase one by a master ILP (:data:`MASTER_MIN_STORES` shared stores or more): binary
+        ``z`` of the shared stores and, per block, one column per combination of the choices
+        it can tell apart, costed by the block's optimum there when known, else by the best
+        bound of a less decided cached choice.  Its optimum is a lower bound; the blocks'
+        optima under its choice (computed, cached) give a plan; repeated until the master's
+        choice is costed exactly everywhere (then optimal)."""
+        import itertools
+
+        classes = {}  # (block, store) → the choices it tells apart: lists of attribute indices
+        for k, b in enumerate(blocks):
+            for st in b.stores:
+                by: dict[frozenset, list[int]] = {}
+                for j in range(len(shared[st])):
+                    by.setdefault(served[(k, st, j)], []).append(j)
+                classes[(k, st)] = list(by.values())
+        zcol, names = {}, 0
+        for st in stores:
+            for j in range(len(shared[st])):
+                zcol[(st, j)] = names
+                names += 1
+        lam = []  # (block, combination)
+        for k, b in enumerate(blocks):
+            for t in itertools.product(*(range(len(classes[(k, st)])) for st in b.stores)):
+                lam.append((k, t))
+        n = names + len(lam)
+        starts, index, value, lo, hi = [0], [], [], [], []
+
+        def row(idx, coef, l, u):
+            index.extend(idx)
+            value.extend(coef)
+            starts.append(len(index))
+            lo.append(l)
+            hi.append(u)
+
+        for st in stores:
+            row([zcol[(st, j)] for j in range(len(shared[st]))], [1.0] * len(shared[st]), 1.0, 1.0)
+        users: dict[tuple, list[int]] = {}
+        for li, (k, t) in enumerate(lam):
+            users.setdefault((k,), []).append(names + li)
+            for st, c in zip(blocks[k].stores, t):
+                users.setdefault((k, st, c), []).append(names + li)
+        for k in range(len(blocks)):
+            row(users[(k,)], [1.0] * len(users[(k,)]), 1.0, 1.0)
+            for st in blocks[k].stores:
+                for c, attrs in enumerate(classes[(k, st)]):
+                    idx = users.get((k, st, c), []) + [zcol[(st, j)] for j in attrs]
+                    row(idx, [1.0] * len(users.get((k, st, c), [])) + [-1.0] * len(attrs), 0.0, 0.0)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, len(lo)
+        lp.col_cost_ = np.zeros(n)
+        lp.col_lower_, lp.col_upper_ = np.zeros(n), np.ones(n)
+        lp.row_lower_, lp.row_upper_ = np.array(lo, dtype=float), np.array(hi, dtype=float)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value, dtype=float)
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, len(lo)
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * names + [highspy.HighsVarType.kContinuous] * len(lam)
+        h = _silent_highs(highspy)
+        h.setOptionValue("mip_rel_gap", 1e-9)
+        h.passModel(lp)
+
+        def key(k, t):
+            return (k, tuple(served[(k, st, classes[(k, st)][c][0])] for st, c in zip(blocks[k].stores, t)))
+
+        def priced(k, t) -> float:
+            kk = key(k, t)
+            if kk in costs:
+                return costs[kk][0]
+            return max((v[0] for kt, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kt, kk[1]))),
+                       default=-math.inf)
+
+        while True:
+            h.changeColsCost(len(lam), np.arange(names, n, dtype=np.int32),
+                             np.array([priced(k, t) for k, t in lam], dtype=float))
+            left_s = left()
+            if left_s is not None:
+                h.setOptionValue("time_limit", left_s)
+            h.run()
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                raise _Stopped
+            lower_bound = float(h.getInfo().objective_function_value)
+            current[:] = [lower_bound]
+            vals = h.getSolution().col_value
+            pick = {st: next(j for j in range(len(shared[st])) if vals[zcol[(st, j)]] > 0.5) for st in stores}
+            exact = all(key(k, tuple(next(c for c, attrs in enumerate(classes[(k, st)]) if pick[st] in attrs)
+                                     for st in b.stores)) in costs for k, b in enumerate(blocks))
+            total = math.fsum(cost(k, pick) for k in range(len(blocks)))
+            if total < best["cost"]:
+                best.update(cost=total, choice=dict(pick))
+            if exact or best["cost"] <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
+                return
+
     pending: list[list[float]] = []  # per depth: the bounds of the siblings not visited yet
     current: list[float] = []  # the bound of the node being visited
 
@@ -936,9 +1040,17 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     try:
         parts = {k: cost(k, choice) for k in range(len(blocks))}
         root = math.fsum(parts.values())
-        search(0, parts, False)
+        if len(stores) >= MASTER_MIN_STORES:
+            master()
+        else:
+            search(0, parts, False)
         optimum = best["cost"]
-        if canonical:
+        if canonical and len(stores) >= MASTER_MIN_STORES:
+            status = "canonical_time_limit"  # no second pass: depth first it would not end there
+        elif canonical:  # the second pass may take as long as the first (≥ 0.25 s): it visits the
+            # optimal choices again and breaks ties in their blocks (HiGHS-solved parts: a quarter)
+            spent = max(TIE_MIN_SECONDS, time.perf_counter() - t0)
+            limit[0] = time.perf_counter() + spent if limit[0] is None else min(limit[0], time.perf_counter() + spent)
             search(0, parts, True)
     except _Stopped:
         status = "time_limit"
@@ -946,6 +1058,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         # bound is at least its parent's); before the first pass ends, nothing else is proven
         if math.isfinite(optimum):  # stopped in the canonical pass: optimal, not proven canonical
             status = "canonical_time_limit"
+        elif len(stores) >= MASTER_MIN_STORES:
+            root = max([root] + current)  # the master's last optimum
         elif pending:
             root = min([best["cost"], *(b for level in pending for b in level)] + current)
         if best["choice"] is None:
@@ -954,7 +1068,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     chosen = best["choice"]
     values = [0.0] * mdl.num_variables
     proven = canonical and status == "optimal"
-    if status == "canonical_time_limit":
+    if status == "canonical_time_limit":  # optimal; the tie not (provably) broken
         status = "optimal"
     for k, b in enumerate(blocks):
         key = key_of(k, chosen)

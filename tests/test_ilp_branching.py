@@ -172,3 +172,15 @@ def test_a_time_limited_search_reports_a_real_bound(coupled, limit):
     assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
     assert sol.objective >= optimum * (1 - 1e-7)
     assert sol.optimal or not sol.canonical
+
+
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL] + SLOW)
+def test_the_master_ilp_of_the_coupled_search_gives_the_exact_optimum(coupled, monkeypatch, name, w):
+    """Phase one by the master ILP over the blocks' choices (used from MASTER_MIN_STORES shared
+    stores on) instead of the depth-first search: the same optimum."""
+    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    mdl = build_model(enumerate_candidates(w), "single")
+    sol = solve(mdl)
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, "single", True) if name.startswith("seed")
+                        else solve(mdl, branching=False, relax_orders=False).objective, rel_tol=1e-7, abs_tol=1e-7)
