@@ -36,11 +36,12 @@ relations) are not given to HiGHS's MIP but searched here, exactly (both sketche
   bounded by the blocks' optima under partial choices — depth first for a few shared stores,
   by a master ILP over the blocks' choices (lazily costed) from :data:`MASTER_MIN_STORES` on.
 
-Measured after these (median of 3, 30 s limit, load ~2 on 2 cores): 10 × 5 replicas 0.87 s
-optimal (was 3.8 % gap at 30 s), 30 × 5 replicas ~2.3 s optimal (was 4.2 %), 10 × 5 single
-2.7 s optimal and canonical (was 13 %), 30 × 5 single optimal in ~22–25 s, canonical tie-break
-unfinished (was 59 % gap at 30 s; goal 1 % in 10 s: missed), 100 × 3 single unchanged (HiGHS,
-1.1 s against the goal 0.5 s: missed).
+Measured after these (``ilp_scale.py --goals --repeat 3``, 30 s limit, load 2.1–2.4 on 2
+cores; total = enumeration + build + MIR-free warm start + solve): 10 × 5 replicas 0.89 s
+optimal and canonical (goal 3 s: met; was 3.8 % gap at 30 s), 10 × 5 single 2.60 s optimal and
+canonical (met; was 13 %), 30 × 5 replicas 3.9 s optimal (goal 10 s: met; was 4.2 %), 30 × 5
+single optimal in 29.1 s — search 22.4 s, warm start ~5.7 s — not proven canonical (missed;
+was 59 % gap at 30 s), 100 × 3 single unchanged at 1.03 s (HiGHS; goal 0.5 s: missed).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
@@ -501,7 +502,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         # part used to take it all, leaving 0.01 s to the others)
         share = len(cols) / left_cols
         left_cols -= len(cols)
-        coupled = _solve_coupled(mdl, cols, rows, remaining(share), canonical) if method == "coupled" else None
+        try:
+            coupled = _solve_coupled(mdl, cols, rows, remaining(share), canonical) if method == "coupled" else None
+        except NoSolutionError:
+            if start is None:
+                raise
+            # stopped before the search found a plan: the start is the best plan so far
+            vals = [float(start[c]) for c in cols]
+            coupled = ("time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0, vals, False)
         if coupled is not None:
             st, obj, bd, vals, done = coupled
             for c, v in zip(cols, vals):

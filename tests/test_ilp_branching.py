@@ -184,3 +184,19 @@ def test_the_master_ilp_of_the_coupled_search_gives_the_exact_optimum(coupled, m
     assert sol.optimal
     assert math.isclose(sol.objective, ref.optimum(w, "single", True) if name.startswith("seed")
                         else solve(mdl, branching=False, relax_orders=False).objective, rel_tol=1e-7, abs_tol=1e-7)
+
+
+def test_a_search_stopped_before_any_plan_returns_the_start(coupled, monkeypatch):
+    """As for HiGHS-solved parts: a time limit that strikes before the search has a plan gives
+    the start (the MIR-free plan optimize() passes) with bound 0, not an error."""
+    mdl = build_model(enumerate_candidates(COUPLED[1][1]), "single")
+    start = list(solve(mdl, branching=False, relax_orders=False).values)
+
+    def stopped(*a):
+        raise NoSolutionError("stopped")
+
+    monkeypatch.setattr(ilp, "_solve_coupled", stopped)
+    sol = solve(mdl, time_limit=1.0, start=start)
+    assert sol.status == "time_limit" and sol.bound <= sol.objective
+    with pytest.raises(NoSolutionError):
+        solve(mdl, time_limit=1.0)
