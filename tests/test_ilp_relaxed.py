@@ -81,12 +81,13 @@ def test_the_relaxation_is_a_relaxation():
 @pytest.mark.parametrize("w,mirs,relaxed", [(MEDIUM[2][1], True, True), (MEDIUM[2][1], False, False),
                                             (MEDIUM[0][1], True, False)], ids=["5-way", "no-mirs", "4-way"])
 def test_by_default_models_with_large_mirs_are_relaxed(monkeypatch, w, mirs, relaxed):
-    """Relaxed first by default where an MIR has RELAX_MIN_MIR (4) relations: five-way queries."""
+    """Relaxed first by default where an MIR has RELAX_MIN_MIR (4) relations: five-way queries
+    (in parts that the branch and bound does not take: see tests/test_ilp_branching.py)."""
     calls = []
     relax = ilp.orders_relaxed
     monkeypatch.setattr(ilp, "orders_relaxed", lambda m: calls.append(m) or relax(m))
     mdl = build_model(enumerate_candidates(w, mirs=mirs), "replicas")
-    assert solve(mdl).optimal
+    assert solve(mdl, branching=False).optimal
     assert bool(calls) == relaxed
     calls.clear()
     assert solve(mdl, solution_limit=1000).optimal and not calls  # a solution limit counts exact solves
@@ -120,7 +121,7 @@ def test_a_relaxed_plan_stands_when_the_exact_solve_finds_none(monkeypatch):
         raise NoSolutionError("stopped")
 
     monkeypatch.setattr(ilp, "_solve_part", stopped)
-    sol = solve(mdl, relax_orders=True, canonical=False)
+    sol = solve(mdl, relax_orders=True, canonical=False, branching=False)
     assert sol.status == "time_limit"
     assert math.isclose(sol.objective, optimum, rel_tol=1e-7)
     assert sol.bound == pytest.approx(0.5 * optimum)

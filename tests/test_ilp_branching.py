@@ -1,0 +1,202 @@
+"""The branch and bound over MIR materialisation (issue 14, speed): ``mqjoin.ilp.solve`` solves
+one query's parts with an MIR of four or more relations by ``_branch_and_bound`` (LP at every
+node, branching on ``m`` first) instead of HiGHS's MIP.  It must return the optimum — that of
+the brute-force reference optimiser and of the exact ILP — and the same canonical plan, under
+every policy, and a real bound when a time limit stops it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import _ref_optimizer as ref
+import mqjoin.ilp as ilp
+from mqjoin.candidates import enumerate_candidates
+from mqjoin.errors import NoSolutionError
+from mqjoin.generate import random_workload
+from mqjoin.ilp import build_model, components, solve
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+SMALL = [(f"seed{s}", ref.random_workload(s)) for s in (1, 2, 3, 4, 5, 9, 17)]
+MEDIUM = [(f"{n}x{k}/{r}s{s}", random_workload(n, r, k, seed=s)) for n, r, k, s in
+          ((2, 20, 5, 3), (1, 10, 5, 4), (3, 12, 4, 1), (4, 8, 4, 5), (2, 10, 5, 7))]
+
+
+def choices(mdl, sol):
+    return ({k for k, i in mdl.x.items() if sol.value(i) > 0.5}, {k for k, i in mdl.z.items() if sol.value(i) > 0.5})
+
+
+@pytest.fixture
+def everywhere(monkeypatch):
+    """Every part of every model through the branch and bound (coupled parts, partition
+    choices, budgets and three-way queries included), not only those it is chosen for."""
+    monkeypatch.setattr(ilp, "_branches", lambda mdl, cols: True)
+
+
+@pytest.mark.parametrize("name,w", SMALL, ids=[n for n, _ in SMALL])
+@pytest.mark.parametrize("policy", ["single", "replicas"])
+def test_the_brute_force_optimum(everywhere, name, w, policy):
+    sol = solve(build_model(enumerate_candidates(w), policy))
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, policy, True), rel_tol=1e-7, abs_tol=1e-7)
+
+
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL]
+                         + [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] if c[0].startswith("2x5") else [])
+                            for c in MEDIUM])
+@pytest.mark.parametrize("policy,budgets", [("single", {}), ("replicas", {}), ("budget", {"replica_budget": 1500.0}),
+                                            ("single", {"mir_budget": 1000.0})], ids=["single", "replicas", "budget",
+                                                                                      "mir-budget"])
+def test_the_exact_optimum_and_canonical_plan(everywhere, name, w, policy, budgets):
+    mdl = build_model(enumerate_candidates(w), policy, **budgets)
+    exact = solve(mdl, branching=False, relax_orders=False)
+    branched = solve(mdl, branching=True)
+    assert exact.optimal and branched.optimal
+    assert math.isclose(branched.objective, exact.objective, rel_tol=1e-7, abs_tol=1e-7)
+    if exact.canonical and branched.canonical:
+        assert choices(mdl, branched) == choices(mdl, exact)
+
+
+def test_each_part_alone_against_highs():
+    """The branch and bound on one part equals HiGHS's MIP on it, part by part."""
+    mdl = build_model(enumerate_candidates(random_workload(3, 30, 5, seed=2)), "single")
+    for cols, rows in components(mdl):
+        st, obj, bound, vals = ilp._branch_and_bound(mdl, cols, rows, None)
+        assert st == "optimal" and bound == obj
+        assert math.isclose(obj, ilp._solve_highs(mdl, cols, rows, None, None)[1], rel_tol=1e-7)
+        assert math.isclose(obj, math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), rel_tol=1e-12)
+        assert all(v in (0.0, 1.0) for c, v in zip(cols, vals) if mdl.integer[c])
+
+
+def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
+    calls = []
+    bb = ilp._branch_and_bound
+    monkeypatch.setattr(ilp, "_branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols)) or bb(m, cols, *a, **k))
+    w = random_workload(3, 100, 5, seed=0)  # three five-way queries sharing no store: three parts
+    mdl = build_model(enumerate_candidates(w), "replicas")
+    assert solve(mdl).optimal and len(calls) == 2 * 3  # the solve and the tie-break of each part
+    calls.clear()
+    assert solve(build_model(enumerate_candidates(random_workload(3, 100, 3, seed=0)), "replicas")).optimal
+    assert not calls  # three-way queries: HiGHS
+    assert solve(mdl, branching=False).optimal and not calls
+    one = build_model(enumerate_candidates(random_workload(1, 100, 5, seed=0)), "replicas")
+    assert solve(one, solver="cbc", canonical=False).optimal and not calls  # CBC: its own branch and bound
+
+
+@pytest.mark.parametrize("limit", [0.0, 0.02])  # _branch_and_bound itself takes 0
+def test_a_time_limited_branch_and_bound_reports_a_real_bound(limit):
+    mdl = build_model(enumerate_candidates(random_workload(2, 100, 5, seed=1)), "single")
+    (cols, rows), *_ = components(mdl)
+    optimum = ilp._branch_and_bound(mdl, cols, rows, None)[1]
+    try:
+        st, obj, bound, _ = ilp._branch_and_bound(mdl, cols, rows, limit)
+    except NoSolutionError:
+        return
+    assert bound <= optimum * (1 + 1e-9) and obj >= optimum * (1 - 1e-9)
+    # a start is the first incumbent: kept when the limit strikes at once
+    st, obj, bound, _ = ilp._branch_and_bound(mdl, cols, rows, 0.0, start=solve(mdl, branching=False).values)
+    assert st == "time_limit" and math.isclose(obj, optimum, rel_tol=1e-7) and bound <= optimum
+
+
+# --- parts coupled by shared stores (single): a search over their partition choices -------------
+
+COUPLED = [(f"{n}x{k}/{r}s{s}", random_workload(n, r, k, seed=s)) for n, r, k, s in
+           ((3, 12, 4, 2), (4, 10, 4, 3), (3, 9, 5, 1), (3, 8, 5, 6))]
+#: the exact ILP takes 35-150 s on the five-way ones
+SLOW = [pytest.param(*c, marks=pytest.mark.slow, id=c[0]) if "x5" in c[0] else pytest.param(*c, id=c[0])
+        for c in COUPLED]
+
+
+@pytest.fixture
+def coupled(monkeypatch):
+    """Every part with several queries through the search over shared partition choices."""
+    calls = []
+    solve_coupled = ilp._solve_coupled
+    monkeypatch.setattr(ilp, "_branches", lambda mdl, cols: False)
+    monkeypatch.setattr(ilp, "_couples", lambda mdl, cols: mdl.policy == "single")
+    monkeypatch.setattr(ilp, "_solve_coupled", lambda *a: calls.append(a[0]) or solve_coupled(*a))
+    return calls
+
+
+@pytest.mark.parametrize("name,w", SMALL, ids=[n for n, _ in SMALL])
+def test_coupled_parts_reach_the_brute_force_optimum(coupled, name, w):
+    sol = solve(build_model(enumerate_candidates(w), "single"))
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, "single", True), rel_tol=1e-7, abs_tol=1e-7)
+
+
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL] + SLOW)
+def test_coupled_parts_give_the_exact_optimum_and_canonical_plan(coupled, name, w):
+    mdl = build_model(enumerate_candidates(w), "single")
+    exact = solve(mdl, branching=False, relax_orders=False)
+    searched = solve(mdl)
+    assert exact.optimal and searched.optimal
+    assert math.isclose(searched.objective, exact.objective, rel_tol=1e-7, abs_tol=1e-7)
+    if exact.canonical and searched.canonical:
+        assert choices(mdl, searched) == choices(mdl, exact)
+
+
+def test_the_coupled_workloads_do_split_at_shared_stores():
+    """The workloads above exercise the search: several blocks and shared stores."""
+    split = 0
+    for _, w in COUPLED:
+        mdl = build_model(enumerate_candidates(w), "single")
+        for cols, rows in components(mdl):
+            got = ilp._blocks(mdl, cols, rows)
+            if got is not None and got[1]:
+                blocks, shared = got
+                split += 1
+                assert len(blocks) > 1
+                assert all(set(b.cols) >= {i for st in b.stores for i in shared[st]} for b in blocks)
+    assert split >= 3
+
+
+def test_five_way_queries_sharing_stores_are_searched_by_default():
+    w = COUPLED[2][1]
+    mdl = build_model(enumerate_candidates(w), "single")
+    assert any(ilp._couples(mdl, cols) for cols, _ in components(mdl))
+    assert not any(ilp._couples(build_model(enumerate_candidates(w), p), cols)
+                   for p in ("replicas", "budget") for cols, _ in components(mdl))
+
+
+@pytest.mark.parametrize("limit", [0.001, 0.05, 0.3])
+def test_a_time_limited_search_reports_a_real_bound(coupled, limit):
+    mdl = build_model(enumerate_candidates(COUPLED[1][1]), "single")
+    optimum = solve(mdl, branching=False, relax_orders=False).objective
+    try:
+        sol = solve(mdl, time_limit=limit)
+    except NoSolutionError:
+        return
+    assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
+    assert sol.objective >= optimum * (1 - 1e-7)
+    assert sol.optimal or not sol.canonical
+
+
+@pytest.mark.parametrize("name,w", [pytest.param(*c, id=c[0]) for c in SMALL] + SLOW)
+def test_the_master_ilp_of_the_coupled_search_gives_the_exact_optimum(coupled, monkeypatch, name, w):
+    """Phase one by the master ILP over the blocks' choices (used from MASTER_MIN_STORES shared
+    stores on) instead of the depth-first search: the same optimum."""
+    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    mdl = build_model(enumerate_candidates(w), "single")
+    sol = solve(mdl)
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, "single", True) if name.startswith("seed")
+                        else solve(mdl, branching=False, relax_orders=False).objective, rel_tol=1e-7, abs_tol=1e-7)
+
+
+def test_a_search_stopped_before_any_plan_returns_the_start(coupled, monkeypatch):
+    """As for HiGHS-solved parts: a time limit that strikes before the search has a plan gives
+    the start (the MIR-free plan optimize() passes) with bound 0, not an error."""
+    mdl = build_model(enumerate_candidates(COUPLED[1][1]), "single")
+    start = list(solve(mdl, branching=False, relax_orders=False).values)
+
+    def stopped(*a):
+        raise NoSolutionError("stopped")
+
+    monkeypatch.setattr(ilp, "_solve_coupled", stopped)
+    sol = solve(mdl, time_limit=1.0, start=start)
+    assert sol.status == "time_limit" and sol.bound <= sol.objective
+    with pytest.raises(NoSolutionError):
+        solve(mdl, time_limit=1.0)
