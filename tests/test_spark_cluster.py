@@ -244,8 +244,15 @@ def test_deployment_on_a_standalone_cluster_equals_the_oracle(cluster, truth, tm
     proc = _start_run(_command(engine, mode, cluster, tmp_path / "out", tmp_path / "ckpt", 200), cluster, log)
     summary = _finish(proc, log)
     _check(tmp_path / "out", engine, summary, truth)
-    # it ran on the cluster: the master knows the application
-    assert cluster.state().get("completedapps") or cluster.state().get("activeapps")
+    # it ran on the cluster: the master knows the application (its state page follows the
+    # application's end asynchronously: asked until it lists it, at most 20 s)
+    deadline = time.time() + 20
+    while True:
+        state = cluster.state()
+        if state.get("completedapps") or state.get("activeapps") or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert state.get("completedapps") or state.get("activeapps"), f"the master lists no application: {state}"
 
 
 @pytest.mark.parametrize("engine,mode", KILL_RUNS)
