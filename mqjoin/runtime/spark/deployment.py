@@ -221,8 +221,8 @@ class Deployment:
         if self.mode == "driver":
             from .driver import VectorDriverEngine
 
-            self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state", on_batch=self._on_report,
-                                       columns=self.columns)
+            self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state",
+                                             on_batch=self._on_report, columns=self.columns)
         else:
             self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
                                           column_types(ddl), on_batch=self._on_report)

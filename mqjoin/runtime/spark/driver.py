@@ -114,8 +114,9 @@ VECTOR_JOURNAL = "vector-1"
 
 
 class DriverEngine:
-    """Runs the plans of a schedule as a ``foreachBatch`` function (see the module doc): a
-    static plan (:class:`~mqjoin.runtime.executor.StaticSchedule`), or the adaptive
+    """Runs the plans of a schedule as a ``foreachBatch`` function with the per-tuple executor
+    (see the module doc): a static plan (:class:`~mqjoin.runtime.executor.StaticSchedule`; a
+    deployment runs static plans with :class:`VectorDriverEngine`), or the adaptive
     controller (:class:`AdaptiveDriverEngine`).  ``state_dir`` keeps the state journal;
     ``on_batch`` receives a :class:`~.engine.BatchReport` per batch; ``columns``: where the
     served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`)."""
