@@ -86,6 +86,14 @@ class RunResult:
         }
 
 
+def store_messages(plan: Plan, messages: Mapping[str, int]) -> dict[str, int]:
+    """Probe messages per store of ``plan`` from the messages per probe edge."""
+    out = {s.id: 0 for s in plan.stores}
+    for lab, n in messages.items():
+        out[plan.edge[lab].target] += n
+    return out
+
+
 def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
                   instrument: bool = False, cpu_budget: float | None = None, allocation: str = "JAQPOT",
                   cycle: float = 1.0, freshness: float = 1.5) -> RunResult:
@@ -107,16 +115,13 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
     ex.feed([(r, base[r][row]) for r, row in order])
     seconds = time.perf_counter() - t0
     messages = ex.messages_by_edge(0)
-    store_msgs: dict[str, int] = {s.id: 0 for s in plan.stores}
-    for lab, n in messages.items():
-        store_msgs[plan.edge[lab].target] += n
     all_ts = [tp[1] for rows in base.values() for tp in rows]
     duration = (max(all_ts) - min(all_ts)) if all_ts else 0.0
     rows = ex.max_store_rows(plan)
     return RunResult(
         results=ex.results(),
         probe_messages=messages,
-        store_messages=store_msgs,
+        store_messages=store_messages(plan, messages),
         store_rows={s.id: rows.get(s.id, 0) for s in plan.stores},
         input_tuples=len(order),
         seconds=seconds,

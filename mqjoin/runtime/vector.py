@@ -442,7 +442,14 @@ class BatchExecutor:
                 for lab in labs:
                     inputs.setdefault(lab, []).append(f)
         delta: dict[Layout, list[Frame]] = {}
-        current: dict[Layout, list[Segment]] = {}
+        sealed: dict[Layout, Segment] = {}  # a store's entries of this batch, one segment once complete
+
+        def seal(layout: Layout) -> Segment:
+            seg = sealed.get(layout)
+            if seg is None:
+                seg = sealed[layout] = Segment(Frame.concat(delta[layout]))
+            return seg
+
         first = min((int(f.seq[0]) for f in batch.values() if len(f)), default=None)
         out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {q.name: [] for q in self.w.queries}
         for lab in self.order:
@@ -462,13 +469,9 @@ class BatchExecutor:
                     Frame(f.rels, [{x: c[x] for x in keep[r]} for r, c in zip(f.rels, f.cols)], f.seq))
             elif isinstance(rule, Probe):
                 self.messages[lab] += len(f) * (1 if rule.route is not None else self.p[rule.layout])
-                segs = current.get(rule.layout)
-                if segs is None:  # every insert into the store ran (edge_order): its batch is complete
-                    segs = list(self.stores[rule.layout])
-                    new = delta.get(rule.layout)
-                    if new:
-                        segs.append(Segment(Frame.concat(new)))
-                    current[rule.layout] = segs
+                segs = self.stores[rule.layout]
+                if rule.layout in delta:  # every insert into the store ran (edge_order): its batch is complete
+                    segs = segs + [seal(rule.layout)]
                 got = self._probe(f, rule, segs, first)
                 if got is not None:
                     for o in rule.outs:
@@ -477,10 +480,8 @@ class BatchExecutor:
                 rows = np.column_stack([f.cols[i][0] for i in rule.order]).astype(np.int64, copy=False)
                 out[rule.query].append((f.seq, rows))
         self.deltas = {}
-        for layout, parts in delta.items():
-            segs = current.get(layout)
-            seg = segs[-1] if segs is not None and len(segs) > len(self.stores[layout]) else \
-                Segment(Frame.concat(parts))
+        for layout in delta:
+            seg = seal(layout)
             self.deltas[layout] = seg.frame
             self.stores[layout].append(seg)
             self._compact(layout)
@@ -617,7 +618,7 @@ def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None
     """Run ``plan`` over ``tables`` with the vectorised executor, ``batch`` arrivals at a time
     (None: all in one batch) — a :class:`~mqjoin.runtime.reference.RunResult` whose results
     equal the reference executor's (``store_rows``: the most entries held after a batch)."""
-    from .reference import RunResult
+    from .reference import RunResult, store_messages
 
     w = plan.workload
     base = base_tuples(w, tables, plan.sources)
@@ -634,11 +635,8 @@ def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None
             results[q].extend(map(tuple, rows.tolist()))
     seconds = time.perf_counter() - t0
     messages = dict(ex.messages)
-    store_msgs = {s.id: 0 for s in plan.stores}
-    for lab, m in messages.items():
-        store_msgs[plan.edge[lab].target] += m
     all_ts = [tp[1] for rows in base.values() for tp in rows]
-    return RunResult(results=results, probe_messages=messages, store_messages=store_msgs,
+    return RunResult(results=results, probe_messages=messages, store_messages=store_messages(plan, messages),
                      store_rows={s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, input_tuples=n,
                      seconds=seconds, duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
                      counts=dict(ex.counts))
