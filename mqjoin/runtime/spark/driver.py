@@ -58,28 +58,37 @@ key every probe of the plan can route by (a plan whose stores all share one part
     garbage collector on during the batch                    1.23–1.54 s CPU
              paused for the batch (:func:`~mqjoin.gcpause.paused_gc`)  0.98–1.18 s CPU
 
-**Measured** (``benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01|0.1 --seconds 100 --batch
-100000|1000000 --engines mqo,native`` on local[2], then Flink 2.3 with ``--engines flink`` in its
-own venv — its pyarrow pin < 17 cannot share a process with PySpark 4.3's ≥ 18 — back to back
-on the same input; whole input in one batch; results equal the oracle everywhere; tuples/s and
-state rows; load average 2.1–3.5, another session's solver benchmarks running beside):
+**Measured** (``MQJOIN_DRIVER_MEMORY=8g python benchmarks/spark_mqo.py --workloads fig7a,10q
+--sf 0.01|0.1 --seconds 100 --batch 100000|1000000 --engines mqo,mqo-budget,native`` on local[2],
+then Flink 2.3 with ``--engines flink`` in its own venv — its pyarrow pin < 17 cannot share a
+process with PySpark 4.3's ≥ 18 — on the same input; whole input in one batch; results equal the
+oracle everywhere; tuples/s and state rows; load average 1.1–3.3, 4.1 and 5.2 for Flink at SF 0.1,
+another session's solver work running beside):
 
-    engine                                 Fig. 7(a) SF 0.01      10 queries SF 0.01     Fig. 7(a) SF 0.1
-    this mode (mqo plan)                   87,135   221,680      120,730   298,355      131,258   2,212,771
-    native, one streaming query             5,580   417,555        3,699   877,599       —
-    Flink 2.3, one StatementSet, par. 2    28,482   417,555       16,440   877,599       49,383   4,168,940
+    engine                                 Fig. 7(a) SF 0.01    10 queries SF 0.01    Fig. 7(a) SF 0.1       10 queries SF 0.1
+    this mode, mqo plan                    140,074   221,680     99,661   298,355    167,177  2,212,771     107,200  2,978,343
+    this mode, mqo plan, MIR budget 50     177,719    93,330    226,055    94,830    424,105    931,627     182,174    946,627
+    native, one streaming query              8,914   417,555      3,404   877,599     24,089  4,168,940      10,912  8,759,718
+    Flink 2.3, one StatementSet, par. 2     25,929   417,555     28,395   877,599     41,678  4,168,940      30,180  8,759,718
 
-(ten queries at SF 0.1: this mode 132,447 tuples/s, 2,978,343 rows; Flink 38,682, 8,759,718 rows.  The
-per-tuple executor in this mode, the session before, on a quieter machine: 47,603 / 52,292 /
-44,885 tuples/s; the distributed mode, last measured two sessions before: 4,030 / 3,744 tuples/s
-at SF 0.01 with 9 / 23 jobs and 113 / 179 stages per batch.)  Where a whole-input batch goes:
-Figure 7(a) SF 0.01 (0.80 s): reading the batch to the driver 0.61 s, the executor 0.09 s,
-writing 377,050 results 0.08 s, the state journal 0.01 s; at SF 0.1 (5.55 s): read 3.57 s,
-executor 1.24 s, results 0.44 s, journal 0.21 s.  Spark's read is now most of a batch: the
-source's Arrow batches become rows in the JVM and Arrow again for ``toArrow`` (the same read
-took 5.9, 3.1, 2.6, 1.3 and 1.3 s in five consecutive runs of one session: the JVM's
-just-in-time compilation, so a long-running deployment reads faster than this one-batch
-measurement).
+The mqo plan under an MIR memory budget (``--mir-budget 50``, a point of ``mqjoin frontier``'s
+curve: 23–28 % more probe messages) is also the faster one here: the default plan materialises
+MIRs that extend lineitem by its (partkey, suppkey) foreign key, which the workload's
+independent-key estimates put at 0.7 % of lineitem's rows while they hold one row per lineitem,
+and every such row is built and inserted.  Latency p95 at a paced rate of half native's
+throughput: 0.22 / 0.36 / 0.43 / 1.06 s (mqo) against 7.81 / 17.40 / 8.83 / 18.76 s (native).
+The per-tuple executor in this mode, two sessions before, on a quieter machine: 47,603 / 52,292
+/ 44,885 / 38,171 tuples/s; the distributed mode, last measured three sessions before: 4,030 /
+3,744 tuples/s at SF 0.01 with 9 / 23 jobs and 113 / 179 stages per batch.  Where a whole-input
+batch goes: Figure 7(a) SF 0.01 (0.50 s): reading the batch to the driver 0.37 s, the executor
+0.05 s, writing 377,050 results 0.06 s, the state journal 0.02 s; at SF 0.1 (4.41 s): read
+2.35 s, executor 1.36 s, 3,763,432 results 0.48 s, journal 0.17 s — the budgeted plan's batch
+1.90 s: read 0.77 s (it runs after the mqo plan, on a warmer JVM), executor 0.56 s, results
+0.48 s, journal 0.05 s.  Spark's read is
+most of a batch: the source's Arrow batches become rows in the JVM and Arrow again for
+``toArrow`` (the same read took 5.9, 3.1, 2.6, 1.3 and 1.3 s in five consecutive runs of one
+session: the JVM's just-in-time compilation, so a long-running deployment reads faster than
+this one-batch measurement).
 """
 
 from __future__ import annotations
