@@ -50,6 +50,16 @@ canonical (met; was 13 %), 30 × 5 replicas 3.9 s optimal (goal 10 s: met; was 4
 single optimal in 29.1 s — search 22.4 s, warm start ~5.7 s — not proven canonical (missed;
 was 59 % gap at 30 s), 100 × 3 single unchanged at 1.03 s (HiGHS; goal 0.5 s: missed).
 
+Then three-way coupled parts costed combination by combination, and no warm start where every
+part is searched (same command, load 1.5–2.1 with Spark benchmarks beside): 100 × 3 single
+1.07 → 0.62 s, now proven canonical (HiGHS's tie-break had not finished: its plan was optimal,
+the tie not proven broken; with an unlimited tie-break, 66 s, it is the plan found here);
+missed still — solve 0.45 s: ~960 LPs for the costs and ~580 for the tie-break of ~0.15–0.2 ms
+each (HiGHS's fixed cost per run), master ILPs 0.05 s; enumeration + build 0.09 s, plan
+extraction and costing ~0.08 s.  30 × 5 single 30.1 → 24.8 s (no warm start; the search
+unchanged: missed).  The others unchanged (10 × 5 single 2.77 s, replicas 0.87 s, 30 × 5
+replicas 3.2 s, 100 × 3 replicas 0.24 s).
+
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
 time goes — the LP root is fast, the gap above it is what costs:
@@ -129,7 +139,31 @@ of a less decided choice
 canonical tie-break inside the coupled search:  10 × 5 single: 4.6–5.3 s (lexicographic
 lexicographic (cost, weight) in one pass        everywhere) against 2.3 s (a second pass over
                                                 the optimal choices only): second pass kept
-the depth-first coupled search on 30 × 5       at 10 s and 30 s: incumbent 321,000 (the first,
+HiGHS options on 100 × 3 single's MIP (median   default 0.59 s; heuristic effort 0 0.62 s;
+of 3, main solve only, load ~2)                 symmetry detection off 0.55 s; feasibility jump
+                                                off 0.54 s; no restart 0.52 s; lp age limit 5
+                                                0.47 s; presolve off + heuristics 0 0.74 s:
+                                                none near the goal, none kept
+one lexicographic solve of ``W·cost + tie``     not built: on 100 × 3 the weights of a plan sum
+(``W`` > every weight sum) instead of the       to ~2^32, so ``W·cost`` reaches ~2^52, and the
+tie-break                                       solvers' feasibility tolerance (1e-6 on ``y``,
+                                                ``b``) times ``W·c`` is worth thousands of
+                                                weight units: not exact
+the coupled search's lazily costed master on    0.95 s (749 block solves) against HiGHS's 0.7 s;
+100 × 3 single (branch and bound per block)     replaced by costing every combination (1,596,
+                                                858 once choices serving the same steps are
+                                                one) by one LP each: 0.13 s
+all combinations of 100 × 3 in one stacked LP   0.62 s against 0.23 s for the 1,596 LPs apart
+each combination's tie-break LP on the same     0.60 s against 0.50 s (both stages, 1,596
+HiGHS instance as its cost LP (objective        combinations); the cost LP's basis passed to
+switched), or from the cost LP's basis          the tie-break instance: tie-break 0.32 against
+                                                0.23 s.  A stage's own instance kept
+skipping the tie-break LP where the cost LP's   130 of 1,596 cost LPs dual nondegenerate: not
+optimum is unique (dual nondegenerate)          worth the check
+combinations ruled out of the tie-break by      279 of 1,047 master columns on 100 × 3 (the
+the master LP's reduced costs                   master's LP bound is the optimum, but its dual
+                                                is degenerate: many combinations tie); kept
+the depth-first coupled search on 30 × 5        at 10 s and 30 s: incumbent 321,000 (the first,
 single (42 shared stores of 2–3 attributes,     greedy leaf: optimal), bound 252,000 (21.5 %
 30 blocks)                                      gap); 187 block solves of ~45 ms.  Replaced
                                                 there by the master ILP: optimal in 22.5 s
@@ -859,6 +893,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         """The block's HiGHS instance of a stage, built from ``sub()`` (a model) the first time."""
         if (k, stage) not in lps:
             lps[(k, stage)] = _lp_highs(highspy)
+            if quick:  # tiny LPs, one per combination: presolve off (100 × 3: solve 0.41 against 0.46 s)
+                lps[(k, stage)].setOptionValue("presolve", "off")
             lps[(k, stage)].passModel(_highs_lp(sub(), blocks[k].cols, brows, highspy, np))
         return lps[(k, stage)]
 

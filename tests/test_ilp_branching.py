@@ -271,3 +271,25 @@ def test_a_time_limited_three_way_search_reports_a_real_bound(limit):
     assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
     assert sol.objective >= optimum * (1 - 1e-7)
     assert sol.optimal or not sol.canonical
+
+
+
+def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
+    """optimize() gives a searched model the first MIR-free orders as its start (the plan kept
+    should a time limit strike first) instead of solving the model without MIRs: same plan."""
+    import mqjoin.optimizer as opt
+
+    w = QUICK[2][1]
+    cands = enumerate_candidates(w)
+    mdl = build_model(cands, "single")
+    assert ilp.searched(mdl) and mdl.num_binaries > opt.WARM_START_LIMITED
+    first_orders, solve_workload = opt.first_orders, opt._solve_workload
+    calls: list = []
+    monkeypatch.setattr(opt, "first_orders", lambda *a: calls.append("first") or first_orders(*a))
+    monkeypatch.setattr(opt, "_solve_workload", lambda *a, **k: calls.append("solve") or solve_workload(*a, **k))
+    res = opt.optimize(w, mode="mqo", partitioning="single", time_limit=30)
+    assert calls == ["solve", "first"]  # no second (MIR-free) solve
+    assert res.ilp.status == "optimal" and res.ilp.canonical
+    assert math.isclose(res.ilp.objective, solve(mdl).objective, rel_tol=1e-9)
+    start = opt.warm_start(cands, mdl, first_orders(cands))
+    assert solve(mdl, time_limit=1e-4, start=start).objective >= res.ilp.objective  # a feasible plan
