@@ -52,13 +52,13 @@ was 59 % gap at 30 s), 100 × 3 single unchanged at 1.03 s (HiGHS; goal 0.5 s: m
 
 Then three-way coupled parts costed combination by combination, and no warm start where every
 part is searched (same command, load 1.5–2.1 with Spark benchmarks beside): 100 × 3 single
-1.07 → 0.62 s, now proven canonical (HiGHS's tie-break had not finished: its plan was optimal,
+1.07 → 0.59 s, now proven canonical (HiGHS's tie-break had not finished: its plan was optimal,
 the tie not proven broken; with an unlimited tie-break, 66 s, it is the plan found here);
-missed still — solve 0.45 s: ~960 LPs for the costs and ~580 for the tie-break of ~0.15–0.2 ms
-each (HiGHS's fixed cost per run), master ILPs 0.05 s; enumeration + build 0.09 s, plan
-extraction and costing ~0.08 s.  30 × 5 single 30.1 → 24.8 s (no warm start; the search
-unchanged: missed).  The others unchanged (10 × 5 single 2.77 s, replicas 0.87 s, 30 × 5
-replicas 3.2 s, 100 × 3 replicas 0.24 s).
+missed still — solve 0.41 s: ~960 LPs for the costs and ~580 for the tie-break of ~0.15 ms
+each (HiGHS's fixed cost per run; no option measured changes it), master ILPs 0.05 s;
+enumeration + build 0.09 s, plan extraction and costing ~0.08 s.  30 × 5 single 30.1 →
+25.5 s (no warm start; the search unchanged: missed).  The others unchanged (10 × 5 single
+2.75 s, replicas 0.89 s, 30 × 5 replicas 3.4 s, 100 × 3 replicas 0.25 s).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
