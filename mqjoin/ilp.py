@@ -160,6 +160,11 @@ switched), or from the cost LP's basis          the tie-break instance: tie-brea
                                                 0.23 s.  A stage's own instance kept
 skipping the tie-break LP where the cost LP's   130 of 1,596 cost LPs dual nondegenerate: not
 optimum is unique (dual nondegenerate)          worth the check
+30 × 5 single's master priced by each           not built: the 1,232 LPs take 4.9 s and the
+combination's LP bound (a block's LP with its   master's bound with those prices is 285,733
+choices fixed) instead of a less decided        against the optimum 321,000 (11 % gap; the
+choice's optimum                                lazily priced master starts at 240,000): the
+                                                1 % goal still needs most blocks' exact optima
 combinations ruled out of the tie-break by      279 of 1,047 master columns on 100 × 3 (the
 the master LP's reduced costs                   master's LP bound is the optimum, but its dual
                                                 is degenerate: many combinations tie); kept
