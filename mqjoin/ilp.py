@@ -22,9 +22,9 @@ model splits into independent components (variables linked through rows), solved
 Models with an MIR of :data:`RELAX_MIN_MIR` or more relations are first solved as
 :func:`orders_relaxed` (``x`` continuous, ``m`` binary), exact when its orders come out integral.
 
-With HiGHS, two kinds of components of five-way queries (an MIR of :data:`BRANCH_MIN_MIR`
-relations) are not given to HiGHS's MIP but searched here, exactly (both sketched by issue 14's
-"exact search over MIR materialisation" and "decomposition over the coupling"):
+With HiGHS, three kinds of components are not given to HiGHS's MIP but searched here, exactly
+(sketched by issue 14's "exact search over MIR materialisation" and "decomposition over the
+coupling"); the first two hold an MIR of :data:`BRANCH_MIN_MIR` relations (five-way queries):
 
 * one query's component (``replicas``, or a query sharing no store): :func:`_branch_and_bound`,
   an LP branch and bound that branches on ``m`` first — with ``m`` fixed the LP is integral, so
@@ -34,7 +34,14 @@ relations) are not given to HiGHS's MIP but searched here, exactly (both sketche
   :func:`_solve_coupled`, a search over the shared stores' attributes in which every complete
   choice leaves one independent block per query (solved by :func:`_branch_and_bound`, cached),
   bounded by the blocks' optima under partial choices — depth first for a few shared stores,
-  by a master ILP over the blocks' choices (lazily costed) from :data:`MASTER_MIN_STORES` on.
+  by a master ILP over the blocks' choices (lazily costed) from :data:`MASTER_MIN_STORES` on;
+* the same with small MIRs (three- and four-way queries, ``single``): every combination of
+  the choices a block tells apart is costed up front by one LP (~0.15 ms: a query's LP with its
+  partition choices fixed came out integral on every goal workload; when not, the branch and
+  bound), so the master ILP is exact at once; the canonical tie-break is a second master over
+  the blocks' lexicographic optima under each combination (a second small LP each), skipping
+  the combinations a dual solution of the master's LP rules out (:func:`_ruled_out`).  A model
+  whose every part is searched needs no MIR-free warm start (``optimizer._solve_workload``).
 
 Measured after these (``ilp_scale.py --goals --repeat 3``, 30 s limit, load 2.1–2.4 on 2
 cores; total = enumeration + build + MIR-free warm start + solve): 10 × 5 replicas 0.89 s
@@ -42,6 +49,16 @@ optimal and canonical (goal 3 s: met; was 3.8 % gap at 30 s), 10 × 5 single 2.6
 canonical (met; was 13 %), 30 × 5 replicas 3.9 s optimal (goal 10 s: met; was 4.2 %), 30 × 5
 single optimal in 29.1 s — search 22.4 s, warm start ~5.7 s — not proven canonical (missed;
 was 59 % gap at 30 s), 100 × 3 single unchanged at 1.03 s (HiGHS; goal 0.5 s: missed).
+
+Then three-way coupled parts costed combination by combination, and no warm start where every
+part is searched (same command, load 1.5–2.1 with Spark benchmarks beside): 100 × 3 single
+1.07 → 0.59 s, now proven canonical (HiGHS's tie-break had not finished: its plan was optimal,
+the tie not proven broken; with an unlimited tie-break, 66 s, it is the plan found here);
+missed still — solve 0.41 s: ~960 LPs for the costs and ~580 for the tie-break of ~0.15 ms
+each (HiGHS's fixed cost per run; no option measured changes it), master ILPs 0.05 s;
+enumeration + build 0.09 s, plan extraction and costing ~0.08 s.  30 × 5 single 30.1 →
+25.5 s (no warm start; the search unchanged: missed).  The others unchanged (10 × 5 single
+2.75 s, replicas 0.89 s, 30 × 5 replicas 3.4 s, 100 × 3 replicas 0.25 s).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
@@ -122,7 +139,36 @@ of a less decided choice
 canonical tie-break inside the coupled search:  10 × 5 single: 4.6–5.3 s (lexicographic
 lexicographic (cost, weight) in one pass        everywhere) against 2.3 s (a second pass over
                                                 the optimal choices only): second pass kept
-the depth-first coupled search on 30 × 5       at 10 s and 30 s: incumbent 321,000 (the first,
+HiGHS options on 100 × 3 single's MIP (median   default 0.59 s; heuristic effort 0 0.62 s;
+of 3, main solve only, load ~2)                 symmetry detection off 0.55 s; feasibility jump
+                                                off 0.54 s; no restart 0.52 s; lp age limit 5
+                                                0.47 s; presolve off + heuristics 0 0.74 s:
+                                                none near the goal, none kept
+one lexicographic solve of ``W·cost + tie``     not built: on 100 × 3 the weights of a plan sum
+(``W`` > every weight sum) instead of the       to ~2^32, so ``W·cost`` reaches ~2^52, and the
+tie-break                                       solvers' feasibility tolerance (1e-6 on ``y``,
+                                                ``b``) times ``W·c`` is worth thousands of
+                                                weight units: not exact
+the coupled search's lazily costed master on    0.95 s (749 block solves) against HiGHS's 0.7 s;
+100 × 3 single (branch and bound per block)     replaced by costing every combination (1,596,
+                                                858 once choices serving the same steps are
+                                                one) by one LP each: 0.13 s
+all combinations of 100 × 3 in one stacked LP   0.62 s against 0.23 s for the 1,596 LPs apart
+each combination's tie-break LP on the same     0.60 s against 0.50 s (both stages, 1,596
+HiGHS instance as its cost LP (objective        combinations); the cost LP's basis passed to
+switched), or from the cost LP's basis          the tie-break instance: tie-break 0.32 against
+                                                0.23 s.  A stage's own instance kept
+skipping the tie-break LP where the cost LP's   130 of 1,596 cost LPs dual nondegenerate: not
+optimum is unique (dual nondegenerate)          worth the check
+30 × 5 single's master priced by each           not built: the 1,232 LPs take 4.9 s and the
+combination's LP bound (a block's LP with its   master's bound with those prices is 285,733
+choices fixed) instead of a less decided        against the optimum 321,000 (11 % gap; the
+choice's optimum                                lazily priced master starts at 240,000): the
+                                                1 % goal still needs most blocks' exact optima
+combinations ruled out of the tie-break by      279 of 1,047 master columns on 100 × 3 (the
+the master LP's reduced costs                   master's LP bound is the optimum, but its dual
+                                                is degenerate: many combinations tie); kept
+the depth-first coupled search on 30 × 5        at 10 s and 30 s: incumbent 321,000 (the first,
 single (42 shared stores of 2–3 attributes,     greedy leaf: optimal), bound 252,000 (21.5 %
 30 blocks)                                      gap); 187 block solves of ~45 ms.  Replaced
                                                 there by the master ILP: optimal in 22.5 s
@@ -150,6 +196,7 @@ This is the only module that imports PuLP or highspy.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -564,6 +611,10 @@ def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_
 #: the depth-first search over their choices)
 MASTER_MIN_STORES = 12
 
+#: at most this many combinations of the choices blocks tell apart are costed up front by
+#: :func:`_solve_coupled` on parts with small MIRs (more: the part goes to HiGHS's MIP)
+QUICK_MAX_COMBINATIONS = 5000
+
 #: solve a part by :func:`_branch_and_bound` (HiGHS only) when it holds an MIR of at least this
 #: many relations and the probe orders of at most one query (see :func:`_branches`)
 BRANCH_MIN_MIR = 4
@@ -575,9 +626,9 @@ def _branches(mdl: Model, cols: list[int]) -> bool:
     heuristics on a root gap that is all in ``m``) and holds one query's orders only (parts
     coupled by shared stores carry the partition choices ``z`` of several queries, whose gap
     HiGHS's cuts close and plain LP branching does not; measured in the module docstring)."""
-    inside = set(cols)
-    if not any(len(m.relations) >= BRANCH_MIN_MIR and i in inside for m, i in mdl.m.items()):
+    if not _large_mirs(mdl, cols):
         return False
+    inside = set(cols)
     queries = {owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}
     return len(queries) <= 1
 
@@ -672,15 +723,26 @@ def _branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: 
     return "time_limit", best, max(0.0, bound), best_vals
 
 
+def searched(mdl: Model) -> bool:
+    """Whether :func:`solve` (HiGHS, default ``branching``) searches every part of the model
+    itself (:func:`_branches`, :func:`_couples`) rather than handing one to HiGHS's MIP: then a
+    start is only the plan kept should a time limit strike before the search has one (see
+    ``optimizer._solve_workload``)."""
+    return all(_branches(mdl, cols) or _couples(mdl, cols) for cols, _ in components(mdl))
+
+
+def _large_mirs(mdl: Model, cols: list[int]) -> bool:
+    """Whether a part holds an MIR of at least :data:`BRANCH_MIN_MIR` relations."""
+    inside = set(cols)
+    return any(len(m.relations) >= BRANCH_MIN_MIR and i in inside for m, i in mdl.m.items())
+
+
 def _couples(mdl: Model, cols: list[int]) -> bool:
-    """Whether a part is solved by :func:`_solve_coupled`: policy ``single``, an MIR of at least
-    :data:`BRANCH_MIN_MIR` relations, and the orders of several queries (coupled through the
-    partition choices of the stores they share)."""
+    """Whether a part is solved by :func:`_solve_coupled`: policy ``single`` and the orders of
+    several queries (coupled through the partition choices of the stores they share)."""
     if mdl.policy != "single":
         return False
     inside = set(cols)
-    if not any(len(m.relations) >= BRANCH_MIN_MIR and i in inside for m, i in mdl.m.items()):
-        return False
     return len({owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}) > 1
 
 
@@ -798,12 +860,19 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
 
     # a choice matters to a block only through which of its broadcast steps it serves: choices
     # that serve the same steps are one (cached once; their values differ in the shared z only)
-    served: dict[tuple[int, MIR, int], frozenset[int]] = {}
+    # (numbered: keys hash fast)
+    serving: dict[int, list[int]] = {}  # z → the broadcast indicators of the steps it serves
+    for bi, _, zs in bcast:
+        for i in zs:
+            serving.setdefault(i, []).append(bi)
+    number: dict[frozenset[int], int] = {}
+    served: dict[tuple[int, MIR, int], int] = {}
     for k, b in enumerate(blocks):
         inside = set(b.cols)
         for st in b.stores:
             for j, i in enumerate(shared[st]):
-                served[(k, st, j)] = frozenset(bi for bi, _, zs in bcast if bi in inside and i in zs)
+                steps = frozenset(bi for bi in serving.get(i, ()) if bi in inside)
+                served[(k, st, j)] = number.setdefault(steps, len(number))
 
     def key_of(k: int, choice: dict[MIR, int]) -> tuple:
         return (k, tuple(None if choice.get(st) is None else served[(k, st, choice[st])]
@@ -825,10 +894,13 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             raise _Stopped
         return max(0.01, limit[0] - time.perf_counter())
 
-    def instance(k: int, stage: int, sub: Model, brows: list[int]):
+    def instance(k: int, stage: int, sub, brows: list[int]):
+        """The block's HiGHS instance of a stage, built from ``sub()`` (a model) the first time."""
         if (k, stage) not in lps:
             lps[(k, stage)] = _lp_highs(highspy)
-            lps[(k, stage)].passModel(_highs_lp(sub, blocks[k].cols, brows, highspy, np))
+            if quick:  # tiny LPs, one per combination: presolve off (100 × 3: solve 0.41 against 0.46 s)
+                lps[(k, stage)].setOptionValue("presolve", "off")
+            lps[(k, stage)].passModel(_highs_lp(sub(), blocks[k].cols, brows, highspy, np))
         return lps[(k, stage)]
 
     def restricted(k: int, choice: dict[MIR, int]) -> Model:
@@ -854,11 +926,44 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs))
         return math.fsum(mdl.cost[c] * v for c, v in zip(blocks[k].cols, vals)), vals
 
+    integer = [np.array([n for n, c in enumerate(b.cols) if mdl.integer[c]], dtype=np.int64) for b in blocks]
+    uppers = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
+              for b in blocks]
+
+    def integral_lp(k: int, h, choice: dict[MIR, int]) -> list[float] | None:
+        """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
+        values when the binaries come out integral (then they are the block's optimum under
+        the choices), else None."""
+        left()  # the time limit
+        n = len(blocks[k].cols)
+        up = uppers[k].copy()
+        for st in blocks[k].stores:
+            if choice.get(st) is not None:
+                for j, i in enumerate(shared[st]):
+                    if j != choice[st]:
+                        up[pos[k][i]] = 0.0
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), np.zeros(n), up)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        vals = np.asarray(h.getSolution().col_value)
+        ints = vals[integer[k]]
+        if np.any(np.abs(ints - np.round(ints)) > INTEGRALITY_TOLERANCE):
+            return None
+        vals[integer[k]] = np.round(ints)
+        return [float(v) for v in vals]
+
     def cost(k: int, choice: dict[MIR, int]) -> float:
-        """The block's optimum under the choices: the best recosted known plan when it meets the
-        bound of a cached, less decided choice (exact then), else a branch and bound from it."""
+        """The block's optimum under the choices: with small MIRs (``quick``) its LP when integral,
+        else the best recosted known plan when it meets the bound of a cached, less decided
+        choice (exact then), else a branch and bound from it."""
         b = blocks[k]
         key = key_of(k, choice)
+        if key not in costs and quick:  # one LP (integral as a rule) is cheaper than recosting
+            vals = integral_lp(k, instance(k, 0, lambda: restricted(k, choice), b.rows), choice)
+            if vals is not None:
+                costs[key] = (math.fsum(mdl.cost[c] * v for c, v in zip(b.cols, vals)), vals)
+                return costs[key][0]
         if key not in costs:
             lower = max((v[0] for kk, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kk, key[1]))),
                         default=-math.inf)
@@ -867,14 +972,14 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
                 costs[key] = plan
                 known.setdefault(k, []).append((key[1], plan))
                 return plan[0]
-            sub = restricted(k, choice)
             start = None
             if plan is not None:
                 start = [0.0] * mdl.num_variables
                 for c, v in zip(b.cols, plan[1]):
                     start[c] = v
+            sub = restricted(k, choice)
             st, obj, _, vals = _branch_and_bound(sub, b.cols, b.rows, left(), start=start,
-                                                 highs=instance(k, 0, sub, b.rows))
+                                                 highs=instance(k, 0, lambda: sub, b.rows))
             if st != "optimal":
                 raise _Stopped
             costs[key] = (obj, vals)
@@ -891,51 +996,68 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             if not any(tie[c] for c in b.cols):
                 ties[key] = (0.0, vals, True)
             else:
-                sub = restricted(k, choice)
                 cap = obj * (1 + TIE_SLACK) + TIE_SLACK
-                costed = [c for c in b.cols if mdl.cost[c]]
-                second = replace(sub, cost=tie, rows=mdl.rows + [("canonical_cost", costed,
-                                                                  [mdl.cost[c] for c in costed], -math.inf, cap)])
+
+                def second() -> Model:
+                    costed = [c for c in b.cols if mdl.cost[c]]
+                    return replace(restricted(k, choice), cost=tie, rows=mdl.rows + [
+                        ("canonical_cost", costed, [mdl.cost[c] for c in costed], -math.inf, cap)])
+
                 brows = b.rows + [len(mdl.rows)]
                 h = instance(k, 1, second, brows)
                 h.changeRowBounds(len(b.rows), -highspy.kHighsInf, cap)
+                vals2 = integral_lp(k, h, choice) if quick else None
+                if vals2 is not None:
+                    ties[key] = (math.fsum(tie[c] * v for c, v in zip(b.cols, vals2)), vals2, True)
+                    return ties[key][0]
                 start = [0.0] * mdl.num_variables
                 for c, v in zip(b.cols, vals):
                     start[c] = v
-                st, w, _, vals2 = _branch_and_bound(second, b.cols, brows, left(), start=start,
+                st, w, _, vals2 = _branch_and_bound(second(), b.cols, brows, left(), start=start,
                                                     integral_objective=True, highs=h)
                 ties[key] = (w, vals2, st == "optimal")
         return ties[key][0]
 
     stores = sorted(shared, key=lambda st: (-sum(st in b.stores for b in blocks), st.sort_key()))
+    # small MIRs (three- and four-way queries): a block's LP under a choice came out integral
+    # on every goal workload, so every combination is costed by one LP and the master is exact
+    quick = not _large_mirs(mdl, cols)
+    by_master = quick or len(stores) >= MASTER_MIN_STORES
     best: dict = {"cost": math.inf, "weight": math.inf, "choice": None}
     choice: dict[MIR, int] = {}
 
-    def master() -> None:
-        """Phase one by a master ILP (:data:`MASTER_MIN_STORES` shared stores or more): binary
-        ``z`` of the shared stores and, per block, one column per combination of the choices
-        it can tell apart, costed by the block's optimum there when known, else by the best
-        bound of a less decided cached choice.  Its optimum is a lower bound; the blocks'
-        optima under its choice (computed, cached) give a plan; repeated until the master's
-        choice is costed exactly everywhere (then optimal)."""
-        import itertools
+    classes = {}  # (block, store) → the choices it tells apart: lists of attribute indices
+    for k, b in enumerate(blocks):
+        for st in b.stores:
+            by: dict[int, list[int]] = {}
+            for j in range(len(shared[st])):
+                by.setdefault(served[(k, st, j)], []).append(j)
+            classes[(k, st)] = list(by.values())
+    lam = [(k, t) for k, b in enumerate(blocks)  # (block, combination of the classes of its stores)
+           for t in itertools.product(*(range(len(classes[(k, st)])) for st in b.stores))]
+    if quick and len(lam) > QUICK_MAX_COMBINATIONS:
+        return None
 
-        classes = {}  # (block, store) → the choices it tells apart: lists of attribute indices
-        for k, b in enumerate(blocks):
-            for st in b.stores:
-                by: dict[frozenset, list[int]] = {}
-                for j in range(len(shared[st])):
-                    by.setdefault(served[(k, st, j)], []).append(j)
-                classes[(k, st)] = list(by.values())
+    def chosen_by(k: int, t: tuple[int, ...]) -> dict[MIR, int]:
+        """A choice of the block's stores (the first attribute of each class) of a combination."""
+        return {st: classes[(k, st)][c][0] for st, c in zip(blocks[k].stores, t)}
+
+    def master():
+        """Phase one by a master ILP (:data:`MASTER_MIN_STORES` shared stores or more, or every
+        combination costed up front: ``quick``): binary ``z`` of the shared stores and, per block,
+        one column per combination of the choices it can tell apart, costed by the block's
+        optimum there when known, else by the best bound of a less decided cached choice.  Its
+        optimum is a lower bound; the blocks' optima under its choice (computed, cached) give a
+        plan; repeated until the master's choice is costed exactly everywhere (then optimal).
+        With every combination costed (``quick``) and ``canonical``, a second master breaks the
+        tie: the least tie-break weight (the blocks' lexicographic optima under each
+        combination, plus the shared ``z``) at a cost within :data:`TIE_SLACK` of the optimum,
+        run by the function returned."""
         zcol, names = {}, 0
         for st in stores:
             for j in range(len(shared[st])):
                 zcol[(st, j)] = names
                 names += 1
-        lam = []  # (block, combination)
-        for k, b in enumerate(blocks):
-            for t in itertools.product(*(range(len(classes[(k, st)])) for st in b.stores)):
-                lam.append((k, t))
         n = names + len(lam)
         starts, index, value, lo, hi = [0], [], [], [], []
 
@@ -974,36 +1096,55 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         h.setOptionValue("mip_rel_gap", 1e-9)
         h.passModel(lp)
 
-        def key(k, t):
-            return (k, tuple(served[(k, st, classes[(k, st)][c][0])] for st, c in zip(blocks[k].stores, t)))
-
         def priced(k, t) -> float:
-            kk = key(k, t)
+            kk = key_of(k, chosen_by(k, t))
             if kk in costs:
                 return costs[kk][0]
             return max((v[0] for kt, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kt, kk[1]))),
                        default=-math.inf)
 
-        while True:
-            h.changeColsCost(len(lam), np.arange(names, n, dtype=np.int32),
-                             np.array([priced(k, t) for k, t in lam], dtype=float))
+        def run() -> dict[MIR, int]:
             left_s = left()
             if left_s is not None:
                 h.setOptionValue("time_limit", left_s)
             h.run()
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
                 raise _Stopped
+            vals = h.getSolution().col_value
+            return {st: next(j for j in range(len(shared[st])) if vals[zcol[(st, j)]] > 0.5) for st in stores}
+
+        lam_cols = np.arange(names, n, dtype=np.int32)
+        while True:
+            h.changeColsCost(len(lam), lam_cols, np.array([priced(k, t) for k, t in lam], dtype=float))
+            pick = run()
             lower_bound = float(h.getInfo().objective_function_value)
             current[:] = [lower_bound]
-            vals = h.getSolution().col_value
-            pick = {st: next(j for j in range(len(shared[st])) if vals[zcol[(st, j)]] > 0.5) for st in stores}
-            exact = all(key(k, tuple(next(c for c, attrs in enumerate(classes[(k, st)]) if pick[st] in attrs)
-                                     for st in b.stores)) in costs for k, b in enumerate(blocks))
+            exact = all(key_of(k, pick) in costs for k in range(len(blocks)))
             total = math.fsum(cost(k, pick) for k in range(len(blocks)))
             if total < best["cost"]:
                 best.update(cost=total, choice=dict(pick))
             if exact or best["cost"] <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
-                return
+                break
+
+        def tie_break() -> None:
+            """The least weight at the optimal cost: the blocks' lexicographic optima under every
+            combination that may be part of an optimal choice (the others are ruled out by the
+            reduced costs of a dual solution of the master's LP), then the master by weight."""
+            cap = best["cost"] * (1 + TIE_SLACK) + TIE_SLACK
+            prices = np.array([priced(k, t) for k, t in lam], dtype=float)
+            out = np.flatnonzero(_ruled_out(lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
+            skip = set(out.tolist())
+            weights = [0.0 if li in skip else weight(k, chosen_by(k, t)) for li, (k, t) in enumerate(lam)]
+            h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
+            h.addRow(-highspy.kHighsInf, cap, len(lam), lam_cols, prices)
+            h.changeColsCost(n, np.arange(n, dtype=np.int32),
+                             np.array([tie_of[st][j] for st in stores for j in range(len(shared[st]))] + weights))
+            h.setOptionValue("mip_rel_gap", 0.0)  # integral weights: a gap below 1 proves the optimum
+            h.setOptionValue("mip_abs_gap", 0.99)
+            pick = run()
+            best.update(weight=float(h.getInfo().objective_function_value), choice=pick)
+
+        return tie_break
 
     pending: list[list[float]] = []  # per depth: the bounds of the siblings not visited yet
     current: list[float] = []  # the bound of the node being visited
@@ -1046,14 +1187,17 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
 
     status, root, optimum = "optimal", 0.0, math.inf
     try:
-        parts = {k: cost(k, choice) for k in range(len(blocks))}
-        root = math.fsum(parts.values())
-        if len(stores) >= MASTER_MIN_STORES:
-            master()
-        else:
-            search(0, parts, False)
+        if quick:  # every combination costed up front: the master's first choice is exact
+            for k, t in lam:
+                cost(k, chosen_by(k, t))
+        else:  # each block alone: the root bound
+            parts = {k: cost(k, choice) for k in range(len(blocks))}
+            root = math.fsum(parts.values())
+        tie_break = master() if by_master else search(0, parts, False)
         optimum = best["cost"]
-        if canonical and len(stores) >= MASTER_MIN_STORES:
+        if canonical and quick:
+            tie_break()
+        elif canonical and by_master:
             status = "canonical_time_limit"  # no second pass: depth first it would not end there
         elif canonical:  # the second pass may take as long as the first (≥ 0.25 s): it visits the
             # optimal choices again and breaks ties in their blocks (HiGHS-solved parts: a quarter)
@@ -1066,7 +1210,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         # bound is at least its parent's); before the first pass ends, nothing else is proven
         if math.isfinite(optimum):  # stopped in the canonical pass: optimal, not proven canonical
             status = "canonical_time_limit"
-        elif len(stores) >= MASTER_MIN_STORES:
+        elif by_master:
             root = max([root] + current)  # the master's last optimum
         elif pending:
             root = min([best["cost"], *(b for level in pending for b in level)] + current)
@@ -1093,6 +1237,35 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     if status == "optimal":  # the optimum, without the slack the tie-break lets continuous columns take
         return status, min(obj, optimum), min(obj, optimum), out, proven
     return status, obj, min(obj, root), out, False
+
+
+def _ruled_out(lp, cost, cap: float):
+    """Which binaries of a 0-1 program (``lp``: a ``highspy.HighsLp`` of equality rows and
+    columns in [0, 1], here with objective ``cost``) are 0 in every solution of objective at
+    most ``cap``: by a dual solution ``y`` of its LP, every solution costs at least
+    ``L + d_j`` when ``x_j = 1`` (``d = cost − Aᵀy``, ``L = y·b + Σ min(0, d)``, any ``y``: weak
+    duality), so ``x_j = 0`` when that exceeds ``cap`` (beyond floating-point noise).  A boolean
+    array per column; none ruled out when the LP is not solved."""
+    import highspy
+    import numpy as np
+
+    h = _silent_highs(highspy)
+    relaxed = highspy.HighsLp()
+    relaxed.num_col_, relaxed.num_row_ = lp.num_col_, lp.num_row_
+    relaxed.col_cost_, relaxed.col_lower_, relaxed.col_upper_ = cost, lp.col_lower_, lp.col_upper_
+    relaxed.row_lower_, relaxed.row_upper_ = lp.row_lower_, lp.row_upper_
+    relaxed.a_matrix_ = lp.a_matrix_
+    h.passModel(relaxed)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return np.zeros(lp.num_col_, dtype=bool)
+    y = np.asarray(h.getSolution().row_dual)
+    a = lp.a_matrix_
+    rows = np.repeat(np.arange(lp.num_row_), np.diff(np.asarray(a.start_)))
+    d = np.asarray(cost, dtype=float) - np.bincount(np.asarray(a.index_), weights=np.asarray(a.value_) * y[rows],
+                                                    minlength=lp.num_col_)
+    low = math.fsum(y * np.asarray(lp.row_lower_)) + math.fsum(np.minimum(0.0, d))
+    return low + d > cap + 1e-6 * max(1.0, abs(cap))
 
 
 def orders_relaxed(mdl: Model) -> Model:

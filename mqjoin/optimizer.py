@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from .errors import InternalError, NoSolutionError, OptimizerError, PlannerError
-from .ilp import Model, Solution, build_model, solve
+from .ilp import Model, Solution, build_model, searched, solve
 from .options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from .plan import Choice, Plan, build_plan
 from .workload import Attr, Workload
@@ -257,10 +257,14 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
-        try:
-            base, _ = _solve_workload(workload, partitioning, False, solver,
-                                      None if time_limit is None else time_limit / 4, namespace, canonical=False)
-        except NoSolutionError:  # not even that in the time: the first MIR-free order of each
+        base = None
+        if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
+            try:
+                base, _ = _solve_workload(workload, partitioning, False, solver,
+                                          None if time_limit is None else time_limit / 4, namespace, canonical=False)
+            except NoSolutionError:  # not even that in the time
+                pass
+        if base is None:  # the first MIR-free order of each
             base = first_orders(cands, namespace)
         start = warm_start(cands, mdl, base)
         if time_limit is not None:

@@ -203,3 +203,93 @@ def test_a_search_stopped_before_any_plan_returns_the_start(coupled, monkeypatch
     assert sol.status == "time_limit" and sol.bound <= sol.objective
     with pytest.raises(NoSolutionError):
         solve(mdl, time_limit=1.0)
+
+
+# --- coupled parts of three-way queries: every combination costed, a master ILP, its tie-break ------
+
+QUICK = [(f"{n}x3/{r}s{s}", random_workload(n, r, 3, seed=s)) for n, r, s in
+         ((8, 12, 1), (12, 20, 2), (20, 30, 3), (15, 25, 4), (10, 15, 5))]
+
+
+def quick_calls(monkeypatch) -> list:
+    """The coupled parts solved with small MIRs (every combination costed up front)."""
+    calls = []
+    solve_coupled = ilp._solve_coupled
+
+    def spy(mdl, cols, *a):
+        got = solve_coupled(mdl, cols, *a)
+        if got is not None and not ilp._large_mirs(mdl, cols):
+            calls.append(got)
+        return got
+
+    monkeypatch.setattr(ilp, "_solve_coupled", spy)
+    return calls
+
+
+@pytest.mark.parametrize("name,w", QUICK, ids=[n for n, _ in QUICK])
+def test_three_way_coupled_parts_give_the_two_stage_optimum_and_canonical_plan(monkeypatch, name, w):
+    """By default (no forcing) the coupled parts of three-way queries are costed combination by
+    combination: the optimum and the canonical plan of the two-stage HiGHS solve, proven."""
+    calls = quick_calls(monkeypatch)
+    mdl = build_model(enumerate_candidates(w), "single")
+    searched = solve(mdl)
+    assert calls and all(c[4] for c in calls)  # the path was taken and proved the tie broken
+    monkeypatch.setattr(ilp, "TIE_MIN_SECONDS", 60.0)  # (its tie-break takes 0.5-1.6 s)
+    exact = solve(mdl, branching=False)
+    assert exact.optimal and searched.optimal and searched.canonical
+    assert math.isclose(searched.objective, exact.objective, rel_tol=1e-7, abs_tol=1e-7)
+    assert exact.canonical
+    assert choices(mdl, searched) == choices(mdl, exact)
+
+
+@pytest.mark.parametrize("name,w", SMALL, ids=[n for n, _ in SMALL])
+def test_three_way_coupled_parts_reach_the_brute_force_optimum(name, w):
+    sol = solve(build_model(enumerate_candidates(w), "single"))
+    assert sol.optimal
+    assert math.isclose(sol.objective, ref.optimum(w, "single", True), rel_tol=1e-7, abs_tol=1e-7)
+
+
+def test_combinations_ruled_out_by_reduced_costs_do_not_change_the_plan(monkeypatch):
+    """The tie-break skips combinations that a dual solution of the master's LP rules out; with
+    none ruled out the plan is the same."""
+    mdl = build_model(enumerate_candidates(QUICK[2][1]), "single")
+    ruled: list = []
+    ruled_out = ilp._ruled_out
+    monkeypatch.setattr(ilp, "_ruled_out", lambda *a: ruled.append(ruled_out(*a)) or ruled[-1])
+    pruned = solve(mdl)
+    assert ruled and ruled[0].any()
+    monkeypatch.setattr(ilp, "_ruled_out", lambda lp, cost, cap: ruled_out(lp, cost, cap) & False)
+    assert choices(mdl, solve(mdl)) == choices(mdl, pruned)
+
+
+@pytest.mark.parametrize("limit", [0.0005, 0.005, 0.05])
+def test_a_time_limited_three_way_search_reports_a_real_bound(limit):
+    mdl = build_model(enumerate_candidates(QUICK[2][1]), "single")
+    optimum = solve(mdl, branching=False).objective
+    start = list(solve(mdl, branching=False, canonical=False).values)
+    sol = solve(mdl, time_limit=limit, start=start)
+    assert sol.bound <= optimum * (1 + 1e-7) + 1e-7
+    assert sol.objective >= optimum * (1 - 1e-7)
+    assert sol.optimal or not sol.canonical
+
+
+
+def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
+    """optimize() gives a searched model the first MIR-free orders as its start (the plan kept
+    should a time limit strike first) instead of solving the model without MIRs: same plan."""
+    import mqjoin.optimizer as opt
+
+    w = QUICK[2][1]
+    cands = enumerate_candidates(w)
+    mdl = build_model(cands, "single")
+    assert ilp.searched(mdl) and mdl.num_binaries > opt.WARM_START_LIMITED
+    first_orders, solve_workload = opt.first_orders, opt._solve_workload
+    calls: list = []
+    monkeypatch.setattr(opt, "first_orders", lambda *a: calls.append("first") or first_orders(*a))
+    monkeypatch.setattr(opt, "_solve_workload", lambda *a, **k: calls.append("solve") or solve_workload(*a, **k))
+    res = opt.optimize(w, mode="mqo", partitioning="single", time_limit=30)
+    assert calls == ["solve", "first"]  # no second (MIR-free) solve
+    assert res.ilp.status == "optimal" and res.ilp.canonical
+    assert math.isclose(res.ilp.objective, solve(mdl).objective, rel_tol=1e-9)
+    start = opt.warm_start(cands, mdl, first_orders(cands))
+    assert solve(mdl, time_limit=1e-4, start=start).objective >= res.ilp.objective  # a feasible plan
