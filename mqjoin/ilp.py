@@ -60,6 +60,15 @@ enumeration + build 0.09 s, plan extraction and costing ~0.08 s.  30 × 5 single
 25.5 s (no warm start; the search unchanged: missed).  The others unchanged (10 × 5 single
 2.75 s, replicas 0.89 s, 30 × 5 replicas 3.4 s, 100 × 3 replicas 0.25 s).
 
+Then the blocks costed on two threads (:func:`_per_block`, :data:`BLOCK_THREADS`: HiGHS releases
+the GIL while it solves and every block has instances of its own; each block's combinations in
+their order, so the plans do not depend on the threads — checked on ten random workloads of
+sizes 3–5): every combination of the three-way parts, the tie-break's weights, the root bounds
+and each master iteration's blocks.  Same command, load 1.0: 100 × 3 single 0.47 → 0.39 s
+(goal 0.5 s: met; one thread 0.47 s the same hour), 30 × 5 single 23.6 → 13.8 s optimal (one
+thread 23.2 s; goal ≤ 1 % gap in 10 s: missed — at a 10 s limit the gap is 12.4 %, incumbent
+339,000 against 321,000: the master's bound rises late), 10 × 5 single 2.57 → 2.39 s.
+
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
 time goes — the LP root is fast, the gap above it is what costs:
@@ -198,8 +207,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -1120,7 +1132,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             lower_bound = float(h.getInfo().objective_function_value)
             current[:] = [lower_bound]
             exact = all(key_of(k, pick) in costs for k in range(len(blocks)))
-            total = math.fsum(cost(k, pick) for k in range(len(blocks)))
+            total = math.fsum(_per_block(lambda k, _: cost(k, pick), [(k, ()) for k in range(len(blocks))]))
             if total < best["cost"]:
                 best.update(cost=total, choice=dict(pick))
             if exact or best["cost"] <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
@@ -1134,7 +1146,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             prices = np.array([priced(k, t) for k, t in lam], dtype=float)
             out = np.flatnonzero(_ruled_out(lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
             skip = set(out.tolist())
-            weights = [0.0 if li in skip else weight(k, chosen_by(k, t)) for li, (k, t) in enumerate(lam)]
+            weights = _per_block(lambda k, t: weight(k, chosen_by(k, t)), lam, skip)
             h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
             h.addRow(-highspy.kHighsInf, cap, len(lam), lam_cols, prices)
             h.changeColsCost(n, np.arange(n, dtype=np.int32),
@@ -1188,10 +1200,9 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     status, root, optimum = "optimal", 0.0, math.inf
     try:
         if quick:  # every combination costed up front: the master's first choice is exact
-            for k, t in lam:
-                cost(k, chosen_by(k, t))
+            _per_block(lambda k, t: cost(k, chosen_by(k, t)), lam)
         else:  # each block alone: the root bound
-            parts = {k: cost(k, choice) for k in range(len(blocks))}
+            parts = dict(enumerate(_per_block(lambda k, _: cost(k, choice), [(k, ()) for k in range(len(blocks))])))
             root = math.fsum(parts.values())
         tie_break = master() if by_master else search(0, parts, False)
         optimum = best["cost"]
@@ -1237,6 +1248,39 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     if status == "optimal":  # the optimum, without the slack the tie-break lets continuous columns take
         return status, min(obj, optimum), min(obj, optimum), out, proven
     return status, obj, min(obj, root), out, False
+
+
+#: threads that cost the blocks' combinations in :func:`_solve_coupled` (HiGHS releases the GIL
+#: while it solves, and every block has HiGHS instances of its own)
+BLOCK_THREADS = min(4, os.cpu_count() or 1)
+
+
+def _per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
+               skip: set[int] = frozenset()) -> list[float]:
+    """``fn(block, combination)`` for every pair (0.0 for the indices in ``skip``), the blocks
+    spread over :data:`BLOCK_THREADS` threads, each block's pairs in their order (so the results
+    do not depend on the threads).  The first exception raised is raised here.
+
+    >>> _per_block(lambda k, t: 10 * k + t[0], [(0, (1,)), (1, (2,)), (0, (3,))], skip={1})
+    [1, 0.0, 3]
+    """
+    out: list[float] = [0.0] * len(pairs)
+    groups: dict[int, list[int]] = {}
+    for i, (k, _) in enumerate(pairs):
+        if i not in skip:
+            groups.setdefault(k, []).append(i)
+
+    def run(indices: list[int]) -> None:
+        for i in indices:
+            out[i] = fn(*pairs[i])
+
+    if BLOCK_THREADS < 2 or len(groups) < 2:
+        for indices in groups.values():
+            run(indices)
+    else:
+        with ThreadPoolExecutor(BLOCK_THREADS) as pool:
+            list(pool.map(run, groups.values()))
+    return out
 
 
 def _ruled_out(lp, cost, cap: float):
