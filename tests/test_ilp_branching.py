@@ -293,3 +293,14 @@ def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     assert math.isclose(res.ilp.objective, solve(mdl).objective, rel_tol=1e-9)
     start = opt.warm_start(cands, mdl, first_orders(cands))
     assert solve(mdl, time_limit=1e-4, start=start).objective >= res.ilp.objective  # a feasible plan
+
+
+@pytest.mark.parametrize("name,w", [QUICK[2], (COUPLED[1][0], COUPLED[1][1])], ids=[QUICK[2][0], COUPLED[1][0]])
+def test_the_plan_does_not_depend_on_the_block_threads(monkeypatch, name, w):
+    """The coupled search costs its blocks on BLOCK_THREADS threads: one thread, the same plan."""
+    mdl = build_model(enumerate_candidates(w), "single")
+    threaded = solve(mdl)
+    monkeypatch.setattr(ilp, "BLOCK_THREADS", 1)
+    alone = solve(mdl)
+    assert threaded.optimal and alone.optimal and threaded.canonical == alone.canonical
+    assert choices(mdl, threaded) == choices(mdl, alone)
