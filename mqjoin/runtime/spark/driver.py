@@ -58,8 +58,9 @@ key every probe of the plan can route by (a plan whose stores all share one part
     garbage collector on during the batch                    1.23–1.54 s CPU
              paused for the batch (:func:`~mqjoin.gcpause.paused_gc`)  0.98–1.18 s CPU
 
-**Measured** (``MQJOIN_DRIVER_MEMORY=8g python benchmarks/spark_mqo.py --workloads fig7a,10q
---sf 0.01|0.1 --seconds 100 --batch 100000|1000000 --engines mqo,mqo-budget,native`` on local[2],
+**Measured** (``python benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01|0.1 --seconds
+100 --batch 100000|1000000 --engines mqo,mqo-budget,native`` on local[2], at SF 0.1 with
+``MQJOIN_DRIVER_MEMORY=8g`` for native's state,
 then Flink 2.3 with ``--engines flink`` in its own venv — its pyarrow pin < 17 cannot share a
 process with PySpark 4.3's ≥ 18 — on the same input; whole input in one batch; results equal the
 oracle everywhere; tuples/s and state rows; load average 1.1–3.3, 4.1 and 5.2 for Flink at SF 0.1,
