@@ -1050,6 +1050,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     if quick and len(lam) > QUICK_MAX_COMBINATIONS:
         return None
 
+    alone = [(k, ()) for k in range(len(blocks))]  # every block once, for _per_block
+
     def chosen_by(k: int, t: tuple[int, ...]) -> dict[MIR, int]:
         """A choice of the block's stores (the first attribute of each class) of a combination."""
         return {st: classes[(k, st)][c][0] for st, c in zip(blocks[k].stores, t)}
@@ -1132,7 +1134,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             lower_bound = float(h.getInfo().objective_function_value)
             current[:] = [lower_bound]
             exact = all(key_of(k, pick) in costs for k in range(len(blocks)))
-            total = math.fsum(_per_block(lambda k, _: cost(k, pick), [(k, ()) for k in range(len(blocks))]))
+            total = math.fsum(_per_block(lambda k, _: cost(k, pick), alone))
             if total < best["cost"]:
                 best.update(cost=total, choice=dict(pick))
             if exact or best["cost"] <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
@@ -1202,7 +1204,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         if quick:  # every combination costed up front: the master's first choice is exact
             _per_block(lambda k, t: cost(k, chosen_by(k, t)), lam)
         else:  # each block alone: the root bound
-            parts = dict(enumerate(_per_block(lambda k, _: cost(k, choice), [(k, ()) for k in range(len(blocks))])))
+            parts = dict(enumerate(_per_block(lambda k, _: cost(k, choice), alone)))
             root = math.fsum(parts.values())
         tie_break = master() if by_master else search(0, parts, False)
         optimum = best["cost"]
