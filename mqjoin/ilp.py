@@ -69,6 +69,23 @@ and each master iteration's blocks.  Same command, load 1.0: 100 × 3 single 0.4
 thread 23.2 s; goal ≤ 1 % gap in 10 s: missed — at a 10 s limit the gap is 12.4 %, incumbent
 339,000 against 321,000: the master's bound rises late), 10 × 5 single 2.57 → 2.39 s.
 
+Then, on five-way parts under the master, every combination priced by its LP before the
+first master (a block's LP with the choices fixed; integral ones are costed at once), the
+combinations of a block in reflected Gray order (:func:`_reflected`: each LP one store away
+from the last), a first plan from the blocks' plans alone (kept should a time limit strike
+before the master's first), and enumeration and build without garbage collections
+(``optimizer._solve_workload`` under :func:`~mqjoin.gcpause.paused_gc`).  30 × 5 single: the
+master's bound starts at 287,925 instead of 240,000 (optimum 321,000), 297 combinations are
+costed exactly (199 branch and bounds) instead of 626; 19 master iterations instead of 53;
+enumeration + build 1.6 → 0.6 s in the benchmark's process (it holds earlier runs' objects).
+Same command, load 1.0: 30 × 5 single 13.8 → 8.96 s optimal (goal ≤ 1 % gap in 10 s: met;
+runs 8.96 / 8.86 / 9.07; at a 5 s solve limit 5.8 % gap, at 8 s 1.0 %), not proven canonical
+(the master path has no second pass: at the optimum 132 more combinations would need their
+exact optimum and 295 their lexicographic one, ~10 s more); other seeds 6.1–9.9 s against
+8.7–13.2 s.  Where its 9 s go: enumeration + build 0.6 s, components and blocks 0.4 s, the
+blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 1.6 s).
+100 × 3 single 0.39 → 0.41 s, 10 × 5 single 2.47 s, 30 × 5 replicas 2.7 s: unchanged.
+
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
 time goes — the LP root is fast, the gap above it is what costs:
@@ -107,8 +124,8 @@ steps cost at least a cheaper order's, whose
 MIRs it uses)
 ``m`` binary as well as ``x``                   three 10 × 5 components: 9.1 / 8.7 / 8.4 s
                                                 against 10.6 / 6.7 / 8.6 s: no gain
-:func:`orders_relaxed` (``x`` continuous, ``m`` three 10 × 5 components: 2.3 / 2.7 / 2.2 s
-binary), exact fallback                         against 10.6 / 6.7 / 8.6 s.  Whole models
+:func:`orders_relaxed` (``x`` continuous,       three 10 × 5 components: 2.3 / 2.7 / 2.2 s
+``m`` binary), exact fallback                   against 10.6 / 6.7 / 8.6 s.  Whole models
                                                 (median of 3, 40 s limit): 10 × 5 replicas
                                                 optimal in 38.7 s against 2.1 % gap at 40 s;
                                                 30 × 5 replicas 6.6 % against 25.6 % gap at
@@ -169,11 +186,24 @@ switched), or from the cost LP's basis          the tie-break instance: tie-brea
                                                 0.23 s.  A stage's own instance kept
 skipping the tie-break LP where the cost LP's   130 of 1,596 cost LPs dual nondegenerate: not
 optimum is unique (dual nondegenerate)          worth the check
-30 × 5 single's master priced by each           not built: the 1,232 LPs take 4.9 s and the
-combination's LP bound (a block's LP with its   master's bound with those prices is 285,733
-choices fixed) instead of a less decided        against the optimum 321,000 (11 % gap; the
-choice's optimum                                lazily priced master starts at 240,000): the
-                                                1 % goal still needs most blocks' exact optima
+30 × 5 single's master priced by each           first measured on 1,232 LPs from cold
+combination's LP bound (a block's LP with its   instances, 4.9 s, and not built (the bound,
+choices fixed) instead of a less decided        285,733, is 11 % below the optimum); then
+choice's optimum                                built: 748 LPs once choices serving the same
+                                                steps are one, 1.8 s on the blocks' warm
+                                                instances, and the master needs the exact
+                                                optima of 297 combinations instead of 626:
+                                                13.8 → 9.0 s (above)
+branching rule of :func:`_branch_and_bound`     30 × 5 single's 199 branch and bounds, one
+(the ``m`` nearest 0.5, the largest, the        thread: 6,072 / 6,132 / 5,981 / 6,604 LPs,
+smallest, the first)                            12.5 / 12.5 / 12.2 / 12.8 s: nearest 0.5 kept
+master ILP started from the best choice so far  30 × 5 single: 9.40 s against 9.40 s: not kept
+every combination of 30 × 5 single costed up    13.0 s against 14.3 s (the lazy master costs
+front (branch and bound each), one master       626 of 748 anyway); with LP prices the lazy
+                                                master costs 297: not kept
+combinations ruled out by the master LP's       none of 748 at the first master (cap 324,000,
+reduced costs, the rest costed at once          LP-priced): all 639 uncosted costed, 14.9 s
+                                                against 9.0 s: not kept
 combinations ruled out of the tie-break by      279 of 1,047 master columns on 100 × 3 (the
 the master LP's reduced costs                   master's LP bound is the optimum, but its dual
                                                 is degenerate: many combinations tie); kept
@@ -205,7 +235,6 @@ This is the only module that imports PuLP or highspy.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import re
@@ -293,10 +322,18 @@ def tie_weight(rank: int, name: str) -> float:
     return float((rank << TIE_BITS) + h + 1)
 
 
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+
+
 def _sanitize(name: str) -> str:
-    s = name.replace("»", "_").replace("→", "_to_").replace("⋈", "")
-    s = re.sub(r"[^A-Za-z0-9_]+", "_", s)
-    return re.sub(r"_+", "_", s).strip("_")[:200] or "v"
+    """A name solvers and LP files accept: runs of other characters (underscores included)
+    become one underscore.
+
+    >>> _sanitize("y_R » S[a]→T"), _sanitize("m_R⋈S"), _sanitize("__")
+    ('y_R_S_a_to_T', 'm_RS', 'v')
+    """
+    s = name.replace("→", "_to_").replace("⋈", "")
+    return _NOT_ALNUM.sub("_", s).strip("_")[:200] or "v"
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -942,10 +979,10 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
     uppers = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
               for b in blocks]
 
-    def integral_lp(k: int, h, choice: dict[MIR, int]) -> list[float] | None:
+    def block_lp(k: int, h, choice: dict[MIR, int]) -> tuple[float, list[float] | None] | None:
         """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
-        values when the binaries come out integral (then they are the block's optimum under
-        the choices), else None."""
+        optimum (a lower bound of the block's optimum there) and its values when the binaries
+        come out integral (then they are the block's optimum under the choices), else None."""
         left()  # the time limit
         n = len(blocks[k].cols)
         up = uppers[k].copy()
@@ -959,28 +996,46 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         vals = np.asarray(h.getSolution().col_value)
+        obj = float(h.getInfo().objective_function_value)
         ints = vals[integer[k]]
         if np.any(np.abs(ints - np.round(ints)) > INTEGRALITY_TOLERANCE):
-            return None
+            return obj, None
         vals[integer[k]] = np.round(ints)
-        return [float(v) for v in vals]
+        return obj, [float(v) for v in vals]
+
+    lp_bounds: dict[tuple, float] = {}  # (block, choices it sees) → its LP optimum, when fractional
+
+    def lower(k: int, key: tuple) -> float:
+        """The best bound known of a block's optimum under a choice (``key``) not costed yet:
+        its LP optimum, or the optimum of a cached, less decided choice."""
+        return max([v[0] for kk, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kk, key[1]))]
+                   + [lp_bounds.get(key, -math.inf)])
+
+    def lp_cost(k: int, choice: dict[MIR, int]) -> float:
+        """The block's LP under the choices: its optimum when integral (costed then), else a
+        bound (:data:`lp_bounds`); either way the best bound known (:func:`lower`)."""
+        key = key_of(k, choice)
+        if key not in costs and key not in lp_bounds:
+            b = blocks[k]
+            res = block_lp(k, instance(k, 0, lambda: restricted(k, choice), b.rows), choice)
+            if res is not None and res[1] is not None:
+                costs[key] = (math.fsum(mdl.cost[c] * v for c, v in zip(b.cols, res[1])), res[1])
+            elif res is not None:
+                lp_bounds[key] = res[0]
+        return costs[key][0] if key in costs else lower(k, key)
 
     def cost(k: int, choice: dict[MIR, int]) -> float:
-        """The block's optimum under the choices: with small MIRs (``quick``) its LP when integral,
-        else the best recosted known plan when it meets the bound of a cached, less decided
-        choice (exact then), else a branch and bound from it."""
+        """The block's optimum under the choices: its LP when integral (small MIRs, ``quick``,
+        or the master's LP prices, ``lp_priced``), else the best recosted known plan when it
+        meets the best bound known (exact then), else a branch and bound from it."""
         b = blocks[k]
         key = key_of(k, choice)
-        if key not in costs and quick:  # one LP (integral as a rule) is cheaper than recosting
-            vals = integral_lp(k, instance(k, 0, lambda: restricted(k, choice), b.rows), choice)
-            if vals is not None:
-                costs[key] = (math.fsum(mdl.cost[c] * v for c, v in zip(b.cols, vals)), vals)
-                return costs[key][0]
+        if quick or lp_priced:  # one LP (integral as a rule with small MIRs) is cheaper than recosting
+            lp_cost(k, choice)
         if key not in costs:
-            lower = max((v[0] for kk, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kk, key[1]))),
-                        default=-math.inf)
+            bound = lower(k, key)
             plan = min((recost(k, vals, choice) for vals in pool.get(k, [])), key=lambda t: t[0], default=None)
-            if plan is not None and plan[0] <= lower + 1e-9 * max(1.0, abs(lower)):
+            if plan is not None and plan[0] <= bound + 1e-9 * max(1.0, abs(bound)):
                 costs[key] = plan
                 known.setdefault(k, []).append((key[1], plan))
                 return plan[0]
@@ -1018,7 +1073,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
                 brows = b.rows + [len(mdl.rows)]
                 h = instance(k, 1, second, brows)
                 h.changeRowBounds(len(b.rows), -highspy.kHighsInf, cap)
-                vals2 = integral_lp(k, h, choice) if quick else None
+                res = block_lp(k, h, choice) if quick else None
+                vals2 = None if res is None else res[1]
                 if vals2 is not None:
                     ties[key] = (math.fsum(tie[c] * v for c, v in zip(b.cols, vals2)), vals2, True)
                     return ties[key][0]
@@ -1045,10 +1101,16 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             for j in range(len(shared[st])):
                 by.setdefault(served[(k, st, j)], []).append(j)
             classes[(k, st)] = list(by.values())
-    lam = [(k, t) for k, b in enumerate(blocks)  # (block, combination of the classes of its stores)
-           for t in itertools.product(*(range(len(classes[(k, st)])) for st in b.stores))]
+    # (block, combination of the classes of its stores); consecutive combinations of a block
+    # differ in one store, so each LP starts near the last one's basis (30 × 5: 0.25 s less)
+    lam = [(k, t) for k, b in enumerate(blocks) for t in _reflected([len(classes[(k, st)]) for st in b.stores])]
     if quick and len(lam) > QUICK_MAX_COMBINATIONS:
         return None
+    # large MIRs under the master: every combination priced by its LP (integral: costed) before
+    # the first master, so the master's bound starts near the optimum (30 × 5: 288,000 against
+    # 240,000 with the blocks' optima alone; optimum 321,000) and few combinations need a branch
+    # and bound (301 against 626 of 748 + 30)
+    lp_priced = by_master and not quick and len(lam) <= QUICK_MAX_COMBINATIONS
 
     alone = [(k, ()) for k in range(len(blocks))]  # every block once, for _per_block
 
@@ -1112,10 +1174,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
 
         def priced(k, t) -> float:
             kk = key_of(k, chosen_by(k, t))
-            if kk in costs:
-                return costs[kk][0]
-            return max((v[0] for kt, v in known.get(k, ()) if all(x is None or x == y for x, y in zip(kt, kk[1]))),
-                       default=-math.inf)
+            return costs[kk][0] if kk in costs else lower(k, kk)
 
         def run() -> dict[MIR, int]:
             left_s = left()
@@ -1159,6 +1218,21 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
             best.update(weight=float(h.getInfo().objective_function_value), choice=pick)
 
         return tie_break
+
+    def first_plan() -> None:
+        """A plan before any combination is costed (kept should a time limit strike before the
+        master's first plan): each shared store partitioned by the attribute most blocks chose
+        alone (the first on a tie), each block's plan alone recosted there."""
+        votes: dict[tuple[MIR, int], int] = {}
+        for k, b in enumerate(blocks):
+            vals = costs[key_of(k, {})][1]
+            for st in b.stores:
+                for j, i in enumerate(shared[st]):
+                    if vals[pos[k][i]] > 0.5:
+                        votes[(st, j)] = votes.get((st, j), 0) + 1
+        pick = {st: max(range(len(shared[st])), key=lambda j: (votes.get((st, j), 0), -j)) for st in stores}
+        plans = [recost(k, costs[key_of(k, {})][1], pick) for k in range(len(blocks))]
+        best.update(cost=math.fsum(p[0] for p in plans), choice=pick, recosted=[p[1] for p in plans])
 
     pending: list[list[float]] = []  # per depth: the bounds of the siblings not visited yet
     current: list[float] = []  # the bound of the node being visited
@@ -1204,8 +1278,13 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         if quick:  # every combination costed up front: the master's first choice is exact
             _per_block(lambda k, t: cost(k, chosen_by(k, t)), lam)
         else:  # each block alone: the root bound
-            parts = dict(enumerate(_per_block(lambda k, _: cost(k, choice), alone)))
+            # (and every combination's LP after its block's, on the same thread: no wait between)
+            out = _per_block(lambda k, t: cost(k, choice) if t is None else lp_cost(k, chosen_by(k, t)),
+                             [(k, None) for k in range(len(blocks))] + (lam if lp_priced else []))
+            parts = dict(enumerate(out[:len(blocks)]))
             root = math.fsum(parts.values())
+            if by_master:
+                first_plan()
         tie_break = master() if by_master else search(0, parts, False)
         optimum = best["cost"]
         if canonical and quick:
@@ -1237,7 +1316,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         status = "optimal"
     for k, b in enumerate(blocks):
         key = key_of(k, chosen)
-        vals = costs[key][1]
+        vals = costs[key][1] if key in costs else best["recosted"][k]  # first_plan's, at a time limit
         if canonical and key in ties:
             vals = ties[key][1]
             proven = proven and ties[key][2]
@@ -1279,9 +1358,22 @@ def _per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]]
     if BLOCK_THREADS < 2 or len(groups) < 2:
         for indices in groups.values():
             run(indices)
-    else:
+    else:  # the longest first, so that no thread is left with one at the end
         with ThreadPoolExecutor(BLOCK_THREADS) as pool:
-            list(pool.map(run, groups.values()))
+            list(pool.map(run, sorted(groups.values(), key=len, reverse=True)))
+    return out
+
+
+def _reflected(radices: list[int]) -> list[tuple[int, ...]]:
+    """Every combination of digits below the radices, consecutive ones differing in one digit
+    (the reflected mixed-radix Gray order).
+
+    >>> _reflected([2, 3])
+    [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]
+    """
+    out: list[tuple[int, ...]] = [()]
+    for r in radices:
+        out = [p + (d,) for i, p in enumerate(out) for d in (range(r) if i % 2 == 0 else reversed(range(r)))]
     return out
 
 

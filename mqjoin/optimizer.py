@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from .candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from .errors import InternalError, NoSolutionError, OptimizerError, PlannerError
+from .gcpause import paused_gc
 from .ilp import Model, Solution, build_model, searched, solve
 from .options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from .plan import Choice, Plan, build_plan
@@ -244,6 +245,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
 
+@paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None) -> tuple[list[Choice], IlpStats]:

@@ -304,3 +304,64 @@ def test_the_plan_does_not_depend_on_the_block_threads(monkeypatch, name, w):
     alone = solve(mdl)
     assert threaded.optimal and alone.optimal and threaded.canonical == alone.canonical
     assert choices(mdl, threaded) == choices(mdl, alone)
+
+
+# --- five-way coupled parts under the master ILP: every combination priced by its LP -----------
+
+FIVE = random_workload(5, 12, 5, seed=3)  # 5 five-way queries, one part of 8 shared stores
+
+
+def feasible(mdl, values, tol=1e-6) -> bool:
+    """Every row holds and every binary is 0 or 1."""
+    for _, idx, coef, lo, hi in mdl.rows:
+        v = math.fsum(c * values[i] for i, c in zip(idx, coef))
+        if v < lo - tol or v > hi + tol:
+            return False
+    return all(abs(v - round(v)) <= tol for v, b in zip(values, mdl.integer) if b)
+
+
+def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(monkeypatch):
+    """From MASTER_MIN_STORES shared stores on, a part of five-way queries goes to the master
+    ILP, whose columns are first priced by each combination's LP (unless there are more than
+    QUICK_MAX_COMBINATIONS): the optimum of the depth-first search and of the unpriced master,
+    with fewer branch and bounds than the unpriced master."""
+    mdl = build_model(enumerate_candidates(FIVE), "single")
+    assert any(ilp._large_mirs(mdl, cols) and ilp._couples(mdl, cols) for cols, _ in components(mdl))
+    searched = solve(mdl)  # 8 shared stores: the depth-first search
+    calls: list = []
+    branch_and_bound = ilp._branch_and_bound
+    monkeypatch.setattr(ilp, "_branch_and_bound", lambda *a, **k: calls.append(1) or branch_and_bound(*a, **k))
+    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    priced = solve(mdl)
+    priced_calls = len(calls)
+    monkeypatch.setattr(ilp, "QUICK_MAX_COMBINATIONS", 0)
+    unpriced = solve(mdl)
+    assert searched.optimal and priced.optimal and unpriced.optimal
+    for sol in (priced, unpriced):
+        assert math.isclose(sol.objective, searched.objective, rel_tol=1e-9)
+        assert feasible(mdl, sol.values)
+    assert 0 < priced_calls < len(calls) - priced_calls
+
+
+def test_a_master_stopped_before_its_first_plan_keeps_the_blocks_plans_recosted(monkeypatch):
+    """A time limit that strikes after the blocks are costed alone (and the combinations' LPs)
+    but before the master's first plan: the plan of the shared stores most blocks chose alone,
+    each block's plan recosted there — feasible, never below the optimum, with the blocks'
+    optima alone as its bound."""
+    mdl = build_model(enumerate_candidates(FIVE), "single")
+    optimum = solve(mdl).objective
+    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    per_block, calls = ilp._per_block, []
+
+    def stop_after_the_first(*a, **k):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ilp._Stopped
+        return per_block(*a, **k)
+
+    monkeypatch.setattr(ilp, "_per_block", stop_after_the_first)
+    sol = solve(mdl, time_limit=600)
+    assert sol.status == "time_limit" and not sol.canonical
+    assert sol.bound <= optimum * (1 + 1e-9) <= sol.objective * (1 + 2e-9)
+    assert feasible(mdl, sol.values)
+    assert math.isclose(sol.objective, math.fsum(c * v for c, v in zip(mdl.cost, sol.values)), rel_tol=1e-9)
