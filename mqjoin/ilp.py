@@ -83,7 +83,8 @@ runs 8.96 / 8.86 / 9.07; at a 5 s solve limit 5.8 % gap, at 8 s 1.0 %), not prov
 (the master path has no second pass: at the optimum 132 more combinations would need their
 exact optimum and 295 their lexicographic one, ~10 s more); other seeds 6.1–9.9 s against
 8.7–13.2 s.  Where its 9 s go: enumeration + build 0.6 s, components and blocks 0.4 s, the
-blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 1.6 s).
+blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 0.94 s; 0.65 s with presolve off, kept
+for these masters: ~8.8 s in all).
 100 × 3 single 0.39 → 0.41 s, 10 × 5 single 2.47 s, 30 × 5 replicas 2.7 s: unchanged.
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
@@ -1170,6 +1171,8 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         lp.integrality_ = [highspy.HighsVarType.kInteger] * names + [highspy.HighsVarType.kContinuous] * len(lam)
         h = _silent_highs(highspy)
         h.setOptionValue("mip_rel_gap", 1e-9)
+        if not quick:  # re-solved after every pick (30 × 5: 19 masters 0.94 → 0.65 s; 100 × 3: no gain)
+            h.setOptionValue("presolve", "off")
         h.passModel(lp)
 
         def priced(k, t) -> float:
