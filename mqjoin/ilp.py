@@ -78,14 +78,14 @@ before the master's first), and enumeration and build without garbage collection
 master's bound starts at 287,925 instead of 240,000 (optimum 321,000), 297 combinations are
 costed exactly (199 branch and bounds) instead of 626; 19 master iterations instead of 53;
 enumeration + build 1.6 → 0.6 s in the benchmark's process (it holds earlier runs' objects).
-Same command, load 1.0: 30 × 5 single 13.8 → 8.96 s optimal (goal ≤ 1 % gap in 10 s: met;
-runs 8.96 / 8.86 / 9.07; at a 5 s solve limit 5.8 % gap, at 8 s 1.0 %), not proven canonical
+Same command, load 0.7: 30 × 5 single 13.8 → 8.2 s optimal (goal ≤ 1 % gap in 10 s: met;
+runs 8.26 / 8.21 / 8.18; at a 2 s solve limit 32 % gap, 5 s 5.2 %, 7 s 1.1 %), not proven canonical
 (the master path has no second pass: at the optimum 132 more combinations would need their
 exact optimum and 295 their lexicographic one, ~10 s more); other seeds 6.1–9.9 s against
 8.7–13.2 s.  Where its 9 s go: enumeration + build 0.6 s, components and blocks 0.4 s, the
 blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 0.94 s; 0.65 s with presolve off, kept
-for these masters: ~8.8 s in all).
-100 × 3 single 0.39 → 0.41 s, 10 × 5 single 2.47 s, 30 × 5 replicas 2.7 s: unchanged.
+for these masters).
+100 × 3 single 0.39 s, 10 × 5 single 2.44 s, 30 × 5 replicas 2.6 s: unchanged (within noise).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
 2 cores shared with other sessions, load 4–10, so seconds vary 2–4× between runs).  Where the
@@ -1281,13 +1281,12 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         if quick:  # every combination costed up front: the master's first choice is exact
             _per_block(lambda k, t: cost(k, chosen_by(k, t)), lam)
         else:  # each block alone: the root bound
-            # (and every combination's LP after its block's, on the same thread: no wait between)
-            out = _per_block(lambda k, t: cost(k, choice) if t is None else lp_cost(k, chosen_by(k, t)),
-                             [(k, None) for k in range(len(blocks))] + (lam if lp_priced else []))
-            parts = dict(enumerate(out[:len(blocks)]))
+            parts = dict(enumerate(_per_block(lambda k, _: cost(k, choice), alone)))
             root = math.fsum(parts.values())
-            if by_master:
+            if by_master:  # a plan at once (the LPs take seconds on 30 × 5)
                 first_plan()
+            if lp_priced:
+                _per_block(lambda k, t: lp_cost(k, chosen_by(k, t)), lam)
         tie_break = master() if by_master else search(0, parts, False)
         optimum = best["cost"]
         if canonical and quick:

@@ -344,10 +344,10 @@ def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(m
 
 
 def test_a_master_stopped_before_its_first_plan_keeps_the_blocks_plans_recosted(monkeypatch):
-    """A time limit that strikes after the blocks are costed alone (and the combinations' LPs)
-    but before the master's first plan: the plan of the shared stores most blocks chose alone,
-    each block's plan recosted there — feasible, never below the optimum, with the blocks'
-    optima alone as its bound."""
+    """A time limit that strikes after the blocks are costed alone, while the combinations' LPs
+    are priced (before the master's first plan): the plan of the shared stores most blocks chose
+    alone, each block's plan recosted there — feasible, never below the optimum, with the
+    blocks' optima alone as its bound."""
     mdl = build_model(enumerate_candidates(FIVE), "single")
     optimum = solve(mdl).objective
     monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
