@@ -69,22 +69,22 @@ and each master iteration's blocks.  Same command, load 1.0: 100 × 3 single 0.4
 thread 23.2 s; goal ≤ 1 % gap in 10 s: missed — at a 10 s limit the gap is 12.4 %, incumbent
 339,000 against 321,000: the master's bound rises late), 10 × 5 single 2.57 → 2.39 s.
 
-Then, on five-way parts under the master, every combination priced by its LP before the
-first master (a block's LP with the choices fixed; integral ones are costed at once), the
+Then, on five-way parts under the master, every combination priced by its LP before the first
+master (a block's LP with the choices fixed; integral ones are costed at once), the
 combinations of a block in reflected Gray order (:func:`_reflected`: each LP one store away
 from the last), a first plan from the blocks' plans alone (kept should a time limit strike
 before the master's first), and enumeration and build without garbage collections
-(``optimizer._solve_workload`` under :func:`~mqjoin.gcpause.paused_gc`).  30 × 5 single: the
+(``optimizer._solve_workload`` under :func:`~mqjoin.gcpause.paused_gc`). 30 × 5 single: the
 master's bound starts at 287,925 instead of 240,000 (optimum 321,000), 297 combinations are
 costed exactly (199 branch and bounds) instead of 626; 19 master iterations instead of 53;
 enumeration + build 1.6 → 0.6 s in the benchmark's process (it holds earlier runs' objects).
-Same command, load 0.7: 30 × 5 single 13.8 → 8.2 s optimal (goal ≤ 1 % gap in 10 s: met;
-runs 8.26 / 8.21 / 8.18; at a 2 s solve limit 32 % gap, 5 s 5.2 %, 7 s 1.1 %), not proven canonical
+Same command, load 0.7: 30 × 5 single 13.8 → 8.2 s optimal (goal ≤ 1 % gap in 10 s: met; runs
+8.26 / 8.21 / 8.18; at a 2 s solve limit 32 % gap, 5 s 5.2 %, 7 s 1.1 %), not proven canonical
 (the master path has no second pass: at the optimum 132 more combinations would need their
 exact optimum and 295 their lexicographic one, ~10 s more); other seeds 6.1–9.9 s against
-8.7–13.2 s.  Where its 9 s go: enumeration + build 0.6 s, components and blocks 0.4 s, the
-blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 0.94 s; 0.65 s with presolve off, kept
-for these masters).
+8.7–13.2 s. Where its ~8.5 s go: enumeration + build 0.6 s, components and blocks 0.4 s, the
+blocks alone and 748 LPs 2.7 s, master iterations 5.2 s (blocks 3.6 s, master ILPs 0.94 s;
+0.65 s with presolve off, kept for these masters).
 100 × 3 single 0.39 s, 10 × 5 single 2.44 s, 30 × 5 replicas 2.6 s: unchanged (within noise).
 
 Speed (issue 14), measured on the goal workloads of ``benchmarks/ilp_scale.py --goals`` (seed 0;
