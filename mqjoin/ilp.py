@@ -1014,7 +1014,7 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
 
     def lp_cost(k: int, choice: dict[MIR, int]) -> float:
         """The block's LP under the choices: its optimum when integral (costed then), else a
-        bound (:data:`lp_bounds`); either way the best bound known (:func:`lower`)."""
+        bound (``lp_bounds``); either way the best bound known (``lower``)."""
         key = key_of(k, choice)
         if key not in costs and key not in lp_bounds:
             b = blocks[k]
