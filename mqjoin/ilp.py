@@ -1226,15 +1226,15 @@ def _solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: flo
         """A plan before any combination is costed (kept should a time limit strike before the
         master's first plan): each shared store partitioned by the attribute most blocks chose
         alone (the first on a tie), each block's plan alone recosted there."""
+        alone_plans = [costs[key_of(k, {})][1] for k in range(len(blocks))]
         votes: dict[tuple[MIR, int], int] = {}
         for k, b in enumerate(blocks):
-            vals = costs[key_of(k, {})][1]
             for st in b.stores:
                 for j, i in enumerate(shared[st]):
-                    if vals[pos[k][i]] > 0.5:
+                    if alone_plans[k][pos[k][i]] > 0.5:
                         votes[(st, j)] = votes.get((st, j), 0) + 1
         pick = {st: max(range(len(shared[st])), key=lambda j: (votes.get((st, j), 0), -j)) for st in stores}
-        plans = [recost(k, costs[key_of(k, {})][1], pick) for k in range(len(blocks))]
+        plans = [recost(k, vals, pick) for k, vals in enumerate(alone_plans)]
         best.update(cost=math.fsum(p[0] for p in plans), choice=pick, recosted=[p[1] for p in plans])
 
     pending: list[list[float]] = []  # per depth: the bounds of the siblings not visited yet
