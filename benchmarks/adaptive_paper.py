@@ -2,7 +2,7 @@
 
 Both scenarios use the linear query ``R(a), S(a,b), T(b,c), U(c)``, windows of 5 s, epochs of
 1 s and a change of the data at 15 s (``mqjoin.datasets.synthetic_paper``), run on the
-adaptive reference executor (``mqjoin.runtime.adaptive``).  *Static* keeps its first plan
+adaptive reference executor (``mqjoin.runtime.epochs``).  *Static* keeps its first plan
 (query changes aside); *adaptive* re-optimises at every epoch start on the previous epoch's
 sampled statistics, the new plan being active one epoch later.
 
@@ -20,7 +20,7 @@ sampled statistics, the new plan being active one epoch later.
     system would have).
 
 Latency is that of the reference executor's replay at the data's event-time rate against the
-measured processing time (thread CPU time) of every tuple (see ``mqjoin.runtime.adaptive``):
+measured processing time (thread CPU time) of every tuple (see ``mqjoin.runtime.epochs``):
 the time until all results of a tuple are computed; a plan that cannot keep up shows latency
 and backlog growing without bound.  Probe messages per epoch are deterministic; CPU times vary
 a little with the machine's load (the 1-minute load average is printed).
@@ -28,7 +28,7 @@ a little with the machine's load (the 1-minute load average is printed).
 Prints one table per scenario and a summary, writes ``fig8a.html`` / ``fig8b.html`` (plotly)
 to ``--out`` (default ``artifacts/adaptive``), and the numbers as ``--json``.
 
-``--engine spark`` runs scenario (a) on the adaptive Spark engine (``mqjoin.runtime.spark.adaptive``,
+``--engine spark`` runs scenario (a) on the adaptive Spark engine (``mqjoin.runtime.spark.epochs``,
 local[2] unless ``--master``) at a reduced scale (``--spark-rate`` tuples/s per relation,
 ``--spark-partners`` partners, default 100 and 20: 12,000 tuples) with the replay paced at
 ``--spark-speedup`` × event time (default 0.2: one event-time second every 5 s of wall clock;
@@ -52,10 +52,10 @@ import sys
 import time
 from pathlib import Path
 
-from mqjoin.adaptive import AdaptivePolicy
-from mqjoin.charts import epoch_figure
+from mqjoin.adaptive.controller import AdaptivePolicy
+from mqjoin.widgets.charts import epoch_figure
 from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload, selectivity_change, skewed_rates
-from mqjoin.runtime.adaptive import run_adaptive
+from mqjoin.runtime.epochs import run_adaptive
 
 WINDOW = 5.0
 
@@ -83,7 +83,7 @@ def run_pair_spark(workload, tables, policy: AdaptivePolicy, progress: str, args
     import shutil
     import tempfile
 
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
     from mqjoin.runtime.spark.session import spark_session
 
     spark = spark_session(args.master or "local[2]")

@@ -3,7 +3,7 @@ shared costs) is from CLASH's ILP optimum, by the DESIGN A4 probe cost of their 
 
 Rows: the CLASH paper's examples (``paper_v2.yaml``, ``paper_fig3.yaml``), AJoin's Figure 6
 (two filtered queries), the filtered TPC-H Figure 7(a) workload, and random workloads like the
-CLASH paper's Figure 9 (``mqjoin.generate.random_workload``: 5 queries of 3 relations over 8
+CLASH paper's Figure 9 (``mqjoin.datasets.random_workloads.random_workload``: 5 queries of 3 relations over 8
 relations, parallelism 4), each also with random filters (pass fractions 0.2–0.8 on half of the
 relations of every query).  Columns: the ILP's optimum (``mqo``, policy ``single``) of the
 workload as given, the ILP's optimum over ajoin's query groups (the same problem ajoin solves:
@@ -33,10 +33,10 @@ import random
 import statistics
 from pathlib import Path
 
-from mqjoin.ajoin import figure6_workload
-from mqjoin.generate import random_workload
-from mqjoin.optimizer import optimize
-from mqjoin.workload import Workload, load_workload
+from mqjoin.planners.ajoin import figure6_workload
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import Workload, load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mqjoin.tables import read_inputs
-from mqjoin.workload import load_workload
+from mqjoin.model.tables import read_inputs
+from mqjoin.model.workload import load_workload
 from mqjoin.datasets.stats import estimate_statistics
 from mqjoin.datasets.tpch import RELATIONS, WORKLOADS, generate_tables, tpch_dir, tpch_streams
 

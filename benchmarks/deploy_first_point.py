@@ -19,7 +19,7 @@ import re
 import time
 
 from mqjoin.datasets.tpch import SAMPLE
-from mqjoin.optimizer import optimize
+from mqjoin.planning.optimizer import optimize
 from mqjoin.widgets import as_workload
 from mqjoin.widgets.deploy_panel import DeployPanel
 

@@ -20,12 +20,12 @@ import os
 import time
 from pathlib import Path
 
-from mqjoin.optimizer import optimize
+from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.rules import arrival_order, base_tuples
 from mqjoin.runtime.vector import BatchExecutor, batch_frames
-from mqjoin.tables import read_inputs
-from mqjoin.workload import load_workload
+from mqjoin.model.tables import read_inputs
+from mqjoin.model.workload import load_workload
 
 WORKLOADS = {"fig7a": "tpch_fig7a.yaml", "10q": "tpch_10q.yaml"}
 ROOT = Path(__file__).resolve().parents[1]

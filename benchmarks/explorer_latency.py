@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mqjoin.widgets import Explorer, ExplorerModel, log_grid, selectivity_groups
 
-    from mqjoin.optimizer import optimize
+    from mqjoin.planning.optimizer import optimize
 
     opt_seconds: list[float] = []
 

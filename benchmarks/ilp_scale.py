@@ -1,6 +1,6 @@
 """ILP scale: reproduce Figure 9 (a)–(f) of the CLASH paper on this machine.
 
-Random workloads (mqjoin.generate.random_workload: relations with three attributes, equal
+Random workloads (mqjoin.datasets.random_workloads.random_workload: relations with three attributes, equal
 rates, selectivity 1/rate, parallelism 4; queries drawn as in Section VII-C, duplicates
 eliminated).  For every row the workload is optimised six times — modes individual, shared
 and mqo under the single and replicas partitioning policies, MIRs on — and one line is
@@ -36,11 +36,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import MqjoinError, NoSolutionError
-from mqjoin.generate import random_workload
-from mqjoin.ilp import build_model, lp_bound
-from mqjoin.optimizer import optimize
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.model.errors import MqjoinError, NoSolutionError
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.ilp import build_model, lp_bound
+from mqjoin.planning.optimizer import optimize
 
 FIGURES = {
     "ab": [(n, 10, 3) for n in range(10, 101, 10)],

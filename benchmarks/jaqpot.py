@@ -35,7 +35,7 @@ for the linear plan measured on an engine.
 ``--executor`` measures instead of predicting: the reference executor runs the linear plan
 (:mod:`mqjoin.datasets.jaqpot_paper`: one corner of Table 3, by default its low end — rates
 300/s, windows 200 tuples, σ 0.01; 10 s of arrivals) under a CPU budget
-(:mod:`mqjoin.shedding`) of 0–100 % of the saturation resources — the probes per second the
+(:mod:`mqjoin.runtime.shedding`) of 0–100 % of the saturation resources — the probes per second the
 unbounded run made — and each policy's results as a percentage of the unbounded run's,
 averaged over ``--seeds`` inputs; "stale": the streams whose measured staleness (Lemma 1 with
 the measured refresh rates) exceeds the freshness predicate, summed over the policies' runs.
@@ -81,7 +81,7 @@ import argparse
 import random
 import statistics
 
-from mqjoin.jaqpot import (BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates, staleness,
+from mqjoin.planners.jaqpot import (BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates, staleness,
                            state_names)
 
 SHAPES = {"linear": linear_plan("ABCD"), "bushy": (("A", "B"), ("C", "D"))}
@@ -161,7 +161,7 @@ def measure(args: argparse.Namespace) -> int:
     """The ``--executor`` table: budgeted runs of the linear plan in the reference executor."""
     from mqjoin.datasets.jaqpot_paper import table3_linear
     from mqjoin.runtime.reference import run_reference
-    from mqjoin.shedding import ALLOCATIONS
+    from mqjoin.runtime.shedding import ALLOCATIONS
 
     settings = [table3_linear(_one(args.rate), _one(args.size), _one(args.selectivity), args.duration, seed)
                 for seed in range(args.seeds)]

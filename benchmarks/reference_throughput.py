@@ -20,10 +20,10 @@ import statistics
 import sys
 import time
 
-from mqjoin.optimizer import optimize
+from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
-from mqjoin.synthetic import uniform_streams
-from mqjoin.workload import parse_workload
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.workload import parse_workload
 
 QUERIES = """
 queries:

@@ -19,7 +19,7 @@ default mqo plan minimises probe messages and materialises every MIR that saves 
 the MIRs that extend lineitem by its (partkey, suppkey) foreign key hold a row per lineitem
 although the workload's independent-key estimates put them at 0.7 % of that, so the budgeted
 plan keeps far fewer rows for a few more messages.
-``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners` (issue 15):
+``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners.trees` (issue 15):
 one MJoin per query (base stores, probing sequences most selective first), and one binary join
 tree per query (``--tree-shape``, default the cheapest of any shape; every inner node an MIR
 store), each deployed shared like any plan, in driver mode, results checked against the oracle.
@@ -102,11 +102,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import Table, read_inputs
-from mqjoin.workload import load_workload
+from mqjoin.model.tables import Table, read_inputs
+from mqjoin.model.workload import load_workload
 
 ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree", "mqo-distributed", "native", "flink")
 # the plan engines run in --spark-mode driver (the default: stores in the driver's executor, one
@@ -114,7 +114,7 @@ ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree", "mqo-di
 PLAN_ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree")
 # optimize() options of each plan engine: CLASH's three modes, the mqo plan under an MIR memory
 # budget (--mir-budget: a point of the probe-cost/memory frontier) and the operator-level plan
-# families (mqjoin.planners: one MJoin per query, one binary join tree per query — --tree-shape —
+# families (mqjoin.planners.trees: one MJoin per query, one binary join tree per query — --tree-shape —
 # shared)
 PLAN_OPTIONS = {"mqo": {"mode": "mqo"}, "mqo-budget": {"mode": "mqo", "mir_budget": 50.0},
                 "shared": {"mode": "shared"}, "individual": {"mode": "individual"},
@@ -195,7 +195,7 @@ _PHASE_ROWS: dict[int, list[dict]] = {}
 def _record_phases() -> None:
     """Keep each micro-batch's phase timings (``BatchReport.phases``, which the deployment's
     frames do not carry) for the overhead table."""
-    from mqjoin.runtime.spark import deploy as dep
+    from mqjoin.runtime.spark import launch as dep
 
     orig = dep.Deployment._on_report
     if getattr(orig, "_bench_phases", False):
@@ -290,7 +290,7 @@ def run_engine(engine: str, plan, tables, spark, truth, *, timeout: float, attem
 
 def run_once(engine: str, plan, tables, spark, truth, *, timeout: float, **pacing) -> dict:
     """Deploy one engine, wait for all input, stop; every figure the tables need."""
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     out = Path(tempfile.mkdtemp(prefix=f"mqjoin-bench-{engine}-"))
     row: dict = {"engine": engine, "input_tuples": n_tuples(tables), "load": os.getloadavg()[0]}

@@ -17,12 +17,12 @@ Modules:
 * :mod:`mqjoin.datasets.stats` — rates and class selectivities estimated from data (exact or
   sampled, with stated precision), written into a workload.
 
-The random workloads of Figure 9 are :func:`mqjoin.generate.random_workload`.
+The random workloads of Figure 9 are :func:`mqjoin.datasets.random_workloads.random_workload`.
 
 Bundled workloads (``workloads/*.yaml``; the CLI finds them by file name, e.g.
 ``mqjoin optimize tpch_fig7a.yaml``) and a tiny TPC-H sample (``samples/tpch_tiny``, CSV).
 
->>> from mqjoin.workload import load_workload
+>>> from mqjoin.model.workload import load_workload
 >>> from mqjoin.datasets.tpch import WORKLOADS
 >>> load_workload(WORKLOADS / "tpch_fig7a.yaml")
 Workload(8 relations, 5 queries: q1, q2, q3, q4, q5)

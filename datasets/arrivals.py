@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from mqjoin.errors import DataError
+from mqjoin.model.errors import DataError
 
 PROCESSES = ("constant", "poisson", "bursts")
 
@@ -42,7 +42,7 @@ class Arrival:
     >>> Arrival("uniform")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.DataError: unknown arrival process 'uniform' (choose constant, poisson or bursts)
+    mqjoin.model.errors.DataError: unknown arrival process 'uniform' (choose constant, poisson or bursts)
     """
 
     process: str = "constant"

@@ -1,17 +1,17 @@
 """The JAQPOT paper's synthetic linear plan (Section 5.1, Figure 5.b, Table 3) as a workload,
-its plan and input streams, for runs under a CPU budget (:mod:`mqjoin.shedding`).
+its plan and input streams, for runs under a CPU budget (:mod:`mqjoin.runtime.shedding`).
 
 What the paper states, and how it is built here:
 
 * an equi-join of four streams A, B, C, D by the linear plan ``((A ⋈ B) ⋈ C) ⋈ D``: query
   ``A(a), B(a,b), C(b,c), D(c)`` and the binary tree plan of exactly that shape
-  (:func:`mqjoin.planners.plan_trees`), every inner node an MIR store;
+  (:func:`mqjoin.planners.trees.plan_trees`), every inner node an MIR store;
 * Table 3's ranges: arrival rates 300–1,200 tuples/s, window sizes 200–5,000 tuples, join
   selectivities 0.01–0.1.  One point of the ranges per stream and join (by default their low
   ends for all, the corner whose saturation output — every half-way join inflating by
   ``σ · |S| ≥ 2`` — a single-threaded executor runs in seconds); count-based windows become
   time-based ones of ``size / rate`` seconds (Appendix A);
-* arrivals: Poisson (uniform times given the count, :func:`mqjoin.synthetic.uniform_streams`),
+* arrivals: Poisson (uniform times given the count, :func:`mqjoin.datasets.uniform.uniform_streams`),
   join values uniform over ``1 / σ`` values.
 
 >>> s = table3_linear(duration=2)
@@ -26,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from mqjoin.errors import DataError
-from mqjoin.plan import Plan
-from mqjoin.planners import JoinTree, plan_trees
-from mqjoin.synthetic import uniform_streams
-from mqjoin.tables import Table
-from mqjoin.workload import Workload, parse_workload
+from mqjoin.model.errors import DataError
+from mqjoin.planning.plan import Plan
+from mqjoin.planners.trees import JoinTree, plan_trees
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Workload, parse_workload
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,10 @@ from typing import Mapping
 import numpy as np
 
 from mqjoin.datasets.arrivals import Arrival, arrival_times, relation_rng
-from mqjoin.errors import DataError
-from mqjoin.plan import Plan
-from mqjoin.tables import Table
-from mqjoin.workload import Workload, parse_workload
+from mqjoin.model.errors import DataError
+from mqjoin.planning.plan import Plan
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Workload, parse_workload
 
 RELATIONS = ("S1", "S2", "S3")
 #: the paper's copies of each join value per stream (10,000 / 15,000 / 10,000 tuples over 1,000 values)
@@ -89,7 +89,7 @@ def section33(values: int = 1000, copies: tuple[int, ...] = COPIES, delays: tupl
     >>> section33(values=0)
     Traceback (most recent call last):
     ...
-    mqjoin.errors.DataError: values must be a positive integer, got 0
+    mqjoin.model.errors.DataError: values must be a positive integer, got 0
     """
     if isinstance(values, bool) or not isinstance(values, int) or values <= 0:
         raise DataError(f"values must be a positive integer, got {values!r}")
@@ -117,8 +117,8 @@ def table1_plans(workload: Workload) -> dict[str, Plan]:
     ``|S1 ⋈ S2|``); ``mjoin`` — MJoin with the correct probing sequence; ``mjoin, wrong`` — the
     least selective predicate first; and ``deep, A4`` — the cheapest deep tree under DESIGN A4,
     ``(S1 ⋈ S3) ⋈ S2``."""
-    from mqjoin.optimizer import optimize
-    from mqjoin.planners import JoinTree, operator_trees, plan_trees
+    from mqjoin.planning.optimizer import optimize
+    from mqjoin.planners.trees import JoinTree, operator_trees, plan_trees
 
     leaf = JoinTree.leaf
     paper_tree = JoinTree.join([JoinTree.join([leaf("S1"), leaf("S2")]), leaf("S3")])

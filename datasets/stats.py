@@ -42,8 +42,8 @@ delta-method bound ``g · mean(SE_i / s_i)`` (pairs treated as fully correlated,
 conservative case).  A pair without any agreeing value in the full data is written as
 ``1/(|X|·|Y|)`` (less than one agreeing pair), since a selectivity must be positive.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.tables import Table
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.model.tables import Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -87,9 +87,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mqjoin.errors import DataError, WorkloadError
-from mqjoin.tables import Table, read_inputs
-from mqjoin.workload import Attr, Workload, iter_pairs
+from mqjoin.model.errors import DataError, WorkloadError
+from mqjoin.model.tables import Table, read_inputs
+from mqjoin.model.workload import Attr, Workload, iter_pairs
 from mqjoin.datasets.arrivals import relation_rng
 
 #: default sample size per relation: relations with at most this many rows are counted exactly
@@ -239,10 +239,10 @@ class FilterEstimate:
 
 
 def filter_estimate(query: str, f: Any, table: Table, rows: np.ndarray | None) -> FilterEstimate:
-    """The pass fraction of filter ``f`` (a :class:`mqjoin.filters.Filter`) of ``query`` over
+    """The pass fraction of filter ``f`` (a :class:`mqjoin.model.filters.Filter`) of ``query`` over
     ``table`` (its ``rows`` only when sampled).
 
-    >>> from mqjoin.filters import Comparison, Filter
+    >>> from mqjoin.model.filters import Comparison, Filter
     >>> t = Table.from_columns("R", {"ts": [0] * 4, "x": [1, 2, 3, 4]})
     >>> f = Filter("R", (Comparison(Attr("R", "x"), ">", (2,)),))
     >>> e = filter_estimate("q", f, t, np.array([0, 1, 2]))
@@ -482,7 +482,7 @@ def pair_estimate(left: Attr, right: Attr, cx: Counter, cy: Counter, sizes: tupl
 def selectivity_groups(workload: Workload) -> list[tuple[tuple[tuple[Attr, ...], ...], tuple[tuple[Attr, Attr], ...]]]:
     """Groups of linked pairs over all queries: ``(distinct class member sets, pairs)``.
 
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.1}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
@@ -644,7 +644,7 @@ def workload_yaml(workload: Workload) -> str:
     relation, query and selectivity; a relation's window and parallelism only when they differ
     from the defaults).  Parsing it gives the same workload.
 
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.00001}
     ... relations: {R: {attributes: [a], rate: 2}, S: {attributes: [a], window: 5}}
@@ -700,7 +700,7 @@ def assign_selectivities(workload: Workload, pair_values: Mapping[tuple[Attr, At
     """Give every class of ``workload`` an explicit selectivity from known pair values, grouped
     and averaged exactly like estimates (geometric mean over linked pairs).
 
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''
     ... defaults: {selectivity: 1}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
@@ -721,7 +721,7 @@ def with_pair_values(workload: Workload, pair_values: Mapping[tuple[Attr, Attr],
     ``pair_values`` (geometric mean, as for estimates).  A group with a pair without a value
     keeps its current selectivity (``missing="keep"``) or is an error (``"error"``).
 
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.5}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}

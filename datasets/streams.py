@@ -1,10 +1,10 @@
 """Writing relation streams in the CLI's input format, and the data cache.
 
 A stream of relation ``R`` is ``DIR/R.parquet`` with a float64 column ``ts`` (event time in
-seconds) first, then ``R``'s attributes — the format :func:`mqjoin.tables.read_inputs` reads
+seconds) first, then ``R``'s attributes — the format :func:`mqjoin.model.tables.read_inputs` reads
 (DESIGN A6; a tuple's identity is its row index).  The generators here produce NumPy/Arrow
 columns of up to millions of rows, so they write them with Arrow directly instead of going
-through :class:`mqjoin.tables.Table` (whose Python tuples are meant for the engine's inputs);
+through :class:`mqjoin.model.tables.Table` (whose Python tuples are meant for the engine's inputs);
 the tests read every generated directory back with ``read_inputs``.
 
 Generated data lives outside git, under :func:`cache_root` (``$MQJOIN_CACHE``, else
@@ -12,7 +12,7 @@ Generated data lives outside git, under :func:`cache_root` (``$MQJOIN_CACHE``, e
 was made, so a second request with the same parameters is answered from the cache.
 
 >>> import tempfile, numpy as np
->>> from mqjoin.tables import read_parquet
+>>> from mqjoin.model.tables import read_parquet
 >>> d = tempfile.mkdtemp()
 >>> p = write_stream(d, "R", np.array([0.0, 0.5]), {"a": np.array([1, 2])})
 >>> t = read_parquet(p, "R")
@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mqjoin.errors import DataError
+from mqjoin.model.errors import DataError
 
 MANIFEST = "manifest.json"
 
@@ -47,7 +47,7 @@ def cache_root() -> Path:
 
 
 def ensure_dir(path: str | Path) -> Path:
-    """Create ``path`` (and parents); a :class:`~mqjoin.errors.DataError` names it on failure."""
+    """Create ``path`` (and parents); a :class:`~mqjoin.model.errors.DataError` names it on failure."""
     d = Path(path).expanduser()
     try:
         d.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ For selectivity-change, S.b = T.b is raised by ``bias`` (default 10 %): the pape
 the optimiser "with a little higher selectivity for S(b), T(b)" so that S probes R first and
 T probes U first.
 
-(The random workloads of Figure 9 are :func:`mqjoin.generate.random_workload`.)
+(The random workloads of Figure 9 are :func:`mqjoin.datasets.random_workloads.random_workload`.)
 
 >>> d = selectivity_change(scale=5000)
 >>> d.params["rate"], {r: len(c["ts"]) for r, c in d.columns.items()}
@@ -44,9 +44,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mqjoin.errors import DataError
-from mqjoin.tables import Table
-from mqjoin.workload import Workload
+from mqjoin.model.errors import DataError
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Workload
 from mqjoin.datasets.arrivals import Arrival, arrival_times
 from mqjoin.datasets.stats import estimate_statistics, workload_yaml
 from mqjoin.datasets.streams import ensure_dir, write_manifest, write_stream
@@ -78,7 +78,7 @@ class PaperData:
         return sum(len(c["ts"]) for c in self.columns.values())
 
     def tables(self, before: float | None = None) -> dict[str, Table]:
-        """The data as :class:`~mqjoin.tables.Table` values (only tuples with ``ts < before``
+        """The data as :class:`~mqjoin.model.tables.Table` values (only tuples with ``ts < before``
         when given; row indices stay those of the files, as the prefix is kept)."""
         out = {}
         for r, cols in self.columns.items():
@@ -247,7 +247,7 @@ def paper_data(name: str, **params: Any) -> PaperData:
     >>> paper_data("bursty")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.DataError: unknown synthetic data set 'bursty' (choose selectivity-change or skewed-rates)
+    mqjoin.model.errors.DataError: unknown synthetic data set 'bursty' (choose selectivity-change or skewed-rates)
     """
     if name not in GENERATORS:
         raise DataError(f"unknown synthetic data set {name!r} (choose {' or '.join(NAMES)})")
@@ -272,7 +272,7 @@ def write_bundled_workloads(out_dir: str | Path = WORKLOADS) -> list[Path]:
 
 def sampled_workload(data: PaperData, epoch: int = 1, epoch_length: float = 1.0):
     """A paper data set's workload with the statistics an engine samples in ``epoch``
-    (rates and selectivities of that epoch's tuples, :func:`mqjoin.adaptive.epoch_stats`):
+    (rates and selectivities of that epoch's tuples, :func:`mqjoin.adaptive.controller.epoch_stats`):
     what a running system knows — the initial view of the Figure 8(b) runs.
 
     >>> d = skewed_rates(high_rate=500, low_rate=10, fanout=5)
@@ -280,7 +280,7 @@ def sampled_workload(data: PaperData, epoch: int = 1, epoch_length: float = 1.0)
     >>> w.rate("R"), w.rate("S"), w.query("q").class_of(w.relation("S").attr("b")).selectivity
     (500.0, 10.0, 0.5)
     """
-    from mqjoin.adaptive import AdaptivePolicy, epoch_sample, epoch_stats
+    from mqjoin.adaptive.controller import AdaptivePolicy, epoch_sample, epoch_stats
 
     policy = AdaptivePolicy(epoch=epoch_length)
     w, tables = data.workload, data.tables()
@@ -302,16 +302,16 @@ class MirBudget:
 
 def figure_8b_budget(data: PaperData, policy: Any = None) -> MirBudget:
     """:class:`MirBudget` of a skewed-rates data set (:func:`skewed_rates`) for the optimiser
-    options of ``policy`` (an :class:`~mqjoin.adaptive.AdaptivePolicy`, default epochs of
+    options of ``policy`` (an :class:`~mqjoin.adaptive.controller.AdaptivePolicy`, default epochs of
     1 s); :func:`sampled_workload` gives the statistics.
 
     >>> b = figure_8b_budget(skewed_rates(high_rate=500, low_rate=10, fanout=5))
     >>> b.before > b.budget > b.after
     True
     """
-    from mqjoin.adaptive import AdaptivePolicy
-    from mqjoin.optimizer import optimize
-    from mqjoin.plan import mir_memory
+    from mqjoin.adaptive.controller import AdaptivePolicy
+    from mqjoin.planning.optimizer import optimize
+    from mqjoin.planning.plan import mir_memory
 
     policy = policy or AdaptivePolicy(epoch=1.0)
     before = sampled_workload(data, 1, policy.epoch)

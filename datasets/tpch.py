@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from mqjoin.errors import DataError, WorkloadError
-from mqjoin.workload import Attr, Workload, load_workload
+from mqjoin.model.errors import DataError, WorkloadError
+from mqjoin.model.workload import Attr, Workload, load_workload
 from mqjoin.datasets.arrivals import Arrival, arrival_times
 from mqjoin.datasets.streams import cache_root, ensure_dir, read_manifest, write_manifest, write_stream
 
@@ -212,7 +212,7 @@ def check_sf(sf: Any) -> float:
     >>> check_sf(0)
     Traceback (most recent call last):
     ...
-    mqjoin.errors.DataError: TPC-H scale factor must be a positive number such as 0.01, 0.1 or 1, got 0
+    mqjoin.model.errors.DataError: TPC-H scale factor must be a positive number such as 0.01, 0.1 or 1, got 0
     """
     if isinstance(sf, bool) or not isinstance(sf, (int, float)) or not (sf > 0) or math.isinf(sf):
         raise DataError(f"TPC-H scale factor must be a positive number such as 0.01, 0.1 or 1, got {sf!r}")
@@ -466,7 +466,7 @@ def random_tpch_workload(n_queries: int, query_size: int = 4, seed: int = 0,
     >>> random_tpch_workload(1, query_size=9)
     Traceback (most recent call last):
     ...
-    mqjoin.errors.WorkloadError: query_size must be an integer from 2 to 8 (TPC-H has 8 relations), got 9
+    mqjoin.model.errors.WorkloadError: query_size must be an integer from 2 to 8 (TPC-H has 8 relations), got 9
     """
     from mqjoin.datasets.stats import assign_selectivities
 
@@ -530,7 +530,7 @@ def tpch_sample(streams_dir: str | Path, out_dir: str | Path = SAMPLE, orders: i
     """A tiny, referentially consistent subset of TPC-H streams as CSV (the shipped sample):
     the first ``orders`` orders, their lineitems, customers, parts and those parts' partsupp
     rows, and all suppliers, nations and regions.  Rows keep their order and ``ts``."""
-    from mqjoin.tables import Table, read_inputs, write_inputs
+    from mqjoin.model.tables import Table, read_inputs, write_inputs
 
     spec = base_spec({})
     w = Workload.build(spec["relations"], {}, {}, spec["defaults"])

@@ -14,19 +14,19 @@ The engine is a flow of plain values (DESIGN B1)::
 200.0
 """
 
-from .errors import MqjoinError
-from .workload import Attr, JoinClass, Query, Relation, Workload, load_workload, parse_workload
+from mqjoin.model.errors import MqjoinError
+from mqjoin.model.workload import Attr, JoinClass, Query, Relation, Workload, load_workload, parse_workload
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):  # lazy: keep `import mqjoin` fast and free of heavy libraries
     if name in ("optimize", "OptimizeResult"):
-        from . import optimizer
+        from mqjoin.planning import optimizer
 
         return getattr(optimizer, name)
     if name in ("Plan",):
-        from . import plan
+        from mqjoin.planning import plan
 
         return getattr(plan, name)
     raise AttributeError(f"module 'mqjoin' has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """The ``mqjoin`` command line.
 
 Errors are one line on stderr, no tracebacks; the exit code says whose fault it is:
-``2`` bad input (any :class:`~mqjoin.errors.MqjoinError`: workload, option, data …),
-``3`` an internal error of mqjoin (:class:`~mqjoin.errors.InternalError`, e.g. ``run --check``
+``2`` bad input (any :class:`~mqjoin.model.errors.MqjoinError`: workload, option, data …),
+``3`` an internal error of mqjoin (:class:`~mqjoin.model.errors.InternalError`, e.g. ``run --check``
 finding results that differ from the brute-force oracle: please report it).
 
 >>> main(["optimize", "paper_v2.yaml", "--time-limit", "0"])
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
-from .options import MODES, POLICIES, SOLVERS, check_options
-from .planners import PLANNERS
+from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
+from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
+from mqjoin.planners.trees import PLANNERS
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _workload(path: str):
-    from .workload import load_workload
+    from mqjoin.model.workload import load_workload
 
     p = Path(path)
     if not p.exists():
@@ -91,7 +91,7 @@ def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> 
 
 
 def _optimize(args: argparse.Namespace, workload=None):
-    from .optimizer import optimize
+    from mqjoin.planning.optimizer import optimize
 
     w = workload if workload is not None else _workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
@@ -103,8 +103,8 @@ def _optimize(args: argparse.Namespace, workload=None):
 def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = None):
     """PMJoin's options from the command line (``None`` for another planner, which must not
     be given any of them); per-value rates come from ``--value-rates`` or ``run``'s data."""
-    from .pmjoin import PMJoinOptions, value_rates
-    from .tables import read_inputs
+    from mqjoin.planners.pmjoin import PMJoinOptions, value_rates
+    from mqjoin.model.tables import read_inputs
 
     given = [f for f, v in (("--groups", args.groups), ("--partition-by", args.partition_by),
                             ("--tuple-sizes", args.tuple_sizes), ("--value-rates", args.value_rates)) if v is not None]
@@ -129,8 +129,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.plan_out:
         _write_text(args.plan_out, res.plan.to_json())
     if args.export:
-        from .candidates import enumerate_candidates
-        from .ilp import build_model, export
+        from mqjoin.planning.candidates import enumerate_candidates
+        from mqjoin.planning.ilp import build_model, export
 
         _clash_only(args, "--export (the ILP model)")
         if args.mode != "mqo":
@@ -151,15 +151,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .tables import read_inputs, write_results
-    from .runtime.reference import run_reference
+    from mqjoin.model.tables import read_inputs, write_results
+    from mqjoin.runtime.reference import run_reference
 
     budget = _budget_options(args)
     if budget and (args.adaptive or args.changes or args.static):
         raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
 
     if args.adaptive or args.changes or args.static:
-        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.ajoin.ajoin_optimizer)
+        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.planners.ajoin.ajoin_optimizer)
             _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
     if budget and args.engine != "reference":
@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out)}
         sets, counts = run.result_sets(), run.counts
         if budget:
-            from .shedding import deficit
+            from mqjoin.runtime.shedding import deficit
 
             full = run_reference(res.plan, tables, collect=False).counts
             summary["budget"].update(unbounded_results=full, deficit=deficit(counts, full))
@@ -187,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
                    **d.summary(), "out": str(args.out)}
     if args.check:
-        from .oracle import oracle_results
+        from mqjoin.runtime.oracle import oracle_results
 
         want = oracle_results(res.workload, tables)
         if budget:
@@ -237,8 +237,8 @@ def _budget_line(b: dict) -> str:
 
 
 def _run_adaptive(args: argparse.Namespace) -> int:
-    from .adaptive import AdaptivePolicy, lifetime_of, lifetimes, load_changes
-    from .tables import read_inputs, write_results
+    from mqjoin.adaptive.controller import AdaptivePolicy, lifetime_of, lifetimes, load_changes
+    from mqjoin.model.tables import read_inputs, write_results
 
     if args.engine == "native":
         raise OptionError("--adaptive/--changes run on the reference engine or --engine spark; --engine native "
@@ -251,7 +251,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     full, lives = lifetimes(w, changes, policy)
     optimizer = None
     if args.planner == "ajoin":  # AJoin re-plans each batch of query changes incrementally
-        from .ajoin import ajoin_optimizer
+        from mqjoin.planners.ajoin import ajoin_optimizer
 
         optimizer = ajoin_optimizer()
     if args.engine == "spark":
@@ -260,14 +260,14 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         tables = d.tables
         summary = {"engine": "spark", "adaptive": True, **run.summary(), "spark": d.summary(), "out": str(args.out)}
     else:
-        from .runtime.adaptive import run_adaptive
+        from mqjoin.runtime.epochs import run_adaptive
 
         tables = read_inputs(full, args.data)
         run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0, optimizer=optimizer)
         write_results(full, run.results, args.out)
         summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
     if args.check:
-        from .oracle import adaptive_oracle_results
+        from mqjoin.runtime.oracle import adaptive_oracle_results
 
         ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
         summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
@@ -305,8 +305,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
     ``adaptive`` (``policy=``, ``changes=``, ``optimizer=``): an adaptive deployment of the
     workload ``plan`` reading its inputs from ``--data`` (relations added queries join included)."""
-    from .runtime.spark.deploy import deploy
-    from .runtime.spark.session import install_java
+    from mqjoin.runtime.spark.launch import deploy
+    from mqjoin.runtime.spark.session import install_java
 
     install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
     quiet = getattr(args, "json", False)
@@ -346,7 +346,7 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
 
 
 def cmd_candidates(args: argparse.Namespace) -> int:
-    from .candidates import MIR, enumerate_candidates, owner_label
+    from mqjoin.planning.candidates import MIR, enumerate_candidates, owner_label
 
     w = _workload(args.workload)
     c = enumerate_candidates(w, mirs=not args.no_mirs)
@@ -375,8 +375,8 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .comparison import COMPARED_PLANNERS, compare, settings
-    from .planners import check_planner
+    from mqjoin.planning.comparison import COMPARED_PLANNERS, compare, settings
+    from mqjoin.planners.trees import check_planner
 
     w = _workload(args.workload)
     planners = (args.planner,) if args.planner else COMPARED_PLANNERS
@@ -398,7 +398,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from .frontier import frontier
+    from mqjoin.planning.frontier import frontier
 
     f = frontier(_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
                  max_points=args.max_points)
@@ -407,8 +407,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from .synthetic import uniform_streams
-    from .tables import write_inputs
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.model.tables import write_inputs
 
     w = _workload(args.workload)
     tables = uniform_streams(w, duration=args.duration, scale=args.scale, seed=args.seed)
@@ -420,11 +420,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: optimise the bundled demo workload in every mode, run each plan on the
     reference engine over generated uniform streams, and check results against the oracle."""
-    from .optimizer import optimize
-    from .oracle import oracle_results
-    from .runtime.reference import run_reference
-    from .synthetic import uniform_streams
-    from .tables import write_results
+    from mqjoin.planning.optimizer import optimize
+    from mqjoin.runtime.oracle import oracle_results
+    from mqjoin.runtime.reference import run_reference
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.model.tables import write_results
 
     w = _workload(args.workload)
     print(f"workload {args.workload}: {w}")
@@ -609,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _bundled_workload(name: str) -> Path | None:
     """A workload shipped with mqjoin, by file name: ``mqjoin/workloads/`` first, then the
     data-set workloads of ``mqjoin.datasets`` (``tpch_fig7a.yaml``, ``tpch_10q.yaml`` …)."""
-    from . import datasets  # the top-level datasets/ folder, installed as mqjoin.datasets
+    from mqjoin import datasets  # the top-level datasets/ folder, installed as mqjoin.datasets
 
     for folder in (WORKLOADS, Path(datasets.__file__).parent / "workloads"):
         if (folder / name).is_file():
@@ -622,8 +622,8 @@ def _progress(message: str) -> None:
 
 
 def cmd_data_tpch(args: argparse.Namespace) -> int:
-    from .datasets.arrivals import Arrival
-    from .datasets.tpch import tpch_streams
+    from mqjoin.datasets.arrivals import Arrival
+    from mqjoin.datasets.tpch import tpch_streams
 
     arrival = Arrival(args.arrival, rate=args.rate, seed=args.seed, burst_period=args.burst_period,
                       burst_duty=args.burst_duty)
@@ -647,7 +647,7 @@ _SYNTH_OPTIONS = {"partners": ("selectivity-change",), "bias": ("selectivity-cha
 
 
 def cmd_data_synthetic(args: argparse.Namespace) -> int:
-    from .datasets.synthetic_paper import paper_data
+    from mqjoin.datasets.synthetic_paper import paper_data
 
     params = {k: getattr(args, k) for k in ("scale", "duration", "change_at", "window", "parallelism",
                                             *_SYNTH_OPTIONS) if getattr(args, k) is not None}
@@ -669,7 +669,7 @@ def cmd_data_synthetic(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .datasets.stats import statistics_from_data
+    from mqjoin.datasets.stats import statistics_from_data
 
     w = _workload(args.workload)
     if args.sample < 0:
@@ -677,9 +677,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
     per_value = None
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
-        from .pmjoin import plain_value, render_value_rates, value_rates
-        from .tables import read_inputs
-        from .workload import _parse_attr_ref
+        from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
+        from mqjoin.model.tables import read_inputs
+        from mqjoin.model.workload import _parse_attr_ref
 
         by_name = {r.name: r for r in w.relations}
         attrs = [_parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None

@@ -6,14 +6,14 @@ from __future__ import annotations
 import random
 import zlib
 
-from mqjoin.errors import WorkloadError
-from mqjoin.tables import Table
-from mqjoin.workload import Workload
+from mqjoin.model.errors import WorkloadError
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Workload
 
 
 def random_case(seed: int, max_rows: int = 25):
     """A (workload, tables) pair, or None when the drawn workload is invalid (a
-    :class:`~mqjoin.errors.WorkloadError`; any other exception propagates: it is a bug)."""
+    :class:`~mqjoin.model.errors.WorkloadError`; any other exception propagates: it is a bug)."""
     rng = random.Random(seed)
     nrel = rng.randint(3, 5)
     rels = {}

@@ -1,6 +1,6 @@
 """An independent, exhaustive reference optimiser written straight from DESIGN A2–A5.
 
-It shares no logic with ``mqjoin.candidates``, ``mqjoin.ilp`` or ``mqjoin.optimizer``: MIRs,
+It shares no logic with ``mqjoin.planning.candidates``, ``mqjoin.planning.ilp`` or ``mqjoin.planning.optimizer``: MIRs,
 probe orders, step identity, step costs, broadcast factors and partition candidates are all
 recomputed here from the definitions, on plain frozensets.  Only the validated ``Workload``
 value (relations, rates, parallelism, query classes) is read from mqjoin.
@@ -71,7 +71,7 @@ def query_join(q) -> Join:
 
 
 def mir_join(m) -> Join:
-    """Convert an ``mqjoin.candidates.MIR`` into a Join (only for evaluating mqjoin's plans)."""
+    """Convert an ``mqjoin.planning.candidates.MIR`` into a Join (only for evaluating mqjoin's plans)."""
     return Join(frozenset(m.relations), frozenset((frozenset(c.members), c.selectivity) for c in m.classes))
 
 
@@ -447,7 +447,7 @@ def random_spec(rng, n_rel=(3, 5), n_attr=(1, 3), n_q=(1, 3), q_size=(2, 3), par
     equalities (a random spanning tree plus, sometimes, an extra equality), one selectivity per
     attribute pair (or, with ``selectivity``, that one value for every class: large workloads
     then never violate A1's consistency rules)."""
-    from mqjoin.workload import Attr
+    from mqjoin.model.workload import Attr
 
     letters = ["R", "S", "T", "U", "V", "W", "X", "Y", "Z"]
     names = (letters + [f"R{i}" for i in range(100)])[: rng.randint(*n_rel)]
@@ -486,8 +486,8 @@ def random_workload(seed: int, **kw):
     selectivities) are redrawn deterministically."""
     import random
 
-    from mqjoin.errors import WorkloadError
-    from mqjoin.workload import Workload
+    from mqjoin.model.errors import WorkloadError
+    from mqjoin.model.workload import Workload
 
     rng = random.Random(seed)
     for _ in range(1000):

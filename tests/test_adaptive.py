@@ -1,7 +1,7 @@
 """Adaptivity (paper Section VI): epochs, plan switches, query changes — against the oracle.
 
 The central check: whatever plans the epochs run and whatever queries come and go, every
-query returns exactly the result set :func:`mqjoin.oracle.adaptive_oracle_results` defines
+query returns exactly the result set :func:`mqjoin.runtime.oracle.adaptive_oracle_results` defines
 (DESIGN A6 restricted to the query's lifetime and the retained history), each result once.
 To make plans switch as often as possible, a cycling optimiser hands the controller a
 different mode/policy/MIR plan every time and the hysteresis is told every change saves.
@@ -19,8 +19,8 @@ import pytest
 
 from _cases import cases
 
-import mqjoin.adaptive as adaptive
-from mqjoin.adaptive import (
+import mqjoin.adaptive.controller as adaptive
+from mqjoin.adaptive.controller import (
     AdaptiveController,
     AdaptivePolicy,
     EpochSample,
@@ -31,13 +31,13 @@ from mqjoin.adaptive import (
     parse_changes,
     retained_relations,
 )
-from mqjoin.errors import AdaptiveError, OptionError, UnknownRelationError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import adaptive_oracle_results, oracle_results
-from mqjoin.plan import recost
-from mqjoin.runtime.adaptive import run_adaptive
-from mqjoin.tables import Table
-from mqjoin.workload import Attr, parse_workload
+from mqjoin.model.errors import AdaptiveError, OptionError, UnknownRelationError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import adaptive_oracle_results, oracle_results
+from mqjoin.planning.plan import recost
+from mqjoin.runtime.epochs import run_adaptive
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Attr, parse_workload
 
 CONFIGS = [("mqo", "single", True), ("individual", "replicas", False), ("shared", "single", True),
            ("mqo", "replicas", True), ("individual", "single", True), ("mqo", "single", False)]
@@ -383,7 +383,7 @@ def test_policy_errors(kwargs, message):
     ({"solver": "glpk"}, "unknown solver 'glpk'"), ({"mir_budget": -1}, "budget"), ({"time_limit": 0}, "time limit"),
 ])
 def test_policy_options_raise_the_optimisers_option_error(kwargs, message):
-    """The optimiser's options are checked by the optimiser's rules (mqjoin.options), with its error."""
+    """The optimiser's options are checked by the optimiser's rules (mqjoin.planning.options), with its error."""
     with pytest.raises(OptionError, match=message):
         AdaptivePolicy(**kwargs)
     with pytest.raises(OptionError, match=message):
@@ -437,7 +437,7 @@ def _cli(*args, cwd=None):
 
 
 def test_cli_adaptive_run_with_changes_json_and_check(tmp_path):
-    from mqjoin.tables import write_inputs
+    from mqjoin.model.tables import write_inputs
 
     (tmp_path / "w.yaml").write_text(W_FIG6)
     (tmp_path / "changes.yaml").write_text("- {at: 3.5, add: {q2: 'S(a), T(a)'}}\n- {at: 6.5, remove: [q1]}\n")
@@ -462,7 +462,7 @@ def test_cli_adaptive_run_with_changes_json_and_check(tmp_path):
     (["--adaptive", "--engine", "native"], "reference engine"),
 ])
 def test_cli_adaptive_errors_are_one_line(tmp_path, extra, message):
-    from mqjoin.tables import write_inputs
+    from mqjoin.model.tables import write_inputs
 
     (tmp_path / "w.yaml").write_text(W_FIG6)
     write_inputs(fig6_tables(), tmp_path / "data")
@@ -485,8 +485,8 @@ def test_a_run_over_its_budget_stops_itself_and_keeps_its_results():
     """A run whose state and results outgrow its budget stops with a typed error (a live
     replay: status 'stopped' and the message), keeping what it produced — never taking the
     process down.  Every result kept is a true result (a prefix of the oracle's)."""
-    from mqjoin.errors import ResourceLimitError
-    from mqjoin.runtime.adaptive import AdaptiveReplay
+    from mqjoin.model.errors import ResourceLimitError
+    from mqjoin.runtime.epochs import AdaptiveReplay
 
     w = parse_workload('''
 defaults: {selectivity: 1, window: null}

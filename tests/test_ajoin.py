@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from mqjoin.ajoin import (
+from mqjoin.planners.ajoin import (
     ajoin, figure6_tables, figure6_workload, join_trees, query_groups, replan, sharing_costs, union_from_data,
 )
 from mqjoin.cli import main
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import Table
-from mqjoin.workload import parse_workload
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
 
 from _cases import cases, filtered_cases
 
@@ -147,7 +147,7 @@ def test_ajoin_plans_equal_the_oracle_in_every_mode(seed, workload, tables):
 
 
 def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
-    from mqjoin.tables import write_inputs
+    from mqjoin.model.tables import write_inputs
 
     w7 = tmp_path / "w7.yaml"
     w7.write_text(W7)
@@ -169,9 +169,9 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
 # ad-hoc batches at run time: changelogs with filtered queries (adaptive runs)
 # --------------------------------------------------------------------------------------------
 
-from mqjoin.adaptive import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
-from mqjoin.ajoin import ajoin_optimizer  # noqa: E402
-from mqjoin.runtime.adaptive import run_adaptive  # noqa: E402
+from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
+from mqjoin.planners.ajoin import ajoin_optimizer  # noqa: E402
+from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
 from test_adaptive import always_switch, check as check_adaptive  # noqa: E402,F401  (a fixture and the oracle check)
 
 
@@ -222,7 +222,7 @@ def test_q7_at_run_time_attaches_to_q6s_group_and_answers_from_history(always_sw
 
 def _changes_run_args(tmp_path) -> list[str]:
     """``mqjoin run`` of W7 with a changelog adding the filtered q7, planner ajoin, checked."""
-    from mqjoin.tables import write_inputs
+    from mqjoin.model.tables import write_inputs
 
     (tmp_path / "w7.yaml").write_text(W7)
     (tmp_path / "changes.yaml").write_text(

@@ -333,7 +333,7 @@ def wait_figure_with(page, *names: str) -> dict:
     raise AssertionError(f"no visible figure with traces {names}")
 
 
-NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?(?:e[+\-][0-9]+)?)"  # mqjoin.units.number: 26,327 · 12.35 · 2.5e+16
+NUMBER = r"([0-9][0-9,]*(?:\.[0-9]+)?(?:e[+\-][0-9]+)?)"  # mqjoin.support.units.number: 26,327 · 12.35 · 2.5e+16
 
 
 def number_of(text: str) -> float:
@@ -359,7 +359,7 @@ def assert_no_broken_widgets(page) -> None:
 
 
 def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
-    from mqjoin.optimizer import optimize
+    from mqjoin.planning.optimizer import optimize
     from mqjoin.widgets import as_workload, with_class_selectivity
     from mqjoin.widgets.figures import fmt, probe_tree_traces
 
@@ -577,8 +577,8 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
     page.wait_for_function("() => document.body.innerText.includes('0.79')")  # the what-changed line / readout
     tab("Adaptivity")
-    data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.synthetic)'))").first
-    data.select_option(label="uniform streams of the workload (mqjoin.synthetic)")
+    data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.datasets.uniform)'))").first
+    data.select_option(label="uniform streams of the workload (mqjoin.datasets.uniform)")
     out.locator("button.widget-button", has_text=re.compile(r"^\s*Run\s*$")).first.click()
     refusal = out.locator(".mqjoin-error", has_text="not started").first
     refusal.wait_for()

@@ -1,5 +1,5 @@
 """Canonical plans (issue 14, item 3): among equal-cost optima the ILP returns the one of least
-tie-break weight (``mqjoin.ilp.tie_weight``), so the plan — probe orders, partition attributes,
+tie-break weight (``mqjoin.planning.ilp.tie_weight``), so the plan — probe orders, partition attributes,
 store labels, rendering — does not depend on the solver or its version.
 
 The golden file ``golden/canonical_plans.txt`` holds the plans of the paper's workloads and of
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import _ref_optimizer as ref
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.ilp import build_model, solve, tie_weight
-from mqjoin.optimizer import optimize
-from mqjoin.workload import load_workload
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.planning.ilp import build_model, solve, tie_weight
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import load_workload
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # PuLP's PULP_CBC_CMD notice
 

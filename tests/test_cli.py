@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from mqjoin.cli import main
-from mqjoin.oracle import oracle_results
-from mqjoin.synthetic import uniform_streams
-from mqjoin.tables import read_inputs, read_results, write_inputs
-from mqjoin.workload import load_workload
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.tables import read_inputs, read_results, write_inputs
+from mqjoin.model.workload import load_workload
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "mqjoin" / "workloads"
 
@@ -243,9 +243,9 @@ def test_run_check_passes_with_exit_0(capsys, tmp_path):
 
 def test_a_result_mismatch_is_an_internal_error_with_exit_3(capsys, tmp_path, monkeypatch):
     """Not the user's fault: its own error type and exit code (2 means bad input)."""
-    import mqjoin.oracle
+    import mqjoin.runtime.oracle
 
-    real = mqjoin.oracle.oracle_results
+    real = mqjoin.runtime.oracle.oracle_results
 
     def one_result_short(workload, tables):
         want = real(workload, tables)
@@ -253,21 +253,21 @@ def test_a_result_mismatch_is_an_internal_error_with_exit_3(capsys, tmp_path, mo
         want[q] = set(sorted(want[q])[1:])
         return want
 
-    monkeypatch.setattr(mqjoin.oracle, "oracle_results", one_result_short)
+    monkeypatch.setattr(mqjoin.runtime.oracle, "oracle_results", one_result_short)
     code, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--check")
     assert code == 3 and err.count("\n") == 1, err
     assert err.startswith("mqjoin: internal error: results differ from the brute-force oracle")
     assert "DIFFERENT" in out
     from mqjoin.cli import EXIT_BAD_INPUT, EXIT_INTERNAL
-    from mqjoin.errors import InternalError, MqjoinError, ResultMismatchError
+    from mqjoin.model.errors import InternalError, MqjoinError, ResultMismatchError
 
     assert (EXIT_BAD_INPUT, EXIT_INTERNAL) == (2, 3)
     assert issubclass(ResultMismatchError, InternalError) and issubclass(InternalError, MqjoinError)
 
 
 def test_demo_mismatch_is_an_internal_error(capsys, tmp_path, monkeypatch):
-    import mqjoin.oracle
+    import mqjoin.runtime.oracle
 
-    monkeypatch.setattr(mqjoin.oracle, "oracle_results", lambda w, tables: {q.name: set() for q in w.queries})
+    monkeypatch.setattr(mqjoin.runtime.oracle, "oracle_results", lambda w, tables: {q.name: set() for q in w.queries})
     code, _, err = run_cli(capsys, "demo", "--engine", "reference", "--duration", "0.2", "--out", str(tmp_path / "d"))
     assert code == 3 and "internal error: individual/single results differ from the oracle" in err

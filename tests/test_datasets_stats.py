@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from mqjoin.cli import main
-from mqjoin.errors import DataError, WorkloadError
-from mqjoin.optimizer import optimize
-from mqjoin.tables import Table, write_inputs
-from mqjoin.workload import Attr, load_workload, parse_workload
+from mqjoin.model.errors import DataError, WorkloadError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.tables import Table, write_inputs
+from mqjoin.model.workload import Attr, load_workload, parse_workload
 from mqjoin.datasets.stats import (assign_selectivities, estimate_statistics, pair_estimate, selectivity_groups,
                                    statistics_from_data, value_counts, workload_yaml)
 from mqjoin.datasets import tpch

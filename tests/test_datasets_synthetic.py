@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from mqjoin.cli import main
-from mqjoin.errors import DataError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results, query_results
+from mqjoin.model.errors import DataError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results, query_results
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import read_inputs
-from mqjoin.workload import load_workload
+from mqjoin.model.tables import read_inputs
+from mqjoin.model.workload import load_workload
 from mqjoin.datasets.arrivals import Arrival, arrival_times
 from mqjoin.datasets.synthetic_paper import WORKLOADS, paper_data, selectivity_change, skewed_rates
 

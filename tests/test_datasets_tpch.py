@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqjoin.cli import main
-from mqjoin.optimizer import optimize
+from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import read_inputs
-from mqjoin.workload import Attr, Workload, load_workload
+from mqjoin.model.tables import read_inputs
+from mqjoin.model.workload import Attr, Workload, load_workload
 from mqjoin.datasets.arrivals import Arrival
 from mqjoin.datasets.stats import estimate_statistics
 from mqjoin.datasets import tpch
@@ -44,7 +44,7 @@ def sf001(cache):
 
 @pytest.fixture(scope="module")
 def frames(sf001):
-    """The streams read independently of mqjoin.tables (row position = tuple identity)."""
+    """The streams read independently of mqjoin.model.tables (row position = tuple identity)."""
     return {r.name: pd.read_parquet(sf001.directory / f"{r.name}.parquet").reset_index(drop=True) for r in RELATIONS}
 
 
@@ -134,7 +134,7 @@ def test_env_cache_override(monkeypatch, tmp_path):
 
 
 def test_missing_generator_is_a_clear_error(monkeypatch, tmp_path):
-    from mqjoin.errors import DataError
+    from mqjoin.model.errors import DataError
 
     monkeypatch.setattr(tpch.sys, "executable", str(tmp_path / "python"))
     monkeypatch.setattr(tpch.shutil, "which", lambda name: None)

@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from mqjoin.errors import EngineError  # noqa: E402
-from mqjoin.optimizer import optimize  # noqa: E402
-from mqjoin.tables import Table  # noqa: E402
+from mqjoin.model.errors import EngineError  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.model.tables import Table  # noqa: E402
 from mqjoin.widgets.deploy_panel import DeployPanel  # noqa: E402
-from mqjoin.workload import parse_workload  # noqa: E402
+from mqjoin.model.workload import parse_workload  # noqa: E402
 
 W = parse_workload("""
 defaults: {selectivity: 0.5}
@@ -189,7 +189,7 @@ def test_a_deploy_the_model_says_is_too_large_is_refused_with_what_to_change():
 
 
 def test_a_live_deploy_past_its_budget_is_stopped_and_keeps_its_curves():
-    from mqjoin.guard import RunLimits
+    from mqjoin.planning.guard import RunLimits
 
     calls = []
     panel = make_panel(calls)

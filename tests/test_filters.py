@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.cost import join_size
-from mqjoin.errors import FilterError, UnknownAttributeError, UnknownRelationError, WorkloadSyntaxError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
-from mqjoin.plan import Plan
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.planning.cost import join_size
+from mqjoin.model.errors import FilterError, UnknownAttributeError, UnknownRelationError, WorkloadSyntaxError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.planning.plan import Plan
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import Table
-from mqjoin.workload import parse_workload
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
 
 from _cases import cases, filtered_cases
 
@@ -187,8 +187,8 @@ SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "tpch_ti
 
 def test_tpch_filtered_workload_runs_end_to_end_and_stats_estimate_its_pass_fractions(capsys, tmp_path):
     from mqjoin.cli import main
-    from mqjoin.tables import read_inputs
-    from mqjoin.workload import load_workload
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.model.workload import load_workload
 
     assert main(["run", "tpch_fig7a_filtered.yaml", "--data", str(SAMPLE), "--out", str(tmp_path / "out"),
                  "--check"]) == 0

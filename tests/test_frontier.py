@@ -10,10 +10,10 @@ import pytest
 
 import _ref_optimizer as ref
 from mqjoin.cli import main
-from mqjoin.errors import OptionError
-from mqjoin.frontier import frontier, replica_memory
-from mqjoin.optimizer import optimize
-from mqjoin.workload import load_workload
+from mqjoin.model.errors import OptionError
+from mqjoin.planning.frontier import frontier, replica_memory
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import load_workload
 from test_canonical import BUNDLED
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

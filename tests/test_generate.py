@@ -1,12 +1,12 @@
-"""The Figure 9 workload generator (mqjoin.generate): seeded, valid, duplicate-free."""
+"""The Figure 9 workload generator (mqjoin.datasets.random_workloads): seeded, valid, duplicate-free."""
 
 from __future__ import annotations
 
 import pytest
 
-from mqjoin.errors import GeneratorError, WorkloadError
-from mqjoin.generate import attribute_names, random_workload, relation_names
-from mqjoin.workload import Workload, is_connected
+from mqjoin.model.errors import GeneratorError, WorkloadError
+from mqjoin.datasets.random_workloads import attribute_names, random_workload, relation_names
+from mqjoin.model.workload import Workload, is_connected
 
 
 def _key(q):
@@ -107,7 +107,7 @@ def test_names():
 
 
 def test_optimizable():
-    from mqjoin.optimizer import optimize
+    from mqjoin.planning.optimizer import optimize
 
     w = random_workload(4, 10, 3, seed=1)
     ind = optimize(w, mode="individual", partitioning="replicas").probe_cost

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from _ref_optimizer import Reference
-from mqjoin.candidates import MIR, enumerate_candidates, owner_label, partitioned_orders
-from mqjoin.optimizer import optimize
-from mqjoin.workload import Attr, load_workload, parse_workload
+from mqjoin.planning.candidates import MIR, enumerate_candidates, owner_label, partitioned_orders
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import Attr, load_workload, parse_workload
 
 GOLDEN = Path(__file__).parent / "golden"
 BUNDLED = Path(__file__).resolve().parent.parent / "mqjoin" / "workloads"

@@ -8,12 +8,12 @@ import math
 import pytest
 
 import _ref_optimizer as ref
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import NoSolutionError, OptimizerError, OptionError, PlanError
-from mqjoin.ilp import build_model, export, lp_text, solve
-from mqjoin.optimizer import optimize
-from mqjoin.plan import Plan
-from mqjoin.workload import parse_workload
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.model.errors import NoSolutionError, OptimizerError, OptionError, PlanError
+from mqjoin.planning.ilp import build_model, export, lp_text, solve
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.plan import Plan
+from mqjoin.model.workload import parse_workload
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # PuLP's PULP_CBC_CMD notice
 
@@ -177,7 +177,7 @@ def test_a_stopped_solver_reports_its_status_and_an_honest_gap(monkeypatch):
     solution (a wall-clock limit would depend on the machine: a fast one proves the optimum in
     time, a loaded one finds no plan): the status, the gap and the summary say so, and the plan
     is still a valid one whose cost the bound does not exceed."""
-    import mqjoin.optimizer as optimizer
+    import mqjoin.planning.optimizer as optimizer
 
     solve_ = optimizer.solve
     monkeypatch.setattr(optimizer, "solve", lambda mdl, **kw: solve_(mdl, **{**kw, "solution_limit": 1}))

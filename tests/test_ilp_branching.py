@@ -1,4 +1,4 @@
-"""The branch and bound over MIR materialisation (issue 14, speed): ``mqjoin.ilp.solve`` solves
+"""The branch and bound over MIR materialisation (issue 14, speed): ``mqjoin.planning.ilp.solve`` solves
 one query's parts with an MIR of four or more relations by ``_branch_and_bound`` (LP at every
 node, branching on ``m`` first) instead of HiGHS's MIP.  It must return the optimum — that of
 the brute-force reference optimiser and of the exact ILP — and the same canonical plan, under
@@ -11,11 +11,11 @@ import math
 import pytest
 
 import _ref_optimizer as ref
-import mqjoin.ilp as ilp
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import NoSolutionError
-from mqjoin.generate import random_workload
-from mqjoin.ilp import build_model, components, solve
+import mqjoin.planning.ilp as ilp
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.model.errors import NoSolutionError
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.ilp import build_model, components, solve
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -277,7 +277,7 @@ def test_a_time_limited_three_way_search_reports_a_real_bound(limit):
 def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     """optimize() gives a searched model the first MIR-free orders as its start (the plan kept
     should a time limit strike first) instead of solving the model without MIRs: same plan."""
-    import mqjoin.optimizer as opt
+    import mqjoin.planning.optimizer as opt
 
     w = QUICK[2][1]
     cands = enumerate_candidates(w)

@@ -1,6 +1,6 @@
-"""The order relaxation of the ILP (issue 14, speed): ``mqjoin.ilp.solve`` first solves the model
+"""The order relaxation of the ILP (issue 14, speed): ``mqjoin.planning.ilp.solve`` first solves the model
 with continuous probe-order choices and binary materialisation indicators
-(``mqjoin.ilp.orders_relaxed``) and keeps that answer only when its orders are integral; else
+(``mqjoin.planning.ilp.orders_relaxed``) and keeps that answer only when its orders are integral; else
 it solves the model as built.  Either way the optimum, and the canonical plan among equal-cost
 optima, must be those of the exact ILP."""
 
@@ -11,11 +11,11 @@ import math
 import pytest
 
 import _ref_optimizer as ref
-import mqjoin.ilp as ilp
-from mqjoin.candidates import enumerate_candidates
-from mqjoin.errors import NoSolutionError
-from mqjoin.generate import random_workload
-from mqjoin.ilp import build_model, lp_bound, orders_relaxed, solve
+import mqjoin.planning.ilp as ilp
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.model.errors import NoSolutionError
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.ilp import build_model, lp_bound, orders_relaxed, solve
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # PuLP's PULP_CBC_CMD notice
 

@@ -28,8 +28,8 @@ from collections import Counter
 import pytest
 
 from mqjoin.datasets.mjoin_paper import RELATIONS, TABLE1, section33, table1_plans
-from mqjoin.oracle import oracle_results
-from mqjoin.planners import probing_sequence
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.planners.trees import probing_sequence
 from mqjoin.runtime.reference import run_reference
 
 

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import _ref_optimizer as ref
-from mqjoin.candidates import MIR, enumerate_candidates
-from mqjoin.errors import WorkloadError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.candidates import MIR, enumerate_candidates
+from mqjoin.model.errors import WorkloadError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
-from mqjoin.synthetic import uniform_streams
-from mqjoin.workload import Attr, Workload, parse_workload
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.workload import Attr, Workload, parse_workload
 
 POLICIES = ("single", "replicas")
 MODES = ("mqo", "individual", "shared")

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from mqjoin.errors import PlanError
-from mqjoin.optimizer import optimize
-from mqjoin.plan import Plan
+from mqjoin.model.errors import PlanError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.plan import Plan
 from mqjoin.runtime.reference import run_reference
-from mqjoin.synthetic import uniform_streams
-from mqjoin.workload import parse_workload
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.workload import parse_workload
 
 FIG3 = parse_workload("""
 defaults: {parallelism: 4}

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from mqjoin.candidates import MIR, ProbeOrder
+from mqjoin.planning.candidates import MIR, ProbeOrder
 from mqjoin.cli import main
-from mqjoin.errors import PlannerError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
-from mqjoin.plan import Choice, build_plan
-from mqjoin.planners import binary_tree, decomposition_costs, mjoin_tree, operator_trees, tree_cost
+from mqjoin.model.errors import PlannerError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.planning.plan import Choice, build_plan
+from mqjoin.planners.trees import binary_tree, decomposition_costs, mjoin_tree, operator_trees, tree_cost
 from mqjoin.runtime.reference import run_reference
-from mqjoin.workload import is_connected, parse_workload, restrict_classes
+from mqjoin.model.workload import is_connected, parse_workload, restrict_classes
 
 from _cases import cases
 
@@ -54,7 +54,7 @@ def test_planner_plans_have_their_shape():
 
 
 # --------------------------------------------------------------------------------------------
-# the best tree against every binary tree (exhaustive, independent of mqjoin.planners)
+# the best tree against every binary tree (exhaustive, independent of mqjoin.planners.trees)
 # --------------------------------------------------------------------------------------------
 
 
@@ -333,9 +333,9 @@ def test_cli_compare_lists_mjoin_and_tree_beside_clash(capsys):
 
 
 def test_cli_run_with_planner_checks_against_the_oracle(capsys, tmp_path):
-    from mqjoin.synthetic import uniform_streams
-    from mqjoin.tables import write_inputs
-    from mqjoin.workload import load_workload
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.model.tables import write_inputs
+    from mqjoin.model.workload import load_workload
 
     w = load_workload(WORKLOADS / "paper_v2.yaml")
     write_inputs(uniform_streams(w, duration=0.5, scale=0.2, seed=1), tmp_path / "in", "parquet")
@@ -362,8 +362,8 @@ def test_clash_individual_is_never_worse_than_mjoin_or_trees(pol):
 def test_mixed_operator_trees_are_plans_with_the_oracle_results():
     """A decomposed MJoin may keep a multi-way part: an MJoin node under a binary join.  Such
     trees (built by hand here) also give the A6 results in every mode and policy."""
-    from mqjoin.planners import JoinTree, plan_trees
-    from mqjoin.synthetic import uniform_streams
+    from mqjoin.planners.trees import JoinTree, plan_trees
+    from mqjoin.datasets.uniform import uniform_streams
 
     w = parse_workload("""
 defaults: {rate: 30, selectivity: 0.1, parallelism: 2, window: 0.5}

@@ -9,15 +9,15 @@ import random
 import pytest
 
 from mqjoin.cli import main
-from mqjoin.errors import PlannerError, WorkloadSyntaxError
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
-from mqjoin.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, Operator, PMJoinOptions, StreamModel,
+from mqjoin.model.errors import PlannerError, WorkloadSyntaxError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.planners.pmjoin import (EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2, Operator, PMJoinOptions, StreamModel,
                            communication_cost, find_pmjoins, group_results, node_of, partition_values, plan_query,
                            pmjoin_report, rank_vector, stream_join_opt, value_rates)
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import write_inputs
-from mqjoin.workload import Attr, Workload, parse_workload
+from mqjoin.model.tables import write_inputs
+from mqjoin.model.workload import Attr, Workload, parse_workload
 
 from _cases import cases
 
@@ -273,7 +273,7 @@ def test_cli_bad_pmjoin_options_one_line_exit_2(capsys, tmp_path, args, culprit)
 
 
 def test_cli_stats_reports_rates_per_value(capsys, tmp_path):
-    from mqjoin.tables import Table
+    from mqjoin.model.tables import Table
 
     (tmp_path / "ex.yaml").write_text(EXAMPLE_1)
     dests = {"S1": "aaccccc", "S2": "abbbbbc", "S3": "aaaaabc"}
@@ -326,7 +326,7 @@ def test_one_group_costs_what_its_tree_ships_in_the_whole_plan():
     the query's tree with every PMJoin replaced by its group's tree: nothing counted twice."""
     from dataclasses import replace
 
-    from mqjoin.pmjoin import group_tree
+    from mqjoin.planners.pmjoin import group_tree
 
     seen = 0
     for seed, w, _ in cases(40):
@@ -364,7 +364,7 @@ def _all_plans(model, atoms, nodes):
 
 
 def test_optimal_plan_is_the_brute_force_optimum_and_bounds_the_heuristic():
-    from mqjoin.pmjoin import optimal_plan
+    from mqjoin.planners.pmjoin import optimal_plan
 
     gaps = []
     for seed, w, _ in cases(30):
@@ -384,7 +384,7 @@ def test_optimal_plan_is_the_brute_force_optimum_and_bounds_the_heuristic():
 
 
 def test_example_2_heuristic_and_optimum():
-    from mqjoin.pmjoin import optimal_plan
+    from mqjoin.planners.pmjoin import optimal_plan
 
     m = StreamModel(parse_workload(EXAMPLE_2), "q", sizes="unit")
     best = optimal_plan(m)

@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import partition_of, run_reference
 from mqjoin.runtime.vector import run_vector
-from mqjoin.synthetic import uniform_streams
-from mqjoin.tables import Table
-from mqjoin.workload import parse_workload
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
 
 from _cases import cases
 

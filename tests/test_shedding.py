@@ -10,13 +10,13 @@ import math
 import pytest
 
 from mqjoin.datasets.jaqpot_paper import table3_linear
-from mqjoin.errors import JaqpotError
-from mqjoin.jaqpot import BASELINES
-from mqjoin.oracle import oracle_results
-from mqjoin.planners import optimize_planner
+from mqjoin.model.errors import JaqpotError
+from mqjoin.planners.jaqpot import BASELINES
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.planners.trees import optimize_planner
 from mqjoin.runtime.reference import run_reference
-from mqjoin.workload import load_workload
-from mqjoin.shedding import ALLOCATIONS, ProbeBudget, binary_model, deficit
+from mqjoin.model.workload import load_workload
+from mqjoin.runtime.shedding import ALLOCATIONS, ProbeBudget, binary_model, deficit
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_a_budget_needs_one_binary_tree(small):
 
 def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
     from mqjoin.cli import main
-    from mqjoin.tables import read_results, write_inputs
+    from mqjoin.model.tables import read_results, write_inputs
 
     wl = tmp_path / "w.yaml"
     wl.write_text('defaults: {rate: 40, window: 1, selectivity: 0.1}\n'

@@ -1,9 +1,9 @@
 """Adaptivity on Spark (paper Section VI) against the adaptive reference executor and the oracle.
 
-The adaptive reference executor (:mod:`mqjoin.runtime.adaptive`) is the executable
+The adaptive reference executor (:mod:`mqjoin.runtime.epochs`) is the executable
 specification: on the same workload, data, policy, changelog and optimiser, the Spark engine
-(:mod:`mqjoin.runtime.spark.adaptive`) must return the same results — equal to
-:func:`mqjoin.oracle.adaptive_oracle_results` — and, epoch by epoch, the same plan, the same
+(:mod:`mqjoin.runtime.spark.epochs`) must return the same results — equal to
+:func:`mqjoin.runtime.oracle.adaptive_oracle_results` — and, epoch by epoch, the same plan, the same
 decisions on the same sampled statistics, the same results per query and the same probe
 messages (history messages of iterative probing included).  Plans are forced to switch at
 every epoch (a cycling optimiser, every re-optimised plan taken), so containers of many
@@ -29,13 +29,13 @@ from _cases import cases  # noqa: E402
 from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes  # noqa: E402
 from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions  # noqa: E402
 
-import mqjoin.adaptive as adaptive  # noqa: E402
-from mqjoin.adaptive import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
-from mqjoin.errors import AdaptiveError, DataError, EngineError, UnknownRelationError  # noqa: E402
-from mqjoin.oracle import adaptive_oracle_results  # noqa: E402
-from mqjoin.runtime.adaptive import run_adaptive  # noqa: E402
-from mqjoin.tables import Table, read_results, write_inputs  # noqa: E402
-from mqjoin.workload import parse_workload  # noqa: E402
+import mqjoin.adaptive.controller as adaptive  # noqa: E402
+from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
+from mqjoin.model.errors import AdaptiveError, DataError, EngineError, UnknownRelationError  # noqa: E402
+from mqjoin.runtime.oracle import adaptive_oracle_results  # noqa: E402
+from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
+from mqjoin.model.tables import Table, read_results, write_inputs  # noqa: E402
+from mqjoin.model.workload import parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,7 @@ class Scenario:
 
 def _scenario(w, tables, policy, changes, nbatches, spark, out) -> Scenario:
     """The reference run and the Spark run of one configuration, every re-optimised plan taken."""
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(adaptive, "recost", lambda plan, w: 1e300)  # the running plan 'costs' more: switch
@@ -186,7 +186,7 @@ def live_tables():
 
 
 def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spark, tmp_path):
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     w, tables = parse_workload(W_LIVE), live_tables()
     policy = AdaptivePolicy(epoch=1.0)
@@ -234,7 +234,7 @@ def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spa
 # --------------------------------------------------------------------------------------------
 
 def test_adaptive_on_the_native_engine_is_refused(tmp_path):
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     w = parse_workload(W_FIG6)
     with pytest.raises(EngineError, match="adaptivity runs on the mqjoin engine, not on 'native'"):
@@ -249,7 +249,7 @@ def test_adaptive_on_the_native_engine_is_refused(tmp_path):
     ([QueryChange(at=2, add={"q2": "S(a), Z(a)"})], UnknownRelationError, "Z"),
 ])
 def test_bad_changelog_is_refused_naming_the_culprit(spark, tmp_path, changes, error, culprit):
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     with pytest.raises(error, match=culprit):
         deploy(parse_workload(W_FIG6), fig6_tables(), tmp_path / "o", spark=spark, adaptive=AdaptivePolicy(),
@@ -258,7 +258,7 @@ def test_bad_changelog_is_refused_naming_the_culprit(spark, tmp_path, changes, e
 
 
 def test_added_query_without_input_is_refused(spark, tmp_path):
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     tables = {r: t for r, t in fig6_tables().items() if r != "T"}
     with pytest.raises(DataError, match="no input table for relation T"):

@@ -42,9 +42,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqjoin.oracle import oracle_results  # noqa: E402
-from mqjoin.tables import read_inputs  # noqa: E402
-from mqjoin.workload import load_workload  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.model.tables import read_inputs  # noqa: E402
+from mqjoin.model.workload import load_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The distributed Spark mode (stores as DataFrames, :class:`~mqjoin.runtime.spark.engine.DeltaJoinEngine`):
+"""The distributed Spark mode (stores as DataFrames, :class:`~mqjoin.runtime.spark.distributed.DeltaJoinEngine`):
 a shared step is computed once per micro-batch.
 
 The engine persists the results of a step that feeds several consumers (further probes and
@@ -26,9 +26,9 @@ pytest.importorskip("pyspark")
 from _cases import random_case  # noqa: E402
 from _spark import TIMEOUT  # noqa: E402
 
-from mqjoin.optimizer import optimize  # noqa: E402
-from mqjoin.oracle import oracle_results  # noqa: E402
-from mqjoin.plan import ProbeRule  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.planning.plan import ProbeRule  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def _counting_steps(monkeypatch, spark):
     from pyspark.accumulators import AccumulatorParam
     from pyspark.sql import functions as F
 
-    from mqjoin.runtime.spark import engine
+    from mqjoin.runtime.spark import distributed as engine
 
     class CounterParam(AccumulatorParam):
         def zero(self, value):
@@ -104,7 +104,7 @@ def _key_id(k) -> str:
 
 @pytest.mark.parametrize("key", CASES, ids=_key_id)
 def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_path):
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     seed, mode, pol, mirs, nb = key
     w, tables = random_case(seed, 20)

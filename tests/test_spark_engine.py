@@ -36,12 +36,12 @@ from _cases import random_case  # noqa: E402
 from _spark import TIMEOUT, sql_executions  # noqa: E402
 from test_reference import W3  # noqa: E402  (3 relations, windows 1, 2 and null)
 
-from mqjoin.errors import EngineError  # noqa: E402
-from mqjoin.optimizer import optimize  # noqa: E402
-from mqjoin.oracle import oracle_results  # noqa: E402
+from mqjoin.model.errors import EngineError  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results  # noqa: E402
 from mqjoin.runtime.reference import run_reference  # noqa: E402
-from mqjoin.tables import Table, read_inputs, read_results, write_inputs  # noqa: E402
-from mqjoin.workload import load_workload, parse_workload  # noqa: E402
+from mqjoin.model.tables import Table, read_inputs, read_results, write_inputs  # noqa: E402
+from mqjoin.model.workload import load_workload, parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -321,7 +321,7 @@ def deployed(key, spark, tmp_path_factory, spark_mode: str) -> Run:
 
 
 def _deploy_case(w, tables, plan, nbatches, spark, out, spark_mode: str) -> Run:
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     total = sum(len(t) for t in tables.values())
     before = len(sql_executions(spark, details=False)) if spark.sparkContext.uiWebUrl else None
@@ -390,7 +390,7 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
 def test_hand_case_window_boundaries_and_ties(spark, tmp_path):
     """DESIGN A6 by hand (the reference's hand case): a tuple exactly one window old joins,
     ties at ts 3 split across two micro-batches; the results arrive in the right batches."""
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     w = parse_workload(W3)
     tables = {
@@ -584,7 +584,7 @@ def _wait_for(cond, timeout: float, what: str, poll: float = 0.1):
 def test_stop_and_restart_from_checkpoint(spark_mode, spark, tmp_path):
     import pyarrow.dataset as ds
 
-    from mqjoin.runtime.spark.deploy import Deployment, Pacing
+    from mqjoin.runtime.spark.launch import Deployment, Pacing
 
     w, tables = random_case(6041, MAX_ROWS)  # two MIR stores: restored by the restart's rebuild
     plan = optimize(w).plan
@@ -753,7 +753,7 @@ def test_cli_bad_master_error_says_why(tmp_path_factory):
 def test_failing_batch_is_one_clear_error_and_committed_results_stay(spark_mode, spark, tmp_path):
     """The write of micro-batch 1 fails inside Spark (a Java IOException: its output path is a
     dangling symlink); batch 0 was committed before."""
-    from mqjoin.runtime.spark.deploy import Deployment, Pacing
+    from mqjoin.runtime.spark.launch import Deployment, Pacing
 
     w, tables = random_case(6030, MAX_ROWS)
     plan = optimize(w, partitioning="replicas").plan
@@ -786,8 +786,8 @@ def test_python_error_in_a_batch_is_recorded_with_its_own_message(spark, tmp_pat
     """A Python error raised inside the foreachBatch function (e.g. bad data found by the
     engine) is recorded as it is — not as the Py4J/Java wrapper Spark turns it into — and
     re-raised so that Spark stops the query."""
-    from mqjoin.errors import DataError
-    from mqjoin.runtime.spark.deploy import Deployment
+    from mqjoin.model.errors import DataError
+    from mqjoin.runtime.spark.launch import Deployment
 
     w = parse_workload(W3)
     tables = {r.name: Table.from_columns(r.name, {"ts": [0.0], **{a: [1] for a in r.attributes}}) for r in w.relations}
@@ -806,8 +806,8 @@ def test_python_error_in_a_batch_is_recorded_with_its_own_message(spark, tmp_pat
 
 
 def test_pacing_is_validated_before_spark_starts(tmp_path):
-    from mqjoin.errors import DataError
-    from mqjoin.runtime.spark.deploy import Deployment, Pacing
+    from mqjoin.model.errors import DataError
+    from mqjoin.runtime.spark.launch import Deployment, Pacing
 
     w = parse_workload(W3)
     tables = {r.name: Table.from_columns(r.name, {"ts": [0.0], **{a: [1] for a in r.attributes}}) for r in w.relations}

@@ -11,11 +11,11 @@ from _cases import filtered_cases  # noqa: E402
 from _spark import TIMEOUT  # noqa: E402
 from test_spark_native import run_native  # noqa: E402
 
-from mqjoin.optimizer import optimize  # noqa: E402
-from mqjoin.planners import PLANNERS  # noqa: E402
-from mqjoin.oracle import oracle_results  # noqa: E402
-from mqjoin.tables import Table  # noqa: E402
-from mqjoin.workload import parse_workload  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.planners.trees import PLANNERS  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.model.tables import Table  # noqa: E402
+from mqjoin.model.workload import parse_workload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def all_cases():
 @pytest.mark.parametrize("spark_mode", ("driver", "distributed"))
 @pytest.mark.parametrize("name,w,tables", all_cases(), ids=lambda v: v if isinstance(v, str) else "")
 def test_filtered_workloads_on_spark_equal_the_oracle(name, w, tables, spark_mode, spark, tmp_path):
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     want = oracle_results(w, tables)
     total = sum(len(t) for t in tables.values())
@@ -82,8 +82,8 @@ def test_filtered_workload_natively_equals_the_oracle(name, w, tables, spark, tm
 
 @pytest.mark.parametrize("spark_mode", ("driver", "distributed"))
 def test_ajoin_plan_with_groups_on_spark_equals_the_oracle(spark_mode, spark, tmp_path):
-    from mqjoin.ajoin import ajoin, union_from_data
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.planners.ajoin import ajoin, union_from_data
+    from mqjoin.runtime.spark.launch import run_spark
 
     tables = string_tables()
     planned = ajoin(STRINGS, union_from_data(tables))
@@ -98,10 +98,10 @@ def test_ajoin_plan_with_groups_on_spark_equals_the_oracle(spark_mode, spark, tm
 def test_filtered_query_batch_on_adaptive_spark_equals_the_oracle(planner, spark, tmp_path):
     from test_ajoin import W7, w7_tables
 
-    from mqjoin.adaptive import AdaptivePolicy, parse_changes
-    from mqjoin.ajoin import ajoin_optimizer
-    from mqjoin.oracle import adaptive_oracle_results
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.adaptive.controller import AdaptivePolicy, parse_changes
+    from mqjoin.planners.ajoin import ajoin_optimizer
+    from mqjoin.runtime.oracle import adaptive_oracle_results
+    from mqjoin.runtime.spark.launch import run_spark
 
     w, tables = parse_workload(W7), w7_tables()
     changes = parse_changes('''
@@ -120,7 +120,7 @@ def test_filtered_query_batch_on_adaptive_spark_equals_the_oracle(planner, spark
 def test_filtered_workloads_on_spark_equal_the_oracle_under_every_planner(planner, spark, tmp_path):
     """Every plan family's plan of a filtered workload (ungrouped and, for ajoin, with the
     groups it chooses) runs on Spark's driver mode with the oracle's results."""
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     for name, w, tables in (all_cases()[0], all_cases()[-2]):
         plan = optimize(w, planner=planner).plan

@@ -19,11 +19,11 @@ pytest.importorskip("pyspark")
 
 from _cases import cases
 
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
-from mqjoin.tables import Table, read_results
-from mqjoin.workload import parse_workload
+from mqjoin.model.tables import Table, read_results
+from mqjoin.model.workload import parse_workload
 
 # -- no Spark needed -------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ def test_native_deployment_results_latency_and_progress(spark, tmp_path):
     R0 S0 R1 S1 | T0 R2 T1, so the three tuples at ts 3 are split across the two batches)."""
     from test_reference import W3
 
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     w = parse_workload(W3)
     tables = {
@@ -227,7 +227,7 @@ def test_summary_of_a_run_without_results(engine, spark, tmp_path):
     """No tuple joins: the summary says so (no latency) instead of failing on absent columns."""
     from test_reference import W3
 
-    from mqjoin.runtime.spark.deploy import run_spark
+    from mqjoin.runtime.spark.launch import run_spark
 
     w = parse_workload(W3)
     tables = {
@@ -258,7 +258,7 @@ def test_native_deployment_is_one_query_one_source_per_relation_cores_partitions
     exactly the oracle's results, each once; one source for all relations and queries (not
     one per relation and query: 7); every join's state in as many partitions as the session has cores
     (local[2]: 2), or ``partitions``."""
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
     from mqjoin.runtime.spark.native import native_state_metrics
 
     w = parse_workload(SHARED)

@@ -11,9 +11,9 @@ from _cases import cases  # noqa: E402
 from _spark import TIMEOUT  # noqa: E402
 from test_pmjoin import with_nodes  # noqa: E402
 
-from mqjoin.optimizer import optimize  # noqa: E402
-from mqjoin.oracle import oracle_results  # noqa: E402
-from mqjoin.runtime.spark.deploy import run_spark  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.runtime.spark.launch import run_spark  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ live, and the Explorer's Adaptivity tab.
 
 The comm is swapped as in tests/test_widgets.py (its recording comm and fake frontend are
 reused): the tests play the frontend (slider moves, button clicks) and read what the kernel
-sent back.  Live runs are :class:`~mqjoin.runtime.adaptive.AdaptiveReplay`\\ s on small data
+sent back.  Live runs are :class:`~mqjoin.runtime.epochs.AdaptiveReplay`\\ s on small data
 at a high speed-up.
 """
 
@@ -25,17 +25,17 @@ pytest.importorskip("plotly")
 from test_widgets import (fake_timers, figure_messages, frontend_clicks, frontend_sets,  # noqa: F401
                           recording_comm, sent_values)
 
-from mqjoin.adaptive import AdaptivePolicy, QueryChange
-from mqjoin.charts import epoch_figure, switch_cause
+from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange
+from mqjoin.widgets.charts import epoch_figure, switch_cause
 from mqjoin.datasets.synthetic_paper import selectivity_change
-from mqjoin.errors import DataError
-from mqjoin.oracle import adaptive_oracle_results
-from mqjoin.runtime.adaptive import AdaptiveReplay, run_adaptive
-from mqjoin.tables import Table
+from mqjoin.model.errors import DataError
+from mqjoin.runtime.oracle import adaptive_oracle_results
+from mqjoin.runtime.epochs import AdaptiveReplay, run_adaptive
+from mqjoin.model.tables import Table
 from mqjoin.widgets import Explorer, EpochTimeline, QueryChangesPanel, epoch_view, figure_8b_budget
 from mqjoin.widgets.figures import trace_by_name
 from mqjoin.widgets.timeline import AdaptivityPanel, TIMELINE_PANELS
-from mqjoin.workload import parse_workload
+from mqjoin.model.workload import parse_workload
 
 REPLAY_THREAD = "mqjoin-adaptive-replay"
 
@@ -531,8 +531,8 @@ def test_adaptivity_panel_errors_are_inline_and_the_skewed_budget_is_suggested()
 
 
 def test_a_run_that_fails_while_live_reports_the_engine_error_inline():
-    from mqjoin.errors import OptimizerError
-    from mqjoin.optimizer import optimize
+    from mqjoin.model.errors import OptimizerError
+    from mqjoin.planning.optimizer import optimize
     from mqjoin.widgets.model import ExplorerModel
 
     calls = []
@@ -589,7 +589,7 @@ def test_a_run_the_model_says_is_too_large_is_refused_and_nothing_is_lost():
 
 
 def test_a_live_run_past_its_budget_stops_itself_and_keeps_what_it_produced():
-    from mqjoin.guard import RunLimits
+    from mqjoin.planning.guard import RunLimits
     from mqjoin.widgets.model import ExplorerModel
 
     panel = AdaptivityPanel(ExplorerModel(W_LIVE, debounce=0))

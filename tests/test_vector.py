@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mqjoin.optimizer import optimize
-from mqjoin.oracle import oracle_results
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime import vector
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.reference import run_reference
 from mqjoin.runtime.rules import arrival_order, base_tuples
 from mqjoin.runtime.vector import BatchExecutor, batch_frames, edge_order, key_codes, run_vector
-from mqjoin.tables import Table
-from mqjoin.workload import parse_workload
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
 
 from _cases import cases, filtered_cases
 

@@ -42,10 +42,10 @@ from mqjoin.widgets import (
 )
 from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
 
-from mqjoin.comparison import Setting
-from mqjoin.errors import MqjoinError
-from mqjoin.optimizer import optimize
-from mqjoin.workload import parse_workload
+from mqjoin.planning.comparison import Setting
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import parse_workload
 
 # --------------------------------------------------------------------------------------------
 # the swapped comm and a fake frontend
@@ -656,7 +656,7 @@ def test_plan_diagram_shows_where_sharing_flips():
     saving = d.saving()
     assert saving[0][0] > 0.2 and saving[0][-1] == pytest.approx(0.0)  # shares at low S⋈T, not at high
     # the same point optimised directly gives the same plan
-    from mqjoin.diff import plan_signature
+    from mqjoin.planning.diff import plan_signature
 
     direct = optimize(y.apply(x.apply(w, x.values[-1]), y.values[0])).plan
     assert plan_signature(direct) == d.plans[d.plan_index[0][-1]]
@@ -921,15 +921,15 @@ def test_probe_trees_tab_draws_each_planners_operator_tree():
 
 
 def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):
-    import mqjoin.planners
+    import mqjoin.planners.trees
 
-    monkeypatch.setattr(mqjoin.planners, "PLANNERS", mqjoin.planners.PLANNERS + ("later",))
+    monkeypatch.setattr(mqjoin.planners.trees, "PLANNERS", mqjoin.planners.trees.PLANNERS + ("later",))
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
     assert "later" in ex.options.planner.options
 
 
 def test_jaqpot_panel_allocates_the_running_example_at_mu_30():
-    from mqjoin.jaqpot import running_example
+    from mqjoin.planners.jaqpot import running_example
     from mqjoin.widgets.jaqpot_view import JaqpotView
 
     view = JaqpotView(running_example(), mu=10)
@@ -958,8 +958,8 @@ def test_jaqpot_tab_follows_the_workload_and_the_tree_shape():
     assert set(view.plan.streams) == {"S", "T", "U"}
     assert ex.model.set_rate("U", 5000)  # an edit: the model of the same query is rebuilt
     assert view.plan.rates["U"] == 5000
-    from mqjoin.planners import binary_tree
-    from mqjoin.shedding import tree_model
+    from mqjoin.planners.trees import binary_tree
+    from mqjoin.runtime.shedding import tree_model
 
     frontend_picks(ex.options.planner, "tree")
     frontend_picks(ex.options.tree_shape, "deep")

@@ -13,7 +13,7 @@ pytest.importorskip("plotly")
 
 from test_widgets import frontend_clicks, frontend_clicks_point, recording_comm  # noqa: F401 (fixture)
 
-from mqjoin.optimizer import optimize
+from mqjoin.planning.optimizer import optimize
 from mqjoin.widgets import ComparisonView, IlpView, as_workload
 from mqjoin.widgets.figures import trace_by_name
 from mqjoin.widgets.model import ExplorerModel

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from mqjoin.errors import (
+from mqjoin.model.errors import (
     DisconnectedQueryError,
     MqjoinError,
     SelectivityError,
@@ -18,7 +18,7 @@ from mqjoin.errors import (
     WorkloadError,
     WorkloadSyntaxError,
 )
-from mqjoin.workload import Attr, Workload, load_workload, parse_workload
+from mqjoin.model.workload import Attr, Workload, load_workload, parse_workload
 
 RST = {"R": {"attributes": ["a"]}, "S": {"attributes": ["a", "b"]}, "T": {"attributes": ["b"]}}
 SEL = {"selectivity": 0.1}

@@ -2,7 +2,7 @@
 
 Nothing in :mod:`mqjoin` imports this package (DESIGN B1): the views observe engine values
 and call the same functions as the CLI.  Architecture: one observable
-:class:`ExplorerModel` (workload + options → :class:`~mqjoin.optimizer.OptimizeResult`)
+:class:`ExplorerModel` (workload + options → :class:`~mqjoin.planning.optimizer.OptimizeResult`)
 and views that watch it —
 
 * :class:`QueryGraphView` — query graph and workload editor (:mod:`.graph`);
@@ -26,7 +26,7 @@ and views that watch it —
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
-Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`mqjoin.diff`, in the engine: the adaptive controller uses them too).
+Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
 
 >>> from mqjoin.widgets import Explorer
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
@@ -40,8 +40,8 @@ True
 ('Adaptivity', 'AdaptivityPanel')
 """
 
-from .compare import ComparisonView, compare_plans
-from .diagram import (
+from mqjoin.widgets.compare import ComparisonView, compare_plans
+from mqjoin.widgets.diagram import (
     PlanDiagram,
     PlanDiagramView,
     SweepParam,
@@ -49,20 +49,20 @@ from .diagram import (
     plan_diagram,
     plan_diagram_figure,
 )
-from mqjoin.diff import PlanDiff, plan_diff, plan_signature
-from .explorer import Explorer
-from .figures import probe_tree_figure, query_graph_figure
-from .graph import QueryGraphView
-from .pmjoin_view import PMJoinView
-from .ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
-from .model import (
+from mqjoin.planning.diff import PlanDiff, plan_diff, plan_signature
+from mqjoin.widgets.explorer import Explorer
+from mqjoin.widgets.figures import probe_tree_figure, query_graph_figure
+from mqjoin.widgets.graph import QueryGraphView
+from mqjoin.widgets.pmjoin_view import PMJoinView
+from mqjoin.widgets.ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
+from mqjoin.widgets.model import (
     ExplorerModel,
     SelectivityGroup,
     as_workload,
     selectivity_groups,
     with_class_selectivity,
 )
-from .timeline import (
+from mqjoin.widgets.timeline import (
     AdaptivityPanel,
     EpochTimeline,
     EpochView,
@@ -72,8 +72,8 @@ from .timeline import (
     paper_scenarios,
     sampled_workload,
 )
-from .jaqpot_view import JaqpotView
-from .trees import ProbeTreeView
+from mqjoin.widgets.jaqpot_view import JaqpotView
+from mqjoin.widgets.trees import ProbeTreeView
 
 __all__ = [
     "AdaptivityPanel",

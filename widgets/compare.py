@@ -5,7 +5,7 @@ CLASH's six plans of the model's workload side by side — probe cost and memory
 trade-off: under ``single`` sharing saves memory but may cost more probe load; under
 ``replicas`` it pays off).  The table lists, beside CLASH's rows, the plans of every other
 planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
-``mqjoin compare`` (:mod:`mqjoin.comparison`), plus PMJoin's.  A plan diff between any two
+``mqjoin compare`` (:mod:`mqjoin.planning.comparison`), plus PMJoin's.  A plan diff between any two
 of them (of one planner or two): which probe orders changed and which stores appeared or
 disappeared.
 
@@ -27,20 +27,20 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from mqjoin import planners
-from mqjoin.comparison import JOINT_PLANNERS, Setting, compare, settings
-from mqjoin.errors import MqjoinError
-from mqjoin.ilp import POLICIES
-from mqjoin.optimizer import MODES, OptimizeResult
-from mqjoin.workload import Workload
+from mqjoin.planners import trees as planners
+from mqjoin.planning.comparison import JOINT_PLANNERS, Setting, compare, settings
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.ilp import POLICIES
+from mqjoin.planning.optimizer import MODES, OptimizeResult
+from mqjoin.model.workload import Workload
 
-from ._html import error_box, esc, table
-from mqjoin.diff import plan_diff
-from mqjoin.units import memory_basis
+from mqjoin.widgets._html import error_box, esc, table
+from mqjoin.planning.diff import plan_diff
+from mqjoin.support.units import memory_basis
 
-from .figures import fmt, new_figure_widget, sync_figure
-from .frontier_view import FrontierView
-from .model import ExplorerModel
+from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
+from mqjoin.widgets.frontier_view import FrontierView
+from mqjoin.widgets.model import ExplorerModel
 
 Config = tuple[str, str]  # (mode, partitioning)
 POLICY_COLORS = {"single": "#636EFA", "replicas": "#00CC96"}

@@ -1,7 +1,7 @@
 """The Deploy panel: one click runs the current plan on Spark, with live charts and a Stop button.
 
 The panel never touches Spark itself: it calls a ``deploy`` function (by default
-:func:`mqjoin.runtime.spark.deploy.deploy`, imported only when the button is clicked) and
+:func:`mqjoin.runtime.spark.launch.deploy`, imported only when the button is clicked) and
 watches the returned deployment through its public interface only — ``subscribe`` (events
 ``batch``, ``query``, ``progress``, ``status``), the metrics frames ``batches`` / ``queries``
 / ``progress``, ``status``, ``total``, ``ui_url`` and ``stop()`` — so it is tested with a
@@ -16,14 +16,14 @@ fake deployment and no Spark.
   behind the **per-query latency** toggle.  The input rate target is a grey dashed line; a
   point is drawn per micro-batch; the axes are there before the first run.
 * **Guarded.**  Before a deploy the model estimates results and memory
-  (:mod:`mqjoin.guard`); past the limits the deploy is refused with what to change (and a
+  (:mod:`mqjoin.planning.guard`); past the limits the deploy is refused with what to change (and a
   **Deploy anyway** button), and a live run is stopped once past its budget.
 * **Transient Spark warnings are not errors.**  A failure report that Spark recovers from
   (a Python worker slow to connect back, a socket time-out) while the run goes on is shown as
   a warning of that run; a real failure says what to do.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.optimizer import optimize
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -51,13 +51,13 @@ from urllib.parse import urlsplit, urlunsplit
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from mqjoin.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
-from mqjoin.errors import MqjoinError
-from mqjoin.units import count
+from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
+from mqjoin.model.errors import MqjoinError
+from mqjoin.support.units import count
 
-from ._controls import typeable
-from ._html import error_box, esc, state_html, table
-from .guarded import RunGuard, tables_duration
+from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._html import error_box, esc, state_html, table
+from mqjoin.widgets.guarded import RunGuard, tables_duration
 
 #: Spark reports that are not failures of the run when the run goes on (substrings)
 TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
@@ -67,7 +67,7 @@ ADVICE = ("press Deploy to try again; if it fails the same way, restart the kern
 
 
 def _default_deploy(plan, data, out, **kw):
-    from mqjoin.runtime.spark.deploy import deploy
+    from mqjoin.runtime.spark.launch import deploy
 
     return deploy(plan, data, out, **kw)
 
@@ -89,7 +89,7 @@ def _starting_message(engine: str, on_spark: bool) -> str:
 
 
 def _synthetic_data(plan, duration: float):
-    from mqjoin.synthetic import uniform_streams
+    from mqjoin.datasets.uniform import uniform_streams
 
     return uniform_streams(plan.workload, duration=duration, seed=0)
 

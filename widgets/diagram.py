@@ -3,7 +3,7 @@
 Each cell of the grid is the workload with two statistics changed — the selectivities of
 two classes, the rates of two relations, or one of each — optimised in the model's mode
 and policy.  Cells are coloured by the optimal plan, plans being identified by their
-rendered probe orders (:func:`~mqjoin.diff.plan_signature`) and named ``P1, P2, …``
+rendered probe orders (:func:`~mqjoin.planning.diff.plan_signature`) and named ``P1, P2, …``
 in the order the sweep meets them; beside it the cost surface (the optimal probe cost of
 every cell) and, optionally, how much the plan saves against ``individual`` optimisation —
 the visual answer to "when does sharing pay off?".
@@ -30,15 +30,15 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
-from mqjoin.errors import MqjoinError
-from mqjoin.optimizer import optimize
-from mqjoin.workload import Workload
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.workload import Workload
 
-from ._controls import typeable
-from ._html import error_box, esc, table
-from mqjoin.diff import plan_signature
-from .figures import PALETTE, fmt, new_figure_widget, sync_figure
-from .model import ExplorerModel, selectivity_groups, with_class_selectivity
+from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._html import error_box, esc, table
+from mqjoin.planning.diff import plan_signature
+from mqjoin.widgets.figures import PALETTE, fmt, new_figure_widget, sync_figure
+from mqjoin.widgets.model import ExplorerModel, selectivity_groups, with_class_selectivity
 
 #: probe orders listed per plan in the legend table (the rest: click its region)
 MAX_APART = 4
@@ -278,7 +278,7 @@ def plan_diagram_traces(d: PlanDiagram) -> tuple[list[dict], dict]:
 
 def plan_diagram_figure(d: PlanDiagram):
     """A plan diagram as a plotly figure."""
-    from .figures import to_figure
+    from mqjoin.widgets.figures import to_figure
 
     return to_figure(*plan_diagram_traces(d))
 

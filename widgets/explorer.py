@@ -12,7 +12,7 @@ half-way joins, path productivities, the allocations of GrePP, the discrete DP a
 policy).  The Adaptivity and JAQPOT tabs are built when first opened (or
 :attr:`Explorer.adaptivity` / :attr:`Explorer.jaqpot` first read), and nothing runs before
 Run is clicked.  The options bar's *planner* menu lists every plan family of
-:data:`mqjoin.planners.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
+:data:`mqjoin.planners.trees.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
 views show one workload's plans family by family.
 The **PMJoin** tab (:class:`~mqjoin.widgets.pmjoin_view.PMJoinView`) shows the communication
 cost per scheme and the per-group plans of PMJoin over the relations' nodes; give it per-value
@@ -30,7 +30,7 @@ Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-li
 (plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
 a full garbage collection rescans them all — measured 125–157 ms, which landed inside about
 one slider round trip in twenty.  The model pauses the collector for the round trip only
-(:func:`~mqjoin.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
+(:func:`~mqjoin.support.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
 redraw die by reference counting instead of being promoted to the oldest generation, and full
 collections become rare (``benchmarks/explorer_latency.py``, TPC-H Figure 7(a), 100 round
 trips: CPU p95 44 ms, one full collection; without the pause CPU p95 165 ms).  The kernel's
@@ -59,20 +59,20 @@ from typing import Any
 
 import ipywidgets as W
 
-from mqjoin.ilp import POLICIES, SOLVERS
-from mqjoin.optimizer import MODES
-from mqjoin import planners
-from mqjoin.units import memory_basis
+from mqjoin.planning.ilp import POLICIES, SOLVERS
+from mqjoin.planning.optimizer import MODES
+from mqjoin.planners import trees as planners
+from mqjoin.support.units import memory_basis
 
-from ._html import error_box, esc
-from .compare import ComparisonView
-from .diagram import PlanDiagramView
-from .figures import fmt
-from .graph import QueryGraphView
-from .ilp_view import IlpView
-from .model import ExplorerModel
-from .pmjoin_view import PMJoinView
-from .trees import ProbeTreeView
+from mqjoin.widgets._html import error_box, esc
+from mqjoin.widgets.compare import ComparisonView
+from mqjoin.widgets.diagram import PlanDiagramView
+from mqjoin.widgets.figures import fmt
+from mqjoin.widgets.graph import QueryGraphView
+from mqjoin.widgets.ilp_view import IlpView
+from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.pmjoin_view import PMJoinView
+from mqjoin.widgets.trees import ProbeTreeView
 
 TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT", "PMJoin")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
@@ -95,7 +95,7 @@ def _freeze_once() -> None:
 
 class OptionsBar(W.HBox):
     """Optimiser options of a model: plan family (every planner of
-    :data:`mqjoin.planners.PLANNERS` as registered when the bar is made, a binary tree's shape),
+    :data:`mqjoin.planners.trees.PLANNERS` as registered when the bar is made, a binary tree's shape),
     mode, partitioning policy, MIRs, solver."""
 
     def __init__(self, model: ExplorerModel):
@@ -229,7 +229,7 @@ class Explorer(W.VBox):
         """The Adaptivity tab's :class:`~mqjoin.widgets.timeline.AdaptivityPanel` (built on
         first use)."""
         if self._adaptivity is None:
-            from .timeline import AdaptivityPanel
+            from mqjoin.widgets.timeline import AdaptivityPanel
 
             self._adaptivity = AdaptivityPanel(self.model)
             self.adaptivity_slot.children = [self._adaptivity]
@@ -240,7 +240,7 @@ class Explorer(W.VBox):
         """The JAQPOT tab's :class:`~mqjoin.widgets.jaqpot_view.JaqpotView` (built on first
         use)."""
         if self._jaqpot is None:
-            from .jaqpot_view import JaqpotView
+            from mqjoin.widgets.jaqpot_view import JaqpotView
 
             self._jaqpot = JaqpotView(self.model)
             self.jaqpot_slot.children = [self._jaqpot]

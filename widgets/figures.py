@@ -16,7 +16,7 @@ rebuilding it, and tests can read trace contents by name.  Layouts are determini
 gives the same figure.
 
 >>> from mqjoin.widgets.model import as_workload
->>> from mqjoin.optimizer import optimize
+>>> from mqjoin.planning.optimizer import optimize
 >>> w = as_workload("paper_v2.yaml")
 >>> fig = query_graph_figure(w)
 >>> [t.name for t in fig.data]
@@ -36,11 +36,11 @@ import math
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
-from mqjoin.optimizer import OptimizeResult
-from mqjoin.plan import Node, Plan, ProbeRule
-from mqjoin.planners import JoinTree
-from mqjoin.units import number
-from mqjoin.workload import Workload
+from mqjoin.planning.optimizer import OptimizeResult
+from mqjoin.planning.plan import Node, Plan, ProbeRule
+from mqjoin.planners.trees import JoinTree
+from mqjoin.support.units import number
+from mqjoin.model.workload import Workload
 
 #: colours of queries, by their position in the workload
 PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
@@ -72,7 +72,7 @@ def query_colors(workload: Workload) -> dict[str, str]:
 
 
 def fmt(x: float) -> str:
-    """A number for labels: the one format of :func:`mqjoin.units.number`.
+    """A number for labels: the one format of :func:`mqjoin.support.units.number`.
 
     >>> fmt(26326.90579), fmt(0.00066667), fmt(800.0)
     ('26,327', '0.0006667', '800')
@@ -160,7 +160,7 @@ def query_graph_layout(workload: Workload) -> dict[str, tuple[float, float]]:
     selectivities never move a node.  Relations no query uses sit in a row along the bottom
     (laid out with the others, one far away would squeeze the joined ones into a line).
 
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.5}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, X: {attributes: [a]}}
@@ -211,8 +211,8 @@ def node_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], pad:
     ``relations: {S1: {node: n1}}``): a dashed box around each node's relations, labelled with
     its name; no traces when no relation names a node.
 
-    >>> from mqjoin.pmjoin import EXAMPLE_2
-    >>> from mqjoin.workload import parse_workload
+    >>> from mqjoin.planners.pmjoin import EXAMPLE_2
+    >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload(EXAMPLE_2)
     >>> boxes, labels = node_traces(w, query_graph_layout(w))
     >>> boxes["name"], labels["text"]
@@ -402,7 +402,7 @@ def nodes_for_query(plan: Plan, query: str | None) -> list[Node]:
     MIR stores it probes (transitively).  ``None``: every node.
 
     >>> from mqjoin.widgets.model import as_workload
-    >>> from mqjoin.optimizer import optimize
+    >>> from mqjoin.planning.optimizer import optimize
     >>> plan = optimize(as_workload("paper_v2.yaml")).plan
     >>> len(plan.nodes), len(nodes_for_query(plan, "q1")), len(nodes_for_query(plan, "q2"))
     (8, 5, 5)
@@ -661,7 +661,7 @@ def tree_stores(plan: Plan, query: str, relations: Iterable[str]) -> list[str]:
     (several under ``replicas``).
 
     >>> from mqjoin.widgets.model import as_workload
-    >>> from mqjoin.optimizer import optimize
+    >>> from mqjoin.planning.optimizer import optimize
     >>> plan = optimize(as_workload("paper_v2.yaml"), planner="tree", mode="individual").plan
     >>> tree_stores(plan, "q1", ["R", "S"]), tree_stores(plan, "q1", ["T"])
     (['q1:RS[b]'], ['q1:T[b]'])
@@ -741,7 +741,7 @@ def operator_tree_figure(result: OptimizeResult, query: str | None = None):
     node (a hexagon) over its inputs' stores.
 
     >>> from mqjoin.widgets.model import as_workload
-    >>> from mqjoin.optimizer import optimize
+    >>> from mqjoin.planning.optimizer import optimize
     >>> w = as_workload("paper_v2.yaml")
     >>> fig = operator_tree_figure(optimize(w, planner="tree", tree_shape="deep", mode="individual"), "q1")
     >>> [t.name for t in fig.data], list(fig.data[1].text), list(fig.data[2].text)

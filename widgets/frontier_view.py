@@ -3,7 +3,7 @@
 marked; clicking a point of the curve (or a mark) shows that plan.
 
 >>> from mqjoin.widgets.model import as_workload
->>> from mqjoin.frontier import frontier
+>>> from mqjoin.planning.frontier import frontier
 >>> traces, layout = frontier_traces(frontier(as_workload("paper_fig3.yaml")))
 >>> [t["name"] for t in traces]
 ['frontier', 'single', 'replicas', 'individual', 'shared']
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from mqjoin.errors import MqjoinError
-from mqjoin.frontier import Frontier, frontier
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.frontier import Frontier, frontier
 
-from ._html import error_box, esc
-from .figures import fmt, new_figure_widget, sync_figure
+from mqjoin.widgets._html import error_box, esc
+from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 
 MARK_STYLE = {"single": ("#636EFA", "circle-open"), "replicas": ("#00CC96", "circle-open"),
               "individual": ("#EF553B", "x"), "shared": ("#AB63FA", "diamond")}

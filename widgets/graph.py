@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from ._controls import set_slider, typeable
-from ._html import error_box, info_box
-from .figures import fmt, new_figure_widget, query_graph_traces, sync_figure
-from .model import ExplorerModel, render_fractions, selectivity_groups
+from mqjoin.widgets._controls import set_slider, typeable
+from mqjoin.widgets._html import error_box, info_box
+from mqjoin.widgets.figures import fmt, new_figure_widget, query_graph_traces, sync_figure
+from mqjoin.widgets.model import ExplorerModel, render_fractions, selectivity_groups
 
 
 def fresh_name(workload) -> str:

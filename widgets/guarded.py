@@ -1,5 +1,5 @@
 """Guarded runs in the explorer: refuse a run the model says is too large, stop a live one at
-its budget (DESIGN A2 estimates from :mod:`mqjoin.guard`; nothing here estimates itself).
+its budget (DESIGN A2 estimates from :mod:`mqjoin.planning.guard`; nothing here estimates itself).
 
 A :class:`RunGuard` belongs to a panel that starts runs (Adaptivity, Deploy).  Before a run,
 :meth:`RunGuard.check` returns ``None`` (go) or the refusal message; the panel shows it with a
@@ -8,7 +8,7 @@ panel reports its progress to :meth:`RunGuard.watch`'s watcher (results so far, 
 which stops the run once — off the source's own thread — when the budget is passed, and keeps
 the reason for the status line.  Everything the run produced stays.
 
->>> from mqjoin.workload import parse_workload
+>>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
 ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 100}}
 ... queries: {q: "R(a), S(a)"}
@@ -27,13 +27,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mqjoin.guard import RunEstimate, RunLimits, RunTooLargeError, check_run, estimate_run, over_budget
+from mqjoin.planning.guard import RunEstimate, RunLimits, RunTooLargeError, check_run, estimate_run, over_budget
 
 
 def tables_duration(tables: Mapping[str, Any]) -> float:
     """Seconds of event time the tables span (at least 1).
 
-    >>> from mqjoin.tables import Table
+    >>> from mqjoin.model.tables import Table
     >>> tables_duration({"R": Table.from_columns("R", {"ts": [0.5, 29.5]})})
     29.0
     """

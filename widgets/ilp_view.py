@@ -11,7 +11,7 @@ equals the ILP objective at the optimum):
   (recursively), so each query's share is what it pays in the shared plan.
 
 >>> from mqjoin.widgets.model import as_workload
->>> from mqjoin.optimizer import optimize
+>>> from mqjoin.planning.optimizer import optimize
 >>> plan = optimize(as_workload("paper_v2.yaml")).plan
 >>> by_q = cost_by_query(plan)
 >>> {q: round(v["total"], 6) for q, v in by_q.items()}
@@ -29,13 +29,13 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
-from mqjoin.candidates import MIR, owner_label, steps_of
-from mqjoin.optimizer import OptimizeResult
-from mqjoin.plan import Node, Plan, ProbeRule
+from mqjoin.planning.candidates import MIR, owner_label, steps_of
+from mqjoin.planning.optimizer import OptimizeResult
+from mqjoin.planning.plan import Node, Plan, ProbeRule
 
-from ._html import esc, table
-from .figures import fmt, new_figure_widget, query_colors, sync_figure
-from .model import ExplorerModel
+from mqjoin.widgets._html import esc, table
+from mqjoin.widgets.figures import fmt, new_figure_widget, query_colors, sync_figure
+from mqjoin.widgets.model import ExplorerModel
 
 # --------------------------------------------------------------------------------------------
 # the breakdown (pure)
@@ -154,8 +154,8 @@ def order_costs(plan: Plan) -> list[OrderCost]:
 def lp_model_text(result: OptimizeResult, limit: int = 400_000) -> str:
     """The ILP behind a result in LP format (one model per query in ``individual`` and
     ``shared`` mode, as the optimiser solves them), cut after ``limit`` characters."""
-    from mqjoin.candidates import enumerate_candidates
-    from mqjoin.ilp import build_model, lp_text
+    from mqjoin.planning.candidates import enumerate_candidates
+    from mqjoin.planning.ilp import build_model, lp_text
 
     w = result.workload
     parts = []
@@ -183,8 +183,8 @@ def progress_traces(progress) -> tuple[list[dict], dict]:
     """Incumbent and bound over time of an anytime solve (``ExplorerModel.progress``).
 
     >>> from mqjoin.widgets.model import as_workload
-    >>> from mqjoin.anytime import progress_of
-    >>> from mqjoin.optimizer import optimize
+    >>> from mqjoin.planning.anytime import progress_of
+    >>> from mqjoin.planning.optimizer import optimize
     >>> traces, _ = progress_traces([progress_of(optimize(as_workload("paper_v2.yaml")), 0.2)])
     >>> [(t["name"], t["x"], t["y"]) for t in traces]
     [('incumbent', [0.2], [700.0]), ('bound', [0.2], [700.0])]

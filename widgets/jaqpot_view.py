@@ -1,8 +1,8 @@
 """The JAQPOT panel: a binary plan's half-way joins and paths under a CPU limit μ.
 
 For one query of the model's workload, joined by the binary tree the ``tree`` planner picks
-(the model's tree shape, else ``best``; :func:`mqjoin.shedding.tree_model` reads the JAQPOT
-model off it), or for a :class:`~mqjoin.jaqpot.BinaryPlan` given directly (the paper's
+(the model's tree shape, else ``best``; :func:`mqjoin.runtime.shedding.tree_model` reads the JAQPOT
+model off it), or for a :class:`~mqjoin.planners.jaqpot.BinaryPlan` given directly (the paper's
 running example): the half-way joins with their productivity ``ρ_h``, the
 path-productivity table (Table 2), and under the μ slider the allocation per half-way join
 of GrePP (continuous knapsack), the discrete DP knapsack and the JAQPOT policy (whole
@@ -11,7 +11,7 @@ stream; ``∞``: a state that never refreshes).  The chart draws GrePP's and the
 policy's throughput over μ from 0 to the saturation resources, and the three policies'
 points at the slider's μ.
 
->>> from mqjoin.jaqpot import running_example
+>>> from mqjoin.planners.jaqpot import running_example
 >>> view = JaqpotView(running_example(), mu=20)
 >>> view.mu.value = 30
 >>> {p: a.throughput for p, a in view.allocations.items()}
@@ -26,15 +26,15 @@ import math
 
 import ipywidgets as W
 
-from mqjoin.errors import MqjoinError
-from mqjoin.jaqpot import Allocation, BinaryPlan, discrete_knapsack, grepp, jaqpot_policy, productivity_table, staleness
-from mqjoin.planners import binary_tree
-from mqjoin.shedding import tree_model
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planners.jaqpot import Allocation, BinaryPlan, discrete_knapsack, grepp, jaqpot_policy, productivity_table, staleness
+from mqjoin.planners.trees import binary_tree
+from mqjoin.runtime.shedding import tree_model
 
-from ._controls import typeable
-from ._html import error_box, esc, table
-from .figures import fmt, new_figure_widget, sync_figure
-from .model import ExplorerModel
+from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._html import error_box, esc, table
+from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
+from mqjoin.widgets.model import ExplorerModel
 
 #: the policies the panel compares, by their allocation function
 POLICIES = {"GrePP": grepp, "discrete DP knapsack": discrete_knapsack, "JAQPOT policy": jaqpot_policy}
@@ -51,7 +51,7 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
     """Throughput over μ ∈ [0, saturation resources] of GrePP and the JAQPOT policy (the
     discrete DP, ``O(k · μ²/X)`` per point, only at ``mu``), and each policy's point at ``mu``.
 
-    >>> from mqjoin.jaqpot import running_example
+    >>> from mqjoin.planners.jaqpot import running_example
     >>> traces, layout = throughput_traces(running_example(), 30, allocations(running_example(), 30))
     >>> [(t["name"], t["y"][-1] if t["mode"] == "markers" else len(t["x"])) for t in traces]
     [('GrePP', 41), ('JAQPOT policy', 41), ('at μ', 6)]
@@ -73,7 +73,7 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
 
 class JaqpotView(W.VBox):
     """The JAQPOT panel of a model (a query menu follows its workload) or of one
-    :class:`~mqjoin.jaqpot.BinaryPlan` (see the module doc)."""
+    :class:`~mqjoin.planners.jaqpot.BinaryPlan` (see the module doc)."""
 
     def __init__(self, source, mu: float | None = None, **model_kw):
         self.model = None

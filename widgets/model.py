@@ -1,8 +1,8 @@
 """The explorer's state: one small observable object that every view watches.
 
-:class:`ExplorerModel` holds a :class:`~mqjoin.workload.Workload` and the optimiser options
+:class:`ExplorerModel` holds a :class:`~mqjoin.model.workload.Workload` and the optimiser options
 (mode, partitioning policy, MIRs, solver, time limit), recomputes the
-:class:`~mqjoin.optimizer.OptimizeResult` after every edit (debounced) and notifies its
+:class:`~mqjoin.planning.optimizer.OptimizeResult` after every edit (debounced) and notifies its
 observers.  Views never optimise on their own and never hold state of their own beyond
 what they draw: they call the model's edit methods and redraw when told.
 
@@ -11,7 +11,7 @@ outside (0, 1] …) raises nothing — it sets :attr:`ExplorerModel.error` to th
 message and keeps the previous workload.  A successful edit clears the error and schedules
 a recomputation ``debounce`` seconds later (``0``: at once, which is what tests use).
 
->>> from mqjoin.workload import parse_workload
+>>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
 ... defaults: {rate: 100, selectivity: 0.01}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
@@ -43,11 +43,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mqjoin.errors import MqjoinError, PlannerError
-from mqjoin.ilp import POLICIES, SOLVERS
-from mqjoin.optimizer import MODES, OptimizeResult, optimize
-from mqjoin.planners import check_planner
-from mqjoin.workload import (
+from mqjoin.model.errors import MqjoinError, PlannerError
+from mqjoin.planning.ilp import POLICIES, SOLVERS
+from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
+from mqjoin.planners.trees import check_planner
+from mqjoin.model.workload import (
     Attr,
     JoinClass,
     Workload,
@@ -56,8 +56,8 @@ from mqjoin.workload import (
     parse_workload,
 )
 
-from mqjoin.diff import PlanDiff, plan_diff
-from mqjoin.gcpause import paused_gc
+from mqjoin.planning.diff import PlanDiff, plan_diff
+from mqjoin.support.gcpause import paused_gc
 
 _log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class ExplorerModel:
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
         self.mode, self.partitioning, self.mirs, self.solver, self.time_limit = mode, partitioning, mirs, solver, time_limit
-        #: the plan family (:data:`mqjoin.planners.PLANNERS`) and, for ``tree``, its shape
+        #: the plan family (:data:`mqjoin.planners.trees.PLANNERS`) and, for ``tree``, its shape
         self.planner, self.tree_shape = planner, tree_shape
         self._check_options()
         self.result: OptimizeResult | None = None
@@ -308,7 +308,7 @@ class ExplorerModel:
 
     @property
     def options(self) -> dict[str, Any]:
-        """The optimiser options as keyword arguments of :func:`mqjoin.optimizer.optimize`."""
+        """The optimiser options as keyword arguments of :func:`mqjoin.planning.optimizer.optimize`."""
         return {"mode": self.mode, "partitioning": self.partitioning, "mirs": self.mirs,
                 "solver": self.solver, "time_limit": self.time_limit, "planner": self.planner,
                 "tree_shape": self.tree_shape}
@@ -509,7 +509,7 @@ class ExplorerModel:
     # -- anytime --------------------------------------------------------------------------------
 
     def _start_improving(self, res: OptimizeResult, seconds: float) -> None:
-        from mqjoin.anytime import improve, progress_of
+        from mqjoin.planning.anytime import improve, progress_of
 
         first = progress_of(res, seconds)
         self._set("progress", (first,))

@@ -1,16 +1,16 @@
 """The PMJoin view: communication cost per scheme and the per-group plans of every PMJoin.
 
-PMJoin (:mod:`mqjoin.pmjoin`) places each query's MJoins at the nodes of its streams and
+PMJoin (:mod:`mqjoin.planners.pmjoin`) places each query's MJoins at the nodes of its streams and
 splits the streams of a PMJoin into ``D`` groups of join values, each with its own
 placement.  The view shows, for the model's workload, a table of the communication cost of
 the centralized, distributed and partition-based schemes per query, and per PMJoin its value
 groups with their trees (``(S2 ⋈ S1)@n1``: ``S2`` is shipped to ``n1``) and costs.  The
 number of groups, the partitioning method and the tuple sizes are controls; per-value rates
-come from data (``rates=``, e.g. :func:`mqjoin.pmjoin.value_rates` of the run's tables) —
+come from data (``rates=``, e.g. :func:`mqjoin.planners.pmjoin.value_rates` of the run's tables) —
 without them only ``D = 1`` is possible, and a larger ``D`` shows the planner's message.
 
->>> from mqjoin.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES
->>> from mqjoin.workload import parse_workload
+>>> from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES
+>>> from mqjoin.model.workload import parse_workload
 >>> view = PMJoinView(parse_workload(EXAMPLE_1), rates=EXAMPLE_1_VALUE_RATES, debounce=0)
 >>> view.groups.value = 3
 >>> round(view.report.queries[0].partitioned, 4), "0.036" in view.plans.value
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from mqjoin.errors import MqjoinError
-from mqjoin.pmjoin import METHODS, SIZES, PMJoinOptions, PMJoinReport, ValueRates, pmjoin_report
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planners.pmjoin import METHODS, SIZES, PMJoinOptions, PMJoinReport, ValueRates, pmjoin_report
 
-from ._html import error_box, esc, table
-from .figures import fmt
-from .model import ExplorerModel
+from mqjoin.widgets._html import error_box, esc, table
+from mqjoin.widgets.figures import fmt
+from mqjoin.widgets.model import ExplorerModel
 
 
 class PMJoinView(W.VBox):

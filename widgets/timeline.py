@@ -4,19 +4,19 @@ the Adaptivity tab (paper Section VI).
 * :class:`EpochTimeline` — one or more adaptive runs over their epochs: a band with the
   plan active in every epoch (``P0``, ``P1`` …), latency, throughput (tuples per second of
   processing time, the input rate dashed), state and probe messages, with every switch marked
-  and annotated with its cause — its full reason on hover — (:func:`mqjoin.charts.epoch_figure`), and an epoch
+  and annotated with its cause — its full reason on hover — (:func:`mqjoin.widgets.charts.epoch_figure`), and an epoch
   selector that shows, for the selected epoch, the active plan's probe orders and stores,
   the decision that installed it (with its reason) and the plan diff against the plan
-  before it (:func:`mqjoin.diff.plan_diff`).
+  before it (:func:`mqjoin.planning.diff.plan_diff`).
 * :class:`QueryChangesPanel` — add a query (name, text in paper notation or equalities,
   optional selectivities) or remove one while a run is live; shows the current event time
   and epoch and every change with its activation epoch (pending or active).
 * :class:`AdaptivityPanel` — the Explorer's Adaptivity tab: policy controls, a data choice,
   Run/Stop/Clear, the timeline and the query changes of the runs it started.
 
-**Sources.**  A *static* source is a finished :class:`~mqjoin.runtime.adaptive.AdaptiveRun`.
+**Sources.**  A *static* source is a finished :class:`~mqjoin.runtime.epochs.AdaptiveRun`.
 A *live* source is anything with the interface of
-:class:`~mqjoin.runtime.adaptive.AdaptiveReplay` — ``subscribe(callback)`` (events
+:class:`~mqjoin.runtime.epochs.AdaptiveReplay` — ``subscribe(callback)`` (events
 ``{"kind": "epoch" | "switch" | "change" | "status", …}``), ``snapshot()`` (the run so far,
 an ``AdaptiveRun``), ``submit(add=…, remove=…, selectivities=…)`` (returns the activation
 epoch), ``status`` / ``error`` / ``event_time`` / ``stop()`` — so a Spark adaptive deployment
@@ -28,10 +28,10 @@ event callback: it schedules a redraw, at most one per ``min_interval`` seconds 
 runs as a callback of the kernel's event loop (the thread of every widget callback); without
 a running loop (scripts, tests) on a timer thread.  Redraws of one view are serialised.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.tables import Table
->>> from mqjoin.adaptive import AdaptivePolicy, QueryChange
->>> from mqjoin.runtime.adaptive import run_adaptive
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.model.tables import Table
+>>> from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange
+>>> from mqjoin.runtime.epochs import run_adaptive
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
@@ -60,21 +60,21 @@ from typing import Any
 
 import ipywidgets as W
 
-from mqjoin.adaptive import AdaptivePolicy, Decision
-from mqjoin.charts import PLAN_COLOURS, PlanSegment, epoch_figure, plan_segments
+from mqjoin.adaptive.controller import AdaptivePolicy, Decision
+from mqjoin.widgets.charts import PLAN_COLOURS, PlanSegment, epoch_figure, plan_segments
 from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload
-from mqjoin.diff import PlanDiff, plan_diff
-from mqjoin.errors import AdaptiveError, MqjoinError
-from mqjoin.plan import Plan
+from mqjoin.planning.diff import PlanDiff, plan_diff
+from mqjoin.model.errors import AdaptiveError, MqjoinError
+from mqjoin.planning.plan import Plan
 
-from ._html import error_box, esc, info_box, state_html, table
-from .figures import fmt, sync_figure
-from ._controls import typeable
-from .guarded import RunGuard, tables_duration
+from mqjoin.widgets._html import error_box, esc, info_box, state_html, table
+from mqjoin.widgets.figures import fmt, sync_figure
+from mqjoin.widgets._controls import typeable
+from mqjoin.widgets.guarded import RunGuard, tables_duration
 
 _log = logging.getLogger(__name__)
 
-#: the rows of the timeline's figure (keys of :data:`mqjoin.charts.EPOCH_PANELS`)
+#: the rows of the timeline's figure (keys of :data:`mqjoin.widgets.charts.EPOCH_PANELS`)
 TIMELINE_PANELS = ("plans", "latency", "throughput", "state", "messages")
 #: states of a live source after which nothing changes any more
 ENDED = ("finished", "stopped", "failed")
@@ -88,7 +88,7 @@ SELECTED_SHAPE = "selected epoch"
 
 def is_live(source: Any) -> bool:
     """Whether ``source`` is a live run (has ``subscribe`` and ``snapshot``), not a finished
-    :class:`~mqjoin.runtime.adaptive.AdaptiveRun`."""
+    :class:`~mqjoin.runtime.epochs.AdaptiveRun`."""
     return callable(getattr(source, "subscribe", None)) and callable(getattr(source, "snapshot", None))
 
 
@@ -135,7 +135,7 @@ def epoch_view(run, epoch: int) -> EpochView:
     """The :class:`EpochView` of ``epoch`` in ``run`` (an ``AdaptiveRun``).
 
     >>> from mqjoin.datasets.synthetic_paper import selectivity_change
-    >>> from mqjoin.runtime.adaptive import run_adaptive
+    >>> from mqjoin.runtime.epochs import run_adaptive
     >>> d = selectivity_change(scale=5000, partners=4)
     >>> v = epoch_view(run_adaptive(d.workload, d.tables(), AdaptivePolicy(epoch=1.0), collect=False), 17)
     >>> v.segment.label, v.installed_by.active_from, v.previous, v.plan.probe_orders()["q"]["S"]
@@ -547,7 +547,7 @@ def parse_selectivities(text: str) -> dict[str, float]:
     >>> parse_selectivities("S.a = T.a")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.AdaptiveError: selectivities: write one 'equality: value' per line, e.g. 'S.a = T.a: 0.01'
+    mqjoin.model.errors.AdaptiveError: selectivities: write one 'equality: value' per line, e.g. 'S.a = T.a: 0.01'
     """
     import yaml
 
@@ -782,7 +782,7 @@ def paper_scenarios(workload) -> tuple[str, ...]:
     (('skewed-rates', 'selectivity-change'), ())
     """
     from mqjoin.datasets.synthetic_paper import ATTRIBUTES, QUERY
-    from mqjoin.workload import Workload
+    from mqjoin.model.workload import Workload
 
     ref = Workload.build({r: {"attributes": a} for r, a in ATTRIBUTES.items()}, {"q": QUERY},
                          defaults={"selectivity": 1.0}).query("q")
@@ -814,7 +814,7 @@ class RunData:
 def _start_replay(workload, tables, policy, speedup, budget=None):
     """A live run; ``budget``: the most tuples (stored entries and results) it may hold — the
     executor stops itself there, mid-epoch, keeping what it produced."""
-    from mqjoin.runtime.adaptive import AdaptiveReplay
+    from mqjoin.runtime.epochs import AdaptiveReplay
 
     return AdaptiveReplay(workload, tables, policy, speedup=speedup, budget=budget).start()
 
@@ -825,7 +825,7 @@ class AdaptivityPanel(W.VBox):
     after the other overlay in one timeline; query changes go to the latest run.
 
     ``start(workload, tables, policy, speedup)`` starts a live source (default: an
-    :class:`~mqjoin.runtime.adaptive.AdaptiveReplay`); nothing runs until Run is clicked.
+    :class:`~mqjoin.runtime.epochs.AdaptiveReplay`); nothing runs until Run is clicked.
 
     >>> from mqjoin.widgets.model import ExplorerModel
     >>> panel = AdaptivityPanel(ExplorerModel("paper_selectivity_change.yaml", debounce=0))
@@ -896,7 +896,7 @@ class AdaptivityPanel(W.VBox):
     def _data_options(self) -> None:
         own = paper_scenarios(self.model.workload)
         opts = [(f"paper: {n} ({PAPER_FIGURES[n]})", n) for n in own]
-        opts.append(("uniform streams of the workload (mqjoin.synthetic)", "uniform"))
+        opts.append(("uniform streams of the workload (mqjoin.datasets.uniform)", "uniform"))
         # the paper's data sets run their own query: offered for every workload, so the tab
         # shows a plan adapting by default (Figure 8(a))
         opts += [(f"paper: {n} ({PAPER_FIGURES[n]}, its own query)", n) for n in PAPER_DATA if n not in own]
@@ -948,7 +948,7 @@ class AdaptivityPanel(W.VBox):
         got = self._tables.get(key)
         if got is None:
             if choice == "uniform":
-                from mqjoin.synthetic import uniform_streams
+                from mqjoin.datasets.uniform import uniform_streams
 
                 got = RunData(w, uniform_streams(w, duration=self.duration.value, seed=0),
                               f"uniform streams, {self.duration.value:g} s", {})

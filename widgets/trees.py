@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from ._html import esc, table
-from .figures import (BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, operator_tree_traces,
+from mqjoin.widgets._html import esc, table
+from mqjoin.widgets.figures import (BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, operator_tree_traces,
                       probe_tree_traces, sync_figure)
-from .model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel
 
 
 #: the value of the filter's "all queries" option (query names are never empty)

@@ -4,7 +4,7 @@ Input tuples arrive one at a time in ``(ts, relation declaration rank, row)`` or
 tie-break of DESIGN A6 — and travel the edges of the plan of their epoch as
 :mod:`mqjoin.runtime.rules` says.  A *schedule* gives the plan of every epoch: a static plan
 is the schedule with one plan and one epoch (:class:`StaticSchedule`), the adaptive
-controller (:class:`mqjoin.adaptive.AdaptiveController`) the one that re-optimises.
+controller (:class:`mqjoin.adaptive.controller.AdaptiveController`) the one that re-optimises.
 
 * **Containers.**  A store keeps one container per epoch (paper Algorithm 4): a base store's
   container of epoch ``ℓ`` holds the relation's tuples that arrived in ``ℓ``, an MIR store's
@@ -28,9 +28,9 @@ controller (:class:`mqjoin.adaptive.AdaptiveController`) the one that re-optimis
   (index positions, windows and routes become constants, as ``collections.namedtuple`` builds
   its classes); for a static plan the probe functions are bound to their single container.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.optimizer import optimize
->>> from mqjoin.tables import Table
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> from mqjoin.model.tables import Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -53,11 +53,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..candidates import MIR
-from ..errors import PlanError, ResourceLimitError
-from ..plan import Plan
-from ..workload import Attr, JoinClass, Workload, is_connected
-from .rules import (
+from mqjoin.planning.candidates import MIR
+from mqjoin.model.errors import PlanError, ResourceLimitError
+from mqjoin.planning.plan import Plan
+from mqjoin.model.workload import Attr, JoinClass, Workload, is_connected
+from mqjoin.runtime.rules import (
     Emit,
     Insert,
     Layout,
@@ -82,7 +82,7 @@ from .rules import (
 class StaticSchedule:
     """One plan for the whole run: one epoch (0), no switch, no sampling — the adaptive
     executor with nothing to adapt.  Has the interface of
-    :class:`~mqjoin.adaptive.AdaptiveController` that the executor uses."""
+    :class:`~mqjoin.adaptive.controller.AdaptiveController` that the executor uses."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -394,11 +394,11 @@ class Executor(ContainerIndex):
     ``collect``: keep result tuples (else only count them); ``triggers``: keep, per result,
     the arrival number of the tuple that produced it (see :meth:`feed`); ``timed``: measure
     each tuple's service time for the simulated replay latency of
-    :mod:`mqjoin.runtime.adaptive`; ``on_epoch(counters)`` sees every epoch when it closes;
+    :mod:`mqjoin.runtime.epochs`; ``on_epoch(counters)`` sees every epoch when it closes;
     ``budget``: the most tuples the run may hold (:meth:`check_budget`); ``instrument``: count
     the operations (:meth:`operations`); ``admission(rule)``: a CPU budget — returns, per probe
     edge, the gate ``admit(T)`` consulted before each probe of the edge (False: the probe is
-    shed; the tuple is still stored), see :mod:`mqjoin.shedding`."""
+    shed; the tuple is still stored), see :mod:`mqjoin.runtime.shedding`."""
 
     def __init__(self, schedule, *, collect: bool = True, triggers: bool = False, timed: bool = False,
                  speedup: float = 1.0, sample: float = 1.0, sampled: Callable[[Any, float], bool] | None = None,
@@ -827,7 +827,7 @@ class Executor(ContainerIndex):
         return sum(c.rows() for c in self.containers.values()) + sum(len(raw) for raw in self.raw.values())
 
     def check_budget(self) -> None:
-        """Stop (a :class:`~mqjoin.errors.ResourceLimitError`) when the run holds more tuples
+        """Stop (a :class:`~mqjoin.model.errors.ResourceLimitError`) when the run holds more tuples
         than its budget; everything produced so far stays readable."""
         held = self.held()
         if held > self.budget:
@@ -884,7 +884,7 @@ class Executor(ContainerIndex):
             return None
         sample = None
         if not self.static:
-            from ..adaptive import EpochSample, agreeing_pairs
+            from mqjoin.adaptive.controller import EpochSample, agreeing_pairs
 
             matches = {}
             for a, b in self.schedule.tracked(ep.epoch):

@@ -1,4 +1,4 @@
-"""The reference executor: runs a :class:`~mqjoin.plan.Plan` in-process over input tables.
+"""The reference executor: runs a :class:`~mqjoin.planning.plan.Plan` in-process over input tables.
 
 It is the in-process :class:`~mqjoin.runtime.executor.Executor` with a static schedule (one
 plan, one epoch): input tuples arrive one at a time in ``(ts, relation declaration order, row
@@ -17,9 +17,9 @@ A tuple never probes a store holding its own relation (probe orders target store
 from their prefix), so storing and probing need no ordering within one arrival, and each
 result is produced exactly once — by its latest tuple.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.optimizer import optimize
->>> from mqjoin.tables import Table
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> from mqjoin.model.tables import Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..plan import Plan
-from ..tables import Table
-from .executor import Executor, StaticSchedule
-from .rules import arrival_order, base_tuples, partition_of
+from mqjoin.planning.plan import Plan
+from mqjoin.model.tables import Table
+from mqjoin.runtime.executor import Executor, StaticSchedule
+from mqjoin.runtime.rules import arrival_order, base_tuples, partition_of
 
 __all__ = ["RunResult", "run_reference", "partition_of"]
 
@@ -60,7 +60,7 @@ class RunResult:
     duration: float  # event-time span of the input (max ts − min ts)
     counts: Mapping[str, int] = field(default_factory=dict)
     operations: Mapping[str, int] = field(default_factory=dict)  # instrumented runs: hashes, moves, …
-    budget: Any = None  # budgeted runs: the mqjoin.shedding.BudgetReport
+    budget: Any = None  # budgeted runs: the mqjoin.runtime.shedding.BudgetReport
 
     @property
     def total_probe_messages(self) -> int:
@@ -97,14 +97,14 @@ def store_messages(plan: Plan, messages: Mapping[str, int]) -> dict[str, int]:
 def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
                   instrument: bool = False, cpu_budget: float | None = None, allocation: str = "JAQPOT",
                   cycle: float = 1.0, freshness: float = 1.5) -> RunResult:
-    """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.tables.Table`).  With
+    """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.model.tables.Table`).  With
     ``collect=False`` results are only counted (for throughput measurements); with
     ``instrument=True`` the run counts its operations as the MJoin paper does
     (:meth:`~mqjoin.runtime.executor.Executor.operations`).  ``cpu_budget``: at most this
     many probes per second of event time, divided over the half-way joins of a binary tree
     plan by the ``allocation`` policy, per ``cycle`` seconds, with freshness predicates of
-    ``freshness`` × the windows (:mod:`mqjoin.shedding`); the run's ``budget`` reports it."""
-    from ..shedding import ProbeBudget
+    ``freshness`` × the windows (:mod:`mqjoin.runtime.shedding`); the run's ``budget`` reports it."""
+    from mqjoin.runtime.shedding import ProbeBudget
 
     w = plan.workload
     gate = None if cpu_budget is None else ProbeBudget(plan, cpu_budget, allocation, cycle, freshness)

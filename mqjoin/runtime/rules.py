@@ -1,7 +1,7 @@
 """The runtime rules of a plan: what every edge does to a travelling tuple, computed once as values.
 
 This module is the one answer to "where is the probe rule decided?" (DESIGN B5).  A
-:class:`~mqjoin.plan.Plan` says which stores exist and how its labelled edges connect them;
+:class:`~mqjoin.planning.plan.Plan` says which stores exist and how its labelled edges connect them;
 :func:`plan_rules` turns every edge into a plain value that a backend executes without
 looking at the plan again:
 
@@ -26,8 +26,8 @@ where a layout has no container) is decided by :func:`choose_layout` and
 :class:`~mqjoin.runtime.executor.ContainerIndex`; the in-process executor
 (:mod:`mqjoin.runtime.executor`) and the Spark backends execute these values.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.optimizer import optimize
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}}
@@ -53,12 +53,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from ..candidates import MIR
-from ..errors import DataError, PlanError
-from ..filters import Comparison, Selection
-from ..plan import Plan, ProbeRule, Store, output_query, route_attribute
-from ..tables import Table
-from ..workload import Attr, JoinClass, Workload
+from mqjoin.planning.candidates import MIR
+from mqjoin.model.errors import DataError, PlanError
+from mqjoin.model.filters import Comparison, Selection
+from mqjoin.planning.plan import Plan, ProbeRule, Store, output_query, route_attribute
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Attr, JoinClass, Workload
 
 Position = tuple[int, int]  # (component of the tuple, field of the base tuple)
 
@@ -134,7 +134,7 @@ def join_attributes(workload: Workload) -> dict[str, set[str]]:
 
 def require_inputs(workload: Workload, tables: Mapping[str, Table], relations: Iterable[str] | None = None) -> None:
     """Every relation some query joins (or ``relations``) has an input with every column the
-    queries join on — else a :class:`~mqjoin.errors.DataError` naming it: the same error on
+    queries join on — else a :class:`~mqjoin.model.errors.DataError` naming it: the same error on
     every engine (a missing column must never join nothing in silence)."""
     needed = join_attributes(workload)
     rels = relations if relations is not None else [r for r, attrs in needed.items() if attrs]

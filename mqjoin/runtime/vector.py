@@ -50,9 +50,9 @@ executor's 9.8 s.  Tried and replaced: binary search of sorted codes
 (``numpy.searchsorted``) in place of the hash look-up — 0.42 s of a 2.0 s SF 0.1 batch
 against 0.12 s; gathering every field of every component — 0.57 s of it against 0.04 s.
 
->>> from mqjoin.workload import parse_workload
->>> from mqjoin.optimizer import optimize
->>> from mqjoin.tables import Table
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> from mqjoin.model.tables import Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -78,11 +78,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import PlanError
-from ..filters import Comparison
-from ..plan import Plan
-from ..tables import Table
-from .rules import Admit, Insert, Layout, Probe, arrival_order, base_tuples, layout_of, plan_rules, windows_of
+from mqjoin.model.errors import PlanError
+from mqjoin.model.filters import Comparison
+from mqjoin.planning.plan import Plan
+from mqjoin.model.tables import Table
+from mqjoin.runtime.rules import Admit, Insert, Layout, Probe, arrival_order, base_tuples, layout_of, plan_rules, windows_of
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -285,7 +285,7 @@ class Segment:
 def holds_mask(c: Comparison, a: np.ndarray) -> np.ndarray:
     """``c.holds`` of every value of a column (nulls never pass).
 
-    >>> from mqjoin.workload import Attr
+    >>> from mqjoin.model.workload import Attr
     >>> holds_mask(Comparison(Attr("R", "x"), "!=", (2,)), np.array([1.0, 2.0, np.nan])).tolist()
     [True, False, False]
     """
@@ -618,7 +618,7 @@ def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None
     """Run ``plan`` over ``tables`` with the vectorised executor, ``batch`` arrivals at a time
     (None: all in one batch) — a :class:`~mqjoin.runtime.reference.RunResult` whose results
     equal the reference executor's (``store_rows``: the most entries held after a batch)."""
-    from .reference import RunResult, store_messages
+    from mqjoin.runtime.reference import RunResult, store_messages
 
     w = plan.workload
     base = base_tuples(w, tables, plan.sources)

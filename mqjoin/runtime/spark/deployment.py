@@ -1,6 +1,6 @@
 """Deployments: a plan (or the native baseline) running as Spark streaming queries.
 
-Started by :func:`mqjoin.runtime.spark.deploy.deploy`; usage (a running Spark job, so not a
+Started by :func:`mqjoin.runtime.spark.launch.deploy`; usage (a running Spark job, so not a
 doctest; tests/test_spark_engine.py runs it)::
 
     d = deploy(optimize(w).plan, "data/", "out/", speedup=10)   # starts at once
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ...errors import DataError, EngineError
-from ...plan import Plan
-from ...workload import Workload
-from ...tables import Table, read_inputs, write_results
-from ..rules import require_inputs
-from .engine import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
-from .session import query_conf, spark_message, spark_session, ui_url
-from .source import SOURCE_NAME, build_replay_log, pack_replay_log, spark_schema, write_replay_log
+from mqjoin.model.errors import DataError, EngineError
+from mqjoin.planning.plan import Plan
+from mqjoin.model.workload import Workload
+from mqjoin.model.tables import Table, read_inputs, write_results
+from mqjoin.runtime.rules import require_inputs
+from mqjoin.runtime.spark.distributed import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
+from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
+from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, spark_schema, write_replay_log
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class Deployment:
 
     def _start_mqjoin(self, opts, ddl, listener) -> None:
         if self.mode == "driver":
-            from .driver import VectorDriverEngine
+            from mqjoin.runtime.spark.driver import VectorDriverEngine
 
             self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state",
                                              on_batch=self._on_report, columns=self.columns)
@@ -232,7 +232,7 @@ class Deployment:
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
 
     def _start_native(self, opts, listener) -> None:
-        from .native import native_settings, native_union
+        from mqjoin.runtime.spark.native import native_settings, native_union
 
         df = native_union(self.spark, self.workload, opts["path"], rate=self.pacing.rate,
                           speedup=self.pacing.speedup, max_rows_per_batch=self.pacing.max_rows_per_batch)

@@ -56,7 +56,7 @@ key every probe of the plan can route by (a plan whose stores all share one part
              (first use of a path)                           0.8–1.2 s (loaded machine)
              only the row groups of the batch                as warm: 0.4–0.7 s (same load)
     garbage collector on during the batch                    1.23–1.54 s CPU
-             paused for the batch (:func:`~mqjoin.gcpause.paused_gc`)  0.98–1.18 s CPU
+             paused for the batch (:func:`~mqjoin.support.gcpause.paused_gc`)  0.98–1.18 s CPU
 
 **Measured** (``python benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01|0.1 --seconds
 100 --batch 100000|1000000 --engines mqo,mqo-budget,native`` on local[2], at SF 0.1 with
@@ -108,14 +108,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...errors import EngineError
-from ...gcpause import paused_gc
-from ...plan import Plan
-from ..executor import Executor, StaticSchedule
-from ..rules import Layout, layout_of
-from ..vector import BatchExecutor, Frame, values_array
-from .engine import BatchReport, job_cost, job_group
-from .source import attr_col
+from mqjoin.model.errors import EngineError
+from mqjoin.support.gcpause import paused_gc
+from mqjoin.planning.plan import Plan
+from mqjoin.runtime.executor import Executor, StaticSchedule
+from mqjoin.runtime.rules import Layout, layout_of
+from mqjoin.runtime.vector import BatchExecutor, Frame, values_array
+from mqjoin.runtime.spark.distributed import BatchReport, job_cost, job_group
+from mqjoin.runtime.spark.source import attr_col
 
 log = logging.getLogger(__name__)
 

@@ -68,7 +68,7 @@ the earliest is at least 1 s after the epoch: Spark's initial watermark is the e
 event time at or before it would be dropped.
 
 Spark settings this relies on (Spark 4 defaults; the first two are checked, an
-:class:`~mqjoin.errors.EngineError` says which to restore):
+:class:`~mqjoin.model.errors.EngineError` says which to restore):
 ``spark.sql.streaming.statefulOperator.allowMultiple=true`` (chained stateful operators with
 per-operator watermark propagation — with ``false`` every join would filter late rows against
 the global watermark and drop joined rows), ``spark.sql.streaming.multipleWatermarkPolicy=min``
@@ -122,10 +122,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import EngineError
-from ...filters import sql_condition
-from ...workload import Attr, Query, Workload
-from .source import SOURCE_NAME, attr_col, row_col, ts_col
+from mqjoin.model.errors import EngineError
+from mqjoin.model.filters import sql_condition
+from mqjoin.model.workload import Attr, Query, Workload
+from mqjoin.runtime.spark.source import SOURCE_NAME, attr_col, row_col, ts_col
 
 WATERMARK_DELAY = 0.001  # event-time seconds (see the module doc)
 SLACK = 0.001  # seconds added to the event-time range conditions (rounding to microseconds)
@@ -405,9 +405,9 @@ def native_settings(spark, partitions: int | None = None, state_store: str | Non
     >>> native_settings(None, partitions=2, state_store="memory")
     Traceback (most recent call last):
     ...
-    mqjoin.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb, rocksdb-changelog
+    mqjoin.model.errors.EngineError: unknown state store 'memory': choose one of hdfs, rocksdb, rocksdb-changelog
     """
-    from .session import session_cores
+    from mqjoin.runtime.spark.session import session_cores
 
     state_store = state_store or DEFAULT_STATE_STORE
     if state_store not in STATE_STORE:

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...errors import EngineError
+from mqjoin.model.errors import EngineError
 
 DEFAULT_MASTER = "local[*]"
 LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -132,7 +132,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         if k.startswith("spark.sql."):
             spark.conf.set(k, v)
     spark.sparkContext.setLogLevel(os.environ.get("MQJOIN_SPARK_LOG", "OFF").upper())
-    from .source import ReplaySource
+    from mqjoin.runtime.spark.source import ReplaySource
 
     spark.dataSource.register(ReplaySource)
     return spark
@@ -237,7 +237,7 @@ _JAVA_EXC = re.compile(r"(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)):\s
 
 def spark_message(exc: BaseException) -> str:
     """One line out of a Spark/Java error: the innermost ``Exception: message``, no stack."""
-    from ...errors import MqjoinError
+    from mqjoin.model.errors import MqjoinError
 
     if isinstance(exc, MqjoinError):
         return str(exc)

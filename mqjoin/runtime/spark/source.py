@@ -35,9 +35,9 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from ...errors import DataError
-from ...tables import Table
-from ...workload import Workload
+from mqjoin.model.errors import DataError
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import Workload
 
 SOURCE_NAME = "mqjoin_replay"
 META = ("_seq", "_rel", "_ts", "_row")

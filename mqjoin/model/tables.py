@@ -1,0 +1,210 @@
+"""Input and output tables of a run (DESIGN A6).
+
+Input of relation ``R`` is ``DIR/R.parquet`` or ``DIR/R.csv`` with a column ``ts`` (event
+time, seconds) and ``R``'s attributes; a tuple's identity is its 0-based row index.  Values
+are compared as read: Parquet keeps its stored types; a CSV column is numeric when all its
+(non-empty) values are.  Empty CSV cells, nulls and NaN are nulls, which join with nothing.
+
+Output of query ``q`` is ``OUT/q.parquet`` with one int64 column per relation of the query
+holding that relation's row index, one row per result (sorted).
+
+>>> t = Table.from_columns("R", {"ts": [0.0, 1.5], "a": [1, 2]})
+>>> len(t), t.value("a", 1)
+(2, 2)
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from mqjoin.model.errors import DataError
+from mqjoin.model.workload import Workload
+
+
+@dataclass(frozen=True)
+class Table:
+    """One relation's input: ``ts`` plus attribute columns (Python lists, row = identity)."""
+
+    relation: str
+    ts: tuple[float, ...]
+    columns: Mapping[str, tuple[Any, ...]]
+    source: str = ""
+
+    @staticmethod
+    def from_columns(relation: str, data: Mapping[str, Sequence[Any]], source: str = "") -> "Table":
+        where = source or f"table of {relation}"
+        if "ts" not in data:
+            raise DataError(f"{where} has no 'ts' column (columns: {', '.join(data) or 'none'}); "
+                            f"add the event time in seconds")
+        n = len(data["ts"])
+        ts = []
+        for i, v in enumerate(data["ts"]):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
+                raise DataError(f"{where}: row {i} has ts {v!r}; ts must be a number (seconds)")
+            ts.append(float(v))
+        cols = {}
+        for name, values in data.items():
+            if name == "ts":
+                continue
+            if len(values) != n:
+                raise DataError(f"{where}: column {name!r} has {len(values)} values but ts has {n}")
+            cols[name] = tuple(_normalise(v) for v in values)
+        return Table(relation, tuple(ts), cols, source)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def value(self, column: str, row: int) -> Any:
+        return self.columns[column][row]
+
+    def require(self, attributes: Iterable[str]) -> None:
+        for a in attributes:
+            if a not in self.columns:
+                raise DataError(f"{self.source or self.relation} has no column {a!r} (columns: ts, "
+                                f"{', '.join(self.columns)}); relation {self.relation} needs it for a join")
+
+
+def _normalise(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def _infer_csv_column(values: list[str]) -> list[Any]:
+    present = [v for v in values if v != ""]
+    for conv in (int, float):
+        try:
+            converted = {v: conv(v) for v in set(present)}
+        except ValueError:
+            continue
+        return [None if v == "" else converted[v] for v in values]
+    return [None if v == "" else v for v in values]
+
+
+def read_csv(path: Path, relation: str) -> Table:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise DataError(f"{path} is empty; it needs a header 'ts,<attributes>'")
+            header = [h.strip() for h in header]
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DataError(f"cannot read {path}: {e}") from None
+    if len(set(header)) != len(header):
+        raise DataError(f"{path}: header {header} repeats a column name")
+    cols: dict[str, list[str]] = {h: [] for h in header}
+    for i, row in enumerate(rows):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{path}: line {i + 2} has {len(row)} fields, the header has {len(header)}")
+        for h, v in zip(header, row):
+            cols[h].append(v.strip())
+    data = {h: _infer_csv_column(v) for h, v in cols.items()}
+    if "ts" in data and any(isinstance(v, str) for v in data["ts"]):
+        bad = next(i for i, v in enumerate(data["ts"]) if isinstance(v, str) or v is None)
+        raise DataError(f"{path}: line {bad + 2} has ts {cols['ts'][bad]!r}; ts must be a number (seconds)")
+    return Table.from_columns(relation, data, str(path))
+
+
+def read_parquet(path: Path, relation: str) -> Table:
+    try:
+        import pyarrow.parquet as pq
+        import pyarrow as pa
+
+        t = pq.read_table(path)
+    except ImportError:  # pragma: no cover
+        raise DataError("reading Parquet needs pyarrow: pip install pyarrow") from None
+    except Exception as e:  # pyarrow raises many types for corrupt files
+        raise DataError(f"cannot read {path}: {e}") from None
+    data = {}
+    for name in t.column_names:
+        col = t.column(name)
+        if pa.types.is_timestamp(col.type) and name == "ts":
+            col = col.cast(pa.int64()).to_pylist()
+            unit = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[t.schema.field(name).type.unit]
+            data[name] = [None if v is None else v / unit for v in col]
+        else:
+            data[name] = col.to_pylist()
+    return Table.from_columns(relation, data, str(path))
+
+
+def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[str] | None = None) -> dict[str, Table]:
+    """Read the input of every relation that some query uses (or of ``relations``)."""
+    d = Path(data_dir)
+    if not d.is_dir():
+        raise DataError(f"data directory {str(d)!r} does not exist")
+    needed = tuple(relations) if relations is not None else workload.used_relations
+    used_attrs = workload.input_attributes()
+    out = {}
+    for r in needed:
+        pq_path, csv_path = d / f"{r}.parquet", d / f"{r}.csv"
+        if pq_path.exists() and csv_path.exists():
+            raise DataError(f"both {pq_path.name} and {csv_path.name} exist in {d}; keep one input per relation")
+        if pq_path.exists():
+            t = read_parquet(pq_path, r)
+        elif csv_path.exists():
+            t = read_csv(csv_path, r)
+        else:
+            raise DataError(f"no input for relation {r}: expected {pq_path} or {csv_path}")
+        t.require(sorted(used_attrs[r]))
+        out[r] = t
+    return out
+
+
+def write_inputs(tables: Mapping[str, Table], data_dir: str | Path, fmt: str = "parquet") -> Path:
+    """Write tables in the input format (``parquet`` or ``csv``)."""
+    d = Path(data_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    for r, t in tables.items():
+        cols = {"ts": list(t.ts), **{k: list(v) for k, v in t.columns.items()}}
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table(cols), d / f"{r}.parquet")
+        elif fmt == "csv":
+            with open(d / f"{r}.csv", "w", newline="", encoding="utf-8") as f:
+                w = csv.writer(f)
+                w.writerow(list(cols))
+                for row in zip(*cols.values()):
+                    w.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+        else:
+            raise DataError(f"unknown data format {fmt!r} (choose parquet or csv)")
+    return d
+
+
+def write_results(workload: Workload, results: Mapping[str, Iterable[tuple[int, ...]]], out_dir: str | Path) -> Path:
+    """Write ``OUT/<query>.parquet``: one int64 column per relation, rows sorted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = Path(out_dir)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"cannot create output directory {str(d)!r}: {e}") from None
+    for q in workload.queries:
+        rows = sorted(results.get(q.name, ()))
+        cols = list(zip(*rows)) if rows else [()] * len(q.relations)
+        table = pa.table({r: pa.array(list(c), type=pa.int64()) for r, c in zip(q.relations, cols)})
+        pq.write_table(table, d / f"{q.name}.parquet")
+    return d
+
+
+def read_results(workload: Workload, out_dir: str | Path) -> dict[str, set[tuple[int, ...]]]:
+    """Read results written by :func:`write_results` back as sets of row-index tuples."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for q in workload.queries:
+        t = pq.read_table(Path(out_dir) / f"{q.name}.parquet")
+        cols = [t.column(r).to_pylist() for r in q.relations]
+        out[q.name] = set(zip(*cols)) if cols and cols[0] else set()
+    return out

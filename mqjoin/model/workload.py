@@ -1,0 +1,1025 @@
+"""Workloads: relations, queries, equivalence classes and statistics (DESIGN A1).
+
+A workload is an immutable value.  Build one from YAML (:func:`load_workload`,
+:func:`parse_workload`) or from Python values (:meth:`Workload.build`); every edit
+(:meth:`Workload.with_relation`, :meth:`Workload.with_selectivity`, …) returns a new,
+re-validated workload.
+
+>>> w = parse_workload('''
+... relations:
+...   R: {attributes: [a], rate: 100}
+...   S: {attributes: [a, b], rate: 100}
+...   T: {attributes: [b], rate: 100}
+... queries:
+...   q1: R(a), S(a,b), T(b)
+...   q2: R.a = S.a AND S.b = T.b
+... selectivities:
+...   R.a = S.a: 0.01
+...   S.b = T.b: 0.015
+... ''')
+>>> w.query("q1")
+Query(q1: R(a), S(a,b), T(b))
+>>> [str(c) for c in w.query("q2").classes]
+['{R.a=S.a}', '{S.b=T.b}']
+>>> w.query("q1").classes == w.query("q2").classes
+True
+>>> w.with_selectivity("S.b = T.b", 0.5).query("q1").classes[1].selectivity
+0.5
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+from mqjoin.model.errors import (
+    DisconnectedQueryError,
+    FilterError,
+    SelectivityError,
+    SelfJoinError,
+    UnknownAttributeError,
+    UnknownRelationError,
+    ValueRangeError,
+    WorkloadError,
+    WorkloadSyntaxError,
+)
+
+if TYPE_CHECKING:  # filters imports this module
+    from mqjoin.model.filters import Filter, Selection
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_IDENT_RE = re.compile(rf"^{_IDENT}$")
+
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Attr:
+    """An attribute ``relation.name``.
+
+    >>> Attr("R", "a")
+    R.a
+    """
+
+    relation: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.relation}.{self.name}"
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class JoinClass:
+    """An equivalence class of attributes that a query equates, with its selectivity ``s_c``.
+
+    Members are sorted, so equal classes compare equal.
+
+    >>> c = JoinClass.of([Attr("S", "a"), Attr("R", "a")], 0.01)
+    >>> c
+    {R.a=S.a}
+    >>> sorted(c.relations)
+    ['R', 'S']
+    >>> c.restrict({"R", "T"}) is None
+    True
+    """
+
+    members: tuple[Attr, ...]
+    selectivity: float
+
+    @staticmethod
+    def of(members: Iterable[Attr], selectivity: float) -> "JoinClass":
+        return JoinClass(tuple(sorted(set(members))), float(selectivity))
+
+    @cached_property
+    def relations(self) -> frozenset[str]:
+        return frozenset(a.relation for a in self.members)
+
+    def member_of(self, relation: str) -> Attr | None:
+        """The member of ``relation`` (a class has at most one per relation)."""
+        for a in self.members:
+            if a.relation == relation:
+                return a
+        return None
+
+    def count_in(self, relations: Iterable[str]) -> int:
+        """``k_c(P)``: how many relations of ``relations`` have a member in this class."""
+        rels = relations if isinstance(relations, (set, frozenset)) else set(relations)
+        return sum(1 for a in self.members if a.relation in rels)
+
+    def restrict(self, relations: Iterable[str]) -> "JoinClass | None":
+        """The class restricted to ``relations``; ``None`` when fewer than two members remain."""
+        rels = relations if isinstance(relations, (set, frozenset)) else set(relations)
+        kept = tuple(a for a in self.members if a.relation in rels)
+        if len(kept) < 2:
+            return None
+        return JoinClass(kept, self.selectivity)
+
+    def __str__(self) -> str:
+        return "{" + "=".join(str(a) for a in self.members) + "}"
+
+    __repr__ = __str__
+
+
+def restrict_classes(classes: Iterable[JoinClass], relations: Iterable[str]) -> tuple[JoinClass, ...]:
+    """Restrict every class to ``relations``, dropping classes left with fewer than two members.
+
+    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1), JoinClass.of([Attr("S", "c"), Attr("T", "c")], .1))
+    >>> restrict_classes(cs, {"S", "T"})
+    ({S.c=T.c},)
+    """
+    rels = frozenset(relations)
+    out = []
+    for c in classes:
+        r = c.restrict(rels)
+        if r is not None:
+            out.append(r)
+    return tuple(sorted(out, key=lambda c: c.members))
+
+
+def components(relations: Iterable[str], classes: Iterable[JoinClass]) -> list[list[str]]:
+    """The connected components of ``relations`` joined through ``classes`` (sorted).
+
+    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1),)
+    >>> components(["T", "S", "R"], cs)
+    [['R', 'S'], ['T']]
+    """
+    classes = tuple(classes)
+    left = sorted(set(relations))
+    comps = []
+    while left:
+        comp = {left[0]}
+        frontier = [left[0]]
+        while frontier:
+            r = frontier.pop()
+            for c in classes:
+                if r in c.relations:
+                    for other in c.relations:
+                        if other in left and other not in comp:
+                            comp.add(other)
+                            frontier.append(other)
+        comps.append(sorted(comp))
+        left = [r for r in left if r not in comp]
+    return comps
+
+
+def is_connected(relations: Iterable[str], classes: Iterable[JoinClass]) -> bool:
+    """Whether ``relations`` form one component when joined through ``classes``.
+
+    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1), JoinClass.of([Attr("S", "c"), Attr("T", "c")], .1))
+    >>> is_connected({"R", "T"}, cs), is_connected({"R", "S", "T"}, cs)
+    (False, True)
+    """
+    return len(components(relations, classes)) == 1
+
+
+def iter_pairs(members: tuple[Attr, ...]) -> Iterator[tuple[Attr, Attr]]:
+    """All pairs ``(members[i], members[j])`` with ``i < j``."""
+    for i in range(len(members)):
+        for j in range(i + 1, len(members)):
+            yield members[i], members[j]
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A streamed input relation with its statistics."""
+
+    name: str
+    attributes: tuple[str, ...]
+    rate: float
+    window: float | None
+    parallelism: int
+    node: str | None = None  # the processing node the stream arrives at (PMJoin, mqjoin.planners.pmjoin)
+
+    def attr(self, name: str) -> Attr:
+        return Attr(self.name, name)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A continuous equi-join query: its relations (as written), its equivalence classes and
+    its filters (DESIGN A7: one conjunction per filtered relation, sorted by relation)."""
+
+    name: str
+    text: str
+    relations: tuple[str, ...]
+    classes: tuple[JoinClass, ...]
+    filters: tuple["Filter", ...] = ()
+
+    @cached_property
+    def relation_set(self) -> frozenset[str]:
+        return frozenset(self.relations)
+
+    @property
+    def where(self) -> str:
+        """The filters as a ``where`` text ('' when unfiltered)."""
+        return " AND ".join(str(f) for f in self.filters)
+
+    def filter_of(self, relation: str) -> "Filter | None":
+        for f in self.filters:
+            if f.relation == relation:
+                return f
+        return None
+
+    def passes(self, relation: str, values: Mapping[str, Any]) -> bool:
+        """Whether a tuple of ``relation`` (attribute → value) passes this query's filter."""
+        f = self.filter_of(relation)
+        return f is None or f.passes(values)
+
+    def class_of(self, attr: Attr) -> JoinClass | None:
+        for c in self.classes:
+            if attr in c.members:
+                return c
+        return None
+
+    def __repr__(self) -> str:
+        return f"Query({self.name}: {self.text}{' WHERE ' + self.where if self.filters else ''})"
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Defaults of DESIGN A1 (every key optional in the YAML)."""
+
+    rate: float = 1.0
+    window: float | None = None
+    parallelism: int = 1
+    selectivity: float | None = None
+    horizon: float = 1.0
+
+
+_DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
+_RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
+_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups")
+_QUERY_KEYS = ("join", "where")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A validated workload.  Build it with :meth:`build`, :func:`parse_workload` or
+    :func:`load_workload`; the constructor itself does not validate."""
+
+    relations: tuple[Relation, ...]
+    queries: tuple[Query, ...]
+    selectivities: tuple[tuple[tuple[Attr, Attr], float], ...] = ()
+    defaults: Defaults = field(default_factory=Defaults)
+    #: query groups (AJoin, DESIGN A7): queries of a group share stores over the union of their
+    #: filters; a query in no group is alone.  Set by a planner (:meth:`with_groups`).
+    groups: tuple[tuple[str, ...], ...] = ()
+
+    # -- look-ups -----------------------------------------------------------------------------
+
+    @cached_property
+    def _relations_by_name(self) -> dict[str, Relation]:
+        return {r.name: r for r in self.relations}
+
+    @cached_property
+    def _queries_by_name(self) -> dict[str, Query]:
+        return {q.name: q for q in self.queries}
+
+    @cached_property
+    def relation_rank(self) -> dict[str, int]:
+        """Declaration order of relations (used to break ties between equal timestamps)."""
+        return {r.name: i for i, r in enumerate(self.relations)}
+
+    def relation(self, name: str) -> Relation:
+        try:
+            return self._relations_by_name[name]
+        except KeyError:
+            raise UnknownRelationError(
+                f"relation {name!r} is not declared (declared: {', '.join(self._relations_by_name)})"
+            ) from None
+
+    def query(self, name: str) -> Query:
+        try:
+            return self._queries_by_name[name]
+        except KeyError:
+            raise WorkloadError(
+                f"query {name!r} does not exist (queries: {', '.join(self._queries_by_name) or 'none'})"
+            ) from None
+
+    def rate(self, relation: str) -> float:
+        return self.relation(relation).rate
+
+    def window(self, relation: str) -> float | None:
+        return self.relation(relation).window
+
+    def parallelism(self, relation: str) -> int:
+        return self.relation(relation).parallelism
+
+    @property
+    def query_names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
+
+    @cached_property
+    def used_relations(self) -> tuple[str, ...]:
+        """Relations that some query reads, in declaration order."""
+        used = set().union(*(q.relation_set for q in self.queries)) if self.queries else set()
+        return tuple(r.name for r in self.relations if r.name in used)
+
+    # -- construction -------------------------------------------------------------------------
+
+    @staticmethod
+    def build(
+        relations: Mapping[str, Mapping[str, Any]],
+        queries: Mapping[str, str],
+        selectivities: Mapping[str, float] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> "Workload":
+        """Validate and build a workload from plain Python values (the YAML's structure).
+
+        >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> w.query("q").classes[0].selectivity
+        0.1
+        """
+        return _build({"relations": relations, "queries": queries,
+                       "selectivities": selectivities or {}, "defaults": defaults or {}})
+
+    @staticmethod
+    def from_spec(spec: Mapping[str, Any]) -> "Workload":
+        """Validate and build a workload from the plain structure of the YAML format (a mapping
+        with ``relations``, ``queries`` and optionally ``defaults``, ``selectivities``) — the
+        inverse of :meth:`to_spec`.
+
+        >>> w = Workload.from_spec({"relations": {"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                         "queries": {"q": "R(a), S(a)"}, "selectivities": {"R.a = S.a": 0.5}})
+        >>> Workload.from_spec(w.to_spec()) == w
+        True
+        """
+        return _build(spec)
+
+    def to_spec(self) -> dict[str, Any]:
+        """The workload as the plain structure of the YAML format (round-trips through :meth:`from_spec`)."""
+        d = self.defaults
+        spec: dict[str, Any] = {
+            "defaults": {k: getattr(d, k) for k in _DEFAULT_KEYS},
+            "relations": {
+                r.name: {"attributes": list(r.attributes), "rate": r.rate, "window": r.window,
+                         "parallelism": r.parallelism, **({"node": r.node} if r.node is not None else {})}
+                for r in self.relations
+            },
+            "queries": {q.name: {"join": q.text, "where": q.where} if q.filters else q.text for q in self.queries},
+            "selectivities": {f"{a} = {b}": v for (a, b), v in self.selectivities},
+        }
+        fractions = {f"{q.name}.{f.relation}": f.fraction for q in self.queries for f in q.filters
+                     if f.fraction is not None}
+        if fractions:
+            spec["filters"] = fractions
+        if self.groups:
+            spec["groups"] = [list(g) for g in self.groups]
+        return spec
+
+    def to_yaml(self) -> str:
+        """The workload as YAML text in the format of DESIGN A1."""
+        import yaml
+
+        return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None)
+
+    # -- edits (each returns a new validated workload) ----------------------------------------
+
+    def _rebuilt(self, spec: dict[str, Any]) -> "Workload":
+        return _build(spec)
+
+    def with_relation(self, name: str, **changes: Any) -> "Workload":
+        """Change ``rate``, ``window``, ``parallelism``, ``attributes`` or ``node`` of one relation.
+
+        >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> w.with_relation("R", rate=5).rate("R")
+        5.0
+        """
+        self.relation(name)
+        spec = self.to_spec()
+        for k in changes:
+            if k not in _RELATION_KEYS:
+                raise WorkloadSyntaxError(f"relation {name}: unknown key {k!r} (allowed: {', '.join(_RELATION_KEYS)})")
+        spec["relations"][name].update(changes)
+        return self._rebuilt(spec)
+
+    def with_selectivity(self, equality: str, value: float) -> "Workload":
+        """Set the selectivity of an equality such as ``"R.a = S.a"``."""
+        spec = self.to_spec()
+        new_pairs = set(_parse_selectivity_key(equality, self._relations_by_name))
+        spec["selectivities"] = {
+            k: v for k, v in spec["selectivities"].items()
+            if not set(_parse_selectivity_key(k, self._relations_by_name)) & new_pairs
+        }
+        spec["selectivities"][equality] = value
+        return self._rebuilt(spec)
+
+    def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
+        """Add (or replace) a query written in paper notation or as equalities, or as
+        ``{join: …, where: …}`` with the pass ``fractions`` of its filters (relation → f).
+
+        >>> w = Workload.build({"R": {"attributes": ["a", "x"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> w.with_query("p", {"join": "R(a), S(a)", "where": "R.x = 1"}, {"R": 0.5}).query("p")
+        Query(p: R(a), S(a) WHERE R.x = 1)
+        """
+        spec = self.to_spec()
+        spec["queries"][name] = text
+        spec.setdefault("filters", {}).update({f"{name}.{r}": v for r, v in (fractions or {}).items()})
+        return self._rebuilt(spec)
+
+    def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
+        """Set the pass fraction of ``query``'s filter on ``relation`` (DESIGN A7)."""
+        spec = self.to_spec()
+        spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
+        return replace(self._rebuilt(spec), groups=self.groups)
+
+    def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
+        """The workload with query groups (AJoin): each group's queries share stores over the
+        union of their filters.  Queries in no group stay alone.
+
+        >>> w = parse_workload('''
+        ... defaults: {selectivity: 0.1}
+        ... relations: {R: {attributes: [a, x]}, S: {attributes: [a]}}
+        ... queries: {q1: {join: "R(a), S(a)", where: "R.x < 5"}, q2: {join: "R(a), S(a)", where: "R.x > 7"}}
+        ... filters: {q1.R: 0.5, q2.R: 0.2}''')
+        >>> w.selection("q1", "R"), w.selection("q1", "S")
+        (R.x < 5, None)
+        >>> g = w.with_groups([["q1", "q2"]])
+        >>> s = g.selection("q1", "R")
+        >>> s, s.fraction, s == g.selection("q2", "R")
+        (R.x < 5 OR R.x > 7, 0.6, True)
+        """
+        out, seen = [], set()
+        for g in groups:
+            g = tuple(sorted(g))
+            for n in g:
+                self.query(n)
+                if n in seen:
+                    raise WorkloadError(f"query {n} is in two groups; a query belongs to one group")
+                seen.add(n)
+            if len(g) > 1:
+                out.append(g)
+        return replace(self, groups=tuple(sorted(out)))
+
+    def group_of(self, query: str) -> tuple[str, ...]:
+        """The query group of ``query`` (itself alone when in no group)."""
+        for g in self.groups:
+            if query in g:
+                return g
+        return (query,)
+
+    @cached_property
+    def _selections(self) -> dict[tuple[str, str], "Selection | None"]:
+        from mqjoin.model.filters import Selection
+
+        out: dict[tuple[str, str], Selection | None] = {}
+        for q in self.queries:
+            for f in q.filters:
+                if f.fraction is None:
+                    raise FilterError(
+                        f"query {q.name}: no pass fraction for the filter on {f.relation}; add 'filters: "
+                        f"{{{q.name}.{f.relation}: <value in (0,1]>}}' or estimate it from data with 'mqjoin stats'")
+            members = [self.query(n) for n in self.group_of(q.name)]
+            for r in q.relations:
+                filters = [m.filter_of(r) for m in members if r in m.relation_set]
+                out[q.name, r] = None if any(f is None for f in filters) else Selection.union(filters)
+        return out
+
+    def selection(self, query: str, relation: str) -> "Selection | None":
+        """What the stores of ``query`` keep of ``relation``: its filter, the union of its
+        group's filters, or ``None`` (everything)."""
+        return self._selections[query, relation]
+
+    def selections(self, query: str) -> tuple["Selection", ...]:
+        """The selections of ``query``'s stores (:meth:`selection`), sorted by relation."""
+        q = self.query(query)
+        return tuple(s for r in sorted(q.relations) if (s := self._selections[query, r]) is not None)
+
+    def without_query(self, name: str) -> "Workload":
+        """The workload without query ``name`` (and its pass fractions; it leaves its group)."""
+        self.query(name)
+        spec = self.to_spec()
+        del spec["queries"][name]
+        spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
+        spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
+        spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
+        return self._rebuilt(spec)
+
+    def with_defaults(self, **changes: Any) -> "Workload":
+        spec = self.to_spec()
+        for k in changes:
+            if k not in _DEFAULT_KEYS:
+                raise WorkloadSyntaxError(f"defaults: unknown key {k!r} (allowed: {', '.join(_DEFAULT_KEYS)})")
+        spec["defaults"].update(changes)
+        return self._rebuilt(spec)
+
+    def restricted_to(self, query_names: Iterable[str]) -> "Workload":
+        """The workload with only the named queries (relations and statistics unchanged;
+        groups restricted to them)."""
+        names = list(query_names)
+        for n in names:
+            self.query(n)
+        keep = set(names)
+        return replace(self, queries=tuple(q for q in self.queries if q.name in keep),
+                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1))
+
+    def input_attributes(self) -> dict[str, set[str]]:
+        """Relation → the attributes its queries join on or filter (the columns its input needs).
+
+        >>> w = Workload.from_spec({"relations": {"R": {"attributes": ["a", "x"]}, "S": {"attributes": ["a"]}},
+        ...     "queries": {"q": {"join": "R(a), S(a)", "where": "R.x = 1"}}, "filters": {"q.R": 0.5},
+        ...     "defaults": {"selectivity": 0.1}})
+        >>> sorted(w.input_attributes()["R"])
+        ['a', 'x']
+        """
+        used: dict[str, set[str]] = {r.name: set() for r in self.relations}
+        for q in self.queries:
+            for c in q.classes:
+                for a in c.members:
+                    used[a.relation].add(a.name)
+            for f in q.filters:
+                used[f.relation].update(c.attr.name for c in f.comparisons)
+        return used
+
+    def selectivity_of(self, a: Attr, b: Attr) -> float | None:
+        """The explicit selectivity given for ``a = b`` (``None`` when not given)."""
+        key = (a, b) if a <= b else (b, a)
+        for pair, v in self.selectivities:
+            if pair == key:
+                return v
+        return None
+
+    def __repr__(self) -> str:
+        return (f"Workload({len(self.relations)} relations, {len(self.queries)} queries: "
+                f"{', '.join(self.query_names)})")
+
+    def _repr_html_(self) -> str:
+        """Notebook display: relations with statistics, then the queries."""
+        import html
+
+        rows = "".join(
+            f"<tr><td>{r.name}</td><td>{', '.join(r.attributes)}</td><td>{r.rate:g}</td>"
+            f"<td>{'unbounded' if r.window is None else f'{r.window:g}'}</td><td>{r.parallelism}</td></tr>"
+            for r in self.relations)
+        qs = "".join(f"<li><code>{q.name}: {html.escape(q.text)}</code></li>" for q in self.queries)
+        return (f"<b>{html.escape(repr(self))}</b><table><tr><th>relation</th><th>attributes</th><th>rate</th>"
+                f"<th>window</th><th>parallelism</th></tr>{rows}</table><ul>{qs}</ul>")
+
+
+# --------------------------------------------------------------------------------------------
+# parsing
+# --------------------------------------------------------------------------------------------
+
+
+def parse_workload(text: str) -> Workload:
+    """Parse a workload from YAML text (DESIGN A1)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise WorkloadSyntaxError(f"workload is not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise WorkloadSyntaxError("workload must be a YAML mapping with keys relations, queries "
+                                  "(and optionally defaults, selectivities)")
+    return _build(data)
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Load a workload from a YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError(f"workload file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkloadError(f"cannot read workload file {str(p)!r}: {e}") from None
+    try:
+        return parse_workload(text)
+    except WorkloadError as e:
+        raise type(e)(f"{p.name}: {e}") from None
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueRangeError(f"{what} must be a number, got {value!r}")
+    if math.isnan(value):
+        raise ValueRangeError(f"{what} must be a number, got NaN")
+    return float(value)
+
+
+def _positive_rate(value: Any, what: str) -> float:
+    v = _number(value, what)
+    if not (v > 0) or math.isinf(v):
+        raise ValueRangeError(f"{what} must be a positive finite number, got {value!r}")
+    return v
+
+
+def _window(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    v = _number(value, what)
+    if v < 0:
+        raise ValueRangeError(f"{what} must be >= 0 or null (unbounded), got {value!r}")
+    return None if math.isinf(v) else v
+
+
+def _parallelism(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueRangeError(f"{what} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueRangeError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _node(value: Any, what: str) -> str | None:
+    """A processing node's name (PMJoin's placement of a stream), or ``None`` when not placed.
+
+    >>> _node("n1", "relation S: node"), _node(None, "relation S: node")
+    ('n1', None)
+    >>> _node(3, "relation S: node")
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.WorkloadSyntaxError: relation S: node must be a name such as n1 (letters, digits, _), got 3
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _IDENT_RE.match(value):
+        raise WorkloadSyntaxError(f"{what} must be a name such as n1 (letters, digits, _), got {value!r}")
+    return value
+
+
+def _selectivity(value: Any, what: str) -> float:
+    v = _number(value, what)
+    if not (0 < v <= 1):
+        raise SelectivityError(f"{what} must lie in (0, 1], got {value!r}")
+    return v
+
+
+def _check_keys(d: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (allowed: {', '.join(allowed)})")
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WorkloadSyntaxError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _build(data: Mapping[str, Any]) -> Workload:
+    _check_keys(data, _TOP_KEYS, "workload")
+    dspec = _mapping(data.get("defaults"), "defaults")
+    _check_keys(dspec, _DEFAULT_KEYS, "defaults")
+    defaults = Defaults(
+        rate=_positive_rate(dspec.get("rate", 1.0), "defaults.rate"),
+        window=_window(dspec.get("window"), "defaults.window"),
+        parallelism=_parallelism(dspec.get("parallelism", 1), "defaults.parallelism"),
+        selectivity=None if dspec.get("selectivity") is None
+        else _selectivity(dspec["selectivity"], "defaults.selectivity"),
+        horizon=_positive_rate(dspec.get("horizon", 1.0), "defaults.horizon"),
+    )
+
+    rspec = _mapping(data.get("relations"), "relations")
+    if not rspec:
+        raise WorkloadSyntaxError("workload declares no relations: add a 'relations' mapping "
+                                  "such as 'R: {attributes: [a]}'")
+    relations: list[Relation] = []
+    for name, r in rspec.items():
+        name = str(name)
+        if not _IDENT_RE.match(name):
+            raise WorkloadSyntaxError(f"relation name {name!r} is not an identifier (letters, digits, _)")
+        r = _mapping(r, f"relation {name}")
+        _check_keys(r, _RELATION_KEYS, f"relation {name}")
+        attrs = r.get("attributes")
+        if not isinstance(attrs, (list, tuple)) or not attrs:
+            raise WorkloadSyntaxError(f"relation {name}: 'attributes' must be a non-empty list of names")
+        attrs = tuple(str(a) for a in attrs)
+        for a in attrs:
+            if not _IDENT_RE.match(a) or a == "ts":
+                raise WorkloadSyntaxError(
+                    f"relation {name}: attribute {a!r} is not a valid name"
+                    + (" ('ts' is reserved for the event time)" if a == "ts" else " (letters, digits, _)"))
+        if len(set(attrs)) != len(attrs):
+            raise WorkloadSyntaxError(f"relation {name}: attributes {list(attrs)} contain a duplicate")
+        relations.append(Relation(
+            name=name,
+            attributes=attrs,
+            rate=_positive_rate(r.get("rate", defaults.rate), f"relation {name}: rate"),
+            window=_window(r.get("window", defaults.window), f"relation {name}: window"),
+            parallelism=_parallelism(r.get("parallelism", defaults.parallelism), f"relation {name}: parallelism"),
+            node=_node(r.get("node"), f"relation {name}: node"),
+        ))
+    by_name = {r.name: r for r in relations}
+
+    sspec = _mapping(data.get("selectivities"), "selectivities")
+    explicit: dict[tuple[Attr, Attr], tuple[float, str]] = {}
+    for key, value in sspec.items():
+        key = str(key)
+        v = _selectivity(value, f"selectivity of {key!r}")
+        for pair in _parse_selectivity_key(key, by_name):
+            if pair in explicit and explicit[pair][0] != v:
+                raise SelectivityError(
+                    f"selectivities {explicit[pair][1]!r} ({explicit[pair][0]}) and {key!r} ({v}) "
+                    f"give different values for {pair[0]} = {pair[1]}; keep one")
+            explicit[pair] = (v, key)
+
+    qspec = _mapping(data.get("queries"), "queries")
+    texts: dict[str, tuple[str, str | None]] = {}
+    for qname, text in qspec.items():
+        qname = str(qname)
+        if not _IDENT_RE.match(qname):
+            hint = (" — in a {...} flow mapping, quote a query that contains commas: q1: \"R(a), S(a)\""
+                    if text is None else "")
+            raise WorkloadSyntaxError(f"query name {qname!r} is not an identifier (letters, digits, _){hint}")
+        texts[qname] = _query_texts(qname, text)
+    fractions = _filter_fractions(_mapping(data.get("filters"), "filters"), texts)
+    queries = [_resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
+
+    _check_pair_consistency(queries)
+    _check_filter_consistency(queries)
+    sel = tuple(sorted(((pair, v) for pair, (v, _) in explicit.items()), key=lambda t: t[0]))
+    groups = data.get("groups") or ()
+    if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
+        raise WorkloadSyntaxError(f"groups must be a list of lists of query names, got {groups!r}")
+    return Workload(tuple(relations), tuple(queries), sel, defaults).with_groups(groups)
+
+
+def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
+    """A query's ``join`` text and ``where`` text (``None``: no filter) from its YAML value."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, Mapping):
+        _check_keys(value, _QUERY_KEYS, f"query {name}")
+        join, where = value.get("join"), value.get("where")
+        if not isinstance(join, str):
+            raise WorkloadSyntaxError(f"query {name}: 'join' must be a string such as 'R(a), S(a,b)', got {join!r}")
+        if where is not None and not isinstance(where, str):
+            raise FilterError(f"query {name}: 'where' must be a string such as 'R.x < 10', got {where!r}")
+        return join, where
+    raise WorkloadSyntaxError(
+        f"query {name}: expected a string such as 'R(a), S(a,b)' or 'R.a = S.a', or a mapping "
+        f"{{join: ..., where: ...}}, got {value!r}")
+
+
+def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, str | None]]) -> dict[tuple[str, str], float]:
+    """``filters: {q4.V: 0.2}`` → {(query, relation): pass fraction}, checked."""
+    out = {}
+    for key, value in spec.items():
+        m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", str(key))
+        if not m:
+            raise FilterError(f"filters: {str(key)!r} is not a key like 'q4.V' (query.relation)")
+        if m.group(1) not in texts:
+            raise FilterError(f"filters: {key!r} names query {m.group(1)!r}, which does not exist")
+        if texts[m.group(1)][1] is None:
+            raise FilterError(f"filters: {key!r} gives a pass fraction, but query {m.group(1)} has no filter")
+        v = _number(value, f"pass fraction of {key!r}")
+        if not (0 < v <= 1):
+            raise FilterError(f"pass fraction of {key!r} must lie in (0, 1], got {value!r}")
+        out[m.group(1), m.group(2)] = v
+    return out
+
+
+def _parse_attr_ref(ref: str, relations: Mapping[str, Relation], where: str) -> Attr:
+    m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", ref)
+    if not m:
+        raise WorkloadSyntaxError(f"{where}: {ref.strip()!r} is not an attribute reference like 'R.a'")
+    rel, att = m.group(1), m.group(2)
+    if rel not in relations:
+        raise UnknownRelationError(
+            f"{where}: relation {rel!r} is not declared (declared: {', '.join(relations)})")
+    if att not in relations[rel].attributes:
+        raise UnknownAttributeError(
+            f"{where}: relation {rel} has no attribute {att!r} (its attributes: "
+            f"{', '.join(relations[rel].attributes)})")
+    return Attr(rel, att)
+
+
+def _parse_selectivity_key(key: str, relations: Mapping[str, Relation]) -> list[tuple[Attr, Attr]]:
+    parts = key.split("=")
+    where = f"selectivity {key!r}"
+    if len(parts) < 2:
+        raise WorkloadSyntaxError(f"{where}: expected an equality like 'R.a = S.a'")
+    attrs = [_parse_attr_ref(p, relations, where) for p in parts]
+    pairs = []
+    for i in range(len(attrs)):
+        for j in range(i + 1, len(attrs)):
+            a, b = sorted((attrs[i], attrs[j]))
+            if a.relation == b.relation:
+                raise SelfJoinError(f"{where}: {a} and {b} belong to the same relation")
+            pairs.append((a, b))
+    return pairs
+
+
+_PAPER_ITEM = re.compile(rf"\s*({_IDENT})\s*\(([^()]*)\)\s*")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas that are not inside parentheses."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Attr, Attr] = {}
+
+    def add(self, x: Attr) -> None:
+        self.parent.setdefault(x, x)
+
+    def find(self, x: Attr) -> Attr:
+        self.add(x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Attr, b: Attr) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    def groups(self) -> list[list[Attr]]:
+        g: dict[Attr, list[Attr]] = {}
+        for x in self.parent:
+            g.setdefault(self.find(x), []).append(x)
+        return sorted((sorted(v) for v in g.values()), key=lambda v: v[0])
+
+
+def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
+                   explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults,
+                   where_text: str | None = None, fractions: Mapping[tuple[str, str], float] | None = None) -> Query:
+    where = f"query {name}"
+    stripped = text.strip()
+    if not stripped:
+        raise WorkloadSyntaxError(f"{where} is empty: write e.g. 'R(a), S(a,b)' or 'R.a = S.a'")
+    uf = _UnionFind()
+    order: list[str] = []
+
+    if "(" in stripped:  # paper notation R(a), S(a,b), T(b)
+        listed: dict[str, list[Attr]] = {}
+        for item in _split_top(stripped):
+            m = _PAPER_ITEM.fullmatch(item)
+            if not m:
+                raise WorkloadSyntaxError(
+                    f"{where}: cannot read {item.strip()!r}; paper notation lists relations with "
+                    f"their join attributes, e.g. 'R(a), S(a,b), T(b)'")
+            rel = m.group(1)
+            if rel not in relations:
+                raise UnknownRelationError(
+                    f"{where}: relation {rel!r} is not declared (declared: {', '.join(relations)})")
+            if rel in order:
+                raise SelfJoinError(
+                    f"{where}: relation {rel} appears twice; self-joins are not supported "
+                    f"(declare a second relation over the same data)")
+            order.append(rel)
+            names = [a.strip() for a in m.group(2).split(",") if a.strip()]
+            if not names:
+                raise WorkloadSyntaxError(f"{where}: relation {rel} lists no join attribute")
+            for a in names:
+                if not _IDENT_RE.match(a):
+                    raise WorkloadSyntaxError(f"{where}: {a!r} is not an attribute name")
+                if a not in relations[rel].attributes:
+                    raise UnknownAttributeError(
+                        f"{where}: relation {rel} has no attribute {a!r} (its attributes: "
+                        f"{', '.join(relations[rel].attributes)})")
+                if len(set(names)) != len(names):
+                    raise WorkloadSyntaxError(f"{where}: relation {rel} lists attribute {a!r} twice")
+                listed.setdefault(a, []).append(Attr(rel, a))
+        for a, members in listed.items():
+            if len(members) < 2:
+                raise WorkloadSyntaxError(
+                    f"{where}: attribute {a!r} is listed only for {members[0].relation}, so it joins "
+                    f"with nothing; remove it or list it for another relation too")
+            for m_ in members:
+                uf.add(m_)
+            for m_ in members[1:]:
+                uf.union(members[0], m_)
+    else:  # explicit equalities, separated by ',' or AND
+        conjuncts = [c for c in re.split(r",|\bAND\b|\band\b|&&", stripped)]
+        for conj in conjuncts:
+            if not conj.strip():
+                raise WorkloadSyntaxError(f"{where}: empty condition in {text!r}")
+            parts = conj.split("=")
+            if len(parts) < 2 or any(not p.strip() for p in parts):
+                raise WorkloadSyntaxError(
+                    f"{where}: cannot read {conj.strip()!r}; write equalities like 'R.a = S.a' "
+                    f"or paper notation like 'R(a), S(a)'")
+            attrs = [_parse_attr_ref(p, relations, where) for p in parts]
+            for a in attrs:
+                uf.add(a)
+                if a.relation not in order:
+                    order.append(a.relation)
+            for a in attrs[1:]:
+                uf.union(attrs[0], a)
+
+    classes: list[JoinClass] = []
+    for group in uf.groups():
+        rels = [a.relation for a in group]
+        if len(set(rels)) != len(rels):
+            dup = sorted({r for r in rels if rels.count(r) > 1})[0]
+            both = [str(a) for a in group if a.relation == dup]
+            raise SelfJoinError(
+                f"{where}: class {{{'='.join(str(a) for a in group)}}} contains two attributes of "
+                f"{dup} ({', '.join(both)}); a relation may join a class with one attribute only")
+        classes.append(JoinClass(tuple(group), _class_selectivity(where, group, explicit, defaults)))
+
+    if len(order) < 2:
+        raise WorkloadSyntaxError(f"{where} reads only {order[0] if order else 'nothing'}; "
+                                  f"a join query needs at least two relations")
+    classes.sort(key=lambda c: c.members)
+    if not is_connected(order, classes):
+        comps = components(order, classes)
+        raise DisconnectedQueryError(
+            f"{where} is not connected: {' and '.join('{' + ', '.join(c) + '}' for c in comps)} share no "
+            f"join attribute (cross products are not supported); add an equality that links them")
+    return Query(name=name, text=stripped, relations=tuple(order), classes=tuple(classes),
+                 filters=_resolve_filters(where, where_text, order, relations, fractions or {}))
+
+
+def _resolve_filters(where: str, text: str | None, order: list[str], relations: Mapping[str, Relation],
+                     fractions: Mapping[tuple[str, str], float]) -> tuple["Filter", ...]:
+    from mqjoin.model.filters import parse_where
+
+    if text is None:
+        return ()
+    filters = parse_where(text, relations, where)
+    name = where.split()[-1]
+    for f in filters:
+        if f.relation not in order:
+            raise FilterError(f"{where}: the filter names {f.relation}, which the query does not join "
+                              f"(it joins {', '.join(order)})")
+    for (q, r) in fractions:
+        if q == name and not any(f.relation == r for f in filters):
+            raise FilterError(f"filters: '{q}.{r}' gives a pass fraction, but query {q} does not filter {r}")
+    return tuple(f.with_fraction(fractions[name, f.relation]) if (name, f.relation) in fractions else f
+                 for f in filters)
+
+
+def _class_selectivity(where: str, group: list[Attr],
+                       explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults) -> float:
+    found = [explicit[p] for p in iter_pairs(tuple(group)) if p in explicit]
+    if found:
+        values = {v for v, _ in found}
+        if len(values) > 1:
+            detail = ", ".join(f"{k!r}: {v}" for v, k in found)
+            raise SelectivityError(
+                f"{where}: the class {{{'='.join(str(a) for a in group)}}} is given different "
+                f"selectivities ({detail}); one class has one selectivity, so make them agree")
+        return found[0][0]
+    if defaults.selectivity is not None:
+        return defaults.selectivity
+    pair = f"{group[0]} = {group[1]}"
+    raise SelectivityError(
+        f"{where}: no selectivity for the class {{{'='.join(str(a) for a in group)}}}; add "
+        f"'{pair}: <value in (0,1]>' under selectivities, or set defaults.selectivity")
+
+
+def _check_filter_consistency(queries: list[Query]) -> None:
+    """Queries with the same filter on a relation must give it one pass fraction: their
+    filtered stores are one store (DESIGN A7), with one size."""
+    seen: dict[tuple, tuple[float, str]] = {}
+    for q in queries:
+        for f in q.filters:
+            key = (f.relation, f.comparisons)
+            if f.fraction is None:
+                continue
+            if key in seen and seen[key][0] != f.fraction:
+                raise FilterError(
+                    f"queries {seen[key][1]} and {q.name} give the filter {f} different pass fractions "
+                    f"({seen[key][0]} vs {f.fraction}); one filter has one pass fraction, so make them agree")
+            seen[key] = (f.fraction, q.name)
+
+
+def _check_pair_consistency(queries: list[Query]) -> None:
+    """Two classes (of different queries) that share a pair of attributes must agree on s_c,
+    so that an MIR or step shared between queries has one size and one cost."""
+    seen: dict[tuple[Attr, Attr], tuple[float, str]] = {}
+    for q in queries:
+        for c in q.classes:
+            for pair in iter_pairs(c.members):
+                if pair in seen and seen[pair][0] != c.selectivity:
+                    raise SelectivityError(
+                        f"queries {seen[pair][1]} and {q.name} imply different selectivities for "
+                        f"{pair[0]} = {pair[1]} ({seen[pair][0]} vs {c.selectivity}); give it "
+                        f"explicitly under selectivities")
+                seen[pair] = (c.selectivity, q.name)

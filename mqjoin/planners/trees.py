@@ -1,0 +1,635 @@
+"""Operator-level planners: MJoin and binary join trees as ordinary plans.
+
+CLASH (the ILP of :mod:`mqjoin.planning.optimizer`) chooses probe orders among all candidates.  The
+systems CLASH is compared with execute one query at a time with a fixed operator shape; both
+shapes are plans in our vocabulary, built here and handed to :func:`mqjoin.planning.plan.build_plan`,
+so they run on every engine and are costed by DESIGN A4/A5 like any plan:
+
+* **MJoin** (Viglas et al.): one n-ary symmetric hash join per query: base stores only, and
+  for each input a *probing sequence* over the other inputs, "most selective predicate first"
+  (MJoin Section 2.2).  Our reading of the rule: the next store is the connected one with the
+  fewest expected matches per probing tuple, i.e. the smallest next partial result
+  ``|⋈(P ∪ S)|`` (DESIGN A2) — selectivity times the partner's size, as in the paper's Section
+  3.3 where the same selectivity factor is right or wrong depending on the 10,000 or 15,000
+  tuples behind it.  Probes stop at the first empty match (a partial result with no match
+  sends nothing on).  ``decompose=True`` applies the appendix A.2 rule: split a ``k+l``-way
+  MJoin into a ``k``- and an ``l``-way one (materialised as MIR stores) when
+  ``D(k, l) > S(k, l)`` (:func:`decomposition_costs`), recursively, taking the split with the
+  largest gain ``D − S``.
+* **Binary join trees**: every inner node an MIR store (the symmetric hash join's state),
+  probe orders climbing the tree (a relation's order lists its sibling at each level).
+  ``deep``: the cheapest linear tree (every inner node joins one base relation);
+  ``bushy``: the cheapest tree whose every inner node splits its relations as evenly as
+  connectivity allows; ``best``: the cheapest tree of any shape.  Each is found exactly by
+  dynamic programming over connected subsets; the A4 cost of a tree is the sum of
+  ``|⋈N|`` over its non-root nodes ``N`` (every node's results probe its sibling, routed:
+  the sibling is partitioned on a class they share).
+
+Both are operator trees (:class:`JoinTree`: a leaf or an n-ary join of subtrees; an MJoin is
+one flat node, a binary tree has two children per node); :func:`tree_choices` turns any of
+them into probe orders.  Modes: ``individual`` (each query's own stores, a namespace per
+query), ``shared`` (the same orders deployed together: identical steps and stores run
+once); ``mqo`` means ``shared`` here, since these planners optimise no workload jointly.
+
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+...             T: {attributes: [b], rate: 100}}
+... queries: {q: "R(a), S(a,b), T(b)"}
+... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+... ''')
+>>> mjoin_tree(w, "q")
+(R ⋈ S ⋈ T)
+>>> [str(c.order) for c in tree_choices(w, "q", mjoin_tree(w, "q"))]
+['R » S[a] » T[b]', 'S » R[a] » T[b]', 'T » S[a] » R[a]']
+>>> binary_tree(w, "q", "best"), tree_cost(w, "q", binary_tree(w, "q", "best"))
+(((R ⋈ S) ⋈ T), 400.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
+from mqjoin.planning.cost import is_close, join_size
+from mqjoin.model.errors import PlannerError
+from mqjoin.planning.plan import Choice, Plan, build_plan, step_cost, store_parallelism
+from mqjoin.model.workload import Attr, Query, Workload, is_connected, restrict_classes
+
+PLANNERS = ("clash", "mjoin", "tree", "ajoin", "pmjoin")
+TREE_SHAPES = ("deep", "bushy", "best")
+PLANNER_MODES = ("mqo", "individual", "shared")
+
+
+# --------------------------------------------------------------------------------------------
+# operator trees
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JoinTree:
+    """An operator tree of one query: a leaf (one relation, no children) or a symmetric join of
+    two or more subtrees (an MJoin node when it has more than two).
+
+    >>> JoinTree.leaf("R")
+    R
+    >>> JoinTree.join([JoinTree.leaf("T"), JoinTree.join([JoinTree.leaf("S"), JoinTree.leaf("R")])])
+    ((R ⋈ S) ⋈ T)
+    """
+
+    relations: tuple[str, ...]
+    children: tuple["JoinTree", ...] = ()
+
+    @staticmethod
+    def leaf(relation: str) -> "JoinTree":
+        return JoinTree((relation,))
+
+    @staticmethod
+    def join(children: Iterable["JoinTree"]) -> "JoinTree":
+        kids = tuple(sorted(children, key=lambda t: (-len(t.relations), t.relations)))
+        return JoinTree(tuple(sorted(r for k in kids for r in k.relations)), kids)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def nodes(self) -> Iterable["JoinTree"]:
+        """Every node, children before parents."""
+        for k in self.children:
+            yield from k.nodes()
+        yield self
+
+    def render(self) -> str:
+        if self.is_leaf:
+            return self.relations[0]
+        return "(" + " ⋈ ".join(k.render() for k in self.children) + ")"
+
+    __str__ = render
+
+    def __repr__(self) -> str:
+        return self.render()
+
+
+def _query(workload: Workload, query: str) -> Query:
+    return workload.query(query)
+
+
+def _mir(workload: Workload, q: Query, relations: Iterable[str]) -> MIR:
+    rels = tuple(relations)
+    return MIR.of(workload, rels, restrict_classes(q.classes, rels), workload.selections(q.name))
+
+
+def _linked(q: Query, a: Iterable[str], b: Iterable[str]) -> bool:
+    a, b = set(a), set(b)
+    return any(c.relations & a and c.relations & b for c in q.classes)
+
+
+def _connected(q: Query, rels: Iterable[str]) -> bool:
+    rels = tuple(rels)
+    return len(rels) == 1 or is_connected(rels, restrict_classes(q.classes, rels))
+
+
+def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
+                     inputs: Iterable[Iterable[str]], least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
+    """MJoin's rule (Section 2.2): the order in which a tuple covering ``prefix`` probes the
+    other ``inputs`` (sets of relations): always next the connected input with the fewest
+    expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (DESIGN A2); ties by
+    declaration order.  ``least_selective_first=True`` is the paper's *wrong* sequence
+    (Section 3.3): always next the connected input with the *most* expected matches (ties
+    still by declaration order).
+
+    The MJoin paper's Section 3.3 setting (S1, S3: 10,000 tuples; S2: 15,000; one join value
+    among 1,000): S1 probes S3 before S2; in the wrong sequence, S2 first.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.001}
+    ... relations: {S1: {attributes: [k], rate: 10000}, S2: {attributes: [k], rate: 15000},
+    ...             S3: {attributes: [k], rate: 10000}}
+    ... queries: {q: "S1(k), S2(k), S3(k)"}
+    ... ''')
+    >>> probing_sequence(w, "q", ["S1"], [["S2"], ["S3"]])
+    (('S3',), ('S2',))
+    >>> probing_sequence(w, "q", ["S1"], [["S2"], ["S3"]], least_selective_first=True)
+    (('S2',), ('S3',))
+    """
+    q = _query(workload, query)
+    have = set(prefix)
+    left = [tuple(sorted(i)) for i in inputs]
+    rank = workload.relation_rank
+    out = []
+    while left:
+        linked = [i for i in left if _linked(q, have, i)]
+        if not linked:
+            raise PlannerError(f"query {query}: inputs {', '.join('/'.join(i) for i in left)} are not connected to "
+                               f"{'/'.join(sorted(have))}; a probing sequence needs a join predicate at every probe")
+        sign = -1.0 if least_selective_first else 1.0
+        nxt = min(linked, key=lambda i: (sign * join_size(workload, have | set(i), q.classes),
+                                         min(rank[r] for r in i), i))
+        out.append(nxt)
+        have |= set(nxt)
+        left.remove(nxt)
+    return tuple(out)
+
+
+def tree_orders(workload: Workload, query: str, tree: JoinTree,
+                least_selective_first: bool = False) -> dict[tuple[str, ...], dict[str, ProbeOrder]]:
+    """Unpartitioned probe orders of every inner node of ``tree``: node relations → start
+    relation → order.  A start ``X`` in child ``C`` of node ``N`` first climbs to ``C``
+    (its order there), then probes ``N``'s other children in MJoin's probing sequence
+    (:func:`probing_sequence`; ``least_selective_first`` gives the paper's wrong one).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> orders = tree_orders(w, "q", binary_tree(w, "q", "bushy"))
+    >>> {node: [str(o) for o in by.values()] for node, by in orders.items()}
+    {('A', 'B'): ['A » B', 'B » A'], ('C', 'D'): ['C » D', 'D » C'], ('A', 'B', 'C', 'D'): ['A » B » CD', 'B » A » CD', 'C » D » AB', 'D » C » AB']}
+    """
+    q = _query(workload, query)
+    out: dict[tuple[str, ...], dict[str, ProbeOrder]] = {}
+
+    def rec(node: JoinTree) -> None:
+        if node.is_leaf:
+            return
+        for k in node.children:
+            rec(k)
+        by_start: dict[str, ProbeOrder] = {}
+        for k in node.children:
+            others = [o.relations for o in node.children if o is not k]
+            tail = tuple(_mir(workload, q, rels)
+                         for rels in probing_sequence(workload, query, k.relations, others, least_selective_first))
+            for x in k.relations:
+                head = out[k.relations][x].elements if not k.is_leaf else ()
+                by_start[x] = ProbeOrder(x, head + tail)
+        out[node.relations] = dict(sorted(by_start.items(), key=lambda kv: workload.relation_rank[kv[0]]))
+
+    if tree.is_leaf:
+        raise PlannerError(f"query {query}: a one-relation tree has no join to plan")
+    rec(tree)
+    return out
+
+
+def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[Owner, ProbeOrder]],
+                partitioning: str) -> list[ProbeOrder]:
+    """Give every element a partition attribute among its store's candidates (DESIGN A3):
+    ``single`` — per store the attribute with the least probe cost over the distinct steps
+    that target it (ties: smallest attribute); ``replicas`` — per step an attribute it knows
+    (routed), else the store's ``single`` choice."""
+    steps: list[list[Step]] = []
+    by_store: dict[MIR, dict[Step, None]] = {}
+    for owner, order in owned:
+        ss = list(steps_of(order, owner_classes(owner, workload), workload, owner_selection(owner, workload)))
+        steps.append(ss)
+        for s in ss:
+            by_store.setdefault(s.target, {})[s] = None
+    chosen: dict[MIR, Attr] = {}
+    cands: dict[MIR, tuple[Attr, ...]] = {}
+    for m, ss in by_store.items():
+        cands[m] = partition_candidates(cand_workload, m)
+        if not cands[m]:
+            raise PlannerError(f"store {m.label} has no partition candidate; every probed store joins its prober "
+                               "on some class, so this is a bug: please report the workload")
+        p = store_parallelism(workload, m.relations)
+
+        costs = {a: sum(step_cost(workload, s, a, p) for s in ss) for a in cands[m]}
+        best = min(costs.values())
+        chosen[m] = min(a for a, c in costs.items() if is_close(c, best))
+    out = []
+    for (owner, order), ss in zip(owned, steps):
+        if partitioning == "single":
+            parts = tuple(chosen[s.target] for s in ss)
+        else:
+            parts = tuple(min((a for a in cands[s.target] if a in s.known), default=chosen[s.target]) for s in ss)
+        out.append(ProbeOrder(order.start, order.elements, parts))
+    return out
+
+
+def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str = "",
+                 partitioning: str = "single", least_selective_first: bool = False) -> list[Choice]:
+    """The partitioned probe orders of one query's operator tree: one per relation of the
+    query, and one per relation of every inner non-root node (its MIR's materialisation).
+    Partition candidates come from the query alone (as in ``individual`` mode), or from its
+    query group (DESIGN A7), whose stores it shares.
+    ``least_selective_first``: the paper's wrong probing sequence (:func:`probing_sequence`).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> [(str(c.owner), c.order.render()) for c in tree_choices(w, "q", binary_tree(w, "q", "bushy"))][:3]
+    [('q', 'A » B[a] » CD[b]'), ('q', 'B » A[a] » CD[b]'), ('q', 'C » D[c] » AB[b]')]
+    """
+    owned = tree_owned_orders(workload, query, tree, least_selective_first)
+    parted = _partitions(workload, workload.restricted_to(workload.group_of(query)), owned, partitioning)
+    return [Choice(owner, o, namespace) for (owner, _), o in zip(owned, parted)]
+
+
+def tree_owned_orders(workload: Workload, query: str, tree: JoinTree,
+                      least_selective_first: bool = False) -> list[tuple[Owner, ProbeOrder]]:
+    """The unpartitioned probe orders of one query's operator tree with their owners: the
+    query's (one per relation) and every inner non-root node's MIR (its materialisation)."""
+    q = _query(workload, query)
+    orders = tree_orders(workload, query, tree, least_selective_first)
+    owned: list[tuple[Owner, ProbeOrder]] = [(query, o) for o in orders[tree.relations].values()]
+    for node in tree.nodes():
+        if not node.is_leaf and node is not tree:
+            owned.extend((_mir(workload, q, node.relations), o) for o in orders[node.relations].values())
+    return owned
+
+
+def plan_joint_trees(workload: Workload, trees: Mapping[str, JoinTree], partitioning: str = "single") -> Plan:
+    """A plan of one operator tree per query optimised *together* (mode ``mqo``): one
+    namespace, and every store's partition attribute chosen over the steps of all queries
+    (under ``single``, one attribute per store for the whole workload, as the ILP's plans)."""
+    owned = [pair for q in workload.queries for pair in tree_owned_orders(workload, q.name, trees[q.name])]
+    parted = _partitions(workload, workload, owned, partitioning)
+    return build_plan(workload, [Choice(owner, o) for (owner, _), o in zip(owned, parted)], "mqo", partitioning)
+
+
+# --------------------------------------------------------------------------------------------
+# MJoin
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """The MJoin paper's per-operation costs (appendix A.2): hashing a tuple, moving it into a
+    hash table, one key comparison."""
+
+    hash: float = 1.0
+    move: float = 1.0
+    comp: float = 1.0
+
+
+def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
+                        unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
+    """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
+    MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
+    (arrivals per time unit) and a class with ``m`` members in a part counts as ``m − 1``
+    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (A2).
+
+    ``S = (|⋈k| + |⋈l|) · (hash + move + comp)``: storing both intermediate results;
+    ``D = (Σ_{pred ∈ l} (1 − σ) · Π_{l} n + Σ_{pred ∈ k} (1 − σ) · Π_{k} n) · comp``: recomputing them.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> d, s = decomposition_costs(w, "q", ["A", "B"], ["C", "D"])
+    >>> round(d, 6), round(s, 6)
+    (19800.0, 600.0)
+    """
+    q = _query(workload, query)
+
+    def part(rels: set[str]) -> tuple[float, float]:
+        n = 1.0
+        for r in rels:
+            n *= workload.rate(r)
+        discard = sum((c.count_in(rels) - 1) * (1 - c.selectivity) for c in q.classes if c.count_in(rels) >= 2)
+        return join_size(workload, rels, q.classes), discard * n
+
+    (size_k, disc_k), (size_l, disc_l) = part(set(k)), part(set(l))
+    return (disc_l + disc_k) * unit.comp, (size_k + size_l) * (unit.hash + unit.move + unit.comp)
+
+
+def _splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Unordered splits of ``rels`` into two connected, linked parts (the first part holds
+    the first relation), in a fixed order."""
+    first, rest = rels[0], rels[1:]
+    for n in range(0, len(rest)):
+        for combo in itertools.combinations(rest, n):
+            a = (first,) + combo
+            b = tuple(r for r in rels if r not in a)
+            if b and _connected(q, a) and _connected(q, b) and _linked(q, a, b):
+                yield a, b
+
+
+def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: UnitCosts = UnitCosts()) -> JoinTree:
+    """MJoin's operator tree of a query: one flat node over its relations, or, with
+    ``decompose``, split by appendix A.2 wherever ``D(k, l) > S(k, l)`` (largest gain first,
+    then recursively inside each part).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> mjoin_tree(w, "q"), mjoin_tree(w, "q", decompose=True)
+    ((A ⋈ B ⋈ C ⋈ D), (((C ⋈ D) ⋈ B) ⋈ A))
+
+    (Splitting off ``A`` saves recomputing ``B ⋈ C ⋈ D``'s million-fold cross product of
+    equation 4, the largest gain; equation 4 counts a discarded result as ``Π n_i``.)
+    """
+    q = _query(workload, query)
+    rank = workload.relation_rank
+
+    def build(rels: tuple[str, ...]) -> JoinTree:
+        rels = tuple(sorted(rels, key=rank.__getitem__))
+        if len(rels) == 1:
+            return JoinTree.leaf(rels[0])
+        if decompose and len(rels) >= 3:
+            best, gain = None, 0.0
+            for a, b in _splits(q, rels):
+                d, s = decomposition_costs(workload, query, a, b, unit)
+                if d - s > gain and not is_close(d - s, gain):
+                    best, gain = (a, b), d - s
+            if best is not None:
+                return JoinTree.join([build(best[0]), build(best[1])])
+        return JoinTree.join(JoinTree.leaf(r) for r in rels)
+
+    return build(tuple(q.relations))
+
+
+# --------------------------------------------------------------------------------------------
+# binary join trees
+# --------------------------------------------------------------------------------------------
+
+
+def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
+    """The A4 probe cost of a query's operator tree alone, every probe routed: each non-root
+    node's results, ``|⋈N|`` per time unit, probe the rest of their parent's join — once per
+    step of the probing sequence (for a binary tree: once, into the sibling).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+    ...             T: {attributes: [b], rate: 100}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+    ... ''')
+    >>> tree_cost(w, "q", binary_tree(w, "q", "best")), tree_cost(w, "q", mjoin_tree(w, "q"))
+    (400.0, 475.0)
+    """
+    q = _query(workload, query)
+    total = 0.0
+    for node in tree.nodes():
+        for k in node.children:
+            have = set(k.relations)
+            # the prefix grows along the probing sequence; each step costs |⋈P| / |P| per start
+            # relation, i.e. |⋈P| summed over the |k| starts of this child
+            others = [o.relations for o in node.children if o is not k]
+            for nxt in probing_sequence(workload, query, have, others):
+                total += join_size(workload, have, q.classes) * len(k.relations) / len(have)
+                have |= set(nxt)
+    return total
+
+
+def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree:
+    """The cheapest binary join tree of ``shape`` (``deep``, ``bushy`` or ``best``) under
+    :func:`tree_cost`, by dynamic programming over connected subsets (ties: the first split
+    in a fixed order).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> w = w.with_selectivity("B.b = C.b", 0.5)  # the middle join inflates: keep it for last
+    >>> [(shape, str(binary_tree(w, "q", shape))) for shape in TREE_SHAPES]
+    [('deep', '(((C ⋈ D) ⋈ B) ⋈ A)'), ('bushy', '((A ⋈ B) ⋈ (C ⋈ D))'), ('best', '((A ⋈ B) ⋈ (C ⋈ D))')]
+    """
+    if shape not in TREE_SHAPES:
+        raise PlannerError(f"unknown tree shape {shape!r} (choose one of {', '.join(TREE_SHAPES)})")
+    q = _query(workload, query)
+    rank = workload.relation_rank
+    rels = tuple(sorted(q.relations, key=rank.__getitem__))
+    best: dict[tuple[str, ...], tuple[float, JoinTree]] = {(r,): (0.0, JoinTree.leaf(r)) for r in rels}
+    for size in range(2, len(rels) + 1):
+        for sub in itertools.combinations(rels, size):
+            if not _connected(q, sub):
+                continue
+            splits = list(_splits(q, sub))
+            if shape == "deep":
+                splits = [s for s in splits if min(len(s[0]), len(s[1])) == 1]
+            elif shape == "bushy":
+                even = min(abs(len(a) - len(b)) for a, b in splits)
+                splits = [(a, b) for a, b in splits if abs(len(a) - len(b)) == even]
+            found: tuple[float, JoinTree] | None = None
+            for a, b in splits:
+                # both children's results probe the other child
+                cost = best[a][0] + best[b][0] + join_size(workload, a, q.classes) + join_size(workload, b, q.classes)
+                if found is None or (cost < found[0] and not is_close(cost, found[0])):
+                    found = (cost, JoinTree.join([best[a][1], best[b][1]]))
+            if found is not None:
+                best[sub] = found
+    return best[rels][1]
+
+
+# --------------------------------------------------------------------------------------------
+# plans
+# --------------------------------------------------------------------------------------------
+
+
+def check_planner(planner: str, tree_shape: str | None = None, decompose: bool = False, mirs: bool = True,
+                  mir_budget: float | None = None, mode: str = "mqo") -> None:
+    """Typed errors for options that do not fit the planner.
+
+    >>> check_planner("tree", "zigzag")
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.PlannerError: unknown tree shape 'zigzag' (choose one of deep, bushy, best)
+    """
+    if planner not in PLANNERS:
+        raise PlannerError(f"unknown planner {planner!r} (choose one of {', '.join(PLANNERS)})")
+    if tree_shape is not None and planner != "tree":
+        raise PlannerError(f"tree shape {tree_shape!r} applies to the tree planner only, not to {planner}; "
+                           "leave it out or use planner 'tree'")
+    if tree_shape is not None and tree_shape not in TREE_SHAPES:
+        raise PlannerError(f"unknown tree shape {tree_shape!r} (choose one of {', '.join(TREE_SHAPES)})")
+    if decompose and planner != "mjoin":
+        raise PlannerError(f"MJoin decomposition applies to the mjoin planner only, not to {planner}")
+    if planner == "clash":
+        return
+    if mode not in PLANNER_MODES:
+        raise PlannerError(f"unknown mode {mode!r} (choose one of {', '.join(PLANNER_MODES)})")
+    if mir_budget is not None:
+        raise PlannerError(f"an MIR budget limits the CLASH optimiser; the {planner} planner's shape fixes its MIRs "
+                           "— leave the budget out")
+    if not mirs and (planner in ("tree", "ajoin", "pmjoin") or decompose):
+        what = {"tree": "a binary tree materialises every inner node",
+                "ajoin": "an AJoin plan (binary trees) materialises every inner node",
+                "pmjoin": "PMJoin materialises every MJoin operator's output that feeds another"}.get(
+            planner, "a decomposed MJoin materialises its parts")
+        raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
+
+
+def operator_trees(workload: Workload, planner: str, tree_shape: str | None = None,
+                   decompose: bool = False) -> dict[str, JoinTree]:
+    """Query → its operator tree under ``planner`` (``mjoin`` or ``tree``).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> operator_trees(w, "tree", "deep"), operator_trees(w, "tree", "bushy")
+    ({'q': (((C ⋈ D) ⋈ B) ⋈ A)}, {'q': ((A ⋈ B) ⋈ (C ⋈ D))})
+    """
+    check_planner(planner, tree_shape, decompose)
+    if planner == "mjoin":
+        return {q.name: mjoin_tree(workload, q.name, decompose) for q in workload.queries}
+    if planner == "tree":
+        return {q.name: binary_tree(workload, q.name, tree_shape or "best") for q in workload.queries}
+    if planner == "ajoin":  # each query alone (modes individual and shared; mqo groups and shares)
+        from mqjoin.planners.ajoin import join_trees
+
+        return {q.name: join_trees(workload.restricted_to([q.name]))[q.name] for q in workload.queries}
+    raise PlannerError(f"the {planner} planner has no rule-made operator trees (clash: an ILP; pmjoin: "
+                       "mqjoin.planners.pmjoin places them)")
+
+
+def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "individual",
+               partitioning: str = "single", least_selective_first: bool = False) -> Plan:
+    """A plan from one operator tree per query: ``individual`` — a namespace per query;
+    ``shared``/``mqo`` — one namespace, identical steps and stores run once.
+    ``least_selective_first=True`` builds every probing sequence the paper's wrong way round
+    (Section 3.3: the least selective predicate first), e.g. to measure what it costs.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
+    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
+    ... ''')
+    >>> trees = operator_trees(w, "mjoin")
+    >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
+    (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+    ...             T: {attributes: [b], rate: 100}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+    ... ''')
+    >>> [plan_trees(w, operator_trees(w, "mjoin"), least_selective_first=wrong).probe_orders()["q"]["S"]
+    ...  for wrong in (False, True)]
+    ['S » R[a] » T[b]', 'S » T[b] » R[a]']
+    """
+    if mode not in PLANNER_MODES:
+        raise PlannerError(f"unknown mode {mode!r} (choose one of {', '.join(PLANNER_MODES)})")
+    choices: list[Choice] = []
+    for q in workload.queries:
+        if q.name not in trees:
+            raise PlannerError(f"no operator tree for query {q.name}")
+        if set(trees[q.name].relations) != q.relation_set:
+            raise PlannerError(f"the tree {trees[q.name]} does not cover the relations of query {q.name} "
+                               f"({', '.join(q.relations)})")
+        choices.extend(tree_choices(workload, q.name, trees[q.name], q.name if mode == "individual" else "",
+                                    partitioning, least_selective_first))
+    return build_plan(workload, choices, mode, partitioning)
+
+
+def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partitioning: str = "single",
+                     mirs: bool = True, mir_budget: float | None = None, tree_shape: str | None = None,
+                     decompose: bool = False, pmjoin=None):
+    """The ``mjoin``/``tree``/``pmjoin`` branch of :func:`mqjoin.planning.optimizer.optimize`: an
+    ``OptimizeResult`` whose ILP statistics are empty (no ILP: the shape is a rule, an exact DP
+    or PMJoin's heuristic; ``pmjoin``: its :class:`~mqjoin.planners.pmjoin.PMJoinOptions`).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+    ...             T: {attributes: [b], rate: 100}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+    ... ''')
+    >>> r = optimize_planner(w, "tree")
+    >>> r.probe_cost, r.probe_orders()["q"]
+    (400.0, {'R': 'R » S[a] » T[b]', 'S': 'S » R[a] » T[b]', 'T': 'T » RS[b]'})
+    >>> r.plan.materializations()
+    {'RS': {'R': 'R » S[a]', 'S': 'S » R[a]'}}
+
+    The operator trees themselves (``trees`` renders them; PMJoin's without its placement):
+
+    >>> r.join_trees["q"], r.join_trees["q"].children
+    (((R ⋈ S) ⋈ T), ((R ⋈ S), T))
+    """
+    from mqjoin.planning.optimizer import IlpStats, OptimizeResult
+
+    check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
+    if planner == "clash":
+        raise PlannerError("the clash planner is the ILP of mqjoin.planning.optimizer.optimize")
+    if not workload.queries:
+        raise PlannerError("the workload has no queries to plan: add one under 'queries'")
+    t0 = time.perf_counter()
+    report = None
+    if planner == "pmjoin":
+        from mqjoin.planners.pmjoin import PMJoinOptions, pmjoin_plan, pmjoin_report
+
+        report = pmjoin_report(workload, pmjoin or PMJoinOptions())
+        plan = pmjoin_plan(workload, report, mode, partitioning)
+        rendered = {qp.query: str(qp.tree) for qp in report.queries}
+        trees = {qp.query: qp.tree.join_tree() for qp in report.queries}
+    elif planner == "ajoin" and mode == "mqo":  # AJoin's groups and shared-cost reordering
+        from mqjoin.planners.ajoin import ajoin
+
+        planned = ajoin(workload)
+        workload, trees = planned.workload, dict(planned.trees)
+        plan = planned.plan(partitioning)
+        rendered = {q: str(t) for q, t in trees.items()}
+    else:
+        workload = workload.with_groups(())  # each query alone
+        trees = operator_trees(workload, planner, tree_shape, decompose)
+        plan = plan_trees(workload, trees, mode, partitioning)
+        rendered = {q: str(t) for q, t in trees.items()}
+    seconds = time.perf_counter() - t0
+    solver = {"mjoin": "mjoin", "ajoin": "ajoin-idp", "pmjoin": "streamjoinopt"}.get(planner, f"dp-{tree_shape or 'best'}")
+    stats = IlpStats(variables=0, constraints=0, binaries=0, components=len(workload.queries),
+                     build_seconds=seconds, solve_seconds=0.0, status="optimal", gap=0.0,
+                     objective=plan.probe_cost, solver=solver)
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, None, planner=planner,
+                          tree_shape=(tree_shape or "best") if planner == "tree" else None,
+                          trees=rendered, pmjoin=report, join_trees=trees)

@@ -1,0 +1,105 @@
+"""Anytime optimisation (issue 14): when a solve exceeds an interactive budget, keep improving
+the plan in rounds of growing time limits and report the best plan so far with its proven
+gap after each round.
+
+Each round is one time-limited :func:`mqjoin.planning.optimizer.optimize` (the solver's own warm start
+from the MIR-free plan makes every round return a plan); the best plan of all rounds and the
+best bound of all rounds are kept, so the incumbent never rises and the bound never falls.
+The rounds stop at a proven optimum, when ``cancelled()`` says so (an edit made the solve
+stale), after ``max_rounds``, or when a round's limit would exceed ``max_limit``.
+
+>>> from mqjoin.model.workload import load_workload
+>>> from pathlib import Path
+>>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+>>> [(p.status, p.incumbent, p.gap) for p in improve(w, first_limit=5)]
+[('optimal', 700.0, 0.0)]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mqjoin.model.errors import NoSolutionError, OptimizerError
+from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.model.workload import Workload
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The state after a round: seconds since the start, the best plan's cost (incumbent), the
+    best proven lower bound, the status of that plan and the plan itself."""
+
+    seconds: float
+    incumbent: float
+    bound: float
+    status: str
+    result: OptimizeResult
+
+    @property
+    def gap(self) -> float:
+        """``(incumbent − bound) / incumbent`` (0 when optimal)."""
+        if self.status == "optimal" or self.incumbent <= 0:
+            return 0.0
+        return max(0.0, (self.incumbent - self.bound) / self.incumbent)
+
+    def describe(self) -> str:
+        """One line: ``incumbent 1.2e+05, bound 9.8e+04, gap 18.33% after 4.1 s``."""
+        if self.status == "optimal":
+            return f"optimal {self.incumbent:g} after {self.seconds:.1f} s"
+        return (f"incumbent {self.incumbent:g}, bound {self.bound:g}, gap {self.gap:.2%} "
+                f"after {self.seconds:.1f} s")
+
+
+def progress_of(result: OptimizeResult, seconds: float, bound: float = 0.0) -> Progress:
+    """The progress a single result stands for (its bound combined with an earlier one).
+
+    >>> from mqjoin.model.workload import load_workload
+    >>> from pathlib import Path
+    >>> r = optimize(load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml"))
+    >>> progress_of(r, 0.5).describe()
+    'optimal 700 after 0.5 s'
+    """
+    i = result.ilp
+    b = max(bound, i.bound if i.status != "optimal" else result.probe_cost)
+    return Progress(seconds, result.probe_cost, min(b, result.probe_cost), i.status, result)
+
+
+def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_rounds: int = 6,
+            max_limit: float | None = None, cancelled: Callable[[], bool] | None = None,
+            start: Progress | None = None, optimize_fn: Callable[..., OptimizeResult] = optimize,
+            **options: Any) -> Iterator[Progress]:
+    """Rounds of time-limited solves (``first_limit`` seconds, then ``growth`` times longer
+    each round); yields the progress after each round (see the module docstring).  ``start``:
+    the progress so far (an earlier time-limited result), which the rounds only improve on.
+    ``options`` are :func:`~mqjoin.planning.optimizer.optimize`'s (without ``time_limit``)."""
+    if not first_limit > 0 or not growth >= 1:
+        raise OptimizerError(f"anytime rounds need first_limit > 0 and growth ≥ 1, got {first_limit!r}, {growth!r}")
+    options.pop("time_limit", None)
+    t0 = time.perf_counter() - (start.seconds if start is not None else 0.0)
+    best = start
+    limit = first_limit
+    for _ in range(max_rounds):
+        if cancelled is not None and cancelled():
+            return
+        if max_limit is not None and limit > max_limit:
+            limit = max_limit
+        try:
+            res = optimize_fn(workload, time_limit=limit, **options)
+        except NoSolutionError:  # no plan in this round: the next one has longer
+            res = None
+        if cancelled is not None and cancelled():
+            return
+        if res is not None:
+            p = progress_of(res, time.perf_counter() - t0, best.bound if best is not None else 0.0)
+            if best is not None and best.incumbent <= p.incumbent and p.status != "optimal":
+                p = Progress(p.seconds, best.incumbent, max(best.bound, p.bound), best.status, best.result)
+            best = p
+            yield p
+            if p.status == "optimal":
+                return
+        if max_limit is not None and limit >= max_limit:
+            return
+        limit *= growth

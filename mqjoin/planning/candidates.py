@@ -1,0 +1,430 @@
+"""Candidates: MIRs, probe orders, partition candidates and steps (DESIGN A3–A4).
+
+This reproduces Figure 3 of the CLASH paper:
+
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01, parallelism: 4}
+... relations:
+...   R: {attributes: [b]}
+...   S: {attributes: [b, c]}
+...   T: {attributes: [c, d]}
+...   U: {attributes: [d]}
+... queries:
+...   q1: R(b), S(b,c), T(c)
+...   q2: S(c), T(c,d), U(d)
+... ''')
+>>> c = enumerate_candidates(w)
+>>> [str(m) for m in c.mirs]
+['R', 'S', 'T', 'U', 'RS', 'ST', 'TU']
+>>> [str(o) for o in c.orders["q1"]["R"]]
+['R » S » T', 'R » ST']
+>>> [o.render() for o in partitioned_orders(c, "q1", "R")]
+['R » S[b] » T[c]', 'R » S[b] » T[d]', 'R » S[c] » T[c]', 'R » S[c] » T[d]', 'R » ST[b]', 'R » ST[d]']
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Iterator, Mapping, Union
+
+from mqjoin.planning.cost import broadcast_factor, memory_tuples, store_parallelism, unit_step_cost
+from mqjoin.model.filters import Selection
+from mqjoin.model.workload import Attr, JoinClass, Query, Workload, is_connected, restrict_classes
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MIR:
+    """A materialisable intermediate result: relations plus the classes restricted to them.
+
+    A size-1 MIR is a base relation.  ``ambiguous`` lists attribute names that several of
+    its relations declare (only used to render partition attributes unambiguously).
+    ``selection``: what it keeps of its filtered relations (DESIGN A7; part of its identity,
+    so differently filtered stores are different stores).
+    """
+
+    relations: tuple[str, ...]
+    classes: tuple[JoinClass, ...]
+    ambiguous: frozenset[str] = field(default=frozenset(), compare=False, hash=False, repr=False)
+    selection: tuple[Selection, ...] = ()
+
+    @staticmethod
+    def of(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+           selection: Iterable[Selection] = ()) -> "MIR":
+        rels = tuple(sorted(set(relations)))
+        names: dict[str, int] = {}
+        for r in rels:
+            for a in workload.relation(r).attributes:
+                names[a] = names.get(a, 0) + 1
+        return MIR(rels, restrict_classes(classes, rels), frozenset(a for a, n in names.items() if n > 1),
+                   tuple(sorted((s for s in selection if s.relation in rels), key=lambda s: s.relation)))
+
+    @cached_property
+    def relation_set(self) -> frozenset[str]:
+        return frozenset(self.relations)
+
+    @property
+    def is_base(self) -> bool:
+        return len(self.relations) == 1
+
+    @cached_property
+    def label(self) -> str:
+        if self.selection:  # V⟨V.x < 10⟩, (V⟨V.x < 10⟩⋈W)
+            sel = {s.relation: f"⟨{s}⟩" for s in self.selection}
+            parts = [r + sel.get(r, "") for r in self.relations]
+            return parts[0] if self.is_base else "(" + "⋈".join(parts) + ")"
+        if all(len(r) == 1 for r in self.relations):
+            return "".join(self.relations)
+        if self.is_base:
+            return self.relations[0]
+        return "(" + "⋈".join(self.relations) + ")"
+
+    def canonical(self, attr: Attr) -> Attr:
+        """The representative of ``attr`` in this store: attributes equated by the MIR's own
+        classes hold equal values, so partitioning by either is the same partitioning."""
+        for c in self.classes:
+            if attr in c.members:
+                return c.members[0]
+        return attr
+
+    def render_partition(self, attr: Attr) -> str:
+        """``S[b]``, or ``(a⋈b)[a.x]`` when the name alone would be ambiguous."""
+        name = attr.name if attr.name not in self.ambiguous else str(attr)
+        return f"{self.label}[{name}]"
+
+    def __str__(self) -> str:
+        return self.label
+
+    def __repr__(self) -> str:
+        return f"MIR({self.label})"
+
+    def sort_key(self) -> tuple:
+        return (len(self.relations), self.relations, tuple(c.members for c in self.classes),
+                tuple(str(s) for s in self.selection))
+
+
+#: who a probe order answers: a query (by name) or a materialised MIR (its sub-query)
+Owner = Union[str, MIR]
+
+
+def owner_label(owner: Owner) -> str:
+    return owner if isinstance(owner, str) else owner.label
+
+
+@dataclass(frozen=True)
+class ProbeOrder:
+    """A probe order ``⟨X, M1, …, Mk⟩``; ``partitions`` (one attribute per element) when
+    partitioned.
+
+    >>> R, S, T = (MIR((n,), ()) for n in "RST")
+    >>> ProbeOrder("R", (S, T), (Attr("S", "b"), Attr("T", "c")))
+    R » S[b] » T[c]
+    """
+
+    start: str
+    elements: tuple[MIR, ...]
+    partitions: tuple[Attr, ...] | None = None
+
+    def render(self) -> str:
+        if self.partitions is None:
+            return " » ".join([self.start] + [m.label for m in self.elements])
+        return " » ".join([self.start] + [m.render_partition(a) for m, a in zip(self.elements, self.partitions)])
+
+    def unpartitioned(self) -> "ProbeOrder":
+        return ProbeOrder(self.start, self.elements)
+
+    __str__ = render
+
+    def __repr__(self) -> str:
+        return self.render()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One hop: the prefix's partial results probe the store of ``target`` (DESIGN A4).
+
+    Identity is the ordered prefix, the target and the owner's classes restricted to
+    prefix ∪ target; the partition attribute is chosen separately (policy)."""
+
+    prefix: tuple[MIR, ...]
+    target: MIR
+    classes: tuple[JoinClass, ...]
+
+    @cached_property
+    def prefix_relations(self) -> frozenset[str]:
+        return frozenset().union(*(m.relation_set for m in self.prefix))
+
+    @cached_property
+    def selection(self) -> tuple[Selection, ...]:
+        """The selections of the prefix's and the target's relations (their pass fractions
+        enter the step's cost, DESIGN A7)."""
+        return tuple(s for m in self.prefix + (self.target,) for s in m.selection)
+
+    @cached_property
+    def known(self) -> frozenset[Attr]:
+        """Canonical target attributes whose class has a member in the prefix (``χ = 1``)."""
+        out = set()
+        pre = self.prefix_relations
+        for c in self.classes:
+            if c.relations & pre:
+                for a in c.members:
+                    if a.relation in self.target.relation_set:
+                        out.add(self.target.canonical(a))
+        return frozenset(out)
+
+    def predicate(self) -> tuple[tuple[Attr, Attr], ...]:
+        """The equalities the probe checks: one ``(prefix attribute, target attribute)`` per class
+        that has members on both sides (classes inside the prefix or target hold already)."""
+        pre = self.prefix_relations
+        out = []
+        for c in self.classes:
+            left = [a for a in c.members if a.relation in pre]
+            right = [a for a in c.members if a.relation in self.target.relation_set]
+            if left and right:
+                out.append((left[0], right[0]))
+        return tuple(out)
+
+    def render(self) -> str:
+        return " » ".join(m.label for m in self.prefix) + " → " + self.target.label
+
+    __str__ = render
+
+    def __repr__(self) -> str:
+        return f"Step({self.render()})"
+
+    def sort_key(self) -> tuple:
+        return (len(self.prefix), tuple(m.sort_key() for m in self.prefix), self.target.sort_key(),
+                tuple(c.members for c in self.classes))
+
+
+# --------------------------------------------------------------------------------------------
+# enumeration (generators, like networkx's)
+# --------------------------------------------------------------------------------------------
+
+
+def _join_of(owner: Owner, workload: Workload) -> tuple[frozenset[str], tuple[JoinClass, ...], tuple[Selection, ...]]:
+    if isinstance(owner, MIR):
+        return owner.relation_set, owner.classes, owner.selection
+    q = workload.query(owner)
+    return q.relation_set, q.classes, workload.selections(owner)
+
+
+def owner_selection(owner: Owner, workload: Workload) -> tuple[Selection, ...]:
+    """What an owner's stores keep of its filtered relations (DESIGN A7): the query's
+    selections (group unions), or the MIR's own."""
+    return _join_of(owner, workload)[2]
+
+
+def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
+    """The classes an owner's probe orders join on: the query's, or the MIR's restricted ones.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}''')
+    >>> len(owner_classes("q", w))
+    2
+    >>> owner_classes(MIR.of(w, ["R", "S"], w.query("q").classes), w) == (w.query("q").classes[0],)
+    True
+    """
+    return _join_of(owner, workload)[1]
+
+
+def iter_mirs(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+              max_size: int | None = None, selection: Iterable[Selection] = ()) -> Iterator[MIR]:
+    """MIRs of a join: its connected proper subsets with the classes (and the join's
+    ``selection``) restricted to them, smallest first.  ``max_size=1`` gives only the base
+    relations (MIRs disabled)."""
+    selection = tuple(selection)
+    rels = sorted(set(relations))
+    classes = tuple(classes)
+    top = len(rels) - 1 if max_size is None else min(max_size, len(rels) - 1)
+    for k in range(1, top + 1):
+        for subset in itertools.combinations(rels, k):
+            restricted = restrict_classes(classes, subset)
+            if k == 1 or is_connected(subset, restricted):
+                yield MIR.of(workload, subset, restricted, selection)
+
+
+def iter_probe_orders(relations: Iterable[str], classes: Iterable[JoinClass], start: str,
+                      mirs: Iterable[MIR]) -> Iterator[ProbeOrder]:
+    """Algorithm 1: probe orders of the join for ``start``, built head to tail.
+
+    Each element is disjoint from the prefix and shares a class of the join with it."""
+    full = frozenset(relations)
+    classes = tuple(classes)
+    mirs = sorted(mirs, key=MIR.sort_key)
+
+    def joinable(head: frozenset[str], m: MIR) -> bool:
+        return any(c.relations & head and c.relations & m.relation_set for c in classes)
+
+    def rec(head: frozenset[str], elements: tuple[MIR, ...]) -> Iterator[ProbeOrder]:
+        for m in mirs:
+            if m.relation_set & head or not joinable(head, m):
+                continue
+            new_head = head | m.relation_set
+            if new_head == full:
+                yield ProbeOrder(start, elements + (m,))
+            else:
+                yield from rec(new_head, elements + (m,))
+
+    yield from rec(frozenset([start]), ())
+
+
+def steps_of(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload,
+             selection: Iterable[Selection] = ()) -> tuple[Step, ...]:
+    """The steps of a probe order of a join with ``classes`` (and ``selection``: the start
+    relation's selection comes from it)."""
+    classes = tuple(classes)
+    prefix = [MIR.of(workload, [order.start], (), selection)]
+    rels = {order.start}
+    out = []
+    for m in order.elements:
+        out.append(Step(tuple(prefix), m, restrict_classes(classes, rels | m.relation_set)))
+        prefix.append(m)
+        rels |= m.relation_set
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# all candidates of a workload
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Everything the optimiser chooses from (treat the mappings as read-only).
+
+    ``orders[owner][start]``: candidate probe orders of every query and of every MIR that some
+    candidate uses (its materialisation sub-query).  ``steps[owner][start][i]``: the steps of
+    ``orders[owner][start][i]``.  ``partition_candidates[store]``: canonical attributes.
+    ``step_cost[step]``: ``|⋈P| / |P|`` (cost with ``χ = 1``)."""
+
+    workload: Workload
+    use_mirs: bool
+    orders: Mapping[Owner, Mapping[str, tuple[ProbeOrder, ...]]]
+    steps: Mapping[Owner, Mapping[str, tuple[tuple[Step, ...], ...]]]
+    partition_candidates: Mapping[MIR, tuple[Attr, ...]]
+    step_cost: Mapping[Step, float]
+
+    @cached_property
+    def mirs(self) -> tuple[MIR, ...]:
+        """Every store candidate (base relations and MIRs), smallest first."""
+        seen: set[MIR] = set()
+        for owner, by_start in self.orders.items():
+            for start, orders in by_start.items():
+                seen.add(MIR.of(self.workload, [start], (), owner_selection(owner, self.workload)))
+                for o in orders:
+                    seen.update(o.elements)
+            if isinstance(owner, MIR):
+                seen.add(owner)
+        return tuple(sorted(seen, key=MIR.sort_key))
+
+    @property
+    def owners(self) -> tuple[Owner, ...]:
+        return tuple(self.orders)
+
+    def parallelism(self, store: MIR) -> int:
+        """Partitions of ``store`` (:func:`mqjoin.planning.cost.store_parallelism`)."""
+        return store_parallelism(self.workload, store.relations)
+
+    def cost(self, step: Step, partition: Attr) -> float:
+        """Cost of a step whose target is partitioned by ``partition``."""
+        return self.step_cost[step] * broadcast_factor(partition in step.known, self.parallelism(step.target))
+
+    def memory(self, store: MIR) -> float:
+        return memory_tuples(self.workload, store.relations, store.classes, store.selection)
+
+    def order_cost(self, owner: Owner, order: ProbeOrder) -> float:
+        """Cost of a partitioned probe order on its own (no sharing)."""
+        _, classes, selection = _join_of(owner, self.workload)
+        return sum(self.cost(s, a) for s, a in zip(steps_of(order, classes, self.workload, selection), order.partitions))
+
+    @cached_property
+    def size(self) -> dict[str, int]:
+        return {
+            "owners": len(self.orders),
+            "probe_orders": sum(len(o) for by in self.orders.values() for o in by.values()),
+            "steps": len(self.step_cost),
+            "stores": len(self.partition_candidates),
+        }
+
+
+def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
+    """Enumerate MIRs, probe orders (for queries and, recursively, the MIRs they use),
+    partition candidates and step costs of a workload."""
+    max_size = None if mirs else 1
+    orders: dict[Owner, dict[str, tuple[ProbeOrder, ...]]] = {}
+    steps: dict[Owner, dict[str, tuple[tuple[Step, ...], ...]]] = {}
+    pending: list[Owner] = [q.name for q in workload.queries]
+    while pending:
+        owner = pending.pop(0)
+        if owner in orders:
+            continue
+        rels, classes, selection = _join_of(owner, workload)
+        owner_mirs = list(iter_mirs(workload, rels, classes, max_size, selection))
+        by_start: dict[str, tuple[ProbeOrder, ...]] = {}
+        st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
+        for start in sorted(rels):
+            os_ = tuple(iter_probe_orders(rels, classes, start, owner_mirs))
+            by_start[start] = os_
+            st_by_start[start] = tuple(steps_of(o, classes, workload, selection) for o in os_)
+            for o in os_:
+                for m in o.elements:
+                    if not m.is_base and m not in orders:
+                        pending.append(m)
+        orders[owner] = by_start
+        steps[owner] = st_by_start
+
+    step_cost: dict[Step, float] = {}
+    targets: set[MIR] = set()
+    for by_start in steps.values():
+        for seqs in by_start.values():
+            for seq in seqs:
+                for s in seq:
+                    if s not in step_cost:
+                        step_cost[s] = unit_step_cost(workload, s)
+                        targets.add(s.target)
+
+    return Candidates(
+        workload=workload,
+        use_mirs=mirs,
+        orders=orders,
+        steps=steps,
+        partition_candidates={m: partition_candidates(workload, m) for m in sorted(targets, key=MIR.sort_key)},
+        step_cost=step_cost,
+    )
+
+
+def partition_candidates(workload: Workload, store: MIR) -> tuple[Attr, ...]:
+    """Attributes ``X.a`` of the store whose class, in some query containing the store as an
+    MIR, has a member outside the store (canonical representatives, sorted)."""
+    out: set[Attr] = set()
+    for q in workload.queries:
+        if not _contains_as_mir(q, store, workload):
+            continue
+        for c in q.classes:
+            inside = [a for a in c.members if a.relation in store.relation_set]
+            if inside and len(inside) < len(c.members):
+                out.update(store.canonical(a) for a in inside)
+    return tuple(sorted(out))
+
+
+def _contains_as_mir(q: Query, store: MIR, workload: Workload) -> bool:
+    return (store.relation_set < q.relation_set
+            and restrict_classes(q.classes, store.relations) == store.classes
+            and tuple(s for s in workload.selections(q.name) if s.relation in store.relation_set) == store.selection)
+
+
+def partitioned_orders(cands: Candidates, owner: Owner, start: str) -> Iterator[ProbeOrder]:
+    """Every partitioning of every candidate order of ``(owner, start)`` (the paper's σ's)."""
+    for o in cands.orders[owner][start]:
+        for parts in itertools.product(*(cands.partition_candidates[m] for m in o.elements)):
+            yield ProbeOrder(o.start, o.elements, tuple(parts))

@@ -1,0 +1,97 @@
+"""Plans of one workload side by side: every planner, mode and partitioning policy.
+
+``mqjoin compare`` and the explorer's Compare tab list the same plans: CLASH (the ILP) in
+every mode, and beside it the plan families it is compared with — MJoin, binary join trees,
+AJoin and PMJoin — each a :class:`Setting` optimised by :func:`mqjoin.planning.optimizer.optimize`.
+CLASH and AJoin optimise a workload jointly (``mqo``); the others plan each query alone, so
+their ``mqo`` is their ``shared`` plan and is listed once, as ``shared``.
+
+>>> from pathlib import Path
+>>> from mqjoin.model.workload import load_workload
+>>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+>>> plans = compare(w, settings(("clash", "mjoin", "tree"), policies=("single",)))
+>>> for s, r in plans.items():
+...     print(f"{s.label:<12}{s.mode:<11}{r.probe_cost:g}")
+clash       individual 800
+clash       shared     800
+clash       mqo        700
+mjoin       individual 950
+mjoin       shared     950
+tree (best) individual 800
+tree (best) shared     800
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.options import POLICIES
+from mqjoin.model.workload import Workload
+
+#: the planners ``mqjoin compare`` lists without ``--planner``
+COMPARED_PLANNERS = ("clash", "mjoin", "tree", "ajoin")
+#: the planners that optimise a workload jointly (the others' ``mqo`` is their ``shared``)
+JOINT_PLANNERS = ("clash", "ajoin")
+#: the planners whose plans always materialise MIR stores (MJoin only when decomposed)
+MIR_PLANNERS = ("tree", "ajoin", "pmjoin")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One plan of a comparison: planner (with its tree shape or MJoin decomposition), mode
+    and partitioning policy.
+
+    >>> Setting("tree", "shared", "single", "best").label, Setting("mjoin", "shared", "single", decompose=True).label
+    ('tree (best)', 'mjoin (decomposed)')
+    """
+
+    planner: str
+    mode: str
+    partitioning: str
+    tree_shape: str | None = None
+    decompose: bool = False
+
+    @property
+    def label(self) -> str:
+        """The planner column of a comparison."""
+        return self.planner + (f" ({self.tree_shape})" if self.tree_shape else "") + (
+            " (decomposed)" if self.decompose else "")
+
+    def mirs(self, allowed: bool) -> bool:
+        """Whether the plan may use MIR stores when the user ``allowed`` them or not: plan
+        families that consist of MIR stores get them regardless (their shape is the point)."""
+        return allowed or self.planner in MIR_PLANNERS or self.decompose
+
+
+def settings(planners: tuple[str, ...] = COMPARED_PLANNERS, tree_shape: str | None = None, decompose: bool = False,
+             policies: tuple[str, ...] = POLICIES,
+             modes: tuple[str, ...] = ("individual", "shared", "mqo")) -> tuple[Setting, ...]:
+    """The settings a comparison optimises, planner by planner, policy by policy, in the order
+    of ``modes``; ``tree_shape`` (default ``best``) applies to ``tree``, ``decompose`` to ``mjoin``.
+
+    >>> [(s.label, s.mode) for s in settings(("clash", "tree"), policies=("single",), modes=("mqo", "individual"))]
+    [('clash', 'mqo'), ('clash', 'individual'), ('tree (best)', 'individual')]
+    """
+    return tuple(Setting(p, m, pol, (tree_shape or "best") if p == "tree" else None, decompose and p == "mjoin")
+                 for p in planners for pol in policies for m in modes if m != "mqo" or p in JOINT_PLANNERS)
+
+
+def compare(workload: Workload, wanted: tuple[Setting, ...], mirs: bool = True, solver: str = "highs",
+            time_limit: float | None = None, pmjoin=None,
+            progress: Callable[[int, int, Setting], None] | None = None) -> dict[Setting, OptimizeResult]:
+    """Optimise ``workload`` in every wanted setting (``mirs``, ``solver`` and ``time_limit``
+    as for :func:`~mqjoin.planning.optimizer.optimize`; ``pmjoin``: the PMJoin planner's options).
+    ``progress(k, n, setting)`` is called before each of the ``n`` optimisations and once at
+    the end with ``k = n``."""
+    out: dict[Setting, OptimizeResult] = {}
+    for k, s in enumerate(wanted):
+        if progress is not None:
+            progress(k, len(wanted), s)
+        out[s] = optimize(workload, mode=s.mode, partitioning=s.partitioning, mirs=s.mirs(mirs), solver=solver,
+                          time_limit=time_limit, planner=s.planner, tree_shape=s.tree_shape, decompose=s.decompose,
+                          pmjoin=pmjoin if s.planner == "pmjoin" else None)
+    if progress is not None and wanted:
+        progress(len(wanted), len(wanted), wanted[-1])
+    return out

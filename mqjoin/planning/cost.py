@@ -1,0 +1,121 @@
+"""The cost model: join sizes (DESIGN A2), store parallelism and step costs (A4), store
+memory (A5) — the only module that computes them (candidates, plans and the ILP call it).
+
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
+...             T: {attributes: [b], rate: 100}}
+... queries: {q1: "R(a), S(a,b), T(b)"}
+... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
+... ''')
+>>> q = w.query("q1")
+>>> join_size(w, {"R", "S"}, q.classes), join_size(w, {"S", "T"}, q.classes)
+(100.0, 150.0)
+"""
+
+from __future__ import annotations
+
+import math
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from mqjoin.model.workload import Attr, JoinClass, Workload
+
+if TYPE_CHECKING:  # candidates imports this module
+    from mqjoin.planning.candidates import Step
+    from mqjoin.model.filters import Selection
+
+
+
+def is_close(a: float, b: float) -> bool:
+    """Cost equality up to float rounding (costs are sums of products of statistics); the
+    planners compare candidate costs with it.
+
+    >>> is_close(0.1 + 0.2, 0.3), is_close(1.0, 1.001)
+    (True, False)
+    """
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+              selection: Iterable["Selection"] = ()) -> float:
+    """``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (DESIGN
+    A2, A7): ``f_R`` the pass fraction of ``R``'s selection, 1 for an unfiltered relation."""
+    rels = frozenset(relations)
+    size = 1.0
+    for r in sorted(rels):
+        size *= workload.rate(r)
+    for sel in selection:
+        if sel.relation in rels:
+            size *= sel.fraction
+    for c in classes:
+        k = c.count_in(rels)
+        if k >= 2:
+            size *= c.selectivity ** (k - 1)
+    return size
+
+
+def window_of(workload: Workload, relations: Iterable[str]) -> float:
+    """``w_M``: the smallest finite window among ``relations``, else ``defaults.horizon``."""
+    finite = [w for w in (workload.window(r) for r in relations) if w is not None]
+    return min(finite) if finite else workload.defaults.horizon
+
+
+def memory_tuples(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+                  selection: Iterable["Selection"] = ()) -> float:
+    """Memory of one store replica in tuples: ``|⋈M| · w_M`` (DESIGN A5)."""
+    rels = frozenset(relations)
+    return join_size(workload, rels, classes, selection) * window_of(workload, rels)
+
+
+def broadcast_factor(known: bool, parallelism: int) -> int:
+    """``χ``: 1 when the probe can compute the target partition, else the parallelism."""
+    return 1 if known else parallelism
+
+
+def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
+    """Partitions of the store of ``relations`` (DESIGN A4): a base store takes its relation's
+    parallelism, an MIR store ``defaults.parallelism``.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {parallelism: 2, selectivity: 0.1}
+    ... relations: {R: {attributes: [a], parallelism: 8}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}''')
+    >>> store_parallelism(w, ["R"]), store_parallelism(w, ["S"]), store_parallelism(w, ["R", "S"])
+    (8, 2, 2)
+    """
+    return workload.parallelism(relations[0]) if len(relations) == 1 else workload.defaults.parallelism
+
+
+def unit_step_cost(workload: Workload, step: "Step") -> float:
+    """A step's cost without broadcast, ``|⋈P| / |P|`` (DESIGN A4 with ``χ = 1``).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.planning.candidates import MIR, Step
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 50}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.1}''')
+    >>> R, S = MIR.of(w, ["R"], ()), MIR.of(w, ["S"], ())
+    >>> unit_step_cost(w, Step((R,), S, w.query("q").classes))
+    100.0
+    """
+    return join_size(workload, step.prefix_relations, step.classes, step.selection) / len(step.prefix_relations)
+
+
+def step_cost(workload: Workload, step: "Step", partition: Attr, parallelism: int) -> float:
+    """Cost of one step whose target is partitioned by ``partition`` into ``parallelism``
+    partitions (DESIGN A4): ``|⋈P| / |P| · χ``.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.planning.candidates import MIR, Step
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a, b], rate: 100}, S: {attributes: [a, b], rate: 50}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.1}''')
+    >>> s = Step((MIR.of(w, ["R"], ()),), MIR.of(w, ["S"], ()), w.query("q").classes)
+    >>> step_cost(w, s, Attr("S", "a"), 4), step_cost(w, s, Attr("S", "b"), 4)
+    (100.0, 400.0)
+    """
+    return unit_step_cost(workload, step) * broadcast_factor(partition in step.known, parallelism)

@@ -1,0 +1,378 @@
+"""Optimisation modes (DESIGN A5): ``mqo``, ``individual`` and ``shared``, under the
+``single`` or ``replicas`` partitioning policy, with or without MIRs.
+
+The paper's Section V-2 example (parallelism 1):
+
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... defaults: {rate: 100}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b, c]}, U: {attributes: [c]}}
+... queries: {q1: "R(a), S(a,b), T(b)", q2: "S(b), T(b,c), U(c)"}
+... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015, T.c = U.c: 0.01}
+... ''')
+>>> [optimize(w, mode=m, mirs=False).probe_cost for m in ("individual", "mqo")]
+[950.0, 800.0]
+>>> [optimize(w, mode=m).probe_cost for m in ("individual", "mqo")]
+[800.0, 700.0]
+>>> optimize(w, mirs=False).probe_orders()["q1"]["S"]
+'S » T[b] » R[a]'
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
+from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError, PlannerError
+from mqjoin.support.gcpause import paused_gc
+from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
+from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
+from mqjoin.planning.plan import Choice, Plan, build_plan
+from mqjoin.model.workload import Attr, Workload
+
+
+#: relative tolerance between a plan's cost and the ILP objective: solvers accept variables
+#: within their MIP feasibility tolerance (1e-6 in HiGHS and CBC) of integral, so the reported
+#: objective may differ from the exact cost of the extracted plan by that much
+OBJECTIVE_TOLERANCE = 1e-6
+
+#: models with more binaries than this get a warm start from the plan without MIRs
+WARM_START_BINARIES = 2000
+#: … and under a time limit, already models with more binaries than this
+WARM_START_LIMITED = 200
+
+
+@dataclass(frozen=True)
+class IlpStats:
+    """Size and timing of the ILP(s) behind a plan (summed over queries in ``individual``)."""
+
+    variables: int
+    constraints: int
+    binaries: int
+    components: int
+    build_seconds: float
+    solve_seconds: float
+    status: str
+    gap: float
+    objective: float
+    solver: str
+    canonical: bool = False  # equal-cost ties broken canonically (mqjoin.planning.ilp.solve)
+
+    @property
+    def bound(self) -> float:
+        """The proven lower bound on the optimum (the objective itself when optimal)."""
+        return self.objective * (1 - self.gap)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, bound=self.bound)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """A plan with its probe cost, memory and the ILP statistics that produced it."""
+
+    workload: Workload
+    mode: str
+    partitioning: str
+    mirs: bool
+    plan: Plan
+    ilp: IlpStats
+    mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
+    planner: str = "clash"  # clash (the ILP), mjoin, tree or ajoin (mqjoin.planners.trees, mqjoin.planners.ajoin)
+    tree_shape: str | None = None  # deep, bushy or best (planner tree)
+    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
+    replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
+    pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
+    join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
+
+    @property
+    def probe_cost(self) -> float:
+        return self.plan.probe_cost
+
+    @property
+    def memory(self) -> float:
+        return self.plan.memory
+
+    def probe_orders(self) -> dict[str, dict[str, str]]:
+        return self.plan.probe_orders()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "planner": self.planner,
+            **({"tree_shape": self.tree_shape} if self.tree_shape else {}),
+            **({"trees": dict(self.trees)} if self.trees is not None else {}),
+            **({"groups": [list(g) for g in self.workload.groups]} if self.workload.groups else {}),
+            "mode": self.mode,
+            "partitioning": self.partitioning,
+            "mirs": self.mirs,
+            "mir_budget": self.mir_budget,
+            "replica_budget": self.replica_budget,
+            "probe_cost": self.probe_cost,
+            "memory": self.memory,
+            "probe_orders": self.probe_orders(),
+            "materializations": self.plan.materializations(),
+            "stores": [{"id": s.id, "mir": s.mir.label, "relations": list(s.mir.relations),
+                        "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
+                       for s in self.plan.stores],
+            "ilp": self.ilp.to_dict(),
+            **({"pmjoin": self.pmjoin.to_dict()} if self.pmjoin is not None else {}),
+        }
+
+    def summary(self) -> str:
+        """A readable multi-line summary (the CLI's output without ``--json``)."""
+        planner = "" if self.planner == "clash" else \
+            f"planner {self.planner}{'' if self.tree_shape is None else f' ({self.tree_shape})'}, "
+        lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
+                 f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
+                 "probe orders:"]
+        for q, by_start in self.probe_orders().items():
+            for start, o in by_start.items():
+                lines.append(f"  {q:>8}  {o}")
+        mats = self.plan.materializations()
+        if mats:
+            lines.append("materialised MIRs:")
+            for m, by_start in mats.items():
+                for start, o in by_start.items():
+                    lines.append(f"  {m:>8}  {o}")
+        lines.append("stores:")
+        for s in self.plan.stores:
+            lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
+        i = self.ilp
+        if self.workload.groups:
+            lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
+        if self.planner != "clash":
+            lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
+            lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
+            if self.pmjoin is not None:
+                lines.append(self.pmjoin.summary())
+            return "\n".join(lines)
+        gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
+        lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
+                     f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
+                     f"status {i.status}{gap}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        planner = "" if self.planner == "clash" else f"{self.planner} "
+        return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: :meth:`summary` as preformatted text."""
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"
+
+
+def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
+             solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
+             replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
+             decompose: bool = False, pmjoin=None) -> OptimizeResult:
+    """Optimise a workload and return its plan (see the module docstring for modes).
+    ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
+    ``individual`` and ``shared`` mode, which optimise each query alone).
+    ``planner``: ``clash`` (this ILP), or ``mjoin`` / ``tree`` (:mod:`mqjoin.planners.trees`: MJoin
+    operators with ``decompose``, binary join trees of ``tree_shape``, PMJoin's placement with
+    ``pmjoin``, a :class:`~mqjoin.planners.pmjoin.PMJoinOptions`; no solver involved).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> w = skewed_rates(high_rate=100, low_rate=10).workload
+    >>> optimize(w).probe_orders()["q"]["R"], optimize(w, mir_budget=0).probe_orders()["q"]["R"]
+    ('R » STU[a]', 'R » S[a] » T[c] » U[c]')
+
+    ``partitioning="budget"``: a store may be kept once per partition attribute, with at most
+    ``replica_budget`` tuples in the replicas beyond the first of every store (0: ``single``;
+    None: unbounded, the cost of ``replicas``).  :func:`mqjoin.planning.frontier.frontier` walks it.
+
+    >>> [optimize(w, partitioning="budget", replica_budget=b).probe_cost for b in (0, None)] == [
+    ...     optimize(w).probe_cost, optimize(w, partitioning="replicas").probe_cost]
+    True
+    """
+    if pmjoin is not None and planner != "pmjoin":
+        raise PlannerError(f"PMJoin options apply to the pmjoin planner only, not to {planner}")
+    if planner != "clash" or tree_shape is not None or decompose:
+        from mqjoin.planners.trees import check_planner, optimize_planner
+
+        check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
+        if planner != "clash":
+            check_options(mode, partitioning, solver, time_limit)
+            return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose,
+                                    pmjoin)
+    check_options(mode, partitioning, solver, time_limit, mir_budget, replica_budget)
+    if not workload.queries:
+        raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
+    if mode == "mqo":
+        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
+                                         replica_budget=replica_budget)
+        plan = build_plan(workload, choices, mode, partitioning)
+        if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
+            raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
+                                 f"{stats.objective}; please report this workload")
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
+
+    # each query alone, as if it were the only one: no query groups (DESIGN A7)
+    workload = workload.with_groups(())
+    all_choices: list[Choice] = []
+    parts: list[IlpStats] = []
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    for k, q in enumerate(workload.queries):
+        # a fair share of the remaining budget for each query still to solve
+        left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
+        ns = q.name if mode == "individual" else ""
+        choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns,
+                                         mir_budget, replica_budget=replica_budget)
+        all_choices.extend(choices)
+        parts.append(stats)
+    plan = build_plan(workload, all_choices, mode, partitioning)
+    objective = sum(p.objective for p in parts)
+    stats = IlpStats(
+        variables=sum(p.variables for p in parts), constraints=sum(p.constraints for p in parts),
+        binaries=sum(p.binaries for p in parts), components=sum(p.components for p in parts),
+        build_seconds=sum(p.build_seconds for p in parts), solve_seconds=sum(p.solve_seconds for p in parts),
+        status=next((p.status for p in parts if p.status != "optimal"), "optimal"),
+        gap=max(p.gap for p in parts), objective=objective, solver=solver,
+        canonical=all(p.canonical for p in parts))
+    # a plan never costs more than the objective: equal at the optimum, possibly less for a
+    # time-limited incumbent that pays for steps or MIRs the plan does not use
+    close = math.isclose(plan.probe_cost, objective, rel_tol=OBJECTIVE_TOLERANCE, abs_tol=OBJECTIVE_TOLERANCE)
+    if mode == "individual" and (plan.probe_cost > objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE
+                                 or (stats.status == "optimal" and not close)):
+        raise InternalError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
+                             f"per-query ILP objectives {objective}; please report this workload")
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
+
+
+@paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them
+def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
+                    namespace: str, mir_budget: float | None = None,
+                    canonical: bool = True, replica_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
+    t0 = time.perf_counter()
+    cands = enumerate_candidates(workload, mirs=mirs)
+    mdl = build_model(cands, partitioning, mir_budget, replica_budget)
+    build = time.perf_counter() - t0
+    start = None
+    if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
+                                       or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
+        # the plan without MIRs is feasible here too: start from it, so that a time limit
+        # still yields a plan (HiGHS alone may find none in large MIR models)
+        t1 = time.perf_counter()
+        base = None
+        if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
+            try:
+                base, _ = _solve_workload(workload, partitioning, False, solver,
+                                          None if time_limit is None else time_limit / 4, namespace, canonical=False)
+            except NoSolutionError:  # not even that in the time
+                pass
+        if base is None:  # the first MIR-free order of each
+            base = first_orders(cands, namespace)
+        start = warm_start(cands, mdl, base)
+        if time_limit is not None:
+            time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical)
+    choices = extract_choices(cands, mdl, sol, namespace)
+    stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
+                     sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
+    return choices, stats
+
+
+def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
+    """A plan found without solving: for every (query, start) the first candidate order over
+    base relations, each element partitioned by its first candidate (feasible, not good).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> [c.order.render() for c in first_orders(enumerate_candidates(skewed_rates().workload))][:2]
+    ['R » S[a] » T[b] » U[c]', 'S » R[a] » T[b] » U[c]']
+    """
+    out = []
+    for owner, by_start in cands.orders.items():
+        if isinstance(owner, MIR):
+            continue
+        for start, orders in by_start.items():
+            o = next(o for o in orders if all(m.is_base for m in o.elements))
+            attrs = tuple(cands.partition_candidates[m][0] for m in o.elements)
+            out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))
+    return out
+
+
+def warm_start(cands: Candidates, mdl: Model, choices: list[Choice]) -> list[float]:
+    """A feasible assignment of ``mdl`` that installs the given (MIR-free) probe orders."""
+    vals = [0.0] * mdl.num_variables
+    index = {(owner, start, o): i for owner, by in cands.orders.items() for start, os_ in by.items()
+             for i, o in enumerate(os_)}
+    chosen_attr: dict[MIR, Attr] = {}
+    for c in choices:
+        i = index[(c.owner, c.order.start, c.order.unpartitioned())]
+        vals[mdl.x[(c.owner, c.order.start, i)]] = 1.0
+        for s in cands.steps[c.owner][c.order.start][i]:
+            vals[mdl.y[s]] = 1.0
+        for m, a in zip(c.order.elements, c.order.partitions or ()):
+            chosen_attr.setdefault(m, a)
+    for store, attrs in cands.partition_candidates.items():
+        if (store, attrs[0]) in mdl.z:
+            a = chosen_attr.get(store, attrs[0])
+            vals[mdl.z[(store, a)]] = 1.0
+    for s, bi in mdl.b.items():
+        known = sum(vals[mdl.z[(s.target, a)]] for a in cands.partition_candidates[s.target]
+                    if a in s.known and (s.target, a) in mdl.z)
+        vals[bi] = max(0.0, vals[mdl.y[s]] - known)
+    return vals
+
+
+def extract_choices(cands: Candidates, mdl: Model, sol: Solution, namespace: str = "") -> list[Choice]:
+    """Read the chosen probe orders and partition attributes out of a solution."""
+    chosen: list[tuple[Any, str, int]] = []
+    for (owner, start, i), xi in mdl.x.items():
+        if sol.value(xi) > 0.5:
+            chosen.append((owner, start, i))
+    used_steps: dict[MIR, list[Step]] = {}
+    for owner, start, i in chosen:
+        for s in cands.steps[owner][start][i]:
+            used_steps.setdefault(s.target, []).append(s)
+
+    step_attr: dict[Step, Attr] = {}
+    for store, steps in used_steps.items():
+        attrs = cands.partition_candidates[store]
+        kept = [a for a in attrs if (store, a) in mdl.z and sol.value(mdl.z[(store, a)]) > 0.5]
+        if mdl.policy == BUDGET and kept:  # the replicas kept: a step targets one it knows, else the first
+            for s in steps:
+                step_attr[s] = next((a for a in kept if a in s.known), kept[0])
+        elif mdl.policy in ("single", BUDGET):
+            zs = kept
+            if zs:
+                a = zs[0]
+            else:  # no broadcast cost at stake: take the attribute most steps know
+                a = min(attrs, key=lambda x: (-sum(x in s.known for s in steps), x))
+            for s in steps:
+                step_attr[s] = a
+        else:
+            keep = _fewest_replicas(attrs, [s.known for s in steps])
+            for s in steps:
+                step_attr[s] = min(s.known & keep)
+
+    owners_order = {o: k for k, o in enumerate(cands.owners)}
+    out = []
+    for owner, start, i in sorted(chosen, key=lambda t: (owners_order[t[0]], cands.workload.relation_rank[t[1]])):
+        o = cands.orders[owner][start][i]
+        attrs = tuple(step_attr[s] for s in cands.steps[owner][start][i])
+        out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))
+    return out
+
+
+def _fewest_replicas(attrs: tuple[Attr, ...], known_sets: list[frozenset[Attr]]) -> frozenset[Attr]:
+    """Smallest set of partition attributes such that every step knows one (ties: smallest
+    attributes first); exhaustive for the few candidates a store has, greedy beyond 12."""
+    need = [k for k in set(known_sets)]
+    if len(attrs) <= 12:
+        for k in range(1, len(attrs) + 1):
+            for combo in itertools.combinations(sorted(attrs), k):
+                cs = set(combo)
+                if all(cs & kn for kn in need):
+                    return frozenset(cs)
+    keep: set[Attr] = set()
+    while any(not (keep & kn) for kn in need):
+        best = max(sorted(attrs), key=lambda a: sum(1 for kn in need if a in kn and not keep & kn))
+        keep.add(best)
+    return frozenset(keep)

@@ -1,0 +1,766 @@
+"""Plans: chosen probe orders merged into a forest of probe trees (paper Section V-B).
+
+Each chosen (partitioned) probe order is a path from its start relation through stores.
+Orders that share a step (DESIGN A4 identity, with the same target partition) share its
+node: a node is one executed step, and a tuple reaching a node is copied along every
+outgoing edge.  Every edge gets a unique,
+deterministic label; every store gets rules keyed by the incoming edge label:
+
+* a **store rule** keeps the arriving tuple (input tuples of a base relation, or results
+  of a materialisation order arriving at an MIR store);
+* a **probe rule** probes the store with a predicate and sends results along its out edges
+  (next stores, MIR stores, query outputs).
+
+In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
+in ``shared`` mode the individual orders are merged, so identical steps run once.
+
+Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`);
+a plan read back is validated (:func:`check_plan`): every edge label, store, relation and query
+it names exists, or :class:`~mqjoin.model.errors.PlanError` says which does not.
+
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> plan = optimize(parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+... queries: {q: "R(a), S(a)"}''')).plan
+>>> print(plan.render())
+R  ⇒ store R[a] (e1)
+  ─e2→ S[a]  cost 100  ⇒ q (e3)
+S  ⇒ store S[a] (e4)
+  ─e5→ R[a]  cost 100  ⇒ q (e6)
+>>> Plan.from_json(plan.to_json()) == plan
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, owner_selection, steps_of
+from mqjoin.model.filters import Selection, parse_where
+from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
+from mqjoin.model.errors import MqjoinError, PlanError
+from mqjoin.model.workload import Attr, JoinClass, Workload
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A chosen partitioned probe order of an owner (query or MIR), in a namespace."""
+
+    owner: Owner
+    order: ProbeOrder
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Store:
+    """A store: an MIR kept partitioned by ``partition`` into ``parallelism`` partitions."""
+
+    id: str
+    mir: MIR
+    partition: Attr
+    parallelism: int
+    memory: float  # tuples, DESIGN A5
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A labelled edge of a probe tree.
+
+    ``kind``: ``ingest`` (input → base store), ``probe`` (partial result → store to probe),
+    ``insert`` (materialisation result → MIR store), ``output`` (result → query output).
+    ``layout`` is the relation order of the travelling tuple.  ``route`` is the attribute of
+    the travelling tuple that selects the target partition (``None``: broadcast to all
+    partitions of the target; outputs are not routed)."""
+
+    label: str
+    source: str
+    target: str
+    kind: str
+    layout: tuple[str, ...]
+    route: Attr | None
+
+
+@dataclass(frozen=True)
+class StoreRule:
+    edge: str
+
+
+@dataclass(frozen=True)
+class ProbeRule:
+    edge: str
+    predicate: tuple[tuple[Attr, Attr], ...]  # (travelling attribute, stored attribute)
+    out: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One executed step of a probe tree, reached over edge ``edge``."""
+
+    edge: str
+    parent: str | None  # label of the edge into the parent node; None for a root's child
+    root: str
+    step: Step
+    store: str
+    cost: float
+    broadcast: bool
+    owners: tuple[str, ...]
+
+
+def source_id(relation: str) -> str:
+    return f"input:{relation}"
+
+
+def output_id(query: str) -> str:
+    return f"output:{query}"
+
+
+def output_query(target: str) -> str:
+    """The query of an output id (:func:`output_id`'s inverse)."""
+    kind, _, query = target.partition(":")
+    if kind != "output" or not query:
+        raise PlanError(f"{target!r} is not a query output (expected 'output:<query>')")
+    return query
+
+
+def _selectivities(workload: Workload):
+    """A function from class members to their selectivity in ``workload`` (a restricted class
+    takes the value of any query class containing it: linked classes agree)."""
+    values: dict[tuple[Attr, ...], float] = {}
+    for q in workload.queries:
+        for c in q.classes:
+            values[c.members] = c.selectivity
+
+    def selectivity(members: tuple[Attr, ...]) -> float:
+        if members in values:
+            return values[members]
+        for full, v in values.items():
+            if set(members) <= set(full):
+                return v
+        raise PlanError(f"no query of the workload has the class {{{'='.join(map(str, members))}}} that the "
+                        "plan joins on; re-optimise instead of re-costing")
+
+    return selectivity
+
+
+def recost(plan: "Plan", workload: Workload) -> float:
+    """The probe cost of ``plan``'s steps under the statistics (rates, selectivities) of
+    ``workload`` — the same queries with other numbers, e.g. statistics sampled in an epoch.
+    The adaptive controller compares it with a re-optimised plan's cost.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.planning.optimizer import optimize
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+    ... queries: {q: "R(a), S(a,b), T(b)"}
+    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.02}
+    ... ''')
+    >>> plan = optimize(w, mirs=False).plan
+    >>> recost(plan, w) == plan.probe_cost
+    True
+    >>> recost(plan, w.with_relation("R", rate=200)) > plan.probe_cost
+    True
+    """
+    selectivity = _selectivities(workload)
+    total = 0.0
+    for n in plan.nodes:
+        st = plan.store[n.store]
+        classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in n.step.classes)
+        total += step_cost(workload, Step(n.step.prefix, n.step.target, classes), st.partition, st.parallelism)
+    return total
+
+
+def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
+    """Memory (DESIGN A5, tuples) of the MIRs ``plan`` materialises, one replica each — what
+    an MIR budget limits — under ``workload``'s statistics (default: the plan's own).
+
+    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
+    >>> from mqjoin.planning.optimizer import optimize
+    >>> w = skewed_rates(high_rate=100, low_rate=10).workload
+    >>> plan = optimize(w).plan
+    >>> round(mir_memory(plan), 3), round(mir_memory(plan, w.with_relation("S", rate=100)), 3)
+    (4.444, 14.444)
+    """
+    w = workload or plan.workload
+    selectivity = _selectivities(w)
+    seen: dict[tuple, float] = {}
+    for s in plan.stores:
+        if s.mir.is_base:
+            continue
+        key = (s.namespace, s.mir.relations, tuple(c.members for c in s.mir.classes), s.mir.selection)
+        if key not in seen:
+            classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
+            seen[key] = memory_tuples(w, s.mir.relations, classes, s.mir.selection)
+    return sum(seen.values())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A deployable plan: stores, labelled edges, rules and the probe-tree nodes."""
+
+    workload: Workload
+    mode: str
+    partitioning: str
+    choices: tuple[Choice, ...]
+    stores: tuple[Store, ...]
+    edges: tuple[Edge, ...]
+    nodes: tuple[Node, ...]
+    sources: Mapping[str, tuple[str, ...]]  # relation → out edges of its input
+    rules: Mapping[str, Mapping[str, StoreRule | ProbeRule]]  # store id → edge → rule
+
+    @property
+    def probe_cost(self) -> float:
+        return sum(n.cost for n in self.nodes)
+
+    @property
+    def memory(self) -> float:
+        return sum(s.memory for s in self.stores)
+
+    @cached_property
+    def edge(self) -> dict[str, Edge]:
+        return {e.label: e for e in self.edges}
+
+    @cached_property
+    def store(self) -> dict[str, Store]:
+        return {s.id: s for s in self.stores}
+
+    def probe_orders(self) -> dict[str, dict[str, str]]:
+        """Query → start relation → rendered probe order (``individual``: each query's own)."""
+        out: dict[str, dict[str, str]] = {}
+        for c in self.choices:
+            if isinstance(c.owner, str):
+                out.setdefault(c.owner, {})[c.order.start] = c.order.render()
+        return {q: dict(sorted(d.items(), key=lambda kv: self.workload.relation_rank[kv[0]]))
+                for q, d in sorted(out.items(), key=lambda kv: self.workload.query_names.index(kv[0]))}
+
+    def materializations(self) -> dict[str, dict[str, str]]:
+        """MIR store (with namespace) → start relation → rendered probe order that maintains it."""
+        out: dict[str, dict[str, str]] = {}
+        for c in self.choices:
+            if isinstance(c.owner, MIR):
+                key = f"{c.namespace}:{c.owner.label}" if c.namespace else c.owner.label
+                out.setdefault(key, {})[c.order.start] = c.order.render()
+        return out
+
+    def render(self, edges: Iterable[str] | None = None) -> str:
+        """The probe-tree forest as indented text (paper Figure 4); ``edges``: only the steps
+        with these edge labels (e.g. one query's part of the forest)."""
+        keep = None if edges is None else set(edges)
+        nodes = [n for n in self.nodes if keep is None or n.edge in keep]
+        children: dict[str | None, list[Node]] = {}
+        for n in nodes:
+            children.setdefault(n.parent if n.parent else "root:" + n.root, []).append(n)
+        lines = []
+
+        def sinks(out_edges: Iterable[str]) -> str:
+            parts = []
+            for lab in out_edges:
+                e = self.edge[lab]
+                if e.kind == "output":
+                    parts.append(f"{e.target.split(':', 1)[1]} ({lab})")
+                elif e.kind in ("insert", "ingest"):
+                    parts.append(f"store {e.target} ({lab})")
+            return f"  ⇒ {', '.join(parts)}" if parts else ""
+
+        def walk(key: str, depth: int) -> None:
+            for n in children.get(key, []):
+                bc = " (broadcast)" if n.broadcast else ""
+                rule = self.rules[n.store][n.edge]
+                lines.append(f"{'  ' * depth}─{n.edge}→ {n.store}  cost {n.cost:g}{bc}"
+                             f"{sinks(rule.out)}")  # type: ignore[union-attr]
+                walk(n.edge, depth + 1)
+
+        for root in dict.fromkeys(n.root for n in nodes):
+            ns, _, rel = root.rpartition(":")
+            ingest = [lab for lab in self.sources.get(rel, ())
+                      if self.edge[lab].kind == "ingest" and self.store[self.edge[lab].target].namespace == ns]
+            lines.append(root + sinks(ingest))
+            walk("root:" + root, 1)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.mode}/{self.partitioning}: probe cost {self.probe_cost:g}, "
+                f"{len(self.stores)} stores, {len(self.nodes)} steps)")
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the summary line and the probe-tree forest (:meth:`render`)."""
+        import html
+
+        return f"<b>{html.escape(repr(self))}</b><pre>{html.escape(self.render())}</pre>"
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": "mqjoin-plan/1",
+            "workload": self.workload.to_spec(),
+            "mode": self.mode,
+            "partitioning": self.partitioning,
+            "probe_cost": self.probe_cost,
+            "memory": self.memory,
+            "choices": [{"owner": _owner_json(c.owner), "namespace": c.namespace, "start": c.order.start,
+                         "elements": [_mir_json(m) for m in c.order.elements],
+                         "partitions": [str(a) for a in c.order.partitions or ()],
+                         "rendered": c.order.render()} for c in self.choices],
+            "stores": [{"id": s.id, "mir": _mir_json(s.mir), "partition": str(s.partition),
+                        "parallelism": s.parallelism, "memory": s.memory, "namespace": s.namespace}
+                       for s in self.stores],
+            "edges": [{"label": e.label, "source": e.source, "target": e.target, "kind": e.kind,
+                       "layout": list(e.layout), "route": None if e.route is None else str(e.route)}
+                      for e in self.edges],
+            "nodes": [{"edge": n.edge, "parent": n.parent, "root": n.root, "step": _step_json(n.step),
+                       "store": n.store, "cost": n.cost, "broadcast": n.broadcast, "owners": list(n.owners)}
+                      for n in self.nodes],
+            "sources": {r: list(es) for r, es in self.sources.items()},
+            "rules": {sid: {e: ({"type": "store"} if isinstance(r, StoreRule) else
+                                {"type": "probe", "predicate": [[str(a), str(b)] for a, b in r.predicate],
+                                 "out": list(r.out)})
+                            for e, r in rs.items()} for sid, rs in self.rules.items()},
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Plan":
+        """The plan of :meth:`to_dict`, validated: a missing key, a dangling edge label, an
+        unknown store, relation or query, or a bad kind raises :class:`PlanError` naming it —
+        never a ``KeyError``, neither here nor later when the plan runs.
+
+        >>> from mqjoin.planning.optimizer import optimize
+        >>> from mqjoin.model.workload import parse_workload
+        >>> w = parse_workload('''
+        ... defaults: {selectivity: 0.1}
+        ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+        ... queries: {q: "R(a), S(a)"}''')
+        >>> d = optimize(w).plan.to_dict()
+        >>> Plan.from_dict(d) == optimize(w).plan
+        True
+        >>> d["rules"]["S[a]"]["e9"] = {"type": "store"}
+        >>> Plan.from_dict(d)
+        Traceback (most recent call last):
+        ...
+        mqjoin.model.errors.PlanError: malformed plan: the rules of store S[a]: no edge e9 in the plan
+        """
+        if not isinstance(d, Mapping):
+            raise PlanError(f"malformed plan: expected a JSON object, got {type(d).__name__}")
+        if d.get("format") != "mqjoin-plan/1":
+            raise PlanError(f"not an mqjoin plan (format {d.get('format')!r}, expected 'mqjoin-plan/1')")
+        try:
+            w = Workload.from_spec(_field(d, "workload", "the plan"))
+        except PlanError:
+            raise
+        except MqjoinError as e:
+            raise PlanError(f"malformed plan: its workload is invalid: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise PlanError(f"malformed plan: its workload is invalid: {type(e).__name__}: {e}") from None
+        try:
+            plan = Plan(
+                w, _field(d, "mode", "the plan"), _field(d, "partitioning", "the plan"),
+                tuple(_choice_from(c, w) for c in _field(d, "choices", "the plan")),
+                tuple(_store_from(s, w) for s in _field(d, "stores", "the plan")),
+                tuple(_edge_from(e) for e in _field(d, "edges", "the plan")),
+                tuple(_node_from(n, w) for n in _field(d, "nodes", "the plan")),
+                {r: tuple(es) for r, es in _items(_field(d, "sources", "the plan"), "sources")},
+                {sid: {e: _rule_from(e, r, sid) for e, r in _items(rs, f"the rules of store {sid}")}
+                 for sid, rs in _items(_field(d, "rules", "the plan"), "rules")})
+        except PlanError:
+            raise
+        except MqjoinError as e:
+            raise PlanError(f"malformed plan: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from None
+        check_plan(plan)
+        return plan
+
+    @staticmethod
+    def from_json(text: str) -> "Plan":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan is not valid JSON: {e}") from None
+        return Plan.from_dict(d)
+
+
+def _field(d: Any, key: str, where: str) -> Any:
+    """``d[key]``, or a :class:`PlanError` saying which key of what is missing."""
+    if not isinstance(d, Mapping):
+        raise PlanError(f"malformed plan: {where} must be a JSON object, got {type(d).__name__}")
+    if key not in d:
+        raise PlanError(f"malformed plan: {where} has no key {key!r}")
+    return d[key]
+
+
+def _items(d: Any, where: str) -> Iterable[tuple[str, Any]]:
+    if not isinstance(d, Mapping):
+        raise PlanError(f"malformed plan: {where} must be a JSON object, got {type(d).__name__}")
+    return d.items()
+
+
+def _choice_from(c: Any, w: Workload) -> Choice:
+    order = ProbeOrder(_field(c, "start", "a choice"),
+                       tuple(_mir_from(m, w) for m in _field(c, "elements", "a choice")),
+                       tuple(_attr(a) for a in _field(c, "partitions", "a choice")))
+    return Choice(_owner_from(_field(c, "owner", "a choice"), w), order, _field(c, "namespace", "a choice"))
+
+
+def _store_from(s: Any, w: Workload) -> Store:
+    return Store(_field(s, "id", "a store"), _mir_from(_field(s, "mir", "a store"), w),
+                 _attr(_field(s, "partition", "a store")), int(_field(s, "parallelism", "a store")),
+                 float(_field(s, "memory", "a store")), _field(s, "namespace", "a store"))
+
+
+def _edge_from(e: Any) -> Edge:
+    route = _field(e, "route", "an edge")
+    return Edge(_field(e, "label", "an edge"), _field(e, "source", "an edge"), _field(e, "target", "an edge"),
+                _field(e, "kind", "an edge"), tuple(_field(e, "layout", "an edge")),
+                None if route is None else _attr(route))
+
+
+def _node_from(n: Any, w: Workload) -> Node:
+    return Node(_field(n, "edge", "a node"), _field(n, "parent", "a node"), _field(n, "root", "a node"),
+                _step_from(_field(n, "step", "a node"), w), _field(n, "store", "a node"),
+                float(_field(n, "cost", "a node")), bool(_field(n, "broadcast", "a node")),
+                tuple(_field(n, "owners", "a node")))
+
+
+def _rule_from(edge: str, r: Any, store: str) -> StoreRule | ProbeRule:
+    where = f"the rule of edge {edge} at store {store}"
+    kind = _field(r, "type", where)
+    if kind == "store":
+        return StoreRule(edge)
+    if kind == "probe":
+        return ProbeRule(edge, tuple((_attr(a), _attr(b)) for a, b in _field(r, "predicate", where)),
+                         tuple(_field(r, "out", where)))
+    raise PlanError(f"malformed plan: {where} has type {kind!r} (expected 'store' or 'probe')")
+
+
+EDGE_KINDS = ("ingest", "probe", "insert", "output")
+
+
+def check_plan(plan: Plan) -> None:
+    """Raise :class:`PlanError` unless every label, store id, relation and query ``plan``
+    refers to exists and every kind is known — the checks that make a plan read from JSON
+    safe to run (an engine never meets a dangling reference).
+
+    >>> from dataclasses import replace
+    >>> from mqjoin.planning.optimizer import optimize
+    >>> from mqjoin.model.workload import parse_workload
+    >>> plan = optimize(parse_workload('''
+    ... defaults: {selectivity: 0.1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}''')).plan
+    >>> check_plan(plan)
+    >>> check_plan(replace(plan, sources={**plan.sources, "X": ("e1",)}))
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.PlanError: malformed plan: sources name relation X, which the workload does not declare
+    """
+    from mqjoin.planning.options import check_mode, check_policy
+
+    def bad(message: str) -> PlanError:
+        return PlanError(f"malformed plan: {message}")
+
+    try:
+        check_mode(plan.mode)
+        check_policy(plan.partitioning)
+    except MqjoinError as e:
+        raise bad(str(e)) from None
+    relations = {r.name for r in plan.workload.relations}
+    queries = set(plan.workload.query_names)
+    stores: dict[str, Store] = {}
+    for s in plan.stores:
+        if s.id in stores:
+            raise bad(f"two stores have the id {s.id}")
+        stores[s.id] = s
+    edges: dict[str, Edge] = {}
+    for e in plan.edges:
+        if e.label in edges:
+            raise bad(f"two edges have the label {e.label}")
+        edges[e.label] = e
+
+    def endpoint(ref: str, edge: Edge, role: str) -> None:
+        if ref in stores:
+            return
+        kind, _, name = ref.partition(":")
+        if (kind, role) == ("input", "source") and name in relations:
+            return
+        if (kind, role) == ("output", "target") and name in queries:
+            return
+        raise bad(f"edge {edge.label} has {role} {ref!r}, which is no store of the plan"
+                  + (", no input of a declared relation" if role == "source" else ", no output of a query"))
+
+    for e in plan.edges:
+        if e.kind not in EDGE_KINDS:
+            raise bad(f"edge {e.label} has kind {e.kind!r} (expected one of {', '.join(EDGE_KINDS)})")
+        endpoint(e.source, e, "source")
+        endpoint(e.target, e, "target")
+        if (e.kind == "output") != e.target.startswith("output:"):
+            raise bad(f"edge {e.label} of kind {e.kind} has target {e.target!r}")
+        for r in e.layout:
+            if r not in relations:
+                raise bad(f"edge {e.label} carries relation {r}, which the workload does not declare")
+
+    def known(label: Any, where: str) -> Edge:
+        if label not in edges:
+            raise bad(f"{where}: no edge {label} in the plan")
+        return edges[label]
+
+    for rel, labels in plan.sources.items():
+        if rel not in relations:
+            raise bad(f"sources name relation {rel}, which the workload does not declare")
+        for lab in labels:
+            if known(lab, f"the sources of {rel}").source != source_id(rel):
+                raise bad(f"the sources of {rel} list edge {lab}, which leaves {edges[lab].source}")
+    for sid in stores:
+        if sid not in plan.rules:
+            raise bad(f"store {sid} has no rules (give it an empty object if nothing arrives)")
+    for sid, rules in plan.rules.items():
+        if sid not in stores:
+            raise bad(f"rules are given for store {sid}, which the plan does not have")
+        for lab, rule in rules.items():
+            edge = known(lab, f"the rules of store {sid}")
+            if rule.edge != lab or edge.target != sid:
+                raise bad(f"the rule of edge {lab} is filed under store {sid}, but the edge leads to {edge.target}")
+            if isinstance(rule, ProbeRule):
+                for out in rule.out:
+                    known(out, f"the probe rule of edge {lab} at store {sid}")
+    for n in plan.nodes:
+        known(n.edge, "a node")
+        if n.parent is not None:
+            known(n.parent, f"the parent of node {n.edge}")
+        if n.store not in stores:
+            raise bad(f"node {n.edge} probes store {n.store}, which the plan does not have")
+        if not isinstance(plan.rules[n.store].get(n.edge), ProbeRule):
+            raise bad(f"node {n.edge} probes store {n.store}, which has no probe rule for it")
+    for e in plan.edges:  # every store an edge reaches has a rule for it: engines look it up
+        if e.target in stores and e.label not in plan.rules.get(e.target, {}):
+            raise bad(f"store {e.target} has no rule for its incoming edge {e.label}")
+
+
+def _attr(s: str) -> Attr:
+    if not isinstance(s, str):
+        raise PlanError(f"malformed attribute {s!r} in plan (expected 'R.a')")
+    rel, _, name = s.partition(".")
+    if not rel or not name:
+        raise PlanError(f"malformed attribute {s!r} in plan (expected 'R.a')")
+    return Attr(rel, name)
+
+
+def _classes_json(classes: Iterable[JoinClass]) -> list:
+    return [{"members": [str(a) for a in c.members], "selectivity": c.selectivity} for c in classes]
+
+
+def _classes_from(d: list) -> tuple[JoinClass, ...]:
+    return tuple(JoinClass(tuple(_attr(a) for a in c["members"]), float(c["selectivity"])) for c in d)
+
+
+def _mir_json(m: MIR) -> dict:
+    d = {"relations": list(m.relations), "classes": _classes_json(m.classes)}
+    if m.selection:
+        d["selection"] = [{"relation": s.relation, "filters": [" AND ".join(map(str, cs)) for cs in s.filters],
+                           "fraction": s.fraction} for s in m.selection]
+    return d
+
+
+def _mir_from(d: Mapping, w: Workload) -> MIR:
+    relations = {r.name: r for r in w.relations}
+    selection = [Selection(s["relation"], tuple(parse_where(f, relations, "plan")[0].comparisons for f in s["filters"]),
+                           float(s["fraction"])) for s in d.get("selection", ())]
+    return MIR.of(w, d["relations"], _classes_from(d["classes"]), selection)
+
+
+def _owner_json(o: Owner) -> Any:
+    return o if isinstance(o, str) else _mir_json(o)
+
+
+def _owner_from(d: Any, w: Workload) -> Owner:
+    return d if isinstance(d, str) else _mir_from(d, w)
+
+
+def _step_json(s: Step) -> dict:
+    return {"prefix": [_mir_json(m) for m in s.prefix], "target": _mir_json(s.target),
+            "classes": _classes_json(s.classes)}
+
+
+def _step_from(d: Mapping, w: Workload) -> Step:
+    return Step(tuple(_mir_from(m, w) for m in d["prefix"]), _mir_from(d["target"], w), _classes_from(d["classes"]))
+
+
+# --------------------------------------------------------------------------------------------
+# building a plan from chosen orders
+# --------------------------------------------------------------------------------------------
+
+
+def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
+    """The travelling attribute whose class holds the target's partition attribute."""
+    rels = set(travelling)
+    for c in classes:
+        if any(target.canonical(a) == partition for a in c.members if a.relation in target.relation_set):
+            for a in c.members:
+                if a.relation in rels:
+                    return a
+    return None
+
+
+def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
+    """Merge chosen partitioned probe orders into probe trees with stores, labels and rules."""
+    choices = normalise_choices(choices)
+    rank = workload.relation_rank
+
+    # stores: every (namespace, MIR, partition) some step targets
+    store_keys: dict[tuple[str, MIR, Attr], None] = {}
+    for c in choices:
+        for m, a in zip(c.order.elements, c.order.partitions or ()):
+            store_keys[(c.namespace, m, a)] = None
+    stores: dict[tuple[str, MIR, Attr], Store] = {}
+    used_ids: dict[str, tuple[str, MIR, Attr]] = {}
+    for ns, m, a in sorted(store_keys, key=lambda k: (k[0], k[1].sort_key(), k[2])):
+        sid = (f"{ns}:" if ns else "") + m.render_partition(a)
+        if sid in used_ids:
+            k = 2
+            while f"{sid}#{k}" in used_ids:
+                k += 1
+            sid = f"{sid}#{k}"
+        used_ids[sid] = (ns, m, a)
+        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
+                                   memory_tuples(workload, m.relations, m.classes, m.selection), ns)
+    replicas: dict[tuple[str, MIR], list[Store]] = {}
+    for (ns, m, _), s in stores.items():
+        replicas.setdefault((ns, m), []).append(s)
+
+    # Tree nodes are keyed by step identity (DESIGN A4) and target partition: identical steps
+    # run — and are paid — once.  Orders can reach the same step through differently
+    # partitioned prefixes (in shared mode); those prefixes compute the same partial results,
+    # so the node hangs off the first of them.  Keys: (namespace, start) for a root,
+    # (namespace, step, partition) for a node.
+    NodeKey = tuple
+    node_info: dict[NodeKey, dict[str, Any]] = {}
+    sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
+    for c in choices:
+        classes = owner_classes(c.owner, workload)
+        key: tuple = (c.namespace, c.order.start)
+        layout: tuple[str, ...] = (c.order.start,)
+        selection = owner_selection(c.owner, workload)
+        for s, m, a in zip(steps_of(c.order, classes, workload, selection), c.order.elements, c.order.partitions or ()):
+            parent, key = key, (c.namespace, s, a)
+            info = node_info.get(key)
+            if info is None:
+                store = stores[(c.namespace, m, a)]
+                node_info[key] = info = {
+                    "parent": parent, "step": s, "store": store, "layout": layout,
+                    "route": route_attribute(s.classes, layout, m, a), "owners": {},
+                    "cost": step_cost(workload, s, a, store.parallelism),
+                    "broadcast": a not in s.known and store.parallelism > 1,
+                }
+            info["owners"][owner_label(c.owner)] = None
+            layout = layout + tuple(r for r in m.relations)
+        if isinstance(c.owner, MIR):
+            for rep in replicas.get((c.namespace, c.owner), []):
+                sinks.setdefault(key, {})[rep.id] = None
+        else:
+            sinks.setdefault(key, {})[output_id(c.owner)] = None
+
+    # deterministic traversal: namespaces, then start relations, then children by step/partition
+    children: dict[NodeKey, list[NodeKey]] = {}
+    for key, info in node_info.items():
+        children.setdefault(info["parent"], []).append(key)
+
+    def child_order(k: NodeKey) -> tuple:
+        _, s, a = k
+        return (s.target.sort_key(), a, tuple(c.members for c in s.classes))
+
+    roots = sorted({(c.namespace, c.order.start) for c in choices}, key=lambda r: (r[0], rank[r[1]]))
+    edges: list[Edge] = []
+    nodes: list[Node] = []
+    rules: dict[str, dict[str, StoreRule | ProbeRule]] = {s.id: {} for s in stores.values()}
+    sources: dict[str, list[str]] = {}
+    counter = [0]
+
+    def label() -> str:
+        counter[0] += 1
+        return f"e{counter[0]}"
+
+    def add_probe(key: NodeKey, parent_edge: str | None, root: str) -> str:
+        info = node_info[key]
+        store: Store = info["store"]
+        lab = label()
+        src = source_id(info["step"].prefix[0].relations[0]) if parent_edge is None \
+            else node_info[info["parent"]]["store"].id
+        edges.append(Edge(lab, src, store.id, "probe", info["layout"], info["route"]))
+        nodes.append(Node(lab, parent_edge, root, info["step"], store.id, info["cost"], info["broadcast"],
+                          tuple(info["owners"])))
+        out: list[str] = []
+        result_layout = info["layout"] + store.mir.relations
+        for k in sorted(children.get(key, []), key=child_order):
+            out.append(add_probe(k, lab, root))
+        for sink in sinks.get(key, {}):
+            ol = label()
+            if sink.startswith("output:"):
+                edges.append(Edge(ol, store.id, sink, "output", result_layout, None))
+            else:
+                target = next(s for s in stores.values() if s.id == sink)
+                edges.append(Edge(ol, store.id, sink, "insert", result_layout,
+                                  _find_attr(result_layout, target.partition)))
+                rules[sink][ol] = StoreRule(ol)
+            out.append(ol)
+        pred = tuple(info["step"].predicate())
+        rules[store.id][lab] = ProbeRule(lab, pred, tuple(out))
+        return lab
+
+    for ns, start in roots:
+        root = f"{ns}:{start}" if ns else start
+        outs = sources.setdefault(start, [])
+        bases = [rep for (ns_, m), reps in replicas.items() if ns_ == ns and m.relations == (start,) for rep in reps]
+        for rep in sorted(bases, key=lambda s: (s.partition, s.mir.sort_key())):
+            lab = label()
+            edges.append(Edge(lab, source_id(start), rep.id, "ingest", (start,), rep.partition))
+            rules[rep.id][lab] = StoreRule(lab)
+            outs.append(lab)
+        for k in sorted(children.get((ns, start), []), key=child_order):
+            outs.append(add_probe(k, None, root))
+    # base stores of relations that start no order in that namespace still need ingestion
+    for (ns, m), reps in sorted(replicas.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+        if m.is_base and (ns, m.relations[0]) not in roots:
+            for rep in sorted(reps, key=lambda s: s.partition):
+                lab = label()
+                edges.append(Edge(lab, source_id(m.relations[0]), rep.id, "ingest", m.relations, rep.partition))
+                rules[rep.id][lab] = StoreRule(lab)
+                sources.setdefault(m.relations[0], []).append(lab)
+
+    ordered_sources = {r: tuple(sources[r]) for r in sorted(sources, key=lambda r: rank[r])}
+    return Plan(workload, mode, partitioning, choices, tuple(stores.values()), tuple(edges), tuple(nodes),
+                ordered_sources, rules)
+
+
+def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:
+    """Keep one materialisation order per (namespace, MIR, start) — the first — and only MIRs
+    that the namespace's query orders use, directly or through other materialised MIRs.
+
+    (An ILP solution may materialise an MIR nobody uses when its steps are paid anyway, and
+    the individual plans merged in ``shared`` mode may each bring an order for one MIR.)"""
+    choices = tuple(choices)
+    first: dict[tuple[str, MIR, str], Choice] = {}
+    for c in choices:
+        if isinstance(c.owner, MIR):
+            first.setdefault((c.namespace, c.owner, c.order.start), c)
+    needed: set[tuple[str, MIR]] = set()
+    frontier = [c for c in choices if not isinstance(c.owner, MIR)]
+    while frontier:
+        c = frontier.pop()
+        for m in c.order.elements:
+            if not m.is_base and (c.namespace, m) not in needed:
+                needed.add((c.namespace, m))
+                frontier.extend(mc for (ns, mir, _), mc in first.items() if ns == c.namespace and mir == m)
+    return tuple(c for c in choices if not isinstance(c.owner, MIR)
+                 or ((c.namespace, c.owner) in needed and first[(c.namespace, c.owner, c.order.start)] is c))
+
+
+def _find_attr(layout: Iterable[str], attr: Attr) -> Attr | None:
+    return attr if attr.relation in set(layout) else None
