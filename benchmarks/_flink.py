@@ -6,7 +6,7 @@ job, parallelism 2 by default) over the same input: one CSV file per relation (`
 row index, ``ts``, the attributes), written from the tables the Spark engines replay.  Each
 query joins its relations in the chain order of the native Spark baseline (Flink keeps the
 order written: join reordering is off by default), with its equalities and the exact window
-conditions of DESIGN A6 (``ts_i − ts_j ≤ window(Rj)`` per ordered pair; none for null
+conditions of docs/model.md §6 (``ts_i − ts_j ≤ window(Rj)`` per ordered pair; none for null
 windows), and writes the row indices of every result to a CSV sink, read back and compared
 with the oracle's sets.
 

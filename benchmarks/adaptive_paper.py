@@ -52,7 +52,7 @@ import sys
 import time
 from pathlib import Path
 
-from mqjoin.adaptive.controller import AdaptivePolicy
+from mqjoin.adaptive.policy import AdaptivePolicy
 from mqjoin.widgets.charts import epoch_figure
 from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload, selectivity_change, skewed_rates
 from mqjoin.runtime.epochs import run_adaptive

@@ -1,5 +1,5 @@
 """How far AJoin's heuristic (planner ``ajoin``: query groups + iterative DP join reordering with
-shared costs) is from CLASH's ILP optimum, by the DESIGN A4 probe cost of their plans.
+shared costs) is from CLASH's ILP optimum, by the docs/model.md §4 probe cost of their plans.
 
 Rows: the CLASH paper's examples (``paper_v2.yaml``, ``paper_fig3.yaml``), AJoin's Figure 6
 (two filtered queries), the filtered TPC-H Figure 7(a) workload, and random workloads like the

@@ -115,10 +115,11 @@ def table1_plans(workload: Workload) -> dict[str, Plan]:
     """The plans of Table 1 on a Section 3.3 workload, named as :data:`TABLE1`: ``deep`` — the
     deep tree the paper's counts imply, ``(S1 ⋈ S2) ⋈ S3`` (185,000 moves = 35,000 inputs +
     ``|S1 ⋈ S2|``); ``mjoin`` — MJoin with the correct probing sequence; ``mjoin, wrong`` — the
-    least selective predicate first; and ``deep, A4`` — the cheapest deep tree under DESIGN A4,
+    least selective predicate first; and ``deep, A4`` — the cheapest deep tree under docs/model.md §4,
     ``(S1 ⋈ S3) ⋈ S2``."""
     from mqjoin.planning.optimizer import optimize
-    from mqjoin.planners.trees import JoinTree, operator_trees, plan_trees
+    from mqjoin.planners.registry import operator_trees
+    from mqjoin.planners.trees import JoinTree, plan_trees
 
     leaf = JoinTree.leaf
     paper_tree = JoinTree.join([JoinTree.join([leaf("S1"), leaf("S2")]), leaf("S3")])

@@ -1,13 +1,13 @@
 """Statistics from data: relation rates and class selectivities, written into a workload.
 
-Point a workload at a data directory (``<relation>.parquet`` / ``.csv``, DESIGN A6) and get
+Point a workload at a data directory (``<relation>.parquet`` / ``.csv``, docs/model.md §6) and get
 the numbers the optimiser needs without typing them:
 
 **Rates.**  The rate of ``R`` is ``(n − 1) / (max ts − min ts)`` tuples per second of event
 time over all ``n`` rows (exact for constant arrivals, the usual estimate for Poisson ones;
 never sampled).  A relation whose tuples span no time keeps its declared rate (and says so).
 
-**Pair selectivities** (DESIGN A1: the probability that a random pair agrees).  For
+**Pair selectivities** (docs/model.md §1: the probability that a random pair agrees).  For
 attributes ``X.a`` and ``Y.b``::
 
     s = Σ_v cnt_X(v) · cnt_Y(v) / (|X| · |Y|)
@@ -31,7 +31,7 @@ normal interval is then unreliable.
 
 **Classes of three or more members, and classes shared between queries.**  The workload
 model gives one selectivity per class, and classes of different queries that share a pair of
-attributes must agree (DESIGN A1).  So pairs are grouped: every pair of members of a class is
+attributes must agree (docs/model.md §1).  So pairs are grouped: every pair of members of a class is
 estimated, pairs of one class are linked, and linked pairs (across all queries) form a group
 that gets one value — the **geometric mean** of its pair estimates.  For a two-member class
 that is not linked to another class this is just its pair estimate; for a class
@@ -58,7 +58,7 @@ conservative case).  A pair without any agreeing value in the full data is writt
 >>> w2.rate("S"), w2.query("q").classes[0].selectivity
 (0.5, 0.25)
 
-**Pass fractions** of query filters (DESIGN A7): the share ``p`` of a relation's rows (of its
+**Pass fractions** of query filters (docs/model.md §7): the share ``p`` of a relation's rows (of its
 sample, when sampled) that pass the filter, with the binomial standard error
 ``√(p(1−p)/m · (1 − m/|R|))`` and the 95 % interval ``p ± 1.96·SE`` (``[0, 3/m]`` when no
 sampled row passes; fewer than 10 passing sample rows are flagged).  A filter no row passes is
@@ -640,7 +640,7 @@ def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ..
 
 
 def workload_yaml(workload: Workload) -> str:
-    """The workload as compact, block-style YAML in the format of DESIGN A1 (one line per
+    """The workload as compact, block-style YAML in the format of docs/model.md §1 (one line per
     relation, query and selectivity; a relation's window and parallelism only when they differ
     from the defaults).  Parsing it gives the same workload.
 

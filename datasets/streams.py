@@ -2,7 +2,7 @@
 
 A stream of relation ``R`` is ``DIR/R.parquet`` with a float64 column ``ts`` (event time in
 seconds) first, then ``R``'s attributes — the format :func:`mqjoin.model.tables.read_inputs` reads
-(DESIGN A6; a tuple's identity is its row index).  The generators here produce NumPy/Arrow
+(docs/model.md §6; a tuple's identity is its row index).  The generators here produce NumPy/Arrow
 columns of up to millions of rows, so they write them with Arrow directly instead of going
 through :class:`mqjoin.model.tables.Table` (whose Python tuples are meant for the engine's inputs);
 the tests read every generated directory back with ``read_inputs``.

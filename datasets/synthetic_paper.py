@@ -272,7 +272,7 @@ def write_bundled_workloads(out_dir: str | Path = WORKLOADS) -> list[Path]:
 
 def sampled_workload(data: PaperData, epoch: int = 1, epoch_length: float = 1.0):
     """A paper data set's workload with the statistics an engine samples in ``epoch``
-    (rates and selectivities of that epoch's tuples, :func:`mqjoin.adaptive.controller.epoch_stats`):
+    (rates and selectivities of that epoch's tuples, :func:`mqjoin.adaptive.sampling.epoch_stats`):
     what a running system knows — the initial view of the Figure 8(b) runs.
 
     >>> d = skewed_rates(high_rate=500, low_rate=10, fanout=5)
@@ -280,7 +280,8 @@ def sampled_workload(data: PaperData, epoch: int = 1, epoch_length: float = 1.0)
     >>> w.rate("R"), w.rate("S"), w.query("q").class_of(w.relation("S").attr("b")).selectivity
     (500.0, 10.0, 0.5)
     """
-    from mqjoin.adaptive.controller import AdaptivePolicy, epoch_sample, epoch_stats
+    from mqjoin.adaptive.sampling import epoch_sample, epoch_stats
+    from mqjoin.adaptive.policy import AdaptivePolicy
 
     policy = AdaptivePolicy(epoch=epoch_length)
     w, tables = data.workload, data.tables()
@@ -302,14 +303,14 @@ class MirBudget:
 
 def figure_8b_budget(data: PaperData, policy: Any = None) -> MirBudget:
     """:class:`MirBudget` of a skewed-rates data set (:func:`skewed_rates`) for the optimiser
-    options of ``policy`` (an :class:`~mqjoin.adaptive.controller.AdaptivePolicy`, default epochs of
+    options of ``policy`` (an :class:`~mqjoin.adaptive.policy.AdaptivePolicy`, default epochs of
     1 s); :func:`sampled_workload` gives the statistics.
 
     >>> b = figure_8b_budget(skewed_rates(high_rate=500, low_rate=10, fanout=5))
     >>> b.before > b.budget > b.after
     True
     """
-    from mqjoin.adaptive.controller import AdaptivePolicy
+    from mqjoin.adaptive.policy import AdaptivePolicy
     from mqjoin.planning.optimizer import optimize
     from mqjoin.planning.plan import mir_memory
 

@@ -5,7 +5,7 @@ no download at run time) to write the eight TPC-H tables as Parquet, then turns 
 into a relation stream ``<relation>.parquet``: a ``ts`` column from an arrival process
 (:mod:`mqjoin.datasets.arrivals`) followed by the columns queries join on, named by the TPC-H
 column without its prefix (``s_nationkey`` → ``supplier.nationkey``).  Rows keep the table's
-order, so a tuple's identity (DESIGN A6) is its row in the TPC-H table.  The arrival rate
+order, so a tuple's identity (docs/model.md §6) is its row in the TPC-H table.  The arrival rate
 given is that of the largest relation, ``lineitem``; every relation streams over the same
 span of event time, so its rate is proportional to its size.
 
@@ -178,7 +178,7 @@ TEN_QUERIES: dict[str, str] = {
            "customer(custkey, nationkey)",
 }
 
-#: Figure 7(a) with TPC-H-style selections (DESIGN A7): returned line items, finished orders,
+#: Figure 7(a) with TPC-H-style selections (docs/model.md §7): returned line items, finished orders,
 #: part and supplier key ranges; q4 and q5 filter orders alike, so they may share its steps
 FIG7A_FILTERED_QUERIES: dict[str, dict[str, str]] = {
     "q1": {"join": FIG7A_QUERIES["q1"], "where": "supplier.suppkey <= 50"},
@@ -418,7 +418,7 @@ BUNDLED = {
     "tpch_10q.yaml": ("Ten TPC-H queries: Figure 7(a) plus five with more partly overlapping joins, including\n"
                       "the type-compatible joins lineitem.linestatus = orders.orderstatus and\n"
                       "customer.custkey = nation.nationkey; full history (window null).", TEN_QUERIES),
-    "tpch_fig7a_filtered.yaml": ("Figure 7(a) with TPC-H-style filters (DESIGN A7) on lineitem.returnflag,\n"
+    "tpch_fig7a_filtered.yaml": ("Figure 7(a) with TPC-H-style filters (docs/model.md §7) on lineitem.returnflag,\n"
                                  "orders.orderstatus and part/supplier keys; pass fractions estimated from the data.",
                                  FIG7A_FILTERED_QUERIES),
     "tpch_joins.yaml": ("Every potential TPC-H join of Section VII-A as a two-way query (j01 …), and every pair\n"

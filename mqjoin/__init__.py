@@ -1,6 +1,6 @@
 """mqjoin: explore, optimise and run multiple multi-way stream joins (CLASH).
 
-The engine is a flow of plain values (DESIGN B1)::
+The engine is a flow of plain values (docs/architecture.md §1)::
 
     Workload → candidates → ILP → Plan → engine → metrics
 

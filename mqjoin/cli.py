@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
-from mqjoin.planners.trees import PLANNERS
+from mqjoin.planners.registry import PLANNERS
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -60,7 +60,7 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
                    help="stop the solver after S seconds; the best plan found is then reported with "
                         "its gap to the optimum (default: 60)")
     p.add_argument("--mir-budget", type=float, default=None, metavar="N",
-                   help="at most N tuples of MIR stores (memory estimate of DESIGN A5; default: no limit)")
+                   help="at most N tuples of MIR stores (memory estimate of docs/model.md §5; default: no limit)")
     _planner_args(p)
 
 
@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
         if not ok:
             print(json.dumps(summary, indent=1) if args.json else summary["check"])
-            raise ResultMismatchError("results differ from the brute-force oracle (DESIGN A6): please report this")
+            raise ResultMismatchError("results differ from the brute-force oracle (docs/model.md §6): please report this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
@@ -237,7 +237,7 @@ def _budget_line(b: dict) -> str:
 
 
 def _run_adaptive(args: argparse.Namespace) -> int:
-    from mqjoin.adaptive.controller import AdaptivePolicy, lifetime_of, lifetimes, load_changes
+    from mqjoin.adaptive.policy import AdaptivePolicy, lifetime_of, lifetimes, load_changes
     from mqjoin.model.tables import read_inputs, write_results
 
     if args.engine == "native":
@@ -272,7 +272,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
         summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
         if not ok:
-            raise ResultMismatchError("adaptive results differ from the brute-force oracle (DESIGN A6): please report this")
+            raise ResultMismatchError("adaptive results differ from the brute-force oracle (docs/model.md §6): please report this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str, ensure_ascii=False))
         return 0
@@ -376,7 +376,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from mqjoin.planning.comparison import COMPARED_PLANNERS, compare, settings
-    from mqjoin.planners.trees import check_planner
+    from mqjoin.planners.registry import check_planner
 
     w = _workload(args.workload)
     planners = (args.planner,) if args.planner else COMPARED_PLANNERS
@@ -435,7 +435,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     want = oracle_results(w, tables) if args.check else None
     if want is not None:
-        print(f"oracle (brute force, DESIGN A6): {sum(map(len, want.values())):,} results "
+        print(f"oracle (brute force, docs/model.md §6): {sum(map(len, want.values())):,} results "
               f"in {time.perf_counter() - t0:.2f}s")
     print(f"\n{'plan':<22}{'probe cost':>12}{'memory':>10}{'measured msgs/s':>17}{'measured/model':>16}"
           f"{'tuples/s':>11}{'results':>9}  check")
@@ -465,9 +465,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"Spark results {'=' if same else '≠'} reference results"
               + ("" if want is None else f" {'=' if got == want else '≠'} oracle"))
         if not same or (want is not None and got != want):
-            raise ResultMismatchError("Spark results differ from the reference engine (DESIGN A6): please report this")
+            raise ResultMismatchError("Spark results differ from the reference engine (docs/model.md §6): please report this")
     print("\n'measured/model': probe messages per second over the modelled probe cost.  Windows are not "
-          "in the cost model (DESIGN A1),\nso this is only indicative here; benchmarks/reference_throughput.py "
+          "in the cost model (docs/model.md §1),\nso this is only indicative here; benchmarks/reference_throughput.py "
           "checks it where the model's assumptions hold (≈ 1.00).")
     print("\nmqo/single plan:\n" + res.summary())
     print("\nprobe trees:\n" + res.plan.render())
@@ -679,10 +679,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
         from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
         from mqjoin.model.tables import read_inputs
-        from mqjoin.model.workload import _parse_attr_ref
+        from mqjoin.model.workload import parse_attr_ref
 
         by_name = {r.name: r for r in w.relations}
-        attrs = [_parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
+        attrs = [parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
         per_value = value_rates(w, read_inputs(w, args.data), attrs)
     if args.write:
         _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "

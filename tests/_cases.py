@@ -63,7 +63,7 @@ def cases(n: int, start: int = 0, max_rows: int = 25):
 
 
 def random_filtered_case(seed: int, max_rows: int = 25, grouped: bool = False):
-    """A :func:`random_case` whose queries carry random filters (DESIGN A7: comparisons with
+    """A :func:`random_case` whose queries carry random filters (docs/model.md §7: comparisons with
     constants of every operator, on join and non-join attributes, pass fractions given), with
     every query in one query group when ``grouped``; None when the drawn workload is invalid."""
     case = random_case(seed, max_rows)

@@ -1,4 +1,4 @@
-"""An independent, exhaustive reference optimiser written straight from DESIGN A2–A5.
+"""An independent, exhaustive reference optimiser written straight from docs/model.md §2–§5.
 
 It shares no logic with ``mqjoin.planning.candidates``, ``mqjoin.planning.ilp`` or ``mqjoin.planning.optimizer``: MIRs,
 probe orders, step identity, step costs, broadcast factors and partition candidates are all
@@ -206,7 +206,7 @@ def step_cost(workload, step: StepKey, attr) -> float:
 
 
 class Reference:
-    """Exhaustive optimum of DESIGN A5 for one workload."""
+    """Exhaustive optimum of docs/model.md §5 for one workload."""
 
     def __init__(self, workload, use_mirs: bool = True, replica_budget: float | None = None):
         self.w = workload
@@ -367,7 +367,7 @@ def individual_optimum(workload, policy: str = "single", use_mirs: bool = True) 
 
 
 # --------------------------------------------------------------------------------------------
-# evaluating and validating a plan produced by mqjoin (its choices), per DESIGN A3–A5
+# evaluating and validating a plan produced by mqjoin (its choices), per docs/model.md §3–§5
 # --------------------------------------------------------------------------------------------
 
 

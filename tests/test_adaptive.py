@@ -2,7 +2,7 @@
 
 The central check: whatever plans the epochs run and whatever queries come and go, every
 query returns exactly the result set :func:`mqjoin.runtime.oracle.adaptive_oracle_results` defines
-(DESIGN A6 restricted to the query's lifetime and the retained history), each result once.
+(docs/model.md §6 restricted to the query's lifetime and the retained history), each result once.
 To make plans switch as often as possible, a cycling optimiser hands the controller a
 different mode/policy/MIR plan every time and the hysteresis is told every change saves.
 """
@@ -20,17 +20,9 @@ import pytest
 from _cases import cases
 
 import mqjoin.adaptive.controller as adaptive
-from mqjoin.adaptive.controller import (
-    AdaptiveController,
-    AdaptivePolicy,
-    EpochSample,
-    QueryChange,
-    available_since,
-    epoch_stats,
-    lifetimes,
-    parse_changes,
-    retained_relations,
-)
+from mqjoin.adaptive.controller import AdaptiveController
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, available_since, lifetimes, parse_changes, retained_relations
+from mqjoin.adaptive.sampling import EpochSample, epoch_stats
 from mqjoin.model.errors import AdaptiveError, OptionError, UnknownRelationError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import adaptive_oracle_results, oracle_results

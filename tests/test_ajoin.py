@@ -169,7 +169,7 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
 # ad-hoc batches at run time: changelogs with filtered queries (adaptive runs)
 # --------------------------------------------------------------------------------------------
 
-from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
 from mqjoin.planners.ajoin import ajoin_optimizer  # noqa: E402
 from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
 from test_adaptive import always_switch, check as check_adaptive  # noqa: E402,F401  (a fixture and the oracle check)

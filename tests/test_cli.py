@@ -146,7 +146,7 @@ def test_candidates_lists_figure_3(capsys):
     code, out, err = run_cli(capsys, "candidates", "paper_fig3.yaml", "--json")
     assert code == 0 and err == ""
     d = json.loads(out)
-    assert d["mirs"] == ["R", "S", "T", "U", "RS", "ST", "TU"]  # DESIGN A3, paper Figure 3
+    assert d["mirs"] == ["R", "S", "T", "U", "RS", "ST", "TU"]  # docs/model.md §3, paper Figure 3
     assert d["partition_candidates"]["S"] == ["S.b", "S.c"] and d["partition_candidates"]["ST"] == ["S.b", "T.d"]
     assert d["probe_orders"]["q1"]["R"] == ["R » S » T", "R » ST"]
     assert d["probe_orders"]["ST"] == {"S": ["S » T"], "T": ["T » S"]}  # an MIR's own sub-query

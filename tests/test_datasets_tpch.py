@@ -2,8 +2,8 @@
 
 The central check: the Figure 7(a) workload (and the ten-query variant) optimised in the mqo
 and individual modes and run on the reference engine over TPC-H SF 0.01 gives exactly the
-results of an independent SQL-style evaluation of the same joins with pandas merges (DESIGN
-A6 with full history: every combination whose class members are equal).
+results of an independent SQL-style evaluation of the same joins with pandas merges (docs/model.md
+§6 with full history: every combination whose class members are equal).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DESIGN A7 — selections (query filters): syntax and typed errors, pass fractions, sizes,
+"""docs/model.md §7 — selections (query filters): syntax and typed errors, pass fractions, sizes,
 step identity and query groups, and results equal to the brute-force oracle on every plan."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Golden cases from the CLASH paper, Section V (DESIGN A3–A5).
+"""Golden cases from the CLASH paper, Section V (docs/model.md §3–§5).
 
 * V-1 / Figure 3: MIRs, unpartitioned candidate probe orders (queries and MIR sub-queries),
   the six partitioned orders σ1…σ6 of q1 from R, partition candidates.

@@ -1,5 +1,5 @@
 """The ILP layer: exports, reported sizes, solver statuses under time limits, argument
-checking, plan JSON round trips and determinism (DESIGN A5, B3, B4)."""
+checking, plan JSON round trips and determinism (docs/model.md §5, docs/architecture.md §3, §4)."""
 
 from __future__ import annotations
 

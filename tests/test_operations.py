@@ -5,7 +5,7 @@ join attribute with 1,000 values (10 / 15 / 10 copies each), Poisson arrivals wi
 20 / 20 / 5 ms, no window.  Four plans: MJoin with the correct probing sequence (most selective
 first), MJoin with the paper's wrong one (least selective first), the deep tree the paper's
 counts imply, ``(S1 ⋈ S2) ⋈ S3`` (150,000 intermediate tuples: 35,000 + 150,000 = 185,000 moves),
-and the cheapest deep tree under DESIGN A4, ``(S1 ⋈ S3) ⋈ S2``.
+and the cheapest deep tree under docs/model.md §4, ``(S1 ⋈ S3) ⋈ S2``.
 
 Expected counts are computed here independently of the executor, by replaying the arrivals with
 plain per-value counters (``brute_mjoin``) or from the joins' exact sizes (``brute_tree``), under
@@ -34,7 +34,7 @@ from mqjoin.runtime.reference import run_reference
 
 
 def arrivals(s):
-    """(relation, key) in arrival order: (ts, declaration order, row), as DESIGN A6 says."""
+    """(relation, key) in arrival order: (ts, declaration order, row), as docs/model.md §6 says."""
     rows = [(t.ts[i], RELATIONS.index(r), i, r, t.columns["k"][i]) for r, t in s.tables.items() for i in range(len(t))]
     return [(r, k) for _, _, _, r, k in sorted(rows)]
 
@@ -132,7 +132,7 @@ def test_table1_shape(paper):
 
 
 def test_coterminous_streams_match_the_cost_model():
-    """With every stream spread over the same time (what DESIGN A4 assumes), the wrong sequence
+    """With every stream spread over the same time (what docs/model.md §4 assumes), the wrong sequence
     costs the model's +24 % in probes (key lookups = hashes − moves), but only ~3 % in comparisons."""
     s = section33(values=100, delays=(0.03, 0.02, 0.03))
     ps = table1_plans(s.workload)

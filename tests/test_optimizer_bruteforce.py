@@ -1,8 +1,8 @@
-"""The ILP optimum against an independent exhaustive search (DESIGN A5), on seeded random
+"""The ILP optimum against an independent exhaustive search (docs/model.md §5), on seeded random
 small workloads and on hypothesis-generated ones.
 
 The reference (``tests/_ref_optimizer.py``) recomputes MIRs, probe orders, step identity, step
-costs, broadcast factors and partition candidates from DESIGN A2–A5 and enumerates every
+costs, broadcast factors and partition candidates from docs/model.md §2–§5 and enumerates every
 combination of probe orders (with recursive materialisation of the MIRs they use); the best
 partitioning of a fixed set of steps is separable and computed exactly per store (``single``)
 or per step (``replicas``).
@@ -264,7 +264,7 @@ def test_shared_mode_materialises_each_mir_once():
         if isinstance(c.owner, MIR):
             orders.setdefault((c.owner.label, c.order.start), set()).add(c.order.render())
     assert orders and all(len(v) == 1 for v in orders.values()), orders
-    # and the plan's results have no duplicates and equal the oracle (DESIGN A6)
+    # and the plan's results have no duplicates and equal the oracle (docs/model.md §6)
     tables = uniform_streams(w.with_defaults(window=0.5), duration=2.0, scale=0.05, seed=4)
     run = run_reference(optimize(w.with_defaults(window=0.5), mode="shared").plan, tables)
     assert all(len(r) == len(set(r)) for r in run.results.values())

@@ -16,7 +16,9 @@ from mqjoin.model.errors import PlannerError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.planning.plan import Choice, build_plan
-from mqjoin.planners.trees import binary_tree, decomposition_costs, mjoin_tree, operator_trees, tree_cost
+from mqjoin.planners.mjoin import decomposition_costs, mjoin_tree
+from mqjoin.planners.registry import operator_trees
+from mqjoin.planners.trees import binary_tree, tree_cost
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import is_connected, parse_workload, restrict_classes
 
@@ -351,7 +353,7 @@ def test_cli_run_with_planner_checks_against_the_oracle(capsys, tmp_path):
 def test_clash_individual_is_never_worse_than_mjoin_or_trees(pol):
     """Every MJoin and tree plan is a feasible CLASH plan (its orders and MIRs are candidates),
     so each query's CLASH optimum costs at most as much — a check that both sides cost plans
-    the same way (DESIGN A4)."""
+    the same way (docs/model.md §4)."""
     for seed, w, _ in cases(15, start=200):
         clash = optimize(w, mode="individual", partitioning=pol).probe_cost
         for planner, kw in PLANNER_CONFIGS:

@@ -1,4 +1,4 @@
-"""DESIGN A6 — the central correctness property: the reference executor's results equal a
+"""docs/model.md §6 — the central correctness property: the reference executor's results equal a
 brute-force oracle and do not depend on the plan (every mode, policy, with/without MIRs)."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes
 from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions  # noqa: E402
 
 import mqjoin.adaptive.controller as adaptive  # noqa: E402
-from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
 from mqjoin.model.errors import AdaptiveError, DataError, EngineError, UnknownRelationError  # noqa: E402
 from mqjoin.runtime.oracle import adaptive_oracle_results  # noqa: E402
 from mqjoin.runtime.epochs import run_adaptive  # noqa: E402

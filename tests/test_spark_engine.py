@@ -1,4 +1,4 @@
-"""The plan engine on Spark (issue 4) against the reference executor and the DESIGN A6 oracle.
+"""The plan engine on Spark (issue 4) against the reference executor and the docs/model.md §6 oracle.
 
 Every deployment runs in the run's one local[2] session (``spark`` in tests/conftest.py), with tens of tuples and 2–3
 micro-batches (``max_rows_per_batch``).  What is checked, beyond equal result sets:
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.slow
 
 
 # --------------------------------------------------------------------------------------------
-# independent model of arrivals (DESIGN A6: order by ts, then relation rank, then row index)
+# independent model of arrivals (docs/model.md §6: order by ts, then relation rank, then row index)
 # --------------------------------------------------------------------------------------------
 
 def arrival_seq(w, tables) -> dict[tuple[str, int], int]:
@@ -376,7 +376,7 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
 
     rows = ds.dataset(str(r.out / "_batches"), format="parquet").to_table(columns=["query"]).to_pylist()
     assert len(rows) == sum(map(len, got.values()))
-    # every result in the batch of its latest tuple (DESIGN A6: produced by that arrival)
+    # every result in the batch of its latest tuple (docs/model.md §6: produced by that arrival)
     trig = trigger_seqs(r.w, r.tables, r.ref.result_sets())
     q = r.d.queries
     assert list(r.d.batches["input_rows"]) == expected_batches(sum(len(t) for t in r.tables.values()), key[4])
@@ -388,7 +388,7 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
 
 
 def test_hand_case_window_boundaries_and_ties(spark, tmp_path):
-    """DESIGN A6 by hand (the reference's hand case): a tuple exactly one window old joins,
+    """docs/model.md §6 by hand (the reference's hand case): a tuple exactly one window old joins,
     ties at ts 3 split across two micro-batches; the results arrive in the right batches."""
     from mqjoin.runtime.spark.launch import run_spark
 

@@ -1,4 +1,4 @@
-"""DESIGN A7 on Spark: filtered workloads (alone and in query groups) give the oracle's results
+"""docs/model.md §7 on Spark: filtered workloads (alone and in query groups) give the oracle's results
 in both Spark modes (the driver's executor and the DataFrame stores) and natively."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from _spark import TIMEOUT  # noqa: E402
 from test_spark_native import run_native  # noqa: E402
 
 from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.planners.trees import PLANNERS  # noqa: E402
+from mqjoin.planners.registry import PLANNERS  # noqa: E402
 from mqjoin.runtime.oracle import oracle_results  # noqa: E402
 from mqjoin.model.tables import Table  # noqa: E402
 from mqjoin.model.workload import parse_workload  # noqa: E402
@@ -98,7 +98,7 @@ def test_ajoin_plan_with_groups_on_spark_equals_the_oracle(spark_mode, spark, tm
 def test_filtered_query_batch_on_adaptive_spark_equals_the_oracle(planner, spark, tmp_path):
     from test_ajoin import W7, w7_tables
 
-    from mqjoin.adaptive.controller import AdaptivePolicy, parse_changes
+    from mqjoin.adaptive.policy import AdaptivePolicy, parse_changes
     from mqjoin.planners.ajoin import ajoin_optimizer
     from mqjoin.runtime.oracle import adaptive_oracle_results
     from mqjoin.runtime.spark.launch import run_spark

@@ -25,7 +25,7 @@ pytest.importorskip("plotly")
 from test_widgets import (fake_timers, figure_messages, frontend_clicks, frontend_sets,  # noqa: F401
                           recording_comm, sent_values)
 
-from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange
 from mqjoin.widgets.charts import epoch_figure, switch_cause
 from mqjoin.datasets.synthetic_paper import selectivity_change
 from mqjoin.model.errors import DataError

@@ -1,4 +1,4 @@
-"""The vectorised executor (mqjoin.runtime.vector) against the brute-force oracle (DESIGN A6)
+"""The vectorised executor (mqjoin.runtime.vector) against the brute-force oracle (docs/model.md §6)
 and the per-tuple reference executor: the same result sets and probe messages for every
 plan, every batch size (one arrival, a few, the whole input), filters and query groups,
 every planner; key semantics (nulls, 1 = 1.0, strings, multi-attribute keys, hash

@@ -921,9 +921,9 @@ def test_probe_trees_tab_draws_each_planners_operator_tree():
 
 
 def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):
-    import mqjoin.planners.trees
+    import mqjoin.planners.registry
 
-    monkeypatch.setattr(mqjoin.planners.trees, "PLANNERS", mqjoin.planners.trees.PLANNERS + ("later",))
+    monkeypatch.setattr(mqjoin.planners.registry, "PLANNERS", mqjoin.planners.registry.PLANNERS + ("later",))
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
     assert "later" in ex.options.planner.options
 

@@ -1,4 +1,4 @@
-"""DESIGN A1: every invalid workload raises a typed error whose message names the culprit;
+"""docs/model.md §1: every invalid workload raises a typed error whose message names the culprit;
 valid spellings of the same workload give identical values."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Jupyter views of mqjoin values (ipywidgets + plotly), installed as ``mqjoin.widgets``.
 
-Nothing in :mod:`mqjoin` imports this package (DESIGN B1): the views observe engine values
+Nothing in :mod:`mqjoin` imports this package (docs/architecture.md §1): the views observe engine values
 and call the same functions as the CLI.  Architecture: one observable
 :class:`ExplorerModel` (workload + options → :class:`~mqjoin.planning.optimizer.OptimizeResult`)
 and views that watch it —

@@ -302,7 +302,7 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.model.tables import Table
-    >>> from mqjoin.adaptive.controller import AdaptivePolicy
+    >>> from mqjoin.adaptive.policy import AdaptivePolicy
     >>> from mqjoin.runtime.epochs import run_adaptive
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.5, window: 2}

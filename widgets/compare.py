@@ -1,7 +1,7 @@
 """Comparisons: ``mqo`` vs ``individual`` vs ``shared``, ``single`` vs ``replicas``, CLASH vs
 the plan families it is compared with.
 
-CLASH's six plans of the model's workload side by side — probe cost and memory (DESIGN A5's
+CLASH's six plans of the model's workload side by side — probe cost and memory (docs/model.md §5's
 trade-off: under ``single`` sharing saves memory but may cost more probe load; under
 ``replicas`` it pays off).  The table lists, beside CLASH's rows, the plans of every other
 planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from mqjoin.planners import trees as planners
+from mqjoin.planners import registry as planners
 from mqjoin.planning.comparison import JOINT_PLANNERS, Setting, compare, settings
 from mqjoin.model.errors import MqjoinError
 from mqjoin.planning.ilp import POLICIES

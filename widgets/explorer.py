@@ -12,7 +12,7 @@ half-way joins, path productivities, the allocations of GrePP, the discrete DP a
 policy).  The Adaptivity and JAQPOT tabs are built when first opened (or
 :attr:`Explorer.adaptivity` / :attr:`Explorer.jaqpot` first read), and nothing runs before
 Run is clicked.  The options bar's *planner* menu lists every plan family of
-:data:`mqjoin.planners.trees.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
+:data:`mqjoin.planners.registry.PLANNERS` (CLASH's ILP, MJoin, binary trees of a chosen shape), so the
 views show one workload's plans family by family.
 The **PMJoin** tab (:class:`~mqjoin.widgets.pmjoin_view.PMJoinView`) shows the communication
 cost per scheme and the per-group plans of PMJoin over the relations' nodes; give it per-value
@@ -61,7 +61,7 @@ import ipywidgets as W
 
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES
-from mqjoin.planners import trees as planners
+from mqjoin.planners import registry as planners
 from mqjoin.support.units import memory_basis
 
 from mqjoin.widgets._html import error_box, esc
@@ -95,7 +95,7 @@ def _freeze_once() -> None:
 
 class OptionsBar(W.HBox):
     """Optimiser options of a model: plan family (every planner of
-    :data:`mqjoin.planners.trees.PLANNERS` as registered when the bar is made, a binary tree's shape),
+    :data:`mqjoin.planners.registry.PLANNERS` as registered when the bar is made, a binary tree's shape),
     mode, partitioning policy, MIRs, solver."""
 
     def __init__(self, model: ExplorerModel):

@@ -327,7 +327,7 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                    "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
                    "customdata": lc, "showlegend": False})
 
-    # filters (DESIGN A7): a σ beside the relation, one per filtering query, in its colour
+    # filters (docs/model.md §7): a σ beside the relation, one per filtering query, in its colour
     fx, fy, fc, fh = [], [], [], []
     for r in workload.relations:
         filtering = [(q, q.filter_of(r.name)) for q in workload.queries if q.filter_of(r.name) is not None]

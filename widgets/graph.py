@@ -4,7 +4,7 @@ Relations are nodes, classes are edges (hyperedges through a hub), one colour pe
 Beside the graph: a relation editor (rate, window, parallelism, the processing node its stream
 arrives at — drawn as a dashed box around its relations, PMJoin; plus the parallelism of MIR
 stores), a selectivity editor (one slider per class — every class that shares a pair of
-attributes with it follows, DESIGN A1) and the query list (add or replace a query in paper
+attributes with it follows, docs/model.md §1) and the query list (add or replace a query in paper
 notation or as equalities, remove one).  Every edit goes through the
 :class:`~mqjoin.widgets.model.ExplorerModel`: the graph redraws at once, the plan is
 re-optimised after the model's debounce, and the *what changed* line shows the plan diff.
@@ -23,7 +23,7 @@ Click a relation in the graph to edit it; click a class label to edit its select
 >>> "Nope" in view.error.value, view.model.workload.query_names
 (True, ('q1', 'q2'))
 
-A query with a filter (DESIGN A7): its where clause and pass fractions beside the query.
+A query with a filter (docs/model.md §7): its where clause and pass fractions beside the query.
 
 >>> view.query_text.value, view.query_where.value, view.query_fractions.value = "R(a), S(a)", "R.a < 5", "R: 0.3"
 >>> view.add_button.click()
@@ -99,7 +99,7 @@ class QueryGraphView(W.VBox):
                                   layout=W.Layout(width="auto", flex="1"), continuous_update=False)
         self.query_fractions = W.Text(description="pass f", placeholder="R: 0.2, S: 0.5",
                                       layout=W.Layout(width="220px"), continuous_update=False,
-                                      tooltip="pass fraction of the filter on each relation (DESIGN A7)")
+                                      tooltip="pass fraction of the filter on each relation (docs/model.md §7)")
         self.add_button = W.Button(description="Add / replace", icon="plus", button_style="primary")
         self.error = W.HTML("")
         self.changes = W.HTML("")

@@ -1,5 +1,5 @@
 """Guarded runs in the explorer: refuse a run the model says is too large, stop a live one at
-its budget (DESIGN A2 estimates from :mod:`mqjoin.planning.guard`; nothing here estimates itself).
+its budget (docs/model.md §2 estimates from :mod:`mqjoin.planning.guard`; nothing here estimates itself).
 
 A :class:`RunGuard` belongs to a panel that starts runs (Adaptivity, Deploy).  Before a run,
 :meth:`RunGuard.check` returns ``None`` (go) or the refusal message; the panel shows it with a

@@ -46,7 +46,7 @@ from typing import Any
 from mqjoin.model.errors import MqjoinError, PlannerError
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
-from mqjoin.planners.trees import check_planner
+from mqjoin.planners.registry import check_planner
 from mqjoin.model.workload import (
     Attr,
     JoinClass,
@@ -105,7 +105,7 @@ def as_workload(workload: Workload | str) -> Workload:
 @dataclass(frozen=True)
 class SelectivityGroup:
     """Classes (of any queries) that must share one selectivity because they share a pair of
-    attributes (DESIGN A1): editing one selectivity edits the whole group.
+    attributes (docs/model.md §1): editing one selectivity edits the whole group.
 
     ``label`` is the equality text (``"R.a = S.a"``) that :meth:`Workload.with_selectivity`
     accepts; ``members`` the union of the classes' attributes."""
@@ -232,7 +232,7 @@ class ExplorerModel:
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
         self.mode, self.partitioning, self.mirs, self.solver, self.time_limit = mode, partitioning, mirs, solver, time_limit
-        #: the plan family (:data:`mqjoin.planners.trees.PLANNERS`) and, for ``tree``, its shape
+        #: the plan family (:data:`mqjoin.planners.registry.PLANNERS`) and, for ``tree``, its shape
         self.planner, self.tree_shape = planner, tree_shape
         self._check_options()
         self.result: OptimizeResult | None = None
@@ -388,7 +388,7 @@ class ExplorerModel:
 
     def add_query(self, name: str, text: str, where: str = "", fractions: str = "") -> bool:
         """Add (or replace) a query written in paper notation (``R(a), S(a,b)``) or as
-        equalities (``R.a = S.a AND S.b = T.b``), with an optional filter (``where``, DESIGN A7)
+        equalities (``R.a = S.a AND S.b = T.b``), with an optional filter (``where``, docs/model.md §7)
         and its pass fractions (``"V: 0.2, W: 0.5"``)."""
         name = name.strip()
         if not name:
@@ -529,7 +529,7 @@ class ExplorerModel:
                                  start=first, optimize_fn=self.optimize_fn, **options):
                     self._post(lambda p=p: self._improved(gen, p))
             except Exception as e:  # noqa: BLE001 — never a traceback in a widget
-                self._post(lambda: stale() or self._set("error", f"{type(e).__name__}: {e}"))
+                self._post(lambda e=e: stale() or self._set("error", f"{type(e).__name__}: {e}"))
             self._post(lambda: stale() or self._set("improving", False))
 
         self.background(job)

@@ -30,7 +30,7 @@ a running loop (scripts, tests) on a timer thread.  Redraws of one view are seri
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.model.tables import Table
->>> from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange
+>>> from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange
 >>> from mqjoin.runtime.epochs import run_adaptive
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 2}
@@ -60,7 +60,8 @@ from typing import Any
 
 import ipywidgets as W
 
-from mqjoin.adaptive.controller import AdaptivePolicy, Decision
+from mqjoin.adaptive.controller import Decision
+from mqjoin.adaptive.policy import AdaptivePolicy
 from mqjoin.widgets.charts import PLAN_COLOURS, PlanSegment, epoch_figure, plan_segments
 from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload
 from mqjoin.planning.diff import PlanDiff, plan_diff
@@ -767,7 +768,7 @@ PAPER_DATA = {
 PAPER_FIGURES = {"selectivity-change": "Figure 8(a)", "skewed-rates": "Figure 8(b)"}
 MIR_BUDGET_SHORT = "MIR budget: the most tuples the plan's MIR stores (stored sub-joins) may hold"
 MIR_BUDGET_HELP = ("MIR budget: the most tuples the MIR stores of a plan (materialised sub-joins such as ST) may "
-                   "hold, by the memory estimate of DESIGN A5. A plan whose MIR stores need more is not chosen; "
+                   "hold, by the memory estimate of docs/model.md §5. A plan whose MIR stores need more is not chosen; "
                    "when the data change so that the running plan's MIR stores outgrow the budget, the run "
                    "switches to a plan that fits (paper Figure 8(b)). Base relation stores do not count.")
 

@@ -6,10 +6,10 @@ the message as one line on stderr and exits with code 2; widgets show it inline.
 
 Which error for what:
 
-* :class:`WorkloadError` and its subclasses — the workload (DESIGN A1);
+* :class:`WorkloadError` and its subclasses — the workload (docs/model.md §1);
 * :class:`OptionError` — an option of the optimiser (mode, partitioning policy, solver,
   time limit, MIR budget), wherever it is given: :func:`mqjoin.planning.optimizer.optimize`, the CLI,
-  :class:`mqjoin.adaptive.controller.AdaptivePolicy` (all validate through :mod:`mqjoin.planning.options`);
+  :class:`mqjoin.adaptive.policy.AdaptivePolicy` (all validate through :mod:`mqjoin.planning.options`);
 * :class:`OptimizerError` — the optimiser ran but produced no plan;
 * :class:`PlanError` — a plan value (e.g. read from JSON) is malformed or does not fit;
 * :class:`DataError` — input *data* only (files, columns, values);
@@ -36,7 +36,7 @@ class MqjoinError(Exception):
     """Base class of every error mqjoin raises on bad input or an unusable result."""
 
 
-# -- workload (DESIGN A1) ---------------------------------------------------------------------
+# -- workload (docs/model.md §1) ---------------------------------------------------------------------
 
 
 class WorkloadError(MqjoinError):
@@ -68,7 +68,7 @@ class SelectivityError(WorkloadError):
 
 
 class FilterError(WorkloadError):
-    """A query filter (DESIGN A7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
+    """A query filter (docs/model.md §7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
 
 
 class ValueRangeError(WorkloadError):
@@ -138,7 +138,7 @@ class InternalError(MqjoinError):
 
 
 class ResultMismatchError(InternalError):
-    """An engine's results differ from the brute-force oracle's (DESIGN A6) — ``run --check``."""
+    """An engine's results differ from the brute-force oracle's (docs/model.md §6) — ``run --check``."""
 
 
 # -- resources ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Selections (query filters, DESIGN A7): comparisons of one relation's attribute with constants.
+"""Selections (query filters, docs/model.md §7): comparisons of one relation's attribute with constants.
 
 A query's ``where`` text is a conjunction of comparisons (``=``, ``!=``, ``<``, ``<=``, ``>``,
 ``>=``, ``IN (...)``, ``BETWEEN … AND …``).  :func:`parse_where` splits it into one
-:class:`Filter` per relation; a filter holds the pass fraction ``f`` of DESIGN A7.
+:class:`Filter` per relation; a filter holds the pass fraction ``f`` of docs/model.md §7.
 
 A store keeps, of each relation, the tuples of a :class:`Selection`: the filter of the query
 that owns it, or — for a query group (AJoin) — the union of its members' filters, paid at
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from mqjoin.model.errors import FilterError, UnknownAttributeError, UnknownRelationError
-from mqjoin.model.workload import Attr
+from mqjoin.model.schema import Attr
 
 #: comparison operators and the predicate each stands for (``v`` read value, ``c`` constants)
 _OPS = {

@@ -1,4 +1,4 @@
-"""Input and output tables of a run (DESIGN A6).
+"""Input and output tables of a run (docs/model.md §6).
 
 Input of relation ``R`` is ``DIR/R.parquet`` or ``DIR/R.csv`` with a column ``ts`` (event
 time, seconds) and ``R``'s attributes; a tuple's identity is its 0-based row index.  Values

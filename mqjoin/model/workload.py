@@ -1,4 +1,4 @@
-"""Workloads: relations, queries, equivalence classes and statistics (DESIGN A1).
+"""Workloads: relations, queries, equivalence classes and statistics (docs/model.md §1).
 
 A workload is an immutable value.  Build one from YAML (:func:`load_workload`,
 :func:`parse_workload`) or from Python values (:meth:`Workload.build`); every edit
@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import (
     DisconnectedQueryError,
@@ -48,8 +48,11 @@ from mqjoin.model.errors import (
     WorkloadSyntaxError,
 )
 
-if TYPE_CHECKING:  # filters imports this module
-    from mqjoin.model.filters import Filter, Selection
+from mqjoin.model.filters import Filter, Selection, parse_where
+from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
+
+__all__ = ["Attr", "JoinClass", "Defaults", "Query", "Relation", "Workload", "components", "is_connected",
+           "iter_pairs", "load_workload", "parse_workload", "restrict_classes"]
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _IDENT_RE = re.compile(rf"^{_IDENT}$")
@@ -58,134 +61,6 @@ _IDENT_RE = re.compile(rf"^{_IDENT}$")
 # --------------------------------------------------------------------------------------------
 # values
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class Attr:
-    """An attribute ``relation.name``.
-
-    >>> Attr("R", "a")
-    R.a
-    """
-
-    relation: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.relation}.{self.name}"
-
-    __repr__ = __str__
-
-
-@dataclass(frozen=True)
-class JoinClass:
-    """An equivalence class of attributes that a query equates, with its selectivity ``s_c``.
-
-    Members are sorted, so equal classes compare equal.
-
-    >>> c = JoinClass.of([Attr("S", "a"), Attr("R", "a")], 0.01)
-    >>> c
-    {R.a=S.a}
-    >>> sorted(c.relations)
-    ['R', 'S']
-    >>> c.restrict({"R", "T"}) is None
-    True
-    """
-
-    members: tuple[Attr, ...]
-    selectivity: float
-
-    @staticmethod
-    def of(members: Iterable[Attr], selectivity: float) -> "JoinClass":
-        return JoinClass(tuple(sorted(set(members))), float(selectivity))
-
-    @cached_property
-    def relations(self) -> frozenset[str]:
-        return frozenset(a.relation for a in self.members)
-
-    def member_of(self, relation: str) -> Attr | None:
-        """The member of ``relation`` (a class has at most one per relation)."""
-        for a in self.members:
-            if a.relation == relation:
-                return a
-        return None
-
-    def count_in(self, relations: Iterable[str]) -> int:
-        """``k_c(P)``: how many relations of ``relations`` have a member in this class."""
-        rels = relations if isinstance(relations, (set, frozenset)) else set(relations)
-        return sum(1 for a in self.members if a.relation in rels)
-
-    def restrict(self, relations: Iterable[str]) -> "JoinClass | None":
-        """The class restricted to ``relations``; ``None`` when fewer than two members remain."""
-        rels = relations if isinstance(relations, (set, frozenset)) else set(relations)
-        kept = tuple(a for a in self.members if a.relation in rels)
-        if len(kept) < 2:
-            return None
-        return JoinClass(kept, self.selectivity)
-
-    def __str__(self) -> str:
-        return "{" + "=".join(str(a) for a in self.members) + "}"
-
-    __repr__ = __str__
-
-
-def restrict_classes(classes: Iterable[JoinClass], relations: Iterable[str]) -> tuple[JoinClass, ...]:
-    """Restrict every class to ``relations``, dropping classes left with fewer than two members.
-
-    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1), JoinClass.of([Attr("S", "c"), Attr("T", "c")], .1))
-    >>> restrict_classes(cs, {"S", "T"})
-    ({S.c=T.c},)
-    """
-    rels = frozenset(relations)
-    out = []
-    for c in classes:
-        r = c.restrict(rels)
-        if r is not None:
-            out.append(r)
-    return tuple(sorted(out, key=lambda c: c.members))
-
-
-def components(relations: Iterable[str], classes: Iterable[JoinClass]) -> list[list[str]]:
-    """The connected components of ``relations`` joined through ``classes`` (sorted).
-
-    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1),)
-    >>> components(["T", "S", "R"], cs)
-    [['R', 'S'], ['T']]
-    """
-    classes = tuple(classes)
-    left = sorted(set(relations))
-    comps = []
-    while left:
-        comp = {left[0]}
-        frontier = [left[0]]
-        while frontier:
-            r = frontier.pop()
-            for c in classes:
-                if r in c.relations:
-                    for other in c.relations:
-                        if other in left and other not in comp:
-                            comp.add(other)
-                            frontier.append(other)
-        comps.append(sorted(comp))
-        left = [r for r in left if r not in comp]
-    return comps
-
-
-def is_connected(relations: Iterable[str], classes: Iterable[JoinClass]) -> bool:
-    """Whether ``relations`` form one component when joined through ``classes``.
-
-    >>> cs = (JoinClass.of([Attr("R", "b"), Attr("S", "b")], .1), JoinClass.of([Attr("S", "c"), Attr("T", "c")], .1))
-    >>> is_connected({"R", "T"}, cs), is_connected({"R", "S", "T"}, cs)
-    (False, True)
-    """
-    return len(components(relations, classes)) == 1
-
-
-def iter_pairs(members: tuple[Attr, ...]) -> Iterator[tuple[Attr, Attr]]:
-    """All pairs ``(members[i], members[j])`` with ``i < j``."""
-    for i in range(len(members)):
-        for j in range(i + 1, len(members)):
-            yield members[i], members[j]
 
 
 @dataclass(frozen=True)
@@ -206,7 +81,7 @@ class Relation:
 @dataclass(frozen=True)
 class Query:
     """A continuous equi-join query: its relations (as written), its equivalence classes and
-    its filters (DESIGN A7: one conjunction per filtered relation, sorted by relation)."""
+    its filters (docs/model.md §7: one conjunction per filtered relation, sorted by relation)."""
 
     name: str
     text: str
@@ -246,7 +121,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Defaults:
-    """Defaults of DESIGN A1 (every key optional in the YAML)."""
+    """Defaults of docs/model.md §1 (every key optional in the YAML)."""
 
     rate: float = 1.0
     window: float | None = None
@@ -270,7 +145,7 @@ class Workload:
     queries: tuple[Query, ...]
     selectivities: tuple[tuple[tuple[Attr, Attr], float], ...] = ()
     defaults: Defaults = field(default_factory=Defaults)
-    #: query groups (AJoin, DESIGN A7): queries of a group share stores over the union of their
+    #: query groups (AJoin, docs/model.md §7): queries of a group share stores over the union of their
     #: filters; a query in no group is alone.  Set by a planner (:meth:`with_groups`).
     groups: tuple[tuple[str, ...], ...] = ()
 
@@ -378,7 +253,7 @@ class Workload:
         return spec
 
     def to_yaml(self) -> str:
-        """The workload as YAML text in the format of DESIGN A1."""
+        """The workload as YAML text in the format of docs/model.md §1."""
         import yaml
 
         return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None)
@@ -430,7 +305,7 @@ class Workload:
         return self._rebuilt(spec)
 
     def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
-        """Set the pass fraction of ``query``'s filter on ``relation`` (DESIGN A7)."""
+        """Set the pass fraction of ``query``'s filter on ``relation`` (docs/model.md §7)."""
         spec = self.to_spec()
         spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
         return replace(self._rebuilt(spec), groups=self.groups)
@@ -472,8 +347,6 @@ class Workload:
 
     @cached_property
     def _selections(self) -> dict[tuple[str, str], "Selection | None"]:
-        from mqjoin.model.filters import Selection
-
         out: dict[tuple[str, str], Selection | None] = {}
         for q in self.queries:
             for f in q.filters:
@@ -574,7 +447,7 @@ class Workload:
 
 
 def parse_workload(text: str) -> Workload:
-    """Parse a workload from YAML text (DESIGN A1)."""
+    """Parse a workload from YAML text (docs/model.md §1)."""
     import yaml
 
     try:
@@ -788,7 +661,13 @@ def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, st
     return out
 
 
-def _parse_attr_ref(ref: str, relations: Mapping[str, Relation], where: str) -> Attr:
+def parse_attr_ref(ref: str, relations: Mapping[str, Relation], where: str) -> Attr:
+    """The attribute ``ref`` (``'R.a'``) of one of ``relations``; a typed error naming
+    ``where`` when it is malformed or unknown.
+
+    >>> parse_attr_ref(" R . a ", {"R": Relation("R", ("a",), 1.0, None, 1)}, "--per-value")
+    R.a
+    """
     m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", ref)
     if not m:
         raise WorkloadSyntaxError(f"{where}: {ref.strip()!r} is not an attribute reference like 'R.a'")
@@ -808,7 +687,7 @@ def _parse_selectivity_key(key: str, relations: Mapping[str, Relation]) -> list[
     where = f"selectivity {key!r}"
     if len(parts) < 2:
         raise WorkloadSyntaxError(f"{where}: expected an equality like 'R.a = S.a'")
-    attrs = [_parse_attr_ref(p, relations, where) for p in parts]
+    attrs = [parse_attr_ref(p, relations, where) for p in parts]
     pairs = []
     for i in range(len(attrs)):
         for j in range(i + 1, len(attrs)):
@@ -924,7 +803,7 @@ def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
                 raise WorkloadSyntaxError(
                     f"{where}: cannot read {conj.strip()!r}; write equalities like 'R.a = S.a' "
                     f"or paper notation like 'R(a), S(a)'")
-            attrs = [_parse_attr_ref(p, relations, where) for p in parts]
+            attrs = [parse_attr_ref(p, relations, where) for p in parts]
             for a in attrs:
                 uf.add(a)
                 if a.relation not in order:
@@ -958,8 +837,6 @@ def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
 
 def _resolve_filters(where: str, text: str | None, order: list[str], relations: Mapping[str, Relation],
                      fractions: Mapping[tuple[str, str], float]) -> tuple["Filter", ...]:
-    from mqjoin.model.filters import parse_where
-
     if text is None:
         return ()
     filters = parse_where(text, relations, where)
@@ -996,7 +873,7 @@ def _class_selectivity(where: str, group: list[Attr],
 
 def _check_filter_consistency(queries: list[Query]) -> None:
     """Queries with the same filter on a relation must give it one pass fraction: their
-    filtered stores are one store (DESIGN A7), with one size."""
+    filtered stores are one store (docs/model.md §7), with one size."""
     seen: dict[tuple, tuple[float, str]] = {}
     for q in queries:
         for f in q.filters:

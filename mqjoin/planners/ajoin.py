@@ -1,9 +1,9 @@
 """AJoin's optimiser (Karimov, Rabl, Markl: *AJoin: Ad-hoc Stream Joins at Scale*, PVLDB 13(4),
 Section 4) as planner ``ajoin``: its plans are ordinary plans (binary join trees, every inner
 node an MIR store, deployed in one namespace), so they run on every engine and are costed by
-DESIGN A4 like any plan.
+docs/model.md §4 like any plan.
 
-**Query grouping.**  Queries whose filters (DESIGN A7) would make them share little are kept
+**Query grouping.**  Queries whose filters (docs/model.md §7) would make them share little are kept
 apart: for queries with a common join ``P`` (the relations all of them read, joined alike,
 connected), the *shared* cost is the cardinality of ``P`` over the union of their inputs and
 the *separate* cost the sum of each query's own cardinality of ``P`` (the paper's Figure 6:
@@ -21,7 +21,7 @@ the union of its members' filters (:meth:`mqjoin.model.workload.Workload.with_gr
 **Join reordering** (Figure 7(b)): iterative dynamic programming with block size two.  Every
 query starts from its relations; each iteration considers, per unfinished query, every join
 of two of its current sub-plans (linked by a class), with the *shared cost* ``|⋈P| / n`` —
-cardinality (DESIGN A2 with pass fractions) divided by the number of query plans that have
+cardinality (docs/model.md §2 with pass fractions) divided by the number of query plans that have
 the same sub-plan available (same tree over the same MIR: same relations, classes and
 selections; a query group makes its members' MIRs equal).  The cheapest is chosen for every
 query that shares it, then the next cheapest among the queries not served yet, until every
@@ -386,7 +386,7 @@ def ajoin_optimizer(crd: UnionFraction | None = None) -> Callable:
     so AJoin's grouping decides where a new query attaches.  ``history``: every
     :class:`AjoinPlan`, in call order.
 
-    >>> from mqjoin.adaptive.controller import AdaptivePolicy
+    >>> from mqjoin.adaptive.policy import AdaptivePolicy
     >>> opt = ajoin_optimizer()
     >>> w = figure6_workload()
     >>> opt(w, AdaptivePolicy()).probe_cost, opt(w.without_query("q5"), AdaptivePolicy()).probe_cost

@@ -12,7 +12,7 @@ Joining two streams with selectivity ``f`` gives (Equations 2 and 3)::
     λ_ij = f · (λ_i · W_j + λ_j · W_i)        W_ij = f · W_i · W_j
 
 Applied recursively, a set ``P`` of relations has ``W_P = F(P) · Π W_i`` and
-``λ_P = F(P) · Σ_i λ_i · Π_{j≠i} W_j`` with ``F(P) = Π_c s_c^(k_c(P)−1)`` (DESIGN A2's
+``λ_P = F(P) · Σ_i λ_i · Π_{j≠i} W_j`` with ``F(P) = Π_c s_c^(k_c(P)−1)`` (docs/model.md §2's
 factor): independent of how the join is done, as the paper notes.  With **per-value
 rates** ``λ_i^v`` of a class (from data, :func:`value_rates`), that class is not a factor
 ``s_c`` but summed exactly over its values: ``λ_P = F'(P) · Σ_v Σ_i λ_i(v) · Π_{j≠i} W_j(v)``
@@ -45,7 +45,7 @@ reported beside it (:class:`PMJoinReport`); each is itself an ordinary plan (the
 with the PMJoin replaced by the group's tree, :func:`group_plan`) that runs on that group's
 substreams: :func:`group_results` runs every group's plan on its substreams and unites the
 results, which equal the oracle's (the groups split the values of one class, so they split
-the results).  The probe cost of these plans is CLASH's (DESIGN A4); the communication cost
+the results).  The probe cost of these plans is CLASH's (docs/model.md §4); the communication cost
 is this module's.
 
 >>> from mqjoin.model.workload import parse_workload
@@ -94,7 +94,7 @@ relations:
 queries: {q: "S1(dest), S2(dest), S3(dest)"}
 selectivities: {S1.dest = S2.dest: 0.0018}
 """
-"""The paper's Example 1: three routers, one query on ``dest``, windows of 0.5 s.  DESIGN A1
+"""The paper's Example 1: three routers, one query on ``dest``, windows of 0.5 s.  docs/model.md §1
 needs one selectivity per class: 0.0018 is Table 1's ``f_{1,2}`` (9.003 / 5017), used only
 without per-value rates (:data:`EXAMPLE_1_VALUE_RATES` sum the join exactly per value)."""
 

@@ -1,35 +1,31 @@
-"""Operator-level planners: MJoin and binary join trees as ordinary plans.
+"""Operator trees as ordinary plans: the shape of MJoin and of binary join trees.
 
-CLASH (the ILP of :mod:`mqjoin.planning.optimizer`) chooses probe orders among all candidates.  The
-systems CLASH is compared with execute one query at a time with a fixed operator shape; both
-shapes are plans in our vocabulary, built here and handed to :func:`mqjoin.planning.plan.build_plan`,
-so they run on every engine and are costed by DESIGN A4/A5 like any plan:
+CLASH (the ILP of :mod:`mqjoin.planning.optimizer`) chooses probe orders among all candidates.
+The systems it is compared with execute one query at a time with a fixed operator shape; an
+operator tree (:class:`JoinTree`: a leaf or an n-ary join of subtrees) describes that shape —
+an MJoin is one flat node (:mod:`mqjoin.planners.mjoin`), a binary tree has two children per
+node.  :func:`tree_choices` turns any tree into probe orders and :func:`plan_trees` into a plan
+handed to :func:`mqjoin.planning.plan.build_plan`, so it runs on every engine and is costed by
+docs/model.md §4/§5 like any plan.
 
-* **MJoin** (Viglas et al.): one n-ary symmetric hash join per query: base stores only, and
-  for each input a *probing sequence* over the other inputs, "most selective predicate first"
-  (MJoin Section 2.2).  Our reading of the rule: the next store is the connected one with the
-  fewest expected matches per probing tuple, i.e. the smallest next partial result
-  ``|⋈(P ∪ S)|`` (DESIGN A2) — selectivity times the partner's size, as in the paper's Section
-  3.3 where the same selectivity factor is right or wrong depending on the 10,000 or 15,000
-  tuples behind it.  Probes stop at the first empty match (a partial result with no match
-  sends nothing on).  ``decompose=True`` applies the appendix A.2 rule: split a ``k+l``-way
-  MJoin into a ``k``- and an ``l``-way one (materialised as MIR stores) when
-  ``D(k, l) > S(k, l)`` (:func:`decomposition_costs`), recursively, taking the split with the
-  largest gain ``D − S``.
+* **Probing sequences.**  Inside a node, each input probes the other inputs "most selective
+  predicate first" (MJoin Section 2.2).  Our reading of the rule: the next input is the
+  connected one with the fewest expected matches per probing tuple, i.e. the smallest next
+  partial result ``|⋈(P ∪ S)|`` (docs/model.md §2) — selectivity times the partner's size, as in
+  the MJoin paper's Section 3.3, where the same selectivity is right or wrong depending on the
+  10,000 or 15,000 tuples behind it (:func:`probing_sequence`).
 * **Binary join trees**: every inner node an MIR store (the symmetric hash join's state),
   probe orders climbing the tree (a relation's order lists its sibling at each level).
   ``deep``: the cheapest linear tree (every inner node joins one base relation);
   ``bushy``: the cheapest tree whose every inner node splits its relations as evenly as
   connectivity allows; ``best``: the cheapest tree of any shape.  Each is found exactly by
-  dynamic programming over connected subsets; the A4 cost of a tree is the sum of
-  ``|⋈N|`` over its non-root nodes ``N`` (every node's results probe its sibling, routed:
-  the sibling is partitioned on a class they share).
+  dynamic programming over connected subsets; the cost of a tree is the sum of ``|⋈N|`` over
+  its non-root nodes ``N`` (every node's results probe its sibling, routed: the sibling is
+  partitioned on a class they share).
 
-Both are operator trees (:class:`JoinTree`: a leaf or an n-ary join of subtrees; an MJoin is
-one flat node, a binary tree has two children per node); :func:`tree_choices` turns any of
-them into probe orders.  Modes: ``individual`` (each query's own stores, a namespace per
-query), ``shared`` (the same orders deployed together: identical steps and stores run
-once); ``mqo`` means ``shared`` here, since these planners optimise no workload jointly.
+Modes: ``individual`` (each query's own stores, a namespace per query), ``shared`` (the same
+orders deployed together: identical steps and stores run once); ``mqo`` means ``shared`` here,
+since these planners optimise no workload jointly.
 
 >>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
@@ -38,9 +34,8 @@ once); ``mqo`` means ``shared`` here, since these planners optimise no workload 
 ... queries: {q: "R(a), S(a,b), T(b)"}
 ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
 ... ''')
->>> mjoin_tree(w, "q")
-(R ⋈ S ⋈ T)
->>> [str(c.order) for c in tree_choices(w, "q", mjoin_tree(w, "q"))]
+>>> flat = JoinTree.join(JoinTree.leaf(r) for r in ("R", "S", "T"))
+>>> [str(c.order) for c in tree_choices(w, "q", flat)]
 ['R » S[a] » T[b]', 'S » R[a] » T[b]', 'T » S[a] » R[a]']
 >>> binary_tree(w, "q", "best"), tree_cost(w, "q", binary_tree(w, "q", "best"))
 (((R ⋈ S) ⋈ T), 400.0)
@@ -49,7 +44,6 @@ once); ``mqo`` means ``shared`` here, since these planners optimise no workload 
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -59,8 +53,10 @@ from mqjoin.model.errors import PlannerError
 from mqjoin.planning.plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from mqjoin.model.workload import Attr, Query, Workload, is_connected, restrict_classes
 
-PLANNERS = ("clash", "mjoin", "tree", "ajoin", "pmjoin")
+
 TREE_SHAPES = ("deep", "bushy", "best")
+
+
 PLANNER_MODES = ("mqo", "individual", "shared")
 
 
@@ -122,12 +118,14 @@ def _mir(workload: Workload, q: Query, relations: Iterable[str]) -> MIR:
     return MIR.of(workload, rels, restrict_classes(q.classes, rels), workload.selections(q.name))
 
 
-def _linked(q: Query, a: Iterable[str], b: Iterable[str]) -> bool:
+def linked(q: Query, a: Iterable[str], b: Iterable[str]) -> bool:
+    """Whether one of ``q``'s classes joins a relation of ``a`` with one of ``b``."""
     a, b = set(a), set(b)
     return any(c.relations & a and c.relations & b for c in q.classes)
 
 
-def _connected(q: Query, rels: Iterable[str]) -> bool:
+def connected(q: Query, rels: Iterable[str]) -> bool:
+    """Whether ``q``'s classes, restricted to ``rels``, connect all of them."""
     rels = tuple(rels)
     return len(rels) == 1 or is_connected(rels, restrict_classes(q.classes, rels))
 
@@ -136,7 +134,7 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
                      inputs: Iterable[Iterable[str]], least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
     """MJoin's rule (Section 2.2): the order in which a tuple covering ``prefix`` probes the
     other ``inputs`` (sets of relations): always next the connected input with the fewest
-    expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (DESIGN A2); ties by
+    expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (docs/model.md §2); ties by
     declaration order.  ``least_selective_first=True`` is the paper's *wrong* sequence
     (Section 3.3): always next the connected input with the *most* expected matches (ties
     still by declaration order).
@@ -162,12 +160,12 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
     rank = workload.relation_rank
     out = []
     while left:
-        linked = [i for i in left if _linked(q, have, i)]
-        if not linked:
+        reachable = [i for i in left if linked(q, have, i)]
+        if not reachable:
             raise PlannerError(f"query {query}: inputs {', '.join('/'.join(i) for i in left)} are not connected to "
                                f"{'/'.join(sorted(have))}; a probing sequence needs a join predicate at every probe")
         sign = -1.0 if least_selective_first else 1.0
-        nxt = min(linked, key=lambda i: (sign * join_size(workload, have | set(i), q.classes),
+        nxt = min(reachable, key=lambda i: (sign * join_size(workload, have | set(i), q.classes),
                                          min(rank[r] for r in i), i))
         out.append(nxt)
         have |= set(nxt)
@@ -218,7 +216,7 @@ def tree_orders(workload: Workload, query: str, tree: JoinTree,
 
 def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[Owner, ProbeOrder]],
                 partitioning: str) -> list[ProbeOrder]:
-    """Give every element a partition attribute among its store's candidates (DESIGN A3):
+    """Give every element a partition attribute among its store's candidates (docs/model.md §3):
     ``single`` — per store the attribute with the least probe cost over the distinct steps
     that target it (ties: smallest attribute); ``replicas`` — per step an attribute it knows
     (routed), else the store's ``single`` choice."""
@@ -256,7 +254,7 @@ def tree_choices(workload: Workload, query: str, tree: JoinTree, namespace: str 
     """The partitioned probe orders of one query's operator tree: one per relation of the
     query, and one per relation of every inner non-root node (its MIR's materialisation).
     Partition candidates come from the query alone (as in ``individual`` mode), or from its
-    query group (DESIGN A7), whose stores it shares.
+    query group (docs/model.md §7), whose stores it shares.
     ``least_selective_first``: the paper's wrong probing sequence (:func:`probing_sequence`).
 
     >>> from mqjoin.model.workload import parse_workload
@@ -295,55 +293,7 @@ def plan_joint_trees(workload: Workload, trees: Mapping[str, JoinTree], partitio
     return build_plan(workload, [Choice(owner, o) for (owner, _), o in zip(owned, parted)], "mqo", partitioning)
 
 
-# --------------------------------------------------------------------------------------------
-# MJoin
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UnitCosts:
-    """The MJoin paper's per-operation costs (appendix A.2): hashing a tuple, moving it into a
-    hash table, one key comparison."""
-
-    hash: float = 1.0
-    move: float = 1.0
-    comp: float = 1.0
-
-
-def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
-                        unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
-    """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
-    MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
-    (arrivals per time unit) and a class with ``m`` members in a part counts as ``m − 1``
-    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (A2).
-
-    ``S = (|⋈k| + |⋈l|) · (hash + move + comp)``: storing both intermediate results;
-    ``D = (Σ_{pred ∈ l} (1 − σ) · Π_{l} n + Σ_{pred ∈ k} (1 − σ) · Π_{k} n) · comp``: recomputing them.
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... defaults: {rate: 100, selectivity: 0.01}
-    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
-    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
-    ... ''')
-    >>> d, s = decomposition_costs(w, "q", ["A", "B"], ["C", "D"])
-    >>> round(d, 6), round(s, 6)
-    (19800.0, 600.0)
-    """
-    q = _query(workload, query)
-
-    def part(rels: set[str]) -> tuple[float, float]:
-        n = 1.0
-        for r in rels:
-            n *= workload.rate(r)
-        discard = sum((c.count_in(rels) - 1) * (1 - c.selectivity) for c in q.classes if c.count_in(rels) >= 2)
-        return join_size(workload, rels, q.classes), discard * n
-
-    (size_k, disc_k), (size_l, disc_l) = part(set(k)), part(set(l))
-    return (disc_l + disc_k) * unit.comp, (size_k + size_l) * (unit.hash + unit.move + unit.comp)
-
-
-def _splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
+def splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
     """Unordered splits of ``rels`` into two connected, linked parts (the first part holds
     the first relation), in a fixed order."""
     first, rest = rels[0], rels[1:]
@@ -351,45 +301,8 @@ def _splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], 
         for combo in itertools.combinations(rest, n):
             a = (first,) + combo
             b = tuple(r for r in rels if r not in a)
-            if b and _connected(q, a) and _connected(q, b) and _linked(q, a, b):
+            if b and connected(q, a) and connected(q, b) and linked(q, a, b):
                 yield a, b
-
-
-def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: UnitCosts = UnitCosts()) -> JoinTree:
-    """MJoin's operator tree of a query: one flat node over its relations, or, with
-    ``decompose``, split by appendix A.2 wherever ``D(k, l) > S(k, l)`` (largest gain first,
-    then recursively inside each part).
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... defaults: {rate: 100, selectivity: 0.01}
-    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
-    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
-    ... ''')
-    >>> mjoin_tree(w, "q"), mjoin_tree(w, "q", decompose=True)
-    ((A ⋈ B ⋈ C ⋈ D), (((C ⋈ D) ⋈ B) ⋈ A))
-
-    (Splitting off ``A`` saves recomputing ``B ⋈ C ⋈ D``'s million-fold cross product of
-    equation 4, the largest gain; equation 4 counts a discarded result as ``Π n_i``.)
-    """
-    q = _query(workload, query)
-    rank = workload.relation_rank
-
-    def build(rels: tuple[str, ...]) -> JoinTree:
-        rels = tuple(sorted(rels, key=rank.__getitem__))
-        if len(rels) == 1:
-            return JoinTree.leaf(rels[0])
-        if decompose and len(rels) >= 3:
-            best, gain = None, 0.0
-            for a, b in _splits(q, rels):
-                d, s = decomposition_costs(workload, query, a, b, unit)
-                if d - s > gain and not is_close(d - s, gain):
-                    best, gain = (a, b), d - s
-            if best is not None:
-                return JoinTree.join([build(best[0]), build(best[1])])
-        return JoinTree.join(JoinTree.leaf(r) for r in rels)
-
-    return build(tuple(q.relations))
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,7 +322,8 @@ def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
     ... queries: {q: "R(a), S(a,b), T(b)"}
     ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
     ... ''')
-    >>> tree_cost(w, "q", binary_tree(w, "q", "best")), tree_cost(w, "q", mjoin_tree(w, "q"))
+    >>> flat = JoinTree.join(JoinTree.leaf(r) for r in ("R", "S", "T"))  # an MJoin
+    >>> tree_cost(w, "q", binary_tree(w, "q", "best")), tree_cost(w, "q", flat)
     (400.0, 475.0)
     """
     q = _query(workload, query)
@@ -449,16 +363,16 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
     best: dict[tuple[str, ...], tuple[float, JoinTree]] = {(r,): (0.0, JoinTree.leaf(r)) for r in rels}
     for size in range(2, len(rels) + 1):
         for sub in itertools.combinations(rels, size):
-            if not _connected(q, sub):
+            if not connected(q, sub):
                 continue
-            splits = list(_splits(q, sub))
+            cuts = list(splits(q, sub))
             if shape == "deep":
-                splits = [s for s in splits if min(len(s[0]), len(s[1])) == 1]
+                cuts = [s for s in cuts if min(len(s[0]), len(s[1])) == 1]
             elif shape == "bushy":
-                even = min(abs(len(a) - len(b)) for a, b in splits)
-                splits = [(a, b) for a, b in splits if abs(len(a) - len(b)) == even]
+                even = min(abs(len(a) - len(b)) for a, b in cuts)
+                cuts = [(a, b) for a, b in cuts if abs(len(a) - len(b)) == even]
             found: tuple[float, JoinTree] | None = None
-            for a, b in splits:
+            for a, b in cuts:
                 # both children's results probe the other child
                 cost = best[a][0] + best[b][0] + join_size(workload, a, q.classes) + join_size(workload, b, q.classes)
                 if found is None or (cost < found[0] and not is_close(cost, found[0])):
@@ -471,65 +385,6 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
 # --------------------------------------------------------------------------------------------
 # plans
 # --------------------------------------------------------------------------------------------
-
-
-def check_planner(planner: str, tree_shape: str | None = None, decompose: bool = False, mirs: bool = True,
-                  mir_budget: float | None = None, mode: str = "mqo") -> None:
-    """Typed errors for options that do not fit the planner.
-
-    >>> check_planner("tree", "zigzag")
-    Traceback (most recent call last):
-    ...
-    mqjoin.model.errors.PlannerError: unknown tree shape 'zigzag' (choose one of deep, bushy, best)
-    """
-    if planner not in PLANNERS:
-        raise PlannerError(f"unknown planner {planner!r} (choose one of {', '.join(PLANNERS)})")
-    if tree_shape is not None and planner != "tree":
-        raise PlannerError(f"tree shape {tree_shape!r} applies to the tree planner only, not to {planner}; "
-                           "leave it out or use planner 'tree'")
-    if tree_shape is not None and tree_shape not in TREE_SHAPES:
-        raise PlannerError(f"unknown tree shape {tree_shape!r} (choose one of {', '.join(TREE_SHAPES)})")
-    if decompose and planner != "mjoin":
-        raise PlannerError(f"MJoin decomposition applies to the mjoin planner only, not to {planner}")
-    if planner == "clash":
-        return
-    if mode not in PLANNER_MODES:
-        raise PlannerError(f"unknown mode {mode!r} (choose one of {', '.join(PLANNER_MODES)})")
-    if mir_budget is not None:
-        raise PlannerError(f"an MIR budget limits the CLASH optimiser; the {planner} planner's shape fixes its MIRs "
-                           "— leave the budget out")
-    if not mirs and (planner in ("tree", "ajoin", "pmjoin") or decompose):
-        what = {"tree": "a binary tree materialises every inner node",
-                "ajoin": "an AJoin plan (binary trees) materialises every inner node",
-                "pmjoin": "PMJoin materialises every MJoin operator's output that feeds another"}.get(
-            planner, "a decomposed MJoin materialises its parts")
-        raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
-
-
-def operator_trees(workload: Workload, planner: str, tree_shape: str | None = None,
-                   decompose: bool = False) -> dict[str, JoinTree]:
-    """Query → its operator tree under ``planner`` (``mjoin`` or ``tree``).
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... defaults: {rate: 100, selectivity: 0.01}
-    ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
-    ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
-    ... ''')
-    >>> operator_trees(w, "tree", "deep"), operator_trees(w, "tree", "bushy")
-    ({'q': (((C ⋈ D) ⋈ B) ⋈ A)}, {'q': ((A ⋈ B) ⋈ (C ⋈ D))})
-    """
-    check_planner(planner, tree_shape, decompose)
-    if planner == "mjoin":
-        return {q.name: mjoin_tree(workload, q.name, decompose) for q in workload.queries}
-    if planner == "tree":
-        return {q.name: binary_tree(workload, q.name, tree_shape or "best") for q in workload.queries}
-    if planner == "ajoin":  # each query alone (modes individual and shared; mqo groups and shares)
-        from mqjoin.planners.ajoin import join_trees
-
-        return {q.name: join_trees(workload.restricted_to([q.name]))[q.name] for q in workload.queries}
-    raise PlannerError(f"the {planner} planner has no rule-made operator trees (clash: an ILP; pmjoin: "
-                       "mqjoin.planners.pmjoin places them)")
 
 
 def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "individual",
@@ -545,6 +400,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
+    >>> from mqjoin.planners.registry import operator_trees
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')
@@ -570,66 +426,3 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
         choices.extend(tree_choices(workload, q.name, trees[q.name], q.name if mode == "individual" else "",
                                     partitioning, least_selective_first))
     return build_plan(workload, choices, mode, partitioning)
-
-
-def optimize_planner(workload: Workload, planner: str, mode: str = "mqo", partitioning: str = "single",
-                     mirs: bool = True, mir_budget: float | None = None, tree_shape: str | None = None,
-                     decompose: bool = False, pmjoin=None):
-    """The ``mjoin``/``tree``/``pmjoin`` branch of :func:`mqjoin.planning.optimizer.optimize`: an
-    ``OptimizeResult`` whose ILP statistics are empty (no ILP: the shape is a rule, an exact DP
-    or PMJoin's heuristic; ``pmjoin``: its :class:`~mqjoin.planners.pmjoin.PMJoinOptions`).
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
-    ...             T: {attributes: [b], rate: 100}}
-    ... queries: {q: "R(a), S(a,b), T(b)"}
-    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.015}
-    ... ''')
-    >>> r = optimize_planner(w, "tree")
-    >>> r.probe_cost, r.probe_orders()["q"]
-    (400.0, {'R': 'R » S[a] » T[b]', 'S': 'S » R[a] » T[b]', 'T': 'T » RS[b]'})
-    >>> r.plan.materializations()
-    {'RS': {'R': 'R » S[a]', 'S': 'S » R[a]'}}
-
-    The operator trees themselves (``trees`` renders them; PMJoin's without its placement):
-
-    >>> r.join_trees["q"], r.join_trees["q"].children
-    (((R ⋈ S) ⋈ T), ((R ⋈ S), T))
-    """
-    from mqjoin.planning.optimizer import IlpStats, OptimizeResult
-
-    check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
-    if planner == "clash":
-        raise PlannerError("the clash planner is the ILP of mqjoin.planning.optimizer.optimize")
-    if not workload.queries:
-        raise PlannerError("the workload has no queries to plan: add one under 'queries'")
-    t0 = time.perf_counter()
-    report = None
-    if planner == "pmjoin":
-        from mqjoin.planners.pmjoin import PMJoinOptions, pmjoin_plan, pmjoin_report
-
-        report = pmjoin_report(workload, pmjoin or PMJoinOptions())
-        plan = pmjoin_plan(workload, report, mode, partitioning)
-        rendered = {qp.query: str(qp.tree) for qp in report.queries}
-        trees = {qp.query: qp.tree.join_tree() for qp in report.queries}
-    elif planner == "ajoin" and mode == "mqo":  # AJoin's groups and shared-cost reordering
-        from mqjoin.planners.ajoin import ajoin
-
-        planned = ajoin(workload)
-        workload, trees = planned.workload, dict(planned.trees)
-        plan = planned.plan(partitioning)
-        rendered = {q: str(t) for q, t in trees.items()}
-    else:
-        workload = workload.with_groups(())  # each query alone
-        trees = operator_trees(workload, planner, tree_shape, decompose)
-        plan = plan_trees(workload, trees, mode, partitioning)
-        rendered = {q: str(t) for q, t in trees.items()}
-    seconds = time.perf_counter() - t0
-    solver = {"mjoin": "mjoin", "ajoin": "ajoin-idp", "pmjoin": "streamjoinopt"}.get(planner, f"dp-{tree_shape or 'best'}")
-    stats = IlpStats(variables=0, constraints=0, binaries=0, components=len(workload.queries),
-                     build_seconds=seconds, solve_seconds=0.0, status="optimal", gap=0.0,
-                     objective=plan.probe_cost, solver=solver)
-    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, None, planner=planner,
-                          tree_shape=(tree_shape or "best") if planner == "tree" else None,
-                          trees=rendered, pmjoin=report, join_trees=trees)

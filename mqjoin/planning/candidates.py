@@ -1,4 +1,4 @@
-"""Candidates: MIRs, probe orders, partition candidates and steps (DESIGN A3–A4).
+"""Candidates: MIRs, probe orders, partition candidates and steps (docs/model.md §3–§4).
 
 This reproduces Figure 3 of the CLASH paper:
 
@@ -45,7 +45,7 @@ class MIR:
 
     A size-1 MIR is a base relation.  ``ambiguous`` lists attribute names that several of
     its relations declare (only used to render partition attributes unambiguously).
-    ``selection``: what it keeps of its filtered relations (DESIGN A7; part of its identity,
+    ``selection``: what it keeps of its filtered relations (docs/model.md §7; part of its identity,
     so differently filtered stores are different stores).
     """
 
@@ -147,7 +147,7 @@ class ProbeOrder:
 
 @dataclass(frozen=True)
 class Step:
-    """One hop: the prefix's partial results probe the store of ``target`` (DESIGN A4).
+    """One hop: the prefix's partial results probe the store of ``target`` (docs/model.md §4).
 
     Identity is the ordered prefix, the target and the owner's classes restricted to
     prefix ∪ target; the partition attribute is chosen separately (policy)."""
@@ -163,7 +163,7 @@ class Step:
     @cached_property
     def selection(self) -> tuple[Selection, ...]:
         """The selections of the prefix's and the target's relations (their pass fractions
-        enter the step's cost, DESIGN A7)."""
+        enter the step's cost, docs/model.md §7)."""
         return tuple(s for m in self.prefix + (self.target,) for s in m.selection)
 
     @cached_property
@@ -216,7 +216,7 @@ def _join_of(owner: Owner, workload: Workload) -> tuple[frozenset[str], tuple[Jo
 
 
 def owner_selection(owner: Owner, workload: Workload) -> tuple[Selection, ...]:
-    """What an owner's stores keep of its filtered relations (DESIGN A7): the query's
+    """What an owner's stores keep of its filtered relations (docs/model.md §7): the query's
     selections (group unions), or the MIR's own."""
     return _join_of(owner, workload)[2]
 

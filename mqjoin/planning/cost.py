@@ -1,4 +1,4 @@
-"""The cost model: join sizes (DESIGN A2), store parallelism and step costs (A4), store
+"""The cost model: join sizes (docs/model.md §2), store parallelism and step costs (A4), store
 memory (A5) — the only module that computes them (candidates, plans and the ILP call it).
 
 >>> from mqjoin.model.workload import parse_workload
@@ -17,13 +17,27 @@ from __future__ import annotations
 
 import math
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
+from mqjoin.model.filters import Selection
 from mqjoin.model.workload import Attr, JoinClass, Workload
 
-if TYPE_CHECKING:  # candidates imports this module
-    from mqjoin.planning.candidates import Step
-    from mqjoin.model.filters import Selection
+
+class StepShape(Protocol):
+    """What the cost of a step depends on (a :class:`mqjoin.planning.candidates.Step` has it):
+    the relations of its prefix, the classes and selections they join under, and the
+    attributes whose values a probing tuple knows."""
+
+    classes: tuple[JoinClass, ...]
+
+    @property
+    def prefix_relations(self) -> frozenset[str]: ...
+
+    @property
+    def selection(self) -> tuple[Selection, ...]: ...
+
+    @property
+    def known(self) -> frozenset[Attr]: ...
 
 
 
@@ -39,8 +53,8 @@ def is_close(a: float, b: float) -> bool:
 
 def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
               selection: Iterable["Selection"] = ()) -> float:
-    """``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (DESIGN
-    A2, A7): ``f_R`` the pass fraction of ``R``'s selection, 1 for an unfiltered relation."""
+    """``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (docs/model.md
+    §2, §7): ``f_R`` the pass fraction of ``R``'s selection, 1 for an unfiltered relation."""
     rels = frozenset(relations)
     size = 1.0
     for r in sorted(rels):
@@ -63,7 +77,7 @@ def window_of(workload: Workload, relations: Iterable[str]) -> float:
 
 def memory_tuples(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
                   selection: Iterable["Selection"] = ()) -> float:
-    """Memory of one store replica in tuples: ``|⋈M| · w_M`` (DESIGN A5)."""
+    """Memory of one store replica in tuples: ``|⋈M| · w_M`` (docs/model.md §5)."""
     rels = frozenset(relations)
     return join_size(workload, rels, classes, selection) * window_of(workload, rels)
 
@@ -74,7 +88,7 @@ def broadcast_factor(known: bool, parallelism: int) -> int:
 
 
 def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
-    """Partitions of the store of ``relations`` (DESIGN A4): a base store takes its relation's
+    """Partitions of the store of ``relations`` (docs/model.md §4): a base store takes its relation's
     parallelism, an MIR store ``defaults.parallelism``.
 
     >>> from mqjoin.model.workload import parse_workload
@@ -88,8 +102,8 @@ def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
     return workload.parallelism(relations[0]) if len(relations) == 1 else workload.defaults.parallelism
 
 
-def unit_step_cost(workload: Workload, step: "Step") -> float:
-    """A step's cost without broadcast, ``|⋈P| / |P|`` (DESIGN A4 with ``χ = 1``).
+def unit_step_cost(workload: Workload, step: StepShape) -> float:
+    """A step's cost without broadcast, ``|⋈P| / |P|`` (docs/model.md §4 with ``χ = 1``).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.planning.candidates import MIR, Step
@@ -104,9 +118,9 @@ def unit_step_cost(workload: Workload, step: "Step") -> float:
     return join_size(workload, step.prefix_relations, step.classes, step.selection) / len(step.prefix_relations)
 
 
-def step_cost(workload: Workload, step: "Step", partition: Attr, parallelism: int) -> float:
+def step_cost(workload: Workload, step: StepShape, partition: Attr, parallelism: int) -> float:
     """Cost of one step whose target is partitioned by ``partition`` into ``parallelism``
-    partitions (DESIGN A4): ``|⋈P| / |P| · χ``.
+    partitions (docs/model.md §4): ``|⋈P| / |P| · χ``.
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.planning.candidates import MIR, Step

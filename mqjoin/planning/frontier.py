@@ -5,7 +5,7 @@ most ``B`` tuples in the replicas beyond the first of every store.  ``B = 0`` is
 ``single`` policy, an unbounded ``B`` costs what ``replicas`` costs.  :func:`frontier` walks ``B``
 down from the ``replicas`` optimum (each solve asks for strictly less replica memory than the
 previous plan used) to ``single``, and keeps the Pareto-optimal plans: probe cost against the
-memory of all stores (DESIGN A5).  The modes ``individual`` and ``shared`` (single policy) are
+memory of all stores (docs/model.md §5).  The modes ``individual`` and ``shared`` (single policy) are
 marked next to it: every query with its own stores is a "copy per query", and the frontier's
 replicas end never costs more probe load than ``individual``.
 

@@ -3,15 +3,15 @@
 Before a run executes the workload on data (the explorer's Adaptivity Run, a Deploy), the
 model says roughly what it will produce.  For a query ``q`` whose relations arrive over
 ``D`` seconds of event time, each result is made by the arrival of its latest tuple
-(DESIGN A6); a tuple of ``R_i`` arriving at ``t`` meets the tuples of every other relation
+(docs/model.md §6); a tuple of ``R_i`` arriving at ``t`` meets the tuples of every other relation
 ``R_j`` of the last ``min(w_j, t)`` seconds (``w_j = ∞`` when the window is unbounded).
-With the join size of DESIGN A2 this gives
+With the join size of docs/model.md §2 this gives
 
     results(q) ≈ |⋈q| · Σ_i ∫₀ᴰ Π_{j≠i} min(w_j, t) dt
 
 which is the expectation for uniform streams (``mqjoin.datasets.uniform``); with unbounded windows
-it is ``|⋈q| · Dᵏ``.  The rows a store holds at the end are ``|⋈M| · min(w_M, D)`` (DESIGN
-A5's memory, over the run's duration instead of the 1-s horizon).  Memory in bytes counts a
+it is ``|⋈q| · Dᵏ``.  The rows a store holds at the end are ``|⋈M| · min(w_M, D)`` (docs/model.md
+§5's memory, over the run's duration instead of the 1-s horizon).  Memory in bytes counts a
 collected result at :data:`BYTES_PER_RESULT` and a held row at :data:`BYTES_PER_ROW`
 (CPython, rounded up).  These are order-of-magnitude estimates: enough to refuse a run that
 would take the kernel down, not a prediction to the byte.

@@ -1,4 +1,4 @@
-"""The integer linear program that picks probe orders and partitionings (DESIGN A5, B3).
+"""The integer linear program that picks probe orders and partitionings (docs/model.md §5, docs/architecture.md §3).
 
 Formulation (tight, "disaggregated"; probe orders and steps unpartitioned):
 
@@ -13,7 +13,7 @@ Formulation (tight, "disaggregated"; probe orders and steps unpartitioned):
   prefix knows (every element shares a class with its prefix), so ``χ = 1`` and no ``z``.
 * objective ``Σ c_s·y_s + Σ c_s·(p − 1)·b_s``.
 * optional **MIR memory budget** ``B`` (tuples): ``Σ_M mem(M)·m_M ≤ B`` over the MIRs
-  (DESIGN A5's memory of one replica; base stores are needed by every plan and not counted,
+  (docs/model.md §5's memory of one replica; base stores are needed by every plan and not counted,
   nor are extra replicas under ``replicas``).  A large intermediate result that does not fit
   is then not materialised — and is once it shrinks (paper Section VII-B, Figure 8(b)).
 
@@ -350,7 +350,7 @@ def _unique(name: str, used: set[str]) -> str:
 
 def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None,
                 replica_budget: float | None = None) -> Model:
-    """Build the ILP of DESIGN A5 for the candidates under a partitioning policy, with an
+    """Build the ILP of docs/model.md §5 for the candidates under a partitioning policy, with an
     optional memory budget (tuples) for the materialised MIRs.
 
     Policy ``budget``: the ``single`` model with ``Σ_A z_{M,A} ≥ u_M`` instead of ``= 1``

@@ -1,4 +1,4 @@
-"""Optimisation modes (DESIGN A5): ``mqo``, ``individual`` and ``shared``, under the
+"""Optimisation modes (docs/model.md §5): ``mqo``, ``individual`` and ``shared``, under the
 ``single`` or ``replicas`` partitioning policy, with or without MIRs.
 
 The paper's Section V-2 example (parallelism 1):
@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
@@ -31,7 +30,8 @@ from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError, 
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
-from mqjoin.planning.plan import Choice, Plan, build_plan
+from mqjoin.planning.plan import Choice, build_plan
+from mqjoin.planning.result import IlpStats, OptimizeResult  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
 from mqjoin.model.workload import Attr, Workload
 
 
@@ -46,125 +46,8 @@ WARM_START_BINARIES = 2000
 WARM_START_LIMITED = 200
 
 
-@dataclass(frozen=True)
-class IlpStats:
-    """Size and timing of the ILP(s) behind a plan (summed over queries in ``individual``)."""
-
-    variables: int
-    constraints: int
-    binaries: int
-    components: int
-    build_seconds: float
-    solve_seconds: float
-    status: str
-    gap: float
-    objective: float
-    solver: str
-    canonical: bool = False  # equal-cost ties broken canonically (mqjoin.planning.ilp.solve)
-
-    @property
-    def bound(self) -> float:
-        """The proven lower bound on the optimum (the objective itself when optimal)."""
-        return self.objective * (1 - self.gap)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, bound=self.bound)
 
 
-@dataclass(frozen=True)
-class OptimizeResult:
-    """A plan with its probe cost, memory and the ILP statistics that produced it."""
-
-    workload: Workload
-    mode: str
-    partitioning: str
-    mirs: bool
-    plan: Plan
-    ilp: IlpStats
-    mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
-    planner: str = "clash"  # clash (the ILP), mjoin, tree or ajoin (mqjoin.planners.trees, mqjoin.planners.ajoin)
-    tree_shape: str | None = None  # deep, bushy or best (planner tree)
-    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
-    replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
-    pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
-    join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
-
-    @property
-    def probe_cost(self) -> float:
-        return self.plan.probe_cost
-
-    @property
-    def memory(self) -> float:
-        return self.plan.memory
-
-    def probe_orders(self) -> dict[str, dict[str, str]]:
-        return self.plan.probe_orders()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "planner": self.planner,
-            **({"tree_shape": self.tree_shape} if self.tree_shape else {}),
-            **({"trees": dict(self.trees)} if self.trees is not None else {}),
-            **({"groups": [list(g) for g in self.workload.groups]} if self.workload.groups else {}),
-            "mode": self.mode,
-            "partitioning": self.partitioning,
-            "mirs": self.mirs,
-            "mir_budget": self.mir_budget,
-            "replica_budget": self.replica_budget,
-            "probe_cost": self.probe_cost,
-            "memory": self.memory,
-            "probe_orders": self.probe_orders(),
-            "materializations": self.plan.materializations(),
-            "stores": [{"id": s.id, "mir": s.mir.label, "relations": list(s.mir.relations),
-                        "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
-                       for s in self.plan.stores],
-            "ilp": self.ilp.to_dict(),
-            **({"pmjoin": self.pmjoin.to_dict()} if self.pmjoin is not None else {}),
-        }
-
-    def summary(self) -> str:
-        """A readable multi-line summary (the CLI's output without ``--json``)."""
-        planner = "" if self.planner == "clash" else \
-            f"planner {self.planner}{'' if self.tree_shape is None else f' ({self.tree_shape})'}, "
-        lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
-                 f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
-                 "probe orders:"]
-        for q, by_start in self.probe_orders().items():
-            for start, o in by_start.items():
-                lines.append(f"  {q:>8}  {o}")
-        mats = self.plan.materializations()
-        if mats:
-            lines.append("materialised MIRs:")
-            for m, by_start in mats.items():
-                for start, o in by_start.items():
-                    lines.append(f"  {m:>8}  {o}")
-        lines.append("stores:")
-        for s in self.plan.stores:
-            lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
-        i = self.ilp
-        if self.workload.groups:
-            lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
-        if self.planner != "clash":
-            lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
-            lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
-            if self.pmjoin is not None:
-                lines.append(self.pmjoin.summary())
-            return "\n".join(lines)
-        gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
-        lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
-                     f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
-                     f"status {i.status}{gap}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        planner = "" if self.planner == "clash" else f"{self.planner} "
-        return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
-
-    def _repr_html_(self) -> str:
-        """Notebook display: :meth:`summary` as preformatted text."""
-        import html
-
-        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
@@ -172,7 +55,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
              replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
              decompose: bool = False, pmjoin=None) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
-    ``mir_budget``: at most this many tuples of MIR stores (DESIGN A5 memory; per query in
+    ``mir_budget``: at most this many tuples of MIR stores (docs/model.md §5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
     ``planner``: ``clash`` (this ILP), or ``mjoin`` / ``tree`` (:mod:`mqjoin.planners.trees`: MJoin
     operators with ``decompose``, binary join trees of ``tree_shape``, PMJoin's placement with
@@ -194,7 +77,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     if pmjoin is not None and planner != "pmjoin":
         raise PlannerError(f"PMJoin options apply to the pmjoin planner only, not to {planner}")
     if planner != "clash" or tree_shape is not None or decompose:
-        from mqjoin.planners.trees import check_planner, optimize_planner
+        from mqjoin.planners.registry import check_planner, optimize_planner
 
         check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
         if planner != "clash":
@@ -213,7 +96,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
 
-    # each query alone, as if it were the only one: no query groups (DESIGN A7)
+    # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
     all_choices: list[Choice] = []
     parts: list[IlpStats] = []

@@ -2,7 +2,7 @@
 
 Every interface that takes a mode, a partitioning policy, a solver, a time limit or an MIR
 budget — :func:`mqjoin.planning.optimizer.optimize`, the CLI and
-:class:`mqjoin.adaptive.controller.AdaptivePolicy` — checks them here and raises
+:class:`mqjoin.adaptive.policy.AdaptivePolicy` — checks them here and raises
 :class:`~mqjoin.model.errors.OptionError`, whose message names the option, the bad value and the
 allowed ones.
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from mqjoin.model.errors import OptionError
 
-#: DESIGN A5's modes
+#: docs/model.md §5's modes
 MODES = ("mqo", "individual", "shared")
-#: DESIGN A5's partitioning policies
+#: docs/model.md §5's partitioning policies
 POLICIES = ("single", "replicas")
 #: the policy between them: a store may be kept once per partition attribute, within a budget
 #: of memory for the replicas beyond the first (``single`` at 0, ``replicas`` when unbounded)

@@ -1,7 +1,7 @@
 """Plans: chosen probe orders merged into a forest of probe trees (paper Section V-B).
 
 Each chosen (partitioned) probe order is a path from its start relation through stores.
-Orders that share a step (DESIGN A4 identity, with the same target partition) share its
+Orders that share a step (docs/model.md §4 identity, with the same target partition) share its
 node: a node is one executed step, and a tuple reaching a node is copied along every
 outgoing edge.  Every edge gets a unique,
 deterministic label; every store gets rules keyed by the incoming edge label:
@@ -64,7 +64,7 @@ class Store:
     mir: MIR
     partition: Attr
     parallelism: int
-    memory: float  # tuples, DESIGN A5
+    memory: float  # tuples, docs/model.md §5
     namespace: str = ""
 
 
@@ -177,7 +177,7 @@ def recost(plan: "Plan", workload: Workload) -> float:
 
 
 def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
-    """Memory (DESIGN A5, tuples) of the MIRs ``plan`` materialises, one replica each — what
+    """Memory (docs/model.md §5, tuples) of the MIRs ``plan`` materialises, one replica each — what
     an MIR budget limits — under ``workload``'s statistics (default: the plan's own).
 
     >>> from mqjoin.datasets.synthetic_paper import skewed_rates
@@ -635,7 +635,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     for (ns, m, _), s in stores.items():
         replicas.setdefault((ns, m), []).append(s)
 
-    # Tree nodes are keyed by step identity (DESIGN A4) and target partition: identical steps
+    # Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
     # run — and are paid — once.  Orders can reach the same step through differently
     # partitioned prefixes (in shared mode); those prefixes compute the same partial results,
     # so the node hangs off the first of them.  Keys: (namespace, start) for a root,

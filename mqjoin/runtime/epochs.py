@@ -4,7 +4,7 @@ epoch, queries that arrive and leave (paper Section VI; the controller is
 
 This is the in-process :class:`~mqjoin.runtime.executor.Executor` driven by the adaptive
 controller (the static reference executor is the same engine with one plan).  Tuples arrive
-one at a time in DESIGN A6 order.  A tuple of epoch ``j`` follows the plan of epoch ``j``: it is
+one at a time in docs/model.md §6 order.  A tuple of epoch ``j`` follows the plan of epoch ``j``: it is
 stored into that plan's stores and probes along that plan's probe orders.  What changes is
 what a store *is*:
 
@@ -41,7 +41,7 @@ result is needed only one epoch later — and is not charged to tuples.)
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.model.tables import Table
->>> from mqjoin.adaptive.controller import AdaptivePolicy
+>>> from mqjoin.adaptive.policy import AdaptivePolicy
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 2, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -64,16 +64,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqjoin.adaptive.controller import (
-    AdaptiveController,
-    AdaptivePolicy,
-    Decision,
-    Lifetime,
-    Optimizer,
-    QueryChange,
-    lifetimes,
-    sampled,
-)
+from mqjoin.adaptive.controller import AdaptiveController, Decision, Optimizer
+from mqjoin.adaptive.policy import AdaptivePolicy, Lifetime, QueryChange, lifetimes
+from mqjoin.adaptive.sampling import sampled
 from mqjoin.model.errors import DataError, ResourceLimitError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table

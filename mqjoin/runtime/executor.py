@@ -1,7 +1,7 @@
-"""The in-process executor: the one engine that runs plans, static or adaptive (DESIGN B5).
+"""The in-process executor: the one engine that runs plans, static or adaptive (docs/architecture.md §5).
 
 Input tuples arrive one at a time in ``(ts, relation declaration rank, row)`` order — the
-tie-break of DESIGN A6 — and travel the edges of the plan of their epoch as
+tie-break of docs/model.md §6 — and travel the edges of the plan of their epoch as
 :mod:`mqjoin.runtime.rules` says.  A *schedule* gives the plan of every epoch: a static plan
 is the schedule with one plan and one epoch (:class:`StaticSchedule`), the adaptive
 controller (:class:`mqjoin.adaptive.controller.AdaptiveController`) the one that re-optimises.
@@ -332,7 +332,7 @@ class ContainerIndex:
             self.establish(layout_of(s), s.mir, epoch, s.parallelism)
         base = {s.mir.relations[0] for s in plan.stores if s.mir.is_base and not s.mir.selection}
         # a retained relation whose plan keeps no base store of all its tuples (filtered stores,
-        # DESIGN A7, keep only what passes; a query added later may need the rest: history)
+        # docs/model.md §7, keep only what passes; a query added later may need the rest: history)
         for r in sorted(retained - base):
             m = MIR.of(w, [r], ())
             self.establish(Layout("", mir_key(m), w.relation(r).attr(w.relation(r).attributes[0])), m, epoch,
@@ -510,7 +510,7 @@ class Executor(ContainerIndex):
         f = self._compile_rule(rule, pidx, epoch, fn)
         if rule.admit is None:
             return f
-        # filters (DESIGN A7): the tuple goes on only when it passes
+        # filters (docs/model.md §7): the tuple goes on only when it passes
         return _compile("def admitted(t):\n    if admit(t):\n        f(t)\n", "admitted", {"admit": rule.admit, "f": f})
 
     def _compile_rule(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
@@ -644,7 +644,7 @@ class Executor(ContainerIndex):
         containers were established or dropped)."""
         for rule, groups, epoch, gaps in self.groups:
             groups[:] = self._reach_groups(rule, epoch)
-            # an MIR, or a filtered base store (DESIGN A7), may lack containers in older epochs
+            # an MIR, or a filtered base store (docs/model.md §7), may lack containers in older epochs
             gaps[0] = self.missing(rule.layout.mir, epoch) if len(rule.mir.relations) > 1 or rule.mir.selection \
                 else None
         self.adhoc.clear()
@@ -884,7 +884,7 @@ class Executor(ContainerIndex):
             return None
         sample = None
         if not self.static:
-            from mqjoin.adaptive.controller import EpochSample, agreeing_pairs
+            from mqjoin.adaptive.sampling import EpochSample, agreeing_pairs
 
             matches = {}
             for a, b in self.schedule.tracked(ep.epoch):

@@ -1,4 +1,4 @@
-"""The result oracle: DESIGN A6 evaluated by brute force, independent of any plan.
+"""The result oracle: docs/model.md §6 evaluated by brute force, independent of any plan.
 
 A query's result is the set of tuples ``(r1, …, rm)``, one per relation (row indices, in the
 query's relation order), such that every class's members are equal and, with
@@ -40,7 +40,7 @@ def query_results(workload: Workload, query: Query, tables: Mapping[str, Table])
                 order.append(r)
                 break
     windows = {r: workload.window(r) for r in order}
-    passing = {r: _passing(query, r, tables[r]) for r in order}  # DESIGN A7: the query's filter
+    passing = {r: _passing(query, r, tables[r]) for r in order}  # docs/model.md §7: the query's filter
     partial: list[dict[str, int]] = [{order[0]: i} for i in passing[order[0]]]
     for k, r in enumerate(order[1:], start=1):
         t = tables[r]
@@ -95,14 +95,14 @@ def _windows_ok(p: Mapping[str, int], tables: Mapping[str, Table], windows: Mapp
 
 
 def oracle_results(workload: Workload, tables: Mapping[str, Table]) -> dict[str, set[tuple[int, ...]]]:
-    """Every query's result set (DESIGN A6) by brute force."""
+    """Every query's result set (docs/model.md §6) by brute force."""
     return {q.name: query_results(workload, q, tables) for q in workload.queries}
 
 
 def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], changes: Iterable[Any],
                             policy: Any) -> dict[str, set[tuple[int, ...]]]:
     """What every query answers in an adaptive run that starts with ``workload`` and applies
-    the query ``changes`` (:class:`mqjoin.adaptive.controller.QueryChange`), by brute force.
+    the query ``changes`` (:class:`mqjoin.adaptive.policy.QueryChange`), by brute force.
 
     Everything is derived here from the definition (README "Adaptivity", the module docstring
     of :mod:`mqjoin.adaptive.controller`), not from the engine's functions, using only the policy's
@@ -119,7 +119,7 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], cha
       tuples are all available.
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.adaptive.controller import AdaptivePolicy, QueryChange
+    >>> from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.5, window: 10}
     ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}

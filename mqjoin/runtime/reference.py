@@ -2,7 +2,7 @@
 
 It is the in-process :class:`~mqjoin.runtime.executor.Executor` with a static schedule (one
 plan, one epoch): input tuples arrive one at a time in ``(ts, relation declaration order, row
-index)`` order — the deterministic tie-break of DESIGN A6 — and travel the plan's edges as
+index)`` order — the deterministic tie-break of docs/model.md §6 — and travel the plan's edges as
 :mod:`mqjoin.runtime.rules` says, exactly as a distributed deployment would route them:
 
 * every store is split into ``parallelism`` partitions by its partition attribute; each

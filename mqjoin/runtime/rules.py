@@ -1,6 +1,6 @@
 """The runtime rules of a plan: what every edge does to a travelling tuple, computed once as values.
 
-This module is the one answer to "where is the probe rule decided?" (DESIGN B5).  A
+This module is the one answer to "where is the probe rule decided?" (docs/architecture.md §5).  A
 :class:`~mqjoin.planning.plan.Plan` says which stores exist and how its labelled edges connect them;
 :func:`plan_rules` turns every edge into a plain value that a backend executes without
 looking at the plan again:
@@ -14,7 +14,7 @@ looking at the plan again:
   partition), and the edges its results travel on (``outs``);
 * :class:`Emit` — the tuple is a result of a query, reordered to the query's relations.
 
-Filters (DESIGN A7) are :class:`Admit` values on these rules: an input tuple enters a base
+Filters (docs/model.md §7) are :class:`Admit` values on these rules: an input tuple enters a base
 store, or starts a probe order, only when it passes the store's (or the order's start)
 selection, and a result is emitted only when every tuple passes its query's own filter (a
 query group's stores keep the union of its members' filters).
@@ -163,7 +163,7 @@ def base_tuples(workload: Workload, tables: Mapping[str, Table], relations: Iter
 
 def arrival_order(base: Mapping[str, list[tuple]], rank: Mapping[str, int]) -> list[tuple[str, int]]:
     """(relation, row) of every base tuple in arrival order: ``ts``, then the relation's
-    declaration rank, then the row (the tie-break of DESIGN A6).
+    declaration rank, then the row (the tie-break of docs/model.md §6).
 
     >>> arrival_order({"R": [(0, 1.0), (1, 0.5)], "S": [(0, 0.5)]}, {"R": 0, "S": 1})
     [('R', 1), ('S', 0), ('R', 0)]
@@ -188,7 +188,7 @@ def arrival_order(base: Mapping[str, list[tuple]], rank: Mapping[str, int]) -> l
 
 @dataclass(frozen=True)
 class Admit:
-    """Which travelling tuples pass (DESIGN A7): per component, a disjunction of conjunctions
+    """Which travelling tuples pass (docs/model.md §7): per component, a disjunction of conjunctions
     of ``(field, comparison)`` its base tuple must satisfy.
 
     >>> a = admit(("R", "S"), [Selection("S", ((Comparison(Attr("S", "x"), "<", (5,)),),), 0.5)],

@@ -70,7 +70,7 @@ def binary_tree_of(plan: Plan) -> Tree:
     nodes are its MIR stores.  A typed error for any other plan.
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.planners.trees import optimize_planner
+    >>> from mqjoin.planners.registry import optimize_planner
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.1}
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b]}}
@@ -115,7 +115,7 @@ def binary_model(plan: Plan) -> BinaryPlan:
     ``λ_X · w_X``; an intermediate state's production rate (its children's half-way joins,
     bottom-up) times the time an entry stays — until its *oldest* component leaves its window,
     ``w_X / |X|`` on average for uniform arrivals (the other components' ages are uniform over
-    the window; ``w_X`` the smallest window, DESIGN A5).  A2's ``|⋈X| · w_X`` would count
+    the window; ``w_X`` the smallest window, docs/model.md §5).  A2's ``|⋈X| · w_X`` would count
     combinations spread over ``|X|`` windows that the executor's windows never hold.
 
     >>> from mqjoin.datasets.jaqpot_paper import table3_linear

@@ -1,4 +1,4 @@
-"""The vectorised executor: a static plan's rules run over a micro-batch at a time (DESIGN B5).
+"""The vectorised executor: a static plan's rules run over a micro-batch at a time (docs/architecture.md §5).
 
 The per-tuple :class:`~mqjoin.runtime.executor.Executor` sends every arriving tuple along
 the edges of the plan one at a time.  This backend executes the same
@@ -26,7 +26,7 @@ all the arrivals of a batch at once, as column arrays (numpy):
 * **Only what is read travels.**  A join gathers, per component, only the fields later edges
   read (rows for results, keys, filters, timestamps where windows check them;
   :func:`field_needs`).
-* **Keys.**  Equal values join, nulls never do, ``1`` joins ``1.0`` (DESIGN A6): integer keys
+* **Keys.**  Equal values join, nulls never do, ``1`` joins ``1.0`` (docs/model.md §6): integer keys
   are their own codes, integral floats their integer value, other values hash
   (:func:`pandas.util.hash_array`, not salted) and a match is confirmed by comparing the
   values themselves.
@@ -278,7 +278,7 @@ class Segment:
 
 
 # --------------------------------------------------------------------------------------------
-# filters (DESIGN A7) over columns
+# filters (docs/model.md §7) over columns
 # --------------------------------------------------------------------------------------------
 
 

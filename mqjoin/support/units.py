@@ -4,7 +4,7 @@
   up, four significant digits below (``26,327``, ``800``, ``12.35``, ``0.0006667``);
 * :func:`count` — counts read aloud (``3.2 billion``); :func:`size` — bytes (``2.0 MB``).
 
-Units: the probe cost of a plan (DESIGN A4) is the number of partial results its probes ship
+Units: the probe cost of a plan (docs/model.md §4) is the number of partial results its probes ship
 per second of input, :data:`PROBE_COST_UNIT`; memory (A5) is tuples held, :data:`MEMORY_UNIT`.
 
 >>> f"probe cost {number(26326.90579)} {PROBE_COST_UNIT}, memory {number(1500)} {MEMORY_UNIT}"
@@ -72,7 +72,7 @@ def size(n_bytes: float) -> str:
 def memory_basis(workload) -> str:
     """What the memory figure of a plan counts, in one sentence for a status line: the
     tuples its stores hold, over each store's smallest window — or over the 1-s horizon
-    (``defaults.horizon``) for relations with unbounded windows (DESIGN A5), which is why
+    (``defaults.horizon``) for relations with unbounded windows (docs/model.md §5), which is why
     memory and probe cost (tuples shipped per second) can come out equal.
 
     >>> from mqjoin.model.workload import parse_workload

@@ -4,7 +4,7 @@ store over the cluster's executors (the driver mode, :mod:`.driver`, keeps the s
 driver's in-process executor: one Spark job per batch).  Every batch reports its Spark jobs and
 stages (:func:`job_cost`): on the Figure 7(a) plan ~9 jobs and ~95 stages, whatever its size.
 
-Mechanism (chosen by measurement, 2-core machine, local[2]; DESIGN B4):
+Mechanism (chosen by measurement, 2-core machine, local[2]; docs/architecture.md §4):
 
 * **Stores** are DataFrames hash-partitioned by the store's partition attribute into its
   ``parallelism`` partitions (``repartition(p, A)``) and cut from their lineage with
@@ -57,7 +57,7 @@ Mechanism (chosen by measurement, 2-core machine, local[2]; DESIGN B4):
   Spark's state stores (``transformWithState``) were the alternative: they key state by one
   grouping key, so a store probed on different attributes (or by broadcast) would need one
   state copy per access pattern — and the RocksDB provider costs more per row.
-* **Delta join semantics.**  Every input tuple has its arrival number ``_seq`` (DESIGN A6 tie
+* **Delta join semantics.**  Every input tuple has its arrival number ``_seq`` (docs/model.md §6 tie
   order).  Store entries carry the ``_seq`` of the tuple that created them; a travelling tuple
   (triggered by the tuple with ``_seq = s`` and ``ts = T``) joins only entries with
   ``_sseq < s`` whose components satisfy ``T − ts ≤ window`` — exactly what the reference
@@ -267,7 +267,7 @@ class StoreEngine:
         return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
 
     def _selected(self, selections: Iterable[Selection], alias: str = "") -> str:
-        """SQL of DESIGN A7 selections over this engine's columns ('' when there are none),
+        """SQL of docs/model.md §7 selections over this engine's columns ('' when there are none),
         to append to a WHERE clause."""
         return "".join(" AND " + sql_condition(s.filters, lambda a: alias + self.col(a),
                                                lambda a: self.types[self.col(a)] == "string") for s in selections)
@@ -337,7 +337,7 @@ class DeltaJoinEngine(StoreEngine):
         self.on_batch = on_batch
         self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
         self.order, self.incoming, self.parent, self.outputs = wiring(plan)
-        # filters (DESIGN A7): what an input tuple must pass to enter a base store / start a probe order
+        # filters (docs/model.md §7): what an input tuple must pass to enter a base store / start a probe order
         self.admit: dict[str, tuple[Selection, ...]] = {
             e.label: plan.store[e.target].mir.selection for e in plan.edges if e.kind == "ingest"}
         self.admit.update({n.edge: n.step.prefix[0].selection for n in plan.nodes if n.parent is None})

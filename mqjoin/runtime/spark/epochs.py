@@ -45,7 +45,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from mqjoin.adaptive.controller import AdaptiveController, AdaptivePolicy, Optimizer, QueryChange, lifetimes, sampled
+from mqjoin.adaptive.controller import AdaptiveController, Optimizer
+from mqjoin.adaptive.sampling import sampled
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes
 from mqjoin.model.errors import AdaptiveError, DataError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table, read_inputs, write_results
@@ -214,7 +216,7 @@ class AdaptiveDeployment(Deployment):
         for c in self.changes:
             if not isinstance(c, QueryChange):
                 raise AdaptiveError(f"changes must be QueryChange values (or a changelog file read with "
-                                    f"mqjoin.adaptive.controller.load_changes), got {type(c).__name__}")
+                                    f"mqjoin.adaptive.policy.load_changes), got {type(c).__name__}")
         full, _ = lifetimes(workload, self.changes, self.policy)  # a bad changelog fails before Spark starts
         self.optimizer = optimizer
         self._ctl0: AdaptiveController | None = None

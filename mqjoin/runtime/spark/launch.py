@@ -28,7 +28,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
     """Start ``plan`` (``engine="mqjoin"``) or the native baseline of its workload
     (``engine="native"``) on Spark and return the running :class:`Deployment`.
 
-    With ``adaptive`` (an :class:`~mqjoin.adaptive.controller.AdaptivePolicy`, or True for the default
+    With ``adaptive`` (an :class:`~mqjoin.adaptive.policy.AdaptivePolicy`, or True for the default
     one) or a changelog ``changes``, the workload (a plan's, or a :class:`Workload`) runs
     adaptively — re-optimised every epoch by ``optimizer`` (default
     :func:`mqjoin.planning.optimizer.optimize` with the policy's settings), queries added and removed
@@ -38,7 +38,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
     (default: the session's cores)."""
     pacing = Pacing(rate, speedup, max_rows_per_batch, trigger_seconds)
     if adaptive is not None and adaptive is not False or changes or optimizer is not None:
-        from mqjoin.adaptive.controller import AdaptivePolicy
+        from mqjoin.adaptive.policy import AdaptivePolicy
         from mqjoin.runtime.spark.epochs import AdaptiveDeployment
 
         if engine != "mqjoin":

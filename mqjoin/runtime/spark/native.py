@@ -16,7 +16,7 @@ Per query (see :func:`native_queries`):
 
 * **Joins chained left to right** — ``((R1 ⋈ R2) ⋈ R3) ⋈ …`` with ``df.join(other, cond,
   "inner")``.  Joining ``Rk`` to the relations already joined adds one equality per class with
-  members on both sides and the window conditions of DESIGN A6: ``T − ts(Rj) ≤ window(Rj)``
+  members on both sides and the window conditions of docs/model.md §6: ``T − ts(Rj) ≤ window(Rj)``
   for every ``j`` (``T`` the largest ``ts``) holds iff ``ts_i − ts_j ≤ window(Rj)`` for every
   ordered pair, so each new pair ``(Ri, Rk)`` gets ``ts_k − ts_i ≤ window(Ri)`` and
   ``ts_i − ts_k ≤ window(Rk)`` (an unbounded window gives no bound).  These are evaluated on the
@@ -304,7 +304,7 @@ class _Builder:
         return df
 
     def filtered(self, q: Query, relation: str):
-        """Relation ``relation``'s stream restricted to ``q``'s filter on it (DESIGN A7: a WHERE)."""
+        """Relation ``relation``'s stream restricted to ``q``'s filter on it (docs/model.md §7: a WHERE)."""
         from pyspark.sql import functions as F
 
         df = self.stream(relation)
@@ -350,7 +350,7 @@ class _Builder:
                 same = [a for a in left if kinds[self.col_name(q, a)] == kinds[b]]
                 if same:
                     cond.append(F.col(self.col_name(q, same[0])) == F.col(b))
-                else:  # "1" never equals 1 (DESIGN A6: values compared as read); tagged strings never match
+                else:  # "1" never equals 1 (docs/model.md §6: values compared as read); tagged strings never match
                     a = self.col_name(q, left[0])
                     cond.append(F.concat(F.lit(kinds[a] + ":"), F.col(a).cast("string"))
                                 == F.concat(F.lit(kinds[b] + ":"), F.col(b).cast("string")))

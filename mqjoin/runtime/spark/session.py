@@ -1,6 +1,6 @@
 """The Spark session: local by default, any master the user names; Spark errors made readable.
 
-Settings and why (measured on a 2-core machine, DESIGN B4):
+Settings and why (measured on a 2-core machine, docs/architecture.md §4):
 
 * ``PYSPARK_PYTHON`` is this interpreter — the replay source runs in Python workers;
 * ``spark.sql.autoBroadcastJoinThreshold=-1`` — a probe is broadcast only when the plan says

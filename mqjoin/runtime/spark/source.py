@@ -1,7 +1,7 @@
 """Replayed input streams: a Spark 4 Python streaming data source over a *replay log*.
 
 The replay log is every input tuple of a run in arrival order — ``(ts, relation declaration
-rank, row index)``, the tie-break of DESIGN A6 — written once as Parquet with one union schema:
+rank, row index)``, the tie-break of docs/model.md §6 — written once as Parquet with one union schema:
 
     _seq (long, 0-based arrival number), _rel (int, relation rank), _ts (double), _row (long),
     r<k>_a<j> (relation k's attribute j, typed as read)
@@ -103,7 +103,7 @@ def build_replay_log(workload: Workload, tables: Mapping[str, Table]) -> pa.Tabl
 
 def _unify_join_types(workload: Workload, log: pa.Table) -> pa.Table:
     """Members of one class that mix integers and floats become floats: 1 and 1.0 join
-    (DESIGN A6), and equal types keep a store's hash partitioning usable by every probe
+    (docs/model.md §6), and equal types keep a store's hash partitioning usable by every probe
     (Spark would otherwise cast one side and reshuffle the store)."""
     ranks = workload.relation_rank
     for q in workload.queries:

@@ -1,0 +1,155 @@
+"""What an engine measures in an epoch: tuples per relation and agreeing pairs per equality,
+optionally on a consistent sample of join values, and the statistics the optimiser gets from them.
+
+**Statistics of an epoch.**  ``rate(R) = n_R / epoch`` (an epoch without a tuple of ``R``
+gives half a tuple per epoch: the model needs positive rates); the selectivity of a pair
+``X.a = Y.b`` is ``agreeing pairs / (n_X · n_Y)`` over the epoch's tuples (one agreeing pair
+when none agree, as :mod:`mqjoin.datasets.stats` writes it), and linked pairs of one class get
+their geometric mean (the same grouping as ``mqjoin stats``).  A class whose relations had no
+tuple in the epoch keeps its previous value.  With ``policy.sample < 1`` only join values whose
+hash falls below the fraction are counted (the same values in every relation, so agreeing
+pairs are sampled consistently) and the count is scaled up.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mqjoin.adaptive.policy import AdaptivePolicy
+from mqjoin.model.workload import Attr, Workload, iter_pairs
+
+
+EMPTY_EPOCH_TUPLES = 0.5
+
+
+def sampled(value: Any, fraction: float) -> bool:
+    """Whether a join value is in the hash sample of ``fraction`` (equal values — ``1`` and
+    ``1.0`` — are sampled alike in every relation).
+
+    >>> sampled(7, 1.0), sampled(7, 0.5) == sampled(7.0, 0.5)
+    (True, True)
+    """
+    if fraction >= 1:
+        return True
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    h = zlib.crc32(repr(value).encode("utf-8")) if not isinstance(value, int) else (value * 2654435761) & 0xFFFFFFFF
+    return (h & 0xFFFFFF) < fraction * 0x1000000
+
+
+def agreeing_pairs(ca: Mapping[Any, int], cb: Mapping[Any, int], fraction: float = 1.0) -> float:
+    """``Σ_v cnt_a(v) · cnt_b(v) / fraction``: agreeing pairs from two value counts (of a hash
+    sample of ``fraction`` of the values).
+
+    >>> agreeing_pairs({1: 2, 2: 1}, {1: 3, 5: 1})
+    6.0
+    """
+    small, big = (ca, cb) if len(ca) <= len(cb) else (cb, ca)
+    return sum(n * big[v] for v, n in small.items() if v in big) / fraction
+
+
+def epoch_sample(workload: Workload, tables: Mapping[str, Any], policy: AdaptivePolicy, epoch: int) -> EpochSample:
+    """What an engine samples in ``epoch`` of ``tables`` (tuples with ``ts`` in the epoch):
+    e.g. to start a run from the statistics a running system would already have.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.model.tables import Table
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> t = {"R": Table.from_columns("R", {"ts": [0.1, 0.2, 1.5], "a": [1, 2, 1]}),
+    ...      "S": Table.from_columns("S", {"ts": [0.5, 0.7], "a": [1, 1]})}
+    >>> s = epoch_sample(w, t, AdaptivePolicy(epoch=1.0), 0)
+    >>> s.tuples, list(s.matches.values())
+    ({'R': 2, 'S': 2}, [2.0])
+    """
+    from collections import Counter
+
+    pairs = tracked_pairs(workload)
+    counts: dict[Attr, Counter] = {}
+    n: dict[str, int] = {}
+    for a in sorted({a for p in pairs for a in p}):
+        t = tables[a.relation]
+        rows = [i for i, ts in enumerate(t.ts) if policy.epoch_of(ts) == epoch]
+        n[a.relation] = len(rows)
+        col = t.columns.get(a.name, ())
+        counts[a] = Counter(v for v in (col[i] for i in rows) if v is not None and sampled(v, policy.sample))
+    return EpochSample(epoch, n, {(a, b): agreeing_pairs(counts[a], counts[b], policy.sample) for a, b in pairs})
+
+
+@dataclass(frozen=True)
+class EpochSample:
+    """What an engine counted in one epoch: tuples per relation and agreeing pairs per
+    equality (already scaled by ``1 / sample``)."""
+
+    epoch: int
+    tuples: Mapping[str, int]
+    matches: Mapping[tuple[Attr, Attr], float]
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """Statistics derived from one :class:`EpochSample`: rates and pair selectivities."""
+
+    epoch: int
+    tuples: Mapping[str, int]
+    rates: Mapping[str, float]
+    pairs: Mapping[tuple[Attr, Attr], float]
+
+    def apply(self, workload: Workload) -> Workload:
+        """``workload`` with these rates and selectivities (classes without a sampled pair keep
+        their values)."""
+        from mqjoin.datasets.stats import with_pair_values
+
+        return with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
+                                                              if r in workload.relation_rank})
+
+    def describe(self, before: Workload | None = None, limit: int = 6) -> str:
+        """The values, and how they moved relative to ``before``'s selectivities."""
+        parts = []
+        for (a, b), v in sorted(self.pairs.items()):
+            old = None if before is None else before.selectivity_of(a, b)
+            if old is None:
+                parts.append(f"{a} = {b} {v:.3g}")
+            elif not math.isclose(old, v, rel_tol=0.05):
+                parts.append(f"{a} = {b} {old:.3g} → {v:.3g}")
+        if before is not None:
+            for r, v in sorted(self.rates.items()):
+                old = before.rate(r)
+                if not math.isclose(old, v, rel_tol=0.05):
+                    parts.append(f"rate {r} {old:.3g} → {v:.3g}")
+        if len(parts) > limit:
+            parts = parts[:limit] + [f"… {len(parts) - limit} more"]
+        return "; ".join(parts) if parts else "no change beyond 5 %"
+
+
+def epoch_stats(sample: EpochSample, policy: AdaptivePolicy, relations: Iterable[str]) -> EpochStats:
+    """Rates of ``relations`` and selectivities of the sampled pairs whose relations both had
+    tuples (see the module doc)."""
+    from mqjoin.datasets.stats import PairEstimate
+
+    n = dict(sample.tuples)
+    rates = {r: max(n.get(r, 0), EMPTY_EPOCH_TUPLES) / policy.epoch for r in relations}
+    pairs = {}
+    for (a, b), m in sample.matches.items():
+        nx, ny = n.get(a.relation, 0), n.get(b.relation, 0)
+        if nx and ny:
+            est = PairEstimate(a, b, min(1.0, m / (nx * ny)), 0.0, 0.0, 0.0, (nx, ny), (nx, ny), round(m))
+            pairs[(a, b)] = min(1.0, est.written)
+    return EpochStats(sample.epoch, n, rates, pairs)
+
+
+def tracked_pairs(workload: Workload) -> tuple[tuple[Attr, Attr], ...]:
+    """The equalities whose selectivities are sampled: every pair of members of every class."""
+    out: dict[tuple[Attr, Attr], None] = {}
+    for q in workload.queries:
+        for c in q.classes:
+            for p in iter_pairs(c.members):
+                out[p] = None
+    return tuple(out)

@@ -1,0 +1,133 @@
+"""What an optimisation returns, whichever planner made it: the plan with its costs and the
+statistics of the solve (for planners without an ILP, the time they took and ``optimal``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from mqjoin.model.workload import Workload
+from mqjoin.planning.plan import Plan
+
+
+@dataclass(frozen=True)
+class IlpStats:
+    """Size and timing of the ILP(s) behind a plan (summed over queries in ``individual``)."""
+
+    variables: int
+    constraints: int
+    binaries: int
+    components: int
+    build_seconds: float
+    solve_seconds: float
+    status: str
+    gap: float
+    objective: float
+    solver: str
+    canonical: bool = False  # equal-cost ties broken canonically (mqjoin.planning.ilp.solve)
+
+    @property
+    def bound(self) -> float:
+        """The proven lower bound on the optimum (the objective itself when optimal)."""
+        return self.objective * (1 - self.gap)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, bound=self.bound)
+
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """A plan with its probe cost, memory and the ILP statistics that produced it."""
+
+    workload: Workload
+    mode: str
+    partitioning: str
+    mirs: bool
+    plan: Plan
+    ilp: IlpStats
+    mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
+    planner: str = "clash"  # clash (the ILP), mjoin, tree or ajoin (mqjoin.planners.trees, mqjoin.planners.ajoin)
+    tree_shape: str | None = None  # deep, bushy or best (planner tree)
+    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
+    replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
+    pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
+    join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
+
+    @property
+    def probe_cost(self) -> float:
+        return self.plan.probe_cost
+
+    @property
+    def memory(self) -> float:
+        return self.plan.memory
+
+    def probe_orders(self) -> dict[str, dict[str, str]]:
+        return self.plan.probe_orders()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "planner": self.planner,
+            **({"tree_shape": self.tree_shape} if self.tree_shape else {}),
+            **({"trees": dict(self.trees)} if self.trees is not None else {}),
+            **({"groups": [list(g) for g in self.workload.groups]} if self.workload.groups else {}),
+            "mode": self.mode,
+            "partitioning": self.partitioning,
+            "mirs": self.mirs,
+            "mir_budget": self.mir_budget,
+            "replica_budget": self.replica_budget,
+            "probe_cost": self.probe_cost,
+            "memory": self.memory,
+            "probe_orders": self.probe_orders(),
+            "materializations": self.plan.materializations(),
+            "stores": [{"id": s.id, "mir": s.mir.label, "relations": list(s.mir.relations),
+                        "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
+                       for s in self.plan.stores],
+            "ilp": self.ilp.to_dict(),
+            **({"pmjoin": self.pmjoin.to_dict()} if self.pmjoin is not None else {}),
+        }
+
+    def summary(self) -> str:
+        """A readable multi-line summary (the CLI's output without ``--json``)."""
+        planner = "" if self.planner == "clash" else \
+            f"planner {self.planner}{'' if self.tree_shape is None else f' ({self.tree_shape})'}, "
+        lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
+                 f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
+                 "probe orders:"]
+        for q, by_start in self.probe_orders().items():
+            for start, o in by_start.items():
+                lines.append(f"  {q:>8}  {o}")
+        mats = self.plan.materializations()
+        if mats:
+            lines.append("materialised MIRs:")
+            for m, by_start in mats.items():
+                for start, o in by_start.items():
+                    lines.append(f"  {m:>8}  {o}")
+        lines.append("stores:")
+        for s in self.plan.stores:
+            lines.append(f"  {s.id:<16} parallelism {s.parallelism:<3} memory {s.memory:g}")
+        i = self.ilp
+        if self.workload.groups:
+            lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
+        if self.planner != "clash":
+            lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
+            lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
+            if self.pmjoin is not None:
+                lines.append(self.pmjoin.summary())
+            return "\n".join(lines)
+        gap = "" if i.status == "optimal" else f": incumbent {i.objective:g}, bound {i.bound:g}, gap {i.gap:.2%}"
+        lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
+                     f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
+                     f"status {i.status}{gap}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        planner = "" if self.planner == "clash" else f"{self.planner} "
+        return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: :meth:`summary` as preformatted text."""
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"

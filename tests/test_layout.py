@@ -1,0 +1,114 @@
+"""The package's arrows point one way: no import cycle between mqjoin's modules (at module
+level, in ``TYPE_CHECKING`` blocks or inside functions), no private name imported across
+modules, and each heavy library behind its one stage.
+
+The walk reads the source (AST), so it sees the imports a running test would never trigger.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: import name → folder (datasets/ and widgets/ are installed as mqjoin.datasets, mqjoin.widgets)
+PACKAGES = {"mqjoin": ROOT / "mqjoin", "mqjoin.datasets": ROOT / "datasets", "mqjoin.widgets": ROOT / "widgets"}
+#: a heavy library → the module prefixes that may import it
+HEAVY = {
+    "pyspark": ("mqjoin.runtime.spark",),
+    "pulp": ("mqjoin.planning.ilp",),
+    "highspy": ("mqjoin.planning.ilp",),
+    "plotly": ("mqjoin.widgets",),
+    "ipywidgets": ("mqjoin.widgets",),
+}
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for pkg, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if pkg == "mqjoin" and parts[0] in ("datasets", "widgets"):
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join([pkg, *parts])] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path):
+    """(imported module, imported name or None, line) for every import in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in MODULES:
+                    yield sub, None, node.lineno
+                else:
+                    yield target, alias.name, node.lineno
+
+
+def _graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    for module, path in MODULES.items():
+        g.add_node(module)
+        for target, _, line in _imports(module, path):
+            if target in MODULES and target != module:
+                g.add_edge(module, target, line=line)
+    return g
+
+
+def test_the_walk_sees_the_package():
+    g = _graph()
+    assert {"mqjoin.model.workload", "mqjoin.planning.ilp", "mqjoin.runtime.spark.driver",
+            "mqjoin.widgets.explorer", "mqjoin.datasets.tpch"} <= set(g)
+    # a function-level import is an arrow too
+    assert g.has_edge("mqjoin.cli", "mqjoin.planning.optimizer")
+
+
+def test_no_import_cycle():
+    g = _graph()
+    cycles = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+    details = []
+    for c in cycles:
+        sub = g.subgraph(c)
+        details.append(" → ".join(nx.find_cycle(sub)[i][0] for i in range(len(nx.find_cycle(sub)))))
+    assert not cycles, "import cycles:\n" + "\n".join(details)
+
+
+def test_no_private_name_across_modules():
+    bad = []
+    for module, path in MODULES.items():
+        for target, name, line in _imports(module, path):
+            if name and name.startswith("_") and not name.startswith("__") and target.startswith("mqjoin"):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}.{name}")
+            if name is None and target.startswith("mqjoin") and target.rsplit(".", 1)[-1].startswith("_") \
+                    and target.rsplit(".", 1)[0] != module.rsplit(".", 1)[0]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports the private module {target}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("library", sorted(HEAVY))
+def test_heavy_library_behind_its_stage(library):
+    bad = [f"{MODULES[m].relative_to(ROOT)}:{line}" for m in MODULES
+           for target, _, line in _imports(m, MODULES[m])
+           if (target == library or target.startswith(library + "."))
+           and not any(m == p or m.startswith(p + ".") for p in HEAVY[library])]
+    assert not bad, f"{library} imported outside {HEAVY[library]}: {bad}"
