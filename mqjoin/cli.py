@@ -3,7 +3,9 @@
 Errors are one line on stderr, no tracebacks; the exit code says whose fault it is:
 ``2`` bad input (any :class:`~mqjoin.model.errors.MqjoinError`: workload, option, data …),
 ``3`` an internal error of mqjoin (:class:`~mqjoin.model.errors.InternalError`, e.g. ``run --check``
-finding results that differ from the brute-force oracle: please report it).
+finding results that differ from the brute-force oracle: please report it),
+``4`` a deployment that started and then failed (:class:`RunFailedError`: a Spark job failed —
+not the input's fault).
 
 >>> main(["optimize", "paper_v2.yaml", "--time-limit", "0"])
 2
@@ -28,6 +30,12 @@ from mqjoin.planners.registry import PLANNERS
 EXIT_BAD_INPUT = 2
 #: exit code of an internal error (a bug of mqjoin, e.g. results that differ from the oracle)
 EXIT_INTERNAL = 3
+#: exit code of an engine failure (a deployment started, then failed): not the input's fault
+EXIT_ENGINE = 4
+
+
+class RunFailedError(EngineError):
+    """A deployment that started and then failed (a Spark job failed): exit code 4."""
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -335,7 +343,13 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                 print(f"  switch: plan {ev['plan']} from epoch {ev['active_from']} — {ev['reason']}", file=sys.stderr)
         d.subscribe(show)
     try:
-        if not d.wait(args.timeout):
+        try:
+            finished = d.wait(args.timeout)
+        except EngineError as e:
+            if isinstance(e.__cause__, MqjoinError) and not isinstance(e.__cause__, EngineError):
+                raise  # bad input found while running (e.g. a value of the data): exit 2
+            raise RunFailedError(str(e)) from e
+        if not finished:
             raise EngineError(f"the deployment did not finish within {args.timeout:g}s "
                               "(raise --timeout or --rate); committed results are kept in --out")
     finally:
@@ -770,6 +784,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InternalError as e:
         print(f"mqjoin: internal error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_INTERNAL
+    except RunFailedError as e:
+        print(f"mqjoin: engine error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_ENGINE
     except MqjoinError as e:
         print(f"mqjoin: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT

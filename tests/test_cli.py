@@ -271,3 +271,50 @@ def test_demo_mismatch_is_an_internal_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(mqjoin.runtime.oracle, "oracle_results", lambda w, tables: {q.name: set() for q in w.queries})
     code, _, err = run_cli(capsys, "demo", "--engine", "reference", "--duration", "0.2", "--out", str(tmp_path / "d"))
     assert code == 3 and "internal error: individual/single results differ from the oracle" in err
+
+
+class _FailingDeployment:
+    """A deployment whose run fails with ``cause`` (what its batch raised)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        from mqjoin.model.errors import EngineError
+
+        self.error = EngineError(f"the mqjoin deployment failed: {cause}")
+        self.error.__cause__ = cause
+        self.stopped = False
+
+    def subscribe(self, callback):
+        return lambda: None
+
+    def wait(self, timeout=None):
+        raise self.error
+
+    def stop(self):
+        self.stopped = True
+
+    def cleanup(self):
+        pass
+
+
+@pytest.mark.parametrize("cause,code,prefix", [
+    (RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_5_1 not found!"), 4, "engine error"),
+    ("data", 2, "error"),
+])
+def test_a_failed_deployment_is_an_engine_error_with_exit_4_unless_the_data_caused_it(
+        capsys, tmp_path, monkeypatch, cause, code, prefix):
+    """A Spark job that fails mid-run is not bad input (exit 2) nor a bug of mqjoin (exit 3);
+    bad data that a batch found is still bad input."""
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.launch as launch
+    import mqjoin.runtime.spark.session as session
+    from mqjoin.cli import EXIT_ENGINE
+    from mqjoin.model.errors import DataError
+
+    if cause == "data":
+        cause = DataError("value 'x' of column a is not a number")
+    d = _FailingDeployment(cause)
+    monkeypatch.setattr(session, "install_java", lambda: None)
+    monkeypatch.setattr(launch, "deploy", lambda *a, **k: d)
+    got, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--engine", "spark", "--json")
+    assert got == code and err.count("\n") == 1 and err.startswith(f"mqjoin: {prefix}: the mqjoin deployment failed")
+    assert d.stopped and out == "" and EXIT_ENGINE == 4

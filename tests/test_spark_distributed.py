@@ -139,3 +139,49 @@ def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_p
         while (listed := _cost_per_batch(_jobs(spark), before)) != reported and time.time() < deadline:
             time.sleep(0.5)
         assert listed == reported
+
+
+@pytest.mark.parametrize("lost_at", [1, 2])
+def test_stores_lost_with_an_executor_are_rebuilt_and_the_run_continues(lost_at, spark, monkeypatch, tmp_path):
+    """An executor that dies takes its blocks of the locally checkpointed stores with it: Spark
+    fails the next job that reads them (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``).  Simulated here
+    by freeing every store's blocks before micro-batch ``lost_at``: the engine rebuilds its
+    stores from the replay log, runs the batch again and the run ends with the oracle's results,
+    each committed once (tests/test_spark_cluster.py kills a real worker)."""
+    import pyarrow.dataset as ds
+
+    from mqjoin.runtime.spark import distributed as engine
+    from mqjoin.runtime.spark.launch import run_spark
+
+    seed, mode, pol, mirs, nb = CASES[0]
+    w, tables = random_case(seed, 20)
+    plan = optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan
+    process, lost, failed = engine.DeltaJoinEngine.process, [], []
+    run_batch = engine.DeltaJoinEngine._run_batch
+
+    def losing(self, batch, batch_id):
+        if batch_id == lost_at and not lost:
+            lost.extend(self.stores)
+            for df in self.stores.values():
+                engine.release_store(df)
+        return process(self, batch, batch_id)
+
+    def watched(self, bs, batch, batch_id, *args):
+        try:
+            return run_batch(self, bs, batch, batch_id, *args)
+        except Exception as exc:
+            failed.append((batch_id, engine.lost_state(exc)))
+            raise
+
+    monkeypatch.setattr(engine.DeltaJoinEngine, "process", losing)
+    monkeypatch.setattr(engine.DeltaJoinEngine, "_run_batch", watched)
+    total = sum(len(t) for t in tables.values())
+    d = run_spark(plan, tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // nb), timeout=TIMEOUT,
+                  mode="distributed")
+    want = oracle_results(w, tables)
+    assert d.results() == want and sum(map(len, want.values())) > 0
+    # not vacuous: the stores held rows, the batch failed for lost blocks and ran again, rebuilt
+    assert lost and failed == [(lost_at, True)]
+    assert list(d.batches["rebuilt"]) == [b == lost_at for b in range(nb)]
+    rows = ds.dataset(str(tmp_path / "out" / "_batches"), format="parquet").count_rows()
+    assert rows == sum(map(len, want.values())), "a result was committed twice"

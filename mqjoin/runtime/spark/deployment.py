@@ -351,6 +351,8 @@ class Deployment:
         if self.error is None:
             self.error = exc if isinstance(exc, EngineError) else EngineError(
                 f"the {self.engine_name} deployment failed: {spark_message(exc)}")
+            if self.error is not exc:
+                self.error.__cause__ = exc  # what failed: bad data found in a batch, or Spark
             self.status = "failed"
             self._emit({"kind": "status", "status": "failed", "error": str(self.error)})
 

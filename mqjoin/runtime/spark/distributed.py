@@ -84,6 +84,7 @@ Mechanism (chosen by measurement, 2-core machine, local[2]; docs/architecture.md
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -95,7 +96,10 @@ from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Selection, sql_condition, sql_literal  # noqa: F401  (sql_literal re-exported)
 from mqjoin.planning.plan import Edge, Plan, ProbeRule, Store
 from mqjoin.model.workload import Attr, Workload
+from mqjoin.runtime.spark.session import spark_message
 from mqjoin.runtime.spark.source import attr_col, row_col, ts_col
+
+log = logging.getLogger(__name__)
 
 TRAVEL_META = ("_seq", "_T", "_arrival")
 
@@ -297,7 +301,8 @@ class StoreEngine:
         try:
             infos = self.spark.sparkContext._jsc.sc().getRDDStorageInfo()
             return int(sum(i.memSize() + i.diskSize() for i in infos))
-        except Exception:  # not available on every cluster manager
+        except Exception as exc:  # noqa: BLE001 - a metric, never a failure (not on every cluster manager)
+            log.warning("the stores' size is unknown (reported as -1): %s", exc)
             return -1
 
 
@@ -356,15 +361,27 @@ class DeltaJoinEngine(StoreEngine):
         group = job_group(batch.sparkSession.sparkContext, self, batch_id)
         batch = batch.persist()
         try:
-            rebuilt = False
             stats = self._stats(batch)
             if stats is None:
                 return
             n, s0, t0, t1, per_rel = stats
-            if s0 != self.next_seq:  # a restart (or a re-executed batch): rebuild the stores
-                self._rebuild(s0, t0, batch.sparkSession)
-                rebuilt = True
-            report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
+            # a restart (or a re-executed batch) first rebuilds the stores from the replay log
+            rebuilt = s0 != self.next_seq
+            for attempt in range(LOST_STATE_RETRIES + 1):
+                try:
+                    if rebuilt:
+                        self._rebuild(s0, t0, batch.sparkSession)
+                    report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
+                    break
+                except Exception as exc:
+                    if attempt == LOST_STATE_RETRIES or not lost_state(exc):
+                        raise
+                    # an executor died with store partitions: every store is rebuilt from the
+                    # replayed history and the batch runs again (its output is overwritten)
+                    log.warning("micro-batch %d lost store partitions with an executor (%s); rebuilding the "
+                                "stores from the replay log and running the batch again", batch_id,
+                                spark_message(exc))
+                    rebuilt = True
         finally:
             batch.unpersist()
         jobs, stages = job_cost(batch.sparkSession.sparkContext, group)
@@ -401,6 +418,21 @@ class DeltaJoinEngine(StoreEngine):
     def _run(self, batch: DataFrame, batch_id: int, first_seq: int, n: int, t0: float, t1: float,
              per_rel: Mapping[int, int], started: float, write: bool) -> BatchReport:
         bs = _BatchState(per_rel=per_rel)
+        try:
+            return self._run_batch(bs, batch, batch_id, first_seq, n, t0, t1, started, write)
+        except BaseException:
+            # a failed batch leaves nothing behind: its persisted steps and the stores it built
+            for df in bs.persisted:
+                df.unpersist()
+            kept = {id(df) for df in self.stores.values()}
+            for df in bs.stores.values():
+                if id(df) not in kept:
+                    release_store(df)
+            raise
+
+    def _run_batch(self, bs: _BatchState, batch: DataFrame, batch_id: int, first_seq: int, n: int, t0: float,
+                   t1: float, started: float, write: bool) -> BatchReport:
+        per_rel = bs.per_rel
         phases: dict[str, float] = {}
         tick = time.time()
 
@@ -585,7 +617,8 @@ def job_cost(sc, group: str) -> tuple[int, int]:
             if info is not None:
                 stages.update(info.stageIds)
         return len(jobs), len(stages)
-    except Exception:  # noqa: BLE001 - a metric, never a failure
+    except Exception as exc:  # noqa: BLE001 - a metric, never a failure
+        log.warning("the Spark jobs of %s are unknown (reported as -1): %s", group, exc)
         return -1, -1
 
 
@@ -628,13 +661,33 @@ def write_overwrite(df: DataFrame, path: str) -> None:
 
 
 def release_store(df: DataFrame) -> None:
-    """Free the blocks of a locally checkpointed store (the driver holds no rows)."""
+    """Free the blocks of a locally checkpointed store (the driver holds no rows).  When Spark
+    cannot be asked (its JVM gone), Spark's cleaner frees them once the RDD is collected."""
     try:
         plan = df._jdf.queryExecution().analyzed()
         if plan.getClass().getSimpleName() == "LogicalRDD":
             plan.rdd().unpersist(False)
-    except Exception:  # the blocks are freed by Spark's cleaner when the RDD is collected
-        pass
+    except Exception as exc:  # noqa: BLE001 - freeing early is an optimisation, never a failure
+        log.debug("store blocks left to Spark's cleaner: %s", exc)
+
+
+#: how often a micro-batch is run again after it lost store partitions with an executor
+LOST_STATE_RETRIES = 2
+#: what Spark says when a task needs blocks of a locally checkpointed store that an executor
+#: took with it (the store is then rebuilt from the replay log)
+LOST_STATE_MARKERS = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND", "ExecutorLostFailure")
+
+
+def lost_state(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark failing a job because an executor was lost with state.
+
+    >>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_5_1 not found!"))
+    True
+    >>> lost_state(RuntimeError("java.io.IOException: Mkdirs failed"))
+    False
+    """
+    text = str(getattr(exc, "desc", None) or exc)
+    return any(m in text for m in LOST_STATE_MARKERS)
 
 
 def column_types(spark_ddl: str) -> dict[str, str]:
