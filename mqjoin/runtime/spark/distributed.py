@@ -1,85 +1,64 @@
 """The plan on Spark with its stores as partitioned DataFrames (``--spark-mode distributed``):
-probe trees evaluated as delta joins, one micro-batch at a time — the mode that spreads every
-store over the cluster's executors (the driver mode, :mod:`.driver`, keeps the stores in the
-driver's in-process executor: one Spark job per batch).  Every batch reports its Spark jobs and
-stages (:func:`job_cost`): on the Figure 7(a) plan ~9 jobs and ~95 stages, whatever its size.
+every store spread over the cluster's executors, each micro-batch evaluated as delta joins
+(the driver mode, :mod:`.driver`, keeps the stores in the driver's in-process executor).
 
-Mechanism (chosen by measurement, 2-core machine, local[2]; docs/architecture.md §4):
+**One probe semantics.**  The engine executes the edge rules of
+:func:`mqjoin.runtime.rules.plan_rules` — the values the reference and vectorised executors run —
+written as Spark SQL: an :class:`~mqjoin.runtime.rules.Insert` adds the tuples travelling on
+its edge to a store, a :class:`~mqjoin.runtime.rules.Probe` joins them with a store on its key
+and pattern positions, its route and its windows, an :class:`~mqjoin.runtime.rules.Emit` writes
+a query's results in the query's relation order, and every rule's
+:class:`~mqjoin.runtime.rules.Admit` becomes a WHERE condition (:meth:`StoreEngine.admit_sql`).
+A position ``(component, field)`` names a column of the replay log (:meth:`StoreEngine.pos_col`).
 
-* **Stores** are DataFrames hash-partitioned by the store's partition attribute into its
-  ``parallelism`` partitions (``repartition(p, A)``) and cut from their lineage with
-  ``localCheckpoint`` — they stay on the executors, never on the driver.  A micro-batch
-  replaces a store by ``live part of the old contents ∪ delta`` (the delta hashed into the
-  same p partitions), checkpointed again: Spark 4's partition-aware union (SPARK-52921) zips
-  the two inputs partition by partition, so the old rows are copied where they lie and never
-  reshuffled.  Expired entries (``T_min − ts > window`` for some component, ``T_min`` the
-  batch's smallest ``ts``) are dropped in the same pass, so stores stay bounded.
+**Stores** are DataFrames hash-partitioned by the store's partition attribute into its
+``parallelism`` partitions and cut from their lineage with ``localCheckpoint``: their rows stay
+on the executors, never on the driver.  A micro-batch replaces a store by ``live part of the
+old contents ∪ delta`` (the delta hashed into the same partitions), checkpointed again; Spark's
+partition-aware union zips the two inputs partition by partition, so old rows are copied where
+they lie and never reshuffled.  Entries out of every window of the batch's smallest ``ts`` are
+dropped in the same pass.  The union is built with DataFrame calls on the store's own
+DataFrame, not in SQL over its view: Spark compares partitionings by their attributes
+(qualifier and nullability included), and a view's qualifier made the union forget the store's
+partitioning, after which every probe reshuffled the whole store.
 
-  Two Spark 4.3 traps decide how the union is written (see :meth:`DeltaJoinEngine._update_store`):
-  the union and the renaming of a store scanned twice in one plan compare partitioning
-  attributes with ``==`` — name, id, nullability *and qualifier* (SPARK-58819).  Built in SQL
-  over the store's view, the old store's attributes carried the view's qualifier, its
-  partitioning did not, the union reported ``UnknownPartitioning`` and concatenated
-  partitions (2p, 3p, … per store); from the second batch on every routed probe reshuffled
-  the whole store, and a store scanned twice lost its partitioning in the second scan even in
-  the first batch.  The union is therefore built with DataFrame calls on the store's own
-  DataFrame, where the partitioning is the output attribute itself (checked on the executed
-  plans of every batch by the tests).
+**Probes.**  A routed probe joins the travelling tuples with the store on its key plus ``route
+= partition attribute``, the travelling tuples explicitly hashed by the route into the store's
+partitions, so only they move (one message per tuple); an unrouted probe broadcasts the
+travelling tuples to every partition (one message per tuple and partition).
 
-  Measured (local[2], the 2-core machine shared with other jobs, p = 4, 1k-row delta; best of
-  3–5 runs, ranges over two sessions; 4M-row probes: medians of 5, interleaved):
+**Delta join semantics.**  Every input tuple has its arrival number ``_seq`` (the tie order of
+docs/model.md §6).  Store entries carry the ``_seq`` of the tuple that created them, and a
+tuple travelling for the trigger ``(_seq = s, ts = T)`` joins only entries with ``_sseq < s``
+whose components are within their windows of ``T`` — what the reference executor sees when
+that tuple arrives, so each result is produced once, by its latest tuple.  Stores are
+maintained bottom-up within the batch: a store's delta is computed (probing smaller stores)
+before anything probes it.
 
-      store rows                                   1M             4M
-      update: old ∪ delta, checkpoint (chosen)     0.54–0.70 s    2.3 s
-      update: repartition(old ∪ delta)             0.83–1.2 s     2.7 s
-      routed probe, store in place (chosen)        0.3–0.43 s     0.39 s
-      routed probe, store reshuffled (the bug)     0.33–0.35 s    1.04 s
+**Shared steps** (a probe's results feeding several edges, or counted as the messages of the
+next probe) are persisted for the batch and read through a temp view.  Replacing a temp view
+uncaches every plan that refers to it, so no view a persisted step refers to is replaced within
+its batch: a store's view is replaced right after its update, stores are updated bottom-up,
+and the batch and step views only at the start of the next batch.
 
-  (in local mode a reshuffle is a local disk shuffle; on a cluster it is network traffic
-  proportional to the store, every probe, every batch).
+**Exactly once and lost executors.**  Query results of batch ``b`` are written to
+``OUT/_batches/batch=b`` (overwrite: a batch run again replaces its own output).  The stores of
+a restarted deployment are rebuilt from the replay log (the tuples before the batch that lie
+within the largest window) before the batch runs.  The same rebuild recovers from a lost
+executor, whose checkpoint blocks are gone with it: a batch that fails because Spark cannot
+find store blocks (:func:`lost_state`) rebuilds every store and runs again.
 
-  Rejected: keeping one checkpointed segment per batch and unioning the segments at probe
-  time (no copy per batch: appending a segment took 0.18 s).  Spark pushes the probe's
-  inferred ``isnotnull(key)`` filter into every segment, the filter narrows the key's
-  nullability, the union no longer sees equal partitionings (SPARK-58819 again) and
-  reshuffles every segment; joining segment by segment keeps them in place but costs one
-  join per segment (1M rows: 0.2–0.3 s with 1 segment, 0.66–0.76 s with 4, 2.2–2.7 s with
-  16).  So a batch copies each changed store once, locally — the price of keeping it
-  partitioned until Spark compares partitionings up to cosmetics.
-* **Probes.**  A probe whose edge is routed joins the travelling tuples with the store on the
-  probe predicate plus ``route = partition attribute``, the travelling tuples explicitly
-  hashed by the route into the store's p partitions; Spark shuffles only the travelling side
-  (no Exchange above the store: one message per tuple).  Without the explicit hashing Spark
-  moved the store when the travelling tuples were already partitioned differently (the output
-  of a probe into a store with more partitions) or when the store has one partition.  An
-  unrouted probe is a broadcast hash join with the travelling side as the broadcast (one
-  message per tuple and partition).  Both are checked in tests on the physical plan.
-  Spark's state stores (``transformWithState``) were the alternative: they key state by one
-  grouping key, so a store probed on different attributes (or by broadcast) would need one
-  state copy per access pattern — and the RocksDB provider costs more per row.
-* **Delta join semantics.**  Every input tuple has its arrival number ``_seq`` (docs/model.md §6 tie
-  order).  Store entries carry the ``_seq`` of the tuple that created them; a travelling tuple
-  (triggered by the tuple with ``_seq = s`` and ``ts = T``) joins only entries with
-  ``_sseq < s`` whose components satisfy ``T − ts ≤ window`` — exactly what the reference
-  executor sees when that tuple arrives, so results are identical, each produced once, by its
-  latest tuple.  MIR stores are maintained bottom-up within the batch: a store's delta is
-  computed (by its materialisation orders, probing smaller stores) before anything probes it.
-* **Shared steps** are evaluated once per batch: a probe result that feeds several edges
-  (e.g. outputs of two queries, or a further probe and the count of its messages) is
-  persisted for the batch and read through a temp view.  Replacing a temp view drops, in
-  Spark 4, every cached plan that refers to it (``createOrReplaceTempView`` uncaches with
-  cascade), after which each consumer silently recomputes the step.  No view a persisted
-  step refers to is replaced within its batch: a store's view is replaced right after the
-  store's update and stores are updated bottom-up (a probe's target is a strict sub-MIR of
-  the store being fed), so every step is built on views that stay; the batch and step views
-  are replaced only at the start of the next batch, after the steps were unpersisted.
-  Tested by counting every step row as Spark computes it (tests/test_spark_distributed.py):
-  each once per batch; with the persist dropped, or a store's view re-created after its
-  steps were persisted, every row was computed 3 times (seed 6041 mqo, 113 step rows).
-* **Exactly once.**  Query results of batch ``b`` are written to ``OUT/_batches/batch=b``
-  (overwrite), so a batch that Spark re-executes after a restart replaces its own output.  The
-  stores of a restarted deployment are rebuilt from the replay log (the tuples before the
-  batch that lie within the largest window) before the batch runs.
+The wiring of a two-query plan (stores bottom-up, their insert edges, the emit edges):
+
+>>> from mqjoin.model.workload import Workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> w = Workload.build({"A": {"attributes": ["x"]}, "B": {"attributes": ["x"]}, "C": {"attributes": ["x"]}},
+...                    {"q1": "A.x = B.x", "q2": "B.x = C.x"}, defaults={"selectivity": 0.1, "rate": 10})
+>>> order, incoming, parent, outputs = wiring(plan_rules(optimize(w).plan))
+>>> [s.id for s in order], sorted(e.target for e in outputs)
+(['A[x]', 'B[x]', 'C[x]'], ['output:q1', 'output:q1', 'output:q2', 'output:q2'])
+>>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_0 not found"))
+True
 """
 
 from __future__ import annotations
@@ -93,9 +72,10 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from mqjoin.model.errors import PlanError
-from mqjoin.model.filters import Selection, sql_condition, sql_literal  # noqa: F401  (sql_literal re-exported)
-from mqjoin.planning.plan import Edge, Plan, ProbeRule, Store
+from mqjoin.model.filters import sql_condition, sql_literal
 from mqjoin.model.workload import Attr, Workload
+from mqjoin.planning.plan import Edge, Plan, Store
+from mqjoin.runtime.rules import Admit, Emit, Insert, PlanRules, Position, Probe, plan_rules, windows_of
 from mqjoin.runtime.spark.session import spark_message
 from mqjoin.runtime.spark.source import attr_col, row_col, ts_col
 
@@ -142,11 +122,11 @@ class _BatchState:
 
 
 class StoreEngine:
-    """The machinery every delta-join engine on Spark shares (the plan engine below and the
-    adaptive one, :mod:`.adaptive`): the replay log's columns, the batch statistics, reading
-    history back for a restart, probe joins (routed or broadcast, ``_sseq`` exactness and
-    windows), the partition-preserving store update, counting views in one job, and writing
-    a batch's results with their latency aggregates."""
+    """The plan-independent machinery of :class:`DeltaJoinEngine`: the replay log's columns
+    (and the column of a rule's position), the batch statistics, reading history back for a
+    rebuild, probe joins (routed or broadcast, ``_sseq`` exactness and windows), the
+    partition-preserving store update, counting views in one job, and a batch's results with
+    their latency aggregates."""
 
     def __init__(self, spark: SparkSession, workload: Workload, replay_log: str, out_dir: str,
                  column_types: Mapping[str, str]):
@@ -178,6 +158,31 @@ class StoreEngine:
         if name not in self.types:
             raise PlanError(f"plan joins on {a}, but the input has no column {a.name} for {a.relation}")
         return name
+
+    def pos_col(self, layout: tuple[str, ...], p: Position) -> str:
+        """The column of position ``p`` = (component, field) of a tuple laid out as ``layout``
+        (:mod:`mqjoin.runtime.rules`: field 0 the row, 1 the ts, 2… the attributes)."""
+        relation, f = layout[p[0]], p[1]
+        k = self.rank[relation]
+        if f < 2:
+            return row_col(k) if f == 0 else ts_col(k)
+        name = attr_col(k, f - 2)
+        if name not in self.types:
+            attr = self.w.relation(relation).attributes[f - 2]
+            raise PlanError(f"plan joins on {relation}.{attr}, but the input has no column {attr} for {relation}")
+        return name
+
+    def admit_sql(self, admit: Admit | None, layout: tuple[str, ...], alias: str = "") -> str:
+        """SQL of an :class:`~mqjoin.runtime.rules.Admit` over tuples laid out as ``layout``
+        ('' when everything passes), to append to a WHERE clause."""
+        if admit is None:
+            return ""
+        out = []
+        for comp, disjunction in admit.tests:
+            conjs = [tuple(c for _, c in conj) for conj in disjunction]
+            cols = {c.attr: alias + self.pos_col(layout, (comp, f)) for conj in disjunction for f, c in conj}
+            out.append(sql_condition(conjs, cols.__getitem__, lambda a: self.types[cols[a].removeprefix(alias)] == "string"))
+        return "".join(" AND " + c for c in out)
 
     def _view(self, kind: str, key: str | int) -> str:
         return f"mq{id(self):x}_{kind}_{key}".replace(":", "_").replace("-", "_")
@@ -211,17 +216,14 @@ class StoreEngine:
     # -- probes -----------------------------------------------------------------------------
 
     def _probe_join(self, trav: str, view: str, keys: list[tuple[str, str]], routed: bool, parallelism: int,
-                    relations: tuple[str, ...], select: str, extra: tuple[str, ...] = ()) -> str:
+                    windows: Iterable[tuple[str, float]], select: str, extra: tuple[str, ...] = ()) -> str:
         """SQL of a probe: the travelling tuples ``trav`` (a FROM item, alias ``t``) joined with
         the store ``view`` (alias ``s``) on ``keys`` (travelling column, stored column) — the
         first pair being the route and the store's partition attribute when ``routed`` —
-        entries older than the trigger (``_sseq < _seq``) whose components of ``relations``
-        are within their windows of the trigger's time, and ``extra`` conditions."""
+        entries older than the trigger (``_sseq < _seq``) whose ``windows`` (stored ts column,
+        window) hold at the trigger's time, and ``extra`` conditions."""
         cond = [self._equal(a, b) for a, b in keys] + ["s._sseq < t._seq"]
-        for r in relations:
-            w = self.windows[r]
-            if w is not None:
-                cond.append(f"t._T - s.{ts_col(self.rank[r])} <= {float(w)!r}")
+        cond.extend(f"t._T - s.{c} <= {float(w)!r}" for c, w in windows)
         cond.extend(extra)
         hint = "SHUFFLE_HASH(t)" if routed else "BROADCAST(t)"
         if routed:
@@ -270,12 +272,6 @@ class StoreEngine:
                                  for k, f in froms.items())
         return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
 
-    def _selected(self, selections: Iterable[Selection], alias: str = "") -> str:
-        """SQL of docs/model.md §7 selections over this engine's columns ('' when there are none),
-        to append to a WHERE clause."""
-        return "".join(" AND " + sql_condition(s.filters, lambda a: alias + self.col(a),
-                                               lambda a: self.types[self.col(a)] == "string") for s in selections)
-
     def _input_sql(self, relation: str, where: str = "") -> str:
         """The batch's input tuples of ``relation`` as travelling tuples (``where``: more conditions)."""
         k = self.rank[relation]
@@ -306,26 +302,21 @@ class StoreEngine:
             return -1
 
 
-def wiring(plan: Plan) -> tuple[list[Store], dict[str, list[str]], dict[str, str | None], list[Edge]]:
-    """How a plan's edges connect, as the Spark engines run it: the stores in dependency order
-    (base stores first, then MIRs by size), each store's ingest/insert edges, each edge's
-    parent (the probe edge whose results it carries; None for a source edge) and the output
-    edges."""
+def wiring(rules: PlanRules) -> tuple[list[Store], dict[str, list[str]], dict[str, str | None], list[Edge]]:
+    """How a plan's edge rules connect, as the distributed engine runs them: the stores in
+    dependency order (base stores first, then MIRs by size), each store's :class:`Insert`
+    edges, each edge's parent (the :class:`Probe` whose results it carries; None for a source
+    edge) and the :class:`Emit` edges."""
+    plan = rules.plan
     order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
     incoming: dict[str, list[str]] = {s.id: [] for s in plan.stores}
-    parent: dict[str, str | None] = {}
-    for labs in plan.sources.values():
-        for lab in labs:
-            parent[lab] = None
-    for rules in plan.rules.values():
-        for lab, rule in rules.items():
-            if isinstance(rule, ProbeRule):
-                for o in rule.out:
-                    parent[o] = lab
-    for e in plan.edges:
-        if e.kind in ("ingest", "insert"):
-            incoming[e.target].append(e.label)
-    return order, incoming, parent, [e for e in plan.edges if e.kind == "output"]
+    parent: dict[str, str | None] = {lab: None for labs in rules.sources.values() for lab in labs}
+    for rule in rules.edges.values():
+        if isinstance(rule, Probe):
+            parent.update((o, rule.label) for o in rule.outs)
+        elif isinstance(rule, Insert):
+            incoming[plan.edge[rule.label].target].append(rule.label)
+    return order, incoming, parent, [plan.edge[r.label] for r in rules.edges.values() if isinstance(r, Emit)]
 
 
 class DeltaJoinEngine(StoreEngine):
@@ -339,13 +330,10 @@ class DeltaJoinEngine(StoreEngine):
                  column_types: Mapping[str, str], on_batch: Callable[[BatchReport], None] | None = None):
         super().__init__(spark, plan.workload, replay_log, out_dir, column_types)
         self.plan = plan
+        self.rules = plan_rules(plan)  # what every edge does: the values every executor runs
         self.on_batch = on_batch
         self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
-        self.order, self.incoming, self.parent, self.outputs = wiring(plan)
-        # filters (docs/model.md §7): what an input tuple must pass to enter a base store / start a probe order
-        self.admit: dict[str, tuple[Selection, ...]] = {
-            e.label: plan.store[e.target].mir.selection for e in plan.edges if e.kind == "ingest"}
-        self.admit.update({n.edge: n.step.prefix[0].selection for n in plan.nodes if n.parent is None})
+        self.order, self.incoming, self.parent, self.outputs = wiring(self.rules)
         windows = [w for w in self.windows.values()]
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
 
@@ -457,28 +445,35 @@ class DeltaJoinEngine(StoreEngine):
             bs.stores[store.id] = new
             new.createOrReplaceTempView(self._store_view(store))
         phase("plan_stores")
-        store_rows = self._count({sid: self._store_view(self.plan.store[sid]) for sid in bs.stores})
-        phase("stores")
         # 2. query outputs (all probe paths to outputs, shared results persisted once)
         lat_obs: dict[str, Observation] = {}
+        union = None
         if write:
             per_query: dict[str, list[str]] = {}
             for e in self.outputs:
-                q = self.w.query(e.target.split(":", 1)[1])
-                rows = ", ".join(row_col(self.rank[r]) for r in q.relations)
-                own = self._selected([Selection.union([f]) for f in q.filters], "t.")
-                per_query.setdefault(q.name, []).append(
-                    f"SELECT {sql_literal(q.name)} AS query, array({rows}) AS rows, _seq, _arrival "
+                emit = self.rules.edges[e.label]
+                rows = ", ".join(self.pos_col(e.layout, (i, 0)) for i in emit.order)
+                own = self.admit_sql(emit.admit, e.layout, "t.")
+                per_query.setdefault(emit.query, []).append(
+                    f"SELECT {sql_literal(emit.query)} AS query, array({rows}) AS rows, _seq, _arrival "
                     f"FROM {self._travelling(e.label, bs)} t" + (f" WHERE {own[5:]}" if own else ""))
             union, lat_obs = self._result_frame(per_query, f"{batch_id}_{id(bs)}")
             phase("plan_outputs")
-            if union is not None:
-                write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
-            phase("outputs")
+        # one job counts the stores (materialising their checkpoints), the rows of every step
+        # that feeds further probes (their messages; the steps stay cached for the write) and
+        # the input tuples a filtered probe order admits (only those start it)
+        admitted = [p.label for p in self.rules.probes() if self.parent.get(p.label) is None and p.admit is not None]
+        counts = self._count({**{f"s{sid}": self._store_view(self.plan.store[sid]) for sid in bs.stores},
+                              **({f"e{lab}": view for lab, view in bs.counted.items()} if write else {}),
+                              **({f"a{lab}": self._travelling(lab, bs) for lab in admitted} if write else {})})
+        store_rows = {sid: counts[f"s{sid}"] for sid in bs.stores}
+        fed = {lab: counts[f"e{lab}"] for lab in bs.counted} if write else {}
+        starts = {lab: counts[f"a{lab}"] for lab in admitted} if write else {}
+        phase("stores")
+        if union is not None:
+            write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
+        phase("outputs")
         committed = time.time()
-        fed = {}
-        if write and bs.counted:  # rows that travelled on to further probes, from the cache
-            fed = self._count(bs.counted)
         # 3. release the old stores and the batch's temporaries
         for sid, df in bs.stores.items():
             old = self.stores.get(sid)
@@ -495,16 +490,14 @@ class DeltaJoinEngine(StoreEngine):
                 lmean[qname], lp95[qname], lmax[qname] = latencies(m, committed)
         msgs = {}
         if write:
-            for e in self.plan.edges:
-                if e.kind != "probe":
-                    continue
-                parent = self.parent.get(e.label)
-                if parent is None:
-                    rows_in = per_rel.get(self.rank[e.source.split(":", 1)[1]], 0)
+            for probe in self.rules.probes():
+                parent = self.parent.get(probe.label)
+                if parent is None:  # the batch's input tuples of its relation (those admitted, if filtered)
+                    rows_in = starts.get(probe.label, per_rel.get(self.rank[probe.travelling[0]], 0))
                 else:
                     rows_in = fed.get(parent, 0)
-                k = 1 if e.route is not None else self.plan.store[e.target].parallelism
-                msgs[e.label] = k * rows_in
+                k = 1 if probe.route is not None else self.plan.store[self.plan.edge[probe.label].target].parallelism
+                msgs[probe.label] = k * rows_in
         phase("metrics")
         return BatchReport(phases=phases, batch=batch_id, first_seq=first_seq, input_rows=n, started=started,
                            seconds=time.time() - started, min_ts=t0, max_ts=t1, results=results,
@@ -516,8 +509,10 @@ class DeltaJoinEngine(StoreEngine):
         parent = self.parent.get(label, "missing")
         if parent == "missing":
             raise PlanError(f"edge {label} is not reachable from any input or probe rule")
-        if parent is None:
-            return f"({self._input_sql(self.plan.edge[label].source.split(':', 1)[1], self._selected(self.admit[label]))})"
+        if parent is None:  # an input tuple: it enters a store, or starts a probe order, if admitted
+            rule = self.rules.edges[label]
+            relation = self.plan.edge[label].layout[0]
+            return f"({self._input_sql(relation, self.admit_sql(rule.admit, (relation,)))})"
         return self._probe_result(parent, bs)
 
     def _probe_result(self, label: str, bs: _BatchState) -> str:
@@ -525,24 +520,26 @@ class DeltaJoinEngine(StoreEngine):
             return bs.results[label]
         e = self.plan.edge[label]
         store = self.plan.store[e.target]
-        rule = self.plan.rules[e.target][label]
-        if not isinstance(rule, ProbeRule):
-            raise PlanError(f"edge {label} probes {e.target} but the store's rule for it is not a probe rule")
+        rule = self.rules.edges[label]
+        if not isinstance(rule, Probe):
+            raise PlanError(f"edge {label} carries probe results but is no probe edge")
         if store.id not in bs.stores:
             # its view is still the old contents and will be replaced in this batch: that would
             # drop the cache of every step built on it (see the module doc, Shared steps)
             raise PlanError(f"edge {label} probes {e.target} before that store is updated in the batch "
                             "(a probe's target must be a smaller store than the one it feeds)")
         trav = self._travelling(label, bs)
-        keys = [(self.col(a), self.col(b)) for a, b in rule.predicate]
-        if e.route is not None:
-            pk = (self.col(e.route), self.col(store.partition))
+        stored = rule.mir.relations
+        keys = [(self.pos_col(rule.travelling, a), self.pos_col(stored, b)) for a, b in zip(rule.key, rule.pattern)]
+        if rule.route is not None:
+            pk = (self.pos_col(rule.travelling, rule.route), self.col(rule.layout.partition))
             keys = [pk] + [k for k in keys if k != pk]
+        windows = [(self.pos_col(stored, (i, 1)), w) for i, w in rule.windows]
         scols = "".join(f", s.{c}" for c in self.store_cols(store)[1:])
-        sql = self._probe_join(trav, self._store_view(store), keys, e.route is not None, store.parallelism,
-                               store.mir.relations, f"t.*{scols}")
-        feeds_probe = any(self.plan.edge[o].kind == "probe" for o in rule.out)
-        if not feeds_probe and len(rule.out) == 1:
+        sql = self._probe_join(trav, self._store_view(store), keys, rule.route is not None, store.parallelism,
+                               windows, f"t.*{scols}")
+        feeds_probe = any(isinstance(self.rules.edges[o], Probe) for o in rule.outs)
+        if not feeds_probe and len(rule.outs) == 1:
             ref = bs.results[label] = f"({sql})"
             return ref
         # persisted: a shared step is computed once per batch, and the rows of a result that
@@ -584,8 +581,8 @@ class DeltaJoinEngine(StoreEngine):
                   if not (store.mir.is_base and not bs.per_rel.get(self.rank[store.mir.relations[0]]))]
         if not deltas and store.mir.is_base:  # nothing arrived: keep it as is (eviction can wait)
             return old
-        live = " AND ".join(f"{ts_col(self.rank[r])} >= {t0 - float(self.windows[r])!r}"
-                            for r in store.mir.relations if self.windows[r] is not None)
+        live = " AND ".join(f"{self.pos_col(store.mir.relations, (i, 1))} >= {t0 - float(w)!r}"
+                            for i, w in windows_of(self.w, store.mir.relations))
         return self._replace_store(old, deltas, store.parallelism, self.col(store.partition), live,
                                    store.id in bs.fresh)
 
