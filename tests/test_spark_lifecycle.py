@@ -108,3 +108,12 @@ def test_stop_names_a_query_that_would_not_stop_and_stops_the_others(tmp_path, c
     records = [r for r in caplog.records if r.name == deployment.__name__]
     assert len(records) == 1
     assert "plan" in records[0].getMessage() and "the gateway is gone" in records[0].getMessage()
+
+
+def test_a_replay_log_rewritten_at_the_same_path_is_read_anew(tmp_path):
+    path = tmp_path / "replay.parquet"
+    source.write_replay_log(pa.table({"_seq": [0, 1, 2], "x": [10, 11, 12]}), path)
+    assert source._rows(str(path), 0, 3)["x"].to_pylist() == [10, 11, 12]
+    source.write_replay_log(pa.table({"_seq": [0, 1, 2, 3], "x": [20, 21, 22, 23]}), path)
+    assert source._rows(str(path), 0, 4)["x"].to_pylist() == [20, 21, 22, 23]
+    assert source._rows(str(path), 1, 3)["x"].to_pylist() == [21, 22]
