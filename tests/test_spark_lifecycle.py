@@ -117,3 +117,37 @@ def test_a_replay_log_rewritten_at_the_same_path_is_read_anew(tmp_path):
     source.write_replay_log(pa.table({"_seq": [0, 1, 2, 3], "x": [20, 21, 22, 23]}), path)
     assert source._rows(str(path), 0, 4)["x"].to_pylist() == [20, 21, 22, 23]
     assert source._rows(str(path), 1, 3)["x"].to_pylist() == [21, 22]
+
+
+def test_changes_submitted_before_the_start_take_one_lock(tmp_path):
+    """Two threads submitting before the start: the second waits for the first to finish
+    recording its change (a fresh lock per call let both edit the changelog at once)."""
+    from mqjoin.model.workload import parse_workload
+    from mqjoin.runtime.spark.epochs import AdaptiveDeployment
+
+    d = AdaptiveDeployment(parse_workload(W), _tables(), tmp_path / "out", spark=FakeSession(),
+                           checkpoint=tmp_path / "ck")
+    inside, release = threading.Event(), threading.Event()
+    rewrite = d._rewrite_config
+
+    def slow_rewrite() -> None:
+        inside.set()
+        assert release.wait(10)
+        rewrite()
+
+    d._rewrite_config = slow_rewrite
+    first = threading.Thread(target=d.submit, kwargs={"add": {"q2": "R(a), S(a)"}})
+    first.start()
+    assert inside.wait(10)
+    d._rewrite_config = rewrite
+    second = threading.Thread(target=d.submit, kwargs={"add": {"q3": "S(a), R(a)"}})
+    second.start()
+    second.join(0.5)
+    try:
+        assert second.is_alive(), "the second change was recorded while the first was half-way"
+    finally:
+        release.set()
+        first.join(10)
+        second.join(10)
+    assert [sorted(c.add) for c in d.changes] == [["q2"], ["q3"]]
+    assert [sorted(c.add) for c in d.controller.changes] == [["q2"], ["q3"]]
