@@ -69,6 +69,7 @@ from mqjoin.widgets.compare import ComparisonView
 from mqjoin.widgets.diagram import PlanDiagramView
 from mqjoin.widgets.figures import fmt
 from mqjoin.widgets.graph import QueryGraphView
+from mqjoin.widgets.guarded import CLOSE_WAIT
 from mqjoin.widgets.ilp_view import IlpView
 from mqjoin.widgets.model import ExplorerModel
 from mqjoin.widgets.pmjoin_view import PMJoinView
@@ -179,6 +180,8 @@ class Explorer(W.VBox):
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False):
+        #: whether the explorer made its model (then it closes the model with itself)
+        self.owns_model = not isinstance(workload, ExplorerModel)
         if isinstance(workload, ExplorerModel):
             self.model = workload
         else:
@@ -253,6 +256,17 @@ class Explorer(W.VBox):
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
         return widget
+
+    def close(self) -> None:
+        """Close the widget with its panels, and the model's background work when the
+        explorer made the model (waited for briefly: see :data:`~mqjoin.widgets.guarded.CLOSE_WAIT`)."""
+        # getattr: ipywidgets also closes a half-built explorer when it is collected
+        for panel in (getattr(self, name, None) for name in ("deploy_panel", "_adaptivity", "_jaqpot")):
+            if panel is not None:
+                panel.close()
+        if getattr(self, "owns_model", False) and getattr(self, "model", None) is not None:
+            self.model.close(CLOSE_WAIT)
+        super().close()
 
     def show(self, tab: str) -> None:
         """Select a tab by title (e.g. ``"Probe trees"``)."""

@@ -28,6 +28,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mqjoin.planning.guard import RunEstimate, RunLimits, RunTooLargeError, check_run, estimate_run, over_budget
+from mqjoin.support.threads import join_threads
+
+
+#: seconds a closing widget waits for its background threads (ipywidgets also closes a widget
+#: when it is collected: never for long); a thread still running then is a daemon, and ends
+#: on its own without reporting
+CLOSE_WAIT = 2.0
 
 
 def tables_duration(tables: Mapping[str, Any]) -> float:
@@ -49,6 +56,8 @@ class RunGuard:
         self.estimate: RunEstimate | None = None
         #: why a run was stopped, by run label
         self.stopped: dict[str, str] = {}
+        self._threads: list[threading.Thread] = []  # the stops under way (joined by close())
+        self._lock = threading.Lock()
 
     def check(self, workload, duration: float, plan: Any = None) -> str | None:
         """``None`` when the run fits the limits, else the refusal message."""
@@ -78,6 +87,16 @@ class RunGuard:
                 finally:
                     on_stop(msg)
 
-            threading.Thread(target=halt, name="mqjoin-budget-stop", daemon=True).start()
+            t = threading.Thread(target=halt, name="mqjoin-budget-stop", daemon=True)
+            with self._lock:
+                self._threads = [x for x in self._threads if x.is_alive()] + [t]
+            t.start()
 
         return report
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Wait for the stops under way (at most ``timeout`` seconds); returns whether they
+        all finished.  The panel that owns the guard calls this when it closes."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        return join_threads(threads, timeout)
