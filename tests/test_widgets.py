@@ -980,3 +980,15 @@ def test_closing_the_explorer_closes_its_own_model_and_leaves_no_thread():
     shared = ExplorerModel("paper_fig3.yaml", debounce=0)
     Explorer(shared, deploy=None).close()
     assert not shared.closed  # a model the explorer was given is the caller's
+
+
+@pytest.mark.parametrize("view", [ComparisonView, IlpView, PlanDiagramView, ProbeTreeView, QueryGraphView])
+def test_a_view_closes_the_model_it_made_and_leaves_no_thread(view):
+    import threading
+
+    before = set(threading.enumerate())
+    v = view("paper_fig3.yaml", debounce=30)
+    v.model.set_rate("U", 200.0)
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    v.close()
+    assert v.model.closed and [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

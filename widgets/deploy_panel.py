@@ -57,7 +57,7 @@ from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, state_html, table
-from mqjoin.widgets.guarded import CLOSE_WAIT, RunGuard, tables_duration
+from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 
 #: Spark reports that are not failures of the run when the run goes on (substrings)
 TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
@@ -127,7 +127,7 @@ def _seconds(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g} s"
 
 
-class DeployPanel(W.VBox):
+class DeployPanel(GuardedPanel, W.VBox):
     """Deploy the plan returned by ``plan_provider()``; see the module doc."""
 
     def __init__(self, plan_provider: Callable[[], Any], deploy_fn: Callable | None = _default_deploy,
@@ -266,14 +266,6 @@ class DeployPanel(W.VBox):
             self.run_state[label]["state"] = "stopped"
         self._ended()
         self._set_status("stopped", "stopped; deploy again to overlay another run")
-
-    def close(self) -> None:
-        """Close the widget; a stop at the budget under way is waited for (briefly: see
-        :data:`~mqjoin.widgets.guarded.CLOSE_WAIT`).  Live runs go on: :meth:`stop` them."""
-        guard = getattr(self, "guard", None)  # (also called when a half-built panel is collected)
-        if guard is not None:
-            guard.close(CLOSE_WAIT)
-        super().close()
 
     def _ended(self) -> None:
         self.stop_button.disabled = not self._live()

@@ -69,9 +69,8 @@ from mqjoin.widgets.compare import ComparisonView
 from mqjoin.widgets.diagram import PlanDiagramView
 from mqjoin.widgets.figures import fmt
 from mqjoin.widgets.graph import QueryGraphView
-from mqjoin.widgets.guarded import CLOSE_WAIT
 from mqjoin.widgets.ilp_view import IlpView
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel, ModelView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.trees import ProbeTreeView
 
@@ -173,20 +172,15 @@ class StatusLine(W.VBox):
             f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
 
 
-class Explorer(W.VBox):
+class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False):
-        #: whether the explorer made its model (then it closes the model with itself)
-        self.owns_model = not isinstance(workload, ExplorerModel)
-        if isinstance(workload, ExplorerModel):
-            self.model = workload
-        else:
-            self.model = ExplorerModel(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
-                                       time_limit=time_limit, debounce=debounce)
+        self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
+                       time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
         self.status = StatusLine(self.model)
         self.graph = QueryGraphView(self.model)
@@ -258,14 +252,12 @@ class Explorer(W.VBox):
         return widget
 
     def close(self) -> None:
-        """Close the widget with its panels, and the model's background work when the
-        explorer made the model (waited for briefly: see :data:`~mqjoin.widgets.guarded.CLOSE_WAIT`)."""
+        """Close the widget with its panels, and the model when the explorer made it
+        (:class:`~mqjoin.widgets.model.ModelView`)."""
         # getattr: ipywidgets also closes a half-built explorer when it is collected
         for panel in (getattr(self, name, None) for name in ("deploy_panel", "_adaptivity", "_jaqpot")):
             if panel is not None:
                 panel.close()
-        if getattr(self, "owns_model", False) and getattr(self, "model", None) is not None:
-            self.model.close(CLOSE_WAIT)
         super().close()
 
     def show(self, tab: str) -> None:

@@ -37,6 +37,18 @@ from mqjoin.support.threads import join_threads
 CLOSE_WAIT = 2.0
 
 
+class GuardedPanel:
+    """What a panel with a :class:`RunGuard` (its ``guard``) does when it closes: a stop at
+    the budget under way is waited for (briefly: :data:`CLOSE_WAIT`), then the widget closes.
+    Live runs go on: the panel's ``stop`` ends them.  Mixed in before the widget class."""
+
+    def close(self) -> None:
+        guard = getattr(self, "guard", None)  # (also called when a half-built panel is collected)
+        if guard is not None:
+            guard.close(CLOSE_WAIT)
+        super().close()
+
+
 def tables_duration(tables: Mapping[str, Any]) -> float:
     """Seconds of event time the tables span (at least 1).
 

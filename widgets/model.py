@@ -63,6 +63,7 @@ from mqjoin.model.workload import (
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.support.threads import join_threads
+from mqjoin.widgets.guarded import CLOSE_WAIT
 
 _log = logging.getLogger(__name__)
 
@@ -596,6 +597,25 @@ class ExplorerModel:
     def __repr__(self) -> str:
         cost = "no plan" if self.result is None else f"probe cost {self.result.probe_cost:g}"
         return f"ExplorerModel({self.workload!r}, {self.mode}/{self.partitioning}, {cost})"
+
+
+class ModelView:
+    """What a view on an :class:`ExplorerModel` does about the model's lifetime: a view given
+    a workload makes its own model (:meth:`own_model`) and closes it with itself, waiting for
+    its threads briefly (:data:`~mqjoin.widgets.guarded.CLOSE_WAIT`); a model it was given is
+    the caller's.  Mixed in before the widget class."""
+
+    def own_model(self, model: "ExplorerModel | Workload | str", **model_kw: Any) -> ExplorerModel:
+        #: whether the view made its model (then it closes the model with itself)
+        self.owns_model = not isinstance(model, ExplorerModel)
+        self.model = ExplorerModel(model, **model_kw) if self.owns_model else model
+        return self.model
+
+    def close(self) -> None:
+        # getattr: ipywidgets also closes a half-built view when it is collected
+        if getattr(self, "owns_model", False) and getattr(self, "model", None) is not None:
+            self.model.close(CLOSE_WAIT)
+        super().close()
 
 
 def _thread(job: Callable[[], None]) -> threading.Thread:

@@ -71,7 +71,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.widgets._html import error_box, esc, info_box, state_html, table
 from mqjoin.widgets.figures import fmt, sync_figure
 from mqjoin.widgets._controls import typeable
-from mqjoin.widgets.guarded import CLOSE_WAIT, RunGuard, tables_duration
+from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 
 _log = logging.getLogger(__name__)
 
@@ -820,7 +820,7 @@ def _start_replay(workload, tables, policy, speedup, budget=None):
     return AdaptiveReplay(workload, tables, policy, speedup=speedup, budget=budget).start()
 
 
-class AdaptivityPanel(W.VBox):
+class AdaptivityPanel(GuardedPanel, W.VBox):
     """The Explorer's Adaptivity tab: run the model's workload adaptively (or statically) on
     the reference executor, live, with the timeline and query controls.  Runs started one
     after the other overlay in one timeline; query changes go to the latest run.
@@ -1064,14 +1064,6 @@ class AdaptivityPanel(W.VBox):
             self.timeline.refresh()
         if self.changes is not None:
             self.changes.refresh()
-
-    def close(self) -> None:
-        """Close the widget; a stop at the budget under way is waited for (briefly: see
-        :data:`~mqjoin.widgets.guarded.CLOSE_WAIT`).  Live runs go on: :meth:`stop` them."""
-        guard = getattr(self, "guard", None)  # (also called when a half-built panel is collected)
-        if guard is not None:
-            guard.close(CLOSE_WAIT)
-        super().close()
 
     def clear(self) -> None:
         """Stop every run and forget them (start afresh)."""
