@@ -151,3 +151,13 @@ def test_changes_submitted_before_the_start_take_one_lock(tmp_path):
         second.join(10)
     assert [sorted(c.add) for c in d.changes] == [["q2"], ["q3"]]
     assert [sorted(c.add) for c in d.controller.changes] == [["q2"], ["q3"]]
+
+
+def test_a_terminated_query_leaves_its_listener():
+    s = FakeSession()
+    me = deployment._Listener.of(s)
+    seen = []
+    me.routes["q1"] = lambda kind, d: seen.append(kind)
+    me.routes["q2"] = lambda kind, d: seen.append(kind)
+    s.streams.listeners[0].onQueryTerminated(types.SimpleNamespace(id="q1", exception=None))
+    assert seen == ["terminated"] and list(me.routes) == ["q2"]

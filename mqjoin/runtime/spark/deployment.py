@@ -92,7 +92,9 @@ class _Listener:
     The registry holds each session weakly (a collected session's entry goes with it, so a new
     session that Python places at the same address never inherits it) and drops the sessions
     whose context has stopped: their listener belonged to a streaming query manager that is
-    gone, and a query of a new session must report to a listener of its own."""
+    gone, and a query of a new session must report to a listener of its own.  A query's route
+    goes when the query terminates (Spark reports its progress before), so a listener does not
+    keep every deployment of a long-lived session alive."""
 
     _installed: "weakref.WeakKeyDictionary[Any, _Listener]" = weakref.WeakKeyDictionary()
     _lock = threading.Lock()
@@ -123,8 +125,8 @@ class _Listener:
                     def onQueryIdle(self, event):
                         pass
 
-                    def onQueryTerminated(self, event):
-                        f = me.routes.get(str(event.id))
+                    def onQueryTerminated(self, event):  # its last event: the route (and deployment) go
+                        f = me.routes.pop(str(event.id), None)
                         if f:
                             f("terminated", {"exception": event.exception})
 
