@@ -1,13 +1,14 @@
 """Packaging: the extras install together, and the installed stack is the one PySpark needs.
 
 An extra that pins a package into a range another extra excludes breaks ``pip install
--e ".[all,…]"`` at run time, not at install time, when the conflict comes from a dependency's
-own pins: an extra for Flink once pulled a pyarrow older than PySpark's Arrow path accepts, and
-every driver-mode deployment then failed with ``[UNSUPPORTED_PACKAGE_VERSION] PyArrow >= 18``.
-Flink runs from an environment of its own (``benchmarks/flink-env``)."""
+-e ".[all,…]"``; when the pin comes from a dependency's own requirements it breaks at run time
+instead: apache-flink pins a pyarrow older than PySpark's Arrow path accepts, and with it
+installed every driver-mode deployment fails with ``[UNSUPPORTED_PACKAGE_VERSION] PyArrow >=
+18``.  So Flink is no extra: it runs from an environment of its own (``benchmarks/flink-env``)."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
 import sys
@@ -20,7 +21,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+@pytest.fixture
+def flink():
+    """benchmarks/_flink.py, loaded from its file (benchmarks/ is no package, and on sys.path
+    its datasets.py would shadow the popular package of that name)."""
+    spec = importlib.util.spec_from_file_location("_flink", REPO / "benchmarks" / "_flink.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_installed_pyarrow_and_pandas_satisfy_pyspark():
@@ -90,27 +100,23 @@ def test_flink_is_no_extra_and_its_environment_is_ignored_by_git():
     assert ".venv-flink/" in ignored
 
 
-def test_the_flink_row_without_its_environment_fails_saying_how_to_make_it(tmp_path, monkeypatch):
-    import _flink
-
-    monkeypatch.setattr(_flink, "FLINK_PYTHON", tmp_path / "no-such-venv" / "bin" / "python")
-    assert not _flink.available()
+def test_the_flink_row_without_its_environment_fails_saying_how_to_make_it(flink, tmp_path, monkeypatch):
+    monkeypatch.setattr(flink, "FLINK_PYTHON", tmp_path / "no-such-venv" / "bin" / "python")
+    assert not flink.available()
     with pytest.raises(RuntimeError, match=re.escape("benchmarks/flink-env")):
-        _flink.run_flink_isolated(None, {}, {})
+        flink.run_flink_isolated(None, {}, {})
 
 
-def test_the_flink_row_runs_in_a_subprocess_of_the_flink_interpreter(tmp_path, monkeypatch):
+def test_the_flink_row_runs_in_a_subprocess_of_the_flink_interpreter(flink, tmp_path, monkeypatch):
     """This interpreter stands for .venv-flink's (it has no PyFlink): the workload, tables and
     oracle results cross to the subprocess and its failure comes back as the row's error."""
-    import _flink
-
     from mqjoin.model.tables import Table
     from mqjoin.model.workload import parse_workload
 
     w = parse_workload("defaults: {selectivity: 0.5}\nrelations: {R: {attributes: [a]}, S: {attributes: [a]}}\n"
                        "queries: {q: 'R(a), S(a)'}\n")
     tables = {r: Table.from_columns(r, {"ts": [0.0, 1.0], "a": [1, 2]}) for r in ("R", "S")}
-    monkeypatch.setattr(_flink, "FLINK_PYTHON", Path(sys.executable))
-    row = _flink.run_flink_isolated(w, tables, {"q": {(0, 0), (1, 1)}}, timeout=120)
+    monkeypatch.setattr(flink, "FLINK_PYTHON", Path(sys.executable))
+    row = flink.run_flink_isolated(w, tables, {"q": {(0, 0), (1, 1)}}, timeout=120)
     assert row["engine"] == "flink" and row["equal"] is False
     assert "pyflink" in row["error"]
