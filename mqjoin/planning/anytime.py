@@ -9,8 +9,9 @@ The rounds stop at a proven optimum, when ``cancelled()`` says so (an edit made 
 stale), after ``max_rounds``, or when a round's limit would exceed ``max_limit``.
 
 >>> from mqjoin.model.workload import load_workload
+>>> import mqjoin
 >>> from pathlib import Path
->>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+>>> w = load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml")
 >>> [(p.status, p.incumbent, p.gap) for p in improve(w, first_limit=5)]
 [('optimal', 700.0, 0.0)]
 """
@@ -57,8 +58,9 @@ def progress_of(result: OptimizeResult, seconds: float, bound: float = 0.0) -> P
     """The progress a single result stands for (its bound combined with an earlier one).
 
     >>> from mqjoin.model.workload import load_workload
-    >>> from pathlib import Path
-    >>> r = optimize(load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml"))
+    >>> import mqjoin
+>>> from pathlib import Path
+    >>> r = optimize(load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml"))
     >>> progress_of(r, 0.5).describe()
     'optimal 700 after 0.5 s'
     """

@@ -6,9 +6,10 @@ AJoin and PMJoin — each a :class:`Setting` optimised by :func:`mqjoin.planning
 CLASH and AJoin optimise a workload jointly (``mqo``); the others plan each query alone, so
 their ``mqo`` is their ``shared`` plan and is listed once, as ``shared``.
 
+>>> import mqjoin
 >>> from pathlib import Path
 >>> from mqjoin.model.workload import load_workload
->>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+>>> w = load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml")
 >>> plans = compare(w, settings(("clash", "mjoin", "tree"), policies=("single",)))
 >>> for s, r in plans.items():
 ...     print(f"{s.label:<12}{s.mode:<11}{r.probe_cost:g}")
