@@ -154,6 +154,13 @@ def _ruled_out(lp, cost, cap: float):
     duality), so ``x_j = 0`` when that exceeds ``cap`` (beyond floating-point noise).  A boolean
     array per column; none ruled out when the LP is not solved.
 
+    Which columns a ``y`` rules out depends on the ``y``.  The master's LP is degenerate (many
+    combinations tie), and a simplex vertex of its dual face leaves many reduced costs at 0; the
+    interior point method without crossover ends near the centre of that face, where a column
+    has a positive reduced cost whenever it is 0 in every optimum of the LP, so it rules out all
+    that any optimal ``y`` does.  Its ``y`` need not be exactly optimal: every ``y`` gives a
+    valid bound.  Should it not converge, the simplex's dual is used.
+
     >>> import highspy, numpy as np
     >>> lp = highspy.HighsLp()  # x0 + x1 + x2 = 1
     >>> lp.num_col_, lp.num_row_ = 3, 1
@@ -175,10 +182,15 @@ def _ruled_out(lp, cost, cap: float):
     relaxed.col_cost_, relaxed.col_lower_, relaxed.col_upper_ = cost, lp.col_lower_, lp.col_upper_
     relaxed.row_lower_, relaxed.row_upper_ = lp.row_lower_, lp.row_upper_
     relaxed.a_matrix_ = lp.a_matrix_
+    h.setOptionValue("solver", "ipm")
+    h.setOptionValue("run_crossover", "off")
     h.passModel(relaxed)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return np.zeros(lp.num_col_, dtype=bool)
+        h.setOptionValue("solver", "simplex")
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return np.zeros(lp.num_col_, dtype=bool)
     y = np.asarray(h.getSolution().row_dual)
     a = lp.a_matrix_
     rows = np.repeat(np.arange(lp.num_row_), np.diff(np.asarray(a.start_)))
