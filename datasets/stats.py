@@ -693,6 +693,12 @@ def workload_yaml(workload: Workload) -> str:
         lines += [f"  {k}: {num(v)}" for k, v in fractions]
     if workload.groups:
         lines.append("groups: [" + ", ".join("[" + ", ".join(g) + "]" for g in workload.groups) + "]")
+    if workload.sizes:
+        lines.append("sizes:")
+        lines += [f"  {m.key}: {num(m.value)}" for m in workload.sizes if m.query is None]
+        for q in dict.fromkeys(m.query for m in workload.sizes if m.query is not None):
+            lines.append(f"  {q}:")
+            lines += [f"    {m.key}: {num(m.value)}" for m in workload.sizes if m.query == q]
     return "\n".join(lines) + "\n"
 
 
