@@ -674,7 +674,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     w = _workload(args.workload)
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    if args.sizes is not None and not (0 < args.sizes <= 1):
+        raise OptionError(f"--sizes takes the fraction of join values to sample, in (0, 1] (1 or nothing: exact "
+                          f"counts); got {args.sizes:g}")
+    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed, sizes=args.sizes)
     per_value = None
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
         from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
@@ -755,6 +758,10 @@ def _add_dataset_parsers(sub: Any) -> None:
     stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
                               help="also the rates per value of these attributes (PMJoin's partition attributes; "
                                    "none named: every join attribute)")
+    stats_parser.add_argument("--sizes", type=float, nargs="?", const=1.0, default=None, metavar="F",
+                              help="also measure the join size of every set of relations the optimiser uses (MIRs, "
+                                   "probe-order prefixes, queries), exactly or on a correlated sample of the fraction "
+                                   "F of join values (e.g. --sizes 0.1); --write puts them under 'sizes'")
     stats_parser.add_argument("--json", action="store_true")
     stats_parser.set_defaults(func=cmd_stats)
 
