@@ -386,6 +386,29 @@ class Workload:
         spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
         return replace(self._rebuilt(spec), groups=self.groups)
 
+    def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
+        """The workload with these measured sizes (docs/model.md §2) added; one of the same set
+        and query replaces the given one.  ``strict``: a size that does not apply is a typed
+        error, otherwise it is left out (e.g. sizes a run measured for a changed workload).
+
+        >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> [str(m) for m in w.with_sizes([MeasuredSize(None, ("S", "R"), 0.5)]).sizes]
+        ['R ⋈ S = 0.5']
+        """
+        order = list(self._relations_by_name)
+        merged = {(m.query, frozenset(m.relations)): m for m in self.sizes}
+        for m in sizes:
+            for r in m.relations:
+                self.relation(r)
+            v = _number(m.value, f"sizes: {m.key!r}: the size")
+            if not (v > 0) or math.isinf(v):
+                raise ValueRangeError(f"sizes: {m.key!r}: the size must be a positive finite number of tuples "
+                                      f"per time unit, got {m.value!r}")
+            merged[m.query, frozenset(m.relations)] = MeasuredSize(
+                m.query, tuple(sorted(set(m.relations), key=order.index)), v)
+        return replace(self, sizes=_resolve_sizes(merged.values(), self.queries, strict)[0])
+
     def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
         """The workload with query groups (AJoin): each group's queries share stores over the
         union of their filters.  Queries in no group stay alone.
