@@ -12,9 +12,12 @@ Part 2 — predicted beside measured: the workload's statistics re-estimated fro
 optimised (``mqo``, ``single``) and run by the reference executor over the whole stream; per
 store, probe messages and most rows held, predicted (:mod:`mqjoin.planning.measured`) beside
 measured.  The goal: within ±20 % for every store holding ≥ 1 % of its plan's total.
+``--shuffled`` repeats part 2 with every relation's timestamps shuffled (the same tuples and
+span, arrivals no longer in key order): what is left after the sizes then is gone, so it is
+the order of arrival (which relation of a join arrives last), not a size.
 
     python benchmarks/join_sizes.py [--sf 0.01 0.1] [--workloads tpch_fig7a.yaml tpch_10q.yaml]
-                                    [--fraction 0.1] [--no-runs]
+                                    [--fraction 0.1] [--no-runs] [--shuffled]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
 import resource
 import time
 from dataclasses import replace
@@ -29,7 +33,7 @@ from dataclasses import replace
 from mqjoin.datasets.sizes import measure_sizes
 from mqjoin.datasets.stats import estimate_statistics
 from mqjoin.datasets.tpch import WORKLOADS, tpch_streams
-from mqjoin.model.tables import read_inputs
+from mqjoin.model.tables import Table, read_inputs
 from mqjoin.model.workload import load_workload
 from mqjoin.planning.measured import check_run
 from mqjoin.planning.optimizer import optimize
@@ -90,6 +94,7 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=["tpch_fig7a.yaml", "tpch_10q.yaml"])
     ap.add_argument("--fraction", type=float, default=0.1, help="share of join values sampled (default 0.1)")
     ap.add_argument("--no-runs", action="store_true", help="part 1 only")
+    ap.add_argument("--shuffled", action="store_true", help="also part 2 with shuffled arrival times")
     args = ap.parse_args()
     print(f"join sizes on TPC-H; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -110,6 +115,16 @@ def main() -> None:
             est = replace(stats, sizes=()).apply(w)
             table("plan on the independence estimates", optimize(est).plan, tables, span)
             table(f"plan on sizes from a {args.fraction:.0%} sample", optimize(stats.apply(w)).plan, tables, span)
+            if args.shuffled:
+                rng = random.Random(0)
+                mixed = {}
+                for r, t in tables.items():
+                    ts = list(t.ts)
+                    rng.shuffle(ts)
+                    mixed[r] = Table(r, tuple(ts), t.columns, t.source)
+                st = estimate_statistics(w, mixed, sizes=args.fraction)
+                table(f"shuffled arrivals, plan on sizes from a {args.fraction:.0%} sample", optimize(st.apply(w)).plan,
+                      mixed, span)
 
 
 if __name__ == "__main__":

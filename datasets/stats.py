@@ -358,7 +358,7 @@ class Statistics:
             spec["sizes"] = {}
             for m in self.sizes:
                 (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = _sig(m.value)
-        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups])
+        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for ``--json``."""
@@ -636,7 +636,10 @@ def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int |
 
 
 def _with_group_values(workload: Workload, spec: dict[str, Any],
-                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]]) -> Workload:
+                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]], keep_sizes: bool = True) -> Workload:
+    """``spec`` with one selectivity per group of ``values``, as a workload; ``keep_sizes``:
+    ``workload``'s measured sizes move with the new statistics (their ratio to the estimate
+    kept, :meth:`~mqjoin.model.workload.Workload.respecified`), else ``spec``'s sizes are taken."""
     values = list(values)
     covered = {p for classes, _ in values for c in classes for p in iter_pairs(c)}
     kept = {}
@@ -647,7 +650,7 @@ def _with_group_values(workload: Workload, spec: dict[str, Any],
         for c in covering_classes(classes):
             kept[" = ".join(str(a) for a in c)] = v
     spec["selectivities"] = kept
-    return Workload.from_spec(spec)
+    return workload.respecified(spec) if keep_sizes else Workload.from_spec(spec)
 
 
 def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ...]]:

@@ -1,6 +1,6 @@
 """Measured join sizes (docs/model.md §2): a given size replaces the independence estimate of
 its set in every cost, memory figure and plan; filters and edits combine with it by the rules
-of :meth:`mqjoin.model.workload.Workload.measured_size` and ``Workload._rebuilt``."""
+of :meth:`mqjoin.model.workload.Workload.measured_size` and ``Workload.respecified``."""
 
 from __future__ import annotations
 
@@ -103,3 +103,16 @@ def test_written_workloads_keep_their_sizes():
     text = workload_yaml(w)
     assert "  R ⋈ S: 40.0\n" in text and "  q2:\n    R ⋈ S: 7.0\n" in text
     assert parse_workload(text) == w
+
+
+def test_statistics_sampled_anew_move_sizes_like_an_edit():
+    """The adaptive controller's epochs re-estimate rates and selectivities
+    (mqjoin.datasets.stats.with_pair_values): a measured size keeps its ratio to the estimate."""
+    from mqjoin.datasets.stats import with_pair_values
+    from mqjoin.model.workload import Attr
+
+    w = parse_workload(BASE + 'sizes: {"R ⋈ S": 40}')
+    e = with_pair_values(w, {(Attr("R", "a"), Attr("S", "a")): 0.2}, rates={"R": 5.0})
+    assert [(m.relations, m.value) for m in e.sizes] == [(("R", "S"), 40.0)]  # × 2 (s) × 0.5 (rate)
+    e = with_pair_values(w, {(Attr("R", "a"), Attr("S", "a")): 0.2})
+    assert [(m.relations, m.value) for m in e.sizes] == [(("R", "S"), 80.0)]

@@ -300,11 +300,12 @@ class Workload:
 
     # -- edits (each returns a new validated workload) ----------------------------------------
 
-    def _rebuilt(self, spec: dict[str, Any]) -> "Workload":
-        """The edited workload of ``spec``, with this workload's measured sizes carried over:
-        each keeps its ratio to the independence estimate (so an edit of a rate, selectivity or
-        pass fraction moves it as it moves the estimate), and one whose set the edited queries
-        no longer join as before is dropped."""
+    def respecified(self, spec: dict[str, Any]) -> "Workload":
+        """The workload of ``spec`` — this workload's :meth:`to_spec`, edited — with this
+        workload's measured sizes carried over: each keeps its ratio to the independence
+        estimate (so an edit of a rate, selectivity or pass fraction, or statistics sampled
+        anew, move it as they move the estimate), and one whose set the edited queries no
+        longer join as before is dropped.  Every ``with_…`` edit goes through here."""
         spec = dict(spec)
         spec.pop("sizes", None)
         new = _build(spec)
@@ -338,7 +339,7 @@ class Workload:
             if k not in _RELATION_KEYS:
                 raise WorkloadSyntaxError(f"relation {name}: unknown key {k!r} (allowed: {', '.join(_RELATION_KEYS)})")
         spec["relations"][name].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_selectivity(self, equality: str, value: float) -> "Workload":
         """Set the selectivity of an equality such as ``"R.a = S.a"``.
@@ -364,7 +365,7 @@ class Workload:
             if not set(_parse_selectivity_key(k, self._relations_by_name)) & new_pairs
         }
         spec["selectivities"][equality] = value
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
         """Add (or replace) a query written in paper notation or as equalities, or as
@@ -378,13 +379,13 @@ class Workload:
         spec = self.to_spec()
         spec["queries"][name] = text
         spec.setdefault("filters", {}).update({f"{name}.{r}": v for r, v in (fractions or {}).items()})
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
         """Set the pass fraction of ``query``'s filter on ``relation`` (docs/model.md §7)."""
         spec = self.to_spec()
         spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
-        return replace(self._rebuilt(spec), groups=self.groups)
+        return replace(self.respecified(spec), groups=self.groups)
 
     def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
         """The workload with these measured sizes (docs/model.md §2) added; one of the same set
@@ -477,7 +478,7 @@ class Workload:
         spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
         spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
         spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
         spec = self.to_spec()
@@ -485,7 +486,7 @@ class Workload:
             if k not in _DEFAULT_KEYS:
                 raise WorkloadSyntaxError(f"defaults: unknown key {k!r} (allowed: {', '.join(_DEFAULT_KEYS)})")
         spec["defaults"].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def restricted_to(self, query_names: Iterable[str]) -> "Workload":
         """The workload with only the named queries (relations and statistics unchanged;
@@ -796,7 +797,7 @@ def independent_size(workload: Workload, relations: Iterable[str], classes: Iter
 
 def _size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
     """What a measured size is the size of: the relation set, the members of its classes
-    inside the set (selectivities left out: an edit moves sizes, :meth:`Workload._rebuilt`)
+    inside the set (selectivities left out: an edit moves sizes, :meth:`Workload.respecified`)
     and the selections of its relations (without fractions)."""
     members = frozenset(kept for c in classes
                         if len(kept := tuple(a for a in c.members if a.relation in relations)) >= 2)
