@@ -53,7 +53,7 @@ import numpy as np
 from mqjoin.model.errors import DataError
 from mqjoin.model.filters import Filter, Selection
 from mqjoin.model.tables import Table
-from mqjoin.model.workload import JOIN_SIGN, JoinClass, Query, Workload, independent_size, is_connected, restrict_classes
+from mqjoin.model.workload import JOIN_SIGN, Attr, JoinClass, Query, Workload, independent_size, is_connected, restrict_classes
 from mqjoin.support.valuesample import sampled_mask
 
 #: z-value of the two-sided 95 % normal interval
@@ -108,8 +108,6 @@ class SizeEstimate:
                 f"time unit ({how}; {self.ratio:.3g}× the independence estimate {self.estimate:.6g})")
 
 
-
-
 def _check_fraction(fraction: float) -> float:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (0 < fraction <= 1):
         raise DataError(f"the sample of join values must be a fraction in (0, 1] (1: exact counts), got {fraction!r}")
@@ -159,7 +157,7 @@ class _Counter:
             self.columns[relation, name] = _column(self.tables[relation], name)
         return self.columns[relation, name]
 
-    def distinct(self, attr) -> int:
+    def distinct(self, attr: Attr) -> int:
         """Distinct non-null values of a column."""
         import pandas as pd
 

@@ -222,6 +222,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
                    **d.summary(), "out": str(args.out)}
+        check = _spark_check(res.plan, d, tables) if args.engine == "spark" else None
+        if check is not None:
+            summary["predicted"] = check.to_dict()
     if args.check:
         from mqjoin.runtime.oracle import oracle_results
 
@@ -246,11 +249,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(_budget_line(summary["budget"]))
         else:
             print(_spark_line(summary))
+            if check is not None:
+                print(check.render())
         for q, n in counts.items():
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
         if args.check:
             print(summary["check"])
     return 0
+
+
+def _spark_check(plan, deployment, tables):
+    """Predicted beside measured for a Spark deployment of ``plan``, per store (its micro-batches
+    count messages per store and rows held after each batch); ``None`` when it counted none."""
+    from mqjoin.planning.measured import check_run
+
+    frame = deployment.stores
+    if not len(frame):
+        return None
+    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
+    messages = frame.groupby("store")["messages"].sum().to_dict()
+    rows = frame.groupby("store")["rows"].max().to_dict()
+    return check_run(plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
 
 
 def _budget_options(args: argparse.Namespace) -> dict:

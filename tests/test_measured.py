@@ -147,3 +147,26 @@ def test_stats_from_errors_are_one_line(tmp_path, capsys, content, culprit):
     assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and culprit in err
+
+
+@pytest.mark.slow
+def test_spark_run_json_has_the_reference_counts_beside_the_model(tmp_path):
+    """Driver-mode Spark counts messages per store and rows per batch: its ``predicted``
+    section compares stores (steps are predicted only), with the reference executor's counts."""
+    import subprocess
+    import sys
+
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.model.workload import load_workload
+
+    pytest.importorskip("pyspark")
+    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE),
+                        "--out", str(tmp_path / "out"), "--engine", "spark", "--master", "local[2]",
+                        "--spark-mode", "driver", "--json"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = json.loads(r.stdout)["predicted"]
+    w = load_workload(tpch.WORKLOADS / "tpch_fig7a.yaml")
+    ref = run_reference(optimize(w).plan, read_inputs(w, tpch.SAMPLE), collect=False)
+    got = {s["store"]: s["measured"] for s in p["stores"] if s["kind"] == "messages"}
+    assert got == {k: float(v) for k, v in ref.store_messages.items()}
+    assert all(s["measured"] is None for s in p["steps"]) and p["shapes"] == []

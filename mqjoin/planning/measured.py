@@ -77,15 +77,18 @@ class Count:
 
     @property
     def ratio(self) -> float:
-        """measured / predicted (``inf`` when nothing was predicted but something counted)."""
+        """measured / predicted (``inf`` when nothing was predicted but something counted,
+        ``nan`` when nothing was measured)."""
+        if math.isnan(self.measured):
+            return math.nan
         if self.predicted > 0:
             return self.measured / self.predicted
         return 1.0 if self.measured == 0 else math.inf
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "store": self.store, **({"step": self.step} if self.step else {}),
-                "predicted": self.predicted, "measured": self.measured,
-                "ratio": None if math.isinf(self.ratio) else self.ratio}
+                "predicted": self.predicted, "measured": None if math.isnan(self.measured) else self.measured,
+                "ratio": None if math.isinf(self.ratio) or math.isnan(self.ratio) else self.ratio}
 
 
 @dataclass(frozen=True)
@@ -140,28 +143,33 @@ class RunCheck:
         return "\n".join(lines)
 
 
-def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float) -> RunCheck:
+def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float,
+              per_store: bool = False) -> RunCheck:
     """Predicted beside measured for a run of ``plan`` over ``span`` time units that sent
-    ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows)."""
+    ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows).
+    ``per_store``: ``messages`` are per store id (an engine that counts no more, e.g. Spark's
+    batches): the stores are compared, the steps only predicted (measured ``nan``)."""
     w = plan.workload
     steps, shapes = [], []
-    per_store = {s.id: 0.0 for s in plan.stores}
+    predicted = {s.id: 0.0 for s in plan.stores}
+    measured = {s.id: float(messages.get(s.id, 0)) if per_store else 0.0 for s in plan.stores}
     for n in plan.nodes:
         store = plan.store[n.store]
         start = n.step.prefix[0].relations[0]
         pred = n.cost * len(n.step.prefix_relations) * exposure(w, n.step.prefix_relations, start, span)
+        predicted[n.store] += pred
+        if per_store:
+            steps.append(Count("messages", n.store, n.step.render(), pred, math.nan))
+            continue
         got = int(messages.get(n.edge, 0))
-        per_store[n.store] += pred
+        measured[n.store] += got
         steps.append(Count("messages", n.store, n.step.render(), pred, got))
         chi = store.parallelism if n.broadcast else 1
         owner = next((o for o in n.owners if o in w.query_names), "")
         shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got))
-    got_store: dict[str, float] = {s.id: 0.0 for s in plan.stores}
-    for n, c in zip(plan.nodes, steps):
-        got_store[n.store] += c.measured
     stores, held = [], {}
     for s in plan.stores:
-        stores.append(Count("messages", s.id, "", per_store[s.id], got_store[s.id]))
+        stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
         size = join_size(w, s.mir.relations, s.mir.classes, s.mir.selection)
         volume = _rows_volume(w, s.mir.relations, span)
         stores.append(Count("rows", s.id, "", size * volume, rows.get(s.id, 0)))
