@@ -9,8 +9,8 @@ for every connected set ``P`` the optimiser asks about — every MIR and probe-o
 
 **Counting without materialising.**  A join's size needs only counts per join value: each
 relation is reduced to its grouped counts over its join columns (after its filter), then the
-relations are joined one at a time, the smallest connected one first, on the classes they
-share; after each join the frame is summed over every class no relation still to come needs.
+relations are joined one at a time on the classes they share, in the order whose estimated
+frames are smallest; after each join the frame is summed over every class no relation still to come needs.
 The frames hold distinct combinations of open join values with a count, never join results.
 
 **Correlated sampling** (``fraction < 1``).  One class of ``P`` is sampled: the class with
@@ -206,13 +206,11 @@ class _Counter:
         scol = None if sample is None else cols[classes[sample]]
         frames = {r: self.grouped(r, attrs[r], filters.get(r), scol if any(c == scol for c, _ in attrs[r]) else None)
                   for r in rels}
-        todo = set(rels)
-        first = min(todo, key=lambda r: (len(frames[r]), r))
-        todo.discard(first)
-        frame = frames[first]
-        while todo:
+        order = _join_order(rels, {r: {c for c, _ in attrs[r]} for r in rels}, frames, scol)
+        todo = set(order[1:])
+        frame = frames[order[0]]
+        for nxt in order[1:]:
             have = set(frame.columns) - {"n"}
-            nxt = min((r for r in todo if have & {c for c, _ in attrs[r]}), key=lambda r: (len(frames[r]), r))
             todo.discard(nxt)
             on = sorted(have & {c for c, _ in attrs[nxt]})
             frame = frame.merge(frames[nxt], on=on, suffixes=("", "_r"))
@@ -226,6 +224,39 @@ class _Counter:
             return total, 0.0, 0
         w = frame.groupby(scol, sort=False)["n"].sum().to_numpy(dtype=float) if len(frame) else np.zeros(0)
         return total, float((w * w).sum()), int((w > 0).sum())
+
+
+def _join_order(rels: Sequence[str], cols: Mapping[str, set[str]], frames: Mapping[str, Any],
+                scol: str | None) -> list[str]:
+    """The order to join ``rels``' grouped counts in: from every start, greedily the connected
+    relation whose join with the frame is estimated smallest (sizes over distinct values of
+    the shared columns, the frame summed down to the columns still needed); the order whose
+    estimated frames add up smallest.  Cyclic joins (customers and suppliers of one nation)
+    otherwise blow up an early frame."""
+    distinct: dict[str, int] = {}
+    for r in rels:
+        for c in cols[r]:
+            distinct[c] = max(distinct.get(c, 1), int(frames[r][c].nunique()) if len(frames[r]) else 1)
+    best: tuple[float, list[str]] | None = None
+    for start in sorted(rels):
+        size, have, order, work = float(len(frames[start])), set(cols[start]), [start], float(len(frames[start]))
+        while len(order) < len(rels):
+            options = []
+            for r in sorted(set(rels) - set(order)):
+                shared = have & cols[r]
+                if shared:
+                    est = size * len(frames[r]) / math.prod(distinct[c] for c in shared)
+                    options.append((est, r))
+            est, r = min(options)
+            order.append(r)
+            have |= cols[r]
+            need = {c for x in rels if x not in order for c in cols[x]} | ({scol} if scol else set())
+            have = {c for c in have if c in need}
+            size = min(est, math.prod(distinct[c] for c in have)) if have else 1.0
+            work += est
+        if best is None or work < best[0]:
+            best = (work, order)
+    return best[1]
 
 
 def size_sets(workload: Workload) -> list[frozenset[str]]:
