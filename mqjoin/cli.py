@@ -171,6 +171,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                          indent=1, ensure_ascii=False))
     else:
         print(res.summary())
+        if res.workload.sizes:
+            print(f"join sizes: {len(res.workload.sizes)} measured (the workload's 'sizes'), the others estimated "
+                  f"as if the classes were independent")
         if args.tree:
             print("probe trees:")
             print(res.plan.render())

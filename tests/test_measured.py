@@ -132,6 +132,7 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run)]) == 0
     text = capsys.readouterr().out
     assert "re-planned on" in text and "join sizes measured by the run" in text and "probe cost" in text
+    assert "join sizes: " in text and "measured (the workload's 'sizes')" in text
     assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run), "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["stats_from"]["sizes"] and "cost_before" in j["stats_from"]["diff"]
