@@ -12,12 +12,15 @@ Part 2 — predicted beside measured: the workload's statistics re-estimated fro
 optimised (``mqo``, ``single``) and run by the reference executor over the whole stream; per
 store, probe messages and most rows held, predicted (:mod:`mqjoin.planning.measured`) beside
 measured.  The goal: within ±20 % for every store holding ≥ 1 % of its plan's total.
+``--compare`` runs every plan ``mqjoin compare`` lists (CLASH's modes × policies, MJoin, binary
+trees, AJoin) optimised on the sized workload, and prints their measured messages and rows
+beside the plan chosen on the sizes (``mqo``, ``single``) and the one chosen on the estimates.
 ``--shuffled`` repeats part 2 with every relation's timestamps shuffled (the same tuples and
 span, arrivals no longer in key order): what is left after the sizes then is gone, so it is
 the order of arrival (which relation of a join arrives last), not a size.
 
     python benchmarks/join_sizes.py [--sf 0.01 0.1] [--workloads tpch_fig7a.yaml tpch_10q.yaml]
-                                    [--fraction 0.1] [--no-runs] [--shuffled]
+                                    [--fraction 0.1] [--no-runs] [--shuffled] [--compare]
 """
 
 from __future__ import annotations
@@ -88,6 +91,25 @@ def table(title: str, plan, tables, span: float) -> tuple[int, int]:
     return ok, big
 
 
+def compare(estimated, sized, tables) -> None:
+    """Measured probe messages and most rows held at once (sum over stores) of every plan."""
+    from mqjoin.planning.options import MODES, POLICIES
+
+    plans = [("estimates: clash mqo single", optimize(estimated))]
+    plans += [(f"sizes: clash {m} {p}", optimize(sized, mode=m, partitioning=p)) for m in MODES for p in POLICIES
+              if p != "budget"]
+    for planner in ("mjoin", "tree", "ajoin"):
+        for m in ("individual", "shared", "mqo"):
+            try:
+                plans.append((f"sizes: {planner} {m}", optimize(sized, mode=m, planner=planner)))
+            except Exception as e:  # a planner without this mode
+                print(f"    ({planner} {m}: {e})")
+    print(f"\n  every plan on the same input ({'plan':<36}: measured messages, rows)")
+    for name, res in plans:
+        run = run_reference(res.plan, tables, collect=False)
+        print(f"    {name:<36}{run.total_probe_messages:>10,}{sum(run.store_rows.values()):>10,}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, nargs="+", default=[0.01])
@@ -95,6 +117,7 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, default=0.1, help="share of join values sampled (default 0.1)")
     ap.add_argument("--no-runs", action="store_true", help="part 1 only")
     ap.add_argument("--shuffled", action="store_true", help="also part 2 with shuffled arrival times")
+    ap.add_argument("--compare", action="store_true", help="measured messages and rows of every plan compare lists")
     args = ap.parse_args()
     print(f"join sizes on TPC-H; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -115,6 +138,8 @@ def main() -> None:
             est = replace(stats, sizes=()).apply(w)
             table("plan on the independence estimates", optimize(est).plan, tables, span)
             table(f"plan on sizes from a {args.fraction:.0%} sample", optimize(stats.apply(w)).plan, tables, span)
+            if args.compare:
+                compare(est, stats.apply(w), tables)
             if args.shuffled:
                 rng = random.Random(0)
                 mixed = {}

@@ -116,3 +116,18 @@ def test_statistics_sampled_anew_move_sizes_like_an_edit():
     assert [(m.relations, m.value) for m in e.sizes] == [(("R", "S"), 40.0)]  # × 2 (s) × 0.5 (rate)
     e = with_pair_values(w, {(Attr("R", "a"), Attr("S", "a")): 0.2})
     assert [(m.relations, m.value) for m in e.sizes] == [(("R", "S"), 80.0)]
+
+
+def test_a_size_given_under_one_query_serves_every_query_that_joins_it_alike():
+    """``stats --sizes`` writes a size once, under the first query that joins the set a given
+    way; restricting the workload to another such query (``individual`` mode) keeps it."""
+    w = parse_workload(BASE.replace("q2: {join", 'q3: "R(a), S(a)", q2: {join') + 'sizes: {q3: {"R ⋈ S": 40}}')
+    assert [str(m) for m in w.restricted_to(["q1"]).sizes] == ["q1: R ⋈ S = 40"]
+    assert [str(m) for m in w.without_query("q3").sizes] == ["q1: R ⋈ S = 40"]
+    cs = w.query("q1").classes
+    assert join_size(w.restricted_to(["q1"]), {"R", "S"}, cs) == join_size(w, {"R", "S"}, cs) == 40.0
+    # the filtered q2 joins R and S under its filter: not the same join
+    assert w.restricted_to(["q2"]).sizes == ()
+    for mode in ("individual", "shared"):
+        res = optimize(w, mode=mode)
+        assert res.probe_cost > 0

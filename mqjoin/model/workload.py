@@ -313,12 +313,12 @@ class Workload:
             return new
         moved = []
         for m in self.sizes:
-            try:
-                _, old_classes, old_sel = _size_targets(m, self._queries_by_name)[0]
-                _, new_classes, new_sel = _size_targets(m, new._queries_by_name)[0]
-            except WorkloadError:
+            m = _rehome(m, self._queries_by_name, new._queries_by_name)
+            if m is None:
                 continue
-            if [c.members for c in old_classes] != [c.members for c in new_classes]:
+            old_key, old_classes, old_sel = _size_targets(m, self._queries_by_name)[0]
+            new_key, new_classes, new_sel = _size_targets(m, new._queries_by_name)[0]
+            if old_key != new_key:
                 continue
             ratio = (independent_size(new, m.relations, new_classes, new_sel)
                      / independent_size(self, m.relations, old_classes, old_sel))
@@ -498,7 +498,8 @@ class Workload:
         queries = tuple(q for q in self.queries if q.name in keep)
         return replace(self, queries=queries,
                        groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1),
-                       sizes=_resolve_sizes(self.sizes, queries, strict=False)[0] if self.sizes else ())
+                       sizes=_resolve_sizes([r for m in self.sizes if (r := _rehome(m, self._queries_by_name, {
+                           q.name: q for q in queries})) is not None], queries, strict=False)[0] if self.sizes else ())
 
     def input_attributes(self) -> dict[str, set[str]]:
         """Relation → the attributes its queries join on or filter (the columns its input needs).
@@ -844,6 +845,25 @@ def _size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[t
                         f"classes, so the set has no one size; give it per query "
                         f"(sizes: {{{names[0]}: {{{m.key}: …}}}})")
     return out
+
+
+def _rehome(m: MeasuredSize, old: Mapping[str, Query], new: Mapping[str, Query]) -> MeasuredSize | None:
+    """``m`` for the queries ``new`` (an edit's): as it is when it still applies to them; a
+    per-query size whose query is gone moves to a remaining query that joins its set the same
+    way (same classes and filters), as the look-up would have found it there; ``None`` when
+    no query of ``new`` joins the set as the old ones did."""
+    try:
+        key = _size_targets(m, old)[0][0]
+    except WorkloadError:
+        return None
+    candidates = [m] if m.query is None or m.query in new else [replace(m, query=q) for q in new]
+    for c in candidates:
+        try:
+            if any(k == key for k, _, _ in _size_targets(c, new)):
+                return c
+        except WorkloadError:
+            continue
+    return None
 
 
 def _resolve_sizes(entries: Iterable[MeasuredSize], queries: Iterable[Query],
