@@ -19,7 +19,7 @@ default mqo plan minimises probe messages and materialises every MIR that saves 
 the MIRs that extend lineitem by its (partkey, suppkey) foreign key hold a row per lineitem
 although the workload's independent-key estimates put them at 0.7 % of that, so the budgeted
 plan keeps far fewer rows for a few more messages.
-``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners.trees` (issue 15):
+``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners.trees`:
 one MJoin per query (base stores, probing sequences most selective first), and one binary join
 tree per query (``--tree-shape``, default the cheapest of any shape; every inner node an MIR
 store), each deployed shared like any plan, in driver mode, results checked against the oracle.
@@ -37,8 +37,8 @@ What is measured, per workload and engine:
    the union of Spark's trigger intervals (StreamingQueryListener: trigger start +
    ``triggerExecution``) over all of the deployment's streaming queries.  For our engine (one
    query) that is the sum of micro-batch durations, and so it is for ``native`` (one
-   streaming query since issue 12; the union also covers a native run of several concurrent
-   queries, as before).  The batch size is fixed and the same
+   streaming query; the union also covers a native run of several concurrent streaming
+   queries).  The batch size is fixed and the same
    for every engine: our engine's micro-batches carry a large fixed cost (a few Spark jobs
    and SQL plans per batch, see the overhead table), so throughput grows with the batch size;
    ``--batch`` (default 5,000; the paper's figures come from a cluster at ~10⁵ tuples/s)
@@ -75,7 +75,7 @@ What is measured, per workload and engine:
    key order, so a time slice is far from uniform; the ``full`` columns compare the reference
    executor's count on the whole SF stream (the data the workload's statistics were estimated
    from) with the model, where its assumptions hold best.
-6. **Results**: every engine's result sets are compared with the A6 oracle (brute force,
+6. **Results**: every engine's result sets are compared with the docs/model.md §6 oracle (brute force,
    independent of any plan) and printed as ✓/✗; the exit status is 1 if any differ (nothing
    else here passes or fails).
 
@@ -102,6 +102,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _results
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
@@ -656,7 +657,14 @@ def main(argv=None) -> int:
                     help="MIR memory budget of the mqo-budget engine's plan, in the workload's estimated tuples "
                          "(optimize --mir-budget; default %(default)g)")
     ap.add_argument("--json", metavar="FILE")
+    _results.add_flag(ap)
     args = ap.parse_args(argv)
+    with _results.recorded('spark_mqo', 'Spark engines on TPC-H (benchmarks/spark_mqo.py)', args.results,
+                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+        return _bench(ap, args)
+
+
+def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     PLAN_OPTIONS["mqo-budget"]["mir_budget"] = args.mir_budget
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.3 if q else 1.0)

@@ -660,12 +660,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     d.set_defaults(func=cmd_demo)
 
-    _add_dataset_parsers(sub)  # issue 3: data tpch / data synthetic / stats
+    _add_dataset_parsers(sub)  # data tpch / data synthetic / stats
     return p
 
 
 # --------------------------------------------------------------------------------------------
-# datasets and statistics (issue 3): `data tpch`, `data synthetic`, `stats`
+# datasets and statistics: `data tpch`, `data synthetic`, `stats`
 # --------------------------------------------------------------------------------------------
 
 def _bundled_workload(name: str) -> Path | None:

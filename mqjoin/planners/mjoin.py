@@ -44,7 +44,7 @@ def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Ite
     """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
     MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
     (arrivals per time unit) and a class with ``m`` members in a part counts as ``m − 1``
-    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (A2).
+    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (docs/model.md §2).
 
     ``S = (|⋈k| + |⋈l|) · (hash + move + comp)``: storing both intermediate results;
     ``D = (Σ_{pred ∈ l} (1 − σ) · Π_{l} n + Σ_{pred ∈ k} (1 − σ) · Π_{k} n) · comp``: recomputing them.

@@ -311,7 +311,7 @@ def splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], t
 
 
 def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
-    """The A4 probe cost of a query's operator tree alone, every probe routed: each non-root
+    """The docs/model.md §4 probe cost of a query's operator tree alone, every probe routed: each non-root
     node's results, ``|⋈N|`` per time unit, probe the rest of their parent's join — once per
     step of the probing sequence (for a binary tree: once, into the sibling).
 

@@ -8,7 +8,7 @@ their ``mqo`` is their ``shared`` plan and is listed once, as ``shared``.
 
 >>> from pathlib import Path
 >>> from mqjoin.model.workload import load_workload
->>> w = load_workload(Path(__file__).parent / "workloads" / "paper_v2.yaml")
+>>> w = load_workload(Path(__file__).parents[1] / "workloads" / "paper_v2.yaml")
 >>> plans = compare(w, settings(("clash", "mjoin", "tree"), policies=("single",)))
 >>> for s, r in plans.items():
 ...     print(f"{s.label:<12}{s.mode:<11}{r.probe_cost:g}")

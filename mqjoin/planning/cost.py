@@ -1,5 +1,5 @@
-"""The cost model: join sizes (docs/model.md §2), store parallelism and step costs (A4), store
-memory (A5) — the only module that computes them (candidates, plans and the ILP call it).
+"""The cost model: join sizes (docs/model.md §2), store parallelism and step costs (§4), store
+memory (§5) — the only module that computes them (candidates, plans and the ILP call it).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''

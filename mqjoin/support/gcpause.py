@@ -2,8 +2,8 @@
 of the process.
 
 A notebook kernel with plotly holds ~250k long-lived objects; a full collection rescans them
-all (125–157 ms measured).  Python starts one when enough objects have been promoted to the
-oldest generation since the last — and an optimisation plus a redraw allocates enough
+all, which takes longer than the rest of a slider's round trip.  Python starts one when enough
+objects have been promoted to the oldest generation since the last — and an optimisation plus a redraw allocates enough
 short-lived objects that gen-0/gen-1 collections *during* it promote thousands of them, only
 for them to die a moment later.  :func:`paused_gc` turns the collector off for the round trip
 (objects without cycles die by reference counting as usual; cycles wait for the next
@@ -11,8 +11,7 @@ collection) and restores it as it was, so far fewer objects reach the oldest gen
 full collections become rare — unlike ``gc.freeze()``, nothing of the user's process changes
 after the round trip.  The Spark driver mode pauses it for a micro-batch the same way: the
 executor allocates millions of entries and partial results in one, and collections during it
-cost a quarter of the batch's CPU time (Figure 7(a), SF 0.01: 1.23–1.54 s with, 0.90–1.18 s
-without).
+cost about a quarter of the batch's CPU time (measured in ``benchmarks/RESULTS.md``).
 
 >>> import gc
 >>> with paused_gc():

@@ -46,7 +46,7 @@ def spark_mode(mode: str, master: str) -> str:
     """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
     executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
     restarts from its state journal, survives lost executors), ``distributed`` keeps every
-    store as a partitioned DataFrame on the executors (:mod:`.engine`: state spread over the
+    store as a partitioned DataFrame on the executors (:mod:`.distributed`: state spread over the
     cluster, several jobs and tens of stages per batch); ``auto`` is ``driver`` — the faster on
     every master measured (one machine's cores or a standalone cluster of two workers).
 

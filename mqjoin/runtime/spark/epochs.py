@@ -28,10 +28,10 @@ Usage (a running Spark job, so not a doctest; tests/test_spark_adaptive.py runs 
   arrival (``_arrival``, from the paced replay) of the tuple that triggered it, over the
   results of the epoch (mean, 95th percentile, maximum).  ``backlog_max`` is not measured (0).
 
-Before this engine, adaptivity on Spark kept one DataFrame per store layout with an ``_ep``
-column and cut every micro-batch into epoch slices with Spark jobs of their own: 3–5 s per
-epoch on the 2-core machine (25–200 s per test deployment), so 1-s epochs could not run in
-real time.
+Why the executor and not DataFrames per epoch: cutting every micro-batch into epoch slices,
+each with Spark jobs of its own over stores kept as DataFrames, costs seconds per epoch
+(``benchmarks/RESULTS.md``), so epochs of a second could not run in real time; here a batch is
+one Spark job however many epochs it spans.
 """
 
 from __future__ import annotations
