@@ -965,3 +965,30 @@ def test_jaqpot_tab_follows_the_workload_and_the_tree_shape():
     frontend_picks(ex.options.tree_shape, "deep")
     w = ex.model.workload
     assert view.plan.tree == tree_model(w, "q2", binary_tree(w, "q2", "deep")).tree
+
+
+def test_closing_the_explorer_closes_its_own_model_and_leaves_no_thread():
+    import threading
+
+    before = set(threading.enumerate())
+    ex = Explorer("paper_fig3.yaml", debounce=30, deploy=None)
+    ex.model.set_rate("U", 200.0)  # a debounced recomputation waits on a timer thread
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    ex.close()
+    assert ex.model.closed and not ex.model.pending
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    shared = ExplorerModel("paper_fig3.yaml", debounce=0)
+    Explorer(shared, deploy=None).close()
+    assert not shared.closed  # a model the explorer was given is the caller's
+
+
+@pytest.mark.parametrize("view", [ComparisonView, IlpView, PlanDiagramView, ProbeTreeView, QueryGraphView])
+def test_a_view_closes_the_model_it_made_and_leaves_no_thread(view):
+    import threading
+
+    before = set(threading.enumerate())
+    v = view("paper_fig3.yaml", debounce=30)
+    v.model.set_rate("U", 200.0)
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    v.close()
+    assert v.model.closed and [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

@@ -40,7 +40,7 @@ from mqjoin.support.units import memory_basis
 
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.frontier_view import FrontierView
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel, ModelView
 
 Config = tuple[str, str]  # (mode, partitioning)
 POLICY_COLORS = {"single": "#636EFA", "replicas": "#00CC96"}
@@ -96,11 +96,11 @@ def _is_current(s: Setting, model: ExplorerModel) -> bool:
         model.planner, mode, model.partitioning, (model.tree_shape or "best") if model.planner == "tree" else None)
 
 
-class ComparisonView(W.VBox):
+class ComparisonView(ModelView, W.VBox):
     """Side-by-side plans of every mode and policy with a plan diff between two of them."""
 
     def __init__(self, model, auto: bool = False, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         #: CLASH's plans by (mode, partitioning): the charts and the plan diff
         self.results: dict[Config, OptimizeResult] = {}
         #: every planner's plans (CLASH's included): the table

@@ -69,7 +69,7 @@ from mqjoin.widgets.diagram import PlanDiagramView
 from mqjoin.widgets.figures import fmt
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.ilp_view import IlpView
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel, ModelView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.trees import ProbeTreeView
 
@@ -171,18 +171,15 @@ class StatusLine(W.VBox):
             f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
 
 
-class Explorer(W.VBox):
+class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False):
-        if isinstance(workload, ExplorerModel):
-            self.model = workload
-        else:
-            self.model = ExplorerModel(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
-                                       time_limit=time_limit, debounce=debounce)
+        self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
+                       time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
         self.status = StatusLine(self.model)
         self.graph = QueryGraphView(self.model)
@@ -252,6 +249,15 @@ class Explorer(W.VBox):
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
         return widget
+
+    def close(self) -> None:
+        """Close the widget with its panels, and the model when the explorer made it
+        (:class:`~mqjoin.widgets.model.ModelView`)."""
+        # getattr: ipywidgets also closes a half-built explorer when it is collected
+        for panel in (getattr(self, name, None) for name in ("deploy_panel", "_adaptivity", "_jaqpot")):
+            if panel is not None:
+                panel.close()
+        super().close()
 
     def show(self, tab: str) -> None:
         """Select a tab by title (e.g. ``"Probe trees"``)."""

@@ -71,7 +71,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.widgets._html import error_box, esc, info_box, state_html, table
 from mqjoin.widgets.figures import fmt, sync_figure
 from mqjoin.widgets._controls import typeable
-from mqjoin.widgets.guarded import RunGuard, tables_duration
+from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 
 _log = logging.getLogger(__name__)
 
@@ -820,7 +820,7 @@ def _start_replay(workload, tables, policy, speedup, budget=None):
     return AdaptiveReplay(workload, tables, policy, speedup=speedup, budget=budget).start()
 
 
-class AdaptivityPanel(W.VBox):
+class AdaptivityPanel(GuardedPanel, W.VBox):
     """The Explorer's Adaptivity tab: run the model's workload adaptively (or statically) on
     the reference executor, live, with the timeline and query controls.  Runs started one
     after the other overlay in one timeline; query changes go to the latest run.
