@@ -124,8 +124,32 @@ def _clash_only(args: argparse.Namespace, what: str) -> None:
         raise PlannerError(f"{what} works with --planner clash only, not {args.planner}; leave one of them out")
 
 
+def _stats_from(args: argparse.Namespace):
+    """``optimize --stats-from RUN.json``: the workload with the join sizes the run measured,
+    and the plan optimised without them (to show what changed)."""
+    from mqjoin.planning.measured import run_sizes
+
+    w = _workload(args.workload)
+    try:
+        run = json.loads(Path(args.stats_from).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OptionError(f"--stats-from: {args.stats_from!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise OptionError(f"--stats-from: cannot read {args.stats_from!r} as the JSON of 'mqjoin run --json': {e}") from None
+    if not isinstance(run, dict) or "predicted" not in run:
+        raise OptionError(f"--stats-from: {args.stats_from!r} has no 'predicted' section; write it with "
+                          f"'mqjoin run W --data D --out O --json > RUN.json' (reference engine)")
+    return w, w.with_sizes(run_sizes(w, run["predicted"]), strict=False)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
-    res = _optimize(args)
+    before = None
+    if args.stats_from:
+        w0, w = _stats_from(args)
+        before = _optimize(args, w0)
+        res = _optimize(args, w)
+    else:
+        res = _optimize(args)
     if args.plan_out:
         _write_text(args.plan_out, res.plan.to_json())
     if args.export:
@@ -137,13 +161,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             raise OptionError("--export writes the joint (mqo) model; use it with --mode mqo")
         export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning,
                            args.mir_budget), args.export)
+    replanned = None
+    if before is not None:
+        from mqjoin.planning.measured import replan_report
+
+        replanned = replan_report(before.plan, res.plan)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
+        print(json.dumps({**res.to_dict(), **({"stats_from": replanned.to_dict()} if replanned else {})},
+                         indent=1, ensure_ascii=False))
     else:
         print(res.summary())
+        if res.workload.sizes:
+            print(f"join sizes: {len(res.workload.sizes)} measured (the workload's 'sizes'), the others estimated "
+                  f"as if the classes were independent")
         if args.tree:
             print("probe trees:")
             print(res.plan.render())
+        if replanned:
+            print(replanned.render())
     if res.ilp.status != "optimal":
         print(f"mqjoin: warning: the solver stopped at its time limit with incumbent {res.ilp.objective:g} and "
               f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
@@ -171,8 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.engine == "reference":
         run = run_reference(res.plan, tables, **budget)
         write_results(res.workload, run.results, args.out)
+        from mqjoin.planning.measured import check_run
+
+        check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
-                   "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out)}
+                   "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
+                   "predicted": check.to_dict()}
         sets, counts = run.result_sets(), run.counts
         if budget:
             from mqjoin.runtime.shedding import deficit
@@ -186,6 +225,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
                    **d.summary(), "out": str(args.out)}
+        check = _spark_check(res.plan, d, tables) if args.engine == "spark" else None
+        if check is not None:
+            summary["predicted"] = check.to_dict()
     if args.check:
         from mqjoin.runtime.oracle import oracle_results
 
@@ -205,15 +247,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "reference":
             print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
                   f"{run.total_probe_messages} probe messages")
+            print(check.render())
             if budget:
                 print(_budget_line(summary["budget"]))
         else:
             print(_spark_line(summary))
+            if check is not None:
+                print(check.render())
         for q, n in counts.items():
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
         if args.check:
             print(summary["check"])
     return 0
+
+
+def _spark_check(plan, deployment, tables):
+    """Predicted beside measured for a Spark deployment of ``plan``, per store (its micro-batches
+    count messages per store and rows held after each batch); ``None`` when it counted none."""
+    from mqjoin.planning.measured import check_run
+
+    frame = deployment.stores
+    if not len(frame):
+        return None
+    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
+    messages = frame.groupby("store")["messages"].sum().to_dict()
+    rows = frame.groupby("store")["rows"].max().to_dict()
+    return check_run(plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
 
 
 def _budget_options(args: argparse.Namespace) -> dict:
@@ -526,6 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--tree", action="store_true", help="also print the probe trees")
     o.add_argument("--plan-out", metavar="FILE", help="write the plan as JSON")
     o.add_argument("--export", metavar="FILE", help="write the ILP as .lp or .mps")
+    o.add_argument("--stats-from", metavar="RUN.json", help="re-plan with the join sizes a run measured (the JSON "
+                   "of 'mqjoin run --json', reference engine) and show what changed: plan diff, probe cost and "
+                   "memory before and after, both under the measured sizes")
     o.set_defaults(func=cmd_optimize)
 
     r = sub.add_parser("run", help="optimise, then run the plan over input data")
@@ -674,7 +736,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     w = _workload(args.workload)
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    if args.sizes is not None and not (0 < args.sizes <= 1):
+        raise OptionError(f"--sizes takes the fraction of join values to sample, in (0, 1] (1 or nothing: exact "
+                          f"counts); got {args.sizes:g}")
+    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed, sizes=args.sizes)
     per_value = None
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
         from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
@@ -755,6 +820,10 @@ def _add_dataset_parsers(sub: Any) -> None:
     stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
                               help="also the rates per value of these attributes (PMJoin's partition attributes; "
                                    "none named: every join attribute)")
+    stats_parser.add_argument("--sizes", type=float, nargs="?", const=1.0, default=None, metavar="F",
+                              help="also measure the join size of every set of relations the optimiser uses (MIRs, "
+                                   "probe-order prefixes, queries), exactly or on a correlated sample of the fraction "
+                                   "F of join values (e.g. --sizes 0.1); --write puts them under 'sizes'")
     stats_parser.add_argument("--json", action="store_true")
     stats_parser.set_defaults(func=cmd_stats)
 

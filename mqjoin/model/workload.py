@@ -5,6 +5,13 @@ A workload is an immutable value.  Build one from YAML (:func:`load_workload`,
 (:meth:`Workload.with_relation`, :meth:`Workload.with_selectivity`, …) returns a new,
 re-validated workload.
 
+Join sizes come from rates and one selectivity per class, as if the classes were independent
+(:func:`independent_size`), unless the workload gives a **measured size** of the set under
+``sizes`` (:class:`MeasuredSize`, :meth:`Workload.measured_size`): keys are relation sets
+``"lineitem ⋈ partsupp"`` (the unfiltered join, for every query that joins the set through
+the same classes) or, under a query's name, sets joined with that query's own filters.
+Edits keep each size's ratio to the estimate, so a selectivity or rate slider moves it.
+
 >>> w = parse_workload('''
 ... relations:
 ...   R: {attributes: [a], rate: 100}
@@ -41,6 +48,7 @@ from mqjoin.model.errors import (
     FilterError,
     SelectivityError,
     SelfJoinError,
+    SizeError,
     UnknownAttributeError,
     UnknownRelationError,
     ValueRangeError,
@@ -51,8 +59,8 @@ from mqjoin.model.errors import (
 from mqjoin.model.filters import Filter, Selection, parse_where
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
 
-__all__ = ["Attr", "JoinClass", "Defaults", "Query", "Relation", "Workload", "components", "is_connected",
-           "iter_pairs", "load_workload", "parse_workload", "restrict_classes"]
+__all__ = ["Attr", "JoinClass", "Defaults", "MeasuredSize", "Query", "Relation", "Workload", "components",
+           "independent_size", "is_connected", "iter_pairs", "load_workload", "parse_workload", "restrict_classes"]
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _IDENT_RE = re.compile(rf"^{_IDENT}$")
@@ -132,8 +140,30 @@ class Defaults:
 
 _DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
 _RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
-_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups")
+_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups", "sizes")
+#: the join sign between the relations of a ``sizes`` key (``,`` is read too)
+JOIN_SIGN = "⋈"
 _QUERY_KEYS = ("join", "where")
+
+
+@dataclass(frozen=True)
+class MeasuredSize:
+    """A measured join size (docs/model.md §2): ``|⋈P|`` of the relation set ``relations`` in
+    tuples per time unit, the unit of :func:`independent_size`.  ``query`` is ``None`` for a
+    size of the unfiltered join, which every query joining ``P`` through the same classes
+    uses, or the query whose own filters the size includes."""
+
+    query: str | None
+    relations: tuple[str, ...]  # in declaration order
+    value: float
+
+    @property
+    def key(self) -> str:
+        """The set as the YAML writes it: ``"lineitem ⋈ partsupp"``."""
+        return f" {JOIN_SIGN} ".join(self.relations)
+
+    def __str__(self) -> str:
+        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}"
 
 
 @dataclass(frozen=True)
@@ -148,6 +178,8 @@ class Workload:
     #: query groups (AJoin, docs/model.md §7): queries of a group share stores over the union of their
     #: filters; a query in no group is alone.  Set by a planner (:meth:`with_groups`).
     groups: tuple[tuple[str, ...], ...] = ()
+    #: measured join sizes (docs/model.md §2); each replaces the independence estimate of its set
+    sizes: tuple[MeasuredSize, ...] = ()
 
     # -- look-ups -----------------------------------------------------------------------------
 
@@ -250,18 +282,48 @@ class Workload:
             spec["filters"] = fractions
         if self.groups:
             spec["groups"] = [list(g) for g in self.groups]
+        if self.sizes:
+            sizes: dict[str, Any] = {}
+            for m in self.sizes:
+                if m.query is None:
+                    sizes[m.key] = m.value
+                else:
+                    sizes.setdefault(m.query, {})[m.key] = m.value
+            spec["sizes"] = sizes
         return spec
 
     def to_yaml(self) -> str:
         """The workload as YAML text in the format of docs/model.md §1."""
         import yaml
 
-        return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None)
+        return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None, allow_unicode=True)
 
     # -- edits (each returns a new validated workload) ----------------------------------------
 
-    def _rebuilt(self, spec: dict[str, Any]) -> "Workload":
-        return _build(spec)
+    def respecified(self, spec: dict[str, Any]) -> "Workload":
+        """The workload of ``spec`` — this workload's :meth:`to_spec`, edited — with this
+        workload's measured sizes carried over: each keeps its ratio to the independence
+        estimate (so an edit of a rate, selectivity or pass fraction, or statistics sampled
+        anew, move it as they move the estimate), and one whose set the edited queries no
+        longer join as before is dropped.  Every ``with_…`` edit goes through here."""
+        spec = dict(spec)
+        spec.pop("sizes", None)
+        new = _build(spec)
+        if not self.sizes:
+            return new
+        moved = []
+        for m in self.sizes:
+            m = _rehome(m, self._queries_by_name, new._queries_by_name)
+            if m is None:
+                continue
+            old_key, old_classes, old_sel = _size_targets(m, self._queries_by_name)[0]
+            new_key, new_classes, new_sel = _size_targets(m, new._queries_by_name)[0]
+            if old_key != new_key:
+                continue
+            ratio = (independent_size(new, m.relations, new_classes, new_sel)
+                     / independent_size(self, m.relations, old_classes, old_sel))
+            moved.append(replace(m, value=m.value * ratio))
+        return replace(new, sizes=_resolve_sizes(moved, new.queries, strict=False)[0])
 
     def with_relation(self, name: str, **changes: Any) -> "Workload":
         """Change ``rate``, ``window``, ``parallelism``, ``attributes`` or ``node`` of one relation.
@@ -277,10 +339,25 @@ class Workload:
             if k not in _RELATION_KEYS:
                 raise WorkloadSyntaxError(f"relation {name}: unknown key {k!r} (allowed: {', '.join(_RELATION_KEYS)})")
         spec["relations"][name].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_selectivity(self, equality: str, value: float) -> "Workload":
-        """Set the selectivity of an equality such as ``"R.a = S.a"``."""
+        """Set the selectivity of an equality such as ``"R.a = S.a"``.
+
+        Measured sizes (docs/model.md §2) of sets joined through the edited class move with
+        their estimate: a size keeps its ratio to the independence estimate, so halving
+        ``s`` halves the size of a two-relation set, and the correlation the measurement found
+        stays.  The same holds for :meth:`with_relation` (rates) and
+        :meth:`with_filter_fraction`.
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a], rate: 10}, S: {attributes: [a], rate: 10}}
+        ... queries: {q: "R(a), S(a)"}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: 40}''')
+        >>> w.with_selectivity("R.a = S.a", 0.05).sizes[0].value
+        20.0
+        """
         spec = self.to_spec()
         new_pairs = set(_parse_selectivity_key(equality, self._relations_by_name))
         spec["selectivities"] = {
@@ -288,7 +365,7 @@ class Workload:
             if not set(_parse_selectivity_key(k, self._relations_by_name)) & new_pairs
         }
         spec["selectivities"][equality] = value
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
         """Add (or replace) a query written in paper notation or as equalities, or as
@@ -302,13 +379,36 @@ class Workload:
         spec = self.to_spec()
         spec["queries"][name] = text
         spec.setdefault("filters", {}).update({f"{name}.{r}": v for r, v in (fractions or {}).items()})
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
         """Set the pass fraction of ``query``'s filter on ``relation`` (docs/model.md §7)."""
         spec = self.to_spec()
         spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
-        return replace(self._rebuilt(spec), groups=self.groups)
+        return replace(self.respecified(spec), groups=self.groups)
+
+    def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
+        """The workload with these measured sizes (docs/model.md §2) added; one of the same set
+        and query replaces the given one.  ``strict``: a size that does not apply is a typed
+        error, otherwise it is left out (e.g. sizes a run measured for a changed workload).
+
+        >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> [str(m) for m in w.with_sizes([MeasuredSize(None, ("S", "R"), 0.5)]).sizes]
+        ['R ⋈ S = 0.5']
+        """
+        order = list(self._relations_by_name)
+        merged = {(m.query, frozenset(m.relations)): m for m in self.sizes}
+        for m in sizes:
+            for r in m.relations:
+                self.relation(r)
+            v = _number(m.value, f"sizes: {m.key!r}: the size")
+            if not (v > 0) or math.isinf(v):
+                raise ValueRangeError(f"sizes: {m.key!r}: the size must be a positive finite number of tuples "
+                                      f"per time unit, got {m.value!r}")
+            merged[m.query, frozenset(m.relations)] = MeasuredSize(
+                m.query, tuple(sorted(set(m.relations), key=order.index)), v)
+        return replace(self, sizes=_resolve_sizes(merged.values(), self.queries, strict)[0])
 
     def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
         """The workload with query groups (AJoin): each group's queries share stores over the
@@ -378,7 +478,7 @@ class Workload:
         spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
         spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
         spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
         spec = self.to_spec()
@@ -386,7 +486,7 @@ class Workload:
             if k not in _DEFAULT_KEYS:
                 raise WorkloadSyntaxError(f"defaults: unknown key {k!r} (allowed: {', '.join(_DEFAULT_KEYS)})")
         spec["defaults"].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def restricted_to(self, query_names: Iterable[str]) -> "Workload":
         """The workload with only the named queries (relations and statistics unchanged;
@@ -395,8 +495,11 @@ class Workload:
         for n in names:
             self.query(n)
         keep = set(names)
-        return replace(self, queries=tuple(q for q in self.queries if q.name in keep),
-                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1))
+        queries = tuple(q for q in self.queries if q.name in keep)
+        return replace(self, queries=queries,
+                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1),
+                       sizes=_resolve_sizes([r for m in self.sizes if (r := _rehome(m, self._queries_by_name, {
+                           q.name: q for q in queries})) is not None], queries, strict=False)[0] if self.sizes else ())
 
     def input_attributes(self) -> dict[str, set[str]]:
         """Relation → the attributes its queries join on or filter (the columns its input needs).
@@ -415,6 +518,45 @@ class Workload:
             for f in q.filters:
                 used[f.relation].update(c.attr.name for c in f.comparisons)
         return used
+
+    @cached_property
+    def _size_lookup(self) -> dict[tuple, float]:
+        return _resolve_sizes(self.sizes, self.queries, strict=False)[1]
+
+    def measured_size(self, relations: Iterable[str], classes: Iterable[JoinClass],
+                      selection: Iterable["Selection"] = ()) -> float | None:
+        """The measured size of ``⋈relations`` joined through ``classes`` under ``selection``
+        (docs/model.md §2), ``None`` when none is given.  A size measured with exactly these
+        filters is taken as it is; else a size of the unfiltered join is scaled by the pass
+        fractions of the filtered relations (independence between filter and join, as for a
+        rate: ``f · λ``).
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a, x], rate: 10}, S: {attributes: [a], rate: 10}}
+        ... queries: {q: {join: "R(a), S(a)", where: "R.x < 3"}, p: "R(a), S(a)"}
+        ... filters: {q.R: 0.5}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: 40}''')
+        >>> cs = w.query("q").classes
+        >>> w.measured_size({"R", "S"}, cs), w.measured_size({"R", "S"}, cs, w.selections("q"))
+        (40.0, 20.0)
+        """
+        if not self.sizes:
+            return None
+        rels = frozenset(relations)
+        selection = tuple(selection)
+        lookup = self._size_lookup
+        key = _size_key(rels, classes, selection)
+        if key in lookup:
+            return lookup[key]
+        if key[2]:
+            plain = lookup.get(key[:2] + ((),))
+            if plain is not None:
+                for sel in selection:
+                    if sel.relation in rels:
+                        plain *= sel.fraction
+                return plain
+        return None
 
     def selectivity_of(self, a: Attr, b: Attr) -> float | None:
         """The explicit selectivity given for ``a = b`` (``None`` when not given)."""
@@ -623,7 +765,170 @@ def _build(data: Mapping[str, Any]) -> Workload:
     groups = data.get("groups") or ()
     if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
         raise WorkloadSyntaxError(f"groups must be a list of lists of query names, got {groups!r}")
-    return Workload(tuple(relations), tuple(queries), sel, defaults).with_groups(groups)
+    entries = _size_entries(_mapping(data.get("sizes"), "sizes"), by_name)
+    sizes = _resolve_sizes(entries, queries, strict=True)[0]
+    return Workload(tuple(relations), tuple(queries), sel, defaults, sizes=sizes).with_groups(groups)
+
+
+def independent_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+                     selection: Iterable["Selection"] = ()) -> float:
+    """The independence estimate ``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes
+    with ``k_c(P) ≥ 2`` (docs/model.md §2, §7): ``f_R`` the pass fraction of ``R``'s selection,
+    1 for an unfiltered relation.  :func:`mqjoin.planning.cost.join_size` uses it where no
+    size is measured.
+
+    >>> w = Workload.build({"R": {"attributes": ["a"], "rate": 10}, "S": {"attributes": ["a"], "rate": 20}},
+    ...                    {"q": "R(a), S(a)"}, {"R.a = S.a": 0.1})
+    >>> independent_size(w, {"R", "S"}, w.query("q").classes)
+    20.0
+    """
+    rels = frozenset(relations)
+    size = 1.0
+    for r in sorted(rels):
+        size *= workload.rate(r)
+    for sel in selection:
+        if sel.relation in rels:
+            size *= sel.fraction
+    for c in classes:
+        k = c.count_in(rels)
+        if k >= 2:
+            size *= c.selectivity ** (k - 1)
+    return size
+
+
+def _size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
+    """What a measured size is the size of: the relation set, the members of its classes
+    inside the set (selectivities left out: an edit moves sizes, :meth:`Workload.respecified`)
+    and the selections of its relations (without fractions)."""
+    members = frozenset(kept for c in classes
+                        if len(kept := tuple(a for a in c.members if a.relation in relations)) >= 2)
+    return (relations, members, tuple(sorted(s.key for s in selection if s.relation in relations)))
+
+
+def _size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple, tuple[JoinClass, ...], tuple["Selection", ...]]]:
+    """The (look-up key, classes, selection) of every use of the measured size ``m``: the
+    unfiltered join of its set in every query that joins the set connected (all alike), or the
+    join under its query's own filters; a typed error when there is none or they differ."""
+    rels = frozenset(m.relations)
+    where = f"sizes: {m.query + ': ' if m.query else ''}{m.key!r}"
+    if m.query is not None:
+        if m.query not in queries:
+            raise SizeError(f"{where} names query {m.query!r}, which does not exist "
+                            f"(queries: {', '.join(queries) or 'none'})")
+        pool = [queries[m.query]]
+        lacking = sorted(rels - pool[0].relation_set)
+        if lacking:
+            raise SizeError(f"{where}: query {m.query} does not join {', '.join(lacking)} "
+                            f"(it joins {', '.join(pool[0].relations)})")
+    else:
+        pool = [q for q in queries.values() if rels <= q.relation_set]
+        if not pool:
+            raise SizeError(f"{where}: no query joins all of {', '.join(m.relations)}; give sizes of "
+                            f"sets that some query joins")
+    out = []
+    for q in pool:
+        classes = restrict_classes(q.classes, rels)
+        if not is_connected(rels, classes):
+            continue
+        selection = () if m.query is None else tuple(
+            Selection.union([f]) for r in sorted(rels) if (f := q.filter_of(r)) is not None)
+        out.append((_size_key(rels, classes, selection), classes, selection))
+    if not out:
+        comps = components(rels, restrict_classes(pool[0].classes, rels))
+        raise DisconnectedQueryError(
+            f"{where}: the set is not connected in {'query ' + m.query if m.query else 'any query that joins it'} "
+            f"({' and '.join('{' + ', '.join(c) + '}' for c in comps)} share no join attribute); a size is "
+            f"given for a connected set (an MIR or a probe-order prefix)")
+    if len({k for k, _, _ in out}) > 1:
+        names = [q.name for q in pool if is_connected(rels, restrict_classes(q.classes, rels))]
+        raise SizeError(f"{where}: queries {', '.join(names)} join these relations through different "
+                        f"classes, so the set has no one size; give it per query "
+                        f"(sizes: {{{names[0]}: {{{m.key}: …}}}})")
+    return out
+
+
+def _rehome(m: MeasuredSize, old: Mapping[str, Query], new: Mapping[str, Query]) -> MeasuredSize | None:
+    """``m`` for the queries ``new`` (an edit's): as it is when it still applies to them; a
+    per-query size whose query is gone moves to a remaining query that joins its set the same
+    way (same classes and filters), as the look-up would have found it there; ``None`` when
+    no query of ``new`` joins the set as the old ones did."""
+    try:
+        key = _size_targets(m, old)[0][0]
+    except WorkloadError:
+        return None
+    candidates = [m] if m.query is None or m.query in new else [replace(m, query=q) for q in new]
+    for c in candidates:
+        try:
+            if any(k == key for k, _, _ in _size_targets(c, new)):
+                return c
+        except WorkloadError:
+            continue
+    return None
+
+
+def _resolve_sizes(entries: Iterable[MeasuredSize], queries: Iterable[Query],
+                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple, float]]:
+    """The measured sizes that apply to ``queries`` (sorted) and their look-up table (key →
+    size).  ``strict``: a size that does not apply, or contradicts another, is a typed error;
+    otherwise it is left out (an edit removed or changed the queries that joined its set)."""
+    by_name = {q.name: q for q in queries}
+    kept: list[MeasuredSize] = []
+    lookup: dict[tuple, tuple[float, MeasuredSize]] = {}
+    for m in entries:
+        try:
+            keys = [k for k, _, _ in _size_targets(m, by_name)]
+            for k in keys:
+                if k in lookup and not math.isclose(lookup[k][0], m.value, rel_tol=1e-9):
+                    raise SizeError(f"sizes: {lookup[k][1]} and {m} give one join different sizes; keep one")
+        except WorkloadError:
+            if strict:
+                raise
+            continue
+        kept.append(m)
+        for k in keys:
+            lookup.setdefault(k, (m.value, m))
+    kept.sort(key=lambda m: (m.query or "", len(m.relations), m.relations))
+    return tuple(kept), {k: v for k, (v, _) in lookup.items()}
+
+
+def _size_entries(spec: Mapping[str, Any], relations: Mapping[str, Relation]) -> list[MeasuredSize]:
+    """``sizes: {"R ⋈ S": 40, q3: {"R ⋈ S": 12}}`` → measured sizes, each read strictly."""
+    out = []
+    for key, value in spec.items():
+        key = str(key)
+        if isinstance(value, Mapping):
+            if not _IDENT_RE.match(key.strip()):
+                raise WorkloadSyntaxError(f"sizes: {key!r} maps to sizes, so it must be a query name; write "
+                                          f"sizes of relation sets as 'R {JOIN_SIGN} S: <tuples per time unit>'")
+            out += [_size_entry(str(k), v, key.strip(), relations) for k, v in value.items()]
+        else:
+            out.append(_size_entry(key, value, None, relations))
+    return out
+
+
+def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str, Relation]) -> MeasuredSize:
+    where = f"sizes: {query + ': ' if query else ''}{key!r}"
+    names = [n.strip() for n in re.split(rf"{JOIN_SIGN}|,", key)]
+    if any(not _IDENT_RE.match(n) for n in names):
+        raise WorkloadSyntaxError(f"{where} is not a relation set like 'lineitem {JOIN_SIGN} partsupp' "
+                                  f"(relation names joined by {JOIN_SIGN} or ',')")
+    if len(names) < 2:
+        raise WorkloadSyntaxError(
+            f"{where} names one relation: a size is given for a join of two or more relations (one relation's "
+            f"size is its rate)" if names[0] in relations else
+            f"{where} is not a relation set like 'R {JOIN_SIGN} S'" + ("" if query else
+                                                                       f"; per query, write '{names[0]}: {{R {JOIN_SIGN} S: …}}'"))
+    for n in names:
+        if n not in relations:
+            raise UnknownRelationError(f"{where}: relation {n!r} is not declared (declared: {', '.join(relations)})")
+    if len(set(names)) != len(names):
+        raise WorkloadSyntaxError(f"{where} names a relation twice")
+    v = _number(value, f"{where}: the size")
+    if not (v > 0) or math.isinf(v):
+        raise ValueRangeError(f"{where}: the size must be a positive finite number of tuples per time unit, "
+                              f"got {value!r}")
+    order = list(relations)
+    return MeasuredSize(query, tuple(sorted(names, key=order.index)), v)
 
 
 def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
