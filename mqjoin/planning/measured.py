@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import PlanError
-from mqjoin.model.workload import MeasuredSize, Workload, restrict_classes
+from mqjoin.model.workload import Workload, restrict_classes
+from mqjoin.model.sizes import MeasuredSize
 from mqjoin.planning.cost import join_size, memory_tuples
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.planning.plan import Plan, recost
