@@ -17,7 +17,8 @@ and views that watch it —
 * :class:`EpochTimeline` — adaptive runs over their epochs: the plan active per epoch,
   latency, throughput, state, switches with their reasons and plan diffs;
   :class:`QueryChangesPanel` — queries added and removed while a run is live;
-  :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`);
+  :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`,
+  :mod:`.query_changes`, :mod:`.adaptivity`; live sources and throttled redraws: :mod:`.live`);
 * :class:`JaqpotView` — a query's binary plan under a CPU limit μ: half-way joins, path
   productivities, the allocations of GrePP, the discrete DP and the JAQPOT policy
   (:mod:`.jaqpot_view`);
@@ -62,16 +63,10 @@ from mqjoin.widgets.model import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.timeline import (
-    AdaptivityPanel,
-    EpochTimeline,
-    EpochView,
-    QueryChangesPanel,
-    epoch_view,
-    figure_8b_budget,
-    paper_scenarios,
-    sampled_workload,
-)
+from mqjoin.widgets.adaptivity import AdaptivityPanel, paper_scenarios
+from mqjoin.widgets.query_changes import QueryChangesPanel
+from mqjoin.widgets.timeline import EpochTimeline, EpochView, epoch_view
+from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload
 from mqjoin.widgets.jaqpot_view import JaqpotView
 from mqjoin.widgets.trees import ProbeTreeView
 

@@ -33,6 +33,7 @@ gives the same figure.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
@@ -247,11 +248,45 @@ def node_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], pad:
 
 
 def query_graph_traces(workload: Workload, highlight: str | None = None) -> tuple[list[dict], dict]:
-    """Trace dicts and layout of :func:`query_graph_figure`."""
+    """Trace dicts and layout of :func:`query_graph_figure`: the relations' nodes, a line per
+    query and class (:func:`_query_edge_traces`), the class labels, the filters, the relations
+    and the legend's marks, in drawing order."""
     pos = query_graph_layout(workload)
     colors = query_colors(workload)
     used = set(workload.used_relations)
+    traces: list[dict] = node_traces(workload, pos)
+    edges, hubs = _query_edge_traces(workload, pos, colors, highlight)
+    traces += edges
+    traces.append(_class_label_trace(workload, pos))
+    traces += _filter_traces(workload, pos, colors)
+    traces.append(_relation_trace(workload, pos, used))
+    unused = [r.name for r in workload.relations if r.name not in used]
+    more = f" (+ {', '.join(unused)}: declared, read by no query, drawn pale)" if unused else ""
+    # the legend explains the marks: node size, pale nodes, hubs (legend-only entries)
+    for name, marker in (("relation (size: its rate, log scale)", {"size": 14, "color": "#2A3F5F"}),
+                         ("relation no query reads", {"size": 14, "color": "#C8D4E3"}),
+                         ("hub of a class of 3+ relations", {"symbol": "diamond", "size": 11, "color": "#888",
+                                                            "line": {"width": 1, "color": "#333"}})):
+        if name.startswith("relation no") and not unused or name.startswith("hub") and not hubs:
+            continue
+        traces.append({"type": "scatter", "name": name, "x": [None], "y": [None], "mode": "markers",
+                       "marker": marker, "showlegend": True, "hoverinfo": "skip", "legendgroup": "marks"})
+    traces.append(traces.pop(-1 - sum(1 for t in traces if t.get("legendgroup") == "marks")))  # relations last
+    layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
+                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
+              "xaxis": {"visible": False, "range": [-0.05, 1.05]},
+              "yaxis": {"visible": False, "range": [-0.05, 1.1]},
+              # wide enough on a 1920-px projector that the labels of a dense corner part
+              "height": 480, "width": 880, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
+    return traces, layout
 
+
+def _query_edge_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], colors: Mapping[str, str],
+                       highlight: str | None) -> tuple[list[dict], bool]:
+    """A line trace per query (its classes: an edge between two relations, offset when several
+    queries share it; a hub with spokes for a class of three or more) and the hubs' markers;
+    whether there are hubs."""
     # how many queries draw a line between two relations (for parallel offsets)
     users: dict[tuple[str, ...], list[str]] = {}
     for q in workload.queries:
@@ -266,7 +301,7 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         d = (k - (m - 1) / 2) * 0.018
         return -dy / n * d, dx / n * d
 
-    traces: list[dict] = node_traces(workload, pos)
+    traces: list[dict] = []
     hubs_x, hubs_y, hubs_c, hubs_h = [], [], [], []
     for q in workload.queries:
         xs: list[float | None] = []
@@ -298,8 +333,11 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
     traces.append({"type": "scatter", "name": "hyperedge hubs", "x": hubs_x, "y": hubs_y, "mode": "markers",
                    "marker": {"symbol": "diamond", "size": 11, "color": hubs_c, "line": {"width": 1, "color": "#333"}},
                    "hovertext": hubs_h, "hoverinfo": "text", "showlegend": False})
+    return traces, bool(hubs_x)
 
-    # one label per distinct class, at its centroid
+
+def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict:
+    """One label per distinct class at its centroid (below the hub of a hyperedge)."""
     from mqjoin.widgets.model import selectivity_groups
 
     group_of = {}
@@ -323,11 +361,13 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
         lt.append("=".join(names))
         lh.append(f"class {c}<br>selectivity s = {fmt(c.selectivity)}<br>queries: {', '.join(qs)}")
         lc.append(group_of.get(members[0], ""))
-    traces.append({"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt,
-                   "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
-                   "customdata": lc, "showlegend": False})
+    return {"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt,
+            "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
+            "customdata": lc, "showlegend": False}
 
-    # filters (docs/model.md §7): a σ beside the relation, one per filtering query, in its colour
+
+def _filter_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], colors: Mapping[str, str]) -> list[dict]:
+    """Filters (docs/model.md §7): a σ beside the relation, one per filtering query, in its colour."""
     fx, fy, fc, fh = [], [], [], []
     for r in workload.relations:
         filtering = [(q, q.filter_of(r.name)) for q in workload.queries if q.filter_of(r.name) is not None]
@@ -337,11 +377,14 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
             fc.append(colors[q.name])
             frac = "" if f.fraction is None else f" (pass fraction f = {fmt(f.fraction)})"
             fh.append(f"{q.name}: {f}{frac}")
-    if fx:
-        traces.append({"type": "scatter", "name": "filters", "x": fx, "y": fy, "mode": "text", "text": ["σ"] * len(fx),
-                       "textfont": {"size": 15, "color": fc}, "hovertext": fh, "hoverinfo": "text",
-                       "showlegend": False})
+    if not fx:
+        return []
+    return [{"type": "scatter", "name": "filters", "x": fx, "y": fy, "mode": "text", "text": ["σ"] * len(fx),
+             "textfont": {"size": 15, "color": fc}, "hovertext": fh, "hoverinfo": "text", "showlegend": False}]
 
+
+def _relation_trace(workload: Workload, pos: Mapping[str, tuple[float, float]], used: set[str]) -> dict:
+    """The relations' markers: size by rate (log scale), pale where no query reads them."""
     rx, ry, rt, rh, rs, rc = [], [], [], [], [], []
     for r in workload.relations:
         x, y = pos[r.name]
@@ -357,30 +400,10 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                   + (f"<br>node {r.node}" if r.node is not None else ""))
         rs.append(round(14 + 4 * math.log10(max(r.rate, 1e-3) + 1), 3))
         rc.append("#2A3F5F" if r.name in used else "#C8D4E3")
-    traces.append({"type": "scatter", "name": "relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
-                   "textposition": "top center", "customdata": rt,
-                   "marker": {"size": rs, "color": rc, "line": {"width": 1, "color": "white"}},
-                   "hovertext": rh, "hoverinfo": "text", "showlegend": False})
-    unused = [r.name for r in workload.relations if r.name not in used]
-    more = f" (+ {', '.join(unused)}: declared, read by no query, drawn pale)" if unused else ""
-    # the legend explains the marks: node size, pale nodes, hubs (legend-only entries)
-    for name, marker in (("relation (size: its rate, log scale)", {"size": 14, "color": "#2A3F5F"}),
-                         ("relation no query reads", {"size": 14, "color": "#C8D4E3"}),
-                         ("hub of a class of 3+ relations", {"symbol": "diamond", "size": 11, "color": "#888",
-                                                            "line": {"width": 1, "color": "#333"}})):
-        if name.startswith("relation no") and not unused or name.startswith("hub") and not hubs_x:
-            continue
-        traces.append({"type": "scatter", "name": name, "x": [None], "y": [None], "mode": "markers",
-                       "marker": marker, "showlegend": True, "hoverinfo": "skip", "legendgroup": "marks"})
-    traces.append(traces.pop(-1 - sum(1 for t in traces if t.get("legendgroup") == "marks")))  # relations last
-    layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
-                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
-              "xaxis": {"visible": False, "range": [-0.05, 1.05]},
-              "yaxis": {"visible": False, "range": [-0.05, 1.1]},
-              # wide enough on a 1920-px projector that the labels of a dense corner part
-              "height": 480, "width": 880, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
-    return traces, layout
+    return {"type": "scatter", "name": "relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
+            "textposition": "top center", "customdata": rt,
+            "marker": {"size": rs, "color": rc, "line": {"width": 1, "color": "white"}},
+            "hovertext": rh, "hoverinfo": "text", "showlegend": False}
 
 
 def query_graph_figure(workload: Workload, highlight: str | None = None):
@@ -429,16 +452,43 @@ def _chi(plan: Plan, n: Node) -> int:
     return plan.store[n.store].parallelism if n.broadcast else 1
 
 
-def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict], dict]:
-    """Trace dicts and layout of :func:`probe_tree_figure`."""
-    colors = query_colors(plan.workload)
-    queries = set(plan.workload.query_names)
-    nodes = nodes_for_query(plan, query)
+@dataclass(frozen=True)
+class _Forest:
+    """Where a probe forest's parts sit: ``pos`` (edge → (level, row)) of the probe edges,
+    ``root_pos`` of the start relations, ``sink_rows`` (edge label, parent edge, text, level,
+    row) of the outputs and insertions into MIR stores; ``starts``: the x pixel of every
+    level, ``right`` the forest's right edge; ``label_of``: the store label of each edge;
+    ``insertion``: each start relation's insertion into its own store."""
+
+    nodes: list[Node]
+    roots: list[str]
+    pos: dict[str, tuple[float, float]]
+    root_pos: dict[str, tuple[float, float]]
+    sink_rows: list[tuple[str, str, str, float, float]]
+    rows: float
+    starts: list[float]
+    right: float
+    label_of: dict[str, str]
+    insertion: dict[str, str]
+
+    def X(self, d: float) -> float:
+        return round(self.starts[int(d)], 1)
+
+
+def _Y(y: float) -> float:
+    return -round(y, 4)
+
+
+def _forest_rows(plan: Plan, query: str | None, nodes: list[Node]):
+    """The tidy layout of the probe forest: every leaf (a node without kept children, or a
+    sink) takes one row.  Returns the roots, ``pos``, ``root_pos``, ``sink_rows`` and the rows
+    used (see :class:`_Forest`)."""
     mir_labels = {plan.store[n.store].mir.label for n in nodes}
     children: dict[str, list[Node]] = {}
     for n in nodes:
         children.setdefault(n.parent or "root:" + n.root, []).append(n)
     roots = list(dict.fromkeys(n.root for n in nodes))
+    by_edge = {n.edge: n for n in nodes}
 
     def sinks_of(n: Node) -> list[tuple[str, str]]:
         rule = plan.rules[n.store][n.edge]
@@ -455,7 +505,6 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
                     out.append((lab, f"store {e.target}"))
         return out
 
-    # tidy layout: every leaf (a node without kept children, or a sink) takes one row
     pos: dict[str, tuple[float, float]] = {}
     sink_rows: list[tuple[str, str, str, float, float]] = []  # (edge label, parent edge, text, x, y)
     row = [0]
@@ -472,7 +521,7 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
                 ys.append(row[0])
                 row[0] += 1
             return (ys[0] + ys[-1]) / 2
-        for lab, text in sinks_of(_node(key)):
+        for lab, text in sinks_of(by_edge[key]):
             sink_rows.append((lab, key, text, depth + 1, row[0]))
             ys.append(row[0])
             row[0] += 1
@@ -481,23 +530,21 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
             row[0] += 1
         return (ys[0] + ys[-1]) / 2
 
-    by_edge = {n.edge: n for n in nodes}
-
-    def _node(edge: str) -> Node:
-        return by_edge[edge]
-
     root_pos: dict[str, tuple[float, float]] = {}
     for r in roots:
         y = place("root:" + r, 0)
         root_pos[r] = (0, y)
         row[0] += 0.6  # gap between trees
+    return roots, pos, root_pos, sink_rows, row[0]
 
-    def Y(y: float) -> float:
-        return -round(y, 4)
 
-    # x in pixels: every level is as wide as its longest store label (labels sit above their
-    # store's line and must end before the next level's store), so labels never overlap and
-    # a wide forest gets a wide figure (the view scrolls) instead of a cramped one
+def _forest(plan: Plan, query: str | None) -> _Forest:
+    """The probe forest of ``query`` (all queries: None) laid out (:func:`_forest_rows`), with
+    its x scale in pixels: every level is as wide as its longest store label (labels sit above
+    their store's line and must end before the next level's store), so labels never overlap
+    and a wide forest gets a wide figure (the view scrolls) instead of a cramped one."""
+    nodes = nodes_for_query(plan, query)
+    roots, pos, root_pos, sink_rows, rows = _forest_rows(plan, query, nodes)
     label_of = {n.edge: f"{n.store} ×{plan.store[n.store].parallelism}" for n in nodes}
     chars: dict[int, int] = {}
     for e, (d, _) in pos.items():
@@ -518,51 +565,85 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
 
     right = max([X(d) + CHAR_PX * chars.get(d, 0) for d in chars]
                 + [X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
+    return _Forest(nodes, roots, pos, root_pos, sink_rows, rows, starts, right, label_of, insertion)
 
+
+def _probe_edge_traces(plan: Plan, f: _Forest) -> tuple[dict, dict, dict, dict]:
+    """The forest's lines — plain edges, shared prefixes, broadcast probes — and the edge labels."""
+    X, pos = f.X, f.pos
     ex, ey, sx, sy, bx, by = [], [], [], [], [], []
     lx, ly, lt, lh = [], [], [], []
-    for n in nodes:
+    for n in f.nodes:
         x1, y1 = pos[n.edge]
-        x0, y0 = pos[n.parent] if n.parent else root_pos[n.root]
+        x0, y0 = pos[n.parent] if n.parent else f.root_pos[n.root]
         shared = len(n.owners) > 1
         xs_, ys_ = (sx, sy) if shared else (bx, by) if n.broadcast else (ex, ey)
         xs_.extend([X(x0), X(x0) + BEND_PX, X(x1), None])
-        ys_.extend([Y(y0), Y(y1), Y(y1), None])
+        ys_.extend([_Y(y0), _Y(y1), _Y(y1), None])
         lx.append(round((X(x0) + BEND_PX + X(x1)) / 2, 1))
-        ly.append(Y(y1))
+        ly.append(_Y(y1))
         chi = _chi(plan, n)
         lt.append(f"{n.edge} χ={chi}" if n.broadcast else n.edge)
         lh.append(f"edge {n.edge}: probe {n.store}" + (f" — broadcast to all {chi} partitions (χ = {chi})"
                                                         if n.broadcast else ""))
-    for lab, parent, text, x, y in sink_rows:
+    for lab, parent, text, x, y in f.sink_rows:
         x0, y0 = pos[parent]
         ex.extend([X(x0), X(x0) + BEND_PX, X(x), None])
-        ey.extend([Y(y0), Y(y), Y(y), None])
+        ey.extend([_Y(y0), _Y(y), _Y(y), None])
         lx.append(round((X(x0) + BEND_PX + X(x)) / 2, 1))
-        ly.append(Y(y))
+        ly.append(_Y(y))
         lt.append(lab)
         lh.append(f"edge {lab}: " + (f"result → {text}" if not text.startswith("store") else f"insert → {text[6:]}"))
+    return (
+        {"type": "scatter", "name": "edges", "x": ex, "y": ey, "mode": "lines",
+         "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
+        {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
+         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 1},
+        {"type": "scatter", "name": "broadcast probes", "x": bx, "y": by, "mode": "lines",
+         "line": {"color": BROADCAST_COLOR, "width": 2, "dash": "dot"}, "hoverinfo": "skip", "showlegend": True,
+         "legendrank": 2},
+        {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
+         "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
+         "hoverinfo": "text", "showlegend": False},
+    )
 
+
+def _start_traces(plan: Plan, f: _Forest) -> tuple[dict, dict]:
+    """The start relations (a new tuple of each) and their insertions into their own stores."""
     rx, ry, rt, rh = [], [], [], []
     ix, iy, it = [], [], []
-    for r in roots:
+    for r in f.roots:
         ns, _, rel = r.rpartition(":")
         ingest = [plan.edge[lab].target for lab in plan.sources.get(rel, ())
                   if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns]
-        x, y = root_pos[r]
-        rx.append(X(x))
-        ry.append(Y(y))
+        x, y = f.root_pos[r]
+        rx.append(f.X(x))
+        ry.append(_Y(y))
         rt.append(r)
         rh.append(f"<b>{r}</b>: a new {rel} tuple<br>stored in {', '.join(ingest) or '—'}<br>"
                   f"rate {fmt(plan.workload.rate(rel))} tuples/s")
-        if insertion[r]:  # the tuple's insertion into its own store (Figure 4's e1, e2, …), under its name
-            ix.append(X(x) - 8)
-            iy.append(round(Y(y) - 0.38, 4))
-            it.append(insertion[r])
+        if f.insertion[r]:  # the tuple's insertion into its own store (Figure 4's e1, e2, …), under its name
+            ix.append(f.X(x) - 8)
+            iy.append(round(_Y(y) - 0.38, 4))
+            it.append(f.insertion[r])
+    return (
+        {"type": "scatter", "name": "start relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
+         "textposition": "middle left", "marker": {"symbol": "circle", "size": 14, "color": "#2A3F5F"},
+         "hovertext": rh, "hoverinfo": "text", "showlegend": False},
+        {"type": "scatter", "name": "insertions", "x": ix, "y": iy, "mode": "text", "text": it,
+         "textposition": "middle left", "textfont": {"size": 9, "color": "#777"}, "hoverinfo": "skip",
+         "showlegend": False},
+    )
 
+
+def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str]) -> dict:
+    """The stores the probes reach, coloured by the query that owns the step (shared steps:
+    diamonds), with the step's cost in the hover."""
+    queries = set(plan.workload.query_names)
     nx_, ny, nt, nh, nc, nw, nd = [], [], [], [], [], [], []
-    for n in nodes:
-        x, y = pos[n.edge]
+    for n in f.nodes:
+        x, y = f.pos[n.edge]
         st = plan.store[n.store]
         chi = _chi(plan, n)
         base = n.cost / chi
@@ -576,9 +657,9 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
             color = colors[qowners[0]]
         else:
             color = MIR_COLOR
-        nx_.append(X(x))
-        ny.append(Y(y))
-        nt.append(label_of[n.edge])
+        nx_.append(f.X(x))
+        ny.append(_Y(y))
+        nt.append(f.label_of[n.edge])
         nh.append(
             f"<b>{n.edge}</b> → {n.store} (partitioned by {st.partition}, parallelism {st.parallelism})<br>"
             f"step {n.step.render()}<br>"
@@ -589,55 +670,50 @@ def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict],
         nc.append(color)
         nw.append(3 if shared else 1)
         nd.append([n.edge, n.cost, chi, len(n.owners)])
+    return {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
+            "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
+            "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw],
+                       "size": [16 if w > 1 else 13 for w in nw], "color": nc, "line": {"width": nw, "color": "#222"}},
+            "hovertext": nh, "hoverinfo": "text", "showlegend": False}
 
+
+def _output_trace(f: _Forest, colors: Mapping[str, str]) -> dict:
+    """The sinks: a query's results (in its colour) or an insertion into an MIR store."""
     ox, oy, ot, oc = [], [], [], []
-    for lab, parent, text, x, y in sink_rows:
-        ox.append(X(x))
-        oy.append(Y(y))
+    for lab, parent, text, x, y in f.sink_rows:
+        ox.append(f.X(x))
+        oy.append(_Y(y))
         if text.startswith("store"):
             ot.append("⇒ " + text[6:])
             oc.append(MIR_COLOR)
         else:
             ot.append("⇒ " + text)
             oc.append(colors.get(text, "#333"))
+    return {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
+            "textposition": "middle right", "textfont": {"size": 11},
+            "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
+            "hoverinfo": "text", "hovertext": ot, "showlegend": False}
 
-    traces = [
-        {"type": "scatter", "name": "edges", "x": ex, "y": ey, "mode": "lines",
-         "line": {"color": "#A0A8B8", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
-        {"type": "scatter", "name": "shared prefixes", "x": sx, "y": sy, "mode": "lines",
-         "line": {"color": SHARED_COLOR, "width": 4}, "hoverinfo": "skip", "showlegend": True,
-         "legendrank": 1},
-        {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
-         "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
-         "hoverinfo": "text", "showlegend": False},
-        {"type": "scatter", "name": "start relations", "x": rx, "y": ry, "mode": "markers+text", "text": rt,
-         "textposition": "middle left", "marker": {"symbol": "circle", "size": 14, "color": "#2A3F5F"},
-         "hovertext": rh, "hoverinfo": "text", "showlegend": False},
-        {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
-         "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
-         "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw], "size": [16 if w > 1 else 13 for w in nw],
-                    "color": nc, "line": {"width": nw, "color": "#222"}},
-         "hovertext": nh, "hoverinfo": "text", "showlegend": False},
-        {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
-         "textposition": "middle right", "textfont": {"size": 11},
-         "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
-         "hoverinfo": "text", "hovertext": ot, "showlegend": False},
-        {"type": "scatter", "name": "broadcast probes", "x": bx, "y": by, "mode": "lines",
-         "line": {"color": BROADCAST_COLOR, "width": 2, "dash": "dot"}, "hoverinfo": "skip", "showlegend": True,
-         "legendrank": 2},
-        {"type": "scatter", "name": "insertions", "x": ix, "y": iy, "mode": "text", "text": it,
-         "textposition": "middle left", "textfont": {"size": 9, "color": "#777"}, "hoverinfo": "skip",
-         "showlegend": False},
-    ]
+
+def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict], dict]:
+    """Trace dicts and layout of :func:`probe_tree_figure`: the forest laid out
+    (:func:`_forest`), then its lines, labels, start relations, stores and sinks."""
+    colors = query_colors(plan.workload)
+    f = _forest(plan, query)
+    nodes = f.nodes
+    edges, shared, broadcast, labels = _probe_edge_traces(plan, f)
+    starts, insertions = _start_traces(plan, f)
+    traces = [edges, shared, labels, starts, _store_trace(plan, f, colors), _output_trace(f, colors), broadcast,
+              insertions]
     # rows leave room for a store label above the line and an edge label below it
-    rows = max(row[0], 1)
+    rows = max(f.rows, 1)
     cost = sum(n.cost for n in nodes)
     who = "all queries" if query is None else query
     layout = {"title": {"text": f"probe trees ({plan.mode}/{plan.partitioning}) — {who}: "
                                 f"{len(nodes)} steps, probe cost {fmt(cost)}", "x": 0.01},
-              "xaxis": {"visible": False, "range": [0, round(right, 1)], "fixedrange": False},
+              "xaxis": {"visible": False, "range": [0, round(f.right, 1)], "fixedrange": False},
               "yaxis": {"visible": False, "range": [-rows + 0.2, 0.9]},
-              "width": int(max(720, right + 20)), "autosize": False,
+              "width": int(max(720, f.right + 20)), "autosize": False,
               "height": int(100 + 34 * rows), "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
               "hovermode": "closest", "showlegend": True,
               # under the title, at the left: a wide forest scrolls, its right edge is off-screen
