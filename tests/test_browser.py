@@ -385,6 +385,12 @@ def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
 
 
 def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
+    """The walk through the tour notebook in one live JupyterLab page, check after check.
+
+    Long on purpose: every check acts on the page as the checks before it left it (cells run,
+    tabs open, widgets clicked), so the walk reads top to bottom as one script; ``step(...)``
+    names each stage, and a failure's artifacts (screenshot, page, console) show where it
+    stopped."""
     def shot(name: str) -> None:
         page.screenshot(path=str(artifacts / name))
 
