@@ -171,9 +171,7 @@ class ProbeCompiler(ContainerStore):
         if self.ops is not None and onward:
             emit.insert(len(emit) - len(outs), "ops[3] += 1")
 
-        def block(ind: str, lines: list[str]) -> list[str]:
-            return [ind + x for x in lines]
-
+        count = self.ops is not None
         if self.static and len(groups) == 1 and len(groups[0][2]) == 1:
             return self._compile_static_probe(rule, groups[0], env, key, null, emit, self.ops is not None)
         lines = ["def probe(t):", "    T = clock[0]"]
@@ -192,12 +190,7 @@ class ProbeCompiler(ContainerStore):
                   "            if null:", "                continue",
                   "            for dicts in live:",
                   "                for d in dicts:"]
-        lines += ["                    ops[0] += 1"] if self.ops is not None else []
-        lines += ["                    matches = d.get(k)",
-                  "                    if not matches:", "                        continue"]
-        lines += ["                    ops[2] += len(matches)"] if self.ops is not None else []
-        lines += ["                    for m in matches:"]
-        lines += block(" " * 24, emit)
+        lines += _lookup(" " * 20, "d.get(k)", "continue", count, emit)
         lines += ["        else:",
                   "            counter[0] += 1",
                   "            if null:", "                continue",
@@ -205,12 +198,7 @@ class ProbeCompiler(ContainerStore):
                   "            for dicts in live:",
                   "                n = len(dicts)",
                   "                part = 0 if n == 1 else (v % n if v.__class__ is int else partition_of(v, n))"]
-        lines += ["                ops[0] += 1"] if self.ops is not None else []
-        lines += ["                matches = dicts[part].get(k)",
-                  "                if not matches:", "                    continue"]
-        lines += ["                ops[2] += len(matches)"] if self.ops is not None else []
-        lines += ["                for m in matches:"]
-        lines += block(" " * 20, emit)
+        lines += _lookup(" " * 16, "dicts[part].get(k)", "continue", count, emit)
         if dynamic and (len(rule.mir.relations) > 1 or rule.mir.selection):
             lines += ["    missing = gaps[0]",
                       "    if missing and not null:",
@@ -231,11 +219,7 @@ class ProbeCompiler(ContainerStore):
         if route is None:
             lines += [f"    counter[0] += {p}", f"    if {null}:", "        return", f"    k = {key}",
                       "    T = clock[0]", "    for d in dicts:"]
-            lines += ["        ops[0] += 1"] if count else []
-            lines += ["        matches = d.get(k)", "        if not matches:", "            continue"]
-            lines += ["        ops[2] += len(matches)"] if count else []
-            lines += ["        for m in matches:"]
-            lines += ["            " + x for x in emit]
+            lines += _lookup(" " * 8, "d.get(k)", "continue", count, emit)
         else:
             rc, rf = route
             n = len(dicts)
@@ -243,11 +227,7 @@ class ProbeCompiler(ContainerStore):
             lines += ["    d = dicts[0]"] if n == 1 else [
                 f"    v = t[{rc}][{rf}]",
                 f"    d = dicts[v % {n} if v.__class__ is int else partition_of(v, {n})]"]
-            lines += ["    ops[0] += 1"] if count else []
-            lines += [f"    matches = d.get({key})", "    if not matches:", "        return"]
-            lines += ["    ops[2] += len(matches)"] if count else []
-            lines += ["    T = clock[0]", "    for m in matches:"]
-            lines += ["        " + x for x in emit]
+            lines += _lookup(" " * 4, f"d.get({key})", "return", count, emit, ("T = clock[0]",))
         return compile_function("\n".join(lines) + "\n", "probe", env)
 
     def refresh(self) -> None:
@@ -372,3 +352,15 @@ class ProbeCompiler(ContainerStore):
         finally:
             out = self.sinks.pop()
         return out
+
+
+def _lookup(ind: str, lookup: str, miss: str, count: bool, emit: list[str], before: tuple[str, ...] = ()) -> list[str]:
+    """Source lines of one index look-up at indent ``ind``: ``matches = <lookup>``, ``miss``
+    (``continue`` or ``return``) when there are none, ``before`` and then ``emit`` for every
+    match; ``count``: also count the hash and the comparisons (see
+    :meth:`mqjoin.runtime.executor.Executor.operations`)."""
+    lines = [ind + "ops[0] += 1"] if count else []
+    lines += [f"{ind}matches = {lookup}", f"{ind}if not matches:", f"{ind}    {miss}"]
+    lines += [ind + "ops[2] += len(matches)"] if count else []
+    lines += [ind + x for x in before]
+    return lines + [ind + "for m in matches:"] + [ind + "    " + x for x in emit]
