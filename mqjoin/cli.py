@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
 from mqjoin.planners.registry import PLANNERS, named, planner_of
+from mqjoin.planners.trees import TREE_SHAPES
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -75,7 +76,7 @@ def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> 
                    help="; ".join(f"{name}: {planner_of(name).label}" for name in PLANNERS) +
                         f"; for {_and(name for name in PLANNERS if not planner_of(name).joint)}, --mode mqo means "
                         "shared" + (f" (default: {default})" if default else f" (default: {_and(named('compared'))})"))
-    p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
+    p.add_argument("--tree-shape", choices=TREE_SHAPES, default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
     p.add_argument("--decompose", action="store_true",
