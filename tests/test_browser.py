@@ -361,7 +361,8 @@ def assert_no_broken_widgets(page) -> None:
 def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
     from mqjoin.planning.optimizer import optimize
     from mqjoin.widgets import as_workload, with_class_selectivity
-    from mqjoin.widgets.figures import fmt, probe_tree_traces
+    from mqjoin.widgets.figures import fmt
+    from mqjoin.widgets.tree_figures import probe_tree_traces
 
     # the plan the tour leaves the explorer with, computed here independently of the kernel
     workload = as_workload("tpch_fig7a.yaml")

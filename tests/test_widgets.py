@@ -40,7 +40,8 @@ from mqjoin.widgets import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
+from mqjoin.widgets.figures import fmt, trace_by_name
+from mqjoin.widgets.tree_figures import nodes_for_query
 
 from mqjoin.planning.comparison import Setting
 from mqjoin.model.errors import MqjoinError

@@ -27,7 +27,7 @@ and views that watch it —
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
-Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
+Figures are pure functions of values (:mod:`.figures`, :mod:`.tree_figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
 
 >>> from mqjoin.widgets import Explorer
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
@@ -52,7 +52,8 @@ from mqjoin.widgets.diagram import (
 )
 from mqjoin.planning.diff import PlanDiff, plan_diff, plan_signature
 from mqjoin.widgets.explorer import Explorer
-from mqjoin.widgets.figures import probe_tree_figure, query_graph_figure
+from mqjoin.widgets.figures import query_graph_figure
+from mqjoin.widgets.tree_figures import probe_tree_figure
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
