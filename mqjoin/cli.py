@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
-from mqjoin.planners.registry import PLANNERS
+from mqjoin.planners.registry import PLANNERS, named, planner_of
+from mqjoin.planners.trees import TREE_SHAPES
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -64,16 +65,18 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
     _planner_args(p)
 
 
+def _and(names) -> str:
+    """``a, b and c``."""
+    *head, last = names
+    return f"{', '.join(head)} and {last}" if head else last
+
+
 def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
     p.add_argument("--planner", choices=PLANNERS, default=default,
-                   help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
-                        "sequences most selective first); tree: one binary join tree per query (every inner node "
-                        "an MIR store); ajoin: AJoin's query groups and iterative join reordering with shared "
-                        "costs (binary trees); pmjoin: PMJoin's placement of MJoins at the relations' nodes "
-                        "(STREAMJOINOPT) with value-partitioned groups reported beside the plan; for mjoin, tree "
-                        "and pmjoin, --mode mqo means shared" +
-                        (" (default: clash)" if default else " (default: clash, mjoin, tree and ajoin)"))
-    p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
+                   help="; ".join(f"{name}: {planner_of(name).label}" for name in PLANNERS) +
+                        f"; for {_and(name for name in PLANNERS if not planner_of(name).joint)}, --mode mqo means "
+                        "shared" + (f" (default: {default})" if default else f" (default: {_and(named('compared'))})"))
+    p.add_argument("--tree-shape", choices=TREE_SHAPES, default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
     p.add_argument("--decompose", action="store_true",
@@ -108,7 +111,7 @@ def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = No
 
     given = [f for f, v in (("--groups", args.groups), ("--partition-by", args.partition_by),
                             ("--tuple-sizes", args.tuple_sizes), ("--value-rates", args.value_rates)) if v is not None]
-    if (planner or args.planner) != "pmjoin":
+    if not planner_of(planner or args.planner).pmjoin_options:
         if given:
             raise PlannerError(f"{', '.join(given)} work with --planner pmjoin only, not {planner or args.planner}")
         return None
@@ -120,7 +123,7 @@ def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = No
 
 def _clash_only(args: argparse.Namespace, what: str) -> None:
     """Refuse options that need the CLASH optimiser when another planner is chosen."""
-    if args.planner != "clash":
+    if not planner_of(args.planner).ilp:
         raise PlannerError(f"{what} works with --planner clash only, not {args.planner}; leave one of them out")
 
 
@@ -194,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
 
     if args.adaptive or args.changes or args.static:
-        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.planners.ajoin.ajoin_optimizer)
+        if not planner_of(args.planner).replans:
             _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
     if budget and args.engine != "reference":
@@ -309,7 +312,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
     optimizer = None
-    if args.planner == "ajoin":  # AJoin re-plans each batch of query changes incrementally
+    if not planner_of(args.planner).ilp:  # a re-planner of its own: AJoin re-plans each batch of changes incrementally
         from mqjoin.planners.ajoin import ajoin_optimizer
 
         optimizer = ajoin_optimizer()

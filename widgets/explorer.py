@@ -4,7 +4,7 @@
 the views that observe it: an options bar (mode, partitioning policy, MIRs, solver), a
 status line (probe cost, memory, stores, ILP status; errors inline), and tabs — query
 graph and editor, probe trees, ILP, comparisons, plan diagram, a **Deploy** slot and
-**Adaptivity** (:class:`~mqjoin.widgets.timeline.AdaptivityPanel`: the current workload run
+**Adaptivity** (:class:`~mqjoin.widgets.adaptivity.AdaptivityPanel`: the current workload run
 live in epochs on the reference executor, adaptive or static, with the epoch timeline and
 queries added or removed while it runs), and **JAQPOT**
 (:class:`~mqjoin.widgets.jaqpot_view.JaqpotView`: a query's binary plan under a CPU limit μ —
@@ -103,7 +103,7 @@ class OptionsBar(W.HBox):
         self.planner = W.Dropdown(options=list(planners.PLANNERS), value=model.planner, description="planner",
                                   layout=W.Layout(width="170px"))
         self.tree_shape = W.Dropdown(options=list(planners.TREE_SHAPES), value=model.tree_shape or "best",
-                                     description="tree", disabled=model.planner != "tree",
+                                     description="tree", disabled=not planners.planner_of(model.planner).tree_shapes,
                                      layout=W.Layout(width="150px"))
         self.planner.observe(lambda ch: self._planner(ch["new"], self.tree_shape.value), "value")
         self.tree_shape.observe(lambda ch: self._planner(self.planner.value, ch["new"]), "value")
@@ -125,9 +125,10 @@ class OptionsBar(W.HBox):
             self.model.set_options(**{name: value})
 
     def _planner(self, planner: str, shape: str) -> None:
-        self.tree_shape.disabled = planner != "tree"
+        shapes = planners.planner_of(planner).tree_shapes
+        self.tree_shape.disabled = not shapes
         if not self._syncing:
-            self.model.set_options(planner=planner, tree_shape=shape if planner == "tree" else None)
+            self.model.set_options(planner=planner, tree_shape=shape if shapes else None)
 
     def _sync(self, change=None) -> None:
         self._syncing = True
@@ -135,7 +136,7 @@ class OptionsBar(W.HBox):
             for name in ("mode", "partitioning", "mirs", "solver", "planner"):
                 getattr(self, name).value = getattr(self.model, name)
             self.tree_shape.value = self.model.tree_shape or "best"
-            self.tree_shape.disabled = self.model.planner != "tree"
+            self.tree_shape.disabled = not planners.planner_of(self.model.planner).tree_shapes
         finally:
             self._syncing = False
 
@@ -162,7 +163,7 @@ class StatusLine(W.VBox):
             self.summary.value = "<i>no plan</i>"
             return
         i = r.ilp
-        family = "" if r.planner == "clash" else f"{r.planner}{'' if r.tree_shape is None else f' ({r.tree_shape})'} "
+        family = "" if planners.planner_of(r.planner).ilp else f"{planners.family(r.planner, r.tree_shape)} "
         self.summary.value = (
             f'<span style="font-size:13px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
             f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
@@ -222,10 +223,10 @@ class Explorer(ModelView, W.VBox):
 
     @property
     def adaptivity(self):
-        """The Adaptivity tab's :class:`~mqjoin.widgets.timeline.AdaptivityPanel` (built on
+        """The Adaptivity tab's :class:`~mqjoin.widgets.adaptivity.AdaptivityPanel` (built on
         first use)."""
         if self._adaptivity is None:
-            from mqjoin.widgets.timeline import AdaptivityPanel
+            from mqjoin.widgets.adaptivity import AdaptivityPanel
 
             self._adaptivity = AdaptivityPanel(self.model)
             self.adaptivity_slot.children = [self._adaptivity]

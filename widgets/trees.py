@@ -35,9 +35,9 @@ from __future__ import annotations
 import ipywidgets as W
 
 from mqjoin.widgets._html import esc, table
-from mqjoin.widgets.figures import (BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, operator_tree_traces,
-                      probe_tree_traces, sync_figure)
+from mqjoin.widgets.figures import BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.model import ModelView
+from mqjoin.widgets.tree_figures import nodes_for_query, operator_tree_traces, probe_tree_traces
 
 
 #: the value of the filter's "all queries" option (query names are never empty)

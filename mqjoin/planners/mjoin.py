@@ -38,7 +38,6 @@ class UnitCosts:
     comp: float = 1.0
 
 
-
 def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
                         unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
     """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
@@ -70,10 +69,6 @@ def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Ite
 
     (size_k, disc_k), (size_l, disc_l) = part(set(k)), part(set(l))
     return (disc_l + disc_k) * unit.comp, (size_k + size_l) * (unit.hash + unit.move + unit.comp)
-
-
-
-
 
 
 def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: UnitCosts = UnitCosts()) -> JoinTree:

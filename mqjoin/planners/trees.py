@@ -400,7 +400,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
-    >>> from mqjoin.planners.registry import operator_trees
+    >>> from mqjoin.planners.dispatch import operator_trees
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')

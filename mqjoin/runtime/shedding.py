@@ -70,7 +70,7 @@ def binary_tree_of(plan: Plan) -> Tree:
     nodes are its MIR stores.  A typed error for any other plan.
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.planners.registry import optimize_planner
+    >>> from mqjoin.planners.dispatch import optimize_planner
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.1}
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b]}}
