@@ -24,7 +24,14 @@ are nested workloads.  A time limit never aborts the run: the row reports the st
     python benchmarks/ilp_scale.py --quick                 # smoke run, a few rows
     python benchmarks/ilp_scale.py --time-limit 60         # everything
     python benchmarks/ilp_scale.py --rows f --seed 3       # only Figure 9(f)
-    python benchmarks/ilp_scale.py --goals --time-limit 30 # the three speed goals of issue 14 (median of 3)
+    python benchmarks/ilp_scale.py --goals --time-limit 30 # the three speed goals (median of 3)
+    python benchmarks/ilp_scale.py --spread 20 --sizes 100x3 --policies single
+                                                           # 20 workloads (seeds 0-19) per size: median and worst
+
+``--spread N`` draws N workloads per size (seeds ``--seed`` to ``--seed + N - 1``), optimises each
+once (mqo, MIRs on) and prints, per size and policy, the median and worst optimiser time — build +
+solve as ``mqjoin optimize --json`` reports them (``ilp.build_seconds + ilp.solve_seconds``) —
+and how many plans were proven optimal and canonical.
 """
 
 from __future__ import annotations
@@ -56,8 +63,8 @@ LETTER = {"a": "ab", "b": "ab", "c": "cde", "d": "cde", "e": "cde", "f": "f"}
 MODES = ("individual", "shared", "mqo")
 POLICIES = ("single", "replicas")
 
-# The paper's numbers (Gurobi, 3.1 GHz i7) and this project's targets (HiGHS, 2 cores; issue
-# 14): seconds including enumeration and model build, and the proven gap allowed at that time.
+# The paper's numbers (Gurobi, 3.1 GHz i7) and this project's targets (HiGHS, 2 cores):
+# seconds including enumeration and model build, and the proven gap allowed at that time.
 PAPER = {(100, 100, 3): "120 ms", (10, 100, 5): "12 s", (30, 100, 5): "> 2 min"}
 TARGET = {(100, 100, 3): 0.5, (10, 100, 5): 3.0, (30, 100, 5): 10.0}
 TARGET_GAP = {(100, 100, 3): 0.0, (10, 100, 5): 0.0, (30, 100, 5): 0.01}
@@ -172,7 +179,8 @@ def met(run: Run, key: tuple[int, int, int]) -> bool:
 
 
 def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
-    """Only the three speed goals of issue 14, mqo under both policies: each run ``repeat``
+    """Only the three speed goals (:data:`TARGET`: 100 three-way queries optimal in 0.5 s, 10
+    five-way queries optimal in 3 s, 30 five-way queries within 1 % in 10 s), mqo under both policies: each run ``repeat``
     times (timings on a shared machine are noisy), one line with the median run and the load.
 
     Columns: ``build`` enumeration + model build, ``solve`` the solver calls (warm start not
@@ -208,6 +216,42 @@ def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
                   f"{i.build_seconds:>6.3f} {i.solve_seconds:>7.3f} {took:>7.3f} {i.status:<10}{i.gap:>7.2%}"
                   f"{root:>7.2%} {str(i.canonical):<6}{load:>5.1f}{goal:>14}  {'met' if met(run, key) else 'MISSED':<7}  "
                   f"{' '.join(f'{t:.2f}' for t, _ in runs)}", flush=True)
+    print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
+def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_seed: int, time_limit: float,
+           rels: int = 100) -> int:
+    """``count`` random workloads per size (seeds ``first_seed`` …), each optimised once per
+    policy: median and worst of build + solve (the optimiser's own times, as ``mqjoin optimize
+    --json`` reports them), the wall time of the median, and how many plans were optimal and
+    canonical.  The seeds of the worst run are printed so that it can be profiled alone."""
+    print(f"# ilp_scale --spread: {count} workloads per size (seeds {first_seed}-{first_seed + count - 1}), "
+          f"{rels} relations, time limit {time_limit:g} s, {os.cpu_count()} cores, "
+          f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'Q':>4}{'k':>2} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>7}"
+          f"{'optimal':>9}{'canonical':>10}")
+    for n, size in sizes:
+        for policy in policies:
+            runs = []
+            for seed in range(first_seed, first_seed + count):
+                w = random_workload(n, rels, size, seed=seed)
+                try:
+                    res = optimize(w, mode="mqo", partitioning=policy, time_limit=time_limit)
+                except MqjoinError as e:
+                    print(f"{n:>4}{size:>2} {policy:<9} seed {seed}: {type(e).__name__}: {e}", flush=True)
+                    continue
+                i = res.ilp
+                runs.append((i.build_seconds + i.solve_seconds, seed, i))
+            if not runs:
+                continue
+            runs.sort(key=lambda r: r[0])
+            took, _, med = runs[len(runs) // 2]
+            worst, worst_seed, _ = runs[-1]
+            optimal = sum(i.status == "optimal" for _, _, i in runs)
+            canonical = sum(i.canonical for _, _, i in runs)
+            print(f"{n:>4}{size:>2} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}{med.build_seconds:>7.3f}"
+                  f"{med.solve_seconds:>7.3f}{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
@@ -266,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--goals", action="store_true",
                     help="only the speed goals (100x3, 10x5, 30x5 over 100 relations), mqo, both policies")
     ap.add_argument("--repeat", type=int, default=3, help="--goals: runs per goal, the median is shown (default 3)")
+    ap.add_argument("--spread", type=int, default=0, metavar="N",
+                    help="N random workloads per size (seeds --seed …): median and worst build + solve")
+    ap.add_argument("--sizes", default="100x3,10x5,30x5",
+                    help="--spread: sizes as QUERIESxRELATIONS_PER_QUERY, comma-separated (default 100x3,10x5,30x5)")
+    ap.add_argument("--policies", default="single,replicas", help="--spread: policies, comma-separated")
     args = ap.parse_args(argv)
     bad = set(args.rows) - set(LETTER) - set(", ")
     if bad:
@@ -277,6 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be at least 1")
     if args.goals:
         return goals(args.seed, time_limit, args.repeat)
+    if args.spread:
+        try:
+            sizes = [(int(q), int(k)) for q, k in (part.split("x") for part in args.sizes.split(","))]
+        except ValueError:
+            ap.error(f"--sizes: {args.sizes!r} is not a list like 100x3,10x5")
+        bad_policies = [p for p in args.policies.split(",") if p not in POLICIES]
+        if bad_policies:
+            ap.error(f"--policies: unknown {', '.join(bad_policies)} (use {', '.join(POLICIES)})")
+        return spread(sizes, args.policies.split(","), args.spread, args.seed, time_limit)
     figs = list(dict.fromkeys(LETTER[c] for c in args.rows if c in LETTER))
     table = QUICK if args.quick else FIGURES
 

@@ -1,5 +1,5 @@
-"""The branch and bound over MIR materialisation (issue 14, speed): ``mqjoin.planning.ilp.solve`` solves
-one query's parts with an MIR of four or more relations by ``_branch_and_bound`` (LP at every
+"""The branch and bound over MIR materialisation: ``mqjoin.planning.ilp.solve`` solves
+one query's parts with an MIR of four or more relations by ``branching.branch_and_bound`` (LP at every
 node, branching on ``m`` first) instead of HiGHS's MIP.  It must return the optimum — that of
 the brute-force reference optimiser and of the exact ILP — and the same canonical plan, under
 every policy, and a real bound when a time limit stops it."""
@@ -12,6 +12,12 @@ import pytest
 
 import _ref_optimizer as ref
 import mqjoin.planning.ilp as ilp
+import mqjoin.planning.ilp.backends as ilp_backends
+import mqjoin.planning.ilp.blocks as ilp_blocks
+import mqjoin.planning.ilp.branching as ilp_branching
+import mqjoin.planning.ilp.coupled as ilp_coupled
+import mqjoin.planning.ilp.master as ilp_master
+import mqjoin.planning.ilp.solving as ilp_solving
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.datasets.random_workloads import random_workload
@@ -34,7 +40,7 @@ def choices(mdl, sol):
 def everywhere(monkeypatch):
     """Every part of every model through the branch and bound (coupled parts, partition
     choices, budgets and three-way queries included), not only those it is chosen for."""
-    monkeypatch.setattr(ilp, "_branches", lambda mdl, cols: True)
+    monkeypatch.setattr(ilp_solving, "_branches", lambda mdl, cols: True)
 
 
 @pytest.mark.parametrize("name,w", SMALL, ids=[n for n, _ in SMALL])
@@ -65,17 +71,17 @@ def test_each_part_alone_against_highs():
     """The branch and bound on one part equals HiGHS's MIP on it, part by part."""
     mdl = build_model(enumerate_candidates(random_workload(3, 30, 5, seed=2)), "single")
     for cols, rows in components(mdl):
-        st, obj, bound, vals = ilp._branch_and_bound(mdl, cols, rows, None)
+        st, obj, bound, vals = ilp_branching.branch_and_bound(mdl, cols, rows, None)
         assert st == "optimal" and bound == obj
-        assert math.isclose(obj, ilp._solve_highs(mdl, cols, rows, None, None)[1], rel_tol=1e-7)
+        assert math.isclose(obj, ilp_backends.solve_highs(mdl, cols, rows, None, None)[1], rel_tol=1e-7)
         assert math.isclose(obj, math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), rel_tol=1e-12)
         assert all(v in (0.0, 1.0) for c, v in zip(cols, vals) if mdl.integer[c])
 
 
 def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
     calls = []
-    bb = ilp._branch_and_bound
-    monkeypatch.setattr(ilp, "_branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols)) or bb(m, cols, *a, **k))
+    bb = ilp_branching.branch_and_bound
+    monkeypatch.setattr(ilp_solving, "branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols)) or bb(m, cols, *a, **k))
     w = random_workload(3, 100, 5, seed=0)  # three five-way queries sharing no store: three parts
     mdl = build_model(enumerate_candidates(w), "replicas")
     assert solve(mdl).optimal and len(calls) == 2 * 3  # the solve and the tie-break of each part
@@ -87,18 +93,18 @@ def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
     assert solve(one, solver="cbc", canonical=False).optimal and not calls  # CBC: its own branch and bound
 
 
-@pytest.mark.parametrize("limit", [0.0, 0.02])  # _branch_and_bound itself takes 0
+@pytest.mark.parametrize("limit", [0.0, 0.02])  # branch_and_bound itself takes 0
 def test_a_time_limited_branch_and_bound_reports_a_real_bound(limit):
     mdl = build_model(enumerate_candidates(random_workload(2, 100, 5, seed=1)), "single")
     (cols, rows), *_ = components(mdl)
-    optimum = ilp._branch_and_bound(mdl, cols, rows, None)[1]
+    optimum = ilp_branching.branch_and_bound(mdl, cols, rows, None)[1]
     try:
-        st, obj, bound, _ = ilp._branch_and_bound(mdl, cols, rows, limit)
+        st, obj, bound, _ = ilp_branching.branch_and_bound(mdl, cols, rows, limit)
     except NoSolutionError:
         return
     assert bound <= optimum * (1 + 1e-9) and obj >= optimum * (1 - 1e-9)
     # a start is the first incumbent: kept when the limit strikes at once
-    st, obj, bound, _ = ilp._branch_and_bound(mdl, cols, rows, 0.0, start=solve(mdl, branching=False).values)
+    st, obj, bound, _ = ilp_branching.branch_and_bound(mdl, cols, rows, 0.0, start=solve(mdl, branching=False).values)
     assert st == "time_limit" and math.isclose(obj, optimum, rel_tol=1e-7) and bound <= optimum
 
 
@@ -116,10 +122,10 @@ SLOW = [pytest.param(*c, marks=pytest.mark.slow, id=c[0]) if "x5" in c[0] else p
 def coupled(monkeypatch):
     """Every part with several queries through the search over shared partition choices."""
     calls = []
-    solve_coupled = ilp._solve_coupled
-    monkeypatch.setattr(ilp, "_branches", lambda mdl, cols: False)
-    monkeypatch.setattr(ilp, "_couples", lambda mdl, cols: mdl.policy == "single")
-    monkeypatch.setattr(ilp, "_solve_coupled", lambda *a: calls.append(a[0]) or solve_coupled(*a))
+    solve_coupled = ilp_solving.solve_coupled
+    monkeypatch.setattr(ilp_solving, "_branches", lambda mdl, cols: False)
+    monkeypatch.setattr(ilp_solving, "_couples", lambda mdl, cols: mdl.policy == "single")
+    monkeypatch.setattr(ilp_solving, "solve_coupled", lambda *a: calls.append(a[0]) or solve_coupled(*a))
     return calls
 
 
@@ -147,7 +153,7 @@ def test_the_coupled_workloads_do_split_at_shared_stores():
     for _, w in COUPLED:
         mdl = build_model(enumerate_candidates(w), "single")
         for cols, rows in components(mdl):
-            got = ilp._blocks(mdl, cols, rows)
+            got = ilp_blocks.split_blocks(mdl, cols, rows)
             if got is not None and got[1]:
                 blocks, shared = got
                 split += 1
@@ -159,8 +165,8 @@ def test_the_coupled_workloads_do_split_at_shared_stores():
 def test_five_way_queries_sharing_stores_are_searched_by_default():
     w = COUPLED[2][1]
     mdl = build_model(enumerate_candidates(w), "single")
-    assert any(ilp._couples(mdl, cols) for cols, _ in components(mdl))
-    assert not any(ilp._couples(build_model(enumerate_candidates(w), p), cols)
+    assert any(ilp_solving._couples(mdl, cols) for cols, _ in components(mdl))
+    assert not any(ilp_solving._couples(build_model(enumerate_candidates(w), p), cols)
                    for p in ("replicas", "budget") for cols, _ in components(mdl))
 
 
@@ -181,7 +187,7 @@ def test_a_time_limited_search_reports_a_real_bound(coupled, limit):
 def test_the_master_ilp_of_the_coupled_search_gives_the_exact_optimum(coupled, monkeypatch, name, w):
     """Phase one by the master ILP over the blocks' choices (used from MASTER_MIN_STORES shared
     stores on) instead of the depth-first search: the same optimum."""
-    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
     mdl = build_model(enumerate_candidates(w), "single")
     sol = solve(mdl)
     assert sol.optimal
@@ -198,7 +204,7 @@ def test_a_search_stopped_before_any_plan_returns_the_start(coupled, monkeypatch
     def stopped(*a):
         raise NoSolutionError("stopped")
 
-    monkeypatch.setattr(ilp, "_solve_coupled", stopped)
+    monkeypatch.setattr(ilp_solving, "solve_coupled", stopped)
     sol = solve(mdl, time_limit=1.0, start=start)
     assert sol.status == "time_limit" and sol.bound <= sol.objective
     with pytest.raises(NoSolutionError):
@@ -214,15 +220,15 @@ QUICK = [(f"{n}x3/{r}s{s}", random_workload(n, r, 3, seed=s)) for n, r, s in
 def quick_calls(monkeypatch) -> list:
     """The coupled parts solved with small MIRs (every combination costed up front)."""
     calls = []
-    solve_coupled = ilp._solve_coupled
+    solve_coupled = ilp_solving.solve_coupled
 
     def spy(mdl, cols, *a):
         got = solve_coupled(mdl, cols, *a)
-        if got is not None and not ilp._large_mirs(mdl, cols):
+        if got is not None and not ilp_branching.large_mirs(mdl, cols):
             calls.append(got)
         return got
 
-    monkeypatch.setattr(ilp, "_solve_coupled", spy)
+    monkeypatch.setattr(ilp_solving, "solve_coupled", spy)
     return calls
 
 
@@ -234,7 +240,7 @@ def test_three_way_coupled_parts_give_the_two_stage_optimum_and_canonical_plan(m
     mdl = build_model(enumerate_candidates(w), "single")
     searched = solve(mdl)
     assert calls and all(c[4] for c in calls)  # the path was taken and proved the tie broken
-    monkeypatch.setattr(ilp, "TIE_MIN_SECONDS", 60.0)  # (its tie-break takes 0.5-1.6 s)
+    monkeypatch.setattr(ilp_solving, "TIE_MIN_SECONDS", 60.0)  # (its tie-break takes 0.5-1.6 s)
     exact = solve(mdl, branching=False)
     assert exact.optimal and searched.optimal and searched.canonical
     assert math.isclose(searched.objective, exact.objective, rel_tol=1e-7, abs_tol=1e-7)
@@ -254,11 +260,11 @@ def test_combinations_ruled_out_by_reduced_costs_do_not_change_the_plan(monkeypa
     none ruled out the plan is the same."""
     mdl = build_model(enumerate_candidates(QUICK[2][1]), "single")
     ruled: list = []
-    ruled_out = ilp._ruled_out
-    monkeypatch.setattr(ilp, "_ruled_out", lambda *a: ruled.append(ruled_out(*a)) or ruled[-1])
+    ruled_out = ilp_master._ruled_out
+    monkeypatch.setattr(ilp_master, "_ruled_out", lambda *a: ruled.append(ruled_out(*a)) or ruled[-1])
     pruned = solve(mdl)
     assert ruled and ruled[0].any()
-    monkeypatch.setattr(ilp, "_ruled_out", lambda lp, cost, cap: ruled_out(lp, cost, cap) & False)
+    monkeypatch.setattr(ilp_master, "_ruled_out", lambda lp, cost, cap: ruled_out(lp, cost, cap) & False)
     assert choices(mdl, solve(mdl)) == choices(mdl, pruned)
 
 
@@ -300,7 +306,7 @@ def test_the_plan_does_not_depend_on_the_block_threads(monkeypatch, name, w):
     """The coupled search costs its blocks on BLOCK_THREADS threads: one thread, the same plan."""
     mdl = build_model(enumerate_candidates(w), "single")
     threaded = solve(mdl)
-    monkeypatch.setattr(ilp, "BLOCK_THREADS", 1)
+    monkeypatch.setattr(ilp_blocks, "BLOCK_THREADS", 1)
     alone = solve(mdl)
     assert threaded.optimal and alone.optimal and threaded.canonical == alone.canonical
     assert choices(mdl, threaded) == choices(mdl, alone)
@@ -326,15 +332,16 @@ def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(m
     QUICK_MAX_COMBINATIONS): the optimum of the depth-first search and of the unpriced master,
     with fewer branch and bounds than the unpriced master."""
     mdl = build_model(enumerate_candidates(FIVE), "single")
-    assert any(ilp._large_mirs(mdl, cols) and ilp._couples(mdl, cols) for cols, _ in components(mdl))
+    assert any(ilp_branching.large_mirs(mdl, cols) and ilp_solving._couples(mdl, cols) for cols, _ in components(mdl))
     searched = solve(mdl)  # 8 shared stores: the depth-first search
     calls: list = []
-    branch_and_bound = ilp._branch_and_bound
-    monkeypatch.setattr(ilp, "_branch_and_bound", lambda *a, **k: calls.append(1) or branch_and_bound(*a, **k))
-    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
+    branch_and_bound = ilp_branching.branch_and_bound
+    for module in (ilp_solving, ilp_blocks):  # one query's parts, and the coupled search's blocks
+        monkeypatch.setattr(module, "branch_and_bound", lambda *a, **k: calls.append(1) or branch_and_bound(*a, **k))
+    monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
     priced = solve(mdl)
     priced_calls = len(calls)
-    monkeypatch.setattr(ilp, "QUICK_MAX_COMBINATIONS", 0)
+    monkeypatch.setattr(ilp_coupled, "QUICK_MAX_COMBINATIONS", 0)
     unpriced = solve(mdl)
     assert searched.optimal and priced.optimal and unpriced.optimal
     for sol in (priced, unpriced):
@@ -350,16 +357,16 @@ def test_a_master_stopped_before_its_first_plan_keeps_the_blocks_plans_recosted(
     blocks' optima alone as its bound."""
     mdl = build_model(enumerate_candidates(FIVE), "single")
     optimum = solve(mdl).objective
-    monkeypatch.setattr(ilp, "MASTER_MIN_STORES", 1)
-    per_block, calls = ilp._per_block, []
+    monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
+    per_block, calls = ilp_coupled.per_block, []
 
     def stop_after_the_first(*a, **k):
         calls.append(1)
         if len(calls) > 1:
-            raise ilp._Stopped
+            raise ilp_blocks.Stopped
         return per_block(*a, **k)
 
-    monkeypatch.setattr(ilp, "_per_block", stop_after_the_first)
+    monkeypatch.setattr(ilp_coupled, "per_block", stop_after_the_first)
     sol = solve(mdl, time_limit=600)
     assert sol.status == "time_limit" and not sol.canonical
     assert sol.bound <= optimum * (1 + 1e-9) <= sol.objective * (1 + 2e-9)

@@ -1,4 +1,4 @@
-"""The order relaxation of the ILP (issue 14, speed): ``mqjoin.planning.ilp.solve`` first solves the model
+"""The order relaxation of the ILP: ``mqjoin.planning.ilp.solve`` first solves the model
 with continuous probe-order choices and binary materialisation indicators
 (``mqjoin.planning.ilp.orders_relaxed``) and keeps that answer only when its orders are integral; else
 it solves the model as built.  Either way the optimum, and the canonical plan among equal-cost
@@ -11,7 +11,7 @@ import math
 import pytest
 
 import _ref_optimizer as ref
-import mqjoin.planning.ilp as ilp
+import mqjoin.planning.ilp.solving as ilp_solving
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.datasets.random_workloads import random_workload
@@ -56,9 +56,9 @@ def test_fractional_orders_fall_back_to_the_exact_model(monkeypatch):
     mdl = build_model(enumerate_candidates(w), "single")
     exact = solve(mdl, relax_orders=False)
     calls = []
-    relax = ilp.orders_relaxed
-    monkeypatch.setattr(ilp, "orders_relaxed", lambda m: calls.append(m) or relax(m))
-    monkeypatch.setattr(ilp, "INTEGRALITY_TOLERANCE", -1.0)
+    relax = ilp_solving.orders_relaxed
+    monkeypatch.setattr(ilp_solving, "orders_relaxed", lambda m: calls.append(m) or relax(m))
+    monkeypatch.setattr(ilp_solving, "INTEGRALITY_TOLERANCE", -1.0)
     fallback = solve(mdl, relax_orders=True, branching=False)  # (coupled parts: searched, not relaxed)
     assert calls and fallback.optimal
     assert math.isclose(fallback.objective, exact.objective, rel_tol=1e-7)
@@ -84,8 +84,8 @@ def test_by_default_models_with_large_mirs_are_relaxed(monkeypatch, w, mirs, rel
     """Relaxed first by default where an MIR has RELAX_MIN_MIR (4) relations: five-way queries
     (in parts that the branch and bound does not take: see tests/test_ilp_branching.py)."""
     calls = []
-    relax = ilp.orders_relaxed
-    monkeypatch.setattr(ilp, "orders_relaxed", lambda m: calls.append(m) or relax(m))
+    relax = ilp_solving.orders_relaxed
+    monkeypatch.setattr(ilp_solving, "orders_relaxed", lambda m: calls.append(m) or relax(m))
     mdl = build_model(enumerate_candidates(w, mirs=mirs), "replicas")
     assert solve(mdl, branching=False).optimal
     assert bool(calls) == relaxed
@@ -110,7 +110,7 @@ def test_a_relaxed_plan_stands_when_the_exact_solve_finds_none(monkeypatch):
     model to take it up: that plan is returned with the relaxation's (valid) bound."""
     mdl = build_model(enumerate_candidates(MEDIUM[2][1]), "replicas")
     optimum = solve(mdl, relax_orders=False).objective
-    part = ilp._solve_part
+    part = ilp_solving._solve_part
 
     def stopped(m, cols, rows, *args, **kw):
         if kw.get("relax_orders"):
@@ -120,7 +120,7 @@ def test_a_relaxed_plan_stands_when_the_exact_solve_finds_none(monkeypatch):
             return "time_limit", obj, 0.5 * obj, vals
         raise NoSolutionError("stopped")
 
-    monkeypatch.setattr(ilp, "_solve_part", stopped)
+    monkeypatch.setattr(ilp_solving, "_solve_part", stopped)
     sol = solve(mdl, relax_orders=True, canonical=False, branching=False)
     assert sol.status == "time_limit"
     assert math.isclose(sol.objective, optimum, rel_tol=1e-7)

@@ -1,0 +1,469 @@
+"""A coupled part split into blocks, and each block's optimum under choices of the shared stores.
+
+Under policy ``single`` the queries of a part are often coupled only through the partition
+choice ``z`` of the stores they share: fix the attribute of every shared store and the part
+falls apart into independent blocks, one query each (with its MIRs).  :func:`split_blocks`
+finds them; :class:`Part` is what the coupled search (:mod:`mqjoin.planning.ilp.coupled`)
+knows of them, fixed once built; :class:`BlockCosts` computes and caches what it asks.
+
+A block's cost under a choice depends only on which of its broadcast steps the choice
+serves, so choices that serve the same steps of a block are one (:meth:`Part.key_of`): the
+search, the master ILP and the caches see *classes* of attributes per (block, store), and a
+*combination* is one class per store the block touches.  Under a combination a block costs
+
+* its LP optimum when the LP comes out integral (with MIRs of at most three relations it did
+  on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and stage,
+  warm from the previous combination: combinations are listed in reflected Gray order, each
+  one store away from the last, :func:`_reflected`);
+* else the best plan the block found under other choices, recosted (every plan is feasible
+  under every choice; only which steps broadcast changes), when that meets the best bound
+  known — the LP bound or the optimum under a less decided choice;
+* else the branch and bound of :mod:`mqjoin.planning.ilp.branching`, started from that plan.
+
+The canonical tie-break works per block too: once the shared choices are fixed, cost and
+tie-break weight add up over the blocks, so each block's lexicographic optimum (least weight
+at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is found on a
+second instance with the cost capped by a row (:meth:`BlockCosts.weight`).  The shared
+stores' own ``z`` weigh once, in the search, not in every block (``Part.tie``).
+
+Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
+while it solves and every block has instances and cache entries of its own; each block's
+combinations go in their order on one thread, so the plans do not depend on the threads.
+
+>>> from mqjoin.datasets.random_workloads import random_workload
+>>> from mqjoin.planning.candidates import enumerate_candidates
+>>> from mqjoin.planning.ilp.model import build_model, components
+>>> mdl = build_model(enumerate_candidates(random_workload(8, 12, 3, seed=1)), "single")
+>>> (cols, rows), = components(mdl)
+>>> part = coupled_part(mdl, cols, rows)
+>>> len(part.blocks), len(part.stores), part.quick
+(8, 7, True)
+>>> costs = BlockCosts(part, deadline=None)
+>>> whole = costs.cost(0, {})  # block 0 choosing its shared stores' attributes itself
+>>> whole <= costs.cost(0, part.chosen_by(0, part.combinations[0][1]))
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from mqjoin.planning.candidates import MIR
+from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
+from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
+from mqjoin.planning.ilp.model import TIE_SLACK, Model
+
+#: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
+#: every block has HiGHS instances of its own)
+BLOCK_THREADS = min(4, os.cpu_count() or 1)
+
+
+class Stopped(Exception):
+    """The coupled search's time limit struck (raised by :meth:`BlockCosts.left` and the master)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a coupled part: its columns and rows (the shared stores' ``z`` and
+    ``Σ_A z_{S,A} = 1`` rows included) and the shared stores it touches."""
+
+    cols: list[int]
+    rows: list[int]
+    stores: tuple[MIR, ...]
+
+
+def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Block], dict[MIR, list[int]]] | None:
+    """Split a part at the partition choices ``z``: blocks of the columns linked through rows
+    without counting ``z`` (here: one query each, with its MIRs), and the stores whose ``z``
+    lie in the rows of several blocks (shared stores: store → its ``z`` columns in candidate
+    order).  None when that leaves one block."""
+    zs = {i: store for (store, _), i in mdl.z.items()}
+    parent = {c: c for c in cols}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for r in rows:
+        idx = [i for i in mdl.rows[r][1] if i not in zs]
+        for j in idx[1:]:
+            a, b = find(j), find(idx[0])
+            if a != b:
+                parent[a] = b
+    roots = sorted({find(c) for c in cols if c not in zs})
+    if len(roots) < 2:
+        return None
+    number = {r: k for k, r in enumerate(roots)}
+    touch: dict[MIR, set[int]] = {}
+    for r in rows:
+        idx = mdl.rows[r][1]
+        plain = [i for i in idx if i not in zs]
+        if plain:
+            for i in idx:
+                if i in zs:
+                    touch.setdefault(zs[i], set()).add(number[find(plain[0])])
+    zcols: dict[MIR, list[int]] = {}
+    for (store, _), i in mdl.z.items():
+        if i in parent:
+            zcols.setdefault(store, []).append(i)
+    shared = {st: zc for st, zc in zcols.items() if len(touch.get(st, ())) > 1}
+    b_cols: list[list[int]] = [[] for _ in roots]
+    b_rows: list[list[int]] = [[] for _ in roots]
+    for c in cols:
+        if c not in zs:
+            b_cols[number[find(c)]].append(c)
+        elif zs[c] in shared:
+            for k in touch[zs[c]]:
+                b_cols[k].append(c)
+        else:
+            b_cols[min(touch.get(zs[c], {0}))].append(c)
+    for r in rows:
+        idx = mdl.rows[r][1]
+        plain = [i for i in idx if i not in zs]
+        if plain:
+            b_rows[number[find(plain[0])]].append(r)
+        elif zs[idx[0]] in shared:  # Σ_A z = 1 of a shared store: in every block it touches
+            for k in touch[zs[idx[0]]]:
+                b_rows[k].append(r)
+        else:
+            b_rows[min(touch.get(zs[idx[0]], {0}))].append(r)
+    stores = [tuple(sorted((st for st in shared if k in touch[st]), key=MIR.sort_key)) for k in range(len(roots))]
+    return [Block(sorted(c), r, st) for c, r, st in zip(b_cols, b_rows, stores)], shared
+
+
+#: a choice of shared stores' attributes: store → index into its ``z`` columns (undecided: absent)
+Choice = dict[MIR, int]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A coupled part as the search sees it (built by :func:`coupled_part`)."""
+
+    mdl: Model
+    cols: list[int]
+    blocks: list[Block]
+    shared: dict[MIR, list[int]]  # shared store → its z columns in candidate order
+    stores: list[MIR]  # the shared stores, those touched by most blocks first
+    tie: list[float]  # the model's tie-break weights with the shared z at 0 (they weigh once, in the search)
+    tie_of: dict[MIR, list[float]]  # shared store → the weights of its z
+    served: dict[tuple[int, MIR, int], int]  # (block, store, attribute) → the number of the steps it serves
+    pos: list[dict[int, int]]  # per block: column → position among the block's columns
+    bcast_in: list[list[tuple[int, int, list[int]]]]  # per block: (b, y, known z) positions of its broadcasts
+    classes: dict[tuple[int, MIR], list[list[int]]]  # (block, store) → the classes of attributes it tells apart
+    combinations: list[tuple[int, tuple[int, ...]]]  # (block, a class per store of the block), Gray order per block
+    quick: bool  # small MIRs: a block's LP under a combination is integral as a rule
+
+    @property
+    def alone(self) -> list[tuple[int, tuple]]:
+        """Every block once, without a combination (for :func:`per_block`)."""
+        return [(k, ()) for k in range(len(self.blocks))]
+
+    def key_of(self, k: int, choice: Choice) -> tuple:
+        """The cache key of block ``k`` under a choice: the steps each of its stores' choices
+        serves (None for undecided stores)."""
+        return (k, tuple(None if choice.get(st) is None else self.served[(k, st, choice[st])]
+                         for st in self.blocks[k].stores))
+
+    def chosen_by(self, k: int, t: tuple[int, ...]) -> Choice:
+        """A choice of the block's stores (the first attribute of each class) of a combination."""
+        return {st: self.classes[(k, st)][c][0] for st, c in zip(self.blocks[k].stores, t)}
+
+    def patched(self, k: int, vals: list[float], choice: Choice) -> list[float]:
+        """A block's values with the shared z as chosen (assigned stores)."""
+        vals = list(vals)
+        for st in self.blocks[k].stores:
+            if choice.get(st) is not None:
+                for j, i in enumerate(self.shared[st]):
+                    vals[self.pos[k][i]] = 1.0 if j == choice[st] else 0.0
+        return vals
+
+    def restricted(self, k: int, choice: Choice) -> Model:
+        """The model with the shared z not chosen fixed at 0 (the row Σ z = 1 makes the chosen
+        one 1) and the shared z's tie-break weights at 0."""
+        upper = list(self.mdl.upper)
+        for st in self.blocks[k].stores:
+            if choice.get(st) is not None:
+                for j, i in enumerate(self.shared[st]):
+                    if j != choice[st]:
+                        upper[i] = 0.0
+        return replace(self.mdl, upper=upper, tie=self.tie)
+
+
+@dataclass
+class Incumbent:
+    """The coupled search's best choice so far, and the lower bound of where it stands."""
+
+    cost: float = math.inf
+    weight: float = math.inf  # its tie-break weight (second pass)
+    choice: Choice | None = None
+    recosted: list[list[float]] | None = None  # per block: the first plan's values (before any master)
+    current: list[float] = field(default_factory=list)  # the bound of the node visited (master: its last optimum)
+
+
+def coupled_part(mdl: Model, cols: list[int], rows: list[int]) -> Part | None:
+    """The part split at its shared stores (None when it does not split into blocks)."""
+    split = split_blocks(mdl, cols, rows)
+    if split is None:
+        return None
+    blocks, shared = split
+    shared_z = {i for zc in shared.values() for i in zc}
+    bcast = [(bi, mdl.y[s], [mdl.z[(s.target, a)] for a in s.known if (s.target, a) in mdl.z])
+             for s, bi in mdl.b.items()]
+    # choices that serve the same broadcast steps of a block are one (numbered: keys hash fast)
+    serving: dict[int, list[int]] = {}  # z → the broadcast indicators of the steps it serves
+    for bi, _, zs in bcast:
+        for i in zs:
+            serving.setdefault(i, []).append(bi)
+    number: dict[frozenset[int], int] = {}
+    served: dict[tuple[int, MIR, int], int] = {}
+    for k, b in enumerate(blocks):
+        inside = set(b.cols)
+        for st in b.stores:
+            for j, i in enumerate(shared[st]):
+                steps = frozenset(bi for bi in serving.get(i, ()) if bi in inside)
+                served[(k, st, j)] = number.setdefault(steps, len(number))
+    pos = [{c: n for n, c in enumerate(b.cols)} for b in blocks]
+    classes = {}
+    for k, b in enumerate(blocks):
+        for st in b.stores:
+            by: dict[int, list[int]] = {}
+            for j in range(len(shared[st])):
+                by.setdefault(served[(k, st, j)], []).append(j)
+            classes[(k, st)] = list(by.values())
+    return Part(
+        mdl=mdl, cols=cols, blocks=blocks, shared=shared,
+        stores=sorted(shared, key=lambda st: (-sum(st in b.stores for b in blocks), st.sort_key())),
+        tie=[0.0 if i in shared_z else w for i, w in enumerate(mdl.tie)],
+        tie_of={st: [mdl.tie[i] for i in zc] for st, zc in shared.items()},
+        served=served, pos=pos,
+        bcast_in=[[(pos[k][bi], pos[k][yi], [pos[k][z] for z in zs]) for bi, yi, zs in bcast if bi in pos[k]]
+                  for k in range(len(blocks))],
+        classes=classes,
+        combinations=[(k, t) for k, b in enumerate(blocks)
+                      for t in _reflected([len(classes[(k, st)]) for st in b.stores])],
+        quick=not large_mirs(mdl, cols))
+
+
+@dataclass
+class BlockCosts:
+    """The blocks' optima, LP bounds and lexicographic optima under choices, computed on demand
+    and cached by :meth:`Part.key_of` (one instance per coupled solve; see the module docstring).
+
+    ``lp_priced``: price every combination by its LP before a branch and bound (the master of
+    parts with large MIRs).  ``deadline``: the time (``time.perf_counter()``) past which
+    :meth:`left` raises :class:`Stopped`."""
+
+    part: Part
+    deadline: float | None
+    lp_priced: bool = False
+    costs: dict[tuple, tuple[float, list[float]]] = field(default_factory=dict)  # key → optimum, values
+    ties: dict[tuple, tuple[float, list[float], bool]] = field(default_factory=dict)  # → weight, values, proven
+    lp_bounds: dict[tuple, float] = field(default_factory=dict)  # key → its LP optimum, when fractional
+    known: dict[int, list] = field(default_factory=dict)  # per block: (choices it saw, (optimum, values))
+    pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
+    lps: dict[tuple[int, int], object] = field(default_factory=dict)  # one HiGHS instance per block and stage
+    _integer: list = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
+    _upper: list = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
+
+    def __post_init__(self) -> None:
+        import highspy
+        import numpy as np
+
+        mdl = self.part.mdl
+        self._integer = [np.array([n for n, c in enumerate(b.cols) if mdl.integer[c]], dtype=np.int64)
+                         for b in self.part.blocks]
+        self._upper = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
+                       for b in self.part.blocks]
+
+    def left(self) -> float | None:
+        """Seconds left before the deadline (at least 0.01); :class:`Stopped` past it."""
+        if self.deadline is None:
+            return None
+        if time.perf_counter() > self.deadline:
+            raise Stopped
+        return max(0.01, self.deadline - time.perf_counter())
+
+    def instance(self, k: int, stage: int, sub: Callable[[], Model], brows: list[int]):
+        """The block's HiGHS instance of a stage (0: cost, 1: tie-break), built from ``sub()``
+        (a model) the first time."""
+        if (k, stage) not in self.lps:
+            import highspy
+            import numpy as np
+
+            h = self.lps[(k, stage)] = silent_highs(highspy)
+            if self.part.quick:  # tiny LPs, one per combination: presolve off is faster
+                h.setOptionValue("presolve", "off")
+            h.passModel(highs_lp(sub(), self.part.blocks[k].cols, brows, highspy, np))
+        return self.lps[(k, stage)]
+
+    def recost(self, k: int, vals: list[float], choice: Choice) -> tuple[float, list[float]]:
+        """A plan of the block under these choices: shared z as chosen, broadcasts anew (every
+        plan is feasible under every choice; only which of its steps broadcast changes)."""
+        part = self.part
+        vals = part.patched(k, vals, choice)
+        for b, y, zs in part.bcast_in[k]:
+            vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs))
+        return math.fsum(part.mdl.cost[c] * v for c, v in zip(part.blocks[k].cols, vals)), vals
+
+    def block_lp(self, k: int, h, choice: Choice) -> tuple[float, list[float] | None] | None:
+        """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
+        optimum (a lower bound of the block's optimum there) and its values when the binaries
+        come out integral (then they are the block's optimum under the choices), else None."""
+        import highspy
+        import numpy as np
+
+        self.left()
+        part = self.part
+        n = len(part.blocks[k].cols)
+        up = self._upper[k].copy()
+        for st in part.blocks[k].stores:
+            if choice.get(st) is not None:
+                for j, i in enumerate(part.shared[st]):
+                    if j != choice[st]:
+                        up[part.pos[k][i]] = 0.0
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), np.zeros(n), up)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        vals = np.asarray(h.getSolution().col_value)
+        obj = float(h.getInfo().objective_function_value)
+        ints = vals[self._integer[k]]
+        if np.any(np.abs(ints - np.round(ints)) > INTEGRALITY_TOLERANCE):
+            return obj, None
+        vals[self._integer[k]] = np.round(ints)
+        return obj, [float(v) for v in vals]
+
+    def lower(self, k: int, key: tuple) -> float:
+        """The best bound known of a block's optimum under a choice (``key``) not costed yet:
+        its LP optimum, or the optimum of a cached, less decided choice."""
+        return max([v[0] for kk, v in self.known.get(k, ()) if all(x is None or x == y for x, y in zip(kk, key[1]))]
+                   + [self.lp_bounds.get(key, -math.inf)])
+
+    def lp_cost(self, k: int, choice: Choice) -> float:
+        """The block's LP under the choices: its optimum when integral (costed then), else a
+        bound (``lp_bounds``); either way the best bound known (:meth:`lower`)."""
+        key = self.part.key_of(k, choice)
+        if key not in self.costs and key not in self.lp_bounds:
+            b = self.part.blocks[k]
+            res = self.block_lp(k, self.instance(k, 0, lambda: self.part.restricted(k, choice), b.rows), choice)
+            if res is not None and res[1] is not None:
+                self.costs[key] = (math.fsum(self.part.mdl.cost[c] * v for c, v in zip(b.cols, res[1])), res[1])
+            elif res is not None:
+                self.lp_bounds[key] = res[0]
+        return self.costs[key][0] if key in self.costs else self.lower(k, key)
+
+    def cost(self, k: int, choice: Choice) -> float:
+        """The block's optimum under the choices: its LP when integral (small MIRs, ``quick``,
+        or ``lp_priced``), else the best recosted known plan when it meets the best bound
+        known (exact then), else a branch and bound from it."""
+        part, b = self.part, self.part.blocks[k]
+        key = part.key_of(k, choice)
+        if part.quick or self.lp_priced:  # one LP (integral as a rule with small MIRs) is cheaper than recosting
+            self.lp_cost(k, choice)
+        if key not in self.costs:
+            bound = self.lower(k, key)
+            plan = min((self.recost(k, vals, choice) for vals in self.pool.get(k, [])), key=lambda t: t[0],
+                       default=None)
+            if plan is not None and plan[0] <= bound + 1e-9 * max(1.0, abs(bound)):
+                self.costs[key] = plan
+                self.known.setdefault(k, []).append((key[1], plan))
+                return plan[0]
+            start = None
+            if plan is not None:
+                start = [0.0] * part.mdl.num_variables
+                for c, v in zip(b.cols, plan[1]):
+                    start[c] = v
+            sub = part.restricted(k, choice)
+            st, obj, _, vals = branch_and_bound(sub, b.cols, b.rows, self.left(), start=start,
+                                                highs=self.instance(k, 0, lambda: sub, b.rows))
+            if st != "optimal":
+                raise Stopped
+            self.costs[key] = (obj, vals)
+            self.known.setdefault(k, []).append((key[1], self.costs[key]))
+            self.pool.setdefault(k, []).append(vals)
+        return self.costs[key][0]
+
+    def weight(self, k: int, choice: Choice) -> float:
+        """The block's least tie-break weight at its optimal cost under the choices (costed
+        already): its tie-break LP when integral (``quick``), else a branch and bound on it."""
+        import highspy
+
+        part, b = self.part, self.part.blocks[k]
+        key = part.key_of(k, choice)
+        if key not in self.ties:
+            obj, vals = self.costs[key]
+            vals = part.patched(k, vals, choice)
+            if not any(part.tie[c] for c in b.cols):
+                self.ties[key] = (0.0, vals, True)
+                return 0.0
+            cap = obj * (1 + TIE_SLACK) + TIE_SLACK
+            brows = b.rows + [len(part.mdl.rows)]
+            h = self.instance(k, 1, lambda: self._capped(k, choice, cap), brows)
+            h.changeRowBounds(len(b.rows), -highspy.kHighsInf, cap)
+            res = self.block_lp(k, h, choice) if part.quick else None
+            vals2 = None if res is None else res[1]
+            if vals2 is not None:
+                self.ties[key] = (math.fsum(part.tie[c] * v for c, v in zip(b.cols, vals2)), vals2, True)
+                return self.ties[key][0]
+            start = [0.0] * part.mdl.num_variables
+            for c, v in zip(b.cols, vals):
+                start[c] = v
+            st, w, _, vals2 = branch_and_bound(self._capped(k, choice, cap), b.cols, brows, self.left(), start=start,
+                                               integral_objective=True, highs=h)
+            self.ties[key] = (w, vals2, st == "optimal")
+        return self.ties[key][0]
+
+    def _capped(self, k: int, choice: Choice, cap: float) -> Model:
+        """The block's tie-break model under the choices: the tie-break weights as costs and
+        the cost capped at ``cap`` by a last row."""
+        costed = [c for c in self.part.blocks[k].cols if self.part.mdl.cost[c]]
+        return replace(self.part.restricted(k, choice), cost=self.part.tie, rows=self.part.mdl.rows + [
+            ("canonical_cost", costed, [self.part.mdl.cost[c] for c in costed], -math.inf, cap)])
+
+
+def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
+              skip: set[int] = frozenset()) -> list[float]:
+    """``fn(block, combination)`` for every pair (0.0 for the indices in ``skip``), the blocks
+    spread over :data:`BLOCK_THREADS` threads, each block's pairs in their order (so the results
+    do not depend on the threads).  The first exception raised is raised here.
+
+    >>> per_block(lambda k, t: 10 * k + t[0], [(0, (1,)), (1, (2,)), (0, (3,))], skip={1})
+    [1, 0.0, 3]
+    """
+    out: list[float] = [0.0] * len(pairs)
+    groups: dict[int, list[int]] = {}
+    for i, (k, _) in enumerate(pairs):
+        if i not in skip:
+            groups.setdefault(k, []).append(i)
+
+    def run(indices: list[int]) -> None:
+        for i in indices:
+            out[i] = fn(*pairs[i])
+
+    if BLOCK_THREADS < 2 or len(groups) < 2:
+        for indices in groups.values():
+            run(indices)
+    else:  # the longest first, so that no thread is left with one at the end
+        with ThreadPoolExecutor(BLOCK_THREADS) as pool:
+            list(pool.map(run, sorted(groups.values(), key=len, reverse=True)))
+    return out
+
+
+def _reflected(radices: list[int]) -> list[tuple[int, ...]]:
+    """Every combination of digits below the radices, consecutive ones differing in one digit
+    (the reflected mixed-radix Gray order).
+
+    >>> _reflected([2, 3])
+    [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]
+    """
+    out: list[tuple[int, ...]] = [()]
+    for r in radices:
+        out = [p + (d,) for i, p in enumerate(out) for d in (range(r) if i % 2 == 0 else reversed(range(r)))]
+    return out

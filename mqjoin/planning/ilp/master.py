@@ -1,0 +1,200 @@
+"""The master ILP of the coupled search: which attribute each shared store is partitioned by.
+
+Its variables are the binary ``z`` of the shared stores and, per block, one continuous column
+``λ`` per combination (a class of attributes per store the block touches, see
+:mod:`mqjoin.planning.ilp.blocks`); its rows say that every store has one attribute, that every
+block takes one combination, and that a block's combination agrees with the stores' ``z``
+(``Σ_{λ using class C of S} λ = Σ_{A ∈ C} z_{S,A}``).  A column costs the block's optimum under
+its combination when known, else the best bound known.  With every column priced by a bound
+the master's optimum is a lower bound of the part's; the blocks' optima under its choice
+(computed and cached) give a plan; the prices rise and the master is solved again until its
+choice is costed exactly everywhere — then the plan is optimal (:meth:`Master.optimise`).
+Where every combination is costed up front (small MIRs) the first master is already exact.
+
+The canonical tie-break is a second master (:meth:`Master.tie_break`): the same rows, the cost
+capped at the optimum (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) by one more row,
+and as objective the tie-break weights — the shared ``z``'s own and, per column, the block's
+lexicographic optimum under its combination.  Columns that a dual solution of the master's LP
+rules out of every solution within the cap (:func:`_ruled_out`) are fixed at 0 and not
+weighed.  Integral weights: a gap below 1 proves the least weight.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mqjoin.planning.candidates import MIR
+from mqjoin.planning.ilp.backends import silent_highs
+from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, per_block
+from mqjoin.planning.ilp.model import TIE_SLACK
+
+
+class Master:
+    """The master ILP over one coupled part, on one HiGHS instance re-solved as prices rise."""
+
+    def __init__(self, part: Part, costs: BlockCosts) -> None:
+        import highspy
+        import numpy as np
+
+        self.part, self.costs = part, costs
+        self.zcol: dict[tuple[MIR, int], int] = {}
+        for st in part.stores:
+            for j in range(len(part.shared[st])):
+                self.zcol[(st, j)] = len(self.zcol)
+        names = self.names = len(self.zcol)
+        n = self.n = names + len(part.combinations)
+        starts, index, value, lo, hi = [0], [], [], [], []
+
+        def row(idx, coef, l, u):
+            index.extend(idx)
+            value.extend(coef)
+            starts.append(len(index))
+            lo.append(l)
+            hi.append(u)
+
+        for st in part.stores:
+            row([self.zcol[(st, j)] for j in range(len(part.shared[st]))], [1.0] * len(part.shared[st]), 1.0, 1.0)
+        users: dict[tuple, list[int]] = {}
+        for li, (k, t) in enumerate(part.combinations):
+            users.setdefault((k,), []).append(names + li)
+            for st, c in zip(part.blocks[k].stores, t):
+                users.setdefault((k, st, c), []).append(names + li)
+        for k in range(len(part.blocks)):
+            row(users[(k,)], [1.0] * len(users[(k,)]), 1.0, 1.0)
+            for st in part.blocks[k].stores:
+                for c, attrs in enumerate(part.classes[(k, st)]):
+                    idx = users.get((k, st, c), []) + [self.zcol[(st, j)] for j in attrs]
+                    row(idx, [1.0] * len(users.get((k, st, c), [])) + [-1.0] * len(attrs), 0.0, 0.0)
+        lp = self.lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, len(lo)
+        lp.col_cost_ = np.zeros(n)
+        lp.col_lower_, lp.col_upper_ = np.zeros(n), np.ones(n)
+        lp.row_lower_, lp.row_upper_ = np.array(lo, dtype=float), np.array(hi, dtype=float)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value, dtype=float)
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, len(lo)
+        lp.integrality_ = ([highspy.HighsVarType.kInteger] * names
+                           + [highspy.HighsVarType.kContinuous] * len(part.combinations))
+        h = self.h = silent_highs(highspy)
+        h.setOptionValue("mip_rel_gap", 1e-9)
+        if not part.quick:  # re-solved after every pick: presolve off is faster there (not on small MIRs)
+            h.setOptionValue("presolve", "off")
+        h.passModel(lp)
+        self.lam_cols = np.arange(names, n, dtype=np.int32)
+
+    def priced(self, k: int, t: tuple[int, ...]) -> float:
+        """A column's price: the block's optimum under the combination, or the best bound known."""
+        key = self.part.key_of(k, self.part.chosen_by(k, t))
+        return self.costs.costs[key][0] if key in self.costs.costs else self.costs.lower(k, key)
+
+    def run(self) -> Choice:
+        """Solve the master within the time left; its choice of the shared stores."""
+        import highspy
+
+        left_s = self.costs.left()
+        if left_s is not None:
+            self.h.setOptionValue("time_limit", left_s)
+        self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise Stopped
+        vals = self.h.getSolution().col_value
+        return {st: next(j for j in range(len(self.part.shared[st])) if vals[self.zcol[(st, j)]] > 0.5)
+                for st in self.part.stores}
+
+    def optimise(self, best: Incumbent) -> None:
+        """Solve, cost the blocks under the master's choice, reprice, until the choice is
+        costed exactly or the incumbent meets the master's bound (``best.current``)."""
+        import numpy as np
+
+        part = self.part
+        while True:
+            self.h.changeColsCost(len(part.combinations), self.lam_cols,
+                                  np.array([self.priced(k, t) for k, t in part.combinations], dtype=float))
+            pick = self.run()
+            lower_bound = float(self.h.getInfo().objective_function_value)
+            best.current = [lower_bound]
+            exact = all(part.key_of(k, pick) in self.costs.costs for k in range(len(part.blocks)))
+            total = math.fsum(per_block(lambda k, _: self.costs.cost(k, pick), part.alone))
+            if total < best.cost:
+                best.cost, best.choice = total, dict(pick)
+            if exact or best.cost <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
+                break
+
+    def tie_break(self, best: Incumbent) -> None:
+        """The least weight at the optimal cost (every combination costed: small MIRs): the
+        blocks' lexicographic optima under every combination not ruled out, then the master
+        by weight."""
+        import highspy
+        import numpy as np
+
+        part, h, names, n = self.part, self.h, self.names, self.n
+        cap = best.cost * (1 + TIE_SLACK) + TIE_SLACK
+        prices = np.array([self.priced(k, t) for k, t in part.combinations], dtype=float)
+        out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
+        weights = per_block(lambda k, t: self.costs.weight(k, part.chosen_by(k, t)), part.combinations,
+                            set(out.tolist()))
+        h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
+        h.addRow(-highspy.kHighsInf, cap, len(part.combinations), self.lam_cols, prices)
+        h.changeColsCost(n, np.arange(n, dtype=np.int32),
+                         np.array([part.tie_of[st][j] for st in part.stores for j in range(len(part.shared[st]))]
+                                  + weights))
+        h.setOptionValue("mip_rel_gap", 0.0)  # integral weights: a gap below 1 proves the optimum
+        h.setOptionValue("mip_abs_gap", 0.99)
+        pick = self.run()
+        best.weight, best.choice = float(h.getInfo().objective_function_value), pick
+
+
+def _ruled_out(lp, cost, cap: float):
+    """Which binaries of a 0-1 program (``lp``: a ``highspy.HighsLp`` of equality rows and
+    columns in [0, 1], here with objective ``cost``) are 0 in every solution of objective at
+    most ``cap``: by a dual solution ``y`` of its LP, every solution costs at least
+    ``L + d_j`` when ``x_j = 1`` (``d = cost − Aᵀy``, ``L = y·b + Σ min(0, d)``, any ``y``: weak
+    duality), so ``x_j = 0`` when that exceeds ``cap`` (beyond floating-point noise).  A boolean
+    array per column; none ruled out when the LP is not solved.
+
+    Which columns a ``y`` rules out depends on the ``y``.  The master's LP is degenerate (many
+    combinations tie), and a simplex vertex of its dual face leaves many reduced costs at 0; the
+    interior point method without crossover ends near the centre of that face, where a column
+    has a positive reduced cost whenever it is 0 in every optimum of the LP, so it rules out all
+    that any optimal ``y`` does.  Its ``y`` need not be exactly optimal: every ``y`` gives a
+    valid bound.  Should it not converge, the simplex's dual is used.
+
+    >>> import highspy, numpy as np
+    >>> lp = highspy.HighsLp()  # x0 + x1 + x2 = 1
+    >>> lp.num_col_, lp.num_row_ = 3, 1
+    >>> lp.col_lower_, lp.col_upper_ = np.zeros(3), np.ones(3)
+    >>> lp.row_lower_, lp.row_upper_ = np.ones(1), np.ones(1)
+    >>> lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    >>> lp.a_matrix_.start_, lp.a_matrix_.index_ = np.array([0, 3], dtype=np.int32), np.arange(3, dtype=np.int32)
+    >>> lp.a_matrix_.value_ = np.ones(3)
+    >>> lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = 3, 1
+    >>> _ruled_out(lp, np.array([1.0, 2.0, 5.0]), cap=2.0).tolist()
+    [False, False, True]
+    """
+    import highspy
+    import numpy as np
+
+    h = silent_highs(highspy)
+    relaxed = highspy.HighsLp()
+    relaxed.num_col_, relaxed.num_row_ = lp.num_col_, lp.num_row_
+    relaxed.col_cost_, relaxed.col_lower_, relaxed.col_upper_ = cost, lp.col_lower_, lp.col_upper_
+    relaxed.row_lower_, relaxed.row_upper_ = lp.row_lower_, lp.row_upper_
+    relaxed.a_matrix_ = lp.a_matrix_
+    h.setOptionValue("solver", "ipm")
+    h.setOptionValue("run_crossover", "off")
+    h.passModel(relaxed)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        h.setOptionValue("solver", "simplex")
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return np.zeros(lp.num_col_, dtype=bool)
+    y = np.asarray(h.getSolution().row_dual)
+    a = lp.a_matrix_
+    rows = np.repeat(np.arange(lp.num_row_), np.diff(np.asarray(a.start_)))
+    d = np.asarray(cost, dtype=float) - np.bincount(np.asarray(a.index_), weights=np.asarray(a.value_) * y[rows],
+                                                    minlength=lp.num_col_)
+    low = math.fsum(y * np.asarray(lp.row_lower_)) + math.fsum(np.minimum(0.0, d))
+    return low + d > cap + 1e-6 * max(1.0, abs(cap))

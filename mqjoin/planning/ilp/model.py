@@ -1,0 +1,329 @@
+"""The integer linear program of docs/model.md §5, built from the candidates: its variables,
+rows and the tie-break weights that make the chosen plan canonical.
+
+The formulation is the tight, "disaggregated" one; probe orders and steps unpartitioned:
+
+* ``x_o ∈ {0,1}`` per candidate probe order; ``Σ_o x_o = 1`` per (query, start) and
+  ``Σ_o x_o = m_M`` per (MIR, start), where ``m_M`` says whether MIR ``M`` is materialised;
+  ``Σ_{o ∈ G, M ∈ o} x_o ≤ m_M`` per (owner, start) group ``G`` and MIR element ``M``.
+* ``y_s ≥ Σ_{o ∈ G, s ∈ o} x_o`` per group and step ``s`` (the paper aggregates these into one
+  ``Σ c·y − C·x ≥ 0`` row per order, whose LP relaxation is much weaker; a group chooses one
+  order, so summing over the group is as tight as one row per order and needs fewer rows).
+* ``single`` policy: ``z_{M,A} ∈ {0,1}`` per (store, partition attribute), ``Σ_A z_{M,A} = 1``
+  per store with several candidates and parallelism > 1, and a broadcast indicator
+  ``b_s ≥ y_s − Σ_{A known to s} z_{M,A}`` per step whose prefix may not know the store's
+  attribute: a step that cannot be routed by the chosen attribute is sent to every instance.
+* ``replicas`` policy: a step can always target a replica partitioned by an attribute its
+  prefix knows (every element shares a class with its prefix), so no ``z`` and no broadcasts.
+* ``budget`` policy: ``single`` with ``Σ_A z_{M,A} ≥ u_M`` (a used store has a replica) and the
+  memory of the replicas beyond the first within a budget (see :func:`build_model`).
+* objective ``Σ c_s·y_s + Σ c_s·(p − 1)·b_s``, with ``p`` the store's parallelism.
+* optional MIR memory budget ``B`` (tuples): ``Σ_M mem(M)·m_M ≤ B`` (the memory of one
+  replica; base stores are needed by every plan and not counted, nor are extra replicas under
+  ``replicas``).  A large intermediate result that does not fit is then not materialised, and
+  is once it shrinks (paper Section VII-B, Figure 8(b)).
+
+``y``, ``m``, ``u`` and ``b`` are continuous (``u`` binary): they are integral whenever ``x``
+and ``z`` are.  :func:`components` splits the model into independent parts (variables linked
+through rows), which :mod:`mqjoin.planning.ilp.solving` solves one by one.
+
+Among equal-cost optima the plan is made canonical by a second, lexicographic objective: every
+binary that stands for a choice (a probe order, a partition attribute) has a fixed, integral
+tie-break weight (:func:`tie_weight`), and the tie-break minimises the weight of the chosen
+choices at the optimal cost.  The weights depend on nothing but the candidates, so neither does
+the plan: any HiGHS version and CBC return the same one.
+
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.candidates import enumerate_candidates
+>>> w = parse_workload('''
+... defaults: {rate: 100, selectivity: 0.01, parallelism: 4}
+... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+... queries: {q: "R(a), S(a,b), T(b)"}
+... ''')
+>>> mdl = build_model(enumerate_candidates(w, mirs=False))
+>>> [n for n in mdl.names if n[0] in "xzb"]
+['z_S_a', 'z_S_b', 'b_R_to_S', 'b_T_to_S', 'x_q_R_S_T', 'x_q_S_R_T', 'x_q_S_T_R', 'x_q_T_S_R']
+>>> next((lo, [mdl.names[i] for i in idx], coef) for name, idx, coef, lo, hi in mdl.rows if name == "bcast_R_to_S")
+(0.0, ['b_R_to_S', 'y_R_to_S', 'z_S_a'], [1.0, -1.0, 1.0])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+from mqjoin.model.schema import Attr
+from mqjoin.planning.candidates import MIR, Candidates, Owner, Step, owner_label
+from mqjoin.planning.options import BUDGET, check_budget, check_policy
+
+
+@dataclass
+class Model:
+    """A sparse 0-1 model with named variables and rows, plus what each variable means."""
+
+    candidates: Candidates
+    policy: str
+    names: list[str] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    tie: list[float] = field(default_factory=list)  # secondary (tie-break) objective, see tie_weight
+    rows: list[tuple[str, list[int], list[float], float, float]] = field(default_factory=list)
+    x: dict[tuple[Owner, str, int], int] = field(default_factory=dict)
+    y: dict[Step, int] = field(default_factory=dict)
+    m: dict[MIR, int] = field(default_factory=dict)
+    z: dict[tuple[MIR, Attr], int] = field(default_factory=dict)
+    b: dict[Step, int] = field(default_factory=dict)
+    build_seconds: float = 0.0
+    _used: set[str] = field(default_factory=set)
+
+    def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
+            rank: int | None = None) -> int:
+        """A new variable; ``rank`` (binaries that stand for a choice) gives it a tie-break
+        weight (:func:`tie_weight`)."""
+        name = _unique(_sanitize(name), self._used)
+        self.names.append(name)
+        self.cost.append(cost)
+        self.integer.append(integer)
+        self.upper.append(upper)
+        self.tie.append(0.0 if rank is None else tie_weight(rank, name))
+        return len(self.names) - 1
+
+    def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float) -> None:
+        self.rows.append((_unique(_sanitize(name), self._used), idx, coef, lo, hi))
+
+    @property
+    def num_variables(self) -> int:
+        return len(self.names)
+
+    @property
+    def num_constraints(self) -> int:
+        return len(self.rows)
+
+    @property
+    def num_binaries(self) -> int:
+        return sum(self.integer)
+
+
+#: bits of the tie-break weight's pseudo-random part
+TIE_BITS = 20
+
+#: time of the tie-break solve: at most TIE_SHARE × the first solve's, or TIE_MIN_SECONDS
+#: (proving the canonical optimum can take far longer than finding an optimum: 72 s against
+#: 1.3 s for 100 three-way queries over 100 relations under ``single``, by HiGHS's MIP)
+TIE_SHARE = 0.25
+TIE_MIN_SECONDS = 0.25
+
+#: relative slack of the cost row in the tie-break solve: optima whose costs differ by less
+#: are equal (solvers accept values within 1e-6 of integral, so costs carry such noise)
+TIE_SLACK = 1e-7
+
+
+def tie_weight(rank: int, name: str) -> float:
+    """The tie-break weight of a choice variable: ``rank · 2^20 + h``, with ``rank`` its
+    position in the canonical order of its alternatives (probe orders as enumerated: fewer and
+    smaller MIRs first; partition attributes alphabetically) and ``h ∈ [1, 2^20]`` a fixed hash
+    of its name.  Integral, so weight sums are exact in floating point.
+
+    >>> tie_weight(0, "z_S_b") < tie_weight(1, "z_S_c") < tie_weight(2, "z_S_a")
+    True
+    >>> tie_weight(3, "x_q_R_S_T") == tie_weight(3, "x_q_R_S_T")
+    True
+    """
+    h = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % (1 << TIE_BITS)
+    return float((rank << TIE_BITS) + h + 1)
+
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+
+
+def _sanitize(name: str) -> str:
+    """A name solvers and LP files accept: runs of other characters (underscores included)
+    become one underscore.
+
+    >>> _sanitize("y_R » S[a]→T"), _sanitize("m_R⋈S"), _sanitize("__")
+    ('y_R_S_a_to_T', 'm_RS', 'v')
+    """
+    s = name.replace("→", "_to_").replace("⋈", "")
+    return _NOT_ALNUM.sub("_", s).strip("_")[:200] or "v"
+
+
+def _unique(name: str, used: set[str]) -> str:
+    if name not in used:
+        used.add(name)
+        return name
+    k = 2
+    while f"{name}_{k}" in used:
+        k += 1
+    used.add(f"{name}_{k}")
+    return f"{name}_{k}"
+
+
+def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None,
+                replica_budget: float | None = None) -> Model:
+    """Build the ILP of docs/model.md §5 for the candidates under a partitioning policy, with an
+    optional memory budget (tuples) for the materialised MIRs.
+
+    Policy ``budget``: the ``single`` model with ``Σ_A z_{M,A} ≥ u_M`` instead of ``= 1``
+    (``u_M ≥ y_s`` for the steps into ``M``: a used store has at least one replica) and the
+    row ``Σ_{M,A} mem(M)·z_{M,A} − Σ_M mem(M)·u_M ≤ replica_budget``: the memory of the
+    replicas beyond the first of every store.  At 0 it is ``single``; unbounded (None) it
+    costs what ``replicas`` costs."""
+    check_policy(policy)
+    check_budget(mir_budget)
+    check_budget(replica_budget, "replica memory budget")
+    t0 = time.perf_counter()
+    mdl = Model(cands, policy)
+
+    # materialisation indicators
+    for owner in cands.owners:
+        if isinstance(owner, MIR):
+            mdl.m[owner] = mdl.var(f"m_{owner.label}")
+    if mir_budget is not None and mdl.m:
+        mirs = sorted(mdl.m, key=lambda m: m.sort_key())
+        mdl.row("mir_memory_budget", [mdl.m[m] for m in mirs], [cands.memory(m) for m in mirs], -math.inf,
+                float(mir_budget))
+
+    # steps
+    for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
+        mdl.y[s] = mdl.var(f"y_{s.render()}", cost=c)
+
+    if policy in ("single", BUDGET):
+        _partition_rows(mdl, replica_budget)
+    _order_rows(mdl)
+    mdl.build_seconds = time.perf_counter() - t0
+    return mdl
+
+
+def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
+    """The partition choices ``z`` and broadcast indicators ``b`` of policies ``single`` and
+    ``budget`` (with the latter's ``u`` and replica memory row)."""
+    cands = mdl.candidates
+    used: dict[MIR, int] = {}
+    for store, attrs in cands.partition_candidates.items():
+        p = cands.parallelism(store)
+        if p > 1 and len(attrs) > 1:
+            idx = [mdl.var(f"z_{store.render_partition(a)}", integer=True, rank=r) for r, a in enumerate(attrs)]
+            for a, i in zip(attrs, idx):
+                mdl.z[(store, a)] = i
+            if mdl.policy == "single":
+                mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+            else:  # at least one replica of a used store (u binary: see backends.solve_highs)
+                u = used[store] = mdl.var(f"u_{store.label}", integer=True)
+                mdl.row(f"part_{store.label}", idx + [u], [1.0] * len(idx) + [-1.0], 0.0, math.inf)
+    if mdl.policy == BUDGET:
+        for s, yi in mdl.y.items():
+            if s.target in used:
+                mdl.row(f"used_{s.render()}", [used[s.target], yi], [1.0, -1.0], 0.0, math.inf)
+        if used and replica_budget is not None:
+            zs = sorted(mdl.z.items(), key=lambda kv: kv[1])
+            stores = sorted(used, key=lambda m: used[m])
+            mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
+                    [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
+                    -math.inf, float(replica_budget))
+    for s in mdl.y:
+        attrs = cands.partition_candidates[s.target]
+        p = cands.parallelism(s.target)
+        if p == 1 or s.known >= set(attrs):
+            continue
+        bi = mdl.b[s] = mdl.var(f"b_{s.render()}", cost=cands.step_cost[s] * (p - 1), upper=math.inf)
+        known = [mdl.z[(s.target, a)] for a in attrs if a in s.known]
+        # b_s - y_s + Σ_known z ≥ 0
+        mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
+
+
+#: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
+#: candidate probe orders: on larger models they make the root LP several times slower
+#: (measurements in benchmarks/RESULTS.md, section ILP)
+STRENGTHEN_MAX_ORDERS = 5000
+
+
+def _order_rows(mdl: Model) -> None:
+    """The probe orders ``x`` and their rows.  Within one (owner, start) group exactly one order
+    is chosen (or none for an unmaterialised MIR), so the links aggregate over the group:
+    ``y_s ≥ Σ_{o ∈ G, s ∈ o} x_o`` and ``Σ_{o ∈ G, M ∈ o} x_o ≤ m_M``, which imply the per-order
+    links and have a tighter LP relaxation."""
+    cands = mdl.candidates
+    strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
+    for owner, by_start in cands.orders.items():
+        olabel = owner_label(owner)
+        for start, orders in by_start.items():
+            idx = []
+            step_users: dict[Step, list[int]] = {}
+            mir_users: dict[MIR, list[int]] = {}
+            for i, o in enumerate(orders):
+                xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True, rank=i)
+                mdl.x[(owner, start, i)] = xi
+                idx.append(xi)
+                for m in o.elements:
+                    if not m.is_base:
+                        mir_users.setdefault(m, []).append(xi)
+                for st in cands.steps[owner][start][i]:
+                    step_users.setdefault(st, []).append(xi)
+            for m, xs in mir_users.items():
+                mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mdl.m[m]], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
+            for st, xs in step_users.items():
+                mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
+                        0.0, math.inf)
+            if mdl.b and strengthen:
+                _group_broadcast_rows(mdl, f"{olabel}_{start}", step_users)
+            if isinstance(owner, MIR):
+                mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
+            else:
+                mdl.row(f"one_{owner}_{start}", idx, [1.0] * len(idx), 1.0, 1.0)
+
+
+def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[int]]) -> None:
+    """Valid rows that cut a weakness of the broadcast indicators (``single``/``budget``).
+
+    ``b_s ≥ y_s − Σ_{A∈K(s)} z_{M,A}`` lets the LP serve *several* steps of one (owner, start)
+    group into store ``M`` from the same fraction of ``z_{M,A}``: half the group's flow through
+    one order, half through another, both "served" by ``z_{M,A} = ½``.  But a group chooses one
+    order, and an order has at most one step into ``M``, so for every set ``K`` of attributes
+    ``Σ_{o ∈ G whose step into M knows ⊆ K} x_o ≤ Σ_{A∈K} z_{M,A} + Σ_{s ∈ G into M, K(s) ⊆ K} b_s``
+    (the chosen order's step is served by a kept attribute of ``K`` or broadcast).  Added for
+    every ``K`` that is some step's known set, where two or more steps are involved."""
+    cands = mdl.candidates
+    by_store: dict[MIR, dict[Step, frozenset[Attr]]] = {}
+    for st in step_users:
+        if st in mdl.b:
+            attrs = cands.partition_candidates[st.target]
+            if (st.target, attrs[0]) in mdl.z:
+                by_store.setdefault(st.target, {})[st] = frozenset(a for a in attrs if a in st.known)
+    for store, known in by_store.items():
+        for k in sorted(set(known.values()), key=sorted):
+            inside = [st for st, kk in known.items() if kk <= k]
+            if not k or len(inside) < 2:
+                continue
+            xs = sorted({x for st in inside for x in step_users[st]})
+            zs = [mdl.z[(store, a)] for a in sorted(k)]
+            bs = [mdl.b[st] for st in inside]
+            mdl.row(f"gbcast_{label}_{store.label}_{'_'.join(a.name for a in sorted(k))}", xs + zs + bs,
+                    [1.0] * len(xs) + [-1.0] * (len(zs) + len(bs)), -math.inf, 0.0)
+
+
+def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
+    """Independent parts of the model: (variable indices, row indices) per component."""
+    parent = list(range(mdl.num_variables))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for _, idx, _, _, _ in mdl.rows:
+        r0 = find(idx[0])
+        for j in idx[1:]:
+            rj = find(j)
+            if rj != r0:
+                parent[rj] = r0
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    for v in range(mdl.num_variables):
+        groups.setdefault(find(v), ([], []))[0].append(v)
+    for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+        groups[find(idx[0])][1].append(ri)
+    return sorted(groups.values(), key=lambda g: g[0][0])

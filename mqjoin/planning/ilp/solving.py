@@ -1,0 +1,339 @@
+"""Solving the model: part by part, each by the method that suits it, then the canonical
+tie-break.
+
+:func:`solve` splits the model into its independent components and chooses per part:
+
+* one query's orders with an MIR of :data:`~mqjoin.planning.ilp.branching.BRANCH_MIN_MIR`
+  relations or more (five-way queries, HiGHS only): the LP branch and bound of
+  :mod:`mqjoin.planning.ilp.branching`;
+* several queries under ``single`` (coupled only through the partition choice of shared
+  stores, HiGHS only): the coupled search of :mod:`mqjoin.planning.ilp.coupled`;
+* everything else: HiGHS's MIP or CBC (:mod:`mqjoin.planning.ilp.backends`), small parts batched
+  into one call (a solver call has a fixed overhead of milliseconds).  A part with an MIR of
+  :data:`RELAX_MIN_MIR` relations or more is first solved as :func:`orders_relaxed` (probe
+  orders continuous, ``m`` binary), whose answer stands when its orders come out integral.
+
+Every method is exact; under a time limit each part gets its share of what is left, by size,
+and returns its incumbent and a valid bound.  A ``start`` (a feasible assignment) is the plan
+kept for a part stopped before it found one.
+
+The plan is made canonical (:func:`~mqjoin.planning.ilp.model.tie_weight`) by a second,
+lexicographic stage: among the optima, the least tie-break weight.  For parts given to a MIP
+solver it is a second solve with the cost capped at the optimum (:func:`_tie_break`); the
+branch and bound and the coupled search break ties their own way and say whether they proved
+it.
+
+>>> import mqjoin
+>>> from pathlib import Path
+>>> from mqjoin.model.workload import load_workload
+>>> from mqjoin.planning.candidates import enumerate_candidates
+>>> from mqjoin.planning.ilp.model import build_model
+>>> mdl = build_model(enumerate_candidates(load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml")))
+>>> sol = solve(mdl)
+>>> sol.status, sol.objective, sol.canonical
+('optimal', 700.0, True)
+>>> relaxed = orders_relaxed(mdl)  # probe orders continuous, MIR indicators binary
+>>> [relaxed.integer[i] for i in (next(iter(mdl.x.values())), next(iter(mdl.m.values())))]
+[False, True]
+>>> lp_bound(mdl) <= solve(relaxed).objective <= sol.objective
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+from mqjoin.model.errors import NoSolutionError
+from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc_relaxation, solve_cbc,
+                                          solve_highs)
+from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
+from mqjoin.planning.ilp.coupled import solve_coupled
+from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
+from mqjoin.planning.options import check_solution_limit, check_solver, check_time_limit
+
+#: solve :func:`orders_relaxed` first (by default) when the model has an MIR of at least this
+#: many relations: it wins on five-way queries, whose root gap is all in the materialisation of
+#: nested MIRs, and loses 4-7x on three- and four-way ones, where HiGHS's cuts on the binary
+#: order choices close the gap at the root (benchmarks/RESULTS.md, section ILP)
+RELAX_MIN_MIR = 4
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Solver outcome.  ``status`` is ``"optimal"`` or ``"time_limit"`` (a feasible plan was
+    found but not proven optimal: ``gap`` says how far from the bound it may be)."""
+
+    status: str
+    objective: float
+    bound: float
+    values: tuple[float, ...]
+    solver: str
+    solve_seconds: float
+    components: int
+    canonical: bool = False  # the equal-cost tie was broken canonically in every part
+
+    @property
+    def gap(self) -> float:
+        if self.objective <= 0:
+            return 0.0
+        return max(0.0, (self.objective - self.bound) / self.objective)
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+    def value(self, index: int) -> float:
+        return self.values[index]
+
+
+def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
+          start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
+          relax_orders: bool | None = None, branching: bool | None = None) -> Solution:
+    """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
+    solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
+    ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+    ``solution_limit`` (HiGHS) stops the solver at its ``solution_limit``-th improving solution — a
+    limit that, unlike time, does not depend on the machine — with ``status="solution_limit"``.
+
+    ``canonical``: among the equal-cost optima return the one of least tie-break weight
+    (:func:`~mqjoin.planning.ilp.model.tie_weight`), found by a second solve that keeps the
+    cost at the optimum (within a relative 1e-7) and minimises the weights of the chosen probe
+    orders and partition attributes.  The weights do not depend on the solver, so neither does
+    the plan: HiGHS of any version and CBC return the same one (unless two optima have equal
+    weight sums, which the pseudo-random part of the weights makes unlikely: probability ≤
+    binaries / 2^20).  The tie-break gets a quarter of the first solve's time (at least 0.25 s,
+    at most what is left of the time limit); ``Solution.canonical`` says whether it proved every
+    part canonical (not after a time limit, nor on large models where it runs out of time: then
+    the plan is still optimal, but equal-cost choices may differ between solvers).
+
+    ``relax_orders``: solve :func:`orders_relaxed` first and keep its answer when its probe
+    orders are integral (then it is exact), else solve the model as built (exact either way;
+    None: when the model has an MIR of at least :data:`RELAX_MIN_MIR` relations and there is no
+    ``solution_limit``).
+
+    ``branching``: solve the parts that :func:`_branches` selects by the branch and bound and
+    those :func:`_couples` selects by the coupled search, instead of HiGHS's MIP (None: with
+    HiGHS and no ``solution_limit``; False: never).  Exact either way."""
+    check_solver(solver)
+    check_time_limit(time_limit)
+    check_solution_limit(solution_limit, solver)
+    if relax_orders is None:
+        relax_orders = solution_limit is None and any(len(m.relations) >= RELAX_MIN_MIR for m in mdl.m)
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+
+    def remaining(share: float = 1.0) -> float | None:
+        return None if deadline is None else max(0.01, share * (deadline - time.perf_counter()))
+
+    values = [0.0] * mdl.num_variables
+    status, objective, bound, is_canonical = "optimal", 0.0, 0.0, True
+    comps = components(mdl)
+    if branching is None:
+        branching = solver == "highs" and solution_limit is None
+    how = {id(p): ("branch" if _branches(mdl, p[0]) else "coupled" if _couples(mdl, p[0]) else "")
+           for p in comps} if branching else {}
+    parts = ([(p, how[id(p)]) for p in comps if how.get(id(p))]
+             + [(p, "") for p in _batches([p for p in comps if not how.get(id(p))])])
+    left_cols = sum(len(c) for (c, _), _ in parts)
+    for (cols, rows), method in parts:
+        t1 = time.perf_counter()
+        # under a time limit each part gets its share of what is left, by size
+        share = len(cols) / left_cols
+        left_cols -= len(cols)
+        if method == "coupled":
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, start)
+            if coupled is not None:
+                st, obj, bd, vals, done = coupled
+                is_canonical = is_canonical and done
+                for c, v in zip(cols, vals):
+                    values[c] = v
+                objective, bound, status = objective + obj, bound + bd, status if st == "optimal" else st
+                continue
+        by_branching = method == "branch"
+        try:
+            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
+                                            solution_limit=solution_limit, relax_orders=relax_orders,
+                                            branching=by_branching)
+        except NoSolutionError:
+            if start is None:
+                raise
+            # stopped before the solver even took up the start: it is the best plan so far
+            vals = [float(start[c]) for c in cols]
+            st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
+        if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
+            # the objective stays the optimum's: the canonical values cost the same, up to the
+            # slack that the continuous variables may take in the tie-break solve
+            left = remaining()
+            budget = max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
+            done, vals = _tie_break(mdl, cols, rows, obj, vals, solver, budget if left is None else min(left, budget),
+                                    threads, by_branching)
+            is_canonical = is_canonical and done
+        else:
+            is_canonical = is_canonical and st == "optimal"
+        for c, v in zip(cols, vals):
+            values[c] = v
+        objective += obj
+        bound += bd
+        if st != "optimal":
+            status = st
+    return Solution(status, objective, min(bound, objective), tuple(values), solver,
+                    time.perf_counter() - t0, len(comps), canonical and is_canonical)
+
+
+def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
+                      start: list[float] | None):
+    """The coupled search's answer for a part (None: the part is not for it), or the start with
+    bound 0 when a time limit stopped the search before it had a plan."""
+    try:
+        return solve_coupled(mdl, cols, rows, time_limit, canonical)
+    except NoSolutionError:
+        if start is None:
+            raise
+        vals = [float(start[c]) for c in cols]
+        return "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0, vals, False
+
+
+def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
+                threads: int | None, start: list[float] | None, integral_objective: bool = False,
+                solution_limit: int | None = None, relax_orders: bool = False,
+                branching: bool = False) -> PartResult:
+    if branching:
+        return branch_and_bound(mdl, cols, rows, time_limit, start, integral_objective)
+    if relax_orders and any(mdl.integer[c] for c in cols):
+        return _solve_orders_relaxed(mdl, cols, rows, solver, time_limit, threads, start, integral_objective)
+    if solver == "highs":
+        return solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit)
+    return solve_cbc(mdl, cols, rows, time_limit, integral_objective)
+
+
+def _branches(mdl: Model, cols: list[int]) -> bool:
+    """Whether a part is solved by the branch and bound: it has an MIR of at least
+    :data:`~mqjoin.planning.ilp.branching.BRANCH_MIN_MIR` relations (five-way queries, where
+    HiGHS spends seconds in cuts and heuristics on a root gap that is all in ``m``) and holds
+    one query's orders only (parts coupled by shared stores carry the partition choices ``z``
+    of several queries, whose gap plain LP branching does not close)."""
+    if not large_mirs(mdl, cols):
+        return False
+    inside = set(cols)
+    queries = {owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}
+    return len(queries) <= 1
+
+
+def _couples(mdl: Model, cols: list[int]) -> bool:
+    """Whether a part is solved by the coupled search: policy ``single`` and the orders of
+    several queries (coupled through the partition choices of the stores they share)."""
+    if mdl.policy != "single":
+        return False
+    inside = set(cols)
+    return len({owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}) > 1
+
+
+def searched(mdl: Model) -> bool:
+    """Whether :func:`solve` (HiGHS, default ``branching``) searches every part of the model
+    itself (:func:`_branches`, :func:`_couples`) rather than handing one to HiGHS's MIP: then a
+    start is only the plan kept should a time limit strike before the search has one (see
+    ``optimizer._solve_workload``)."""
+    return all(_branches(mdl, cols) or _couples(mdl, cols) for cols, _ in components(mdl))
+
+
+def orders_relaxed(mdl: Model) -> Model:
+    """The model with continuous probe-order choices ``x`` and binary materialisation
+    indicators ``m``: a relaxation (every plan is feasible in it), so its optimum is a lower
+    bound, and an optimum whose ``x`` are integral is an optimum of the model itself.  Solvers
+    then branch on which MIRs to materialise and on partition choices only — with ``m``
+    fixed, the LP was integral on every workload measured, which is where the root gap of
+    five-way queries came from (see the module's example)."""
+    xs, ms = set(mdl.x.values()), set(mdl.m.values())
+    return replace(mdl, integer=[(flag and i not in xs) or i in ms for i, flag in enumerate(mdl.integer)])
+
+
+def _solve_orders_relaxed(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
+                          threads: int | None, start: list[float] | None, integral_objective: bool) -> PartResult:
+    """Solve :func:`orders_relaxed` of one part; its answer stands when optimal with integral
+    probe orders.  Otherwise the part is solved as built, in the time left, from the relaxed
+    plan when it is one, keeping the better of the two (valid) bounds."""
+    t0 = time.perf_counter()
+    relaxed = orders_relaxed(mdl)
+    try:
+        st, obj, bd, vals = _solve_part(relaxed, cols, rows, solver, time_limit, threads, start, integral_objective)
+    except NoSolutionError:
+        st, bd, vals = "none", 0.0, []
+    xs = set(mdl.x.values())
+    integral = bool(vals) and all(abs(v - round(v)) <= INTEGRALITY_TOLERANCE
+                                  for c, v in zip(cols, vals) if c in xs)
+    if st == "optimal" and integral:
+        return st, obj, bd, vals
+    if integral:  # a plan, found before the limit: the exact solve starts from it
+        start = [0.0] * mdl.num_variables
+        for c, v in zip(cols, vals):
+            start[c] = v
+    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
+    try:
+        st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective)
+    except NoSolutionError:
+        if not integral:
+            raise
+        return "time_limit", obj, bd, vals  # no time left to take up the relaxed plan: it is the best so far
+    return st2, obj2, max(bd, bd2), vals2
+
+
+def lp_bound(mdl: Model, solver: str = "highs") -> float:
+    """The optimum of the model's LP relaxation (every binary in [0, 1]): the root bound a
+    branch and bound starts from.  ``(optimum − lp_bound) / optimum`` is the root gap that
+    cuts and branching must close.
+
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> from mqjoin.planning.ilp.model import build_model
+    >>> mdl = build_model(enumerate_candidates(random_workload(4, 8, 3, seed=2)))
+    >>> round(lp_bound(mdl)) == round(lp_bound(mdl, "cbc")) <= solve(mdl).objective
+    True
+    """
+    check_solver(solver)
+    total = 0.0
+    for cols, rows in components(mdl):
+        if solver == "highs":
+            total += solve_highs(mdl, cols, rows, None, None, relax=True)[1]
+        else:
+            total += cbc_relaxation(mdl, cols, rows)
+    return total
+
+
+def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, vals: list[float], solver: str,
+               time_limit: float | None, threads: int | None, branching: bool = False) -> tuple[bool, list[float]]:
+    """The second, lexicographic stage: minimise the tie-break weights subject to the model
+    and ``cost ≤ optimum``, starting from the optimum found.  Returns (proven, values); the
+    values keep the optimal cost either way."""
+    costed = [c for c in cols if mdl.cost[c]]
+    row = ("canonical_cost", costed, [mdl.cost[c] for c in costed], -math.inf,
+           optimum * (1 + TIE_SLACK) + TIE_SLACK)
+    second = replace(mdl, cost=mdl.tie, rows=mdl.rows + [row])
+    start = [0.0] * mdl.num_variables
+    for c, v in zip(cols, vals):
+        start[c] = v
+    try:
+        st, _, _, vals2 = _solve_part(second, cols, rows + [len(mdl.rows)], solver, time_limit, threads, start,
+                                      integral_objective=True, branching=branching)
+    except NoSolutionError:  # no time left to even reload the start: keep the optimum found
+        return False, vals
+    return st == "optimal", vals2
+
+
+def _batches(comps: list[tuple[list[int], list[int]]], size: int = 3000) -> list[tuple[list[int], list[int]]]:
+    """Group components: each large one alone, small ones together up to ``size`` columns."""
+    out: list[tuple[list[int], list[int]]] = []
+    cur: tuple[list[int], list[int]] = ([], [])
+    for cols, rows in comps:
+        if len(cols) >= size:
+            out.append((cols, rows))
+            continue
+        if len(cur[0]) + len(cols) > size and cur[0]:
+            out.append(cur)
+            cur = ([], [])
+        cur[0].extend(cols)
+        cur[1].extend(rows)
+    if cur[0]:
+        out.append(cur)
+    return out
