@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
+from mqjoin.model.errors import (DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError,
+                                 ResultMismatchError, RunFailedError)
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
 from mqjoin.planners.registry import PLANNERS, named, planner_of
 from mqjoin.planners.trees import TREE_SHAPES
@@ -34,9 +35,6 @@ EXIT_INTERNAL = 3
 #: exit code of an engine failure (a deployment started, then failed): not the input's fault
 EXIT_ENGINE = 4
 
-
-class RunFailedError(EngineError):
-    """A deployment that started and then failed (a Spark job failed): exit code 4."""
 
 WORKLOADS = Path(__file__).parent / "workloads"
 

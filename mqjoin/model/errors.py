@@ -17,7 +17,9 @@ Which error for what:
 * :class:`EngineError` — a deployment failed or cannot start;
 * :class:`InternalError` — not the user's fault but a bug of mqjoin, e.g.
   :class:`ResultMismatchError` when an engine disagrees with the brute-force oracle.  The CLI
-  exits with code 3 for these (2 means bad input).
+  exits with code 3 for these (2 means bad input);
+* :class:`RunFailedError` — a deployment that started and then failed (a Spark job failed, not
+  the input's fault): the CLI exits with code 4.
 
 >>> from mqjoin.model.errors import UnknownRelationError, MqjoinError
 >>> issubclass(UnknownRelationError, MqjoinError)
@@ -136,6 +138,10 @@ class EngineError(MqjoinError):
 
 
 # -- bugs -------------------------------------------------------------------------------------
+
+
+class RunFailedError(EngineError):
+    """A deployment that started and then failed (a Spark job failed): exit code 4."""
 
 
 class InternalError(MqjoinError):
