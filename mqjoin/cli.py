@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from mqjoin.model.errors import (DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError,
+from mqjoin.model.errors import (EngineError, InternalError, MqjoinError, OptionError, PlannerError,
                                  ResultMismatchError, RunFailedError)
+from mqjoin.datasets.commands import add_dataset_parsers, load_named_workload, write_text
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
 from mqjoin.planners.registry import PLANNERS, named, planner_of
 from mqjoin.planners.trees import TREE_SHAPES
@@ -36,22 +37,10 @@ EXIT_INTERNAL = 3
 EXIT_ENGINE = 4
 
 
-WORKLOADS = Path(__file__).parent / "workloads"
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(2, f"mqjoin: error: {message} (see 'mqjoin {self.prog.split()[-1]} --help')\n"
                   if " " in self.prog else f"mqjoin: error: {message} (see 'mqjoin --help')\n")
-
-
-def _workload(path: str):
-    from mqjoin.model.workload import load_workload
-
-    p = Path(path)
-    if not p.exists():
-        p = _bundled_workload(path) or p  # bundled workloads by name, e.g. paper_v2.yaml
-    return load_workload(p)
 
 
 def _opt_args(p: argparse.ArgumentParser) -> None:
@@ -102,7 +91,7 @@ def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> 
 def _optimize(args: argparse.Namespace, workload=None):
     from mqjoin.planning.optimizer import optimize
 
-    w = workload if workload is not None else _workload(args.workload)
+    w = workload if workload is not None else load_named_workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
                     solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget,
                     planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose,
@@ -138,7 +127,7 @@ def _stats_from(args: argparse.Namespace):
     and the plan optimised without them (to show what changed)."""
     from mqjoin.planning.measured import run_sizes
 
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     try:
         run = json.loads(Path(args.stats_from).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -160,7 +149,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         res = _optimize(args)
     if args.plan_out:
-        _write_text(args.plan_out, res.plan.to_json())
+        write_text(args.plan_out, res.plan.to_json())
     if args.export:
         from mqjoin.planning.candidates import enumerate_candidates
         from mqjoin.planning.ilp import build_model, export
@@ -314,7 +303,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     policy = AdaptivePolicy(epoch=args.epoch, threshold=args.threshold, adapt=not args.static, mode=args.mode,
                             partitioning=args.partitioning, mirs=not args.no_mirs, solver=args.solver,
                             time_limit=args.time_limit, sample=args.sample, mir_budget=args.mir_budget)
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
     optimizer = None
@@ -422,7 +411,7 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
 def cmd_candidates(args: argparse.Namespace) -> int:
     from mqjoin.planning.candidates import MIR, enumerate_candidates, owner_label
 
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     c = enumerate_candidates(w, mirs=not args.no_mirs)
     data: dict[str, Any] = {
         "mirs": [m.label for m in c.mirs],
@@ -452,7 +441,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from mqjoin.planning.comparison import COMPARED_PLANNERS, compare, settings
     from mqjoin.planners.registry import check_planner
 
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     planners = (args.planner,) if args.planner else COMPARED_PLANNERS
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
@@ -474,7 +463,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_frontier(args: argparse.Namespace) -> int:
     from mqjoin.planning.frontier import frontier
 
-    f = frontier(_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
+    f = frontier(load_named_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
                  max_points=args.max_points)
     print(json.dumps(f.to_dict(), indent=1, ensure_ascii=False) if args.json else f.summary())
     return 0
@@ -484,7 +473,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from mqjoin.datasets.uniform import uniform_streams
     from mqjoin.model.tables import write_inputs
 
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     tables = uniform_streams(w, duration=args.duration, scale=args.scale, seed=args.seed)
     write_inputs(tables, args.out, args.format)
     print(f"wrote {sum(len(t) for t in tables.values())} tuples of {len(tables)} relations to {args.out}")
@@ -500,7 +489,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from mqjoin.datasets.uniform import uniform_streams
     from mqjoin.model.tables import write_results
 
-    w = _workload(args.workload)
+    w = load_named_workload(args.workload)
     print(f"workload {args.workload}: {w}")
     for q in w.queries:
         print(f"  {q.name}: {q.text}")
@@ -548,13 +537,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     write_results(w, run.results, args.out)
     print(f"\nresults of mqo/single written to {args.out}/<query>.parquet")
     return 0
-
-
-def _write_text(path: str, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise DataError(f"cannot write {path!r}: {e}") from None
 
 
 def _spark_args(p: argparse.ArgumentParser) -> None:
@@ -675,172 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     d.set_defaults(func=cmd_demo)
 
-    _add_dataset_parsers(sub)  # data tpch / data synthetic / stats
+    add_dataset_parsers(sub, _Parser)  # data tpch / data synthetic / stats
     return p
-
-
-# --------------------------------------------------------------------------------------------
-# datasets and statistics: `data tpch`, `data synthetic`, `stats`
-# --------------------------------------------------------------------------------------------
-
-def _bundled_workload(name: str) -> Path | None:
-    """A workload shipped with mqjoin, by file name: ``mqjoin/workloads/`` first, then the
-    data-set workloads of ``mqjoin.datasets`` (``tpch_fig7a.yaml``, ``tpch_10q.yaml`` …)."""
-    from mqjoin import datasets  # the top-level datasets/ folder, installed as mqjoin.datasets
-
-    for folder in (WORKLOADS, Path(datasets.__file__).parent / "workloads"):
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def cmd_data_tpch(args: argparse.Namespace) -> int:
-    from mqjoin.datasets.arrivals import Arrival
-    from mqjoin.datasets.tpch import tpch_streams
-
-    arrival = Arrival(args.arrival, rate=args.rate, seed=args.seed, burst_period=args.burst_period,
-                      burst_duty=args.burst_duty)
-    res = tpch_streams(args.sf, out=args.out, arrival=arrival, cache=args.cache, force=args.force,
-                       progress=None if args.quiet else _progress)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=1))
-        return 0
-    print(f"TPC-H SF {args.sf:g} as relation streams ({arrival.describe()} for lineitem){' [cached]' if res.cached else ''}:")
-    print(f"  {'relation':<10}{'rows':>12}{'tuples/s':>12}{'bytes':>12}")
-    for s in res.streams:
-        print(f"  {s.relation:<10}{s.rows:>12,}{s.rate:>12,.6g}{s.bytes:>12,}")
-    print(f"  {'total':<10}{res.rows:>12,}{'':>12}{res.bytes:>12,}")
-    print(f"written to {res.directory} in {res.seconds:.1f}s")
-    return 0
-
-
-_SYNTH_OPTIONS = {"partners": ("selectivity-change",), "bias": ("selectivity-change",),
-                  "fanout": ("skewed-rates",), "keep": ("skewed-rates",), "high_rate": ("skewed-rates",),
-                  "low_rate": ("skewed-rates",)}
-
-
-def cmd_data_synthetic(args: argparse.Namespace) -> int:
-    from mqjoin.datasets.synthetic_paper import paper_data
-
-    params = {k: getattr(args, k) for k in ("scale", "duration", "change_at", "window", "parallelism",
-                                            *_SYNTH_OPTIONS) if getattr(args, k) is not None}
-    for k in params:
-        if k in _SYNTH_OPTIONS and args.name not in _SYNTH_OPTIONS[k]:
-            raise OptionError(f"--{k.replace('_', '-')} applies to {' and '.join(_SYNTH_OPTIONS[k])} only, "
-                              f"not to {args.name}; leave it out")
-    data = paper_data(args.name, **params)
-    if not args.quiet:
-        _progress(f"{args.name}: writing {data.rows:,} tuples …")
-    data.write(args.out, progress=None if args.quiet else _progress)
-    if args.json:
-        print(json.dumps({"name": data.name, "out": str(args.out), "params": dict(data.params),
-                          "rows": {r: len(c["ts"]) for r, c in data.columns.items()}}, indent=1))
-        return 0
-    print(f"{data.name}: {data.rows:,} tuples of {len(data.columns)} relations written to {args.out}; "
-          f"workload: {Path(args.out) / 'workload.yaml'}")
-    return 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    from mqjoin.datasets.stats import statistics_from_data
-
-    w = _workload(args.workload)
-    if args.sample < 0:
-        raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    if args.sizes is not None and not (0 < args.sizes <= 1):
-        raise OptionError(f"--sizes takes the fraction of join values to sample, in (0, 1] (1 or nothing: exact "
-                          f"counts); got {args.sizes:g}")
-    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed, sizes=args.sizes)
-    per_value = None
-    if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
-        from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
-        from mqjoin.model.tables import read_inputs
-        from mqjoin.model.workload import parse_attr_ref
-
-        by_name = {r.name: r for r in w.relations}
-        attrs = [parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
-        per_value = value_rates(w, read_inputs(w, args.data), attrs)
-    if args.write:
-        _write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
-                                              f"'mqjoin stats' from {args.data}"))
-    if args.json:
-        extra = {} if per_value is None else \
-            {"value_rates": {str(a): [[plain_value(v), r] for v, r in rates.items()] for a, rates in per_value.items()}}
-        print(json.dumps({**stats.to_dict(), **extra}, indent=1))
-    else:
-        print(stats.render())
-        if per_value is not None:
-            print(render_value_rates(per_value))
-        if args.write:
-            print(f"workload with these statistics written to {args.write}")
-    return 0
-
-
-def _add_dataset_parsers(sub: Any) -> None:
-    data = sub.add_parser("data", help="generate input streams: TPC-H or the paper's synthetic data sets")
-    dsub = data.add_subparsers(dest="dataset", required=True, parser_class=_Parser)
-
-    t = dsub.add_parser("tpch", help="TPC-H tables (tpchgen-cli, offline) as relation streams")
-    t.add_argument("--sf", type=float, default=0.01, help="scale factor, e.g. 0.01, 0.1, 1 (default 0.01)")
-    t.add_argument("--out", metavar="DIR", help="where to write <relation>.parquet (default: the cache, "
-                                                "<cache>/tpch/sf<SF>)")
-    t.add_argument("--cache", metavar="DIR", help="cache root (default: $MQJOIN_CACHE or ~/.cache/mqjoin); the "
-                                                  "raw tables go to <cache>/tpch/sf<SF>/tpchgen")
-    t.add_argument("--arrival", choices=("constant", "poisson", "bursts"), default="constant",
-                   help="arrival process of every stream (default constant)")
-    t.add_argument("--rate", type=float, default=10_000.0,
-                   help="tuples per second of lineitem; the other relations stream over the same span, at rates "
-                        "proportional to their sizes (default 10000)")
-    t.add_argument("--burst-period", type=float, default=1.0, metavar="S", help="bursts: period in seconds (default 1)")
-    t.add_argument("--burst-duty", type=float, default=0.1, metavar="F",
-                   help="bursts: fraction of each period with arrivals (default 0.1)")
-    t.add_argument("--seed", type=int, default=0, help="seed of random arrivals (default 0)")
-    t.add_argument("--force", action="store_true", help="rewrite the streams even if cached")
-    t.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    t.add_argument("--json", action="store_true")
-    t.set_defaults(func=cmd_data_tpch)
-
-    s = dsub.add_parser("synthetic", help="the paper's Section VII-B data sets (with their workload.yaml)")
-    s.add_argument("name", choices=("selectivity-change", "skewed-rates"))
-    s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--scale", type=float, help="divide the paper's rates by this (default 100 for "
-                                                "selectivity-change: 1000 t/s; 1000 for skewed-rates: 5000 and 5 t/s)")
-    s.add_argument("--duration", type=float, metavar="S", help="seconds of event time (default 30)")
-    s.add_argument("--change-at", type=float, metavar="S", help="time of the change (default 15)")
-    s.add_argument("--window", type=float, metavar="S", help="window of every relation (default 5)")
-    s.add_argument("--parallelism", type=int, help="parallelism in the workload (default 4)")
-    s.add_argument("--partners", type=int, help="selectivity-change: R partners of an S tuple after the change "
-                                                "(default 100)")
-    s.add_argument("--bias", type=float, help="selectivity-change: raise S.b = T.b by this fraction (default 0.1)")
-    s.add_argument("--fanout", type=int, help="skewed-rates: T partners of an S tuple before the change (default 5)")
-    s.add_argument("--keep", type=float, help="skewed-rates: fraction of S tuples with a T partner after the change "
-                                              "(default 0.1)")
-    s.add_argument("--high-rate", type=float, help="skewed-rates: rate of R (overrides --scale)")
-    s.add_argument("--low-rate", type=float, help="skewed-rates: rate of S, T, U (overrides --scale)")
-    s.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(func=cmd_data_synthetic)
-
-    stats_parser = sub.add_parser("stats", help="estimate rates and selectivities of a workload from data")
-    stats_parser.add_argument("workload", help="workload YAML file (or a bundled one, e.g. tpch_fig7a.yaml)")
-    stats_parser.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
-    stats_parser.add_argument("--write", metavar="OUT.yaml", help="write the workload with the estimated statistics")
-    stats_parser.add_argument("--sample", type=int, default=100_000, metavar="N",
-                    help="sample relations with more than N rows down to N rows (default 100000; 0: exact)")
-    stats_parser.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
-    stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
-                              help="also the rates per value of these attributes (PMJoin's partition attributes; "
-                                   "none named: every join attribute)")
-    stats_parser.add_argument("--sizes", type=float, nargs="?", const=1.0, default=None, metavar="F",
-                              help="also measure the join size of every set of relations the optimiser uses (MIRs, "
-                                   "probe-order prefixes, queries), exactly or on a correlated sample of the fraction "
-                                   "F of join values (e.g. --sizes 0.1); --write puts them under 'sizes'")
-    stats_parser.add_argument("--json", action="store_true")
-    stats_parser.set_defaults(func=cmd_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
