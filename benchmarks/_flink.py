@@ -1,5 +1,16 @@
-"""Flink as a reference point for ``benchmarks/spark_mqo.py`` (optional: only when ``pyflink``
-imports — ``pip install 'mqjoin[flink]'``; never part of the mqjoin package).
+"""Flink as a reference point for ``benchmarks/spark_mqo.py`` (optional; never part of the
+mqjoin package).
+
+**Its own environment.**  apache-flink pins a pyarrow older than PySpark's Arrow path accepts
+(apache-flink 2.3: pyarrow < 17; PySpark 4.3: ≥ 18), so Flink cannot share the benchmark's
+environment.  Make ``.venv-flink/`` once, at the top of the checkout::
+
+    benchmarks/flink-env
+
+and ``spark_mqo.py`` runs the Flink row through ``.venv-flink/bin/python`` in a subprocess
+(:func:`run_flink_isolated`: the workload, the input tables and the oracle's results go to a
+temporary directory, this module's ``main`` runs :func:`run_flink` on them there and writes
+the row back as JSON).  Without ``.venv-flink/`` the row fails at once, saying how to make it.
 
 The workload's queries run as Flink SQL *regular* joins in ONE ``StatementSet`` (one Flink
 job, parallelism 2 by default) over the same input: one CSV file per relation (``_row`` = the
@@ -19,19 +30,53 @@ computed from the data (not read from Flink's state backend).
 
 from __future__ import annotations
 
+import argparse
 import csv
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+#: the interpreter of the Flink environment (made by benchmarks/flink-env)
+FLINK_PYTHON = Path(__file__).resolve().parent.parent / ".venv-flink" / "bin" / "python"
+MISSING = ("the Flink row runs in an environment of its own, .venv-flink/, which does not exist: make it with "
+           "benchmarks/flink-env (apache-flink pins a pyarrow older than PySpark needs, so it cannot share .venv/)")
+
 
 def available() -> bool:
+    """Whether the Flink environment exists."""
+    return FLINK_PYTHON.exists()
+
+
+def run_flink_isolated(w, tables, truth, parallelism: int = 2, timeout: float | None = None) -> dict:
+    """:func:`run_flink` in the Flink environment (see the module doc): the row it returns, or
+    a row with ``error`` when the subprocess failed.  Raises ``RuntimeError`` (:data:`MISSING`)
+    when the environment does not exist."""
+    if not available():
+        raise RuntimeError(MISSING)
+    from mqjoin.model.tables import write_inputs
+
+    root = Path(tempfile.mkdtemp(prefix="mqjoin-flink-run-"))
     try:
-        import pyflink  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        (root / "workload.yaml").write_text(w.to_yaml())
+        write_inputs(tables, root / "inputs")
+        (root / "truth.json").write_text(json.dumps({q: sorted(map(list, rows)) for q, rows in truth.items()}))
+        cmd = [str(FLINK_PYTHON), str(Path(__file__).resolve()), str(root), "--parallelism", str(parallelism)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"engine": "flink", "error": f"the Flink run took longer than {timeout:g} s", "equal": False}
+        out = root / "row.json"
+        if done.returncode != 0 or not out.exists():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            return {"engine": "flink", "error": f"the Flink subprocess exited with {done.returncode}: {last}",
+                    "equal": False}
+        return json.loads(out.read_text())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _csv_inputs(w, tables, root: Path) -> dict[str, list[str]]:
@@ -171,3 +216,24 @@ def run_flink(w, tables, truth, parallelism: int = 2) -> dict:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    """In the Flink environment: the row of the run prepared by :func:`run_flink_isolated`."""
+    ap = argparse.ArgumentParser(description="the Flink row of benchmarks/spark_mqo.py (run by it)")
+    ap.add_argument("root", type=Path, help="the directory run_flink_isolated prepared")
+    ap.add_argument("--parallelism", type=int, default=2)
+    args = ap.parse_args(argv)
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.model.workload import parse_workload
+
+    w = parse_workload((args.root / "workload.yaml").read_text())
+    tables = read_inputs(w, args.root / "inputs")
+    truth = {q: {tuple(r) for r in rows} for q, rows in json.loads((args.root / "truth.json").read_text()).items()}
+    row = run_flink(w, tables, truth, parallelism=args.parallelism)
+    (args.root / "row.json").write_text(json.dumps(row, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

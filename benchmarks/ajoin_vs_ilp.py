@@ -14,16 +14,7 @@ only, so ``ratio ≥ 1`` up to the ILP's tolerance.
 
     python benchmarks/ajoin_vs_ilp.py [--random 10] [--seed 0]
 
-Measured (seed 0, 10 random workloads each, 2-core machine; the table is deterministic):
-
-* the CLASH paper's examples and AJoin's Figure 6: ajoin finds the ILP optimum (700, 900, 12);
-* random workloads: ajoin / ILP median 1.091, mean 1.082, worst 1.207 (binary trees only,
-  greedy shared-cost choices); with filters median 1.012, mean 1.038, worst 1.176;
-* grouping pays when filtered queries overlap: on the filtered TPC-H Figure 7(a) the ILP over
-  ajoin's groups {q1,q2,q3} {q4,q5} costs 17170 against 24692 ungrouped (−30 %), and ajoin's
-  own plan 19822 (ratio 1.154); but AJoin's grouping rule compares join *cardinalities*, not
-  probe costs, so a group can also make the optimum dearer (random #0 + filters: 16000 with
-  ajoin's group vs 14200 without).
+The measured table (deterministic) is in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The tour's setting (notebook 01): the Figure 7(a) workload, the bundled TPC-H sa
 first run starts the Spark session (cold: JVM, Python workers); the later runs reuse it (warm).
 Per run: seconds from ``DeployPanel.deploy()`` to the panel's first throughput point and its
 first latency point, the time the call itself blocked (the session start on a cold run), and
-the status line the panel showed while it waited.  Goal (issue 12): the first point within
+the status line the panel showed while it waited.  Goal: the first point within
 5 s of the click on a warm local session.
 
     python benchmarks/deploy_first_point.py [--runs 4] [--mode driver|distributed]

@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
 import time
 from pathlib import Path
 
+import _results
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.rules import arrival_order, base_tuples
@@ -60,7 +62,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sf", type=float, default=0.01)
     ap.add_argument("--workloads", default="fig7a,10q")
     ap.add_argument("--batches", default="0,100000,5000", help="rows per batch of the vectorised runs (0: all)")
+    _results.add_flag(ap)
     args = ap.parse_args(argv)
+    with _results.recorded('executors', 'In-process executors: per tuple vs vectorised (benchmarks/executors.py)', args.results,
+                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+        return _bench(ap, args)
+
+
+def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from mqjoin.datasets.tpch import tpch_streams
 
     streams = tpch_streams(args.sf)

@@ -1,4 +1,4 @@
-"""Explorer latency: from a selectivity change to the redrawn plan (issue 5, target p95 ≤ 200 ms).
+"""Explorer latency: from a selectivity change to the redrawn plan (target: p95 ≤ 200 ms).
 
 The Explorer is built on the TPC-H five-query workload (Figure 7(a), ``tpch_fig7a.yaml``)
 with debounce 0.  Each repetition plays the browser: it sends the kernel the ``update``

@@ -15,6 +15,7 @@ costed on one thread (``BLOCK_THREADS = 1``), so the phases add up to the run's 
 
     python benchmarks/ilp_phases.py                      # 100 x 3 over 100 relations, single, 5 seeds
     python benchmarks/ilp_phases.py --queries 30 --size 5 --seeds 3
+    python benchmarks/ilp_phases.py --results              # also into benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import sys
 import time
 
+import _results
 import mqjoin.planning.ilp.blocks as blocks
 import mqjoin.planning.ilp.coupled as coupled
 import mqjoin.planning.ilp.master as master
@@ -68,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--relations", type=int, default=100)
     ap.add_argument("--policy", default="single")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0 … N-1 (default 5)")
+    _results.add_flag(ap)
     args = ap.parse_args(argv)
+    with _results.recorded("ilp_phases", "ILP: CPU seconds per phase of optimize() (benchmarks/ilp_phases.py)",
+                           args.results):
+        return phases(args)
+
+
+def phases(args) -> int:
     instrument()
 
     def run(seed: int):

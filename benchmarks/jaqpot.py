@@ -17,19 +17,6 @@ throughput, averaged over the plans:
 that policy's allowances; "× best ρh": JAQPOT's throughput over the best baseline's.  This is
 the model's prediction; ``--executor`` below measures.
 
-Measured (seed 0, 50 plans): on the linear plan JAQPOT's throughput is proportional to the
-resources — 10 % → 10.0 %, 60 % → 60.0 %, 100 % → 100 % of saturation — and 5.9× the best
-ρ_h baseline throughout (EqualHJ: 1.7 % → 17 %); the freshness cover takes 35 % of μ at
-10 % of saturation (6 % of plans infeasible there), 8 % at 60 %, 5 % at 100 %.  The paper's
-concave curve (over 80 % of the saturation throughput at 60 % of the resources) does not
-appear: with Table 3's ranges every half-way join inflates (ρ_h = σ·|S| between 2 and 500),
-so the three long paths' productivities all approach their last hop's ρ_h (≈ equal), and the
-one path with a higher ρ_p (D's, one hop) has a negligible capacity (λ_D against millions of
-intermediate tuples).  The bushy plan (``--shape bushy``) is concave: 60 % → 71.8 %, 80 % →
-86.4 %, 2.6× the best baseline at 60 %, and there GrePP alone leaves 20 % of the plans stale
-(JAQPOT none).  The paper reports 2.5× on average, 6.5× at most,
-for the linear plan measured on an engine.
-
     python benchmarks/jaqpot.py [--plans 50] [--seed 0] [--freshness 1.5] [--shape linear|bushy]
 
 ``--executor`` measures instead of predicting: the reference executor runs the linear plan
@@ -40,36 +27,8 @@ unbounded run made — and each policy's results as a percentage of the unbounde
 averaged over ``--seeds`` inputs; "stale": the streams whose measured staleness (Lemma 1 with
 the measured refresh rates) exceeds the freshness predicate, summed over the policies' runs.
 
-Measured (``--executor``, seeds 0–2, 1 s cycles, freshness 1.5×; saturation measured at
-~5,800 probes/s → ~9,150 results/s, the model says 6,000 → 9,600 with full states from the
-first second):
-
-    μ % sat  JAQPOT  GrePP  EqualHJ  GlobalHJPR  EBestHJP  SBestHJP  × best ρh
-         10     6.1    0.0      3.4         3.0       1.4       1.4       1.83
-         30    19.4    0.0     17.6        10.8       4.2       4.2       1.10
-         60    46.8   38.7     29.1        20.7       4.2       4.2       1.61
-         80    64.4   64.4     36.1        25.0       4.2       4.2       1.78
-        100    91.0   91.0     43.1        29.1       4.2       4.2       2.11
-
-JAQPOT is ahead of every ρ_h baseline at every point (1.1× at 30 %, 1.6–2.1× from 60 % on;
-EqualHJ is the best baseline, then GlobalHJPR); GrePP alone produces nothing up to 30 % (it
-gives μ to D's one-hop path, whose partner state S_ABC nobody refreshes) and its runs are
-stale up to 60 %, JAQPOT's up to 50 % (its cover is planned on full-rate productivities).
-The paper's concave curve (over 80 % of the saturation throughput at 60 % of the resources)
-does not appear: JAQPOT gets about as much throughput as resources.  The most productive
-path (D's, ρ_p 8 against 1.1–1.6) is only productive while S_ABC is refreshed, which takes
-the other paths' resources (the freshness cover); the model's ρ_h of a probe into an
-intermediate state assumes the state as full as without a limit, so those paths yield, and
-refresh, less than allocated.  ``--freshness 3`` changes little (6.2 / 16.4 / 38.2 / 63.8 /
-91.8 %, behind EqualHJ at 30–50 %: a looser cover leaves S_ABC emptier).
-
-Other corners of Table 3 (``--duration 6``): with D four times as fast (``--rate
-300,300,300,1200``, 2 seeds) GlobalHJPR is ahead of JAQPOT at 20–50 % (26 vs 19 % at 40 %),
-JAQPOT ahead from 60 % (40 / 57 / 88 % at 60 / 80 / 100 %); with A fast, D's window 1,000
-tuples and the last join at σ 0.05 (``--rate 1200,300,300,300 --size 200,200,200,1000
---selectivity 0.01,0.01,0.05``, 1 seed) JAQPOT is 1.7–3.3× the best baseline (EBestHJP) at
-every point: 7.5 / 32 / 51 / 72 / 91 % at 10 / 40 / 60 / 80 / 100 %.  Still no concave
-curve: the shape the paper reports did not appear in any corner we ran.
+The measured tables, and how they differ from the paper's Figure 7.a, are in
+``benchmarks/RESULTS.md``.
 
     python benchmarks/jaqpot.py --executor [--seeds 3] [--rate 300|A,B,C,D] [--size 200|A,B,C,D]
         [--selectivity 0.01|AB,BC,CD] [--duration 10] [--cycle 1] [--freshness 1.5]

@@ -2,16 +2,14 @@
 
 The setting is :func:`mqjoin.datasets.mjoin_paper.section33` (S1, S3: 10,000 tuples, S2: 15,000,
 1,000 join values, Poisson arrivals 20 / 20 / 5 ms, no window); the plans are
-:func:`~mqjoin.datasets.mjoin_paper.table1_plans`.  For each plan: the A4 probe cost (per unit
+:func:`~mqjoin.datasets.mjoin_paper.table1_plans`.  For each plan: the docs/model.md §4 probe cost (per unit
 of time = the whole input), the reference executor's counts (``run_reference(instrument=True)``,
 mean ± standard deviation over ``--seeds`` seeds) and the paper's numbers.  ``--even`` spreads
-every stream over the same time (30 / 20 / 30 ms) — what A4 assumes — so that lookups
+every stream over the same time (30 / 20 / 30 ms) — what the cost model assumes — so that lookups
 (hashes − moves) should match the model.
 
-Measured (10 seeds, the paper's scale): moves 35,000 (MJoins) and 185,000 (the paper's tree), as
-in the paper; comparisons 1,650,000 (tree), 1,699,825 ± 902 (MJoin), 1,662,432 ± 264 (wrong
-sequence) — the paper: 1.5 M, 1,656,727, 2,004,639.  With ``--even``, lookups 210,000 / 260,000
-as the model says (+24 %), comparisons +3 %.  Notebook 06 explains every difference.
+Measured counts against the paper's: ``benchmarks/RESULTS.md``; notebook 06 explains every
+difference.
 
     python benchmarks/mjoin_table1.py [--seeds 3] [--values 1000] [--even]
 """
@@ -52,7 +50,7 @@ def main() -> None:
     model = {name: p.probe_cost for name, p in table1_plans(s.workload).items()}
     data = measure(a.values, a.seeds, a.even)
     print(f"Section 3.3, {a.values} join values, {a.seeds} seed(s){', even streams' if a.even else ''}")
-    print(f"{'plan':<14}{'A4 probes':>11}" + "".join(f"{c:>20}" for c in COUNTS) + f"{'paper h/m/c':>32}")
+    print(f"{'plan':<14}{'probe cost':>11}" + "".join(f"{c:>20}" for c in COUNTS) + f"{'paper h/m/c':>32}")
     for name, by in data.items():
         cells = []
         for c in COUNTS:

@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 
+import _results
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
 from mqjoin.datasets.uniform import uniform_streams
@@ -62,7 +63,14 @@ def main(argv=None) -> int:
     ap.add_argument("--results-per-tuple", type=float, default=2.0)
     ap.add_argument("--model-rate", type=float, default=3000, help="tuples per relation (part 2)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds averaged in part 2")
+    _results.add_flag(ap)
     args = ap.parse_args(argv)
+    with _results.recorded('reference_throughput', 'Reference executor: throughput and probe messages vs the model (benchmarks/reference_throughput.py)', args.results,
+                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+        return _bench(ap, args)
+
+
+def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     w = throughput_workload(args.rate, args.window, args.results_per_tuple)
     t0 = time.perf_counter()

@@ -4,14 +4,14 @@ joins, all queries in one streaming query over one shared source, HDFS state sto
 partition — the best measured here, ``--native-partitions``/``--native-state-store`` change
 it; see ``mqjoin/runtime/spark/native.py`` for the configurations tried), in one local[2]
 session, on the same input — and vs
-``flink`` when ``pyflink`` imports (``pip install 'mqjoin[flink]'``; ``benchmarks/_flink.py``:
-the queries as regular joins in one StatementSet, parallelism 2, over per-relation CSV files of
-the same tuples, results checked against the oracle; throughput = input tuples / the job's net
-runtime with the whole input available at once, state = rows its joins hold, computed).
-apache-flink 2.3 pins pyarrow < 17 and PySpark 4.3 needs ≥ 18 (the driver mode collects
-batches as Arrow), so run the Flink row from a venv of its own on the same arguments:
-``python -m venv /tmp/fv && /tmp/fv/bin/pip install -e '.[spark]' apache-flink &&
-/tmp/fv/bin/python benchmarks/spark_mqo.py … --engines flink``.  Plan engines run in
+``flink`` (``benchmarks/_flink.py``: the queries as regular joins in one StatementSet,
+parallelism 2, over per-relation CSV files of the same tuples, results checked against the
+oracle; throughput = input tuples / the job's net runtime with the whole input available at
+once, state = rows its joins hold, computed).  Flink runs in an environment of its own — apache-flink
+pins a pyarrow older than PySpark's Arrow path accepts — made once by ``benchmarks/flink-env``
+(``.venv-flink/``); the Flink row runs through its interpreter in a subprocess.  Without it the
+default engine list leaves Flink out (saying so), and ``--engines …,flink`` is an error that
+says how to make it.  Plan engines run in
 ``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the DataFrame mode;
 ``mqo-budget`` is the mqo plan under an MIR memory budget (``--mir-budget``, default 50 of the
 workload's estimated tuples: a point of ``mqjoin frontier``'s probe-cost/memory curve).  The
@@ -19,7 +19,7 @@ default mqo plan minimises probe messages and materialises every MIR that saves 
 the MIRs that extend lineitem by its (partkey, suppkey) foreign key hold a row per lineitem
 although the workload's independent-key estimates put them at 0.7 % of that, so the budgeted
 plan keeps far fewer rows for a few more messages.
-``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners.trees` (issue 15):
+``mjoin`` and ``tree`` are the operator-level plan families of :mod:`mqjoin.planners.trees`:
 one MJoin per query (base stores, probing sequences most selective first), and one binary join
 tree per query (``--tree-shape``, default the cheapest of any shape; every inner node an MIR
 store), each deployed shared like any plan, in driver mode, results checked against the oracle.
@@ -37,8 +37,8 @@ What is measured, per workload and engine:
    the union of Spark's trigger intervals (StreamingQueryListener: trigger start +
    ``triggerExecution``) over all of the deployment's streaming queries.  For our engine (one
    query) that is the sum of micro-batch durations, and so it is for ``native`` (one
-   streaming query since issue 12; the union also covers a native run of several concurrent
-   queries, as before).  The batch size is fixed and the same
+   streaming query; the union also covers a native run of several concurrent streaming
+   queries).  The batch size is fixed and the same
    for every engine: our engine's micro-batches carry a large fixed cost (a few Spark jobs
    and SQL plans per batch, see the overhead table), so throughput grows with the batch size;
    ``--batch`` (default 5,000; the paper's figures come from a cluster at ~10⁵ tuples/s)
@@ -75,7 +75,7 @@ What is measured, per workload and engine:
    key order, so a time slice is far from uniform; the ``full`` columns compare the reference
    executor's count on the whole SF stream (the data the workload's statistics were estimated
    from) with the model, where its assumptions hold best.
-6. **Results**: every engine's result sets are compared with the A6 oracle (brute force,
+6. **Results**: every engine's result sets are compared with the docs/model.md §6 oracle (brute force,
    independent of any plan) and printed as ✓/✗; the exit status is 1 if any differ (nothing
    else here passes or fails).
 
@@ -102,6 +102,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _results
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
@@ -406,9 +407,9 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
     unpaced = {}
     for e in engines:
         if e == "flink":
-            from _flink import run_flink
+            from _flink import run_flink_isolated
 
-            r = run_flink(w, tables, truth, parallelism=args.flink_parallelism)
+            r = run_flink_isolated(w, tables, truth, parallelism=args.flink_parallelism, timeout=args.timeout)
             r["load"] = os.getloadavg()[0]
         else:
             r = run_engine(e, plans[plan_key(e)], tables, spark, truth, timeout=args.timeout,
@@ -628,7 +629,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, help="first S seconds of event time (default 1; --quick 0.3)")
     ap.add_argument("--batch", type=int, help="input tuples per unpaced micro-batch (default 5000; --quick 1500)")
     ap.add_argument("--workloads", help="comma-separated: fig7a,10q (default both; --quick fig7a)")
-    ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
+    ap.add_argument("--engines", default=None, help="comma-separated subset of " + ",".join(ENGINES) + " (default: all)")
     ap.add_argument("--rate", type=float, help="paced input rate for the latency runs (default: see --rate-fraction)")
     ap.add_argument("--rate-fraction", type=float, default=0.5,
                     help="paced rate = this × the slowest engine's sustained throughput (default 0.5)")
@@ -656,7 +657,16 @@ def main(argv=None) -> int:
                     help="MIR memory budget of the mqo-budget engine's plan, in the workload's estimated tuples "
                          "(optimize --mir-budget; default %(default)g)")
     ap.add_argument("--json", metavar="FILE")
+    _results.add_flag(ap)
     args = ap.parse_args(argv)
+    with _results.recorded('spark_mqo', 'Spark engines on TPC-H (benchmarks/spark_mqo.py)', args.results,
+                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+        return _bench(ap, args)
+
+
+def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    engines_asked = args.engines is not None
+    args.engines = args.engines or ",".join(ENGINES)
     PLAN_OPTIONS["mqo-budget"]["mir_budget"] = args.mir_budget
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.3 if q else 1.0)
@@ -669,10 +679,12 @@ def main(argv=None) -> int:
     bad = [x for x in args.workloads if x not in WORKLOADS] + [e for e in args.engines if e not in ENGINES]
     if bad:
         ap.error(f"unknown workload/engine: {', '.join(bad)}")
-    from _flink import available
+    from _flink import MISSING, available
 
     if "flink" in args.engines and not available():
-        print("(pyflink is not installed: no Flink row; pip install 'mqjoin[flink]')", flush=True)
+        if engines_asked:
+            ap.error(MISSING)
+        print(f"(no Flink row: {MISSING})", flush=True)
         args.engines = [e for e in args.engines if e != "flink"]
     if args.native_partitions:
         NATIVE_OPTIONS["partitions"] = args.native_partitions

@@ -58,6 +58,11 @@ conservative case).  A pair without any agreeing value in the full data is writt
 >>> w2.rate("S"), w2.query("q").classes[0].selectivity
 (0.5, 0.25)
 
+**Join sizes** (``sizes=F``, ``mqjoin stats --sizes [F]``): the size of every connected
+relation set the optimiser uses, exactly or on a correlated sample of a fraction ``F`` of join
+values, with its precision and its ratio to the independence estimate
+(:mod:`mqjoin.datasets.sizes`); written under ``sizes``, they replace earlier ones.
+
 **Pass fractions** of query filters (docs/model.md §7): the share ``p`` of a relation's rows (of its
 sample, when sampled) that pass the filter, with the binomial standard error
 ``√(p(1−p)/m · (1 − m/|R|))`` and the 95 % interval ``p ± 1.96·SE`` (``[0, 3/m]`` when no
@@ -81,7 +86,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -91,6 +96,7 @@ from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.model.tables import Table, read_inputs
 from mqjoin.model.workload import Attr, Workload, iter_pairs
 from mqjoin.datasets.arrivals import relation_rng
+from mqjoin.datasets.sizes import SizeEstimate, measure_sizes
 
 #: default sample size per relation: relations with at most this many rows are counted exactly
 DEFAULT_SAMPLE = 100_000
@@ -310,6 +316,8 @@ class Statistics:
     seed: int
     source: str = ""
     filters: tuple[FilterEstimate, ...] = ()
+    #: measured join sizes (:mod:`mqjoin.datasets.sizes`), when asked for
+    sizes: tuple[SizeEstimate, ...] = ()
 
     def rate(self, relation: str) -> float | None:
         for r in self.rates:
@@ -346,7 +354,11 @@ class Statistics:
             if r.rate is not None and r.relation in spec["relations"]:
                 spec["relations"][r.relation]["rate"] = _sig(r.rate)
         spec.setdefault("filters", {}).update({f.key: _sig(f.written) for f in self.filters})
-        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups])
+        if self.sizes:  # measured on every set the optimiser uses: they replace earlier ones
+            spec["sizes"] = {}
+            for m in self.sizes:
+                (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = _sig(m.value)
+        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for ``--json``."""
@@ -364,6 +376,11 @@ class Statistics:
             "filters": [{"filter": f.key, "where": f.text, "value": f.value, "stderr": f.stderr,
                          "ci95": [f.low, f.high], "exact": f.exact, "rows": f.size, "sampled": f.sample,
                          "passing_sample_rows": f.passing, "few_matches": f.few_matches} for f in self.filters],
+            **({"sizes": [{"query": m.query, "relations": list(m.relations), "results": m.count, "value": m.value,
+                           "stderr": m.stderr, "ci95": [m.low, m.high], "exact": m.exact,
+                           "sample": m.fraction, "sampled_class": m.sampled_on, "sampled_values": m.values,
+                           "independence_estimate": m.estimate, "ratio": m.ratio, "few_values": m.few_values}
+                          for m in self.sizes]} if self.sizes else {}),
         }
 
     def render(self) -> str:
@@ -381,6 +398,9 @@ class Statistics:
         if self.filters:
             lines.append("pass fractions (share of a relation's tuples that pass a query's filter):")
             lines += [f"  {f.describe()}" for f in self.filters]
+        if self.sizes:
+            lines.append("join sizes (results over the data → tuples per time unit, beside the independence estimate):")
+            lines += [f"  {m.describe()}" for m in self.sizes]
         return "\n".join(lines)
 
     def to_yaml(self, workload: Workload, title: str = "") -> str:
@@ -543,10 +563,12 @@ def group_estimate(classes: tuple[tuple[Attr, ...], ...], pairs: Sequence[PairEs
 
 
 def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample: int | None = DEFAULT_SAMPLE,
-                        seed: int = 0, source: str = "") -> Statistics:
+                        seed: int = 0, source: str = "", sizes: float | None = None) -> Statistics:
     """Rates of every relation in ``tables`` and selectivities of every class of ``workload``.
 
     ``sample``: relations with more rows are sampled down to this many (``None``: exact).
+    ``sizes``: also measure the join sizes (:func:`mqjoin.datasets.sizes.measure_sizes`) on
+    this fraction of join values (1: exact), in the unit of the estimated rates.
     """
     sample = _check_sample(sample)
     rates = []
@@ -589,19 +611,23 @@ def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample:
             if f.relation not in tables:
                 raise DataError(f"no input for relation {f.relation}, which query {q.name} filters")
             filters.append(filter_estimate(q.name, f, tables[f.relation], rows[f.relation]))
-    return Statistics(tuple(rates), tuple(pair_est[k] for k in sorted(pair_est)), tuple(groups), sample, seed, source,
-                      tuple(filters))
+    stats = Statistics(tuple(rates), tuple(pair_est[k] for k in sorted(pair_est)), tuple(groups), sample, seed, source,
+                       tuple(filters))
+    if sizes is None:
+        return stats
+    return replace(stats, sizes=measure_sizes(stats.apply(workload), tables, sizes))
 
 
 def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int | None = DEFAULT_SAMPLE,
-                         seed: int = 0) -> Statistics:
+                         seed: int = 0, sizes: float | None = None) -> Statistics:
     """Read the inputs of ``workload`` from ``data_dir`` (every relation some query uses, plus
-    declared relations that have an input file there) and estimate their statistics."""
+    declared relations that have an input file there) and estimate their statistics (and,
+    with ``sizes``, measure the join sizes: :func:`estimate_statistics`)."""
     d = Path(data_dir)
     extra = [r.name for r in workload.relations if r.name not in workload.used_relations
              and ((d / f"{r.name}.parquet").exists() or (d / f"{r.name}.csv").exists())]
     tables = read_inputs(workload, d, list(workload.used_relations) + extra)
-    return estimate_statistics(workload, tables, sample, seed, source=str(d))
+    return estimate_statistics(workload, tables, sample, seed, source=str(d), sizes=sizes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -610,7 +636,10 @@ def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int |
 
 
 def _with_group_values(workload: Workload, spec: dict[str, Any],
-                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]]) -> Workload:
+                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]], keep_sizes: bool = True) -> Workload:
+    """``spec`` with one selectivity per group of ``values``, as a workload; ``keep_sizes``:
+    ``workload``'s measured sizes move with the new statistics (their ratio to the estimate
+    kept, :meth:`~mqjoin.model.workload.Workload.respecified`), else ``spec``'s sizes are taken."""
     values = list(values)
     covered = {p for classes, _ in values for c in classes for p in iter_pairs(c)}
     kept = {}
@@ -621,7 +650,7 @@ def _with_group_values(workload: Workload, spec: dict[str, Any],
         for c in covering_classes(classes):
             kept[" = ".join(str(a) for a in c)] = v
     spec["selectivities"] = kept
-    return Workload.from_spec(spec)
+    return workload.respecified(spec) if keep_sizes else Workload.from_spec(spec)
 
 
 def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ...]]:
@@ -693,6 +722,12 @@ def workload_yaml(workload: Workload) -> str:
         lines += [f"  {k}: {num(v)}" for k, v in fractions]
     if workload.groups:
         lines.append("groups: [" + ", ".join("[" + ", ".join(g) + "]" for g in workload.groups) + "]")
+    if workload.sizes:
+        lines.append("sizes:")
+        lines += [f"  {m.key}: {num(m.value)}" for m in workload.sizes if m.query is None]
+        for q in dict.fromkeys(m.query for m in workload.sizes if m.query is not None):
+            lines.append(f"  {q}:")
+            lines += [f"    {m.key}: {num(m.value)}" for m in workload.sizes if m.query == q]
     return "\n".join(lines) + "\n"
 
 

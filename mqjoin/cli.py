@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 from mqjoin.model.errors import DataError, EngineError, InternalError, MqjoinError, OptionError, PlannerError, ResultMismatchError
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS, check_options
-from mqjoin.planners.registry import PLANNERS
+from mqjoin.planners.registry import PLANNERS, named, planner_of
+from mqjoin.planners.trees import TREE_SHAPES
 
 #: exit code of bad input (workload, options, data): the user can fix it
 EXIT_BAD_INPUT = 2
@@ -64,16 +65,18 @@ def _opt_args(p: argparse.ArgumentParser) -> None:
     _planner_args(p)
 
 
+def _and(names) -> str:
+    """``a, b and c``."""
+    *head, last = names
+    return f"{', '.join(head)} and {last}" if head else last
+
+
 def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> None:
     p.add_argument("--planner", choices=PLANNERS, default=default,
-                   help="clash: the ILP over all probe orders; mjoin: one MJoin per query (base stores, probing "
-                        "sequences most selective first); tree: one binary join tree per query (every inner node "
-                        "an MIR store); ajoin: AJoin's query groups and iterative join reordering with shared "
-                        "costs (binary trees); pmjoin: PMJoin's placement of MJoins at the relations' nodes "
-                        "(STREAMJOINOPT) with value-partitioned groups reported beside the plan; for mjoin, tree "
-                        "and pmjoin, --mode mqo means shared" +
-                        (" (default: clash)" if default else " (default: clash, mjoin, tree and ajoin)"))
-    p.add_argument("--tree-shape", choices=("deep", "bushy", "best"), default=None,
+                   help="; ".join(f"{name}: {planner_of(name).label}" for name in PLANNERS) +
+                        f"; for {_and(name for name in PLANNERS if not planner_of(name).joint)}, --mode mqo means "
+                        "shared" + (f" (default: {default})" if default else f" (default: {_and(named('compared'))})"))
+    p.add_argument("--tree-shape", choices=TREE_SHAPES, default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
     p.add_argument("--decompose", action="store_true",
@@ -108,7 +111,7 @@ def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = No
 
     given = [f for f, v in (("--groups", args.groups), ("--partition-by", args.partition_by),
                             ("--tuple-sizes", args.tuple_sizes), ("--value-rates", args.value_rates)) if v is not None]
-    if (planner or args.planner) != "pmjoin":
+    if not planner_of(planner or args.planner).pmjoin_options:
         if given:
             raise PlannerError(f"{', '.join(given)} work with --planner pmjoin only, not {planner or args.planner}")
         return None
@@ -120,12 +123,36 @@ def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = No
 
 def _clash_only(args: argparse.Namespace, what: str) -> None:
     """Refuse options that need the CLASH optimiser when another planner is chosen."""
-    if args.planner != "clash":
+    if not planner_of(args.planner).ilp:
         raise PlannerError(f"{what} works with --planner clash only, not {args.planner}; leave one of them out")
 
 
+def _stats_from(args: argparse.Namespace):
+    """``optimize --stats-from RUN.json``: the workload with the join sizes the run measured,
+    and the plan optimised without them (to show what changed)."""
+    from mqjoin.planning.measured import run_sizes
+
+    w = _workload(args.workload)
+    try:
+        run = json.loads(Path(args.stats_from).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OptionError(f"--stats-from: {args.stats_from!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise OptionError(f"--stats-from: cannot read {args.stats_from!r} as the JSON of 'mqjoin run --json': {e}") from None
+    if not isinstance(run, dict) or "predicted" not in run:
+        raise OptionError(f"--stats-from: {args.stats_from!r} has no 'predicted' section; write it with "
+                          f"'mqjoin run W --data D --out O --json > RUN.json' (reference engine)")
+    return w, w.with_sizes(run_sizes(w, run["predicted"]), strict=False)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
-    res = _optimize(args)
+    before = None
+    if args.stats_from:
+        w0, w = _stats_from(args)
+        before = _optimize(args, w0)
+        res = _optimize(args, w)
+    else:
+        res = _optimize(args)
     if args.plan_out:
         _write_text(args.plan_out, res.plan.to_json())
     if args.export:
@@ -137,13 +164,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             raise OptionError("--export writes the joint (mqo) model; use it with --mode mqo")
         export(build_model(enumerate_candidates(res.workload, mirs=not args.no_mirs), args.partitioning,
                            args.mir_budget), args.export)
+    replanned = None
+    if before is not None:
+        from mqjoin.planning.measured import replan_report
+
+        replanned = replan_report(before.plan, res.plan)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
+        print(json.dumps({**res.to_dict(), **({"stats_from": replanned.to_dict()} if replanned else {})},
+                         indent=1, ensure_ascii=False))
     else:
         print(res.summary())
+        if res.workload.sizes:
+            print(f"join sizes: {len(res.workload.sizes)} measured (the workload's 'sizes'), the others estimated "
+                  f"as if the classes were independent")
         if args.tree:
             print("probe trees:")
             print(res.plan.render())
+        if replanned:
+            print(replanned.render())
     if res.ilp.status != "optimal":
         print(f"mqjoin: warning: the solver stopped at its time limit with incumbent {res.ilp.objective:g} and "
               f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
@@ -159,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
 
     if args.adaptive or args.changes or args.static:
-        if args.planner != "ajoin":  # ajoin re-plans ad-hoc batches incrementally (mqjoin.planners.ajoin.ajoin_optimizer)
+        if not planner_of(args.planner).replans:
             _clash_only(args, "--adaptive/--changes/--static (re-optimisation)")
         return _run_adaptive(args)
     if budget and args.engine != "reference":
@@ -171,8 +209,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.engine == "reference":
         run = run_reference(res.plan, tables, **budget)
         write_results(res.workload, run.results, args.out)
+        from mqjoin.planning.measured import check_run
+
+        check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
-                   "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out)}
+                   "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
+                   "predicted": check.to_dict()}
         sets, counts = run.result_sets(), run.counts
         if budget:
             from mqjoin.runtime.shedding import deficit
@@ -186,6 +228,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
                    **d.summary(), "out": str(args.out)}
+        check = _spark_check(res.plan, d, tables) if args.engine == "spark" else None
+        if check is not None:
+            summary["predicted"] = check.to_dict()
     if args.check:
         from mqjoin.runtime.oracle import oracle_results
 
@@ -205,15 +250,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.engine == "reference":
             print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
                   f"{run.total_probe_messages} probe messages")
+            print(check.render())
             if budget:
                 print(_budget_line(summary["budget"]))
         else:
             print(_spark_line(summary))
+            if check is not None:
+                print(check.render())
         for q, n in counts.items():
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
         if args.check:
             print(summary["check"])
     return 0
+
+
+def _spark_check(plan, deployment, tables):
+    """Predicted beside measured for a Spark deployment of ``plan``, per store (its micro-batches
+    count messages per store and rows held after each batch); ``None`` when it counted none."""
+    from mqjoin.planning.measured import check_run
+
+    frame = deployment.stores
+    if not len(frame):
+        return None
+    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
+    messages = frame.groupby("store")["messages"].sum().to_dict()
+    rows = frame.groupby("store")["rows"].max().to_dict()
+    return check_run(plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
 
 
 def _budget_options(args: argparse.Namespace) -> dict:
@@ -250,7 +312,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
     optimizer = None
-    if args.planner == "ajoin":  # AJoin re-plans each batch of query changes incrementally
+    if not planner_of(args.planner).ilp:  # a re-planner of its own: AJoin re-plans each batch of changes incrementally
         from mqjoin.planners.ajoin import ajoin_optimizer
 
         optimizer = ajoin_optimizer()
@@ -526,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--tree", action="store_true", help="also print the probe trees")
     o.add_argument("--plan-out", metavar="FILE", help="write the plan as JSON")
     o.add_argument("--export", metavar="FILE", help="write the ILP as .lp or .mps")
+    o.add_argument("--stats-from", metavar="RUN.json", help="re-plan with the join sizes a run measured (the JSON "
+                   "of 'mqjoin run --json', reference engine) and show what changed: plan diff, probe cost and "
+                   "memory before and after, both under the measured sizes")
     o.set_defaults(func=cmd_optimize)
 
     r = sub.add_parser("run", help="optimise, then run the plan over input data")
@@ -598,12 +663,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     d.set_defaults(func=cmd_demo)
 
-    _add_dataset_parsers(sub)  # issue 3: data tpch / data synthetic / stats
+    _add_dataset_parsers(sub)  # data tpch / data synthetic / stats
     return p
 
 
 # --------------------------------------------------------------------------------------------
-# datasets and statistics (issue 3): `data tpch`, `data synthetic`, `stats`
+# datasets and statistics: `data tpch`, `data synthetic`, `stats`
 # --------------------------------------------------------------------------------------------
 
 def _bundled_workload(name: str) -> Path | None:
@@ -674,7 +739,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     w = _workload(args.workload)
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
-    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed)
+    if args.sizes is not None and not (0 < args.sizes <= 1):
+        raise OptionError(f"--sizes takes the fraction of join values to sample, in (0, 1] (1 or nothing: exact "
+                          f"counts); got {args.sizes:g}")
+    stats = statistics_from_data(w, args.data, sample=args.sample or None, seed=args.seed, sizes=args.sizes)
     per_value = None
     if args.per_value is not None:  # PMJoin's per-value rates of the partition attributes
         from mqjoin.planners.pmjoin import plain_value, render_value_rates, value_rates
@@ -755,6 +823,10 @@ def _add_dataset_parsers(sub: Any) -> None:
     stats_parser.add_argument("--per-value", nargs="*", metavar="R.a", default=None,
                               help="also the rates per value of these attributes (PMJoin's partition attributes; "
                                    "none named: every join attribute)")
+    stats_parser.add_argument("--sizes", type=float, nargs="?", const=1.0, default=None, metavar="F",
+                              help="also measure the join size of every set of relations the optimiser uses (MIRs, "
+                                   "probe-order prefixes, queries), exactly or on a correlated sample of the fraction "
+                                   "F of join values (e.g. --sizes 0.1); --write puts them under 'sizes'")
     stats_parser.add_argument("--json", action="store_true")
     stats_parser.set_defaults(func=cmd_stats)
 

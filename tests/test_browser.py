@@ -361,7 +361,8 @@ def assert_no_broken_widgets(page) -> None:
 def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
     from mqjoin.planning.optimizer import optimize
     from mqjoin.widgets import as_workload, with_class_selectivity
-    from mqjoin.widgets.figures import fmt, probe_tree_traces
+    from mqjoin.widgets.figures import fmt
+    from mqjoin.widgets.tree_figures import probe_tree_traces
 
     # the plan the tour leaves the explorer with, computed here independently of the kernel
     workload = as_workload("tpch_fig7a.yaml")
@@ -385,6 +386,12 @@ def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
 
 
 def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
+    """The walk through the tour notebook in one live JupyterLab page, check after check.
+
+    Long on purpose: every check acts on the page as the checks before it left it (cells run,
+    tabs open, widgets clicked), so the walk reads top to bottom as one script; ``step(...)``
+    names each stage, and a failure's artifacts (screenshot, page, console) show where it
+    stopped."""
     def shot(name: str) -> None:
         page.screenshot(path=str(artifacts / name))
 

@@ -240,3 +240,28 @@ def test_a_data_directory_is_estimated_over_the_chosen_seconds(tmp_path):
     panel.deploy_button.click()
     assert len(calls) == 1 and calls[0][1] == tmp_path and "error" not in panel.status.value
     assert panel.guard.estimate.duration == panel.duration.value
+
+
+def test_closing_the_panel_waits_for_the_budget_stop_and_leaves_no_thread(monkeypatch):
+    import threading
+
+    from mqjoin.planning.guard import RunLimits
+
+    stopping = threading.Event()
+
+    def slow_stop(self):  # Spark takes a moment to stop its queries
+        stopping.set()
+        time.sleep(0.3)
+        self.stopped = True
+
+    monkeypatch.setattr(FakeDeployment, "stop", slow_stop)
+    calls = []
+    panel = make_panel(calls)
+    panel.guard.limits = RunLimits(max_results=5, max_bytes=1e12)
+    panel.deploy_button.click()
+    d = panel.deployments[0][1]
+    d.emit({"kind": "batch", "batch": 0, "input_rows": 10, "results": 6, "state_rows": 1})
+    assert stopping.wait(10) and not d.stopped
+    panel.close()
+    assert d.stopped
+    assert [t for t in threading.enumerate() if t.name == "mqjoin-budget-stop" and t.is_alive()] == []

@@ -112,3 +112,14 @@ def test_heavy_library_behind_its_stage(library):
            if (target == library or target.startswith(library + "."))
            and not any(m == p or m.startswith(p + ".") for p in HEAVY[library])]
     assert not bad, f"{library} imported outside {HEAVY[library]}: {bad}"
+
+
+def test_every_package_is_installed():
+    """A folder with an ``__init__.py`` that pyproject's package list misses works in an
+    editable install and is absent from a wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {m for m, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages - listed == set(), f"add to [tool.setuptools] packages: {sorted(packages - listed)}"
+    assert listed - packages == set(), f"listed but not a package: {sorted(listed - packages)}"

@@ -17,7 +17,7 @@ from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.planning.plan import Choice, build_plan
 from mqjoin.planners.mjoin import decomposition_costs, mjoin_tree
-from mqjoin.planners.registry import operator_trees
+from mqjoin.planners.dispatch import operator_trees
 from mqjoin.planners.trees import binary_tree, tree_cost
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import is_connected, parse_workload, restrict_classes

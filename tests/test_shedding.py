@@ -13,7 +13,7 @@ from mqjoin.datasets.jaqpot_paper import table3_linear
 from mqjoin.model.errors import JaqpotError
 from mqjoin.planners.jaqpot import BASELINES
 from mqjoin.runtime.oracle import oracle_results
-from mqjoin.planners.registry import optimize_planner
+from mqjoin.planners.dispatch import optimize_planner
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import load_workload
 from mqjoin.runtime.shedding import ALLOCATIONS, ProbeBudget, binary_model, deficit

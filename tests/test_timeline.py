@@ -34,7 +34,8 @@ from mqjoin.runtime.epochs import AdaptiveReplay, run_adaptive
 from mqjoin.model.tables import Table
 from mqjoin.widgets import Explorer, EpochTimeline, QueryChangesPanel, epoch_view, figure_8b_budget
 from mqjoin.widgets.figures import trace_by_name
-from mqjoin.widgets.timeline import AdaptivityPanel, TIMELINE_PANELS
+from mqjoin.widgets.adaptivity import AdaptivityPanel
+from mqjoin.widgets.timeline import TIMELINE_PANELS
 from mqjoin.model.workload import parse_workload
 
 REPLAY_THREAD = "mqjoin-adaptive-replay"
@@ -198,12 +199,12 @@ def test_redraws_are_throttled_to_one_per_interval(monkeypatch, fake_timers):
     """Redraw's throttle against a fake clock and fake timers: deterministic, no sleeping."""
     import types
 
-    from mqjoin.widgets import timeline
+    from mqjoin.widgets import live
 
     clock = FakeClock()
-    monkeypatch.setattr(timeline, "time", types.SimpleNamespace(monotonic=clock, sleep=time.sleep))
+    monkeypatch.setattr(live, "time", types.SimpleNamespace(monotonic=clock, sleep=time.sleep))
     drawn: list[float] = []
-    r = timeline.Redraw(lambda: drawn.append(clock()), min_interval=0.5)
+    r = live.Redraw(lambda: drawn.append(clock()), min_interval=0.5)
     r.request()
     assert drawn == [] and [t.interval for t in fake_timers.live] == [0.0]  # never inside the caller
     fake_timers.fire(fake_timers.live[0])

@@ -40,7 +40,8 @@ from mqjoin.widgets import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.figures import fmt, nodes_for_query, trace_by_name
+from mqjoin.widgets.figures import fmt, trace_by_name
+from mqjoin.widgets.tree_figures import nodes_for_query
 
 from mqjoin.planning.comparison import Setting
 from mqjoin.model.errors import MqjoinError
@@ -95,6 +96,11 @@ def frontend_sets(widget, **state):
     """The browser changed a widget's value (e.g. a slider was released)."""
     widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
                         "buffers": []})
+
+
+def frontend_picks(dropdown, option) -> None:
+    """The browser picked an option of a dropdown (it sends the option's index)."""
+    frontend_sets(dropdown, index=list(dropdown.options).index(option))
 
 
 def frontend_clicks(button):
@@ -701,267 +707,13 @@ def test_plan_diagram_view_runs_with_progress():
     assert view.run() is None and "two different" in view.error.value
 
 
-# --------------------------------------------------------------------------------------------
-# Explorer
-# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("view", [ComparisonView, IlpView, PlanDiagramView, ProbeTreeView, QueryGraphView])
+def test_a_view_closes_the_model_it_made_and_leaves_no_thread(view):
+    import threading
 
-
-def test_explorer_composes_views_on_one_model():
-    ex = Explorer("paper_v2.yaml", debounce=0)
-    assert all(v.model is ex.model for v in (ex.graph, ex.trees, ex.ilp, ex.compare, ex.diagram))
-    frontend_sets(ex.options.partitioning, index=1)
-    assert ex.model.partitioning == "replicas" and ex.model.result.partitioning == "replicas"
-    assert "replicas" in ex.trees.figure.layout.title.text
-    frontend_sets(ex.options.mirs, value=False)
-    assert ex.model.result.mirs is False
-    assert ex.model.result.probe_cost == optimize(ex.model.workload, partitioning="replicas", mirs=False).probe_cost
-    ex.model.set_options(mode="shared")
-    assert ex.options.mode.value == "shared"
-
-
-def test_explorer_deploy_slot_placeholder_and_hook():
-    from mqjoin.widgets.deploy_panel import DeployPanel
-
-    assert isinstance(Explorer("paper_v2.yaml", debounce=0).deploy_panel, DeployPanel)  # the default
-    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert ex.tabs.get_title(5) == "Deploy" and "No Deploy panel" in ex.deploy_slot.children[0].value
-    seen = []
-
-    def factory(plan_provider):
-        import ipywidgets as W
-
-        seen.append(plan_provider)
-        return W.HTML("deploy here")
-
-    panel = ex.attach_deploy(factory)
-    assert ex.deploy_slot.children == (panel,) and ex.deploy_panel is panel
-    ex.model.set_selectivity("S.b = T.b", 0.5)
-    assert seen[0]().probe_cost == 800.0  # the provider always returns the current plan
-
-
-def test_explorer_accepts_an_existing_model_and_paths(tmp_path):
-    p = tmp_path / "w.yaml"
-    p.write_text(as_workload("paper_v2.yaml").to_yaml())
-    ex = Explorer(str(p), debounce=0)
-    assert ex.model.result.probe_cost == 700.0
-    m = ExplorerModel(p, debounce=0)
-    assert Explorer(m).model is m
-    with pytest.raises(MqjoinError):
-        Explorer(str(tmp_path / "missing.yaml"))
-
-
-def test_widget_state_messages_serialise():
-    """Every message the explorer sends must be JSON (what a kernel puts on the wire)."""
-    ex = Explorer("paper_v2.yaml", debounce=0)
-    ex.model.set_selectivity("S.b = T.b", 0.5)
-    ex.show("Compare")
-    # RecordingComm.send json-dumps every message, so reaching here is the first assertion;
-    # the figure widgets sent their traces: first the MIR plan, then the new one
-    msgs = figure_messages(ex.trees.figure)
-    assert "_widget_data" in msgs and "ST[a] ×1" in msgs and "RS[b] ×1" in msgs
-    assert "single probe cost" in figure_messages(ex.compare.figure)
-
-
-def test_rich_reprs():
-    w = as_workload("paper_v2.yaml")
-    res = optimize(w)
-    assert "<table>" in w._repr_html_() and "q1: R(a), S(a,b), T(b)" in w._repr_html_()
-    assert "R » ST[a]" in res._repr_html_().replace("&gt;", ">")
-    assert "─e2→ ST[a]" in res.plan._repr_html_()
-
-
-def test_a_failing_view_does_not_stop_the_others(caplog):
-    m = ExplorerModel("paper_v2.yaml", debounce=0)
-    trees = ProbeTreeView(m)
-
-    def broken(change):
-        raise RuntimeError("boom")
-
-    m.observe(broken, "result")
-    m.observe(lambda ch: None, "result")
-    m.unobserve(trees._on_result)
-    m.observe(trees._on_result, "result")  # after the broken one
-    m.set_selectivity("S.b = T.b", 0.5)
-    assert "RS[b] ×1" in trace_by_name(trees.figure, "stores").text
-    assert "a view failed to update (RuntimeError: boom)" in m.error
-    assert "boom" in caplog.text
-
-
-def test_explorer_freezes_the_long_lived_heap_only_when_asked():
-    """``gc.freeze()`` changes the user's whole process: only ``gc_freeze=True`` does it
-    (once per process; widgets/explorer.py explains the pauses it avoids)."""
-    import gc
-
-    import mqjoin.widgets.explorer as explorer_module
-
-    if not explorer_module._FROZEN:
-        before = gc.get_freeze_count()
-        Explorer("paper_v2.yaml", debounce=0, deploy=None)
-        assert not explorer_module._FROZEN and gc.get_freeze_count() == before
-    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
-    assert explorer_module._FROZEN and gc.get_freeze_count() > 0
-    frozen = gc.get_freeze_count()
-    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
-    assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may die meanwhile)
-
-
-def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():
-    view = QueryGraphView("paper_v2.yaml", debounce=0)
-    assert view.query_name.placeholder == "q3" and view.query_name.value == ""
-    frontend_sets(view.query_text, value="R(a), S(a)")  # the browser sends the value on Enter
-    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.error.value == ""
-    assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
-    # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
-    row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
-    box = row.children[1]
-    frontend_sets(box, value=0.79)
-    assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
-    assert any(c.selectivity == 0.79 for q in view.model.workload.queries for c in q.classes)
-
-
-def test_probe_trees_show_broadcasts_insertions_and_a_shared_channel_and_the_text_follows_the_filter():
-    from mqjoin.widgets.figures import BROADCAST_COLOR, PALETTE, SHARED_COLOR
-
-    view = ProbeTreeView(tpch(), debounce=0)
-    plan = view.model.result.plan
-    fig = view.figure
-    broadcast = [n for n in plan.nodes if n.broadcast and len(n.owners) == 1]
-    assert broadcast, "the TPC-H plan has broadcast probes"
-    bc = trace_by_name(fig, "broadcast probes")
-    assert bc.line.dash == "dot" and bc.line.color == BROADCAST_COLOR and len(bc.x) == 4 * len(broadcast)
-    labels = list(trace_by_name(fig, "edge labels").text)
-    for n in broadcast:
-        assert f"{n.edge} χ={plan.store[n.store].parallelism}" in labels
-    # every ingest edge label (e1, e2, …) is drawn under its start relation
-    ingest = [lab for lab, e in plan.edge.items() if e.kind == "ingest"]
-    drawn = " ".join(trace_by_name(fig, "insertions").text)
-    assert all(f"{lab} ⇓ " in drawn for lab in ingest)
-    # "shared" is not a query colour: another colour outside the palette, and another shape
-    assert SHARED_COLOR not in PALETTE and BROADCAST_COLOR not in PALETTE
-    stores = trace_by_name(fig, "stores")
-    for n, colour, symbol in zip(plan.nodes, stores.marker.color, stores.marker.symbol):
-        assert (colour == SHARED_COLOR) == (symbol == "diamond") == (len(n.owners) > 1)
-    # the plan as text follows the per-query filter
-    full = html.unescape(view.text.value)
-    view.query.value = "q4"
-    only = html.unescape(view.text.value)
-    assert "q4 (its steps" in only and len(only) < len(full)
-    assert "─" in only and all(q not in only for q in ("⇒ q1 ", "⇒ q2 "))
-
-
-# --------------------------------------------------------------------------------------------
-# plan families and the JAQPOT panel (issue 15)
-# --------------------------------------------------------------------------------------------
-
-
-def frontend_picks(dropdown, option) -> None:
-    """The browser picked an option of a dropdown (it sends the option's index)."""
-    frontend_sets(dropdown, index=list(dropdown.options).index(option))
-
-
-def _store_labels(fig) -> list[str]:
-    return sorted(t for d in fig.data if d.text is not None and d.mode and "text" in d.mode for t in d.text)
-
-
-def test_planner_switch_changes_the_plan_every_view_shows():
-    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin"]
-    assert ex.options.tree_shape.disabled
-    clash = ex.model.result
-    trees_before = _store_labels(ex.trees.figure)
-    frontend_picks(ex.options.planner, "mjoin")
-    m = ex.model.result
-    assert m.planner == "mjoin" and all(s.mir.is_base for s in m.plan.stores)
-    assert any(not s.mir.is_base for s in clash.plan.stores)  # CLASH's plan materialises an MIR here
-    assert _store_labels(ex.trees.figure) != trees_before
-    assert "mjoin mqo/single" in ex.status.summary.value
-    frontend_picks(ex.options.planner, "tree")
-    assert not ex.options.tree_shape.disabled and ex.model.tree_shape == "best"
-    frontend_picks(ex.options.tree_shape, "deep")
-    t = ex.model.result
-    assert (t.planner, t.tree_shape) == ("tree", "deep") and "tree (deep)" in ex.status.summary.value
-    assert set(t.trees) == {"q1", "q2"} and t.plan.probe_orders() != m.plan.probe_orders()
-    for family in ("ajoin", "pmjoin"):  # the neighbours' planners: ordinary plans in every view
-        frontend_picks(ex.options.planner, family)
-        assert ex.model.result.planner == family and ex.model.error == "" and f"{family} " in ex.status.summary.value
-    frontend_picks(ex.options.planner, "clash")  # back: the shape no longer applies
-    assert ex.model.tree_shape is None and ex.options.tree_shape.disabled and ex.model.error == ""
-    assert ex.model.result.probe_cost == clash.probe_cost
-
-
-def _operator_nodes(fig, trace: str) -> list[tuple[str, int, int]]:
-    """(store label, depth, number of children) of the operator-tree figure's nodes."""
-    t = trace_by_name(fig, trace)
-    return [(text, d, k) for text, (_, d, k) in zip(t.text, t.customdata)]
-
-
-def test_probe_trees_tab_draws_each_planners_operator_tree():
-    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    view = ex.trees
-    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0  # CLASH: no operator tree
-    frontend_picks(view.query, ("q1", "q1"))  # R(a), S(a,b), T(b)
-    frontend_picks(ex.options.planner, "tree")
-    frontend_picks(ex.options.tree_shape, "deep")
-    assert ex.model.result.trees["q1"] == "((R ⋈ S) ⋈ T)"
-    assert view.operators_box.layout.display == "flex"
-    # a binary join tree as a tree of stores: the MIR store RS[b] over R's and S's stores, T's beside it
-    assert _operator_nodes(view.operators, "joins") == [("RS[b]", 1, 2), ("⇒ q1", 0, 2)]
-    assert _operator_nodes(view.operators, "base stores") == [("R[a]", 2, 0), ("S[a]", 2, 0), ("T[b]", 1, 0)]
-    assert {s.id for s in ex.model.result.plan.stores} >= {"RS[b]", "R[a]", "S[a]", "T[b]"}  # the plan's own labels
-    assert "RS[b]" in figure_messages(view.operators)  # the drawing reached the frontend
-    # an MJoin: one n-ary node over its three inputs' stores, no MIR store
-    frontend_picks(ex.options.planner, "mjoin")
-    assert _operator_nodes(view.operators, "joins") == [("⇒ q1", 0, 3)]
-    assert [d for _, d, _ in _operator_nodes(view.operators, "base stores")] == [1, 1, 1]
-    assert list(trace_by_name(view.operators, "joins").marker.symbol) == ["hexagon"]
-    frontend_picks(view.query, ("all queries", ""))  # one tree per query
-    assert [lab for lab, _, _ in _operator_nodes(view.operators, "joins")] == ["⇒ q1", "⇒ q2"]
-    frontend_picks(ex.options.planner, "clash")
-    assert view.operators_box.layout.display == "none" and len(view.operators.data) == 0
-
-
-def test_a_planner_registered_later_appears_in_the_menu(monkeypatch):
-    import mqjoin.planners.registry
-
-    monkeypatch.setattr(mqjoin.planners.registry, "PLANNERS", mqjoin.planners.registry.PLANNERS + ("later",))
-    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert "later" in ex.options.planner.options
-
-
-def test_jaqpot_panel_allocates_the_running_example_at_mu_30():
-    from mqjoin.planners.jaqpot import running_example
-    from mqjoin.widgets.jaqpot_view import JaqpotView
-
-    view = JaqpotView(running_example(), mu=10)
-    assert "Path^A" in view.paths.value and "0.267" in view.paths.value and "0.312" in view.paths.value
-    frontend_sets(view.mu, value=30.0)
-    got = view.allocations
-    assert got["JAQPOT policy"].throughput == 6 and got["discrete DP knapsack"].throughput == 8
-    g = got["GrePP"]
-    assert g.throughput == pytest.approx(9.375)
-    assert round(g.allowances["b ⋉ S_A"], 2) == 20.62 and round(g.allowances["ab ⋉ S_C"], 2) == 9.38
-    assert "allocation at μ = 30" in view.allocation.value and "20.62" in view.allocation.value
-    marker = trace_by_name(view.figure, "at μ")
-    assert list(marker.y) == [pytest.approx(9.375), 8, 6] and list(marker.x) == [30.0] * 3
-    assert "9.375" in figure_messages(view.figure)  # the chart's update reached the frontend
-
-
-def test_jaqpot_tab_follows_the_workload_and_the_tree_shape():
-    ex = Explorer("paper_fig3.yaml", debounce=0, deploy=None)
-    ex.show("JAQPOT")
-    view = ex.jaqpot
-    assert list(view.query.options) == ["q1", "q2"] and set(view.plan.streams) == {"R", "S", "T"}
-    before = dict(view.allocations["GrePP"].allowances)
-    frontend_sets(view.mu, value=view.mu.value / 2)
-    assert view.allocations["GrePP"].allowances != before
-    view.query.value = "q2"
-    assert set(view.plan.streams) == {"S", "T", "U"}
-    assert ex.model.set_rate("U", 5000)  # an edit: the model of the same query is rebuilt
-    assert view.plan.rates["U"] == 5000
-    from mqjoin.planners.trees import binary_tree
-    from mqjoin.runtime.shedding import tree_model
-
-    frontend_picks(ex.options.planner, "tree")
-    frontend_picks(ex.options.tree_shape, "deep")
-    w = ex.model.workload
-    assert view.plan.tree == tree_model(w, "q2", binary_tree(w, "q2", "deep")).tree
+    before = set(threading.enumerate())
+    v = view("paper_fig3.yaml", debounce=30)
+    v.model.set_rate("U", 200.0)
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    v.close()
+    assert v.model.closed and [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

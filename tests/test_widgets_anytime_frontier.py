@@ -5,6 +5,7 @@ edit), driven by a scripted solver and a manual background runner — no timing 
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -125,3 +126,39 @@ def test_without_a_budget_nothing_runs_in_the_background(plans):
     m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=solver, background=jobs.append)
     assert solver.limits == [None] and jobs == [] and not m.improving
     assert IlpView(m).anytime_status.value == ""
+
+
+def _threads_named(name):
+    return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
+
+
+def test_close_cancels_the_background_solve_and_leaves_no_thread(plans):
+    """A real background thread: close() cancels the improvement (its running round ends
+    unreported, no further round starts) and returns once the thread is gone."""
+    slow = limited(plans["no_mirs"], 0.5)
+    in_round, finish_round = threading.Event(), threading.Event()
+
+    def round_one():
+        in_round.set()
+        assert finish_round.wait(10)
+
+    later = limited(plans["optimum"], 0.1)
+    solver = ScriptedSolver([slow, limited(plans["optimum"], 0.1), later], during={2: round_one})
+    m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=solver, interactive_budget=0.5)
+    assert in_round.wait(10) and m.improving and len(_threads_named("mqjoin-anytime")) == 1
+    threading.Timer(0.2, finish_round.set).start()  # the round finishes while close() waits for it
+    assert m.close(timeout=10)
+    assert _threads_named("mqjoin-anytime") == [] and not m.improving
+    assert len(solver.limits) == 2 and m.result is slow  # round 1 unreported, round 2 never started
+    m.set_rate("U", 200.0)  # a closed model still answers edits, at once, and improves nothing behind
+    assert _threads_named("mqjoin-anytime") == [] and m.result is later and not m.improving
+
+
+def test_close_cancels_a_debounced_recomputation_and_joins_its_timer(plans):
+    before = set(threading.enumerate())
+    m = ExplorerModel("paper_fig3.yaml", debounce=30)
+    m.set_rate("U", 200.0)
+    timers = [t for t in threading.enumerate() if t not in before]
+    assert len(timers) == 1 and m.pending
+    assert m.close(timeout=10)
+    assert not timers[0].is_alive() and not m.pending

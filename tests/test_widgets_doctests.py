@@ -1,6 +1,6 @@
 """Run the doctests of every ``mqjoin.widgets`` module.
 
-pytest's ``--doctest-modules`` only collects ``tests/`` and ``mqjoin/``; the top-level
+pytest collects doctests only under ``tests/``, ``mqjoin/`` and ``docs/``; the top-level
 ``widgets/`` folder is installed as ``mqjoin.widgets`` (it must not be imported as a
 top-level ``widgets`` package), so its modules are imported by their installed name here.
 """

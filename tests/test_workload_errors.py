@@ -12,6 +12,7 @@ from mqjoin.model.errors import (
     MqjoinError,
     SelectivityError,
     SelfJoinError,
+    SizeError,
     UnknownAttributeError,
     UnknownRelationError,
     ValueRangeError,
@@ -381,3 +382,59 @@ def test_edits_return_new_validated_workloads():
     with raises(WorkloadError, "q9"):
         w.restricted_to(["q9"])
     assert w.to_spec() == spec_before  # nothing above mutated w
+
+
+# -- measured sizes (docs/model.md §2) --------------------------------------------------------
+
+SIZES_BASE = """
+relations: {R: {attributes: [a, x], rate: 10}, S: {attributes: [a, b], rate: 10}, T: {attributes: [a, b], rate: 10}}
+queries: {q1: "R(a), S(a,b), T(b)", q2: {join: "R(a), S(a)", where: "R.x < 3"}, q3: "R(a), S(b), T(a, b)"}
+filters: {q2.R: 0.5}
+selectivities: {R.a = S.a: 0.1, S.b = T.b: 0.1, R.a = T.a: 0.1}
+"""
+
+
+@pytest.mark.parametrize("sizes, exc, culprits", [
+    ('{"R ⋈ U": 4}', UnknownRelationError, ("'R ⋈ U'", "'U'")),
+    ('{"R ⋈ S": -4}', ValueRangeError, ("'R ⋈ S'", "-4")),
+    ('{"R ⋈ S": 0}', ValueRangeError, ("'R ⋈ S'", "positive")),
+    ('{"R ⋈ S": .inf}', ValueRangeError, ("'R ⋈ S'",)),
+    ('{"R ⋈ S": yes}', ValueRangeError, ("'R ⋈ S'", "number")),
+    ('{"R - S": 4}', WorkloadSyntaxError, ("'R - S'", "⋈")),
+    ('{"R ⋈ ": 4}', WorkloadSyntaxError, ("'R ⋈ '",)),
+    ('{"R ⋈ R": 4}', WorkloadSyntaxError, ("'R ⋈ R'", "twice")),
+    ('{R: 4}', WorkloadSyntaxError, ("'R'", "one relation", "rate")),
+    ('{q1: 4}', WorkloadSyntaxError, ("'q1'", "q1: {R ⋈ S")),
+    ('{"R ⋈ S": {"R ⋈ S": 4}}', WorkloadSyntaxError, ("'R ⋈ S'", "query name")),
+    ('[4]', WorkloadSyntaxError, ("sizes", "mapping")),
+    ('{q9: {"R ⋈ S": 4}}', SizeError, ("q9", "does not exist")),
+    ('{q2: {"S ⋈ T": 4}}', SizeError, ("q2", "does not join T")),
+    ('{"R ⋈ S": 4, "S, R": 5}', SizeError, ("R ⋈ S = 4", "R ⋈ S = 5")),
+    # q3 joins R and S only through T, q1 directly: the set has one size only per query
+    ('{"R ⋈ S ⋈ T": 4}', SizeError, ("q1, q3", "per query")),
+])
+def test_size_errors(sizes, exc, culprits):
+    with raises(exc, *culprits):
+        parse_workload(SIZES_BASE + f"sizes: {sizes}\n")
+
+
+def test_size_of_a_set_no_query_joins_connected():
+    w = """
+relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}, U: {attributes: [a]}}
+queries: {q1: "R(a), S(a,b), T(b)", q2: "R(a), U(a)"}
+defaults: {selectivity: 0.1}
+"""
+    with raises(DisconnectedQueryError, "'R ⋈ T'", "{R} and {T}"):
+        parse_workload(w + 'sizes: {"R ⋈ T": 4}')
+    with raises(SizeError, "'S ⋈ U'", "no query joins"):
+        parse_workload(w + 'sizes: {"S ⋈ U": 4}')
+    with raises(DisconnectedQueryError, "q1", "'R ⋈ T'"):
+        parse_workload(w + 'sizes: {q1: {"R ⋈ T": 4}}')
+
+
+def test_sizes_round_trip_and_spellings():
+    w = parse_workload(SIZES_BASE + 'sizes: {"S ⋈ R": 40, q2: {"R, S": 7}, q3: {"R ⋈ S ⋈ T": 2.5}}\n')
+    assert [str(m) for m in w.sizes] == ["R ⋈ S = 40", "q2: R ⋈ S = 7", "q3: R ⋈ S ⋈ T = 2.5"]
+    assert Workload.from_spec(w.to_spec()) == w and parse_workload(w.to_yaml()) == w
+    assert w.to_spec()["sizes"] == {"R ⋈ S": 40.0, "q2": {"R ⋈ S": 7.0}, "q3": {"R ⋈ S ⋈ T": 2.5}}
+    assert w != parse_workload(SIZES_BASE)

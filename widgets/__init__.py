@@ -17,7 +17,8 @@ and views that watch it —
 * :class:`EpochTimeline` — adaptive runs over their epochs: the plan active per epoch,
   latency, throughput, state, switches with their reasons and plan diffs;
   :class:`QueryChangesPanel` — queries added and removed while a run is live;
-  :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`);
+  :class:`AdaptivityPanel` — both, for runs of the model's workload (:mod:`.timeline`,
+  :mod:`.query_changes`, :mod:`.adaptivity`; live sources and throttled redraws: :mod:`.live`);
 * :class:`JaqpotView` — a query's binary plan under a CPU limit μ: half-way joins, path
   productivities, the allocations of GrePP, the discrete DP and the JAQPOT policy
   (:mod:`.jaqpot_view`);
@@ -26,7 +27,7 @@ and views that watch it —
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
-Figures are pure functions of values (:mod:`.figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
+Figures are pure functions of values (:mod:`.figures`, :mod:`.tree_figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
 
 >>> from mqjoin.widgets import Explorer
 >>> ex = Explorer("paper_v2.yaml", debounce=0)
@@ -51,7 +52,8 @@ from mqjoin.widgets.diagram import (
 )
 from mqjoin.planning.diff import PlanDiff, plan_diff, plan_signature
 from mqjoin.widgets.explorer import Explorer
-from mqjoin.widgets.figures import probe_tree_figure, query_graph_figure
+from mqjoin.widgets.figures import query_graph_figure
+from mqjoin.widgets.tree_figures import probe_tree_figure
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
@@ -62,16 +64,10 @@ from mqjoin.widgets.model import (
     selectivity_groups,
     with_class_selectivity,
 )
-from mqjoin.widgets.timeline import (
-    AdaptivityPanel,
-    EpochTimeline,
-    EpochView,
-    QueryChangesPanel,
-    epoch_view,
-    figure_8b_budget,
-    paper_scenarios,
-    sampled_workload,
-)
+from mqjoin.widgets.adaptivity import AdaptivityPanel, paper_scenarios
+from mqjoin.widgets.query_changes import QueryChangesPanel
+from mqjoin.widgets.timeline import EpochTimeline, EpochView, epoch_view
+from mqjoin.datasets.synthetic_paper import figure_8b_budget, sampled_workload
 from mqjoin.widgets.jaqpot_view import JaqpotView
 from mqjoin.widgets.trees import ProbeTreeView
 

@@ -1,4 +1,4 @@
-"""Sliders a person can also type into (issue 13, item 12).
+"""Sliders a person can also type into.
 
 :func:`typeable` puts a number box beside a slider, both showing one value; typing a value
 moves the slider.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to

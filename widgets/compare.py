@@ -28,7 +28,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from mqjoin.planners import registry as planners
-from mqjoin.planning.comparison import JOINT_PLANNERS, Setting, compare, settings
+from mqjoin.planning.comparison import Setting, compare, settings
 from mqjoin.model.errors import MqjoinError
 from mqjoin.planning.ilp import POLICIES
 from mqjoin.planning.optimizer import MODES, OptimizeResult
@@ -40,7 +40,7 @@ from mqjoin.support.units import memory_basis
 
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.frontier_view import FrontierView
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel, ModelView
 
 Config = tuple[str, str]  # (mode, partitioning)
 POLICY_COLORS = {"single": "#636EFA", "replicas": "#00CC96"}
@@ -91,16 +91,16 @@ def _label(s: Setting) -> str:
 def _is_current(s: Setting, model: ExplorerModel) -> bool:
     """Whether ``s`` is the explorer's current setting (the ``mqo`` plan of a planner that
     plans each query alone is its ``shared`` row)."""
-    mode = model.mode if model.mode != "mqo" or s.planner in JOINT_PLANNERS else "shared"
+    mode = model.mode if model.mode != "mqo" or planners.planner_of(s.planner).joint else "shared"
     return (s.planner, s.mode, s.partitioning, s.tree_shape) == (
-        model.planner, mode, model.partitioning, (model.tree_shape or "best") if model.planner == "tree" else None)
+        model.planner, mode, model.partitioning, planners.planner_of(model.planner).shape(model.tree_shape))
 
 
-class ComparisonView(W.VBox):
+class ComparisonView(ModelView, W.VBox):
     """Side-by-side plans of every mode and policy with a plan diff between two of them."""
 
     def __init__(self, model, auto: bool = False, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         #: CLASH's plans by (mode, partitioning): the charts and the plan diff
         self.results: dict[Config, OptimizeResult] = {}
         #: every planner's plans (CLASH's included): the table
@@ -158,10 +158,11 @@ class ComparisonView(W.VBox):
         except MqjoinError as e:
             self.error.value = error_box(str(e))
             return self.results
-        self.results = {(s.mode, s.partitioning): r for s, r in self.plans.items() if s.planner == "clash"}
+        self.results = {(s.mode, s.partitioning): r for s, r in self.plans.items()
+                        if planners.planner_of(s.planner).ilp}
         self.error.value = ""
         self.stale = False
-        current = (m.mode, m.partitioning) if m.planner == "clash" else None  # the bars are CLASH's
+        current = (m.mode, m.partitioning) if planners.planner_of(m.planner).ilp else None  # the bars are CLASH's
         sync_figure(self.figure, *comparison_traces(self.results, current))
         base = self.results.get(("individual", "single"))
         rows, marks = [], []
@@ -172,7 +173,7 @@ class ComparisonView(W.VBox):
             marks.append(_is_current(s, m))
         self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
                                   "memory", "stores", "steps", "solve s", "status"], rows, marked=marks)
-        alone = ", ".join(p for p in planners.PLANNERS if p not in JOINT_PLANNERS)
+        alone = ", ".join(p for p in planners.PLANNERS if not planners.planner_of(p).joint)
         self.status.value = (f'<span style="font-size:12px">{len(self.plans)} plans, MIRs '
                              f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
                              f"the explorer's current setting; {alone} plan each query alone (their mqo is their "

@@ -57,7 +57,7 @@ from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, state_html, table
-from mqjoin.widgets.guarded import RunGuard, tables_duration
+from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 
 #: Spark reports that are not failures of the run when the run goes on (substrings)
 TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
@@ -127,7 +127,7 @@ def _seconds(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g} s"
 
 
-class DeployPanel(W.VBox):
+class DeployPanel(GuardedPanel, W.VBox):
     """Deploy the plan returned by ``plan_provider()``; see the module doc."""
 
     def __init__(self, plan_provider: Callable[[], Any], deploy_fn: Callable | None = _default_deploy,

@@ -38,7 +38,7 @@ from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.planning.diff import plan_signature
 from mqjoin.widgets.figures import PALETTE, fmt, new_figure_widget, sync_figure
-from mqjoin.widgets.model import ExplorerModel, selectivity_groups, with_class_selectivity
+from mqjoin.widgets.model import ModelView, selectivity_groups, with_class_selectivity
 
 #: probe orders listed per plan in the legend table (the rest: click its region)
 MAX_APART = 4
@@ -288,11 +288,11 @@ def plan_diagram_figure(d: PlanDiagram):
 # --------------------------------------------------------------------------------------------
 
 
-class PlanDiagramView(W.VBox):
+class PlanDiagramView(ModelView, W.VBox):
     """Choose two statistics and their ranges, run the sweep, read the plan diagram."""
 
     def __init__(self, model, grid: int = 8, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         self.diagram: PlanDiagram | None = None
         wide = {"description_width": "30px"}
         self.x_param = W.Dropdown(description="x", layout=W.Layout(width="520px"), style=wide)

@@ -4,7 +4,7 @@
 the views that observe it: an options bar (mode, partitioning policy, MIRs, solver), a
 status line (probe cost, memory, stores, ILP status; errors inline), and tabs — query
 graph and editor, probe trees, ILP, comparisons, plan diagram, a **Deploy** slot and
-**Adaptivity** (:class:`~mqjoin.widgets.timeline.AdaptivityPanel`: the current workload run
+**Adaptivity** (:class:`~mqjoin.widgets.adaptivity.AdaptivityPanel`: the current workload run
 live in epochs on the reference executor, adaptive or static, with the epoch timeline and
 queries added or removed while it runs), and **JAQPOT**
 (:class:`~mqjoin.widgets.jaqpot_view.JaqpotView`: a query's binary plan under a CPU limit μ —
@@ -28,13 +28,12 @@ shared model (``ProbeTreeView(explorer.model)``).
 
 Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-lived objects
 (plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
-a full garbage collection rescans them all — measured 125–157 ms, which landed inside about
-one slider round trip in twenty.  The model pauses the collector for the round trip only
+a full garbage collection rescans them all, which takes longer than the rest of a slider's
+round trip.  The model pauses the collector for the round trip only
 (:func:`~mqjoin.support.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
 redraw die by reference counting instead of being promoted to the oldest generation, and full
-collections become rare (``benchmarks/explorer_latency.py``, TPC-H Figure 7(a), 100 round
-trips: CPU p95 44 ms, one full collection; without the pause CPU p95 165 ms).  The kernel's
-collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
+collections become rare (``benchmarks/explorer_latency.py`` measures the round trip; the
+numbers are in ``benchmarks/RESULTS.md``).  The kernel's collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
 objects that exist then to Python's permanent generation once per process (``gc.freeze()``:
 then no round trip ever rescans them); it is off by default because it changes the whole
 kernel — objects frozen that later become garbage are not reclaimed until ``gc.unfreeze()``.
@@ -70,7 +69,7 @@ from mqjoin.widgets.diagram import PlanDiagramView
 from mqjoin.widgets.figures import fmt
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.ilp_view import IlpView
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ExplorerModel, ModelView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.trees import ProbeTreeView
 
@@ -104,7 +103,7 @@ class OptionsBar(W.HBox):
         self.planner = W.Dropdown(options=list(planners.PLANNERS), value=model.planner, description="planner",
                                   layout=W.Layout(width="170px"))
         self.tree_shape = W.Dropdown(options=list(planners.TREE_SHAPES), value=model.tree_shape or "best",
-                                     description="tree", disabled=model.planner != "tree",
+                                     description="tree", disabled=not planners.planner_of(model.planner).tree_shapes,
                                      layout=W.Layout(width="150px"))
         self.planner.observe(lambda ch: self._planner(ch["new"], self.tree_shape.value), "value")
         self.tree_shape.observe(lambda ch: self._planner(self.planner.value, ch["new"]), "value")
@@ -126,9 +125,10 @@ class OptionsBar(W.HBox):
             self.model.set_options(**{name: value})
 
     def _planner(self, planner: str, shape: str) -> None:
-        self.tree_shape.disabled = planner != "tree"
+        shapes = planners.planner_of(planner).tree_shapes
+        self.tree_shape.disabled = not shapes
         if not self._syncing:
-            self.model.set_options(planner=planner, tree_shape=shape if planner == "tree" else None)
+            self.model.set_options(planner=planner, tree_shape=shape if shapes else None)
 
     def _sync(self, change=None) -> None:
         self._syncing = True
@@ -136,7 +136,7 @@ class OptionsBar(W.HBox):
             for name in ("mode", "partitioning", "mirs", "solver", "planner"):
                 getattr(self, name).value = getattr(self.model, name)
             self.tree_shape.value = self.model.tree_shape or "best"
-            self.tree_shape.disabled = self.model.planner != "tree"
+            self.tree_shape.disabled = not planners.planner_of(self.model.planner).tree_shapes
         finally:
             self._syncing = False
 
@@ -163,7 +163,7 @@ class StatusLine(W.VBox):
             self.summary.value = "<i>no plan</i>"
             return
         i = r.ilp
-        family = "" if r.planner == "clash" else f"{r.planner}{'' if r.tree_shape is None else f' ({r.tree_shape})'} "
+        family = "" if planners.planner_of(r.planner).ilp else f"{planners.family(r.planner, r.tree_shape)} "
         self.summary.value = (
             f'<span style="font-size:13px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
             f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
@@ -172,18 +172,15 @@ class StatusLine(W.VBox):
             f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
 
 
-class Explorer(W.VBox):
+class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False):
-        if isinstance(workload, ExplorerModel):
-            self.model = workload
-        else:
-            self.model = ExplorerModel(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
-                                       time_limit=time_limit, debounce=debounce)
+        self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
+                       time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
         self.status = StatusLine(self.model)
         self.graph = QueryGraphView(self.model)
@@ -226,10 +223,10 @@ class Explorer(W.VBox):
 
     @property
     def adaptivity(self):
-        """The Adaptivity tab's :class:`~mqjoin.widgets.timeline.AdaptivityPanel` (built on
+        """The Adaptivity tab's :class:`~mqjoin.widgets.adaptivity.AdaptivityPanel` (built on
         first use)."""
         if self._adaptivity is None:
-            from mqjoin.widgets.timeline import AdaptivityPanel
+            from mqjoin.widgets.adaptivity import AdaptivityPanel
 
             self._adaptivity = AdaptivityPanel(self.model)
             self.adaptivity_slot.children = [self._adaptivity]
@@ -253,6 +250,15 @@ class Explorer(W.VBox):
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
         return widget
+
+    def close(self) -> None:
+        """Close the widget with its panels, and the model when the explorer made it
+        (:class:`~mqjoin.widgets.model.ModelView`)."""
+        # getattr: ipywidgets also closes a half-built explorer when it is collected
+        for panel in (getattr(self, name, None) for name in ("deploy_panel", "_adaptivity", "_jaqpot")):
+            if panel is not None:
+                panel.close()
+        super().close()
 
     def show(self, tab: str) -> None:
         """Select a tab by title (e.g. ``"Probe trees"``)."""

@@ -1,4 +1,4 @@
-"""The probe-cost / memory frontier in the Compare tab (issue 14): the Pareto curve of policy
+"""The probe-cost / memory frontier in the Compare tab: the Pareto curve of policy
 ``budget`` from ``single`` (no extra replicas) to ``replicas``, with ``individual`` and ``shared``
 marked; clicking a point of the curve (or a mark) shows that plan.
 

@@ -40,7 +40,7 @@ import ipywidgets as W
 from mqjoin.widgets._controls import set_slider, typeable
 from mqjoin.widgets._html import error_box, info_box
 from mqjoin.widgets.figures import fmt, new_figure_widget, query_graph_traces, sync_figure
-from mqjoin.widgets.model import ExplorerModel, render_fractions, selectivity_groups
+from mqjoin.widgets.model import ModelView, render_fractions, selectivity_groups
 
 
 def fresh_name(workload) -> str:
@@ -54,16 +54,12 @@ def fresh_name(workload) -> str:
     return next(f"q{k}" for k in range(1, len(taken) + 2) if f"q{k}" not in taken)
 
 
-def _model(model, kw) -> ExplorerModel:
-    return model if isinstance(model, ExplorerModel) else ExplorerModel(model, **kw)
-
-
-class QueryGraphView(W.VBox):
+class QueryGraphView(ModelView, W.VBox):
     """Query graph + editor over an :class:`ExplorerModel` (or a workload: then it makes
     its own model with the keyword arguments, e.g. ``debounce=0``)."""
 
     def __init__(self, model, **model_kw):
-        self.model = _model(model, model_kw)
+        self.own_model(model, **model_kw)
         w = self.model.workload
         self._syncing = False
         self._highlight: str | None = None

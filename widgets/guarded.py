@@ -28,6 +28,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mqjoin.planning.guard import RunEstimate, RunLimits, RunTooLargeError, check_run, estimate_run, over_budget
+from mqjoin.support.threads import join_threads
+
+
+#: seconds a closing widget waits for its background threads (ipywidgets also closes a widget
+#: when it is collected: never for long); a thread still running then is a daemon, and ends
+#: on its own without reporting
+CLOSE_WAIT = 2.0
+
+
+class GuardedPanel:
+    """What a panel with a :class:`RunGuard` (its ``guard``) does when it closes: a stop at
+    the budget under way is waited for (briefly: :data:`CLOSE_WAIT`), then the widget closes.
+    Live runs go on: the panel's ``stop`` ends them.  Mixed in before the widget class."""
+
+    def close(self) -> None:
+        guard = getattr(self, "guard", None)  # (also called when a half-built panel is collected)
+        if guard is not None:
+            guard.close(CLOSE_WAIT)
+        super().close()
 
 
 def tables_duration(tables: Mapping[str, Any]) -> float:
@@ -49,6 +68,8 @@ class RunGuard:
         self.estimate: RunEstimate | None = None
         #: why a run was stopped, by run label
         self.stopped: dict[str, str] = {}
+        self._threads: list[threading.Thread] = []  # the stops under way (joined by close())
+        self._lock = threading.Lock()
 
     def check(self, workload, duration: float, plan: Any = None) -> str | None:
         """``None`` when the run fits the limits, else the refusal message."""
@@ -78,6 +99,16 @@ class RunGuard:
                 finally:
                     on_stop(msg)
 
-            threading.Thread(target=halt, name="mqjoin-budget-stop", daemon=True).start()
+            t = threading.Thread(target=halt, name="mqjoin-budget-stop", daemon=True)
+            with self._lock:
+                self._threads = [x for x in self._threads if x.is_alive()] + [t]
+            t.start()
 
         return report
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Wait for the stops under way (at most ``timeout`` seconds); returns whether they
+        all finished.  The panel that owns the guard calls this when it closes."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        return join_threads(threads, timeout)

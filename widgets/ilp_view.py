@@ -35,7 +35,7 @@ from mqjoin.planning.plan import Node, Plan, ProbeRule
 
 from mqjoin.widgets._html import esc, table
 from mqjoin.widgets.figures import fmt, new_figure_widget, query_colors, sync_figure
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ModelView
 
 # --------------------------------------------------------------------------------------------
 # the breakdown (pure)
@@ -201,11 +201,11 @@ def progress_traces(progress) -> tuple[list[dict], dict]:
     return traces, layout
 
 
-class IlpView(W.VBox):
+class IlpView(ModelView, W.VBox):
     """ILP statistics, chosen probe orders, objective breakdown and LP text of a model."""
 
     def __init__(self, model, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         self.stats = W.HTML("")
         self.orders = W.HTML("")
         self.steps = W.HTML("")

@@ -34,7 +34,7 @@ from mqjoin.runtime.shedding import tree_model
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ModelView
 
 #: the policies the panel compares, by their allocation function
 POLICIES = {"GrePP": grepp, "discrete DP knapsack": discrete_knapsack, "JAQPOT policy": jaqpot_policy}
@@ -71,7 +71,7 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
     return traces, layout
 
 
-class JaqpotView(W.VBox):
+class JaqpotView(ModelView, W.VBox):
     """The JAQPOT panel of a model (a query menu follows its workload) or of one
     :class:`~mqjoin.planners.jaqpot.BinaryPlan` (see the module doc)."""
 
@@ -81,7 +81,7 @@ class JaqpotView(W.VBox):
         if isinstance(source, BinaryPlan):
             self.fixed = source
         else:
-            self.model = source if isinstance(source, ExplorerModel) else ExplorerModel(source, **model_kw)
+            self.own_model(source, **model_kw)
         self.query = W.Dropdown(description="query", options=self._queries(),
                                 layout=W.Layout(display="none" if self.model is None else None))
         self.plan: BinaryPlan | None = None

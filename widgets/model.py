@@ -11,6 +11,10 @@ outside (0, 1] …) raises nothing — it sets :attr:`ExplorerModel.error` to th
 message and keeps the previous workload.  A successful edit clears the error and schedules
 a recomputation ``debounce`` seconds later (``0``: at once, which is what tests use).
 
+Background work — the debounce timer outside a kernel's event loop, the anytime improvement
+— runs on daemon threads the model keeps; :meth:`ExplorerModel.close` cancels it and waits
+for them (the widget that made a model closes it with itself).
+
 >>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
 ... defaults: {rate: 100, selectivity: 0.01}
@@ -58,6 +62,8 @@ from mqjoin.model.workload import (
 
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.support.gcpause import paused_gc
+from mqjoin.support.threads import join_threads
+from mqjoin.widgets.guarded import CLOSE_WAIT
 
 _log = logging.getLogger(__name__)
 
@@ -249,6 +255,8 @@ class ExplorerModel:
         #: (event ``progress``); an edit or option change cancels it (:attr:`generation`)
         self.interactive_budget = interactive_budget
         self.background = background or _thread
+        self._workers: list[Any] = []  # what background() returned (threads to join on close)
+        self.closed = False
         self.progress: tuple[Any, ...] = ()
         self.improving = False
         self.generation = 0
@@ -423,7 +431,7 @@ class ExplorerModel:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            if self.debounce <= 0:
+            if self.debounce <= 0 or self.closed:
                 self.flush()
                 return
             try:
@@ -514,7 +522,7 @@ class ExplorerModel:
         first = progress_of(res, seconds)
         self._set("progress", (first,))
         budget = self.interactive_budget
-        if budget is None or res.ilp.status == "optimal":
+        if budget is None or res.ilp.status == "optimal" or self.closed:
             self._set("improving", False)
             return
         gen, workload, options = self.generation, self.workload, self.options
@@ -532,7 +540,10 @@ class ExplorerModel:
                 self._post(lambda e=e: stale() or self._set("error", f"{type(e).__name__}: {e}"))
             self._post(lambda: stale() or self._set("improving", False))
 
-        self.background(job)
+        worker = self.background(job)
+        self._workers = [w for w in self._workers if w.is_alive()]
+        if isinstance(worker, threading.Thread):
+            self._workers.append(worker)
 
     def _post(self, fn: Callable[[], Any]) -> None:
         if self._loop is not None and self._loop.is_running():
@@ -558,6 +569,24 @@ class ExplorerModel:
         self.generation += 1
         self._set("improving", False)
 
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the background work: the debounced recomputation is cancelled (the edit stays,
+        unsolved until the next one), the anytime improvement too (its running round finishes
+        unreported), and their threads are waited for — at most ``timeout`` seconds; returns
+        whether none is left.  A closed model still answers edits, at once in the caller's
+        thread, and improves nothing in the background."""
+        with self._lock:
+            self.closed = True
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()
+            self._pending = False
+            self.generation += 1  # the improvement running now is stale: it reports nothing more
+            workers = ([timer] if isinstance(timer, threading.Thread) else []) + self._workers
+            self._workers = []
+        self._set("improving", False)
+        return join_threads(workers, timeout)
+
     def current_plan(self):
         """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""
         self.flush()
@@ -568,6 +597,25 @@ class ExplorerModel:
     def __repr__(self) -> str:
         cost = "no plan" if self.result is None else f"probe cost {self.result.probe_cost:g}"
         return f"ExplorerModel({self.workload!r}, {self.mode}/{self.partitioning}, {cost})"
+
+
+class ModelView:
+    """What a view on an :class:`ExplorerModel` does about the model's lifetime: a view given
+    a workload makes its own model (:meth:`own_model`) and closes it with itself, waiting for
+    its threads briefly (:data:`~mqjoin.widgets.guarded.CLOSE_WAIT`); a model it was given is
+    the caller's.  Mixed in before the widget class."""
+
+    def own_model(self, model: "ExplorerModel | Workload | str", **model_kw: Any) -> ExplorerModel:
+        #: whether the view made its model (then it closes the model with itself)
+        self.owns_model = not isinstance(model, ExplorerModel)
+        self.model = ExplorerModel(model, **model_kw) if self.owns_model else model
+        return self.model
+
+    def close(self) -> None:
+        # getattr: ipywidgets also closes a half-built view when it is collected
+        if getattr(self, "owns_model", False) and getattr(self, "model", None) is not None:
+            self.model.close(CLOSE_WAIT)
+        super().close()
 
 
 def _thread(job: Callable[[], None]) -> threading.Thread:

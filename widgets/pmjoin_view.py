@@ -26,15 +26,15 @@ from mqjoin.planners.pmjoin import METHODS, SIZES, PMJoinOptions, PMJoinReport, 
 
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.figures import fmt
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.model import ModelView
 
 
-class PMJoinView(W.VBox):
+class PMJoinView(ModelView, W.VBox):
     """Communication cost per scheme and per-group plans of PMJoin over an
     :class:`ExplorerModel` (or a workload: then it makes its own model with ``model_kw``)."""
 
     def __init__(self, model, rates: ValueRates | None = None, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         self.rates = rates
         self.groups = W.BoundedIntText(value=1, min=1, max=1024, description="groups D", continuous_update=False,
                                        layout=W.Layout(width="170px"))

@@ -35,20 +35,20 @@ from __future__ import annotations
 import ipywidgets as W
 
 from mqjoin.widgets._html import esc, table
-from mqjoin.widgets.figures import (BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, nodes_for_query, operator_tree_traces,
-                      probe_tree_traces, sync_figure)
-from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.figures import BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, sync_figure
+from mqjoin.widgets.model import ModelView
+from mqjoin.widgets.tree_figures import nodes_for_query, operator_tree_traces, probe_tree_traces
 
 
 #: the value of the filter's "all queries" option (query names are never empty)
 ALL = ""
 
 
-class ProbeTreeView(W.VBox):
+class ProbeTreeView(ModelView, W.VBox):
     """Probe-tree forest of the model's current plan, with a per-query filter."""
 
     def __init__(self, model, **model_kw):
-        self.model = model if isinstance(model, ExplorerModel) else ExplorerModel(model, **model_kw)
+        self.own_model(model, **model_kw)
         self.query = W.Dropdown(description="show", options=self._query_options())
         self.figure = new_figure_widget(*self._traces())
         #: the operator trees of an mjoin/tree/ajoin/pmjoin plan (hidden for CLASH's)

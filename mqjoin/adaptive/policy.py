@@ -12,8 +12,8 @@ plan of the workload's declared statistics.
 during epoch ``i`` is part of the optimisation at the start of ``i + 1`` and active from epoch
 ``i + 2``, its *activation epoch* ``a``; a removal stops the query from epoch ``a`` on.
 
-**What a query answers** (DESIGN A6 restricted to its lifetime).  A query active in epochs
-``[a, r)`` returns exactly the A6 results whose latest tuple arrives in an epoch of ``[a, r)``
+**What a query answers** (docs/model.md §6 restricted to its lifetime).  A query active in
+epochs ``[a, r)`` returns exactly the §6 results whose latest tuple arrives in an epoch of ``[a, r)``
 (``a = −∞`` for queries of the workload itself, ``r = ∞`` when never removed), among those
 whose tuples are *available*.  A relation is **retained** in an epoch when some query active
 then uses it: the engine keeps its tuples (a base store).  A tuple of relation ``X`` that
@@ -119,7 +119,7 @@ def _finite(x: Any) -> bool:
 @dataclass(frozen=True)
 class QueryChange:
     """One entry of a changelog: queries to add (name → text in paper notation or as
-    equalities, or ``{join: …, where: …}`` with a filter, DESIGN A7) and to remove, submitted
+    equalities, or ``{join: …, where: …}`` with a filter, docs/model.md §7) and to remove, submitted
     at event time ``at``, with selectivities for the classes of added queries (``"R.a = S.a":
     0.01``) where the workload has none, and the pass fractions of their filters
     (``filters: {"q9.R": 0.2}``).

@@ -14,31 +14,16 @@ pairs are sampled consistently) and the count is scaled up.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.adaptive.policy import AdaptivePolicy
 from mqjoin.model.workload import Attr, Workload, iter_pairs
+from mqjoin.support.valuesample import sampled
 
 
 EMPTY_EPOCH_TUPLES = 0.5
-
-
-def sampled(value: Any, fraction: float) -> bool:
-    """Whether a join value is in the hash sample of ``fraction`` (equal values — ``1`` and
-    ``1.0`` — are sampled alike in every relation).
-
-    >>> sampled(7, 1.0), sampled(7, 0.5) == sampled(7.0, 0.5)
-    (True, True)
-    """
-    if fraction >= 1:
-        return True
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    h = zlib.crc32(repr(value).encode("utf-8")) if not isinstance(value, int) else (value * 2654435761) & 0xFFFFFFFF
-    return (h & 0xFFFFFF) < fraction * 0x1000000
 
 
 def agreeing_pairs(ca: Mapping[Any, int], cb: Mapping[Any, int], fraction: float = 1.0) -> float:

@@ -71,6 +71,11 @@ class FilterError(WorkloadError):
     """A query filter (docs/model.md §7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
 
 
+class SizeError(WorkloadError):
+    """A measured join size (``sizes:``, docs/model.md §2) names a relation set no query joins,
+    is ambiguous between queries, or contradicts another."""
+
+
 class ValueRangeError(WorkloadError):
     """A rate, window, parallelism or horizon is out of its allowed range."""
 

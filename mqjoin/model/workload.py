@@ -5,6 +5,13 @@ A workload is an immutable value.  Build one from YAML (:func:`load_workload`,
 (:meth:`Workload.with_relation`, :meth:`Workload.with_selectivity`, …) returns a new,
 re-validated workload.
 
+Join sizes come from rates and one selectivity per class, as if the classes were independent
+(:func:`independent_size`), unless the workload gives a **measured size** of the set under
+``sizes`` (:class:`MeasuredSize`, :meth:`Workload.measured_size`): keys are relation sets
+``"lineitem ⋈ partsupp"`` (the unfiltered join, for every query that joins the set through
+the same classes) or, under a query's name, sets joined with that query's own filters.
+Edits keep each size's ratio to the estimate, so a selectivity or rate slider moves it.
+
 >>> w = parse_workload('''
 ... relations:
 ...   R: {attributes: [a], rate: 100}
@@ -37,25 +44,22 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import (
-    DisconnectedQueryError,
     FilterError,
     SelectivityError,
-    SelfJoinError,
-    UnknownAttributeError,
     UnknownRelationError,
     ValueRangeError,
     WorkloadError,
     WorkloadSyntaxError,
 )
 
-from mqjoin.model.filters import Filter, Selection, parse_where
+from mqjoin.model.filters import Selection
+from mqjoin.model.queries import (IDENT, IDENT_RE, Defaults, Query, Relation, as_number, check_filter_consistency,
+                                   check_pair_consistency, parse_attr_ref, parse_selectivity_key, resolve_query)
+from mqjoin.model.sizes import MeasuredSize, rehome, resolve_sizes, size_entries, size_key, size_targets
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
 
-__all__ = ["Attr", "JoinClass", "Defaults", "Query", "Relation", "Workload", "components", "is_connected",
-           "iter_pairs", "load_workload", "parse_workload", "restrict_classes"]
-
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_IDENT_RE = re.compile(rf"^{_IDENT}$")
+__all__ = ["Attr", "JoinClass", "Defaults", "MeasuredSize", "Query", "Relation", "Workload", "components",
+           "independent_size", "is_connected", "iter_pairs", "load_workload", "parse_attr_ref", "parse_workload", "restrict_classes"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,77 +67,13 @@ _IDENT_RE = re.compile(rf"^{_IDENT}$")
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Relation:
-    """A streamed input relation with its statistics."""
-
-    name: str
-    attributes: tuple[str, ...]
-    rate: float
-    window: float | None
-    parallelism: int
-    node: str | None = None  # the processing node the stream arrives at (PMJoin, mqjoin.planners.pmjoin)
-
-    def attr(self, name: str) -> Attr:
-        return Attr(self.name, name)
-
-
-@dataclass(frozen=True)
-class Query:
-    """A continuous equi-join query: its relations (as written), its equivalence classes and
-    its filters (docs/model.md §7: one conjunction per filtered relation, sorted by relation)."""
-
-    name: str
-    text: str
-    relations: tuple[str, ...]
-    classes: tuple[JoinClass, ...]
-    filters: tuple["Filter", ...] = ()
-
-    @cached_property
-    def relation_set(self) -> frozenset[str]:
-        return frozenset(self.relations)
-
-    @property
-    def where(self) -> str:
-        """The filters as a ``where`` text ('' when unfiltered)."""
-        return " AND ".join(str(f) for f in self.filters)
-
-    def filter_of(self, relation: str) -> "Filter | None":
-        for f in self.filters:
-            if f.relation == relation:
-                return f
-        return None
-
-    def passes(self, relation: str, values: Mapping[str, Any]) -> bool:
-        """Whether a tuple of ``relation`` (attribute → value) passes this query's filter."""
-        f = self.filter_of(relation)
-        return f is None or f.passes(values)
-
-    def class_of(self, attr: Attr) -> JoinClass | None:
-        for c in self.classes:
-            if attr in c.members:
-                return c
-        return None
-
-    def __repr__(self) -> str:
-        return f"Query({self.name}: {self.text}{' WHERE ' + self.where if self.filters else ''})"
-
-
-@dataclass(frozen=True)
-class Defaults:
-    """Defaults of docs/model.md §1 (every key optional in the YAML)."""
-
-    rate: float = 1.0
-    window: float | None = None
-    parallelism: int = 1
-    selectivity: float | None = None
-    horizon: float = 1.0
-
-
 _DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
 _RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
-_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups")
+_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups", "sizes")
+#: the join sign between the relations of a ``sizes`` key (``,`` is read too)
 _QUERY_KEYS = ("join", "where")
+
+
 
 
 @dataclass(frozen=True)
@@ -148,6 +88,8 @@ class Workload:
     #: query groups (AJoin, docs/model.md §7): queries of a group share stores over the union of their
     #: filters; a query in no group is alone.  Set by a planner (:meth:`with_groups`).
     groups: tuple[tuple[str, ...], ...] = ()
+    #: measured join sizes (docs/model.md §2); each replaces the independence estimate of its set
+    sizes: tuple[MeasuredSize, ...] = ()
 
     # -- look-ups -----------------------------------------------------------------------------
 
@@ -250,18 +192,48 @@ class Workload:
             spec["filters"] = fractions
         if self.groups:
             spec["groups"] = [list(g) for g in self.groups]
+        if self.sizes:
+            sizes: dict[str, Any] = {}
+            for m in self.sizes:
+                if m.query is None:
+                    sizes[m.key] = m.value
+                else:
+                    sizes.setdefault(m.query, {})[m.key] = m.value
+            spec["sizes"] = sizes
         return spec
 
     def to_yaml(self) -> str:
         """The workload as YAML text in the format of docs/model.md §1."""
         import yaml
 
-        return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None)
+        return yaml.safe_dump(self.to_spec(), sort_keys=False, default_flow_style=None, allow_unicode=True)
 
     # -- edits (each returns a new validated workload) ----------------------------------------
 
-    def _rebuilt(self, spec: dict[str, Any]) -> "Workload":
-        return _build(spec)
+    def respecified(self, spec: dict[str, Any]) -> "Workload":
+        """The workload of ``spec`` — this workload's :meth:`to_spec`, edited — with this
+        workload's measured sizes carried over: each keeps its ratio to the independence
+        estimate (so an edit of a rate, selectivity or pass fraction, or statistics sampled
+        anew, move it as they move the estimate), and one whose set the edited queries no
+        longer join as before is dropped.  Every ``with_…`` edit goes through here."""
+        spec = dict(spec)
+        spec.pop("sizes", None)
+        new = _build(spec)
+        if not self.sizes:
+            return new
+        moved = []
+        for m in self.sizes:
+            m = rehome(m, self._queries_by_name, new._queries_by_name)
+            if m is None:
+                continue
+            old_key, old_classes, old_sel = size_targets(m, self._queries_by_name)[0]
+            new_key, new_classes, new_sel = size_targets(m, new._queries_by_name)[0]
+            if old_key != new_key:
+                continue
+            ratio = (independent_size(new, m.relations, new_classes, new_sel)
+                     / independent_size(self, m.relations, old_classes, old_sel))
+            moved.append(replace(m, value=m.value * ratio))
+        return replace(new, sizes=resolve_sizes(moved, new.queries, strict=False)[0])
 
     def with_relation(self, name: str, **changes: Any) -> "Workload":
         """Change ``rate``, ``window``, ``parallelism``, ``attributes`` or ``node`` of one relation.
@@ -277,18 +249,33 @@ class Workload:
             if k not in _RELATION_KEYS:
                 raise WorkloadSyntaxError(f"relation {name}: unknown key {k!r} (allowed: {', '.join(_RELATION_KEYS)})")
         spec["relations"][name].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_selectivity(self, equality: str, value: float) -> "Workload":
-        """Set the selectivity of an equality such as ``"R.a = S.a"``."""
+        """Set the selectivity of an equality such as ``"R.a = S.a"``.
+
+        Measured sizes (docs/model.md §2) of sets joined through the edited class move with
+        their estimate: a size keeps its ratio to the independence estimate, so halving
+        ``s`` halves the size of a two-relation set, and the correlation the measurement found
+        stays.  The same holds for :meth:`with_relation` (rates) and
+        :meth:`with_filter_fraction`.
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a], rate: 10}, S: {attributes: [a], rate: 10}}
+        ... queries: {q: "R(a), S(a)"}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: 40}''')
+        >>> w.with_selectivity("R.a = S.a", 0.05).sizes[0].value
+        20.0
+        """
         spec = self.to_spec()
-        new_pairs = set(_parse_selectivity_key(equality, self._relations_by_name))
+        new_pairs = set(parse_selectivity_key(equality, self._relations_by_name))
         spec["selectivities"] = {
             k: v for k, v in spec["selectivities"].items()
-            if not set(_parse_selectivity_key(k, self._relations_by_name)) & new_pairs
+            if not set(parse_selectivity_key(k, self._relations_by_name)) & new_pairs
         }
         spec["selectivities"][equality] = value
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
         """Add (or replace) a query written in paper notation or as equalities, or as
@@ -302,13 +289,36 @@ class Workload:
         spec = self.to_spec()
         spec["queries"][name] = text
         spec.setdefault("filters", {}).update({f"{name}.{r}": v for r, v in (fractions or {}).items()})
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_filter_fraction(self, query: str, relation: str, fraction: float) -> "Workload":
         """Set the pass fraction of ``query``'s filter on ``relation`` (docs/model.md §7)."""
         spec = self.to_spec()
         spec.setdefault("filters", {})[f"{query}.{relation}"] = fraction
-        return replace(self._rebuilt(spec), groups=self.groups)
+        return replace(self.respecified(spec), groups=self.groups)
+
+    def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
+        """The workload with these measured sizes (docs/model.md §2) added; one of the same set
+        and query replaces the given one.  ``strict``: a size that does not apply is a typed
+        error, otherwise it is left out (e.g. sizes a run measured for a changed workload).
+
+        >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
+        ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
+        >>> [str(m) for m in w.with_sizes([MeasuredSize(None, ("S", "R"), 0.5)]).sizes]
+        ['R ⋈ S = 0.5']
+        """
+        order = list(self._relations_by_name)
+        merged = {(m.query, frozenset(m.relations)): m for m in self.sizes}
+        for m in sizes:
+            for r in m.relations:
+                self.relation(r)
+            v = as_number(m.value, f"sizes: {m.key!r}: the size")
+            if not (v > 0) or math.isinf(v):
+                raise ValueRangeError(f"sizes: {m.key!r}: the size must be a positive finite number of tuples "
+                                      f"per time unit, got {m.value!r}")
+            merged[m.query, frozenset(m.relations)] = MeasuredSize(
+                m.query, tuple(sorted(set(m.relations), key=order.index)), v)
+        return replace(self, sizes=resolve_sizes(merged.values(), self.queries, strict)[0])
 
     def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
         """The workload with query groups (AJoin): each group's queries share stores over the
@@ -378,7 +388,7 @@ class Workload:
         spec["filters"] = {k: v for k, v in spec.get("filters", {}).items() if k.split(".")[0] != name}
         spec["groups"] = [[n for n in g if n != name] for g in spec.get("groups", ())]
         spec["groups"] = [g for g in spec["groups"] if len(g) > 1]
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
         spec = self.to_spec()
@@ -386,7 +396,7 @@ class Workload:
             if k not in _DEFAULT_KEYS:
                 raise WorkloadSyntaxError(f"defaults: unknown key {k!r} (allowed: {', '.join(_DEFAULT_KEYS)})")
         spec["defaults"].update(changes)
-        return self._rebuilt(spec)
+        return self.respecified(spec)
 
     def restricted_to(self, query_names: Iterable[str]) -> "Workload":
         """The workload with only the named queries (relations and statistics unchanged;
@@ -395,8 +405,11 @@ class Workload:
         for n in names:
             self.query(n)
         keep = set(names)
-        return replace(self, queries=tuple(q for q in self.queries if q.name in keep),
-                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1))
+        queries = tuple(q for q in self.queries if q.name in keep)
+        return replace(self, queries=queries,
+                       groups=tuple(g for g in (tuple(n for n in g if n in keep) for g in self.groups) if len(g) > 1),
+                       sizes=resolve_sizes([r for m in self.sizes if (r := rehome(m, self._queries_by_name, {
+                           q.name: q for q in queries})) is not None], queries, strict=False)[0] if self.sizes else ())
 
     def input_attributes(self) -> dict[str, set[str]]:
         """Relation → the attributes its queries join on or filter (the columns its input needs).
@@ -415,6 +428,45 @@ class Workload:
             for f in q.filters:
                 used[f.relation].update(c.attr.name for c in f.comparisons)
         return used
+
+    @cached_property
+    def _size_lookup(self) -> dict[tuple, float]:
+        return resolve_sizes(self.sizes, self.queries, strict=False)[1]
+
+    def measured_size(self, relations: Iterable[str], classes: Iterable[JoinClass],
+                      selection: Iterable["Selection"] = ()) -> float | None:
+        """The measured size of ``⋈relations`` joined through ``classes`` under ``selection``
+        (docs/model.md §2), ``None`` when none is given.  A size measured with exactly these
+        filters is taken as it is; else a size of the unfiltered join is scaled by the pass
+        fractions of the filtered relations (independence between filter and join, as for a
+        rate: ``f · λ``).
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a, x], rate: 10}, S: {attributes: [a], rate: 10}}
+        ... queries: {q: {join: "R(a), S(a)", where: "R.x < 3"}, p: "R(a), S(a)"}
+        ... filters: {q.R: 0.5}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: 40}''')
+        >>> cs = w.query("q").classes
+        >>> w.measured_size({"R", "S"}, cs), w.measured_size({"R", "S"}, cs, w.selections("q"))
+        (40.0, 20.0)
+        """
+        if not self.sizes:
+            return None
+        rels = frozenset(relations)
+        selection = tuple(selection)
+        lookup = self._size_lookup
+        key = size_key(rels, classes, selection)
+        if key in lookup:
+            return lookup[key]
+        if key[2]:
+            plain = lookup.get(key[:2] + ((),))
+            if plain is not None:
+                for sel in selection:
+                    if sel.relation in rels:
+                        plain *= sel.fraction
+                return plain
+        return None
 
     def selectivity_of(self, a: Attr, b: Attr) -> float | None:
         """The explicit selectivity given for ``a = b`` (``None`` when not given)."""
@@ -478,16 +530,10 @@ def load_workload(path: str | Path) -> Workload:
         raise type(e)(f"{p.name}: {e}") from None
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueRangeError(f"{what} must be a number, got {value!r}")
-    if math.isnan(value):
-        raise ValueRangeError(f"{what} must be a number, got NaN")
-    return float(value)
 
 
 def _positive_rate(value: Any, what: str) -> float:
-    v = _number(value, what)
+    v = as_number(value, what)
     if not (v > 0) or math.isinf(v):
         raise ValueRangeError(f"{what} must be a positive finite number, got {value!r}")
     return v
@@ -496,7 +542,7 @@ def _positive_rate(value: Any, what: str) -> float:
 def _window(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    v = _number(value, what)
+    v = as_number(value, what)
     if v < 0:
         raise ValueRangeError(f"{what} must be >= 0 or null (unbounded), got {value!r}")
     return None if math.isinf(v) else v
@@ -522,13 +568,13 @@ def _node(value: Any, what: str) -> str | None:
     """
     if value is None:
         return None
-    if not isinstance(value, str) or not _IDENT_RE.match(value):
+    if not isinstance(value, str) or not IDENT_RE.match(value):
         raise WorkloadSyntaxError(f"{what} must be a name such as n1 (letters, digits, _), got {value!r}")
     return value
 
 
 def _selectivity(value: Any, what: str) -> float:
-    v = _number(value, what)
+    v = as_number(value, what)
     if not (0 < v <= 1):
         raise SelectivityError(f"{what} must lie in (0, 1], got {value!r}")
     return v
@@ -568,7 +614,7 @@ def _build(data: Mapping[str, Any]) -> Workload:
     relations: list[Relation] = []
     for name, r in rspec.items():
         name = str(name)
-        if not _IDENT_RE.match(name):
+        if not IDENT_RE.match(name):
             raise WorkloadSyntaxError(f"relation name {name!r} is not an identifier (letters, digits, _)")
         r = _mapping(r, f"relation {name}")
         _check_keys(r, _RELATION_KEYS, f"relation {name}")
@@ -577,7 +623,7 @@ def _build(data: Mapping[str, Any]) -> Workload:
             raise WorkloadSyntaxError(f"relation {name}: 'attributes' must be a non-empty list of names")
         attrs = tuple(str(a) for a in attrs)
         for a in attrs:
-            if not _IDENT_RE.match(a) or a == "ts":
+            if not IDENT_RE.match(a) or a == "ts":
                 raise WorkloadSyntaxError(
                     f"relation {name}: attribute {a!r} is not a valid name"
                     + (" ('ts' is reserved for the event time)" if a == "ts" else " (letters, digits, _)"))
@@ -598,7 +644,7 @@ def _build(data: Mapping[str, Any]) -> Workload:
     for key, value in sspec.items():
         key = str(key)
         v = _selectivity(value, f"selectivity of {key!r}")
-        for pair in _parse_selectivity_key(key, by_name):
+        for pair in parse_selectivity_key(key, by_name):
             if pair in explicit and explicit[pair][0] != v:
                 raise SelectivityError(
                     f"selectivities {explicit[pair][1]!r} ({explicit[pair][0]}) and {key!r} ({v}) "
@@ -609,21 +655,61 @@ def _build(data: Mapping[str, Any]) -> Workload:
     texts: dict[str, tuple[str, str | None]] = {}
     for qname, text in qspec.items():
         qname = str(qname)
-        if not _IDENT_RE.match(qname):
+        if not IDENT_RE.match(qname):
             hint = (" — in a {...} flow mapping, quote a query that contains commas: q1: \"R(a), S(a)\""
                     if text is None else "")
             raise WorkloadSyntaxError(f"query name {qname!r} is not an identifier (letters, digits, _){hint}")
         texts[qname] = _query_texts(qname, text)
     fractions = _filter_fractions(_mapping(data.get("filters"), "filters"), texts)
-    queries = [_resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
+    queries = [resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
 
-    _check_pair_consistency(queries)
-    _check_filter_consistency(queries)
+    check_pair_consistency(queries)
+    check_filter_consistency(queries)
     sel = tuple(sorted(((pair, v) for pair, (v, _) in explicit.items()), key=lambda t: t[0]))
     groups = data.get("groups") or ()
     if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
         raise WorkloadSyntaxError(f"groups must be a list of lists of query names, got {groups!r}")
-    return Workload(tuple(relations), tuple(queries), sel, defaults).with_groups(groups)
+    entries = size_entries(_mapping(data.get("sizes"), "sizes"), by_name)
+    sizes = resolve_sizes(entries, queries, strict=True)[0]
+    return Workload(tuple(relations), tuple(queries), sel, defaults, sizes=sizes).with_groups(groups)
+
+
+def independent_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+                     selection: Iterable["Selection"] = ()) -> float:
+    """The independence estimate ``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes
+    with ``k_c(P) ≥ 2`` (docs/model.md §2, §7): ``f_R`` the pass fraction of ``R``'s selection,
+    1 for an unfiltered relation.  :func:`mqjoin.planning.cost.join_size` uses it where no
+    size is measured.
+
+    >>> w = Workload.build({"R": {"attributes": ["a"], "rate": 10}, "S": {"attributes": ["a"], "rate": 20}},
+    ...                    {"q": "R(a), S(a)"}, {"R.a = S.a": 0.1})
+    >>> independent_size(w, {"R", "S"}, w.query("q").classes)
+    20.0
+    """
+    rels = frozenset(relations)
+    size = 1.0
+    for r in sorted(rels):
+        size *= workload.rate(r)
+    for sel in selection:
+        if sel.relation in rels:
+            size *= sel.fraction
+    for c in classes:
+        k = c.count_in(rels)
+        if k >= 2:
+            size *= c.selectivity ** (k - 1)
+    return size
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
@@ -647,256 +733,17 @@ def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, st
     """``filters: {q4.V: 0.2}`` → {(query, relation): pass fraction}, checked."""
     out = {}
     for key, value in spec.items():
-        m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", str(key))
+        m = re.fullmatch(rf"\s*({IDENT})\s*\.\s*({IDENT})\s*", str(key))
         if not m:
             raise FilterError(f"filters: {str(key)!r} is not a key like 'q4.V' (query.relation)")
         if m.group(1) not in texts:
             raise FilterError(f"filters: {key!r} names query {m.group(1)!r}, which does not exist")
         if texts[m.group(1)][1] is None:
             raise FilterError(f"filters: {key!r} gives a pass fraction, but query {m.group(1)} has no filter")
-        v = _number(value, f"pass fraction of {key!r}")
+        v = as_number(value, f"pass fraction of {key!r}")
         if not (0 < v <= 1):
             raise FilterError(f"pass fraction of {key!r} must lie in (0, 1], got {value!r}")
         out[m.group(1), m.group(2)] = v
     return out
 
 
-def parse_attr_ref(ref: str, relations: Mapping[str, Relation], where: str) -> Attr:
-    """The attribute ``ref`` (``'R.a'``) of one of ``relations``; a typed error naming
-    ``where`` when it is malformed or unknown.
-
-    >>> parse_attr_ref(" R . a ", {"R": Relation("R", ("a",), 1.0, None, 1)}, "--per-value")
-    R.a
-    """
-    m = re.fullmatch(rf"\s*({_IDENT})\s*\.\s*({_IDENT})\s*", ref)
-    if not m:
-        raise WorkloadSyntaxError(f"{where}: {ref.strip()!r} is not an attribute reference like 'R.a'")
-    rel, att = m.group(1), m.group(2)
-    if rel not in relations:
-        raise UnknownRelationError(
-            f"{where}: relation {rel!r} is not declared (declared: {', '.join(relations)})")
-    if att not in relations[rel].attributes:
-        raise UnknownAttributeError(
-            f"{where}: relation {rel} has no attribute {att!r} (its attributes: "
-            f"{', '.join(relations[rel].attributes)})")
-    return Attr(rel, att)
-
-
-def _parse_selectivity_key(key: str, relations: Mapping[str, Relation]) -> list[tuple[Attr, Attr]]:
-    parts = key.split("=")
-    where = f"selectivity {key!r}"
-    if len(parts) < 2:
-        raise WorkloadSyntaxError(f"{where}: expected an equality like 'R.a = S.a'")
-    attrs = [parse_attr_ref(p, relations, where) for p in parts]
-    pairs = []
-    for i in range(len(attrs)):
-        for j in range(i + 1, len(attrs)):
-            a, b = sorted((attrs[i], attrs[j]))
-            if a.relation == b.relation:
-                raise SelfJoinError(f"{where}: {a} and {b} belong to the same relation")
-            pairs.append((a, b))
-    return pairs
-
-
-_PAPER_ITEM = re.compile(rf"\s*({_IDENT})\s*\(([^()]*)\)\s*")
-
-
-def _split_top(text: str) -> list[str]:
-    """Split at commas that are not inside parentheses."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur))
-    return out
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Attr, Attr] = {}
-
-    def add(self, x: Attr) -> None:
-        self.parent.setdefault(x, x)
-
-    def find(self, x: Attr) -> Attr:
-        self.add(x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: Attr, b: Attr) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-    def groups(self) -> list[list[Attr]]:
-        g: dict[Attr, list[Attr]] = {}
-        for x in self.parent:
-            g.setdefault(self.find(x), []).append(x)
-        return sorted((sorted(v) for v in g.values()), key=lambda v: v[0])
-
-
-def _resolve_query(name: str, text: str, relations: Mapping[str, Relation],
-                   explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults,
-                   where_text: str | None = None, fractions: Mapping[tuple[str, str], float] | None = None) -> Query:
-    where = f"query {name}"
-    stripped = text.strip()
-    if not stripped:
-        raise WorkloadSyntaxError(f"{where} is empty: write e.g. 'R(a), S(a,b)' or 'R.a = S.a'")
-    uf = _UnionFind()
-    order: list[str] = []
-
-    if "(" in stripped:  # paper notation R(a), S(a,b), T(b)
-        listed: dict[str, list[Attr]] = {}
-        for item in _split_top(stripped):
-            m = _PAPER_ITEM.fullmatch(item)
-            if not m:
-                raise WorkloadSyntaxError(
-                    f"{where}: cannot read {item.strip()!r}; paper notation lists relations with "
-                    f"their join attributes, e.g. 'R(a), S(a,b), T(b)'")
-            rel = m.group(1)
-            if rel not in relations:
-                raise UnknownRelationError(
-                    f"{where}: relation {rel!r} is not declared (declared: {', '.join(relations)})")
-            if rel in order:
-                raise SelfJoinError(
-                    f"{where}: relation {rel} appears twice; self-joins are not supported "
-                    f"(declare a second relation over the same data)")
-            order.append(rel)
-            names = [a.strip() for a in m.group(2).split(",") if a.strip()]
-            if not names:
-                raise WorkloadSyntaxError(f"{where}: relation {rel} lists no join attribute")
-            for a in names:
-                if not _IDENT_RE.match(a):
-                    raise WorkloadSyntaxError(f"{where}: {a!r} is not an attribute name")
-                if a not in relations[rel].attributes:
-                    raise UnknownAttributeError(
-                        f"{where}: relation {rel} has no attribute {a!r} (its attributes: "
-                        f"{', '.join(relations[rel].attributes)})")
-                if len(set(names)) != len(names):
-                    raise WorkloadSyntaxError(f"{where}: relation {rel} lists attribute {a!r} twice")
-                listed.setdefault(a, []).append(Attr(rel, a))
-        for a, members in listed.items():
-            if len(members) < 2:
-                raise WorkloadSyntaxError(
-                    f"{where}: attribute {a!r} is listed only for {members[0].relation}, so it joins "
-                    f"with nothing; remove it or list it for another relation too")
-            for m_ in members:
-                uf.add(m_)
-            for m_ in members[1:]:
-                uf.union(members[0], m_)
-    else:  # explicit equalities, separated by ',' or AND
-        conjuncts = [c for c in re.split(r",|\bAND\b|\band\b|&&", stripped)]
-        for conj in conjuncts:
-            if not conj.strip():
-                raise WorkloadSyntaxError(f"{where}: empty condition in {text!r}")
-            parts = conj.split("=")
-            if len(parts) < 2 or any(not p.strip() for p in parts):
-                raise WorkloadSyntaxError(
-                    f"{where}: cannot read {conj.strip()!r}; write equalities like 'R.a = S.a' "
-                    f"or paper notation like 'R(a), S(a)'")
-            attrs = [parse_attr_ref(p, relations, where) for p in parts]
-            for a in attrs:
-                uf.add(a)
-                if a.relation not in order:
-                    order.append(a.relation)
-            for a in attrs[1:]:
-                uf.union(attrs[0], a)
-
-    classes: list[JoinClass] = []
-    for group in uf.groups():
-        rels = [a.relation for a in group]
-        if len(set(rels)) != len(rels):
-            dup = sorted({r for r in rels if rels.count(r) > 1})[0]
-            both = [str(a) for a in group if a.relation == dup]
-            raise SelfJoinError(
-                f"{where}: class {{{'='.join(str(a) for a in group)}}} contains two attributes of "
-                f"{dup} ({', '.join(both)}); a relation may join a class with one attribute only")
-        classes.append(JoinClass(tuple(group), _class_selectivity(where, group, explicit, defaults)))
-
-    if len(order) < 2:
-        raise WorkloadSyntaxError(f"{where} reads only {order[0] if order else 'nothing'}; "
-                                  f"a join query needs at least two relations")
-    classes.sort(key=lambda c: c.members)
-    if not is_connected(order, classes):
-        comps = components(order, classes)
-        raise DisconnectedQueryError(
-            f"{where} is not connected: {' and '.join('{' + ', '.join(c) + '}' for c in comps)} share no "
-            f"join attribute (cross products are not supported); add an equality that links them")
-    return Query(name=name, text=stripped, relations=tuple(order), classes=tuple(classes),
-                 filters=_resolve_filters(where, where_text, order, relations, fractions or {}))
-
-
-def _resolve_filters(where: str, text: str | None, order: list[str], relations: Mapping[str, Relation],
-                     fractions: Mapping[tuple[str, str], float]) -> tuple["Filter", ...]:
-    if text is None:
-        return ()
-    filters = parse_where(text, relations, where)
-    name = where.split()[-1]
-    for f in filters:
-        if f.relation not in order:
-            raise FilterError(f"{where}: the filter names {f.relation}, which the query does not join "
-                              f"(it joins {', '.join(order)})")
-    for (q, r) in fractions:
-        if q == name and not any(f.relation == r for f in filters):
-            raise FilterError(f"filters: '{q}.{r}' gives a pass fraction, but query {q} does not filter {r}")
-    return tuple(f.with_fraction(fractions[name, f.relation]) if (name, f.relation) in fractions else f
-                 for f in filters)
-
-
-def _class_selectivity(where: str, group: list[Attr],
-                       explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults) -> float:
-    found = [explicit[p] for p in iter_pairs(tuple(group)) if p in explicit]
-    if found:
-        values = {v for v, _ in found}
-        if len(values) > 1:
-            detail = ", ".join(f"{k!r}: {v}" for v, k in found)
-            raise SelectivityError(
-                f"{where}: the class {{{'='.join(str(a) for a in group)}}} is given different "
-                f"selectivities ({detail}); one class has one selectivity, so make them agree")
-        return found[0][0]
-    if defaults.selectivity is not None:
-        return defaults.selectivity
-    pair = f"{group[0]} = {group[1]}"
-    raise SelectivityError(
-        f"{where}: no selectivity for the class {{{'='.join(str(a) for a in group)}}}; add "
-        f"'{pair}: <value in (0,1]>' under selectivities, or set defaults.selectivity")
-
-
-def _check_filter_consistency(queries: list[Query]) -> None:
-    """Queries with the same filter on a relation must give it one pass fraction: their
-    filtered stores are one store (docs/model.md §7), with one size."""
-    seen: dict[tuple, tuple[float, str]] = {}
-    for q in queries:
-        for f in q.filters:
-            key = (f.relation, f.comparisons)
-            if f.fraction is None:
-                continue
-            if key in seen and seen[key][0] != f.fraction:
-                raise FilterError(
-                    f"queries {seen[key][1]} and {q.name} give the filter {f} different pass fractions "
-                    f"({seen[key][0]} vs {f.fraction}); one filter has one pass fraction, so make them agree")
-            seen[key] = (f.fraction, q.name)
-
-
-def _check_pair_consistency(queries: list[Query]) -> None:
-    """Two classes (of different queries) that share a pair of attributes must agree on s_c,
-    so that an MIR or step shared between queries has one size and one cost."""
-    seen: dict[tuple[Attr, Attr], tuple[float, str]] = {}
-    for q in queries:
-        for c in q.classes:
-            for pair in iter_pairs(c.members):
-                if pair in seen and seen[pair][0] != c.selectivity:
-                    raise SelectivityError(
-                        f"queries {seen[pair][1]} and {q.name} imply different selectivities for "
-                        f"{pair[0]} = {pair[1]} ({seen[pair][0]} vs {c.selectivity}); give it "
-                        f"explicitly under selectivities")
-                seen[pair] = (c.selectivity, q.name)

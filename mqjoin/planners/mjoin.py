@@ -38,13 +38,12 @@ class UnitCosts:
     comp: float = 1.0
 
 
-
 def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
                         unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
     """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
     MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
     (arrivals per time unit) and a class with ``m`` members in a part counts as ``m − 1``
-    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (A2).
+    predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (docs/model.md §2).
 
     ``S = (|⋈k| + |⋈l|) · (hash + move + comp)``: storing both intermediate results;
     ``D = (Σ_{pred ∈ l} (1 − σ) · Π_{l} n + Σ_{pred ∈ k} (1 − σ) · Π_{k} n) · comp``: recomputing them.
@@ -70,10 +69,6 @@ def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Ite
 
     (size_k, disc_k), (size_l, disc_l) = part(set(k)), part(set(l))
     return (disc_l + disc_k) * unit.comp, (size_k + size_l) * (unit.hash + unit.move + unit.comp)
-
-
-
-
 
 
 def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: UnitCosts = UnitCosts()) -> JoinTree:

@@ -311,7 +311,7 @@ def splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], t
 
 
 def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
-    """The A4 probe cost of a query's operator tree alone, every probe routed: each non-root
+    """The docs/model.md §4 probe cost of a query's operator tree alone, every probe routed: each non-root
     node's results, ``|⋈N|`` per time unit, probe the rest of their parent's join — once per
     step of the probing sequence (for a binary tree: once, into the sibling).
 
@@ -400,7 +400,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
-    >>> from mqjoin.planners.registry import operator_trees
+    >>> from mqjoin.planners.dispatch import operator_trees
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')

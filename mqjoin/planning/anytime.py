@@ -1,4 +1,4 @@
-"""Anytime optimisation (issue 14): when a solve exceeds an interactive budget, keep improving
+"""Anytime optimisation: when a solve exceeds an interactive budget, keep improving
 the plan in rounds of growing time limits and report the best plan so far with its proven
 gap after each round.
 
@@ -9,9 +9,8 @@ The rounds stop at a proven optimum, when ``cancelled()`` says so (an edit made 
 stale), after ``max_rounds``, or when a round's limit would exceed ``max_limit``.
 
 >>> from mqjoin.model.workload import load_workload
->>> import mqjoin
 >>> from pathlib import Path
->>> w = load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml")
+>>> w = load_workload(Path(__file__).parents[1] / "workloads" / "paper_v2.yaml")
 >>> [(p.status, p.incumbent, p.gap) for p in improve(w, first_limit=5)]
 [('optimal', 700.0, 0.0)]
 """
@@ -58,9 +57,8 @@ def progress_of(result: OptimizeResult, seconds: float, bound: float = 0.0) -> P
     """The progress a single result stands for (its bound combined with an earlier one).
 
     >>> from mqjoin.model.workload import load_workload
-    >>> import mqjoin
->>> from pathlib import Path
-    >>> r = optimize(load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml"))
+    >>> from pathlib import Path
+    >>> r = optimize(load_workload(Path(__file__).parents[1] / "workloads" / "paper_v2.yaml"))
     >>> progress_of(r, 0.5).describe()
     'optimal 700 after 0.5 s'
     """

@@ -6,10 +6,9 @@ AJoin and PMJoin — each a :class:`Setting` optimised by :func:`mqjoin.planning
 CLASH and AJoin optimise a workload jointly (``mqo``); the others plan each query alone, so
 their ``mqo`` is their ``shared`` plan and is listed once, as ``shared``.
 
->>> import mqjoin
 >>> from pathlib import Path
 >>> from mqjoin.model.workload import load_workload
->>> w = load_workload(Path(mqjoin.__file__).parent / "workloads" / "paper_v2.yaml")
+>>> w = load_workload(Path(__file__).parents[1] / "workloads" / "paper_v2.yaml")
 >>> plans = compare(w, settings(("clash", "mjoin", "tree"), policies=("single",)))
 >>> for s, r in plans.items():
 ...     print(f"{s.label:<12}{s.mode:<11}{r.probe_cost:g}")
@@ -30,13 +29,10 @@ from dataclasses import dataclass
 from mqjoin.planning.optimizer import OptimizeResult, optimize
 from mqjoin.planning.options import POLICIES
 from mqjoin.model.workload import Workload
+from mqjoin.planners.registry import family, named, planner_of
 
 #: the planners ``mqjoin compare`` lists without ``--planner``
-COMPARED_PLANNERS = ("clash", "mjoin", "tree", "ajoin")
-#: the planners that optimise a workload jointly (the others' ``mqo`` is their ``shared``)
-JOINT_PLANNERS = ("clash", "ajoin")
-#: the planners whose plans always materialise MIR stores (MJoin only when decomposed)
-MIR_PLANNERS = ("tree", "ajoin", "pmjoin")
+COMPARED_PLANNERS = named("compared")
 
 
 @dataclass(frozen=True)
@@ -57,13 +53,12 @@ class Setting:
     @property
     def label(self) -> str:
         """The planner column of a comparison."""
-        return self.planner + (f" ({self.tree_shape})" if self.tree_shape else "") + (
-            " (decomposed)" if self.decompose else "")
+        return family(self.planner, self.tree_shape, self.decompose)
 
     def mirs(self, allowed: bool) -> bool:
         """Whether the plan may use MIR stores when the user ``allowed`` them or not: plan
         families that consist of MIR stores get them regardless (their shape is the point)."""
-        return allowed or self.planner in MIR_PLANNERS or self.decompose
+        return allowed or bool(planner_of(self.planner).materialises) or self.decompose
 
 
 def settings(planners: tuple[str, ...] = COMPARED_PLANNERS, tree_shape: str | None = None, decompose: bool = False,
@@ -75,8 +70,8 @@ def settings(planners: tuple[str, ...] = COMPARED_PLANNERS, tree_shape: str | No
     >>> [(s.label, s.mode) for s in settings(("clash", "tree"), policies=("single",), modes=("mqo", "individual"))]
     [('clash', 'mqo'), ('clash', 'individual'), ('tree (best)', 'individual')]
     """
-    return tuple(Setting(p, m, pol, (tree_shape or "best") if p == "tree" else None, decompose and p == "mjoin")
-                 for p in planners for pol in policies for m in modes if m != "mqo" or p in JOINT_PLANNERS)
+    return tuple(Setting(p, m, pol, planner_of(p).shape(tree_shape), decompose and planner_of(p).decompose)
+                 for p in planners for pol in policies for m in modes if m != "mqo" or planner_of(p).joint)
 
 
 def compare(workload: Workload, wanted: tuple[Setting, ...], mirs: bool = True, solver: str = "highs",
@@ -92,7 +87,7 @@ def compare(workload: Workload, wanted: tuple[Setting, ...], mirs: bool = True, 
             progress(k, len(wanted), s)
         out[s] = optimize(workload, mode=s.mode, partitioning=s.partitioning, mirs=s.mirs(mirs), solver=solver,
                           time_limit=time_limit, planner=s.planner, tree_shape=s.tree_shape, decompose=s.decompose,
-                          pmjoin=pmjoin if s.planner == "pmjoin" else None)
+                          pmjoin=pmjoin if planner_of(s.planner).pmjoin_options else None)
     if progress is not None and wanted:
         progress(len(wanted), len(wanted), wanted[-1])
     return out

@@ -1,5 +1,5 @@
-"""The cost model: join sizes (docs/model.md §2), store parallelism and step costs (A4), store
-memory (A5) — the only module that computes them (candidates, plans and the ILP call it).
+"""The cost model: join sizes (docs/model.md §2), store parallelism and step costs (§4), store
+memory (§5) — the only module that computes them (candidates, plans and the ILP call it).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
@@ -20,7 +20,7 @@ import math
 from typing import Iterable, Protocol, Sequence
 
 from mqjoin.model.filters import Selection
-from mqjoin.model.workload import Attr, JoinClass, Workload
+from mqjoin.model.workload import Attr, JoinClass, Workload, independent_size
 
 
 class StepShape(Protocol):
@@ -53,20 +53,26 @@ def is_close(a: float, b: float) -> bool:
 
 def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
               selection: Iterable["Selection"] = ()) -> float:
-    """``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes with ``k_c(P) ≥ 2`` (docs/model.md
-    §2, §7): ``f_R`` the pass fraction of ``R``'s selection, 1 for an unfiltered relation."""
+    """``|⋈P|`` in tuples per time unit (docs/model.md §2, §7): the workload's measured size of
+    the set (:meth:`~mqjoin.model.workload.Workload.measured_size`) where one is given, else
+    the independence estimate ``Π f_R · λ_R · Π s_c^(k_c(P) − 1)``
+    (:func:`~mqjoin.model.workload.independent_size`).  Every cost, memory figure and plan
+    comes from here, so a measured size reaches all of them.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 100}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.01}
+    ... sizes: {R ⋈ S: 250}''')
+    >>> join_size(w, {"R", "S"}, w.query("q").classes), join_size(w, {"R"}, w.query("q").classes)
+    (250.0, 100.0)
+    """
     rels = frozenset(relations)
-    size = 1.0
-    for r in sorted(rels):
-        size *= workload.rate(r)
-    for sel in selection:
-        if sel.relation in rels:
-            size *= sel.fraction
-    for c in classes:
-        k = c.count_in(rels)
-        if k >= 2:
-            size *= c.selectivity ** (k - 1)
-    return size
+    classes = tuple(classes)
+    selection = tuple(selection)
+    measured = workload.measured_size(rels, classes, selection) if len(rels) > 1 else None
+    return independent_size(workload, rels, classes, selection) if measured is None else measured
 
 
 def window_of(workload: Workload, relations: Iterable[str]) -> float:

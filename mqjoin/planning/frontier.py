@@ -1,4 +1,4 @@
-"""The probe-cost / memory frontier (issue 14): what each extra replica of a store buys.
+"""The probe-cost / memory frontier: what each extra replica of a store buys.
 
 Policy ``budget`` (``mqjoin.planning.ilp``) lets a store be kept once per partition attribute, with at
 most ``B`` tuples in the replicas beyond the first of every store.  ``B = 0`` is the paper's

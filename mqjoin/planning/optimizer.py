@@ -31,6 +31,7 @@ from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from mqjoin.planning.plan import Choice, build_plan
+from mqjoin.planners.registry import check_planner, planner_of
 from mqjoin.planning.result import IlpStats, OptimizeResult  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
 from mqjoin.model.workload import Attr, Workload
 
@@ -74,13 +75,14 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     ...     optimize(w).probe_cost, optimize(w, partitioning="replicas").probe_cost]
     True
     """
-    if pmjoin is not None and planner != "pmjoin":
+    family = planner_of(planner)
+    if pmjoin is not None and not family.pmjoin_options:
         raise PlannerError(f"PMJoin options apply to the pmjoin planner only, not to {planner}")
-    if planner != "clash" or tree_shape is not None or decompose:
-        from mqjoin.planners.registry import check_planner, optimize_planner
-
+    if not family.ilp or tree_shape is not None or decompose:
         check_planner(planner, tree_shape, decompose, mirs, mir_budget, mode)
-        if planner != "clash":
+        if not family.ilp:
+            from mqjoin.planners.dispatch import optimize_planner
+
             check_options(mode, partitioning, solver, time_limit)
             return optimize_planner(workload, planner, mode, partitioning, mirs, mir_budget, tree_shape, decompose,
                                     pmjoin)

@@ -36,6 +36,7 @@ True
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
@@ -352,15 +353,9 @@ class Plan:
             raise PlanError(f"malformed plan: expected a JSON object, got {type(d).__name__}")
         if d.get("format") != "mqjoin-plan/1":
             raise PlanError(f"not an mqjoin plan (format {d.get('format')!r}, expected 'mqjoin-plan/1')")
-        try:
+        with _malformed("malformed plan: its workload is invalid: ", "malformed plan: its workload is invalid: "):
             w = Workload.from_spec(_field(d, "workload", "the plan"))
-        except PlanError:
-            raise
-        except MqjoinError as e:
-            raise PlanError(f"malformed plan: its workload is invalid: {e}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise PlanError(f"malformed plan: its workload is invalid: {type(e).__name__}: {e}") from None
-        try:
+        with _malformed("malformed plan: ", "malformed plan JSON: "):
             plan = Plan(
                 w, _field(d, "mode", "the plan"), _field(d, "partitioning", "the plan"),
                 tuple(_choice_from(c, w) for c in _field(d, "choices", "the plan")),
@@ -370,12 +365,6 @@ class Plan:
                 {r: tuple(es) for r, es in _items(_field(d, "sources", "the plan"), "sources")},
                 {sid: {e: _rule_from(e, r, sid) for e, r in _items(rs, f"the rules of store {sid}")}
                  for sid, rs in _items(_field(d, "rules", "the plan"), "rules")})
-        except PlanError:
-            raise
-        except MqjoinError as e:
-            raise PlanError(f"malformed plan: {e}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from None
         check_plan(plan)
         return plan
 
@@ -386,6 +375,21 @@ class Plan:
         except json.JSONDecodeError as e:
             raise PlanError(f"plan is not valid JSON: {e}") from None
         return Plan.from_dict(d)
+
+
+@contextmanager
+def _malformed(invalid: str, broken: str):
+    """Turn what reading a part of a plan's JSON raises into a :class:`PlanError`: a typed error
+    of an invalid value after ``invalid``, a Python error of a broken structure after ``broken``
+    (its type named); a ``PlanError`` passes unchanged."""
+    try:
+        yield
+    except PlanError:
+        raise
+    except MqjoinError as e:
+        raise PlanError(f"{invalid}{e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PlanError(f"{broken}{type(e).__name__}: {e}") from None
 
 
 def _field(d: Any, key: str, where: str) -> Any:
@@ -610,62 +614,14 @@ def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], tar
 
 
 def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
-    """Merge chosen partitioned probe orders into probe trees with stores, labels and rules."""
+    """Merge chosen partitioned probe orders into probe trees with stores, labels and rules:
+    the stores (:func:`_plan_stores`), the probe tree nodes with their sinks
+    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal."""
     choices = normalise_choices(choices)
     rank = workload.relation_rank
-
-    # stores: every (namespace, MIR, partition) some step targets
-    store_keys: dict[tuple[str, MIR, Attr], None] = {}
-    for c in choices:
-        for m, a in zip(c.order.elements, c.order.partitions or ()):
-            store_keys[(c.namespace, m, a)] = None
-    stores: dict[tuple[str, MIR, Attr], Store] = {}
-    used_ids: dict[str, tuple[str, MIR, Attr]] = {}
-    for ns, m, a in sorted(store_keys, key=lambda k: (k[0], k[1].sort_key(), k[2])):
-        sid = (f"{ns}:" if ns else "") + m.render_partition(a)
-        if sid in used_ids:
-            k = 2
-            while f"{sid}#{k}" in used_ids:
-                k += 1
-            sid = f"{sid}#{k}"
-        used_ids[sid] = (ns, m, a)
-        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
-                                   memory_tuples(workload, m.relations, m.classes, m.selection), ns)
-    replicas: dict[tuple[str, MIR], list[Store]] = {}
-    for (ns, m, _), s in stores.items():
-        replicas.setdefault((ns, m), []).append(s)
-
-    # Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
-    # run — and are paid — once.  Orders can reach the same step through differently
-    # partitioned prefixes (in shared mode); those prefixes compute the same partial results,
-    # so the node hangs off the first of them.  Keys: (namespace, start) for a root,
-    # (namespace, step, partition) for a node.
+    stores, replicas = _plan_stores(workload, choices)
+    node_info, sinks = _plan_nodes(workload, choices, stores, replicas)
     NodeKey = tuple
-    node_info: dict[NodeKey, dict[str, Any]] = {}
-    sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
-    for c in choices:
-        classes = owner_classes(c.owner, workload)
-        key: tuple = (c.namespace, c.order.start)
-        layout: tuple[str, ...] = (c.order.start,)
-        selection = owner_selection(c.owner, workload)
-        for s, m, a in zip(steps_of(c.order, classes, workload, selection), c.order.elements, c.order.partitions or ()):
-            parent, key = key, (c.namespace, s, a)
-            info = node_info.get(key)
-            if info is None:
-                store = stores[(c.namespace, m, a)]
-                node_info[key] = info = {
-                    "parent": parent, "step": s, "store": store, "layout": layout,
-                    "route": route_attribute(s.classes, layout, m, a), "owners": {},
-                    "cost": step_cost(workload, s, a, store.parallelism),
-                    "broadcast": a not in s.known and store.parallelism > 1,
-                }
-            info["owners"][owner_label(c.owner)] = None
-            layout = layout + tuple(r for r in m.relations)
-        if isinstance(c.owner, MIR):
-            for rep in replicas.get((c.namespace, c.owner), []):
-                sinks.setdefault(key, {})[rep.id] = None
-        else:
-            sinks.setdefault(key, {})[output_id(c.owner)] = None
 
     # deterministic traversal: namespaces, then start relations, then children by step/partition
     children: dict[NodeKey, list[NodeKey]] = {}
@@ -737,6 +693,74 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     ordered_sources = {r: tuple(sources[r]) for r in sorted(sources, key=lambda r: rank[r])}
     return Plan(workload, mode, partitioning, choices, tuple(stores.values()), tuple(edges), tuple(nodes),
                 ordered_sources, rules)
+
+
+
+def _plan_stores(workload: Workload, choices: tuple[Choice, ...]
+                 ) -> tuple[dict[tuple[str, MIR, Attr], Store], dict[tuple[str, MIR], list[Store]]]:
+    """The stores: every (namespace, MIR, partition) some step targets, with unique ids; and
+    the replicas of each (namespace, MIR)."""
+    store_keys: dict[tuple[str, MIR, Attr], None] = {}
+    for c in choices:
+        for m, a in zip(c.order.elements, c.order.partitions or ()):
+            store_keys[(c.namespace, m, a)] = None
+    stores: dict[tuple[str, MIR, Attr], Store] = {}
+    used_ids: dict[str, tuple[str, MIR, Attr]] = {}
+    for ns, m, a in sorted(store_keys, key=lambda k: (k[0], k[1].sort_key(), k[2])):
+        sid = (f"{ns}:" if ns else "") + m.render_partition(a)
+        if sid in used_ids:
+            k = 2
+            while f"{sid}#{k}" in used_ids:
+                k += 1
+            sid = f"{sid}#{k}"
+        used_ids[sid] = (ns, m, a)
+        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
+                                   memory_tuples(workload, m.relations, m.classes, m.selection), ns)
+    replicas: dict[tuple[str, MIR], list[Store]] = {}
+    for (ns, m, _), s in stores.items():
+        replicas.setdefault((ns, m), []).append(s)
+
+    return stores, replicas
+
+
+def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping[tuple[str, MIR, Attr], Store],
+                replicas: Mapping[tuple[str, MIR], list[Store]]
+                ) -> tuple[dict[tuple, dict[str, Any]], dict[tuple, dict[str, None]]]:
+    """The probe tree nodes (their parent, step, store, layout, route, owners, cost) and each
+    node's sinks (``output:q`` or the ids of the MIR stores it fills).
+
+    Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
+    run — and are paid — once.  Orders can reach the same step through differently
+    partitioned prefixes (in shared mode); those prefixes compute the same partial results,
+    so the node hangs off the first of them.  Keys: (namespace, start) for a root,
+    (namespace, step, partition) for a node."""
+    NodeKey = tuple
+    node_info: dict[NodeKey, dict[str, Any]] = {}
+    sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
+    for c in choices:
+        classes = owner_classes(c.owner, workload)
+        key: tuple = (c.namespace, c.order.start)
+        layout: tuple[str, ...] = (c.order.start,)
+        selection = owner_selection(c.owner, workload)
+        for s, m, a in zip(steps_of(c.order, classes, workload, selection), c.order.elements, c.order.partitions or ()):
+            parent, key = key, (c.namespace, s, a)
+            info = node_info.get(key)
+            if info is None:
+                store = stores[(c.namespace, m, a)]
+                node_info[key] = info = {
+                    "parent": parent, "step": s, "store": store, "layout": layout,
+                    "route": route_attribute(s.classes, layout, m, a), "owners": {},
+                    "cost": step_cost(workload, s, a, store.parallelism),
+                    "broadcast": a not in s.known and store.parallelism > 1,
+                }
+            info["owners"][owner_label(c.owner)] = None
+            layout = layout + tuple(r for r in m.relations)
+        if isinstance(c.owner, MIR):
+            for rep in replicas.get((c.namespace, c.owner), []):
+                sinks.setdefault(key, {})[rep.id] = None
+        else:
+            sinks.setdefault(key, {})[output_id(c.owner)] = None
+    return node_info, sinks
 
 
 def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from mqjoin.model.workload import Workload
 from mqjoin.planning.plan import Plan
+from mqjoin.planners.registry import family, planner_of
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class OptimizeResult:
     plan: Plan
     ilp: IlpStats
     mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
-    planner: str = "clash"  # clash (the ILP), mjoin, tree or ajoin (mqjoin.planners.trees, mqjoin.planners.ajoin)
+    planner: str = "clash"  # a name of mqjoin.planners.registry.PLANNERS
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
     trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
@@ -90,8 +91,7 @@ class OptimizeResult:
 
     def summary(self) -> str:
         """A readable multi-line summary (the CLI's output without ``--json``)."""
-        planner = "" if self.planner == "clash" else \
-            f"planner {self.planner}{'' if self.tree_shape is None else f' ({self.tree_shape})'}, "
+        planner = "" if planner_of(self.planner).ilp else f"planner {family(self.planner, self.tree_shape)}, "
         lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
                  f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
                  "probe orders:"]
@@ -110,7 +110,7 @@ class OptimizeResult:
         i = self.ilp
         if self.workload.groups:
             lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
-        if self.planner != "clash":
+        if not planner_of(self.planner).ilp:
             lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
             lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
             if self.pmjoin is not None:
@@ -123,7 +123,7 @@ class OptimizeResult:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        planner = "" if self.planner == "clash" else f"{self.planner} "
+        planner = "" if planner_of(self.planner).ilp else f"{self.planner} "
         return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
 
     def _repr_html_(self) -> str:

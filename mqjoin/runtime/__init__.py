@@ -1,2 +1,4 @@
-"""Engines that execute plans: the in-process reference executor (``reference``) and the
-Spark Structured Streaming deployment (``spark``, needs the ``spark`` extra)."""
+"""Engines that execute plans: the in-process executor (``executor``: the feed loop over
+``containers`` of every store and epoch and the ``probes`` compiled from a plan's rules, run
+statically by ``reference`` and adaptively by ``epochs``), its vectorised form (``vector``)
+and the Spark Structured Streaming deployment (``spark``, needs the ``spark`` extra)."""

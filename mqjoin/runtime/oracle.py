@@ -115,7 +115,7 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], cha
     * relation ``X`` is retained in epoch ``e`` iff a query active in ``e`` uses it;
     * a tuple of ``X`` from epoch ``e_t`` is available to a query added at ``a`` iff
       ``e_t ≥ a`` or ``X`` was retained in every epoch ``e_t … a − 1`` (checked epoch by epoch);
-    * a query answers the A6 results whose latest tuple's epoch lies in ``[a, r)`` and whose
+    * a query answers the docs/model.md §6 results whose latest tuple's epoch lies in ``[a, r)`` and whose
       tuples are all available.
 
     >>> from mqjoin.model.workload import parse_workload

@@ -41,7 +41,8 @@ from typing import Any, Mapping
 
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
-from mqjoin.runtime.executor import Executor, StaticSchedule
+from mqjoin.runtime.executor import Executor
+from mqjoin.runtime.schedule import StaticSchedule
 from mqjoin.runtime.rules import arrival_order, base_tuples, partition_of
 
 __all__ = ["RunResult", "run_reference", "partition_of"]

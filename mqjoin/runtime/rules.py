@@ -23,7 +23,7 @@ Tuples are tuples of *base tuples* ``(row, ts, attribute values…)``, one per r
 the travelling layout; a position is ``(component, field)``.  Which containers of which
 epochs a probe reaches (its own epoch's and older ones, iteratively through older stores
 where a layout has no container) is decided by :func:`choose_layout` and
-:class:`~mqjoin.runtime.executor.ContainerIndex`; the in-process executor
+:class:`~mqjoin.runtime.containers.ContainerIndex`; the in-process executor
 (:mod:`mqjoin.runtime.executor`) and the Spark backends execute these values.
 
 >>> from mqjoin.model.workload import parse_workload

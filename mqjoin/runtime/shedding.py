@@ -5,7 +5,7 @@ the half-way joins of a binary plan.  This module makes the limit real.  A plan 
 ``tree`` planner (one query, every inner node an MIR store) *is* a binary plan: the probe
 edge that sends a tuple of ``X`` into the store of its sibling ``Y`` is the half-way join
 ``x ⋉ S_Y``.  :func:`binary_model` reads the JAQPOT model off such a plan (rates ``λ``,
-``σ`` of a join from A2, state sizes by Appendix A's ``λ · T`` for time-based windows), an
+``σ`` of a join from docs/model.md §2, state sizes by Appendix A's ``λ · T`` for time-based windows), an
 allocation policy divides the budget
 (:data:`ALLOCATIONS`: Algorithm 1, GrePP alone, and the paper's ρ_h baselines of
 Appendix B), and :class:`ProbeBudget` is the executor's admission hook: per **cycle** of
@@ -70,7 +70,7 @@ def binary_tree_of(plan: Plan) -> Tree:
     nodes are its MIR stores.  A typed error for any other plan.
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.planners.registry import optimize_planner
+    >>> from mqjoin.planners.dispatch import optimize_planner
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.1}
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b]}}
@@ -110,12 +110,12 @@ def _relations(tree: Tree) -> frozenset[str]:
 
 def binary_model(plan: Plan) -> BinaryPlan:
     """JAQPOT's model of a binary tree plan as the executor runs it: stream rates ``λ``, per
-    join ``X ⋈ Y`` the selectivity ``σ = |⋈(X ∪ Y)| / (|⋈X| · |⋈Y|)`` (A2; both states of an
+    join ``X ⋈ Y`` the selectivity ``σ = |⋈(X ∪ Y)| / (|⋈X| · |⋈Y|)`` (docs/model.md §2; both states of an
     equi-join share it), and every state's size by Appendix A (``|S| = λ · T``): a stream's
     ``λ_X · w_X``; an intermediate state's production rate (its children's half-way joins,
     bottom-up) times the time an entry stays — until its *oldest* component leaves its window,
     ``w_X / |X|`` on average for uniform arrivals (the other components' ages are uniform over
-    the window; ``w_X`` the smallest window, docs/model.md §5).  A2's ``|⋈X| · w_X`` would count
+    the window; ``w_X`` the smallest window, docs/model.md §5).  §2's ``|⋈X| · w_X`` would count
     combinations spread over ``|X|`` windows that the executor's windows never hold.
 
     >>> from mqjoin.datasets.jaqpot_paper import table3_linear

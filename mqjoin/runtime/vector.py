@@ -37,18 +37,10 @@ join; results are the same set (:func:`run_vector` against the oracle in the tes
 stays with the per-tuple executor: adaptive schedules (epochs, iterative probing), CPU
 budgets, operation counts.
 
-Measured (``python benchmarks/executors.py --sf 0.01``, 2-core machine, load 2.2; executor
-time alone, same results and probe messages):
-
-    Figure 7(a), 85,305 tuples      per tuple 1.375 s    vectorised whole input 0.046 s (29.6×),
-                                                         100k-row batches 0.063 s, 5k-row 0.265 s
-    ten queries, 86,805 tuples      per tuple 1.793 s    vectorised whole input 0.133 s (13.4×),
-                                                         100k-row batches 0.119 s, 5k-row 0.537 s
-
-and at SF 0.1 (Figure 7(a), 851,602 tuples, 3,763,432 results): 0.6 s against the per-tuple
-executor's 9.8 s.  Tried and replaced: binary search of sorted codes
-(``numpy.searchsorted``) in place of the hash look-up — 0.42 s of a 2.0 s SF 0.1 batch
-against 0.12 s; gathering every field of every component — 0.57 s of it against 0.04 s.
+The hash look-up and the gathering of only the fields later edges read were chosen by
+measurement over a binary search of sorted key codes and over gathering every field;
+``python benchmarks/executors.py`` compares this executor with the per-tuple one (the numbers
+are in ``benchmarks/RESULTS.md``).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.planning.optimizer import optimize

@@ -1,2 +1,2 @@
 """Helpers with no knowledge of the model: number formats and units shared by every view,
-and a scoped pause of the garbage collector."""
+a scoped pause of the garbage collector, and waiting for background threads."""

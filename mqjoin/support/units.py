@@ -5,7 +5,7 @@
 * :func:`count` — counts read aloud (``3.2 billion``); :func:`size` — bytes (``2.0 MB``).
 
 Units: the probe cost of a plan (docs/model.md §4) is the number of partial results its probes ship
-per second of input, :data:`PROBE_COST_UNIT`; memory (A5) is tuples held, :data:`MEMORY_UNIT`.
+per second of input, :data:`PROBE_COST_UNIT`; memory (§5) is tuples held, :data:`MEMORY_UNIT`.
 
 >>> f"probe cost {number(26326.90579)} {PROBE_COST_UNIT}, memory {number(1500)} {MEMORY_UNIT}"
 'probe cost 26,327 tuples/s, memory 1,500 tuples'

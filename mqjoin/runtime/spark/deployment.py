@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -46,7 +47,7 @@ def spark_mode(mode: str, master: str) -> str:
     """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
     executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
     restarts from its state journal, survives lost executors), ``distributed`` keeps every
-    store as a partitioned DataFrame on the executors (:mod:`.engine`: state spread over the
+    store as a partitioned DataFrame on the executors (:mod:`.distributed`: state spread over the
     cluster, several jobs and tens of stages per batch); ``auto`` is ``driver`` — the faster on
     every master measured (one machine's cores or a standalone cluster of two workers).
 
@@ -86,9 +87,16 @@ class Pacing:
 
 
 class _Listener:
-    """One StreamingQueryListener per session, dispatching progress events by query id."""
+    """One StreamingQueryListener per session, dispatching progress events by query id.
 
-    _installed: dict[int, "_Listener"] = {}
+    The registry holds each session weakly (a collected session's entry goes with it, so a new
+    session that Python places at the same address never inherits it) and drops the sessions
+    whose context has stopped: their listener belonged to a streaming query manager that is
+    gone, and a query of a new session must report to a listener of its own.  A query's route
+    goes when the query terminates (Spark reports its progress before), so a listener does not
+    keep every deployment of a long-lived session alive."""
+
+    _installed: "weakref.WeakKeyDictionary[Any, _Listener]" = weakref.WeakKeyDictionary()
     _lock = threading.Lock()
 
     def __init__(self) -> None:
@@ -99,8 +107,10 @@ class _Listener:
         from pyspark.sql.streaming import StreamingQueryListener
 
         with cls._lock:
-            key = id(spark)
-            if key not in cls._installed:
+            for stopped in [s for s in cls._installed if _stopped(s)]:
+                del cls._installed[stopped]
+            me = cls._installed.get(spark)
+            if me is None:
                 me = cls()
 
                 class L(StreamingQueryListener):
@@ -115,14 +125,19 @@ class _Listener:
                     def onQueryIdle(self, event):
                         pass
 
-                    def onQueryTerminated(self, event):
-                        f = me.routes.get(str(event.id))
+                    def onQueryTerminated(self, event):  # its last event: the route (and deployment) go
+                        f = me.routes.pop(str(event.id), None)
                         if f:
                             f("terminated", {"exception": event.exception})
 
                 spark.streams.addListener(L())
-                cls._installed[key] = me
-            return cls._installed[key]
+                cls._installed[spark] = me
+            return me
+
+
+def _stopped(spark) -> bool:
+    """Whether a session's context has stopped (pyspark's own test: its Java handle is gone)."""
+    return getattr(spark.sparkContext, "_jsc", None) is None
 
 
 class Deployment:
@@ -329,11 +344,12 @@ class Deployment:
         # a batch running now is interrupted (its Spark jobs cancelled): that error is the stop,
         # not a failure — the batch was not committed and runs again after a restart
         self._stopping = True
-        for q in self._queries.values():
+        for name, q in self._queries.items():
             try:
                 q.stop()
-            except Exception:
-                pass
+            except Exception as exc:  # stop the others all the same, and say which one is left
+                log.warning("could not stop the streaming query %r of the %s deployment: %s",
+                            name, self.engine_name, spark_message(exc))
         if self.engine:
             self.engine.close()
         if self.status == "running":

@@ -7,7 +7,7 @@ arrays and run by the vectorised executor (:class:`VectorDriverEngine`,
 :class:`~mqjoin.runtime.vector.BatchExecutor`): the plan's rules — the same
 :mod:`~mqjoin.runtime.rules` values the reference executor runs tuple by tuple — applied to
 the whole batch at once, each edge once per batch, the arrival order a column.  An adaptive
-deployment (:mod:`.adaptive`) feeds its batches in arrival order to the per-tuple
+deployment (:mod:`.epochs`) feeds its batches in arrival order to the per-tuple
 :class:`~mqjoin.runtime.executor.Executor` (epochs, iterative probing).  Results are written
 to ``OUT/_batches/batch=b`` with pyarrow (overwrite: a batch Spark re-executes after a restart
 replaces its own output).  The cost of a batch is one Spark job and one stage whatever the
@@ -24,72 +24,20 @@ committed, whose output is overwritten: nothing lost, nothing duplicated.
 
 **What scales out and what does not.**  The source's read and the output run on executors;
 the probes run in one Python process on the driver, so one batch is bounded by one core.
-The store-as-DataFrame engine (:mod:`.engine`, ``--spark-mode distributed``) spreads every
+The store-as-DataFrame engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every
 store over the cluster's executors and is the mode for state larger than the driver's memory.
 
-**Alternatives measured** (2-core machine, local[2], 80,000 tuples in 5,000-row batches):
-
-    foreachBatch, batch collected as Arrow (chosen)            0.4–0.6 s per batch, no-op body
-    applyInPandasWithState, one group, state a version + blob  1.3 s per batch, no-op body
-      (two stages per batch: the shuffle by group key and the state store commit; the
-      Python workers alternate between batches — two pids served 16 batches — so an
-      executor cached in a worker is stale every other batch and the stores must be
-      deserialised from the state store: 0.25 s per 220k entries, plus 0.37 s to serialise
-      them back every batch)
-
-so the stateful operator's fixed cost alone is above the whole batch cost of this mode; it
-would pay off only when the state is partitioned over many executors, which needs a grouping
-key every probe of the plan can route by (a plan whose stores all share one partition class).
-
-**Making a batch cheap** (Figure 7(a), SF 0.01, whole input in one batch: 85,305 tuples,
-377,050 results; each change kept, measured on its own):
-
-    executor: per tuple, in arrival order                   0.58 s (SF 0.1: 9.8 s)
-             vectorised, the batch at once (:mod:`~mqjoin.runtime.vector`)   0.06–0.09 s (SF 0.1: 0.6–1.2 s)
-    results: Python row lists → Arrow list column          1.12–1.63 s
-             row indices made at emission, one fromiter      0.25 s (conversion included)
-             arrays from the vectorised executor, the query  SF 0.1 (3.7M results): 1.24 → 0.44 s
-             column from its buffers, dictionary only there
-    served columns: the union schema (22 columns)            Spark read 0.20–0.25 s (warm)
-             packed by position and type (9 columns)         the read of 4 columns: 0.09 s
-    source: the whole replay log per Python worker           a new deployment's first read
-             (first use of a path)                           0.8–1.2 s (loaded machine)
-             only the row groups of the batch                as warm: 0.4–0.7 s (same load)
-    garbage collector on during the batch                    1.23–1.54 s CPU
-             paused for the batch (:func:`~mqjoin.support.gcpause.paused_gc`)  0.98–1.18 s CPU
-
-**Measured** (``python benchmarks/spark_mqo.py --workloads fig7a,10q --sf 0.01|0.1 --seconds
-100 --batch 100000|1000000 --engines mqo,mqo-budget,native`` on local[2], at SF 0.1 with
-``MQJOIN_DRIVER_MEMORY=8g`` for native's state,
-then Flink 2.3 with ``--engines flink`` in its own venv — its pyarrow pin < 17 cannot share a
-process with PySpark 4.3's ≥ 18 — on the same input; whole input in one batch; results equal the
-oracle everywhere; tuples/s and state rows; load average 1.1–3.3, 4.1 and 5.2 for Flink at SF 0.1,
-another session's solver work running beside):
-
-    engine                                 Fig. 7(a) SF 0.01    10 queries SF 0.01    Fig. 7(a) SF 0.1       10 queries SF 0.1
-    this mode, mqo plan                    140,074   221,680     99,661   298,355    167,177  2,212,771     107,200  2,978,343
-    this mode, mqo plan, MIR budget 50     177,719    93,330    226,055    94,830    424,105    931,627     182,174    946,627
-    native, one streaming query              8,914   417,555      3,404   877,599     24,089  4,168,940      10,912  8,759,718
-    Flink 2.3, one StatementSet, par. 2     25,929   417,555     28,395   877,599     41,678  4,168,940      30,180  8,759,718
-
-The mqo plan under an MIR memory budget (``--mir-budget 50``, a point of ``mqjoin frontier``'s
-curve: 23–28 % more probe messages) is also the faster one here: the default plan materialises
-MIRs that extend lineitem by its (partkey, suppkey) foreign key, which the workload's
-independent-key estimates put at 0.7 % of lineitem's rows while they hold one row per lineitem,
-and every such row is built and inserted.  Latency p95 at a paced rate of half native's
-throughput: 0.22 / 0.36 / 0.43 / 1.06 s (mqo) against 7.81 / 17.40 / 8.83 / 18.76 s (native).
-The per-tuple executor in this mode, two sessions before, on a quieter machine: 47,603 / 52,292
-/ 44,885 / 38,171 tuples/s; the distributed mode, last measured three sessions before: 4,030 /
-3,744 tuples/s at SF 0.01 with 9 / 23 jobs and 113 / 179 stages per batch.  Where a whole-input
-batch goes: Figure 7(a) SF 0.01 (0.50 s): reading the batch to the driver 0.37 s, the executor
-0.05 s, writing 377,050 results 0.06 s, the state journal 0.02 s; at SF 0.1 (4.41 s): read
-2.35 s, executor 1.36 s, 3,763,432 results 0.48 s, journal 0.17 s — the budgeted plan's batch
-1.90 s: read 0.77 s (it runs after the mqo plan, on a warmer JVM), executor 0.56 s, results
-0.48 s, journal 0.05 s.  Spark's read is
-most of a batch: the source's Arrow batches become rows in the JVM and Arrow again for
-``toArrow`` (the same read took 5.9, 3.1, 2.6, 1.3 and 1.3 s in five consecutive runs of one
-session: the JVM's just-in-time compilation, so a long-running deployment reads faster than
-this one-batch measurement).
+**Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
+``transformWithState``) were the alternative.  Their fixed cost per batch — a shuffle by the
+grouping key, a state-store commit, and stores deserialised and serialised again by Python
+workers that alternate between batches — is above the whole batch cost of this mode; they
+would pay off only with the state partitioned over many executors by a key that every probe
+of the plan can route by.  What keeps a batch cheap here: the vectorised executor, results
+handed to pyarrow as arrays straight from the executor's buffers, a replay log packed by
+position and type of which a batch reads only its own row groups, and the garbage collector
+paused for the batch (:func:`~mqjoin.support.gcpause.paused_gc`).  The measurements behind
+these choices, and this mode against the native baseline and Flink, are in
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations

@@ -28,20 +28,21 @@ Usage (a running Spark job, so not a doctest; tests/test_spark_adaptive.py runs 
   arrival (``_arrival``, from the paced replay) of the tuple that triggered it, over the
   results of the epoch (mean, 95th percentile, maximum).  ``backlog_max`` is not measured (0).
 
-Before this engine, adaptivity on Spark kept one DataFrame per store layout with an ``_ep``
-column and cut every micro-batch into epoch slices with Spark jobs of their own: 3–5 s per
-epoch on the 2-core machine (25–200 s per test deployment), so 1-s epochs could not run in
-real time.
+Why the executor and not DataFrames per epoch: cutting every micro-batch into epoch slices,
+each with Spark jobs of its own over stores kept as DataFrames, costs seconds per epoch
+(``benchmarks/RESULTS.md``), so epochs of a second could not run in real time; here a batch is
+one Spark job however many epochs it spans.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -204,6 +205,9 @@ class AdaptiveDeployment(Deployment):
     def __init__(self, workload: Workload | Plan, data, out, *, policy: AdaptivePolicy | None = None,
                  changes: Iterable[QueryChange] = (), optimizer: Optimizer | None = None, spark=None,
                  master: str | None = None, checkpoint=None, pacing: Pacing = Pacing(), conf=None):
+        #: guards the changelog before the start (the changes, the controller, config.json) and
+        #: the creation of the engine, whose own lock guards them once it runs (:meth:`_locked_engine`)
+        self._changes_lock = threading.RLock()
         if isinstance(workload, Plan):
             workload = workload.workload
         if not isinstance(workload, Workload):
@@ -257,9 +261,10 @@ class AdaptiveDeployment(Deployment):
             p.write_text(json.dumps(cfg, indent=1))
 
     def _start_mqjoin(self, opts, ddl, listener) -> None:
-        self.engine = AdaptiveDriverEngine(self.base, self.policy, self.changes, self.optimizer, self.workload,
-                                           str(self.out), self.state_dir, self.total, on_batch=self._on_report,
-                                           on_event=self._emit, columns=self.columns)
+        with self._changes_lock:  # a change submitted meanwhile is in self.changes, or waits for the engine
+            self.engine = AdaptiveDriverEngine(self.base, self.policy, self.changes, self.optimizer, self.workload,
+                                               str(self.out), self.state_dir, self.total, on_batch=self._on_report,
+                                               on_event=self._emit, columns=self.columns)
         self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
@@ -271,9 +276,24 @@ class AdaptiveDeployment(Deployment):
     def controller(self) -> AdaptiveController:
         if self.engine is not None:
             return self.engine.ctl
-        if self._ctl0 is None:
-            self._ctl0 = AdaptiveController(self.base, self.policy, self.changes, self.optimizer)
-        return self._ctl0
+        with self._changes_lock:
+            if self._ctl0 is None:
+                self._ctl0 = AdaptiveController(self.base, self.policy, self.changes, self.optimizer)
+            return self._ctl0
+
+    @contextlib.contextmanager
+    def _locked_engine(self) -> Iterator[AdaptiveDriverEngine | None]:
+        """The engine (None before the start) with the lock that guards the changes and epochs
+        held: the engine's own (its batches take it) once it runs, the deployment's before —
+        which the start also holds while it creates the engine from the changelog, so a change
+        submitted during the start is neither lost nor applied twice."""
+        with self._changes_lock:
+            eng = self.engine
+            if eng is None:
+                yield None
+                return
+        with eng.lock:
+            yield eng
 
     @property
     def event_time(self) -> float | None:
@@ -287,9 +307,7 @@ class AdaptiveDeployment(Deployment):
         """Add/remove queries now (at the current event time; before the start: at the first
         tuple's time); returns the activation epoch.  Errors (unknown names, invalid queries,
         relations without input) are raised here and change nothing."""
-        eng = self.engine
-        lock = eng.lock if eng is not None else threading.RLock()
-        with lock:
+        with self._locked_engine() as eng:
             if change is None:
                 at = eng.event_time if eng is not None and eng.event_time is not None else self._first_ts()
                 change = QueryChange(at=at, add=dict(add or {}), remove=tuple(remove),
@@ -331,9 +349,8 @@ class AdaptiveDeployment(Deployment):
         """The run so far: committed results, finished epochs (and, once stopped or failed, the
         epoch in progress), decisions and plans."""
         results = {q: sorted(r) for q, r in self.results().items()}
-        ctl = self.controller
-        eng = self.engine
-        with (eng.lock if eng is not None else threading.RLock()):
+        with self._locked_engine() as eng:
+            ctl = self.controller
             epochs = list(eng.records) if eng is not None else []
             if eng is not None and self.status in ("stopped", "failed") and eng.ex is not None and eng.ex.ep is not None:
                 part = eng.partial_record()

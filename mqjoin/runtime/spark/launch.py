@@ -33,7 +33,7 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
     adaptively — re-optimised every epoch by ``optimizer`` (default
     :func:`mqjoin.planning.optimizer.optimize` with the policy's settings), queries added and removed
     while it runs — and the result is an :class:`~.adaptive.AdaptiveDeployment`
-    (paper Section VI; see :mod:`.adaptive`).  ``mode``: where the plan's stores live
+    (paper Section VI; see :mod:`.epochs`).  ``mode``: where the plan's stores live
     (:func:`spark_mode`); ``partitions``: shuffle partitions of the native baseline's joins
     (default: the session's cores)."""
     pacing = Pacing(rate, speedup, max_rows_per_batch, trigger_seconds)

@@ -3,7 +3,7 @@ every query a chain of Spark's built-in stream-stream inner joins, all queries i
 streaming query (:func:`native_union`: the union of the per-query results, tagged by query,
 into one ``foreachBatch`` sink), one replay source shared by every relation and query,
 shuffle partitions sized to the session's cores and the state store measured best
-(:func:`native_settings`).  Measurements are at the end of this docstring.
+(:func:`native_settings`).
 
 The whole workload (see :func:`native_union`):
 
@@ -78,41 +78,13 @@ are not connected by equalities (Spark's stream-stream joins need an equi-join k
 ``EngineError``).  Unbounded windows are expressed by leaving the bound out (Spark then never
 evicts that relation's tuples, which the semantics require anyway).
 
-Measured (issue 12; TPC-H Figure 7(a), SF 0.01: 85,305 tuples, 377,050 results, local[2] on
-the shared 2-core machine — 1-minute load 9–20 from other work, so compare within a row's
-load; ``benchmarks/spark_mqo.py --workloads fig7a --engines native --seconds 10 --batch N``
-and the same deployments with other settings; results equal to the oracle in every run, state
-417,555 rows in every configuration — the same joins hold the same rows):
-
-==========================================================  =========  ==========  ====
-native layout and settings                                  whole input 5k batches  load
-==========================================================  =========  ==========  ====
-before: 5 streaming queries × 4 relation sources, 4 parts.  failed¹    184/s       12
-one query, one source, HDFS store, 2 partitions (= cores)   2,060/s    195/s       14/20
-one query, one source, HDFS store, 1 partition              2,720/s,   442/s       15/19
-                                                            2,990/s                14
-one query, one source, RocksDB store, 2 partitions          543/s      —           18
-one query, one source, RocksDB + changelog ckpt., 1 part.   1,517/s    —           9
-==========================================================  =========  ==========  ====
-
-¹ 0 of 4 attempts in two runs (and 0 of 4 of their tiny warm-up deployments) at load 14–19: "Timed out while waiting for the
-Python worker to connect back" — each of the 20 sources starts its own Python planner
-process when the queries start, and Spark gives each 10 s; its paced 5k run failed the same
-way.  On a quieter machine issue 12 measured it at 2.7k–3.7k tuples/s whole input, 0.28k at
-5k batches.  A micro-batch of the one query costs 10.7 s at 5k rows with 1 partition and 24 s
-with 2 (each of the 15 joins commits 4 state stores per partition per batch, and the tasks
-compete with the machine's other work); the old layout's triggers averaged 25.5 s per query.
-RocksDB spends its time in commit (checkpoint and file sync of 60–120 store instances per
-batch); changelog checkpointing halves that but stays behind HDFS on this small state.  So
-the defaults: HDFS, partitions = the session's cores (what scales on a cluster), and the
-benchmark runs 1 partition (``--native-partitions``), the best measured on local[2].
-
-In one run of ``benchmarks/spark_mqo.py --workloads fig7a --engines native,flink --seconds 10
---batch 100000``: this baseline (HDFS, 1 partition) 2,642 tuples/s whole input (load 15.7),
-result latency mean 20.4 s / p95 24.1 s paced at 1,321 tuples/s (it did not keep up: lag
-18 s); Flink 2.3 (the five queries as regular joins in one StatementSet, parallelism 2)
-10,418 tuples/s (net job runtime, load 9.5); both hold 417,555 join state rows (Flink's
-computed from the data) and return exactly the oracle's 377,050 results.
+Why this layout and these settings (:func:`native_settings`): one streaming query over one
+source, because a query per workload query with a source per relation starts a Python planner
+process per source, which Spark gives 10 s to connect back — on a loaded machine they did not;
+Spark's HDFS-backed state store, because RocksDB spends a batch's time committing its many
+small store instances on state of this size; shuffle partitions equal to the session's cores,
+what scales on a cluster.  The measurements, and this baseline against the plan engine and
+Flink, are in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -380,7 +352,7 @@ class _Builder:
                          (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
 
 
-# The state store of the joins, measured on Figure 7(a) SF 0.01 (see the module doc):
+# The state store of the joins, measured on Figure 7(a) SF 0.01 (benchmarks/RESULTS.md):
 _PROVIDERS = "org.apache.spark.sql.execution.streaming.state."
 STATE_STORE = {  # name → the settings that select it
     "hdfs": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "HDFSBackedStateStoreProvider"},

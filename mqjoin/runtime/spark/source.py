@@ -22,6 +22,7 @@ ranks) serves only those relations (one stream per relation for the native basel
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -164,21 +165,34 @@ def spark_schema(schema: pa.Schema) -> str:
     return ", ".join(cols + ["`_arrival` double"])
 
 
-_FILES: dict[str, tuple[pq.ParquetFile, np.ndarray]] = {}  # path → (file, first arrival number of each row group)
+#: path → (version, file, first arrival number of each row group); a log rewritten at the same
+#: path (a restarted deployment writes its replay log again) has another version and is read anew
+_FILES: dict[str, tuple[tuple[int, int, int], pq.ParquetFile, np.ndarray]] = {}
 _GROUPS: dict[tuple[str, int], pa.Table] = {}  # the row groups read last, per process
 _CACHE_LOCK = threading.Lock()
 
 
+def _version(path: str) -> tuple[int, int, int]:
+    """What changes when a file is rewritten: its inode (:func:`write_replay_log` replaces
+    the file), modification time and size."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def _rows(path: str, start: int, end: int) -> pa.Table:
     """Arrival numbers ``start`` … ``end − 1`` of the replay log: only the row groups that hold
-    them are read (once per process; the last few stay cached for the next micro-batch)."""
+    them are read (once per process and version of the log; the last few stay cached for the
+    next micro-batch)."""
+    version = _version(path)
     with _CACHE_LOCK:
         got = _FILES.get(path)
-        if got is None:
+        if got is None or got[0] != version:
+            for key in [k for k in _GROUPS if k[0] == path]:
+                del _GROUPS[key]
             f = pq.ParquetFile(path)
             sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
-            got = _FILES[path] = (f, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
-        f, firsts = got
+            got = _FILES[path] = (version, f, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+        _, f, firsts = got
         lo = max(0, int(np.searchsorted(firsts, start, side="right")) - 1)
         hi = int(np.searchsorted(firsts, end, side="left"))
         parts = []

@@ -1,0 +1,156 @@
+"""Measured join sizes on TPC-H: what ``mqjoin stats --sizes`` costs and how close a sample
+gets, and whether the model's predictions then hold per store.
+
+Part 1 — measuring: for each workload and scale factor, the sizes of every set the
+optimiser uses (:func:`mqjoin.datasets.sizes.size_sets`) counted exactly and on a correlated
+sample of ``--fraction`` of join values: wall and CPU seconds (tables already read; the read
+is timed apart), the largest and mean relative error of the sampled sizes against the exact
+ones, and how many exact values fall in the sample's 95 % interval.
+
+Part 2 — predicted beside measured: the workload's statistics re-estimated from the data
+(rates, selectivities: ``mqjoin stats``), once without and once with the sampled sizes; each
+optimised (``mqo``, ``single``) and run by the reference executor over the whole stream; per
+store, probe messages and most rows held, predicted (:mod:`mqjoin.planning.measured`) beside
+measured.  The goal: within ±20 % for every store holding ≥ 1 % of its plan's total.
+``--compare`` runs every plan ``mqjoin compare`` lists (CLASH's modes × policies, MJoin, binary
+trees, AJoin) optimised on the sized workload, and prints their measured messages and rows
+beside the plan chosen on the sizes (``mqo``, ``single``) and the one chosen on the estimates.
+``--shuffled`` repeats part 2 with every relation's timestamps shuffled (the same tuples and
+span, arrivals no longer in key order): what is left after the sizes then is gone, so it is
+the order of arrival (which relation of a join arrives last), not a size.
+
+    python benchmarks/join_sizes.py [--sf 0.01 0.1] [--workloads tpch_fig7a.yaml tpch_10q.yaml]
+                                    [--fraction 0.1] [--no-runs] [--shuffled] [--compare]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import resource
+import time
+from dataclasses import replace
+
+from mqjoin.datasets.sizes import measure_sizes
+from mqjoin.datasets.stats import estimate_statistics
+from mqjoin.datasets.tpch import WORKLOADS, tpch_streams
+from mqjoin.model.tables import Table, read_inputs
+from mqjoin.model.workload import load_workload
+from mqjoin.planning.measured import check_run
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.reference import run_reference
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(f, *a, **k):
+    t0, c0 = time.perf_counter(), cpu()
+    out = f(*a, **k)
+    return out, time.perf_counter() - t0, cpu() - c0
+
+
+def part1(w, tables, fraction: float) -> None:
+    exact, wall_e, cpu_e = timed(measure_sizes, w, tables)
+    sampled, wall_s, cpu_s = timed(measure_sizes, w, tables, fraction)
+    errors, covered, n = [], 0, 0
+    for a, b in zip(exact, sampled):
+        errors.append(abs(b.value / a.value - 1))
+        if not b.exact:
+            n += 1
+            covered += b.low <= a.value <= b.high
+    print(f"  {len(exact)} sets: exact {wall_e:.2f} s wall / {cpu_e:.2f} s CPU; sample {fraction:.0%} of join values "
+          f"{wall_s:.2f} s wall / {cpu_s:.2f} s CPU; error max {max(errors):.2%}, mean {sum(errors) / len(errors):.2%}; "
+          f"{n} sets sampled ({len(exact) - n} counted exactly: few values), exact value inside the 95 % interval "
+          f"for {covered}/{n}")
+
+
+def table(title: str, plan, tables, span: float) -> tuple[int, int]:
+    run = run_reference(plan, tables, collect=False)
+    check = check_run(plan, run.probe_messages, run.store_rows, span)
+    print(f"\n  {title}: {len(plan.stores)} stores")
+    print(f"    {'store':<46}{'kind':<9}{'predicted':>12}{'measured':>12}{'share':>8}{'measured/pred':>15}")
+    ok = big = 0
+    for kind in ("messages", "rows"):
+        pred_total, meas_total = check.total(kind)
+        for c in (c for c in check.stores if c.kind == kind):
+            share = c.measured / meas_total if meas_total else 0.0
+            counts = share >= 0.01 or (c.predicted / pred_total if pred_total else 0) >= 0.01
+            good = 0.8 <= c.ratio <= 1.2
+            big += counts
+            ok += counts and good
+            flag = "" if not counts else (" ✓" if good else " ✗")
+            print(f"    {c.store:<46}{kind:<9}{c.predicted:>12,.0f}{c.measured:>12,.0f}{share:>8.1%}{c.ratio:>13.3f}{flag}")
+        print(f"    {'all stores':<46}{kind:<9}{pred_total:>12,.0f}{meas_total:>12,.0f}{'':>8}"
+              f"{meas_total / pred_total if pred_total else math.inf:>13.3f}")
+    print(f"    stores (kind) holding ≥ 1 % within ±20 %: {ok}/{big}")
+    return ok, big
+
+
+def compare(estimated, sized, tables) -> None:
+    """Measured probe messages and most rows held at once (sum over stores) of every plan."""
+    from mqjoin.planning.options import MODES, POLICIES
+
+    plans = [("estimates: clash mqo single", optimize(estimated))]
+    plans += [(f"sizes: clash {m} {p}", optimize(sized, mode=m, partitioning=p)) for m in MODES for p in POLICIES
+              if p != "budget"]
+    for planner in ("mjoin", "tree", "ajoin"):
+        for m in ("individual", "shared", "mqo"):
+            try:
+                plans.append((f"sizes: {planner} {m}", optimize(sized, mode=m, planner=planner)))
+            except Exception as e:  # a planner without this mode
+                print(f"    ({planner} {m}: {e})")
+    print(f"\n  every plan on the same input ({'plan':<36}: measured messages, rows)")
+    for name, res in plans:
+        run = run_reference(res.plan, tables, collect=False)
+        print(f"    {name:<36}{run.total_probe_messages:>10,}{sum(run.store_rows.values()):>10,}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sf", type=float, nargs="+", default=[0.01])
+    ap.add_argument("--workloads", nargs="+", default=["tpch_fig7a.yaml", "tpch_10q.yaml"])
+    ap.add_argument("--fraction", type=float, default=0.1, help="share of join values sampled (default 0.1)")
+    ap.add_argument("--no-runs", action="store_true", help="part 1 only")
+    ap.add_argument("--shuffled", action="store_true", help="also part 2 with shuffled arrival times")
+    ap.add_argument("--compare", action="store_true", help="measured messages and rows of every plan compare lists")
+    args = ap.parse_args()
+    print(f"join sizes on TPC-H; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for sf in args.sf:
+        d = tpch_streams(sf).directory
+        for name in args.workloads:
+            w = load_workload(WORKLOADS / name)
+            tables, wall, c = timed(read_inputs, w, d)
+            print(f"\n=== {name}, SF {sf:g} ({sum(len(t) for t in tables.values()):,} tuples, read in {wall:.2f} s "
+                  f"wall / {c:.2f} s CPU) ===")
+            stats, wall, c = timed(estimate_statistics, w, tables, sizes=args.fraction)
+            print(f"  mqjoin stats --sizes {args.fraction:g} (rates, selectivities and sizes): {wall:.2f} s wall / "
+                  f"{c:.2f} s CPU")
+            part1(stats.apply(w), tables, args.fraction)
+            if args.no_runs:
+                continue
+            span = max(max(t.ts) for t in tables.values() if len(t)) - min(min(t.ts) for t in tables.values() if len(t))
+            est = replace(stats, sizes=()).apply(w)
+            table("plan on the independence estimates", optimize(est).plan, tables, span)
+            table(f"plan on sizes from a {args.fraction:.0%} sample", optimize(stats.apply(w)).plan, tables, span)
+            if args.compare:
+                compare(est, stats.apply(w), tables)
+            if args.shuffled:
+                rng = random.Random(0)
+                mixed = {}
+                for r, t in tables.items():
+                    ts = list(t.ts)
+                    rng.shuffle(ts)
+                    mixed[r] = Table(r, tuple(ts), t.columns, t.source)
+                st = estimate_statistics(w, mixed, sizes=args.fraction)
+                table(f"shuffled arrivals, plan on sizes from a {args.fraction:.0%} sample", optimize(st.apply(w)).plan,
+                      mixed, span)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Measured join sizes (the ``sizes`` key of a workload): values, parsing and how a measured
+size is matched to the relation sets, classes and filters the cost model asks about.
+
+A measured size names a connected set of relations (``"lineitem ⋈ partsupp"``), optionally
+under a query whose classes or filters it was measured with; it stands for that set's join
+size in place of the independence estimate (docs/model.md §2).  A size is keyed by what it
+measures — relations, the classes that join them, the selections applied — so the cost model
+finds it whichever query asks, and an edit that changes how the queries join a set drops it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from mqjoin.model.errors import (DisconnectedQueryError, SizeError, UnknownRelationError, ValueRangeError, WorkloadError,
+                                 WorkloadSyntaxError)
+from mqjoin.model.filters import Selection
+from mqjoin.model.queries import IDENT_RE, Query, Relation, as_number
+from mqjoin.model.schema import JoinClass, components, is_connected, restrict_classes
+
+
+JOIN_SIGN = "⋈"
+
+
+@dataclass(frozen=True)
+class MeasuredSize:
+    """A measured join size (docs/model.md §2): ``|⋈P|`` of the relation set ``relations`` in
+    tuples per time unit, the unit of :func:`independent_size`.  ``query`` is ``None`` for a
+    size of the unfiltered join, which every query joining ``P`` through the same classes
+    uses, or the query whose own filters the size includes."""
+
+    query: str | None
+    relations: tuple[str, ...]  # in declaration order
+    value: float
+
+    @property
+    def key(self) -> str:
+        """The set as the YAML writes it: ``"lineitem ⋈ partsupp"``."""
+        return f" {JOIN_SIGN} ".join(self.relations)
+
+    def __str__(self) -> str:
+        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}"
+
+
+def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
+    """What a measured size is the size of: the relation set, the members of its classes
+    inside the set (selectivities left out: an edit moves sizes, :meth:`Workload.respecified`)
+    and the selections of its relations (without fractions)."""
+    members = frozenset(kept for c in classes
+                        if len(kept := tuple(a for a in c.members if a.relation in relations)) >= 2)
+    return (relations, members, tuple(sorted(s.key for s in selection if s.relation in relations)))
+
+
+def size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple, tuple[JoinClass, ...], tuple["Selection", ...]]]:
+    """The (look-up key, classes, selection) of every use of the measured size ``m``: the
+    unfiltered join of its set in every query that joins the set connected (all alike), or the
+    join under its query's own filters; a typed error when there is none or they differ."""
+    rels = frozenset(m.relations)
+    where = f"sizes: {m.query + ': ' if m.query else ''}{m.key!r}"
+    if m.query is not None:
+        if m.query not in queries:
+            raise SizeError(f"{where} names query {m.query!r}, which does not exist "
+                            f"(queries: {', '.join(queries) or 'none'})")
+        pool = [queries[m.query]]
+        lacking = sorted(rels - pool[0].relation_set)
+        if lacking:
+            raise SizeError(f"{where}: query {m.query} does not join {', '.join(lacking)} "
+                            f"(it joins {', '.join(pool[0].relations)})")
+    else:
+        pool = [q for q in queries.values() if rels <= q.relation_set]
+        if not pool:
+            raise SizeError(f"{where}: no query joins all of {', '.join(m.relations)}; give sizes of "
+                            f"sets that some query joins")
+    out = []
+    for q in pool:
+        classes = restrict_classes(q.classes, rels)
+        if not is_connected(rels, classes):
+            continue
+        selection = () if m.query is None else tuple(
+            Selection.union([f]) for r in sorted(rels) if (f := q.filter_of(r)) is not None)
+        out.append((size_key(rels, classes, selection), classes, selection))
+    if not out:
+        comps = components(rels, restrict_classes(pool[0].classes, rels))
+        raise DisconnectedQueryError(
+            f"{where}: the set is not connected in {'query ' + m.query if m.query else 'any query that joins it'} "
+            f"({' and '.join('{' + ', '.join(c) + '}' for c in comps)} share no join attribute); a size is "
+            f"given for a connected set (an MIR or a probe-order prefix)")
+    if len({k for k, _, _ in out}) > 1:
+        names = [q.name for q in pool if is_connected(rels, restrict_classes(q.classes, rels))]
+        raise SizeError(f"{where}: queries {', '.join(names)} join these relations through different "
+                        f"classes, so the set has no one size; give it per query "
+                        f"(sizes: {{{names[0]}: {{{m.key}: …}}}})")
+    return out
+
+
+def rehome(m: MeasuredSize, old: Mapping[str, Query], new: Mapping[str, Query]) -> MeasuredSize | None:
+    """``m`` for the queries ``new`` (an edit's): as it is when it still applies to them; a
+    per-query size whose query is gone moves to a remaining query that joins its set the same
+    way (same classes and filters), as the look-up would have found it there; ``None`` when
+    no query of ``new`` joins the set as the old ones did."""
+    try:
+        key = size_targets(m, old)[0][0]
+    except WorkloadError:
+        return None
+    candidates = [m] if m.query is None or m.query in new else [replace(m, query=q) for q in new]
+    for c in candidates:
+        try:
+            if any(k == key for k, _, _ in size_targets(c, new)):
+                return c
+        except WorkloadError:
+            continue
+    return None
+
+
+def resolve_sizes(entries: Iterable[MeasuredSize], queries: Iterable[Query],
+                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple, float]]:
+    """The measured sizes that apply to ``queries`` (sorted) and their look-up table (key →
+    size).  ``strict``: a size that does not apply, or contradicts another, is a typed error;
+    otherwise it is left out (an edit removed or changed the queries that joined its set)."""
+    by_name = {q.name: q for q in queries}
+    kept: list[MeasuredSize] = []
+    lookup: dict[tuple, tuple[float, MeasuredSize]] = {}
+    for m in entries:
+        try:
+            keys = [k for k, _, _ in size_targets(m, by_name)]
+            for k in keys:
+                if k in lookup and not math.isclose(lookup[k][0], m.value, rel_tol=1e-9):
+                    raise SizeError(f"sizes: {lookup[k][1]} and {m} give one join different sizes; keep one")
+        except WorkloadError:
+            if strict:
+                raise
+            continue
+        kept.append(m)
+        for k in keys:
+            lookup.setdefault(k, (m.value, m))
+    kept.sort(key=lambda m: (m.query or "", len(m.relations), m.relations))
+    return tuple(kept), {k: v for k, (v, _) in lookup.items()}
+
+
+def size_entries(spec: Mapping[str, Any], relations: Mapping[str, Relation]) -> list[MeasuredSize]:
+    """``sizes: {"R ⋈ S": 40, q3: {"R ⋈ S": 12}}`` → measured sizes, each read strictly."""
+    out = []
+    for key, value in spec.items():
+        key = str(key)
+        if isinstance(value, Mapping):
+            if not IDENT_RE.match(key.strip()):
+                raise WorkloadSyntaxError(f"sizes: {key!r} maps to sizes, so it must be a query name; write "
+                                          f"sizes of relation sets as 'R {JOIN_SIGN} S: <tuples per time unit>'")
+            out += [_size_entry(str(k), v, key.strip(), relations) for k, v in value.items()]
+        else:
+            out.append(_size_entry(key, value, None, relations))
+    return out
+
+
+def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str, Relation]) -> MeasuredSize:
+    where = f"sizes: {query + ': ' if query else ''}{key!r}"
+    names = [n.strip() for n in re.split(rf"{JOIN_SIGN}|,", key)]
+    if any(not IDENT_RE.match(n) for n in names):
+        raise WorkloadSyntaxError(f"{where} is not a relation set like 'lineitem {JOIN_SIGN} partsupp' "
+                                  f"(relation names joined by {JOIN_SIGN} or ',')")
+    if len(names) < 2:
+        raise WorkloadSyntaxError(
+            f"{where} names one relation: a size is given for a join of two or more relations (one relation's "
+            f"size is its rate)" if names[0] in relations else
+            f"{where} is not a relation set like 'R {JOIN_SIGN} S'" + ("" if query else
+                                                                       f"; per query, write '{names[0]}: {{R {JOIN_SIGN} S: …}}'"))
+    for n in names:
+        if n not in relations:
+            raise UnknownRelationError(f"{where}: relation {n!r} is not declared (declared: {', '.join(relations)})")
+    if len(set(names)) != len(names):
+        raise WorkloadSyntaxError(f"{where} names a relation twice")
+    v = as_number(value, f"{where}: the size")
+    if not (v > 0) or math.isinf(v):
+        raise ValueRangeError(f"{where}: the size must be a positive finite number of tuples per time unit, "
+                              f"got {value!r}")
+    order = list(relations)
+    return MeasuredSize(query, tuple(sorted(names, key=order.index)), v)

@@ -1,0 +1,274 @@
+"""Predicted beside measured: what the cost model says a run of a plan will count, next to
+what the run counted, per step and per store — and the join sizes a run measured, to
+re-plan on them (``mqjoin run --json``, ``mqjoin optimize --stats-from RUN.json``).
+
+**What the model predicts for a run.**  The model's numbers are per time unit at the
+workload's rates (docs/model.md §2–§5).  Over an input spanning ``S`` time units, a step with
+prefix ``P`` and start ``X`` ships the partial results of ``⋈P`` whose latest tuple is ``X``'s
+and whose other tuples lie within their windows of it, ``χ`` times each::
+
+    messages = |⋈P| · χ · ∫₀^S Π_{R ∈ P, R ≠ X} min(w_R, t) dt        (w_R = ∞ without a window)
+
+which is ``cost · S^k`` (``k = |P|``) under full history — the step cost ``|⋈P|/k · χ`` times
+``S^k`` — and ``|⋈P| · χ · S · Π w_R`` once every window is full.  A store of ``M`` holds at
+most ``|⋈M| · Π_{R ∈ M} min(w_R, S)`` rows (``λ · min(w, S)`` for a base store).  The
+measured side is the engine's count: probe messages per edge and the most rows a store held
+at once.  The ratio measured / predicted is 1 on data where the model's assumptions hold
+(uniform, independent join values, uniform arrivals); it says where they do not.
+
+**Sizes measured by a run** (:func:`run_sizes`).  A step's messages divided by ``χ`` and by
+its exposure (the integral above) estimate ``|⋈P|`` from the starts the plan probes from;
+an MIR store's rows divided by ``Π min(w_R, S)`` measure ``|⋈M|``, preferred when present.
+Re-planning on them (:meth:`~mqjoin.model.workload.Workload.with_sizes`) makes the
+predictions of the sets the run saw agree with the run.
+
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... relations: {R: {attributes: [a], rate: 2}, S: {attributes: [a], rate: 2, window: 1}}
+... queries: {q: "R(a), S(a)"}
+... selectivities: {R.a = S.a: 0.5}''')
+>>> exposure(w, ["R"], "R", 3.0), exposure(w, ["R", "S"], "R", 3.0), exposure(w, ["R", "S"], "S", 3.0)
+(3.0, 2.5, 4.5)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from mqjoin.model.errors import PlanError
+from mqjoin.model.workload import Workload, restrict_classes
+from mqjoin.model.sizes import MeasuredSize
+from mqjoin.planning.cost import join_size, memory_tuples
+from mqjoin.planning.diff import PlanDiff, plan_diff
+from mqjoin.planning.plan import Plan, recost
+from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
+
+
+def exposure(workload: Workload, prefix: Iterable[str], start: str, span: float) -> float:
+    """``∫₀^S Π_{R ∈ P, R ≠ X} min(w_R, t) dt``: the time units × window volume over which a
+    tuple of ``start`` finds partners of the rest of ``prefix`` (module docstring)."""
+    bounds = sorted(min(w, span) if (w := workload.window(r)) is not None else span
+                    for r in prefix if r != start)
+    total, a, fixed = 0.0, 0.0, 1.0
+    for i, b in enumerate(bounds + [span]):
+        m = len(bounds) - i  # relations whose window is still open on [a, b]: t^m
+        if b > a:
+            total += fixed * (b ** (m + 1) - a ** (m + 1)) / (m + 1)
+        a = max(a, b)
+        if i < len(bounds):
+            fixed *= b
+    return total
+
+
+def _rows_volume(workload: Workload, relations: Iterable[str], span: float) -> float:
+    return math.prod(min(w, span) if (w := workload.window(r)) is not None else span for r in relations)
+
+
+@dataclass(frozen=True)
+class Count:
+    """One figure of a run: the model's prediction and the engine's count."""
+
+    kind: str  # "messages" or "rows"
+    store: str
+    step: str  # the step (``R » S[a]``-style rendering); '' for a store's total
+    predicted: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        """measured / predicted (``inf`` when nothing was predicted but something counted,
+        ``nan`` when nothing was measured)."""
+        if math.isnan(self.measured):
+            return math.nan
+        if self.predicted > 0:
+            return self.measured / self.predicted
+        return 1.0 if self.measured == 0 else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "store": self.store, **({"step": self.step} if self.step else {}),
+                "predicted": self.predicted, "measured": None if math.isnan(self.measured) else self.measured,
+                "ratio": None if math.isinf(self.ratio) or math.isnan(self.ratio) else self.ratio}
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """Predicted beside measured for one run of ``plan``: per step (messages), per store
+    (messages and rows), over an input of ``span`` time units."""
+
+    span: float
+    steps: tuple[Count, ...]
+    stores: tuple[Count, ...]
+    #: per step: (prefix relations, start, owner query or '', χ, measured messages) for run_sizes
+    shapes: tuple[tuple[tuple[str, ...], str, str, int, int], ...] = ()
+    #: per unfiltered MIR store: (relations, a query joining them so, most rows held, Π min(w_R, S))
+    held: tuple[tuple[tuple[str, ...], str, int, float], ...] = ()
+
+    def total(self, kind: str) -> tuple[float, float]:
+        rows = [c for c in self.stores if c.kind == kind]
+        return sum(c.predicted for c in rows), sum(c.measured for c in rows)
+
+    def worst(self, n: int = 5, share: float = 0.01) -> list[Count]:
+        """The ``n`` store figures furthest from their prediction (by ``|log ratio|``) among
+        stores holding at least ``share`` of the plan's total of their kind."""
+        big = []
+        for c in self.stores:
+            pred, meas = self.total(c.kind)
+            if max(c.measured / meas if meas else 0, c.predicted / pred if pred else 0) >= share:
+                big.append(c)
+        return sorted(big, key=lambda c: -abs(math.log(c.ratio)) if 0 < c.ratio < math.inf else -math.inf)[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"span": self.span, "steps": [c.to_dict() for c in self.steps],
+                               "stores": [c.to_dict() for c in self.stores]}
+        for kind in ("messages", "rows"):
+            pred, meas = self.total(kind)
+            out[f"total_{kind}"] = {"predicted": pred, "measured": meas, "ratio": meas / pred if pred else None}
+        out["shapes"] = [{"prefix": list(p), "start": x, "query": q, "broadcast": chi, "messages": m}
+                         for p, x, q, chi, m in self.shapes]
+        out["held"] = [{"relations": list(r), "query": q, "rows": n, "volume": v} for r, q, n, v in self.held]
+        return out
+
+    def render(self, n: int = 5) -> str:
+        lines = []
+        for kind in ("messages", "rows"):
+            pred, meas = self.total(kind)
+            lines.append(f"{'probe messages' if kind == 'messages' else 'store rows (most at once)'}: predicted "
+                         f"{pred:,.0f}, measured {meas:,.0f} ({meas / pred if pred else math.inf:.3g}×)")
+        worst = self.worst(n)
+        if worst:
+            lines.append("furthest from the model (stores with ≥ 1 % of the total):")
+            lines += [f"  {c.store:<32} {c.kind:<8} predicted {c.predicted:>12,.0f}  measured {c.measured:>12,.0f}"
+                      f"  {c.ratio:.3g}×" for c in worst]
+        return "\n".join(lines)
+
+
+def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float,
+              per_store: bool = False) -> RunCheck:
+    """Predicted beside measured for a run of ``plan`` over ``span`` time units that sent
+    ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows).
+    ``per_store``: ``messages`` are per store id (an engine that counts no more, e.g. Spark's
+    batches): the stores are compared, the steps only predicted (measured ``nan``)."""
+    w = plan.workload
+    steps, shapes = [], []
+    predicted = {s.id: 0.0 for s in plan.stores}
+    measured = {s.id: float(messages.get(s.id, 0)) if per_store else 0.0 for s in plan.stores}
+    for n in plan.nodes:
+        store = plan.store[n.store]
+        start = n.step.prefix[0].relations[0]
+        pred = n.cost * len(n.step.prefix_relations) * exposure(w, n.step.prefix_relations, start, span)
+        predicted[n.store] += pred
+        if per_store:
+            steps.append(Count("messages", n.store, n.step.render(), pred, math.nan))
+            continue
+        got = int(messages.get(n.edge, 0))
+        measured[n.store] += got
+        steps.append(Count("messages", n.store, n.step.render(), pred, got))
+        chi = store.parallelism if n.broadcast else 1
+        owner = next((o for o in n.owners if o in w.query_names), "")
+        shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got))
+    stores, held = [], {}
+    for s in plan.stores:
+        stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
+        size = join_size(w, s.mir.relations, s.mir.classes, s.mir.selection)
+        volume = _rows_volume(w, s.mir.relations, span)
+        stores.append(Count("rows", s.id, "", size * volume, rows.get(s.id, 0)))
+        if not s.mir.is_base and not s.mir.selection:
+            shape = tuple(c.members for c in s.mir.classes)
+            query = next((q.name for q in w.queries if s.mir.relation_set <= q.relation_set
+                          and tuple(c.members for c in restrict_classes(q.classes, s.mir.relations)) == shape), "")
+            key = (s.mir.relations, query)
+            held[key] = (s.mir.relations, query, max(rows.get(s.id, 0), held.get(key, ((), "", 0))[2]), volume)
+    return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()))
+
+
+def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSize, ...]:
+    """Join sizes measured by a run, from the ``predicted`` section of ``run --json``
+    (:meth:`RunCheck.to_dict`): per prefix of two or more relations, its steps' messages over
+    ``χ`` and their exposures (module docstring).  A prefix some query filters gets the size of
+    that query (it includes the filters); sets the workload does not join alike are left to
+    :meth:`~mqjoin.model.workload.Workload.with_sizes` to drop."""
+    try:
+        span = float(check["span"])
+        shapes = [(tuple(s["prefix"]), str(s["start"]), str(s["query"]), int(s["broadcast"]), float(s["messages"]))
+                  for s in check["shapes"]]
+        held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
+                for h in check.get("held", ())}
+    except (KeyError, TypeError, ValueError) as e:
+        raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); write it with 'mqjoin run --json'") from None
+    seen: dict[tuple[tuple[str, ...], str], tuple[str, float, float]] = {}
+    for prefix, start, query, chi, got in shapes:
+        if len(prefix) < 2 or (prefix, start) in seen:
+            continue
+        for r in prefix:
+            workload.relation(r)
+        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span))
+    by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
+    for (prefix, _), v in seen.items():
+        by_set.setdefault(prefix, []).append(v)
+    order = {r.name: i for i, r in enumerate(workload.relations)}
+    out = []
+
+    def add(rels: tuple[str, ...], query: str, count: float, volume: float) -> None:
+        scope = _scope(workload, rels, query)
+        if volume > 0 and scope != "":
+            out.append(MeasuredSize(scope, tuple(sorted(rels, key=order.__getitem__)), max(count, 1.0) / volume))
+
+    for prefix, parts in by_set.items():
+        count, volume = sum(p[1] for p in parts), sum(p[2] for p in parts)
+        query = parts[0][0]
+        if (prefix, query) in held:  # an MIR store holds the whole join: its rows are the exact count
+            count, volume = held.pop((prefix, query))
+        add(prefix, query, count, volume)
+    for (rels, query), (count, volume) in held.items():
+        add(rels, query, count, volume)
+    return tuple(out)
+
+
+def _scope(workload: Workload, relations: Iterable[str], query: str) -> str | None:
+    """Where a size of ``relations`` measured in ``query``'s plan belongs (docs/model.md §2):
+    ``None`` (the unfiltered join) when ``query`` filters none of them and every query joins
+    them alike, else ``query``; ``""`` when there is no query to give it to."""
+    rels = frozenset(relations)
+    if query and query in workload.query_names and any(workload.query(query).filter_of(r) for r in rels):
+        return query
+    shapes = {tuple(c.members for c in restrict_classes(q.classes, rels)) for q in workload.queries
+              if rels <= q.relation_set}
+    if len(shapes) == 1:
+        return None
+    return query if query in workload.query_names else ""
+
+
+@dataclass(frozen=True)
+class Replan:
+    """A plan re-optimised on measured sizes beside the plan chosen without them, both costed
+    under the measured sizes (``diff``'s "before" is the old plan re-costed), and the old
+    plan's own estimates."""
+
+    sizes: tuple[MeasuredSize, ...]
+    diff: PlanDiff
+    estimated_cost: float  # the old plan's probe cost on the estimates it was chosen on
+    estimated_memory: float
+
+    def render(self) -> str:
+        d = self.diff
+        head = (f"re-planned on {len(self.sizes)} join sizes measured by the run; the plan chosen on the estimates "
+                f"costs {number(d.cost_before)} {PROBE_COST_UNIT} and holds {number(d.memory_before)} {MEMORY_UNIT} "
+                f"on the measured sizes (it was estimated at {number(self.estimated_cost)} and "
+                f"{number(self.estimated_memory)}):")
+        return head + "\n" + "\n".join("  " + line for line in d.summary().splitlines())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sizes": [{"query": m.query, "relations": list(m.relations), "value": m.value} for m in self.sizes],
+                "estimated_cost_before": self.estimated_cost, "estimated_memory_before": self.estimated_memory,
+                "diff": self.diff.to_dict()}
+
+
+def replan_report(before: Plan, after: Plan) -> Replan:
+    """Compare ``before`` (optimised without measured sizes) with ``after`` (optimised with
+    them, ``after.workload``), both under the measured sizes."""
+    w = after.workload
+    memory = sum(memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection) for s in before.stores)
+    diff = replace(plan_diff(before, after), cost_before=recost(before, w), memory_before=memory)
+    return Replan(w.sizes, diff, before.probe_cost, before.memory)

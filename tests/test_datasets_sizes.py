@@ -1,0 +1,129 @@
+"""Join sizes measured from data (mqjoin.datasets.sizes): exact counts equal brute force,
+correlated samples are unbiased with honest intervals, independent data agrees with the
+independence estimate, and ``mqjoin stats --sizes`` writes sizes the optimiser uses."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from mqjoin.cli import main
+from mqjoin.datasets import tpch
+from mqjoin.datasets.sizes import measure_sizes, size_sets
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import independent_size, load_workload, parse_workload
+from mqjoin.planning.cost import join_size
+from mqjoin.planning.optimizer import optimize
+
+# a class of three members (a), a second class (b) linking S and T again, and a filter
+W = parse_workload("""
+relations: {R: {attributes: [a, x]}, S: {attributes: [a, b]}, T: {attributes: [a, b]}, U: {attributes: [b]}}
+queries:
+  q1: "R(a), S(a, b), T(a, b)"
+  q2: {join: "R(a), S(a)", where: "R.x < 2"}
+  q3: "S(b), U(b)"
+defaults: {selectivity: 0.2}
+filters: {q2.R: 0.5}
+""")
+
+
+def brute(tables, query, rels, filtered):
+    q = W.query(query)
+    rows = {r: [i for i in range(len(tables[r])) if not filtered or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
+            for r in rels}
+    n = 0
+    for combo in itertools.product(*(rows[r] for r in rels)):
+        at = dict(zip(rels, combo))
+        ok = True
+        for c in q.classes:
+            vals = [tables[a.relation].columns[a.name][at[a.relation]] for a in c.members if a.relation in at]
+            if len(vals) > 1 and (any(v is None for v in vals) or len(set(vals)) > 1):
+                ok = False
+        n += ok
+    return n
+
+
+def random_tables(seed, n=12, domain=(None, 1, 2, 3)):
+    rng = random.Random(seed)
+    cols = {"R": ("a", "x"), "S": ("a", "b"), "T": ("a", "b"), "U": ("b",)}
+    return {r: Table.from_columns(r, {"ts": list(range(n)), **{c: [rng.choice(domain) for _ in range(n)] for c in cs}})
+            for r, cs in cols.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_counts_equal_brute_force(seed):
+    tables = random_tables(seed)
+    got = measure_sizes(W, tables)
+    assert {(m.query, m.relations) for m in got} >= {(None, ("R", "S")), ("q2", ("R", "S")), (None, ("S", "T")),
+                                                       (None, ("R", "S", "T")), (None, ("S", "U"))}
+    for m in got:
+        q = m.query or next(q.name for q in W.queries if set(m.relations) <= q.relation_set)
+        assert m.exact and m.count == brute(tables, q, m.relations, m.query is not None), m
+        # tuples per time unit: count · Π λ/n (rates 1, 12 rows each), at least one result
+        assert m.value == pytest.approx(max(m.count, 1) / 12 ** len(m.relations))
+
+
+def test_sets_are_the_candidates_sets():
+    assert [sorted(s) for s in size_sets(W)] == [["R", "S"], ["R", "T"], ["S", "T"], ["S", "U"], ["R", "S", "T"]]
+
+
+def uniform(seed, rows=3000, domain=1500):
+    rng = np.random.default_rng(seed)
+    return {r: Table.from_columns(r, {"ts": np.arange(rows).tolist(),
+                                      **{c: rng.integers(0, domain, rows).tolist() for c in cs}})
+            for r, cs in {"R": ("a", "x"), "S": ("a", "b"), "T": ("a", "b"), "U": ("b",)}.items()}
+
+
+def test_samples_are_unbiased_and_their_intervals_honest():
+    hits = total = 0
+    est = truths = 0.0
+    for seed in range(12):
+        tables = uniform(seed)
+        exact = {(m.query, m.relations): m for m in measure_sizes(W, tables)}
+        for m in measure_sizes(W, tables, 0.2):
+            truth = exact[m.query, m.relations]
+            if m.sampled_on:
+                total += 1
+                hits += m.low <= truth.value <= m.high
+                est, truths = est + m.count, truths + truth.count
+    assert total > 40 and hits / total >= 0.85
+    assert est / truths == pytest.approx(1, abs=0.03)
+
+
+def test_independent_data_agrees_with_the_estimate():
+    """On uniform independent values the measured sizes are the estimate within their error."""
+    from mqjoin.datasets.stats import estimate_statistics
+
+    st = estimate_statistics(W.with_defaults(selectivity=0.5), uniform(0), sample=None, sizes=0.5)
+    assert st.sizes
+    for m in st.sizes:
+        assert abs(m.value - m.estimate) <= 4 * max(m.stderr, 0.02 * m.estimate), m.describe()
+
+
+def test_stats_cli_writes_sizes_the_optimiser_uses(tmp_path, capsys):
+    out = tmp_path / "w.yaml"
+    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--sizes", "--write", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0 and "join sizes" in text and "q4: partsupp ⋈ lineitem" in text
+    w = load_workload(out)
+    assert w.sizes and w == load_workload(out)
+    q4 = w.query("q4")
+    rels = {"partsupp", "lineitem"}
+    # lineitem joins partsupp by its (partkey, suppkey) foreign key: far above independence
+    assert join_size(w, rels, q4.classes) > 5 * independent_size(w, rels, q4.classes)
+    assert optimize(w).probe_cost > 0
+    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--sizes", "0.5", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["sizes"] and all(s["ci95"][0] <= s["value"] <= s["ci95"][1] for s in d["sizes"])
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-1"])
+def test_stats_cli_refuses_a_bad_fraction(capsys, bad):
+    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), f"--sizes={bad}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--sizes" in err

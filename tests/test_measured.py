@@ -1,0 +1,173 @@
+"""Predicted beside measured (mqjoin.planning.measured): on data where the model's
+assumptions hold the ratios are 1, on foreign-key data measured sizes bring them there, a run's
+sizes re-plan a workload, and the CLI shows it all (``run --json``, ``optimize --stats-from``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mqjoin.cli import main
+from mqjoin.datasets import tpch
+from mqjoin.datasets.sizes import measure_sizes
+from mqjoin.datasets.uniform import uniform_streams
+from mqjoin.model.workload import parse_workload
+from mqjoin.planning.measured import check_run, exposure, run_sizes
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.reference import run_reference
+
+UNIFORM = parse_workload("""
+defaults: {rate: 1500, window: null, parallelism: 4}
+relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b, c]}, U: {attributes: [c]}}
+queries: {q1: "R(a), S(a,b), T(b)", q2: "S(b), T(b,c), U(c)"}
+selectivities: {R.a = S.a: 0.002, S.b = T.b: 0.003, T.c = U.c: 0.002}
+""")
+
+
+def test_exposure_is_the_window_volume_a_start_tuple_sees():
+    w = UNIFORM.with_relation("S", window=0.5)
+    assert exposure(w, ["R"], "R", 2.0) == 2.0
+    assert exposure(w, ["R", "T"], "R", 2.0) == pytest.approx(2.0 ** 2 / 2)  # full history: S^k / k · k
+    assert exposure(w, ["R", "S"], "R", 2.0) == pytest.approx(0.5 ** 2 / 2 + 0.5 * 1.5)
+    assert exposure(w, ["R", "S", "T"], "R", 2.0) == pytest.approx(0.5 ** 3 / 3 + 0.5 * (2.0 ** 2 - 0.5 ** 2) / 2)
+
+
+def test_predictions_hold_where_the_model_does():
+    """Uniform independent keys, uniform arrivals, one time unit: measured / predicted ≈ 1."""
+    plan = optimize(UNIFORM).plan
+    run = run_reference(plan, uniform_streams(UNIFORM, duration=1.0, seed=1), collect=False)
+    check = check_run(plan, run.probe_messages, run.store_rows, 1.0)
+    pred, got = check.total("messages")
+    assert got / pred == pytest.approx(1, abs=0.1)
+    rows_pred, rows_got = check.total("rows")
+    assert rows_got / rows_pred == pytest.approx(1, abs=0.1)
+    assert {c.store for c in check.stores} == {s.id for s in plan.stores}
+    assert sum(c.measured for c in check.steps) == run.total_probe_messages
+
+
+def foreign_keys(seed=0):
+    """L references P by its (pk, sk) key and O by ok, arrivals uniform over one time unit:
+    independence puts |P ⋈ L| at a tenth of its size."""
+    import random
+
+    from mqjoin.model.tables import Table
+
+    rng = random.Random(seed)
+    w = parse_workload("""
+defaults: {window: null, parallelism: 4}
+relations: {P: {attributes: [pk, sk], rate: 200}, L: {attributes: [pk, sk, ok], rate: 2000}, O: {attributes: [ok], rate: 500}}
+queries: {q: "P(pk, sk), L(pk, sk, ok), O(ok)", p: "P(sk), L(sk)"}
+selectivities: {P.pk = L.pk: 0.005, P.sk = L.sk: 0.1, L.ok = O.ok: 0.002}
+""")
+    parts = [(i, i % 10) for i in range(200)]
+    picks = [rng.choice(parts) for _ in range(2000)]
+
+    def table(name, cols):
+        n = len(next(iter(cols.values())))
+        return Table.from_columns(name, {"ts": sorted(rng.random() for _ in range(n)), **cols})
+
+    tables = {"P": table("P", {"pk": [p for p, _ in parts], "sk": [s for _, s in parts]}),
+              "L": table("L", {"pk": [p for p, _ in picks], "sk": [s for _, s in picks],
+                               "ok": [rng.randrange(500) for _ in range(2000)]}),
+              "O": table("O", {"ok": list(range(500))})}
+    return w, tables
+
+
+def test_measured_sizes_make_predictions_hold_on_foreign_keys():
+    w, tables = foreign_keys()
+    sized = w.with_sizes(measure_sizes(w, tables, 0.5))
+    worst = {}
+    for name, wl in (("estimates", w), ("sizes", sized)):
+        plan = optimize(wl).plan
+        run = run_reference(plan, tables, collect=False)
+        check = check_run(plan, run.probe_messages, run.store_rows, 1.0)
+        worst[name] = check.worst(1)[0].ratio
+    assert worst["estimates"] > 3 or worst["estimates"] < 1 / 3
+    assert worst["sizes"] == pytest.approx(1, abs=0.2)
+
+
+@pytest.fixture(scope="module")
+def fig7a_sample():
+    from mqjoin.datasets.stats import estimate_statistics
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.model.workload import load_workload
+
+    w = load_workload(tpch.WORKLOADS / "tpch_fig7a.yaml")
+    tables = read_inputs(w, tpch.SAMPLE)
+    return w, tables, estimate_statistics(w, tables, sample=None).apply(w)
+
+
+def test_a_runs_sizes_are_its_counts(fig7a_sample):
+    w, tables, fitted = fig7a_sample
+    plan = optimize(fitted).plan
+    run = run_reference(plan, tables, collect=False)
+    span = max(max(t.ts) for t in tables.values()) - min(min(t.ts) for t in tables.values())
+    check = check_run(plan, run.probe_messages, run.store_rows, span).to_dict()
+    sizes = run_sizes(fitted, check)
+    assert sizes and all(len(m.relations) > 1 and m.value > 0 for m in sizes)
+    for h in check["held"]:  # an MIR store's rows are its join's count
+        m = next(m for m in sizes if set(m.relations) == set(h["relations"]))
+        assert m.value * h["volume"] == pytest.approx(max(h["rows"], 1))
+    replanned = fitted.with_sizes(sizes, strict=False)
+    assert replanned.sizes and optimize(replanned).probe_cost > 0
+
+
+def test_run_json_and_stats_from(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    p = d["predicted"]
+    assert p["span"] > 0 and p["steps"] and p["stores"]
+    assert p["total_messages"]["measured"] == d["probe_messages"]
+    assert {s["store"] for s in p["stores"]} == set(d["probe_messages_by_store"])
+    for s in p["steps"]:
+        assert set(s) >= {"store", "step", "predicted", "measured", "ratio"}
+    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "probe messages: predicted" in text and "furthest from the model" in text
+
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(d))
+    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run)]) == 0
+    text = capsys.readouterr().out
+    assert "re-planned on" in text and "join sizes measured by the run" in text and "probe cost" in text
+    assert "join sizes: " in text and "measured (the workload's 'sizes')" in text
+    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["stats_from"]["sizes"] and "cost_before" in j["stats_from"]["diff"]
+
+
+@pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),
+                                              ('{"probe_messages": 3}', "no 'predicted' section"),
+                                              ('{"predicted": {"span": 1}}', "malformed")])
+def test_stats_from_errors_are_one_line(tmp_path, capsys, content, culprit):
+    f = tmp_path / "run.json"
+    if content is not None:
+        f.write_text(content)
+    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and culprit in err
+
+
+@pytest.mark.slow
+def test_spark_run_json_has_the_reference_counts_beside_the_model(tmp_path):
+    """Driver-mode Spark counts messages per store and rows per batch: its ``predicted``
+    section compares stores (steps are predicted only), with the reference executor's counts."""
+    import subprocess
+    import sys
+
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.model.workload import load_workload
+
+    pytest.importorskip("pyspark")
+    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE),
+                        "--out", str(tmp_path / "out"), "--engine", "spark", "--master", "local[2]",
+                        "--spark-mode", "driver", "--json"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = json.loads(r.stdout)["predicted"]
+    w = load_workload(tpch.WORKLOADS / "tpch_fig7a.yaml")
+    ref = run_reference(optimize(w).plan, read_inputs(w, tpch.SAMPLE), collect=False)
+    got = {s["store"]: s["measured"] for s in p["stores"] if s["kind"] == "messages"}
+    assert got == {k: float(v) for k, v in ref.store_messages.items()}
+    assert all(s["measured"] is None for s in p["steps"]) and p["shapes"] == []

@@ -1,0 +1,180 @@
+"""The Explorer composed of its views, without a browser (the comm swapped as in
+tests/test_widgets.py)."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from test_widgets import figure_messages, frontend_sets, recording_comm, tpch  # noqa: E402,F401  (the fixture)
+
+from mqjoin.model.errors import MqjoinError  # noqa: E402
+from mqjoin.planning.optimizer import optimize  # noqa: E402
+from mqjoin.widgets import Explorer, ExplorerModel, ProbeTreeView, QueryGraphView, as_workload  # noqa: E402
+from mqjoin.widgets.figures import trace_by_name  # noqa: E402
+
+# --------------------------------------------------------------------------------------------
+# Explorer
+# --------------------------------------------------------------------------------------------
+
+
+def test_explorer_composes_views_on_one_model():
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    assert all(v.model is ex.model for v in (ex.graph, ex.trees, ex.ilp, ex.compare, ex.diagram))
+    frontend_sets(ex.options.partitioning, index=1)
+    assert ex.model.partitioning == "replicas" and ex.model.result.partitioning == "replicas"
+    assert "replicas" in ex.trees.figure.layout.title.text
+    frontend_sets(ex.options.mirs, value=False)
+    assert ex.model.result.mirs is False
+    assert ex.model.result.probe_cost == optimize(ex.model.workload, partitioning="replicas", mirs=False).probe_cost
+    ex.model.set_options(mode="shared")
+    assert ex.options.mode.value == "shared"
+
+
+def test_explorer_deploy_slot_placeholder_and_hook():
+    from mqjoin.widgets.deploy_panel import DeployPanel
+
+    assert isinstance(Explorer("paper_v2.yaml", debounce=0).deploy_panel, DeployPanel)  # the default
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
+    assert ex.tabs.get_title(5) == "Deploy" and "No Deploy panel" in ex.deploy_slot.children[0].value
+    seen = []
+
+    def factory(plan_provider):
+        import ipywidgets as W
+
+        seen.append(plan_provider)
+        return W.HTML("deploy here")
+
+    panel = ex.attach_deploy(factory)
+    assert ex.deploy_slot.children == (panel,) and ex.deploy_panel is panel
+    ex.model.set_selectivity("S.b = T.b", 0.5)
+    assert seen[0]().probe_cost == 800.0  # the provider always returns the current plan
+
+
+def test_explorer_accepts_an_existing_model_and_paths(tmp_path):
+    p = tmp_path / "w.yaml"
+    p.write_text(as_workload("paper_v2.yaml").to_yaml())
+    ex = Explorer(str(p), debounce=0)
+    assert ex.model.result.probe_cost == 700.0
+    m = ExplorerModel(p, debounce=0)
+    assert Explorer(m).model is m
+    with pytest.raises(MqjoinError):
+        Explorer(str(tmp_path / "missing.yaml"))
+
+
+def test_widget_state_messages_serialise():
+    """Every message the explorer sends must be JSON (what a kernel puts on the wire)."""
+    ex = Explorer("paper_v2.yaml", debounce=0)
+    ex.model.set_selectivity("S.b = T.b", 0.5)
+    ex.show("Compare")
+    # RecordingComm.send json-dumps every message, so reaching here is the first assertion;
+    # the figure widgets sent their traces: first the MIR plan, then the new one
+    msgs = figure_messages(ex.trees.figure)
+    assert "_widget_data" in msgs and "ST[a] ×1" in msgs and "RS[b] ×1" in msgs
+    assert "single probe cost" in figure_messages(ex.compare.figure)
+
+
+def test_rich_reprs():
+    w = as_workload("paper_v2.yaml")
+    res = optimize(w)
+    assert "<table>" in w._repr_html_() and "q1: R(a), S(a,b), T(b)" in w._repr_html_()
+    assert "R » ST[a]" in res._repr_html_().replace("&gt;", ">")
+    assert "─e2→ ST[a]" in res.plan._repr_html_()
+
+
+def test_a_failing_view_does_not_stop_the_others(caplog):
+    m = ExplorerModel("paper_v2.yaml", debounce=0)
+    trees = ProbeTreeView(m)
+
+    def broken(change):
+        raise RuntimeError("boom")
+
+    m.observe(broken, "result")
+    m.observe(lambda ch: None, "result")
+    m.unobserve(trees._on_result)
+    m.observe(trees._on_result, "result")  # after the broken one
+    m.set_selectivity("S.b = T.b", 0.5)
+    assert "RS[b] ×1" in trace_by_name(trees.figure, "stores").text
+    assert "a view failed to update (RuntimeError: boom)" in m.error
+    assert "boom" in caplog.text
+
+
+def test_explorer_freezes_the_long_lived_heap_only_when_asked():
+    """``gc.freeze()`` changes the user's whole process: only ``gc_freeze=True`` does it
+    (once per process; widgets/explorer.py explains the pauses it avoids)."""
+    import gc
+
+    import mqjoin.widgets.explorer as explorer_module
+
+    if not explorer_module._FROZEN:
+        before = gc.get_freeze_count()
+        Explorer("paper_v2.yaml", debounce=0, deploy=None)
+        assert not explorer_module._FROZEN and gc.get_freeze_count() == before
+    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
+    assert explorer_module._FROZEN and gc.get_freeze_count() > 0
+    frozen = gc.get_freeze_count()
+    Explorer("paper_v2.yaml", debounce=0, deploy=None, gc_freeze=True)
+    assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may die meanwhile)
+
+
+def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():
+    view = QueryGraphView("paper_v2.yaml", debounce=0)
+    assert view.query_name.placeholder == "q3" and view.query_name.value == ""
+    frontend_sets(view.query_text, value="R(a), S(a)")  # the browser sends the value on Enter
+    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.error.value == ""
+    assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
+    # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
+    row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
+    box = row.children[1]
+    frontend_sets(box, value=0.79)
+    assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
+    assert any(c.selectivity == 0.79 for q in view.model.workload.queries for c in q.classes)
+
+
+def test_probe_trees_show_broadcasts_insertions_and_a_shared_channel_and_the_text_follows_the_filter():
+    from mqjoin.widgets.figures import BROADCAST_COLOR, PALETTE, SHARED_COLOR
+
+    view = ProbeTreeView(tpch(), debounce=0)
+    plan = view.model.result.plan
+    fig = view.figure
+    broadcast = [n for n in plan.nodes if n.broadcast and len(n.owners) == 1]
+    assert broadcast, "the TPC-H plan has broadcast probes"
+    bc = trace_by_name(fig, "broadcast probes")
+    assert bc.line.dash == "dot" and bc.line.color == BROADCAST_COLOR and len(bc.x) == 4 * len(broadcast)
+    labels = list(trace_by_name(fig, "edge labels").text)
+    for n in broadcast:
+        assert f"{n.edge} χ={plan.store[n.store].parallelism}" in labels
+    # every ingest edge label (e1, e2, …) is drawn under its start relation
+    ingest = [lab for lab, e in plan.edge.items() if e.kind == "ingest"]
+    drawn = " ".join(trace_by_name(fig, "insertions").text)
+    assert all(f"{lab} ⇓ " in drawn for lab in ingest)
+    # "shared" is not a query colour: another colour outside the palette, and another shape
+    assert SHARED_COLOR not in PALETTE and BROADCAST_COLOR not in PALETTE
+    stores = trace_by_name(fig, "stores")
+    for n, colour, symbol in zip(plan.nodes, stores.marker.color, stores.marker.symbol):
+        assert (colour == SHARED_COLOR) == (symbol == "diamond") == (len(n.owners) > 1)
+    # the plan as text follows the per-query filter
+    full = html.unescape(view.text.value)
+    view.query.value = "q4"
+    only = html.unescape(view.text.value)
+    assert "q4 (its steps" in only and len(only) < len(full)
+    assert "─" in only and all(q not in only for q in ("⇒ q1 ", "⇒ q2 "))
+
+
+def test_closing_the_explorer_closes_its_own_model_and_leaves_no_thread():
+    import threading
+
+    before = set(threading.enumerate())
+    ex = Explorer("paper_fig3.yaml", debounce=30, deploy=None)
+    ex.model.set_rate("U", 200.0)  # a debounced recomputation waits on a timer thread
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    ex.close()
+    assert ex.model.closed and not ex.model.pending
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    shared = ExplorerModel("paper_fig3.yaml", debounce=0)
+    Explorer(shared, deploy=None).close()
+    assert not shared.closed  # a model the explorer was given is the caller's
