@@ -1,4 +1,4 @@
-"""Canonical plans (issue 14, item 3): among equal-cost optima the ILP returns the one of least
+"""Canonical plans: among equal-cost optima the ILP returns the one of least
 tie-break weight (``mqjoin.planning.ilp.tie_weight``), so the plan — probe orders, partition attributes,
 store labels, rendering — does not depend on the solver or its version.
 

@@ -1,4 +1,4 @@
-"""CI behaviour (issue 11): the README's test command is what CI runs, and under ``CI=true``
+"""CI behaviour: the README's test command is what CI runs, and under ``CI=true``
 a test that lacks part of its stack fails instead of passing by being skipped."""
 
 from __future__ import annotations

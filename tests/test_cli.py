@@ -117,7 +117,7 @@ def test_console_script_runs_as_a_process(tmp_path):
 
 
 def test_time_limited_optimize_states_incumbent_bound_and_gap(capsys, tmp_path):
-    """Issue 14, item 2: a solve stopped by --time-limit says what it has: the incumbent's cost,
+    """A solve stopped by --time-limit says what it has: the incumbent's cost,
     the proven bound and the gap between them (JSON, text and the warning on stderr)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import _ref_optimizer as ref
@@ -138,7 +138,7 @@ def test_time_limited_optimize_states_incumbent_bound_and_gap(capsys, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# candidates, compare, synth, demo (issue 11: every command has a test)
+# candidates, compare, synth, demo (every command has a test)
 # --------------------------------------------------------------------------------------------
 
 

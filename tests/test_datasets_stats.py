@@ -1,4 +1,4 @@
-"""Issue 3 — statistics from data: rates, pair selectivities with their precision, classes of
+"""Statistics from data: rates, pair selectivities with their precision, classes of
 three members and classes shared between queries, writing workloads, the `stats` CLI."""
 
 from __future__ import annotations

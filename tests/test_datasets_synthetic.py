@@ -1,4 +1,4 @@
-"""Issue 3 — the paper's Section VII-B data sets and the arrival processes.
+"""The paper's Section VII-B data sets and the arrival processes.
 
 The stated properties are checked with the brute-force oracle (docs/model.md §6, windows applied)
 on small scaled instances.

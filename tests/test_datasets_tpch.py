@@ -1,4 +1,4 @@
-"""Issue 3 — TPC-H as streams, the paper's TPC-H workloads, and statistics on TPC-H.
+"""TPC-H as streams, the paper's TPC-H workloads, and statistics on TPC-H.
 
 The central check: the Figure 7(a) workload (and the ten-query variant) optimised in the mqo
 and individual modes and run on the reference engine over TPC-H SF 0.01 gives exactly the

@@ -1,4 +1,4 @@
-"""The probe-cost / memory frontier and policy ``budget`` (issue 14, item 4), checked against
+"""The probe-cost / memory frontier and policy ``budget``, checked against
 the exhaustive reference optimiser (``_ref_optimizer.Reference(..., replica_budget)``)."""
 
 from __future__ import annotations

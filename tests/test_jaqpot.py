@@ -1,4 +1,4 @@
-"""JAQPOT (issue 15, item 3): the paper's goldens (Table 2, the running example at μ = 30,
+"""JAQPOT: the paper's goldens (Table 2, the running example at μ = 30,
 Table 4's baselines) and properties of the solvers against brute force."""
 
 from __future__ import annotations

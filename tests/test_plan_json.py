@@ -1,4 +1,4 @@
-"""Plan.from_dict validates (issue 11): every malformed plan is a PlanError naming the culprit,
+"""Plan.from_dict validates: every malformed plan is a PlanError naming the culprit,
 never a KeyError at load or at run time."""
 
 from __future__ import annotations

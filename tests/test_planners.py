@@ -1,4 +1,4 @@
-"""Planners mjoin and tree (issue 15): their plans produce the A6 results on the reference
+"""Planners mjoin and tree: their plans produce the A6 results on the reference
 engine, the `best` tree is the cheapest of all binary trees (an exhaustive search written
 independently here), the MJoin paper's Section 3.3 setting gives the probing sequences and
 costs one can check by hand, and bad combinations are typed errors (one line, exit 2)."""

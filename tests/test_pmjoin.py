@@ -1,4 +1,4 @@
-"""PMJoin (issue 16 item 4): the paper's goldens, the planner's plans against the oracle, the
+"""PMJoin: the paper's goldens, the planner's plans against the oracle, the
 value-partitioned groups' plans against the oracle, PMJoin's two constraints, typed errors."""
 
 from __future__ import annotations

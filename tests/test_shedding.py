@@ -1,4 +1,4 @@
-"""A CPU budget in the reference executor (issue 15, item 3): probes shed by an allocation
+"""A CPU budget in the reference executor: probes shed by an allocation
 policy, never tuples — results a subset of the oracle's, all of them with no limit, and
 JAQPOT ahead of the paper's ρ_h baselines on its synthetic linear plan."""
 

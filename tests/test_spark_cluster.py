@@ -1,4 +1,4 @@
-"""Deployments on a real Spark standalone cluster (issue 12, item 3).
+"""Deployments on a real Spark standalone cluster.
 
 A module fixture starts a master and two workers (one core, 1 GB each) from the installed
 pyspark (``$SPARK_HOME/bin/spark-class …deploy.master.Master`` / ``…deploy.worker.Worker``,

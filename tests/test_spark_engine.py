@@ -1,4 +1,4 @@
-"""The plan engine on Spark (issue 4) against the reference executor and the docs/model.md §6 oracle.
+"""The plan engine on Spark against the reference executor and the docs/model.md §6 oracle.
 
 Every deployment runs in the run's one local[2] session (``spark`` in tests/conftest.py), with tens of tuples and 2–3
 micro-batches (``max_rows_per_batch``).  What is checked, beyond equal result sets:

@@ -1,4 +1,4 @@
-"""PMJoin's plans on Spark (issue 16 item 4): the deployed plan of ``--planner pmjoin`` gives
+"""PMJoin's plans on Spark: the deployed plan of ``--planner pmjoin`` gives
 the oracle's results (one small deployment: Spark tests are slow)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 in the explorer: the frontier in the Compare tab (click a point → its plan) and
+"""In the explorer: the frontier in the Compare tab (click a point → its plan) and
 anytime solving (best plan so far with its gap, improved in the background, cancelled by an
 edit), driven by a scripted solver and a manual background runner — no timing involved."""
 

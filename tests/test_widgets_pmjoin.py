@@ -1,4 +1,4 @@
-"""PMJoin in the explorer (issue 16 item 4): nodes on the query graph, the communication cost
+"""PMJoin in the explorer: nodes on the query graph, the communication cost
 per scheme and the per-group plans, driven as a browser would (the swapped comm of
 tests/test_widgets.py)."""
 
