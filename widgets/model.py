@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mqjoin.datasets.commands import load_named_workload
 from mqjoin.model.errors import MqjoinError, PlannerError
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
@@ -89,18 +90,7 @@ def as_workload(workload: Workload | str) -> Workload:
     text = workload.strip()
     if "\n" in text or ":" in text and not text.endswith((".yaml", ".yml")):
         return parse_workload(workload)
-    from pathlib import Path
-
-    p = Path(text)
-    if p.exists():
-        return load_workload(p)
-    from importlib.resources import files
-
-    for package, folder in (("mqjoin", "workloads"), ("mqjoin.datasets", "workloads")):
-        f = files(package) / folder / text
-        if f.is_file():
-            return parse_workload(f.read_text(encoding="utf-8"))
-    return load_workload(p)  # raises the engine's "file not found" error
+    return load_named_workload(text)  # a file, else a bundled workload, else the "file not found" error
 
 
 # --------------------------------------------------------------------------------------------
