@@ -403,12 +403,10 @@ def test_remove_query_from_the_list():
 
 
 def frontend_clicks_point(fig, trace_name: str, point: int):
-    """A click on a point of a plotly FigureWidget, as the browser reports it."""
+    """A click on a point of a figure widget, as the browser reports it (widgets/plotly_view.js)."""
     ti = [t.name for t in fig.data].index(trace_name)
-    t = fig.data[ti]
-    frontend_sets(fig, _js2py_pointsCallback={
-        "event_type": "plotly_click", "selector": None, "device_state": None,
-        "points": {"trace_indexes": [ti], "point_indexes": [point], "xs": [t.x[point]], "ys": [t.y[point]]}})
+    fig._handle_msg({"content": {"data": {"method": "custom", "content": {
+        "event": "click", "revision": fig.revision, "points": [{"trace": ti, "point": point}]}}}, "buffers": []})
 
 
 def test_clicking_the_graph_selects_what_to_edit():

@@ -4,6 +4,7 @@ tests/test_widgets.py)."""
 from __future__ import annotations
 
 import html
+import json
 
 import pytest
 
@@ -73,8 +74,9 @@ def test_widget_state_messages_serialise():
     ex.show("Compare")
     # RecordingComm.send json-dumps every message, so reaching here is the first assertion;
     # the figure widgets sent their traces: first the MIR plan, then the new one
+    opened = json.dumps(ex.trees.figure.comm.open_data, default=str, ensure_ascii=False)
     msgs = figure_messages(ex.trees.figure)
-    assert "_widget_data" in msgs and "ST[a] ×1" in msgs and "RS[b] ×1" in msgs
+    assert "ST[a] ×1" in opened and '"figure"' in msgs and "RS[b] ×1" in msgs
     assert "single probe cost" in figure_messages(ex.compare.figure)
 
 

@@ -3,13 +3,13 @@ and the plumbing every figure of the explorer shares.
 
 * :func:`query_graph_figure` — relations as nodes, classes as edges (hyperedges through a
   hub for classes of three or more relations), one colour per query;
-* the query colours (:func:`query_colors`), the number format (:func:`fmt`), and the updates
-  of a plotly ``FigureWidget`` in place (:func:`sync_figure`);
+* the query colours (:func:`query_colors`), the number format (:func:`fmt`), and the one way
+  views draw figures: :func:`new_figure_widget` and :func:`sync_figure` (a whole figure per
+  update, :mod:`mqjoin.widgets.plotly_view`);
 * the trees of a plan — probe trees and operator trees — are :mod:`mqjoin.widgets.tree_figures`'.
 
 Each figure has a fixed, named trace structure (``GRAPH_TRACES``; the trees' ``TREE_TRACES``,
-``OPERATOR_TRACES``), so a view can update a plotly ``FigureWidget`` in place
-(:func:`sync_figure`) instead of rebuilding it, and tests can read trace contents by name.
+``OPERATOR_TRACES``), so tests can read trace contents by name.
 Layouts are deterministic (networkx spring layout with a fixed seed; trees laid out by leaf
 order): the same workload gives the same figure.
 
@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from mqjoin.support.units import number
+from mqjoin.widgets.plotly_view import TEMPLATE, PlotlyView
 from mqjoin.model.workload import Workload
 
 #: colours of queries, by their position in the workload
@@ -39,7 +40,6 @@ PALETTE = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#F
 SHARED_COLOR = "#37474F"
 BROADCAST_COLOR = "#6A1B9A"
 MIR_COLOR = "#7F7F7F"
-TEMPLATE = "plotly_white"
 
 GRAPH_TRACES = ("<one per query>", "hyperedge hubs", "classes", "relations")
 
@@ -75,51 +75,18 @@ def to_figure(traces: list[dict], layout: dict):
     return go.Figure(data=traces, layout={"template": TEMPLATE, **layout})
 
 
-_MISSING = object()
-
-
-def _changed(new: dict, old: dict | None) -> dict:
-    """The top-level properties of ``new`` that differ from ``old`` (removed ones as None)."""
-    if old is None:
-        return {k: v for k, v in new.items() if k != "type"}
-    out = {k: v for k, v in new.items() if k != "type" and old.get(k, _MISSING) != v}
-    out.update({k: None for k in old if k not in new and k != "type"})
-    return out
-
-
 def sync_figure(widget, traces: list[dict], layout: dict) -> None:
-    """Make a ``FigureWidget`` show ``traces`` and ``layout``.
-
-    When the trace structure (types and names) is unchanged, only the top-level properties
-    that differ from what this function sent last time are updated, in one batched message
-    (a selectivity edit typically changes hover texts and costs, not coordinates); else the
-    traces are replaced."""
-    last = getattr(widget, "_mqjoin_last", None)
-    same = len(widget.data) == len(traces) and all(
-        t.type == d.get("type", "scatter") and t.name == d.get("name") for t, d in zip(widget.data, traces))
-    if same:
-        old_traces, old_layout = last if last is not None and len(last[0]) == len(traces) else ([None] * len(traces), None)
-        updates = [_changed(d, o) for d, o in zip(traces, old_traces)]
-        lay = _changed(layout, old_layout)
-        if any(updates) or lay:
-            with widget.batch_update():
-                for t, u in zip(widget.data, updates):
-                    if u:
-                        t.update(u, overwrite=True)
-                if lay:
-                    widget.layout.update(lay, overwrite=True)
-    else:  # (no hold_trait_notifications here: it would swallow plotly's add-traces message)
-        widget.data = ()
-        widget.add_traces(traces)
-        widget.layout.update(layout, overwrite=True)
-    widget._mqjoin_last = (traces, layout)
+    """Make a figure widget of :func:`new_figure_widget` show ``traces`` and ``layout``: the
+    whole figure replaces the one shown, in one message, from any thread (nothing is sent when
+    it is the figure shown); see :mod:`mqjoin.widgets.plotly_view` for why whole figures."""
+    widget.update(traces, layout)
 
 
 def new_figure_widget(traces: list[dict], layout: dict):
-    """A ``FigureWidget`` showing ``traces`` and ``layout``."""
-    import plotly.graph_objects as go
-
-    return go.FigureWidget(data=traces, layout={"template": TEMPLATE, **layout})
+    """The widget every view draws a figure with: a
+    :class:`~mqjoin.widgets.plotly_view.PlotlyView` showing ``traces`` and ``layout`` (plotly's
+    ``plotly_white`` template), updated with :func:`sync_figure`."""
+    return PlotlyView(traces, layout)
 
 
 def trace_by_name(figure, name: str):

@@ -45,7 +45,7 @@ from mqjoin.model.errors import AdaptiveError, MqjoinError
 from mqjoin.planning.plan import Plan
 
 from mqjoin.widgets._html import error_box, esc, info_box, state_html, table
-from mqjoin.widgets.figures import fmt, sync_figure
+from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.live import Redraw, default_label, is_live, snapshot, status_of
 
 #: the rows of the timeline's figure (keys of :data:`mqjoin.widgets.charts.EPOCH_PANELS`)
@@ -170,8 +170,6 @@ class EpochTimeline(W.VBox):
 
     def __init__(self, source: Any = None, label: str | None = None, *, marks: Mapping[str, float] | None = None,
                  title: str | None = None, min_interval: float = 0.5):
-        import plotly.graph_objects as go
-
         self.marks = dict(marks or {})
         self.title = title
         self.runs: list[tuple[str, Any]] = []  # (label, source)
@@ -181,8 +179,7 @@ class EpochTimeline(W.VBox):
         self._fig_layout: dict | None = None
         self._fig_traces: list[dict] = []
         self._updating = False
-        self.figure = go.FigureWidget()
-        self.figure.layout.height = 120
+        self.figure = new_figure_widget([], {"height": 120})
         self.status = W.HTML("<i>no run yet</i>")
         self.run_choice = W.Dropdown(options=[], description="run", layout=W.Layout(width="240px", display="none"))
         self.epoch = W.IntSlider(value=0, min=0, max=0, description="epoch", continuous_update=False, disabled=True,

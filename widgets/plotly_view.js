@@ -1,0 +1,79 @@
+// A plotly figure whose widget state is the whole figure ({data, layout}): every view draws
+// the model's current figure with Plotly.react, so a view opened later (a page reload, a
+// second view of the notebook) draws what the kernel holds, and an update never refers to
+// traces a view may not have.  plotly.js is the copy the Python package plotly ships; it comes
+// once per page from the kernel through a shared library model (no CDN, nothing per figure).
+
+const KEY = "__mqjoinPlotly";
+
+function library(model) {
+  if (!globalThis[KEY]) {
+    globalThis[KEY] = (async () => {
+      const ref = String(model.get("_library")).replace(/^IPY_MODEL_/, "");
+      const lib = await model.widget_manager.get_model(ref);
+      // plotly.min.js is a UMD bundle: run it with no module system in sight, it sets window.Plotly
+      new Function("module", "exports", "define", lib.get("source")).call(globalThis);
+      return { Plotly: globalThis.Plotly, templates: lib.get("templates") };
+    })();
+    globalThis[KEY].catch(() => { globalThis[KEY] = null; });  // a later view tries again
+  }
+  return globalThis[KEY];
+}
+
+function figureOf(model, templates) {
+  const fig = model.get("figure") || {};
+  const data = structuredClone(fig.data || []);  // plotly.js writes into what it draws
+  const layout = structuredClone(fig.layout || {});
+  if (typeof layout.template === "string") layout.template = structuredClone(templates[layout.template] || {});
+  return { data, layout };
+}
+
+async function render({ model, el }) {
+  const { Plotly, templates } = await library(model);
+  const div = document.createElement("div");
+  div.className = "mqjoin-plotly";
+  el.appendChild(div);
+  const config = { displaylogo: false, responsive: false };
+  let busy = false, again = false, gone = false, wired = false;
+
+  async function draw() {  // one draw at a time; a burst of updates draws the last one
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      do {
+        again = false;
+        const { data, layout } = figureOf(model, templates);
+        await Plotly.react(div, data, layout, config);
+        div.dataset.revision = String(model.get("revision"));
+        if (!wired) {
+          wired = true;
+          div.on("plotly_click", (ev) => model.send({
+            event: "click", revision: model.get("revision"),
+            points: (ev.points || []).map((p) => ({ trace: p.curveNumber, point: p.pointNumber })),
+          }));
+        }
+      } while (again && !gone);
+    } catch (e) {
+      console.error("mqjoin: drawing a figure failed", e);
+    } finally {
+      busy = false;
+    }
+  }
+
+  const onChange = () => { draw(); };
+  model.on("change:figure", onChange);
+  const resize = new ResizeObserver(() => {
+    const fig = model.get("figure") || {};
+    if (div._fullLayout && !(fig.layout && fig.layout.width)) Plotly.Plots.resize(div);
+  });
+  resize.observe(el);
+  await draw();
+  return () => {
+    gone = true;
+    model.off("change:figure", onChange);
+    resize.disconnect();
+    Plotly.purge(div);
+  };
+}
+
+export default { render };
