@@ -72,14 +72,21 @@ def make_panel(calls, workload=W, data=TABLES):
     return DeployPanel(lambda: optimize(workload).plan, deploy_fn=fake_deploy, data=data, refresh_seconds=0)
 
 
+def click_deploy(panel):
+    """A click on Deploy, and the wait for the start it runs off the caller's thread."""
+    panel.deploy_button.click()
+    assert panel.wait_started(10)
+
+
 def trace(panel, name):
+    assert panel.wait_idle()  # the redraws run off the deployment's thread
     return next(t for t in panel.figure.data if t.name == name)
 
 
 def test_deploy_click_runs_current_plan_and_charts_grow():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     assert len(calls) == 1 and calls[0][2] == "mqjoin" and calls[0][1] is TABLES
     d = panel.deployments[0][1]
     assert "running" in panel.status.value and "4040" in panel.ui_link.value
@@ -94,11 +101,13 @@ def test_deploy_click_runs_current_plan_and_charts_grow():
 
 
 def legend(panel):
+    assert panel.wait_idle()
     return [t.name for t in panel.figure.data if t.showlegend is not False]
 
 
 def run_rows(panel):
     """The run table's rows as text: one per run."""
+    assert panel.wait_idle()
     rows = re.findall(r"<tr>(.*?)</tr>", panel.runs_table.value)[1:]
     return [re.sub(r"<[^>]+>", " ", r) for r in rows]
 
@@ -106,7 +115,7 @@ def run_rows(panel):
 def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     first = panel.deployments[0][1]
     assert panel.deploy_button.disabled and not panel.stop_button.disabled
     panel.engine.value = "native"
@@ -115,7 +124,7 @@ def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run
     first.batch(0, 10, 1)
     first.finish()
     assert not panel.deploy_button.disabled and panel.stop_button.disabled
-    panel.deploy_button.click()
+    click_deploy(panel)
     assert [c[2] for c in calls] == ["mqjoin", "native"]
     second = panel.deployments[1][1]
     second.batch(0, 20, 2)
@@ -123,6 +132,7 @@ def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run
     # the legend: the input rate target and one entry per run, not one per line
     assert legend(panel) == ["input rate target (2,000 tuples/s)", "mqo #1", "native #2"]
     colours = {}
+    assert panel.wait_idle()
     for t in panel.figure.data[1:]:
         colours.setdefault(t.legendgroup, set()).add(t.line.color)
     assert all(len(c) == 1 for c in colours.values()) and colours["mqo #1"] != colours["native #2"]
@@ -130,6 +140,7 @@ def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run
     assert len(rows) == 2 and "mqo #1" in rows[0] and "finished" in rows[0]
     assert "native #2" in rows[1] and "running" in rows[1]
     panel.stop_button.click()
+    assert panel.wait_idle()  # the stop runs off the kernel's thread
     assert second.stopped and not first.stopped  # only the live one
     assert "stopped" in panel.status.value and panel.stop_button.disabled and not panel.deploy_button.disabled
     assert "stopped" in run_rows(panel)[1] and "finished" in run_rows(panel)[0]
@@ -138,11 +149,13 @@ def test_one_run_at_a_time_then_overlays_one_colour_and_one_legend_entry_per_run
 def test_per_query_latency_lines_are_behind_a_toggle_with_a_dash_each():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     d.batch(0, 10, 1)
+    assert panel.wait_idle()
     assert [t.name for t in panel.figure.data if "latency" in t.name] == ["mqo #1 latency"]
     panel.per_query.value = True
+    assert panel.wait_idle()
     lat = [t for t in panel.figure.data if "latency" in t.name]
     assert [t.name for t in lat] == ["mqo #1 q latency"] and lat[0].line.dash == "solid"
 
@@ -150,7 +163,7 @@ def test_per_query_latency_lines_are_behind_a_toggle_with_a_dash_each():
 def test_transient_spark_warning_is_not_an_error_and_the_run_goes_on():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     d.emit({"kind": "status", "status": "failed", "error": "the native deployment failed: SocketTimeoutException: "
             "Timed out while waiting for the Python worker to connect back"})
@@ -164,7 +177,7 @@ def test_transient_spark_warning_is_not_an_error_and_the_run_goes_on():
 def test_the_run_table_says_when_the_engine_falls_behind_its_input():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     d.total = 100_000
     d.batch(0, 100, 1)
@@ -181,7 +194,7 @@ def test_a_deploy_the_model_says_is_too_large_is_refused_with_what_to_change():
     calls = []
     panel = make_panel(calls, workload=w, data=None)
     panel.duration.value = 10.0
-    panel.deploy_button.click()
+    click_deploy(panel)
     got = html.unescape(panel.status.value)
     assert calls == [] and panel.deployments == [] and "error" in got
     assert "not deployed — this run would produce about" in got and "orders.orderkey 0.79" in got
@@ -194,7 +207,7 @@ def test_a_live_deploy_past_its_budget_is_stopped_and_keeps_its_curves():
     calls = []
     panel = make_panel(calls)
     panel.guard.limits = RunLimits(max_results=5, max_bytes=1e12)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     for k in range(3):
         d.emit({"kind": "batch", "batch": k, "input_rows": 10, "results": 3, "state_rows": 1})
@@ -210,7 +223,7 @@ def test_a_live_deploy_past_its_budget_is_stopped_and_keeps_its_curves():
 def test_spark_ui_link_opens_from_the_users_browser():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     assert 'href="http://127.0.0.1:4040"' in panel.ui_link.value
 
 
@@ -219,15 +232,16 @@ def test_deploy_error_is_shown_not_raised():
         raise EngineError("could not start Spark (spark://nowhere:7077): connection refused")
 
     panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=failing, data=TABLES)
-    assert panel.deploy() is None
+    assert panel.deploy() == "mqo #1" and panel.wait_started(10)  # the start fails off the kernel's thread
     assert "error" in panel.status.value and "connection refused" in panel.status.value
-    assert panel.deployments == []
+    assert panel.deployments == [] and panel.run_state["mqo #1"]["state"] == "failed"
+    assert not panel.deploy_button.disabled and panel.stop_button.disabled
 
 
 def test_failure_event_reaches_status_line():
     calls = []
     panel = make_panel(calls)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     for f in d.subs:
         f({"kind": "status", "status": "failed", "error": "the mqjoin deployment failed: boom"})
@@ -237,7 +251,7 @@ def test_failure_event_reaches_status_line():
 def test_a_data_directory_is_estimated_over_the_chosen_seconds(tmp_path):
     calls = []
     panel = make_panel(calls, data=tmp_path)  # the tour deploys a directory of Parquet files
-    panel.deploy_button.click()
+    click_deploy(panel)
     assert len(calls) == 1 and calls[0][1] == tmp_path and "error" not in panel.status.value
     assert panel.guard.estimate.duration == panel.duration.value
 
@@ -258,10 +272,50 @@ def test_closing_the_panel_waits_for_the_budget_stop_and_leaves_no_thread(monkey
     calls = []
     panel = make_panel(calls)
     panel.guard.limits = RunLimits(max_results=5, max_bytes=1e12)
-    panel.deploy_button.click()
+    click_deploy(panel)
     d = panel.deployments[0][1]
     d.emit({"kind": "batch", "batch": 0, "input_rows": 10, "results": 6, "state_rows": 1})
     assert stopping.wait(10) and not d.stopped
     panel.close()
     assert d.stopped
     assert [t for t in threading.enumerate() if t.name == "mqjoin-budget-stop" and t.is_alive()] == []
+
+
+def test_a_slow_start_leaves_the_kernel_free_and_stop_cancels_it_at_once():
+    import threading
+
+    release = threading.Event()
+    started: list[FakeDeployment] = []
+
+    def slow_deploy(plan, data, out, engine, rate, **kw):  # a cold Spark session: the JVM takes its time
+        release.wait(10)
+        d = FakeDeployment(plan, engine)
+        started.append(d)
+        return d
+
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=slow_deploy, data=TABLES, refresh_seconds=0)
+    t0 = time.monotonic()
+    assert panel.deploy() == "mqo #1"
+    assert time.monotonic() - t0 < 1.0  # the click returned while the start goes on
+    assert "starting" in panel.status.value and not panel.stop_button.disabled and panel.deploy_button.disabled
+    time.sleep(1.3)  # the status line counts the seconds waited
+    assert re.search(r"… 1 s", html.unescape(panel.status.value)), panel.status.value
+    t0 = time.monotonic()
+    panel.stop_button.click()
+    assert time.monotonic() - t0 < 1.0 and "cancelled" in panel.status.value
+    assert not panel.deploy_button.disabled and panel.stop_button.disabled
+    release.set()
+    assert panel.wait_started(10) and panel.wait_idle()
+    assert started and started[0].stopped  # the run the start produced after all was stopped
+    assert "stopped" in run_rows(panel)[0]
+
+
+def test_a_native_run_leaves_waiting_with_its_first_report():
+    calls = []
+    panel = make_panel(calls)
+    panel.engine.value = "native"
+    click_deploy(panel)
+    assert "waiting for the first micro-batch" in panel.status.value
+    d = panel.deployments[0][1]
+    d.emit({"kind": "query", "batch": 0, "query": "q", "results": 1})  # the native sink reports queries, no batches
+    assert "waiting" not in panel.status.value and "native #1 running" in panel.status.value

@@ -7,6 +7,16 @@ watches the returned deployment through its public interface only — ``subscrib
 / ``progress``, ``status``, ``total``, ``ui_url`` and ``stop()`` — so it is tested with a
 fake deployment and no Spark.
 
+* **Never blocks the kernel.**  A click returns at once: the run starts (its input, the
+  Spark session, the JVM) on a thread of its own while the status line counts the seconds and
+  says what it waits for; **Stop** cancels a start at once (the deployment it yields is stopped
+  as soon as it exists) and stops a running deployment off the kernel's thread.  Charts are
+  redrawn at most once per ``refresh_seconds`` off the deployment's thread
+  (:class:`~mqjoin.widgets.live.Redraw`), each redraw one whole-figure message
+  (:func:`~mqjoin.widgets.figures.sync_figure`).
+* **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
+  :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
+  of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
 * **One run at a time.**  Deploy is disabled while a run is live; finished runs stay and the
   next one overlays them.  Every run has its own row in the run table: its state, what
   happened (warnings and errors in words), tuples, tuples/s, result latency p50/p95, state
@@ -33,7 +43,7 @@ fake deployment and no Spark.
 >>> panel.status.value
 '<b>idle</b> — press Deploy to run the current plan on Spark'
 >>> [t.name for t in panel.figure.data]
-['input rate target']
+['input rate target (2,000 tuples/s)']
 """
 
 from __future__ import annotations
@@ -49,19 +59,26 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
 from mqjoin.model.errors import MqjoinError
+from mqjoin.support.threads import join_threads
 from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
-from mqjoin.widgets._html import error_box, esc, state_html, table
-from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
+from mqjoin.widgets._html import esc, state_html, table
+from mqjoin.widgets.figures import new_figure_widget, sync_figure
+from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
+from mqjoin.widgets.live import Redraw
 
 #: Spark reports that are not failures of the run when the run goes on (substrings)
 TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
              "BlockManager", "heartbeat")
+#: the panel's default input: on a 2-core machine the plan's run keeps up with it
+#: (benchmarks/RESULTS.md, "Deploy: does the default run keep up")
+DEFAULT_RATE, DEFAULT_SECONDS = 2000.0, 5.0
+#: a micro-batch takes at most this many seconds of input (see ``_start``)
+BATCH_SECONDS = 4.0
 ADVICE = ("press Deploy to try again; if it fails the same way, restart the kernel (a fresh Spark session) "
           "or lower the rate")
 
@@ -72,20 +89,52 @@ def _default_deploy(plan, data, out, **kw):
     return deploy(plan, data, out, **kw)
 
 
-def _starting_message(engine: str, on_spark: bool) -> str:
-    """What a click on Deploy waits for: a cold start names the JVM and its Python workers.
+#: seconds from Deploy to the first micro-batch on a 2-core machine (benchmarks/RESULTS.md,
+#: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers) and a
+#: warm one (the session running)
+COLD_START_S, WARM_START_S = 20, 3
+
+
+def _session_running() -> bool:
+    from mqjoin.runtime.spark.session import session_running
+
+    return session_running()
+
+
+def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None, cold: bool | None = None) -> str:
+    """What a click on Deploy waits for, with the seconds waited so far: a cold start (no Spark
+    session when Deploy was clicked: ``cold``, default: none now) names the JVM and its Python
+    workers until the session is up.
 
     >>> _starting_message("mqjoin", False)
     'starting mqjoin …'
+    >>> _starting_message("mqjoin", False, 3.4)
+    'starting mqjoin … 3 s'
     """
+    waited = "" if elapsed is None else f" {elapsed:.0f} s"
     if not on_spark:
-        return f"starting {engine} …"
-    from mqjoin.runtime.spark.session import session_running
+        return f"starting {engine} …{waited}"
+    running = _session_running()
+    if cold is None:
+        cold = not running
+    if cold and not running:
+        return (f"starting a Spark session for {engine} (the JVM and its Python workers) …{waited} (usually "
+                f"{COLD_START_S // 2}–{COLD_START_S} s to the first point the first time; later deploys reuse it; "
+                "Stop cancels)")
+    if cold:
+        return f"the Spark session is up; starting {engine}'s streaming query …{waited}"
+    return (f"starting {engine} on the running Spark session …{waited} (usually about {WARM_START_S} s to "
+            "the first point)")
 
-    if session_running():
-        return f"starting {engine} on the running Spark session — the first micro-batch follows in a second or two …"
-    return (f"starting a Spark session for {engine} (the JVM and its Python workers: ~10–20 s the first time; "
-            "later deploys reuse it) …")
+
+def _waiting_message(running: str, elapsed: float | None = None) -> str:
+    """The status line of a run started and waiting for its first micro-batch.
+
+    >>> _waiting_message("mqo #1 running", 2.2)
+    'mqo #1 running — waiting for the first micro-batch (its Python workers start with it) … 2 s'
+    """
+    waited = "" if elapsed is None else f" {elapsed:.0f} s"
+    return f"{running} — waiting for the first micro-batch (its Python workers start with it) …{waited}"
 
 
 def _synthetic_data(plan, duration: float):
@@ -127,6 +176,18 @@ def _seconds(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g} s"
 
 
+class _Start:
+    """A run being started off the kernel's thread: its label, when Deploy was clicked, and
+    whether Stop cancelled it meanwhile."""
+
+    def __init__(self, label: str, on_spark: bool):
+        self.label, self.on_spark = label, on_spark
+        self.cold = on_spark and not _session_running()  # no Spark session yet when Deploy was clicked
+        self.clicked = time.monotonic()
+        self.cancelled = threading.Event()
+        self.thread: threading.Thread | None = None
+
+
 class DeployPanel(GuardedPanel, W.VBox):
     """Deploy the plan returned by ``plan_provider()``; see the module doc."""
 
@@ -141,14 +202,19 @@ class DeployPanel(GuardedPanel, W.VBox):
         #: per run label: its state and what happened to it (a warning or the error), in words
         self.run_state: dict[str, dict[str, str]] = {}
         self.guard = RunGuard()
-        self._lock = threading.Lock()
-        self._last_draw = 0.0
-        self._first_batch: dict[str, str] = {}  # run → its status line, until its first micro-batch
+        self._lock = threading.RLock()
+        self._runs = 0  # runs numbered so far (started or not)
+        self._starts: dict[str, _Start] = {}  # runs being started
+        self._waiting: dict[str, tuple[float, str]] = {}  # run → (since, its status line) until its first batch
+        self._threads: list[threading.Thread] = []  # starts, stops and the status clock (joined by close())
+        self._clock: threading.Thread | None = None
+        self._closed = threading.Event()
         self.engine = W.ToggleButtons(options=[("plan", "mqjoin"), ("native", "native")], value="mqjoin",
                                       description="engine", style={"button_width": "70px"})
-        self.rate = W.FloatLogSlider(value=2000, base=10, min=1, max=6, step=0.1, description="input tuples/s",
-                                     continuous_update=False, style={"description_width": "90px"})
-        self.duration = W.FloatSlider(value=5.0, min=1.0, max=60.0, step=1.0, description="event s",
+        self.rate = W.FloatLogSlider(value=DEFAULT_RATE, base=10, min=1, max=6, step=0.1,
+                                     description="input tuples/s", continuous_update=False,
+                                     style={"description_width": "90px"})
+        self.duration = W.FloatSlider(value=DEFAULT_SECONDS, min=1.0, max=60.0, step=1.0, description="event s",
                                       continuous_update=False)
         self.per_query = W.Checkbox(value=False, description="per-query latency", indent=False,
                                     layout=W.Layout(width="150px"))
@@ -159,7 +225,9 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.status = W.HTML("<b>idle</b> — press Deploy to run the current plan on Spark")
         self.runs_table = W.HTML("")
         self.ui_link = W.HTML("")
-        self.figure = go.FigureWidget(self._empty_figure())
+        self._base_layout = self._chart_layout()
+        self.figure = new_figure_widget([self._target_trace()], self._layout(self.duration.value + 5.0))
+        self._draws = Redraw(self._draw, min_interval=refresh_seconds)
         self.deploy_button.on_click(lambda _: self.deploy())
         self.anyway_button.on_click(lambda _: self.deploy(force=True))
         self.stop_button.on_click(lambda _: self.stop())
@@ -171,64 +239,128 @@ class DeployPanel(GuardedPanel, W.VBox):
                           layout=W.Layout(flex_flow="row wrap"))
         super().__init__([controls, settings, self.status, self.runs_table, self.ui_link, self.figure])
 
-    def _empty_figure(self) -> go.Figure:
+    # -- the chart --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _chart_layout() -> dict:
+        """The three stacked panels (throughput, latency, state) sharing the time axis."""
         from plotly.subplots import make_subplots
 
         fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=CHART_ROWS, vertical_spacing=0.09)
-        fig.update_layout(height=540, width=1150, margin={"t": 40, "b": 40, "l": 70, "r": 20}, legend={"orientation": "h",
-                          "y": -0.12}, template="plotly_white")
+        fig.update_layout(height=540, width=1150, margin={"t": 40, "b": 40, "l": 70, "r": 20},
+                          legend={"orientation": "h", "y": -0.12})
         fig.update_xaxes(title_text="seconds since the run started", row=3, col=1)
-        fig.update_xaxes(range=[0, max(5.0, self.duration.value + 5.0)])
         fig.update_yaxes(rangemode="tozero")
-        fig.add_scatter(x=[0, 1e6], y=[self.rate.value] * 2, name="input rate target", mode="lines",
-                        line={"color": "#888", "dash": "dash", "width": 1}, row=1, col=1, hoverinfo="name+y")
-        return fig
+        layout = fig.to_plotly_json()["layout"]
+        layout.pop("template", None)
+        return layout
+
+    def _layout(self, x_max: float) -> dict:
+        layout = dict(self._base_layout)
+        for axis in ("xaxis", "xaxis2", "xaxis3"):  # the shared time axis, to the last point
+            layout[axis] = {**layout[axis], "range": [0, x_max]}
+        return layout
+
+    def _target_trace(self) -> dict:
+        return dict(type="scatter", x=[0, 1e6], y=[self.rate.value] * 2,
+                    name=f"input rate target ({count(self.rate.value)} tuples/s)", mode="lines",
+                    line={"color": "#888", "dash": "dash", "width": 1}, xaxis="x", yaxis="y",
+                    showlegend=True, hoverinfo="name")
 
     # -- actions --------------------------------------------------------------------------------
 
     def _live(self) -> list[tuple[str, Any]]:
         return [(label, d) for label, d in self.deployments if self.run_state[label]["state"] in ("starting", "running")]
 
-    def deploy(self, force: bool = False) -> Any:
-        """Deploy the current plan with the chosen engine; errors go to the status line.
+    def _busy(self) -> list[str]:
+        """Runs starting or running."""
+        with self._lock:
+            return [label for label, st in self.run_state.items() if st["state"] in ("starting", "running")]
+
+    def deploy(self, force: bool = False) -> str | None:
+        """Start the current plan with the chosen engine, off the kernel's thread; returns the
+        run's label (None when refused).  Errors go to the status line.
 
         Refused while a run is live (Deploy is disabled then), and when the model estimates
-        the run past :attr:`guard`'s limits unless ``force`` (the **Deploy anyway** button)."""
+        the run past :attr:`guard`'s limits unless ``force`` (the **Deploy anyway** button).
+        The start (a Spark session, the JVM: seconds) runs on a thread of its own, the status
+        line counts the seconds, and **Stop** cancels it; :meth:`wait_started` waits for it."""
         self.anyway_button.layout.display = "none"
         if self.deploy_fn is None:
             self._set_status("error", "no deploy function configured")
             return None
-        if self._live():
-            self._set_status("running", f"{self._live()[0][0]} is still running: stop it or wait for it to finish")
+        busy = self._busy()
+        if busy:
+            self._set_status("running", f"{busy[0]} is still running: stop it or wait for it to finish")
             return None
         try:
             plan = self.plan_provider()
             # tables: their span; a data directory: the event seconds chosen (its statistics are the workload's)
             duration = tables_duration(self.data) if isinstance(self.data, Mapping) else self.duration.value
             refusal = self.guard.check(plan.workload, duration, plan)
-            if refusal is not None and not force:
-                self._set_status("error", f"not deployed — {refusal}")
-                self.anyway_button.layout.display = None
-                return None
-            data = self.data if self.data is not None else _synthetic_data(plan, self.duration.value)
-            out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
-            self._set_status("starting", _starting_message(self.engine.value, self.deploy_fn is _default_deploy))
-            self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
-            kw = dict(self.deploy_kwargs)
-            kw.setdefault("max_rows_per_batch", max(1, math.ceil(self.rate.value / 2)))  # ~2 points a second
-            d = self.deploy_fn(plan, data, out, engine=self.engine.value, rate=self.rate.value, **kw)
         except MqjoinError as e:
-            self.deploy_button.disabled = False
             self._set_status("error", f"{e} — {ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
-            self.deploy_button.disabled = False
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
-        label = f"{self.engine.value if self.engine.value == 'native' else plan.mode} #{len(self.deployments) + 1}"
+        if refusal is not None and not force:
+            self._set_status("error", f"not deployed — {refusal}")
+            self.anyway_button.layout.display = None
+            return None
+        engine, rate, seconds = self.engine.value, self.rate.value, self.duration.value
         with self._lock:
+            self._runs += 1
+            label = f"{engine if engine == 'native' else plan.mode} #{self._runs}"
+            start = _Start(label, self.deploy_fn is _default_deploy)
+            self._starts[label] = start
+            self.run_state[label] = {"state": "starting", "note": "", "rate": rate}
+        self._set_status("starting", _starting_message(engine, start.on_spark, cold=start.cold))
+        self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
+        self.stop_button.disabled = False
+        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds)
+        self._tick()
+        return label
+
+    def _spawn(self, target, name: str, *args) -> threading.Thread:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+        t.start()
+        return t
+
+    def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float) -> None:
+        """The start of a run (on its own thread): its input, then the deploy function."""
+        label = start.label
+        try:
+            data = self.data if self.data is not None else _synthetic_data(plan, seconds)
+            out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
+            kw = dict(self.deploy_kwargs)
+            # a micro-batch takes what has arrived, up to a few seconds' worth: a run that fell
+            # behind catches up in bigger batches instead of staying behind
+            kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * BATCH_SECONDS)))
+            d = self.deploy_fn(plan, data, out, engine=engine, rate=rate, **kw)
+        except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            with self._lock:
+                self._starts.pop(label, None)
+                cancelled = start.cancelled.is_set()
+                if not cancelled:
+                    self.run_state[label].update(state="failed", note=str(e))
+            if not cancelled:
+                msg = str(e) if isinstance(e, MqjoinError) else f"{type(e).__name__}: {e}"
+                self._set_status("error", f"{msg} — {ADVICE}")
+                self._ended()
+            return
+        with self._lock:
+            self._starts.pop(label, None)
             self.deployments.append((label, d))
-            self.run_state[label] = {"state": "running", "note": "", "rate": self.rate.value}
+            cancelled = start.cancelled.is_set()
+            if not cancelled:
+                self.run_state[label]["state"] = "running"
+        if cancelled:  # Stop was pressed while it started: it stops now, its (empty) row stays
+            self._stop_deployment(label, d)
+            self._redraw(force=True)
+            return
         budget = self.guard.watch(label, d.stop, lambda msg: self._on_budget(label, msg))
         produced = [0]
 
@@ -238,39 +370,104 @@ class DeployPanel(GuardedPanel, W.VBox):
                 budget(produced[0], float(ev.get("state_rows") or 0))
             self._on_event(label, d, ev)
 
+        total = getattr(d, "total", None)
+        # the model's estimate describes the synthetic input (a given data set has its own size)
+        expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
+        running = (f"{label} running — {count(total)} input tuples at {count(rate)} tuples/s{expect}"
+                   if total else f"{label} running")
+        with self._lock:
+            self._waiting[label] = (time.monotonic(), running)
+        self._set_status("running", _waiting_message(running))
         d.subscribe(on_event)
         url = local_ui_url(getattr(d, "ui_url", None))
         self.ui_link.value = (f'Spark UI of {esc(label)}: <a href="{html.escape(url)}" target="_blank">'
                               f"{html.escape(url)}</a>" if url else "")
-        self.deploy_button.disabled = True
-        self.stop_button.disabled = False
-        total = getattr(d, "total", None)
-        # the model's estimate describes the synthetic input (a given data set has its own size)
-        expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
-        running = (f"{label} running — {count(total)} input tuples at {count(self.rate.value)} tuples/s{expect}"
-                   if total else f"{label} running")
-        with self._lock:
-            self._first_batch[label] = running
-        self._set_status("running", f"{running} — waiting for the first micro-batch (its Python workers start "
-                         "with it) …")
+        self._tick()
         self._redraw(force=True)
-        return d
+
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Wait until no run is starting (scripts, tests); False on timeout."""
+        with self._lock:
+            threads = [s.thread for s in self._starts.values() if s.thread is not None]
+        return join_threads(threads, timeout)
+
+    def wait_idle(self, timeout: float | None = 10) -> bool:
+        """Wait for the starts and stops under way and the scheduled redraws."""
+        with self._lock:
+            threads = [t for t in self._threads if t is not self._clock]
+        return join_threads(threads, timeout) and self._draws.wait_idle(timeout)
 
     def stop(self) -> None:
-        """Stop the running deployment (its results and curves stay)."""
-        for label, d in self._live():
-            try:
-                d.stop()
-            except MqjoinError as e:
-                self.run_state[label]["note"] = str(e)
-            self.run_state[label]["state"] = "stopped"
+        """Stop the live run at once (its results and curves stay): a run still starting is
+        cancelled, a running one stops off the kernel's thread."""
+        with self._lock:
+            starting = [s for s in self._starts.values() if not s.cancelled.is_set()]
+            for s in starting:
+                s.cancelled.set()
+                self.run_state[s.label]["state"] = "stopped"
+            live = self._live()
+            for label, _ in live:
+                self.run_state[label]["state"] = "stopped"
+            self._waiting.clear()
+        for label, d in live:
+            self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d)
         self._ended()
-        self._set_status("stopped", "stopped; deploy again to overlay another run")
+        if starting and not live:
+            self._set_status("stopped", f"{starting[0].label} cancelled before its first micro-batch; deploy "
+                             "again to start another run")
+        else:
+            self._set_status("stopped", "stopped; deploy again to overlay another run")
+
+    def _stop_deployment(self, label: str, d: Any) -> None:
+        try:
+            d.stop()
+        except MqjoinError as e:
+            with self._lock:
+                self.run_state[label]["note"] = str(e)
+        with self._lock:
+            self.run_state[label]["state"] = "stopped"
+        self._redraw(force=True)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            threads = list(self._threads)
+        join_threads(threads, CLOSE_WAIT)
+        super().close()
 
     def _ended(self) -> None:
-        self.stop_button.disabled = not self._live()
-        self.deploy_button.disabled = bool(self._live())
+        busy = bool(self._busy())
+        self.stop_button.disabled = not busy
+        self.deploy_button.disabled = busy
         self._redraw(force=True)
+
+    # -- the status clock -------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """Count the seconds in the status line while a run starts or waits for its first batch
+        (one clock thread, ending when nothing waits)."""
+        with self._lock:
+            if self._clock is not None and self._clock.is_alive():
+                return
+            self._clock = threading.Thread(target=self._run_clock, name="mqjoin-deploy-clock", daemon=True)
+            self._threads = [x for x in self._threads if x.is_alive()] + [self._clock]
+        self._clock.start()
+
+    def _run_clock(self) -> None:
+        while not self._closed.wait(1.0):
+            with self._lock:
+                starting = [s for s in self._starts.values() if not s.cancelled.is_set()]
+                waiting = [(label, since, text) for label, (since, text) in self._waiting.items()]
+            now = time.monotonic()
+            if starting:
+                s = starting[0]
+                self._set_status("starting", _starting_message("native" if s.label.startswith("native") else "mqjoin",
+                                                               s.on_spark, now - s.clicked, s.cold))
+            elif waiting:
+                label, since, text = waiting[0]
+                self._set_status("running", _waiting_message(text, now - since))
+            else:
+                return
 
     # -- live updates ---------------------------------------------------------------------------
 
@@ -295,13 +492,16 @@ class DeployPanel(GuardedPanel, W.VBox):
                 self._set_status(st["state"], f"{label} {st['state']}" +
                                  (" — all input consumed" if new == "finished" else ""))
             if new in ("finished", "stopped", "failed"):
+                with self._lock:
+                    self._waiting.pop(label, None)
                 self._ended()
                 return
         elif kind in ("batch", "query", "progress"):
+            # the first report of data (the native baseline reports queries and progress, no batches)
             with self._lock:
-                running = self._first_batch.pop(label, None) if kind == "batch" else None
-            if running is not None and st["state"] == "running":
-                self._set_status("running", running)
+                waited = self._waiting.pop(label, None)
+            if waited is not None and st["state"] == "running":
+                self._set_status("running", waited[1])
             if st["state"] == "failed":  # it failed, yet goes on: that report was a warning
                 st.update(state="running", note=f"Spark warned (the run goes on): {st['note'].split(' — ')[0]}")
             if getattr(d, "done", False) and st["state"] == "running":
@@ -312,24 +512,26 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._redraw(force=kind == "status")
 
     def _redraw(self, force: bool = False) -> None:
-        now = time.time()
-        if not force and now - self._last_draw < self.refresh_seconds:
-            return
-        self._last_draw = now
+        """Schedule a redraw (at most one per ``refresh_seconds``; never on the caller's thread,
+        which may be a deployment's)."""
+        self._draws.request(force)
+
+    def _draw(self) -> None:
         with self._lock:
             runs = list(self.deployments)
+            states = {label: dict(st) for label, st in self.run_state.items()}
         traces, rows = [], []
         x_max = self.duration.value + 5.0
         for k, (label, d) in enumerate(runs):
             colour = RUN_COLOURS[k % len(RUN_COLOURS)]
-            st = self.run_state.get(label, {"state": "running", "note": "", "rate": None})
+            st = states.get(label, {"state": "running", "note": "", "rate": None})
             batches, queries, progress = d.batches, d.queries, d.progress
             first = True
             for row, panel in enumerate(CHART_ROWS, start=1):
                 for name, x, y, dash in run_series(label, batches, queries, progress, per_query=self.per_query.value)[panel]:
                     x_max = max([x_max, *x])
-                    traces.append(dict(x=x, y=y, name=label if first else name, legendgroup=label, showlegend=first,
-                                       meta=name,  # the line's full name (the legend shows the run's)
+                    traces.append(dict(type="scatter", x=x, y=y, name=label if first else name, legendgroup=label,
+                                       showlegend=first, meta=name,  # the line's full name (the legend shows the run's)
                                        mode="lines+markers", line={"color": colour, "dash": dash},
                                        marker={"color": colour, "size": 5}, hovertemplate=f"{esc(name)}: %{{y:.4g}}<extra></extra>",
                                        xaxis="x" if row == 1 else f"x{row}", yaxis="y" if row == 1 else f"y{row}"))
@@ -340,15 +542,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             rows.append([swatch, state_html(st["state"]), count(s.tuples),
                          "—" if s.tuples_per_s is None else count(s.tuples_per_s), _seconds(s.latency_p50),
                          _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows), esc(note or "")])
-        target = dict(x=[0, 1e6], y=[self.rate.value] * 2, name=f"input rate target ({count(self.rate.value)} tuples/s)",
-                      mode="lines", line={"color": "#888", "dash": "dash", "width": 1}, xaxis="x", yaxis="y",
-                      showlegend=True, hoverinfo="name")
-        with self.figure.batch_update():
-            self.figure.data = []
-            self.figure.add_scatter(**target)
-            for t in traces:
-                self.figure.add_scatter(**t)
-            self.figure.update_xaxes(range=[0, x_max])
+        sync_figure(self.figure, [self._target_trace(), *traces], self._layout(x_max))
         self.runs_table.value = table(["run", "state", "tuples", "tuples/s", "latency p50", "latency p95",
                                        "state rows", "notes"], rows, raw=True) if rows else ""
 

@@ -333,8 +333,7 @@ class Deployment:
         prog = q.lastProgress
         best = self._consumed.get(name, 0)
         if prog:
-            offs = [json.loads(s["endOffset"])["seq"] if isinstance(s["endOffset"], str) else s["endOffset"]["seq"]
-                    for s in prog["sources"] if s.get("endOffset")]
+            offs = [o for o in (_seq_of(s.get("endOffset")) for s in prog["sources"]) if o is not None]
             if offs:
                 best = max(best, min(int(o) for o in offs))
         return best
@@ -420,9 +419,10 @@ class Deployment:
                                        f"{spark_message(Exception(d['exception']))}"))
             return
         state = d.get("stateOperators") or []
+        rows, scale = served_rows(d)
         row = {"engine": self.engine_name, "query": name, "batch": d.get("batchId"),
-               "input_rows": d.get("numInputRows"), "input_rows_per_s": d.get("inputRowsPerSecond"),
-               "processed_rows_per_s": d.get("processedRowsPerSecond"),
+               "input_rows": rows, "input_rows_per_s": _scaled(d.get("inputRowsPerSecond"), scale),
+               "processed_rows_per_s": _scaled(d.get("processedRowsPerSecond"), scale),
                "duration_ms": (d.get("durationMs") or {}).get("triggerExecution"),
                "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in state),
                "state_bytes": sum(int(s.get("memoryUsedBytes") or 0) for s in state),
@@ -515,6 +515,46 @@ class Deployment:
             out["state_rows_max"] = int(per_batch["state_rows"].sum())
             out["state_bytes_max"] = int(per_batch["state_bytes"].sum())
         return out
+
+
+def _seq_of(offset) -> int | None:
+    """The ``seq`` of a replay source's offset as a progress report gives it (JSON text or dict)."""
+    if offset is None:
+        return None
+    try:
+        return int((json.loads(offset) if isinstance(offset, str) else offset)["seq"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def served_rows(progress: Mapping[str, Any]) -> tuple[int | None, float]:
+    """Tuples a micro-batch read, from its progress report: the replay sources' offsets moved
+    by that many, and ``numInputRows`` scaled to it (the factor is returned).  Spark counts a
+    source once per branch that reads it — the native baseline reads its one replay source in
+    every relation's branch — so its ``numInputRows`` exceeds the input; the offsets do not.
+
+    >>> p = {"numInputRows": 600, "sources": [{"startOffset": '{"seq": 100}', "endOffset": {"seq": 300}}]}
+    >>> served_rows(p)
+    (200, 0.3333333333333333)
+    >>> served_rows({"numInputRows": 5, "sources": [{"startOffset": None, "endOffset": None}]})
+    (5, 1.0)
+    """
+    reported = progress.get("numInputRows")
+    moved = None
+    for src in progress.get("sources") or ():
+        end = _seq_of(src.get("endOffset"))
+        if end is None:
+            continue
+        start = _seq_of(src.get("startOffset")) or 0
+        moved = (moved or 0) + max(0, end - start)
+    if moved is None:
+        return reported, 1.0
+    scale = moved / reported if reported else 1.0
+    return moved, scale
+
+
+def _scaled(x, scale: float):
+    return None if x is None else x * scale
 
 
 def committed_seq(spark_checkpoint: Path) -> int:
