@@ -23,6 +23,16 @@ One end-to-end test on the tour notebook (``notebooks/01_tour.ipynb``), marked `
    is sampled in the page every 100 ms and must gain points over time (at least two different
    non-zero lengths, i.e. the chart grows while the run is live); **Stop** stops it.
 
+A second test, ``test_the_explorer_survives_the_browser`` (about 5 minutes), opens a notebook
+that builds the explorer on TPC-H and checks, through a second client of the same kernel
+(:class:`KernelProbe`), that every figure the page draws (plotly's ``gd.data``: trace names
+and points) is the kernel's: after an edit, after a page reload, after an edit following the
+reload, during a deployment reloaded mid-run and at its end, and on each of 20 builds of the
+explorer in one kernel; and that neither the browser console nor the kernel (what JupyterLab's
+log console shows) reports an error.  It times 20 edits from Enter to the redraw (with a
+CPU-bound process beside) and Deploy from the click to the first point, cold and warm
+(``benchmarks/explorer_browser.py`` prints them).
+
 Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
 ``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``5-two-runs.png``,
 ``tab-1-query-graph.png`` … ``tab-7-adaptivity.png`` (every tab at 1920×1080), ``6-refusal.png``, ``failure.png``
@@ -75,6 +85,9 @@ CELL_ERROR_JS = ("""Array.from(document.querySelectorAll(".jp-OutputArea-output[
 RUN_ALL_MS = 240_000   # the tour's cells (≈ 10 s in nbclient)
 STEP_MS = 60_000       # one interaction and its round trip to the kernel
 DEPLOY_MS = 240_000    # a cold Spark session and a micro-batch of the TPC-H plan on a loaded 2-core machine
+SURVIVAL = "explorer_survival.ipynb"  # the notebook of test_the_explorer_survives_the_browser
+BUILDS = 20            # Explorer builds in one kernel
+EDITS = 20             # timed edits (Enter in the selectivity box → status line and chart redrawn)
 
 
 def _say(config, message: str) -> None:
@@ -197,6 +210,7 @@ def lab(tmp_path, artifacts, pytestconfig):
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(TOUR, root / TOUR.name)
+    (root / SURVIVAL).write_text(json.dumps(survival_notebook()))
     env = sandboxed_jupyter_env(tmp_path)
     settings = tmp_path / "lab-settings"
     # every cell stays in the DOM (no virtual scrolling of a long notebook)
@@ -597,3 +611,283 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     page.mouse.move(0, 0)
     shot("6-refusal.png")
     step(f"refused: {got[:90]} …")
+
+
+# --------------------------------------------------------------------------------------------
+# the explorer survives the browser: reloads, a reload mid-deployment, 20 builds, no errors
+# --------------------------------------------------------------------------------------------
+
+SURVIVAL_SOURCE = """from mqjoin.widgets import Explorer
+explorer = Explorer("tpch_fig7a.yaml")
+explorer"""
+
+#: in the kernel: the figures of the explorer on screen, as (trace name, points) lists
+KERNEL_FIGURES = """
+import json as _json
+from mqjoin.widgets.plotly_view import PlotlyView as _PlotlyView
+
+def _mqjoin_figures(w):
+    found = [w] if isinstance(w, _PlotlyView) else []
+    for c in getattr(w, "children", None) or ():
+        found += _mqjoin_figures(c)
+    return found
+
+def _mqjoin_signatures():
+    return _json.dumps([[[t.get("name"), len(t.get("x") or [])] for t in f.figure["data"]]
+                        for f in _mqjoin_figures(explorer)])
+"""
+
+#: in the page: what every plotly graph of the page has drawn (plotly's gd.data), same shape
+PAGE_FIGURES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd =>
+  (gd.data || []).map(t => [t.name === undefined ? null : t.name, t.x ? t.x.length : 0]))"""
+
+
+def survival_notebook() -> dict:
+    return {"cells": [{"cell_type": "code", "execution_count": None, "id": "explorer", "metadata": {}, "outputs": [],
+                       "source": SURVIVAL_SOURCE}],
+            "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+class KernelProbe:
+    """A second client of the notebook's kernel (jupyter_client over its connection file): runs
+    code beside the browser and hears everything the kernel broadcasts — an error or a
+    traceback on stderr outside our own requests is what JupyterLab's log console shows."""
+
+    def __init__(self, lab: Lab, runtime: Path):
+        from jupyter_client import BlockingKernelClient
+
+        (session,) = lab.api("/api/sessions")
+        self.client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{session['kernel']['id']}.json"))
+        self.client.load_connection_file()
+        self.client.start_channels()
+        self.log_errors: list[str] = []
+
+    def _note(self, msg: dict, mine: str | None) -> None:
+        parent = msg.get("parent_header", {}).get("msg_id")
+        kind, content = msg["msg_type"], msg["content"]
+        if parent == mine:
+            return
+        if kind == "error":
+            self.log_errors.append(f"{content.get('ename')}: {content.get('evalue')}")
+        elif kind == "stream" and content.get("name") == "stderr" and re.search(r"Traceback|Error", content.get("text", "")):
+            self.log_errors.append(content["text"][-2000:])
+
+    def run(self, code: str, timeout: float = 300) -> str:
+        """Run ``code``; its stdout (a failure raises with the kernel's traceback)."""
+        mine = self.client.execute(code, store_history=False)
+        out: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.client.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
+            self._note(msg, mine)
+            if msg.get("parent_header", {}).get("msg_id") != mine:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream" and content.get("name") == "stdout":
+                out.append(content["text"])
+            elif kind == "error":
+                raise AssertionError("the kernel raised:\\n" + "\\n".join(content.get("traceback", [])))
+            elif kind == "status" and content.get("execution_state") == "idle":
+                return "".join(out)
+
+    def drain(self) -> None:
+        """Take in what the kernel broadcast meanwhile."""
+        while True:
+            try:
+                self._note(self.client.get_iopub_msg(timeout=0.2), None)
+            except Exception:  # noqa: BLE001 — queue.Empty: nothing more
+                return
+
+    def close(self) -> None:
+        self.client.stop_channels()
+
+
+def assert_page_draws_the_kernels_figures(page, probe: KernelProbe, what: str, timeout: float = 30) -> int:
+    """Every figure of the explorer on screen is drawn in the page with the kernel's traces
+    (names and points); waits for redraws in flight.  Returns the number of figures."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kernel = [json.dumps(f) for f in json.loads(probe.run("print(_mqjoin_signatures())"))]
+        drawn = [json.dumps(f) for f in page.evaluate(PAGE_FIGURES_JS)]
+        missing = [k for k in kernel if k not in drawn]
+        if not missing and kernel:
+            return len(kernel)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: {len(missing)} of the kernel's {len(kernel)} figures are not drawn as the "
+                                 f"kernel holds them; first missing: {missing[:1]}; the page draws: {drawn}")
+        time.sleep(0.5)
+
+
+def _open_and_run(lab, page, name: str) -> None:
+    """Open a notebook, hide the file browser, run all its cells, wait for an explorer."""
+    page.goto(f"{lab.base}/lab/tree/{name}?token={lab.token}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-CodeCell")
+    page.wait_for_function(KERNEL_IDLE_JS)
+    page.locator(".jp-NotebookPanel .jp-Notebook").click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+b")
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    _wait_explorer(page)
+
+
+def _wait_explorer(page, timeout: float = RUN_ALL_MS) -> None:
+    """An explorer rendered in the page: its tabs and a drawn query graph."""
+    page.locator(".jp-OutputArea-output .widget-tab").first.wait_for(timeout=timeout)
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+        (gd.data || []).some(t => t.name === 'relations') && gd.querySelector('.main-svg .scatterlayer .trace'))""",
+                           timeout=timeout)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout)
+
+
+def _save_and_reload(page) -> None:
+    """Save the notebook (its outputs hold the explorer's view) and reload the page: the views
+    come back from the live kernel's widget state."""
+    page.locator(".jp-NotebookPanel .jp-Notebook").click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')")
+    page.wait_for_timeout(500)
+    page.reload()
+    _wait_explorer(page)
+
+
+def _tab(page, title: str) -> None:
+    page.locator(".widget-tab .lm-TabBar-tab", has_text=re.compile(f"^{re.escape(title)}$")).first.click()
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def test_the_explorer_survives_the_browser(lab, page, artifacts, pytestconfig, tmp_path):
+    """Reload the page mid-way and mid-deployment, build the explorer 20 times in one kernel:
+    every figure drawn in the page is the kernel's, and neither the browser console nor the
+    kernel (JupyterLab's log console) reports an error.  Times an edit from Enter to its redraw
+    and Deploy from the click to its first point (``$MQJOIN_BROWSER_TIMINGS``: written as JSON,
+    for benchmarks/explorer_browser.py)."""
+    started = time.monotonic()
+    timings: dict[str, list[float]] = {"edit_ms": [], "deploy_first_point_s": []}
+
+    def step(message: str) -> None:
+        errors = len(page.page_errors) + len(page.console_errors)
+        _say(pytestconfig, f"{time.monotonic() - started:6.1f} s  {message}" + (f" ({errors} errors in the browser "
+                                                                                 "console so far)" if errors else ""))
+
+    probe = None
+    busy = None
+    try:
+        _open_and_run(lab, page, SURVIVAL)
+        probe = KernelProbe(lab, tmp_path / "jupyter-runtime")
+        probe.run(KERNEL_FIGURES)
+        n = assert_page_draws_the_kernels_figures(page, probe, "first render")
+        step(f"explorer rendered: {n} figures drawn as the kernel holds them")
+
+        # -- an edit in the kernel, then a reload: the page draws the kernel's figures ------------------
+        probe.run('explorer.model.add_query("q6", "orders(orderkey), lineitem(orderkey)")')
+        assert_page_draws_the_kernels_figures(page, probe, "after an edit")
+        _save_and_reload(page)
+        assert_page_draws_the_kernels_figures(page, probe, "after a reload")
+        assert "6 queries" in " ".join(page.evaluate(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot .gtitle')).map(e => e.textContent)"))
+        probe.run('explorer.model.remove_query("q6")')  # edits after the reload reach the page too
+        assert_page_draws_the_kernels_figures(page, probe, "an edit after the reload")
+        step("reload mid-way: every figure redrawn from the kernel, later edits follow")
+
+        # -- edit → redraw: Enter in the selectivity box until the status line and the chart change -------
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one busy process beside
+        out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first
+        _tab(page, "Query graph")
+        out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
+            label="lineitem.orderkey = orders.orderkey")
+        page.wait_for_function(KERNEL_IDLE_JS)
+        box = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) "
+                          "> .widget-text input").first
+        status = out.locator(".widget-html", has_text="tuples/s · memory").first.element_handle()
+        revisions_js = "() => Array.from(document.querySelectorAll('.mqjoin-plotly')).map(e => e.dataset.revision).join()"
+        for k in range(EDITS):
+            value = f"{(2e-5, 5e-4)[k % 2] * (1 + k / 100):.6g}"
+            box.fill(value)
+            before = {"status": status.text_content(), "revisions": page.evaluate(revisions_js)}
+            t0 = time.monotonic()
+            box.press("Enter")
+            page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old && !el.textContent.includes('optimizing')
+                                       && eval(js)() !== rev""", arg=[status, before["status"], before["revisions"], revisions_js])
+            timings["edit_ms"].append(1000 * (time.monotonic() - t0))
+        busy.kill()
+        busy.wait()
+        busy = None
+        assert_page_draws_the_kernels_figures(page, probe, "after the edits")
+        step(f"{EDITS} edits: Enter → redrawn p50 {percentile(timings['edit_ms'], 0.5):.0f} ms, "
+             f"p95 {percentile(timings['edit_ms'], 0.95):.0f} ms (one busy process beside)")
+
+        # -- Deploy, a reload mid-deployment, then the run's end ------------------------------------------
+        for k, run in enumerate(("cold", "warm"), start=1):
+            _tab(page, "Deploy")
+            out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first
+            deploy_button = out.get_by_role("button", name="Deploy")
+            deploy_button.wait_for()
+            t0 = time.monotonic()
+            deploy_button.click()
+            # the explorer stays live while Spark starts: another tab opens and draws at once
+            if run == "cold":
+                _tab(page, "Query graph")
+                page.wait_for_function("() => !!document.querySelector('.lm-TabBar-tab.lm-mod-current')")
+                _tab(page, "Deploy")
+            page.wait_for_function("""meta => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+                (gd.data || []).some(t => t.meta === meta && t.x && t.x.length >= 1))""", arg=f"mqo #{k} throughput",
+                                   timeout=DEPLOY_MS)
+            timings["deploy_first_point_s"].append(time.monotonic() - t0)
+            step(f"Deploy ({run}): first point after {timings['deploy_first_point_s'][-1]:.1f} s")
+            if run == "cold":
+                _save_and_reload(page)
+                assert_page_draws_the_kernels_figures(page, probe, "a reload mid-deployment")
+                step("reload mid-deployment: the live chart is redrawn from the kernel")
+            # the run's end (polled from here: a cell waiting in the kernel would hold up its redraws)
+            deadline = time.monotonic() + DEPLOY_MS / 1000
+            while json.loads(probe.run("print(_json.dumps([s['state'] for s in explorer.deploy_panel.run_state.values()]))"))[-1] \
+                    in ("starting", "running"):
+                assert time.monotonic() < deadline, "the deployment did not end"
+                time.sleep(1)
+            assert_page_draws_the_kernels_figures(page, probe, f"the {run} run's end")
+        rows = probe.run("print(explorer.deploy_panel.runs_table.value)")
+        assert "finished" in rows and "failed" not in rows, rows
+        step("two runs to their end, charts drawn as the kernel holds them")
+
+        # -- the explorer built 20 times in one kernel -------------------------------------------------------
+        cell = page.locator(".jp-NotebookPanel .jp-CodeCell").first
+        for k in range(2, BUILDS + 1):
+            cell.locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Control+Enter")
+            page.wait_for_function(f"() => /\\[{k}\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
+                                   timeout=RUN_ALL_MS)
+            _wait_explorer(page)
+            assert_page_draws_the_kernels_figures(page, probe, f"build {k}")
+        step(f"{BUILDS} builds: every one drawn as the kernel holds it")
+
+        probe.drain()
+        assert not page.page_errors, page.page_errors
+        assert not page.console_errors, page.console_errors
+        assert not probe.log_errors, probe.log_errors
+        assert_no_broken_widgets(page)
+        page.screenshot(path=str(artifacts / "survival.png"))
+        edits = timings["edit_ms"]
+        step(f"no errors in the browser console or the kernel's log; edit p95 {percentile(edits, 0.95):.0f} ms")
+        if os.environ.get("MQJOIN_BROWSER_TIMINGS"):
+            Path(os.environ["MQJOIN_BROWSER_TIMINGS"]).write_text(json.dumps(timings))
+    except BaseException:
+        try:
+            page.screenshot(path=str(artifacts / "failure.png"))
+            (artifacts / "failure.html").write_text(page.content())
+            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors
+                                                                     + (probe.log_errors if probe else [])))
+        except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
+            pass
+        raise
+    finally:
+        if busy is not None:
+            busy.kill()
+        if probe is not None:
+            probe.close()

@@ -26,7 +26,7 @@ with ``plan_provider`` — a function returning the current plan, e.g.
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
 
-Responsiveness: a notebook kernel with plotly's FigureWidget holds ~250k long-lived objects
+Responsiveness: a notebook kernel with plotly imported holds ~250k long-lived objects
 (plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
 a full garbage collection rescans them all, which takes longer than the rest of a slider's
 round trip.  The model pauses the collector for the round trip only
@@ -176,9 +176,11 @@ class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
-                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.3, grid: int = 8,
+                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.1, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False):
+        # the explorer's controls send on release or Enter, not while dragging or typing: a short
+        # debounce merges a burst of edits without adding much to an edit's round trip
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)

@@ -11,8 +11,21 @@ function library(model) {
     globalThis[KEY] = (async () => {
       const ref = String(model.get("_library")).replace(/^IPY_MODEL_/, "");
       const lib = await model.widget_manager.get_model(ref);
-      // plotly.min.js is a UMD bundle: run it with no module system in sight, it sets window.Plotly
-      new Function("module", "exports", "define", lib.get("source")).call(globalThis);
+      // plotly.min.js is a UMD bundle that sets window.Plotly; loaded as a classic script from a
+      // blob the browser parses it off the main thread (an eval of its 5 MB would block the page
+      // for a second or more, and other widgets' set-up with it)
+      const url = URL.createObjectURL(new Blob([lib.get("source")], { type: "text/javascript" }));
+      try {
+        await new Promise((resolve, reject) => {
+          const script = document.createElement("script");
+          script.src = url;
+          script.onload = resolve;
+          script.onerror = () => reject(new Error("mqjoin: plotly.js did not load"));
+          document.head.appendChild(script);
+        });
+      } finally {
+        URL.revokeObjectURL(url);
+      }
       return { Plotly: globalThis.Plotly, templates: lib.get("templates") };
     })();
     globalThis[KEY].catch(() => { globalThis[KEY] = null; });  // a later view tries again
