@@ -319,3 +319,20 @@ def test_a_native_run_leaves_waiting_with_its_first_report():
     d = panel.deployments[0][1]
     d.emit({"kind": "query", "batch": 0, "query": "q", "results": 1})  # the native sink reports queries, no batches
     assert "waiting" not in panel.status.value and "native #1 running" in panel.status.value
+
+
+def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monkeypatch):
+    import mqjoin.widgets.deploy_panel as dp
+    from mqjoin.widgets import Explorer
+
+    started = []
+    monkeypatch.setattr(dp, "_prepare_session", lambda: started.append(1))
+    monkeypatch.setattr(dp, "_session_running", lambda: False)
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider))
+    assert started == []  # building the explorer starts nothing
+    ex.show("Deploy")
+    assert ex.deploy_panel.wait_idle() and started == [1]
+    # a panel told where to deploy (a master, a session) leaves the session to its deploy
+    told = DeployPanel(lambda: optimize(W).plan, master="spark://elsewhere:7077")
+    assert told.prepare() is False and started == [1]
+    assert make_panel([]).prepare() is False  # another deploy function: nothing to start

@@ -49,6 +49,7 @@ fake deployment and no Spark.
 from __future__ import annotations
 
 import html
+import logging
 import math
 import os
 import tempfile
@@ -59,6 +60,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import ipywidgets as W
+# imported here, on the kernel's thread: first imported on a start thread, a half-initialised
+# pandas would be visible to plotly's checks on the kernel's thread meanwhile (AttributeError)
+import pandas  # noqa: F401
 
 from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
 from mqjoin.model.errors import MqjoinError
@@ -70,6 +74,8 @@ from mqjoin.widgets._html import esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import Redraw
+
+_log = logging.getLogger(__name__)
 
 #: Spark reports that are not failures of the run when the run goes on (substrings)
 TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
@@ -89,10 +95,10 @@ def _default_deploy(plan, data, out, **kw):
     return deploy(plan, data, out, **kw)
 
 
-#: seconds from Deploy to the first micro-batch on a 2-core machine (benchmarks/RESULTS.md,
+#: seconds from Deploy to the first point on a busy 2-core machine (benchmarks/RESULTS.md,
 #: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers) and a
 #: warm one (the session running)
-COLD_START_S, WARM_START_S = 20, 3
+COLD_START_S, WARM_START_S = 35, 3
 
 
 def _session_running() -> bool:
@@ -118,13 +124,22 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
     if cold is None:
         cold = not running
     if cold and not running:
-        return (f"starting a Spark session for {engine} (the JVM and its Python workers) …{waited} (usually "
-                f"{COLD_START_S // 2}–{COLD_START_S} s to the first point the first time; later deploys reuse it; "
-                "Stop cancels)")
+        return (f"starting a Spark session for {engine} (the JVM and its Python workers) …{waited} (the first "
+                f"time up to about {COLD_START_S} s to the first point; later deploys reuse it; Stop cancels)")
     if cold:
-        return f"the Spark session is up; starting {engine}'s streaming query …{waited}"
+        return f"the Spark session is up; starting the {engine} streaming query and its first batch …{waited}"
     return (f"starting {engine} on the running Spark session …{waited} (usually about {WARM_START_S} s to "
             "the first point)")
+
+
+def _prepare_session() -> None:
+    """The local Spark session, started ahead of a deploy (a failure is the deploy's to report)."""
+    from mqjoin.runtime.spark.session import spark_session
+
+    try:
+        spark_session()
+    except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
+        _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
 
 
 def _waiting_message(running: str, elapsed: float | None = None) -> str:
@@ -385,6 +400,21 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._tick()
         self._redraw(force=True)
 
+    def prepare(self) -> bool:
+        """Start the Spark session in the background, before Deploy is clicked (the explorer
+        calls this when its Deploy tab is opened): the JVM's seconds pass while the user looks
+        at the settings.  Only for the default deploy function on the default local session
+        (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
+        whether a start was begun."""
+        if (self.deploy_fn is not _default_deploy or self._closed.is_set()
+                or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
+            return False
+        with self._lock:
+            if any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
+                return False
+        self._spawn(_prepare_session, "mqjoin-spark-prepare")
+        return True
+
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
         with self._lock:
@@ -409,6 +439,8 @@ class DeployPanel(GuardedPanel, W.VBox):
             for label, _ in live:
                 self.run_state[label]["state"] = "stopped"
             self._waiting.clear()
+        if not starting and not live:
+            return  # nothing to stop (a run that ended keeps its status line)
         for label, d in live:
             self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d)
         self._ended()

@@ -216,7 +216,11 @@ class Explorer(ModelView, W.VBox):
             _freeze_once()
 
     def _on_tab(self, change) -> None:
-        if change["new"] == TAB_TITLES.index("Compare"):
+        if change["new"] == TAB_TITLES.index("Deploy"):
+            prepare = getattr(self.deploy_panel, "prepare", None)
+            if prepare is not None:
+                prepare()  # the Spark session starts while the user looks at the panel
+        elif change["new"] == TAB_TITLES.index("Compare"):
             self.compare.ensure_fresh()
         elif change["new"] == TAB_TITLES.index("Adaptivity"):
             self.adaptivity  # noqa: B018 — builds the panel

@@ -94,6 +94,15 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     _require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    with _START_LOCK:  # one start at a time: threads would interleave their stderr redirections
+        return _start_session(master, conf, shuffle_partitions)
+
+
+#: held while a session starts (a deploy's start thread and a start ahead of it may race)
+_START_LOCK = threading.RLock()
+
+
+def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_partitions: int):
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
