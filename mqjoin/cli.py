@@ -125,7 +125,7 @@ def _clash_only(args: argparse.Namespace, what: str) -> None:
 def _stats_from(args: argparse.Namespace):
     """``optimize --stats-from RUN.json``: the workload with the join sizes the run measured,
     and the plan optimised without them (to show what changed)."""
-    from mqjoin.planning.measured import run_sizes
+    from mqjoin.planning.measured import measured_workload
 
     w = load_named_workload(args.workload)
     try:
@@ -137,7 +137,7 @@ def _stats_from(args: argparse.Namespace):
     if not isinstance(run, dict) or "predicted" not in run:
         raise OptionError(f"--stats-from: {args.stats_from!r} has no 'predicted' section; write it with "
                           f"'mqjoin run W --data D --out O --json > RUN.json' (reference engine)")
-    return w, w.with_sizes(run_sizes(w, run["predicted"]), strict=False)
+    return w, measured_workload(w, run["predicted"])
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -262,15 +262,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _spark_check(plan, deployment, tables):
     """Predicted beside measured for a Spark deployment of ``plan``, per store (its micro-batches
     count messages per store and rows held after each batch); ``None`` when it counted none."""
-    from mqjoin.planning.measured import check_run
+    from mqjoin.planning.measured import store_counts
 
-    frame = deployment.stores
-    if not len(frame):
-        return None
-    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
-    messages = frame.groupby("store")["messages"].sum().to_dict()
-    rows = frame.groupby("store")["rows"].max().to_dict()
-    return check_run(plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
+    counts = store_counts("spark", plan, deployment.stores, tables)
+    return None if counts is None else counts.check()
 
 
 def _budget_options(args: argparse.Namespace) -> dict:

@@ -145,11 +145,13 @@ class RunCheck:
 
 
 def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float,
-              per_store: bool = False) -> RunCheck:
+              per_store: bool = False, since: float = 0.0) -> RunCheck:
     """Predicted beside measured for a run of ``plan`` over ``span`` time units that sent
     ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows).
     ``per_store``: ``messages`` are per store id (an engine that counts no more, e.g. Spark's
-    batches): the stores are compared, the steps only predicted (measured ``nan``)."""
+    batches): the stores are compared, the steps only predicted (measured ``nan``).
+    ``since``: the plan probed from this time unit on (an adaptive run's last plan): its
+    messages are predicted over ``[since, span]``, its stores' rows as if filled from 0."""
     w = plan.workload
     steps, shapes = [], []
     predicted = {s.id: 0.0 for s in plan.stores}
@@ -157,7 +159,10 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
     for n in plan.nodes:
         store = plan.store[n.store]
         start = n.step.prefix[0].relations[0]
-        pred = n.cost * len(n.step.prefix_relations) * exposure(w, n.step.prefix_relations, start, span)
+        seen = exposure(w, n.step.prefix_relations, start, span)
+        if since > 0:
+            seen -= exposure(w, n.step.prefix_relations, start, min(since, span))
+        pred = n.cost * len(n.step.prefix_relations) * seen
         predicted[n.store] += pred
         if per_store:
             steps.append(Count("messages", n.store, n.step.render(), pred, math.nan))
@@ -181,6 +186,52 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
             key = (s.mir.relations, query)
             held[key] = (s.mir.relations, query, max(rows.get(s.id, 0), held.get(key, ((), "", 0))[2]), volume)
     return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()))
+
+
+def same_layout(a: Plan, b: Plan) -> bool:
+    """Whether ``a`` and ``b`` have the same stores, edges and steps (their costs may differ:
+    the same plan under other statistics), so that counts of a run of one are counts of the other."""
+    def layout(p: Plan) -> tuple:
+        return (tuple((s.id, s.partition, s.parallelism) for s in p.stores), p.edges,
+                tuple((n.edge, n.store, n.step.render(), n.broadcast) for n in p.nodes))
+
+    return a is b or layout(a) == layout(b)
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """What one run of ``plan`` counted, kept raw (the arguments of :func:`check_run`) so that
+    it can be set beside the model again after an edit that keeps the plan's layout — a new
+    selectivity, measured sizes — which moves the predictions, not the counts.  ``label``
+    names the run for the reader (``mqo #1``)."""
+
+    label: str
+    plan: Plan
+    messages: Mapping[str, int]
+    rows: Mapping[str, int]
+    span: float
+    per_store: bool = False
+    since: float = 0.0
+
+    def check(self, plan: Plan | None = None) -> RunCheck | None:
+        """Predicted (by ``plan``'s workload; default the run's own) beside measured, or
+        ``None`` when ``plan`` is laid out differently from the plan that ran."""
+        plan = self.plan if plan is None else plan
+        if not same_layout(plan, self.plan):
+            return None
+        return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
+
+
+def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any]) -> RunCounts | None:
+    """The counts of an engine that reports per micro-batch and store (``stores``: a frame with
+    columns ``store``, ``messages``, ``rows``, e.g. a Spark deployment's) over ``tables``:
+    messages summed, the most rows a store held after a batch; ``None`` when it counted none."""
+    if stores is None or not len(stores):
+        return None
+    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
+    messages = {k: int(v) for k, v in stores.groupby("store")["messages"].sum().items()}
+    rows = {k: int(v) for k, v in stores.groupby("store")["rows"].max().items()}
+    return RunCounts(label, plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
 
 
 def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSize, ...]:
@@ -224,6 +275,14 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     for (rels, query), (count, volume) in held.items():
         add(rels, query, count, volume)
     return tuple(out)
+
+
+def measured_workload(workload: Workload, check: Mapping[str, Any]) -> Workload:
+    """``workload`` with the join sizes a run measured (:func:`run_sizes` of its ``predicted``
+    section) — what ``mqjoin optimize --stats-from`` and the explorer's "re-optimise on what
+    was measured" plan on.  Everything else of the workload stays as it is; sizes of sets it
+    no longer joins as the run's plan did are left out."""
+    return workload.with_sizes(run_sizes(workload, check), strict=False)
 
 
 def _scope(workload: Workload, relations: Iterable[str], query: str) -> str | None:
