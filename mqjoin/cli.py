@@ -445,13 +445,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     time_limit=args.time_limit, pmjoin=pmjoin)
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
+    if args.stats_from:  # every plan costed on the join sizes the run measured
+        from mqjoin.planning.plan import recost
+
+        sized = _stats_from(args)[1]
+        for row, r in zip(rows, plans.values()):
+            row["measured_probe_cost"] = recost(r.plan, sized)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{'stores':>8}  planner")
+    measured = f"{'on measured':>14}" if args.stats_from else ""
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{measured}{'memory':>14}{'stores':>8}  planner")
     for r in rows:
-        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{r['stores']:>8}"
-              f"  {r['planner']}")
+        m = f"{r['measured_probe_cost']:>14,.1f}" if args.stats_from else ""
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{m}{r['memory']:>14,.1f}"
+              f"{r['stores']:>8}  {r['planner']}")
     return 0
 
 
@@ -619,6 +627,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--solver", choices=SOLVERS, default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
     _planner_args(cm, default=None)
+    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost on the join sizes a run "
+                    "measured (the JSON of 'mqjoin run --json')")
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 

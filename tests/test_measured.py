@@ -110,6 +110,14 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     j = json.loads(capsys.readouterr().out)
     assert j["stats_from"]["sizes"] and "cost_before" in j["stats_from"]["diff"]
 
+    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    mqo = next(r for r in rows if (r["mode"], r["partitioning"]) == ("mqo", "single"))
+    assert mqo["measured_probe_cost"] == pytest.approx(j["stats_from"]["diff"]["cost_before"])
+    assert len({round(r["measured_probe_cost"]) for r in rows}) > 1
+    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run)]) == 0
+    assert "on measured" in capsys.readouterr().out.splitlines()[0]
+
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),
                                               ('{"probe_messages": 3}', "no 'predicted' section"),

@@ -214,3 +214,29 @@ def test_a_run_of_the_adaptivity_tab_that_ends_colours_the_probe_trees():
     assert view.check() is not None and not view.replan_button.disabled
     assert view.figure.data[8].marker.showscale
     panel.close()
+
+
+def test_compare_gains_measured_columns_once_a_run_exists():
+    from mqjoin.planning.measured import measured_workload
+    from mqjoin.planning.plan import recost
+    from mqjoin.widgets.compare import ComparisonView
+
+    w, tables = foreign_keys()
+    m = ExplorerModel(w, debounce=0)
+    view = ComparisonView(m)
+    view.compute()
+    assert "measured" not in view.table.value
+    counts = reference_counts(m.result.plan, tables, "mqo #1")
+    m.set_measured(counts)
+    html = view.table.value
+    assert "probe cost on measured sizes" in html and "probe messages measured in mqo #1" in html
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)[1:]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S) for r in rows]
+    sized = measured_workload(w, counts.check().to_dict())
+    for (s, r), row in zip(view.plans.items(), cells):
+        assert row[8] == f"{recost(r.plan, sized):,.0f}" or numbers(row[8])[0] == pytest.approx(recost(r.plan, sized), rel=1e-3)
+        ran = counts.check(r.plan)
+        assert (row[9] == "—") == (ran is None)
+    got = sum(counts.messages.values())
+    assert sum(1 for row in cells if row[9] != "—") >= 1
+    assert all(numbers(row[9])[0] == got for row in cells if row[9] != "—")
