@@ -42,7 +42,7 @@ from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.planning.cost import join_size, memory_tuples
 from mqjoin.planning.diff import PlanDiff, plan_diff
-from mqjoin.planning.plan import Plan, recost
+from mqjoin.planning.plan import Node, Plan, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
 
 
@@ -104,6 +104,8 @@ class RunCheck:
     shapes: tuple[tuple[tuple[str, ...], str, str, int, int], ...] = ()
     #: per unfiltered MIR store: (relations, a query joining them so, most rows held, Π min(w_R, S))
     held: tuple[tuple[tuple[str, ...], str, int, float], ...] = ()
+    #: the messages were counted over [since, span] (:func:`check_run`)
+    since: float = 0.0
 
     def total(self, kind: str) -> tuple[float, float]:
         rows = [c for c in self.stores if c.kind == kind]
@@ -120,7 +122,8 @@ class RunCheck:
         return sorted(big, key=lambda c: -abs(math.log(c.ratio)) if 0 < c.ratio < math.inf else -math.inf)[:n]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"span": self.span, "steps": [c.to_dict() for c in self.steps],
+        out: dict[str, Any] = {"span": self.span, **({"since": self.since} if self.since else {}),
+                               "steps": [c.to_dict() for c in self.steps],
                                "stores": [c.to_dict() for c in self.stores]}
         for kind in ("messages", "rows"):
             pred, meas = self.total(kind)
@@ -185,7 +188,7 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
                           and tuple(c.members for c in restrict_classes(q.classes, s.mir.relations)) == shape), "")
             key = (s.mir.relations, query)
             held[key] = (s.mir.relations, query, max(rows.get(s.id, 0), held.get(key, ((), "", 0))[2]), volume)
-    return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()))
+    return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()), since)
 
 
 def same_layout(a: Plan, b: Plan) -> bool:
@@ -241,7 +244,7 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     that query (it includes the filters); sets the workload does not join alike are left to
     :meth:`~mqjoin.model.workload.Workload.with_sizes` to drop."""
     try:
-        span = float(check["span"])
+        span, since = float(check["span"]), float(check.get("since", 0.0))
         shapes = [(tuple(s["prefix"]), str(s["start"]), str(s["query"]), int(s["broadcast"]), float(s["messages"]))
                   for s in check["shapes"]]
         held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
@@ -254,7 +257,8 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
             continue
         for r in prefix:
             workload.relation(r)
-        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span))
+        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span)
+                               - (exposure(workload, prefix, start, since) if since > 0 else 0.0))
     by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
     for (prefix, _), v in seen.items():
         by_set.setdefault(prefix, []).append(v)
@@ -275,6 +279,38 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     for (rels, query), (count, volume) in held.items():
         add(rels, query, count, volume)
     return tuple(out)
+
+
+def running_sizes(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], start: float, end: float,
+                  plan_start: float = 0.0, min_count: int = 10) -> tuple[MeasuredSize, ...]:
+    """Join sizes of the running ``plan``'s prefixes and MIRs measured while it ran, in time
+    units since the input's first tuple: its steps' ``messages`` (edge → messages) sent in
+    ``[start, end]`` (an epoch), and its MIR stores' ``rows`` held at ``end`` — those only
+    when the stores have been filled over the MIR's whole volume (the plan ran from the first
+    tuple, ``plan_start = 0``, or for longer than every window of the MIR's relations: an MIR
+    store a plan switch created holds nothing older); likewise a step's messages only when
+    the steps before it probed base stores or such filled MIR stores.  A size counted from
+    fewer than ``min_count`` partial results (messages over χ, rows) is left out: its relative
+    error, about ``1/√count``, would be larger than what it corrects."""
+    check = check_run(plan, messages, rows, end, since=start)
+    w = plan.workload
+
+    def filled(relations: Iterable[str]) -> bool:
+        return plan_start <= 0 or all((win := w.window(r)) is not None and win <= end - plan_start for r in relations)
+
+    by_edge = {n.edge: n for n in plan.nodes}
+
+    def path_filled(n: Node) -> bool:
+        while n.parent is not None:
+            n = by_edge[n.parent]
+            mir = plan.store[n.store].mir
+            if not mir.is_base and not filled(mir.relations):
+                return False
+        return True
+
+    shapes = tuple(sh for n, sh in zip(plan.nodes, check.shapes) if sh[4] >= min_count * sh[3] and path_filled(n))
+    held = tuple(h for h in check.held if h[2] >= min_count and filled(h[0]))
+    return run_sizes(w, replace(check, shapes=shapes, held=held).to_dict())
 
 
 def measured_workload(workload: Workload, check: Mapping[str, Any]) -> Workload:
