@@ -141,6 +141,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         #: per run label: its state and what happened to it (a warning or the error), in words
         self.run_state: dict[str, dict[str, str]] = {}
         self.guard = RunGuard()
+        #: called with what a run counted (:class:`~mqjoin.planning.measured.RunCounts`) when it ends
+        self.on_measured: list[Callable[[Any], None]] = []
         self._lock = threading.Lock()
         self._last_draw = 0.0
         self._first_batch: dict[str, str] = {}  # run → its status line, until its first micro-batch
@@ -271,6 +273,20 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.stop_button.disabled = not self._live()
         self.deploy_button.disabled = bool(self._live())
         self._redraw(force=True)
+        self._measured()
+
+    def _measured(self) -> None:
+        """Hand what the runs that ended counted per store to :attr:`on_measured`."""
+        from mqjoin.planning.measured import store_counts
+
+        for label, d in self.deployments:
+            st = self.run_state[label]
+            if st["state"] in ("starting", "running") or st.get("measured") or getattr(d, "plan", None) is None:
+                continue
+            st["measured"] = "yes"
+            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}))
+            for f in self.on_measured if counts is not None else ():
+                f(counts)
 
     # -- live updates ---------------------------------------------------------------------------
 
