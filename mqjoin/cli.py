@@ -125,7 +125,7 @@ def _clash_only(args: argparse.Namespace, what: str) -> None:
 def _stats_from(args: argparse.Namespace):
     """``optimize --stats-from RUN.json``: the workload with the join sizes the run measured,
     and the plan optimised without them (to show what changed)."""
-    from mqjoin.planning.measured import run_sizes
+    from mqjoin.planning.measured import measured_workload
 
     w = load_named_workload(args.workload)
     try:
@@ -137,7 +137,7 @@ def _stats_from(args: argparse.Namespace):
     if not isinstance(run, dict) or "predicted" not in run:
         raise OptionError(f"--stats-from: {args.stats_from!r} has no 'predicted' section; write it with "
                           f"'mqjoin run W --data D --out O --json > RUN.json' (reference engine)")
-    return w, w.with_sizes(run_sizes(w, run["predicted"]), strict=False)
+    return w, measured_workload(w, run["predicted"])
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -262,15 +262,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _spark_check(plan, deployment, tables):
     """Predicted beside measured for a Spark deployment of ``plan``, per store (its micro-batches
     count messages per store and rows held after each batch); ``None`` when it counted none."""
-    from mqjoin.planning.measured import check_run
+    from mqjoin.planning.measured import store_counts
 
-    frame = deployment.stores
-    if not len(frame):
-        return None
-    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
-    messages = frame.groupby("store")["messages"].sum().to_dict()
-    rows = frame.groupby("store")["rows"].max().to_dict()
-    return check_run(plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
+    counts = store_counts("spark", plan, deployment.stores, tables)
+    return None if counts is None else counts.check()
 
 
 def _budget_options(args: argparse.Namespace) -> dict:
@@ -450,13 +445,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     time_limit=args.time_limit, pmjoin=pmjoin)
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
+    if args.stats_from:  # every plan costed on the join sizes the run measured
+        from mqjoin.planning.plan import recost
+
+        sized = _stats_from(args)[1]
+        for row, r in zip(rows, plans.values()):
+            row["measured_probe_cost"] = recost(r.plan, sized)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{'stores':>8}  planner")
+    measured = f"{'on measured':>14}" if args.stats_from else ""
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{measured}{'memory':>14}{'stores':>8}  planner")
     for r in rows:
-        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{r['stores']:>8}"
-              f"  {r['planner']}")
+        m = f"{r['measured_probe_cost']:>14,.1f}" if args.stats_from else ""
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{m}{r['memory']:>14,.1f}"
+              f"{r['stores']:>8}  {r['planner']}")
     return 0
 
 
@@ -624,6 +627,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--solver", choices=SOLVERS, default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
     _planner_args(cm, default=None)
+    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost on the join sizes a run "
+                    "measured (the JSON of 'mqjoin run --json')")
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 

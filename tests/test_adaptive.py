@@ -496,3 +496,62 @@ queries: {q: "R(a), S(a)"}
     full = oracle_results(w, tables)["q"]
     assert 0 < len(kept) < len(full) and kept <= full
     assert run_adaptive(w, tables, AdaptivePolicy(epoch=1.0)).result_sets()["q"] == full  # no budget: complete
+
+
+def test_the_controllers_join_sizes_converge_to_the_measured_ones():
+    """Foreign keys (L references P by (pk, sk)): independence puts |P ⋈ L| at a tenth of its
+    size; the running plan's steps and MIR stores measure it, and every re-optimisation plans
+    on the measured size, closer to the exact one epoch after epoch."""
+    from _foreign_keys import foreign_keys
+    from mqjoin.adaptive.controller import default_optimizer
+    from mqjoin.datasets.sizes import measure_sizes
+    from mqjoin.planning.cost import join_size
+    from mqjoin.model.sizes import size_targets
+
+    w, tables = foreign_keys()
+    exact = next(m for m in w.with_sizes(measure_sizes(w, tables, 1.0)).sizes
+                 if m.query == "q" and m.relations == ("P", "L"))  # P ⋈ L joined on (pk, sk)
+    seen = []
+
+    def optimizer(workload, policy):
+        seen.append(workload)
+        return default_optimizer(workload, policy)
+
+    run = run_adaptive(w, tables, AdaptivePolicy(epoch=0.2), optimizer=optimizer)
+
+    def size(workload):
+        _, classes, selection = size_targets(exact, {q.name: q for q in workload.queries})[0]
+        return join_size(workload, ("P", "L"), classes, selection)
+
+    assert size(seen[0]) == pytest.approx(exact.value / 10, rel=0.2)  # the declared statistics: independence
+    sized = [s for s in seen[1:] if s.sizes]
+    assert len(sized) == len(seen) - 1 >= 3  # every re-optimisation planned on measured sizes
+    errors = [abs(size(s) / exact.value - 1) for s in sized]
+    assert errors[-1] < 0.1 and errors[-1] < errors[0]
+    measured = [m for d in run.decisions if d.statistics for m in d.statistics.sizes]
+    assert measured and {m.relations for m in measured} == {("P", "L")}
+    assert all(set(d.to_dict()["statistics"]) >= {"sizes"} for d in run.decisions if d.statistics)
+    seen.clear()
+    run_adaptive(w, tables, AdaptivePolicy(epoch=0.2, sizes=False), optimizer=optimizer)
+    assert len(seen) > 1 and not any(s.sizes for s in seen)  # class selectivities only
+
+
+def test_sizes_measured_on_independent_data_agree_with_the_estimates():
+    """Uniform independent join values: the sizes the running plan measures are the
+    independence estimates within the sampling error, and the plans stay the declared one's."""
+    from mqjoin.datasets.uniform import uniform_streams
+
+    w = parse_workload("""
+defaults: {rate: 400, window: null, parallelism: 4}
+relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b, c]}, U: {attributes: [c]}}
+queries: {q1: "R(a), S(a,b), T(b)", q2: "S(b), T(b,c), U(c)"}
+selectivities: {R.a = S.a: 0.005, S.b = T.b: 0.005, T.c = U.c: 0.005}
+""")
+    run = run_adaptive(w, uniform_streams(w, duration=2.0, seed=3), AdaptivePolicy(epoch=0.5))
+    from mqjoin.adaptive.sampling import estimated_size
+
+    last = [d for d in run.decisions if d.statistics][-1]
+    assert last.statistics.sizes
+    for m in last.statistics.sizes:
+        assert m.value == pytest.approx(estimated_size(w, m), rel=0.25)
+    assert len(run.plans) == 1 and not run.switches[1:]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from _foreign_keys import foreign_keys
 from mqjoin.cli import main
 from mqjoin.datasets import tpch
 from mqjoin.datasets.sizes import measure_sizes
@@ -44,34 +45,6 @@ def test_predictions_hold_where_the_model_does():
     assert rows_got / rows_pred == pytest.approx(1, abs=0.1)
     assert {c.store for c in check.stores} == {s.id for s in plan.stores}
     assert sum(c.measured for c in check.steps) == run.total_probe_messages
-
-
-def foreign_keys(seed=0):
-    """L references P by its (pk, sk) key and O by ok, arrivals uniform over one time unit:
-    independence puts |P ⋈ L| at a tenth of its size."""
-    import random
-
-    from mqjoin.model.tables import Table
-
-    rng = random.Random(seed)
-    w = parse_workload("""
-defaults: {window: null, parallelism: 4}
-relations: {P: {attributes: [pk, sk], rate: 200}, L: {attributes: [pk, sk, ok], rate: 2000}, O: {attributes: [ok], rate: 500}}
-queries: {q: "P(pk, sk), L(pk, sk, ok), O(ok)", p: "P(sk), L(sk)"}
-selectivities: {P.pk = L.pk: 0.005, P.sk = L.sk: 0.1, L.ok = O.ok: 0.002}
-""")
-    parts = [(i, i % 10) for i in range(200)]
-    picks = [rng.choice(parts) for _ in range(2000)]
-
-    def table(name, cols):
-        n = len(next(iter(cols.values())))
-        return Table.from_columns(name, {"ts": sorted(rng.random() for _ in range(n)), **cols})
-
-    tables = {"P": table("P", {"pk": [p for p, _ in parts], "sk": [s for _, s in parts]}),
-              "L": table("L", {"pk": [p for p, _ in picks], "sk": [s for _, s in picks],
-                               "ok": [rng.randrange(500) for _ in range(2000)]}),
-              "O": table("O", {"ok": list(range(500))})}
-    return w, tables
 
 
 def test_measured_sizes_make_predictions_hold_on_foreign_keys():
@@ -136,6 +109,14 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run), "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["stats_from"]["sizes"] and "cost_before" in j["stats_from"]["diff"]
+
+    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    mqo = next(r for r in rows if (r["mode"], r["partitioning"]) == ("mqo", "single"))
+    assert mqo["measured_probe_cost"] == pytest.approx(j["stats_from"]["diff"]["cost_before"])
+    assert len({round(r["measured_probe_cost"]) for r in rows}) > 1
+    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run)]) == 0
+    assert "on measured" in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),

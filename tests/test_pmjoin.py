@@ -390,3 +390,21 @@ def test_example_2_heuristic_and_optimum():
     best = optimal_plan(m)
     assert communication_cost(m, best) == pytest.approx(30)  # S4 and S_{2,3} to n0: 15 + 15
     assert communication_cost(m, stream_join_opt(m)) == pytest.approx(34)  # the paper's plan (Figure 3)
+
+
+def test_measured_sizes_set_the_stream_rates():
+    """A measured size of a set replaces ``F(P)``: its stream's rate and window scale by the
+    measured / estimated ratio, sets without one keep the estimate, and the placement follows."""
+    from mqjoin.model.sizes import MeasuredSize
+
+    w = parse_workload(EXAMPLE_2)
+    sized = w.with_sizes([MeasuredSize(None, ("S2", "S3"), 4 * 25 * 30 * 0.001)])  # 4× the estimate
+    m, ms = StreamModel(w, "q", sizes="unit"), StreamModel(sized, "q", sizes="unit")
+    assert ms.rate({"S2", "S3"}) == pytest.approx(4 * m.rate({"S2", "S3"})) == pytest.approx(60)
+    assert ms.window({"S2", "S3"}) == pytest.approx(4 * m.window({"S2", "S3"}))
+    assert ms.rate({"S0", "S1"}) == m.rate({"S0", "S1"}) == 70.0
+    assert ms.rate({"S0"}) == m.rate({"S0"}) == 10.0
+    before, after = pmjoin_report(w).queries[0], pmjoin_report(sized).queries[0]
+    assert after.distributed > before.distributed
+    assert str(before.tree) == "(S0 ⋈ S4 ⋈ (S2 ⋈ S3)@n1 ⋈ S1)@n0"  # S2 ⋈ S3 joined where they arrive
+    assert "(S2 ⋈ S3)@n1" not in str(after.tree)  # its stream now outweighs S2's and S3's: shipped raw

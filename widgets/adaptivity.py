@@ -24,7 +24,7 @@ from mqjoin.model.errors import MqjoinError
 from mqjoin.widgets._html import error_box, esc, state_html
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
-from mqjoin.widgets.live import ENDED, Redraw, status_of
+from mqjoin.widgets.live import ENDED, Redraw, snapshot, status_of
 from mqjoin.widgets.query_changes import QueryChangesPanel
 from mqjoin.widgets.timeline import EpochTimeline
 
@@ -113,6 +113,7 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
         # events (below) says why in the panel
         self.start_fn = start or (lambda *args: _start_replay(*args, budget=int(self.guard.limits.max_results)))
         self.sources: list[tuple[str, Any]] = []
+        self._measured: set[str] = set()  # runs whose counts went to the model (Probe trees tab)
         self._tables: dict[tuple, RunData] = {}
         self._status = Redraw(self._show_run_status, 0.0)
         self.epoch = W.BoundedFloatText(value=1.0, min=0.01, max=3600.0, step=0.5, description="epoch (s)",
@@ -317,6 +318,13 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
             parts.append(f"{esc(label)} {state_html(st)}" + (f": {esc(why)}" if why else ""))
         self.status.value = " · ".join(parts)
         self.stop_button.disabled = not any(status_of(s) == "running" for _, s in self.sources)
+        for label, s in self.sources:  # a run that ended: its counts go beside the model's predictions
+            if status_of(s) in ENDED and label not in self._measured:
+                self._measured.add(label)
+                of = getattr(snapshot(s), "counts", None)  # a run that keeps no counts has none
+                counts = of(label) if callable(of) else None
+                if counts is not None:
+                    self.model.set_measured(counts)
 
     def wait_drawn(self, timeout: float | None = None) -> bool:
         """Wait until the status line, the timeline and the query changes are redrawn (scripts, tests)."""

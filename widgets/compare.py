@@ -7,7 +7,10 @@ trade-off: under ``single`` sharing saves memory but may cost more probe load; u
 planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
 ``mqjoin compare`` (:mod:`mqjoin.planning.comparison`), plus PMJoin's.  A plan diff between any two
 of them (of one planner or two): which probe orders changed and which stores appeared or
-disappeared.
+disappeared.  Once a run ended (the model's ``measured``), the table gains what was measured:
+every plan's probe cost on the join sizes the run measured
+(:func:`~mqjoin.planning.measured.measured_workload`) and, for the plan that ran, the probe
+messages it counted beside the model's prediction.
 
 The optimisations take a while on large workloads, so the view computes on demand (the
 *Compare* button, or when the Explorer opens its tab) and only says it is out of date after
@@ -25,6 +28,8 @@ an edit, unless *auto* is ticked.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ipywidgets as W
 
 from mqjoin.planners import registry as planners
@@ -36,6 +41,8 @@ from mqjoin.model.workload import Workload
 
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.planning.diff import plan_diff
+from mqjoin.planning.measured import measured_workload
+from mqjoin.planning.plan import recost
 from mqjoin.support.units import memory_basis
 
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
@@ -124,6 +131,7 @@ class ComparisonView(ModelView, W.VBox):
         self.a.observe(lambda _: self.show_diff(), "value")
         self.b.observe(lambda _: self.show_diff(), "value")
         self.model.observe(self._on_change, ["result", "options"])
+        self.model.observe(lambda _: self._fill_table() if self.plans and not self.stale else None, "measured")
         self.frontier = FrontierView(self.model)  # computed on its own button: one solve per point
         super().__init__([W.HBox([self.compare_button, self.auto, self.progress, self.status]), self.error,
                           self.figure, self.table, W.HTML("<b>plan diff</b> (A → B)"), W.HBox([self.a, self.b]),
@@ -164,23 +172,46 @@ class ComparisonView(ModelView, W.VBox):
         self.stale = False
         current = (m.mode, m.partitioning) if planners.planner_of(m.planner).ilp else None  # the bars are CLASH's
         sync_figure(self.figure, *comparison_traces(self.results, current))
+        self._fill_table()
+        self.show_diff()
+        return self.results
+
+    def _measured(self) -> tuple[Any, Workload | None]:
+        """The model's last run (or None) and the workload with the sizes it measured."""
+        counts = self.model.measured
+        if counts is None:
+            return None, None
+        try:
+            return counts, measured_workload(self.model.workload, counts.check().to_dict())
+        except MqjoinError:
+            return counts, None
+
+    def _fill_table(self) -> None:
+        m = self.model
+        counts, sized = self._measured()
         base = self.results.get(("individual", "single"))
         rows, marks = [], []
         for s, r in self.plans.items():
             rel = "" if base is None or base.probe_cost == 0 else f"{r.probe_cost / base.probe_cost - 1:+.1%}"
+            extra = []
+            if counts is not None:
+                ran = counts.check(r.plan)
+                pred, got = ran.total("messages") if ran is not None else (None, None)
+                extra = [fmt(recost(r.plan, sized)) if sized is not None else "—",
+                         f"{fmt(got)} ({fmt(pred)} predicted)" if ran is not None else "—"]
             rows.append([s.label, s.mode, s.partitioning, fmt(r.probe_cost), rel, fmt(r.memory), len(r.plan.stores),
-                         len(r.plan.nodes), f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
+                         len(r.plan.nodes), *extra, f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
             marks.append(_is_current(s, m))
+        measured = [] if counts is None else ["probe cost on measured sizes",
+                                              f"probe messages measured in {counts.label}"]
         self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
-                                  "memory", "stores", "steps", "solve s", "status"], rows, marked=marks)
+                                  "memory", "stores", "steps", *measured, "solve s", "status"], rows, marked=marks)
         alone = ", ".join(p for p in planners.PLANNERS if not planners.planner_of(p).joint)
         self.status.value = (f'<span style="font-size:12px">{len(self.plans)} plans, MIRs '
                              f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
                              f"the explorer's current setting; {alone} plan each query alone (their mqo is their "
                              "shared). probe cost: "
                              f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
-        self.show_diff()
-        return self.results
 
     def show_diff(self) -> None:
         """Show the plan diff between the plans chosen as A and B (of any planners)."""

@@ -217,10 +217,13 @@ class DeployPanel(GuardedPanel, W.VBox):
         #: per run label: its state and what happened to it (a warning or the error), in words
         self.run_state: dict[str, dict[str, str]] = {}
         self.guard = RunGuard()
+        #: called with what a run counted (:class:`~mqjoin.planning.measured.RunCounts`) when it ends
+        self.on_measured: list[Callable[[Any], None]] = []
         self._lock = threading.RLock()
         self._runs = 0  # runs numbered so far (started or not)
         self._starts: dict[str, _Start] = {}  # runs being started
         self._waiting: dict[str, tuple[float, str]] = {}  # run → (since, its status line) until its first batch
+        self._stopping: set[str] = set()  # runs whose deployment is being stopped (counted once it stopped)
         self._threads: list[threading.Thread] = []  # starts, stops and the status clock (joined by close())
         self._clock: threading.Thread | None = None
         self._closed = threading.Event()
@@ -438,6 +441,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             live = self._live()
             for label, _ in live:
                 self.run_state[label]["state"] = "stopped"
+                self._stopping.add(label)
             self._waiting.clear()
         if not starting and not live:
             return  # nothing to stop (a run that ended keeps its status line)
@@ -458,6 +462,8 @@ class DeployPanel(GuardedPanel, W.VBox):
                 self.run_state[label]["note"] = str(e)
         with self._lock:
             self.run_state[label]["state"] = "stopped"
+            self._stopping.discard(label)
+        self._measured()
         self._redraw(force=True)
 
     def close(self) -> None:
@@ -472,6 +478,25 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.stop_button.disabled = not busy
         self.deploy_button.disabled = busy
         self._redraw(force=True)
+        self._measured()
+
+    def _measured(self) -> None:
+        """Hand what the runs that ended counted per store to :attr:`on_measured`."""
+        from mqjoin.planning.measured import store_counts
+
+        ended = []
+        with self._lock:  # a run being stopped is counted once its deployment stopped
+            for label, d in self.deployments:
+                st = self.run_state[label]
+                if (st["state"] in ("starting", "running") or st.get("measured") or label in self._stopping
+                        or getattr(d, "plan", None) is None):
+                    continue
+                st["measured"] = "yes"
+                ended.append((label, d))
+        for label, d in ended:
+            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}))
+            for f in self.on_measured if counts is not None else ():
+                f(counts)
 
     # -- the status clock -------------------------------------------------------------------------
 

@@ -253,6 +253,8 @@ class Explorer(ModelView, W.VBox):
         """Put a Deploy panel into the Deploy tab: a widget, or a factory called with a
         function that returns the current plan (:meth:`ExplorerModel.current_plan`)."""
         widget = panel if isinstance(panel, W.Widget) else panel(self.model.current_plan)
+        if isinstance(getattr(widget, "on_measured", None), list):  # its runs' counts colour the probe trees
+            widget.on_measured.append(self.model.set_measured)
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
         return widget

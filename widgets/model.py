@@ -69,7 +69,7 @@ from mqjoin.widgets.guarded import CLOSE_WAIT
 _log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
-EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving")
+EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving", "measured")
 
 
 def as_workload(workload: Workload | str) -> Workload:
@@ -210,7 +210,8 @@ class ExplorerModel:
     "owner"}`` (the shape of a traitlets change), for the events in :data:`EVENTS`:
     ``workload`` (an edit was accepted), ``options``, ``result`` (a new plan; also
     :attr:`diff` is updated first), ``error``, ``busy``, and for anytime solving (see
-    ``interactive_budget``) ``progress`` (a round reported) and ``improving`` (started/ended).
+    ``interactive_budget``) ``progress`` (a round reported) and ``improving`` (started/ended),
+    ``measured`` (a run ended: :attr:`measured`, set by the Deploy and Adaptivity panels).
     """
 
     def __init__(self, workload: Workload | str, *, mode: str = "mqo", partitioning: str = "single",
@@ -250,6 +251,8 @@ class ExplorerModel:
         self.progress: tuple[Any, ...] = ()
         self.improving = False
         self.generation = 0
+        #: what the latest run counted (:class:`~mqjoin.planning.measured.RunCounts`), or None
+        self.measured: Any = None
         try:
             import asyncio
 
@@ -576,6 +579,11 @@ class ExplorerModel:
             self._workers = []
         self._set("improving", False)
         return join_threads(workers, timeout)
+
+    def set_measured(self, counts: Any) -> None:
+        """Keep what a run counted (:class:`~mqjoin.planning.measured.RunCounts`, from any
+        thread) for the views that set predictions beside it (event ``measured``)."""
+        self._post(lambda: self._set("measured", counts))
 
     def current_plan(self):
         """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""

@@ -2,7 +2,9 @@
 
 * :func:`probe_tree_figure` — the plan's probe-tree forest (paper Figure 4): stores with
   partition attribute and parallelism, edge labels, shared prefixes highlighted, per-step
-  cost and broadcast factor on hover, optionally only one query's part.
+  cost and broadcast factor on hover, optionally only one query's part; given a run's
+  :class:`~mqjoin.planning.measured.RunCheck`, coloured by measured / predicted instead (a
+  diverging scale centred on 1, log ratio, with its colour bar) and both numbers on hover.
 * :func:`operator_tree_figure` — the operator trees of the ``mjoin``, ``tree``, ``ajoin`` and
   ``pmjoin`` planners drawn as trees of the plan's stores (MIR stores inside, base stores at
   the leaves, an MJoin as one n-ary node).
@@ -14,16 +16,18 @@ query graph's (:mod:`mqjoin.widgets.figures`), whose colours and plumbing they u
 >>> from mqjoin.planning.optimizer import optimize
 >>> tree = probe_tree_figure(optimize(as_workload("paper_v2.yaml"), mirs=False).plan)
 >>> [t.name for t in tree.data]
-['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions']
+['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions', 'measured / predicted']
 >>> list(tree.data[3].text)
 ['R', 'S', 'T', 'U']
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from mqjoin.planning.measured import Count, RunCheck
 from mqjoin.planning.optimizer import OptimizeResult
 from mqjoin.planning.plan import Node, Plan, ProbeRule
 from mqjoin.planners.trees import JoinTree
@@ -34,7 +38,16 @@ LEVEL_MIN_PX = 90
 BEND_PX = 24
 
 TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
-               "broadcast probes", "insertions")
+               "broadcast probes", "insertions", "measured / predicted")
+
+#: measured / predicted: a diverging scale centred on 1 (log ratio), blue below, red above
+RATIO_SCALE = [[0.0, "#053061"], [0.25, "#4393C3"], [0.5, "#DDDDDD"], [0.75, "#D6604D"], [1.0, "#67001F"]]
+#: the same for text on white (a store's label): dark grey at 1
+RATIO_TEXT_SCALE = [[0.0, "#053061"], [0.5, "#333333"], [1.0, "#B2182B"]]
+#: ratios beyond ×/÷ this get the scale's end colours
+RATIO_LIMIT = 20.0
+RATIO_TICKS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20)
+UNMEASURED_COLOR = "#BBBBBB"
 OPERATOR_TRACES = ("operator edges", "joins", "base stores")
 
 
@@ -167,9 +180,11 @@ def _forest_rows(plan: Plan, query: str | None, nodes: list[Node]):
 
 def _forest(plan: Plan, query: str | None) -> _Forest:
     """The probe forest of ``query`` (all queries: None) laid out (:func:`_forest_rows`), with
-    its x scale in pixels: every level is as wide as its longest store label (labels sit above
-    their store's line and must end before the next level's store), so labels never overlap
-    and a wide forest gets a wide figure (the view scrolls) instead of a cramped one."""
+    its x scale in pixels.  A store's label sits above the line that comes into it and ends
+    at its marker, so the lines that leave the store — which bend up and down to its
+    children's rows right after it — never cross a label; every level is as far from the one
+    before as its longest label plus the bend, so labels never overlap either, and a wide
+    forest gets a wide figure (the view scrolls) instead of a cramped one."""
     nodes = nodes_for_query(plan, query)
     roots, pos, root_pos, sink_rows, rows = _forest_rows(plan, query, nodes)
     label_of = {n.edge: f"{n.store} ×{plan.store[n.store].parallelism}" for n in nodes}
@@ -184,14 +199,13 @@ def _forest(plan: Plan, query: str | None) -> _Forest:
                                  if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns)
     left = CHAR_PX * max([len(r) for r in roots] + [0.85 * len(t) for t in insertion.values()] + [4]) + 30
     starts = [float(left)]
-    for d in range(depth):
-        starts.append(starts[-1] + max(LEVEL_MIN_PX, CHAR_PX * chars.get(d, 0) + 40))
+    for d in range(1, depth + 1):
+        starts.append(starts[-1] + max(LEVEL_MIN_PX, CHAR_PX * chars.get(d, 0) + BEND_PX + 24))
 
     def X(d: float) -> float:
         return round(starts[int(d)], 1)
 
-    right = max([X(d) + CHAR_PX * chars.get(d, 0) for d in chars]
-                + [X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
+    right = max([X(x) + CHAR_PX * (len(text) + 2) + 20 for _, _, text, x, _ in sink_rows] + [X(depth) + 40])
     return _Forest(nodes, roots, pos, root_pos, sink_rows, rows, starts, right, label_of, insertion)
 
 
@@ -264,10 +278,57 @@ def _start_traces(plan: Plan, f: _Forest) -> tuple[dict, dict]:
     )
 
 
-def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str]) -> dict:
+def _ratio_position(ratio: float) -> float:
+    """Where ``ratio`` sits on the ratio scales: 0.5 at 1, ends at ÷/× :data:`RATIO_LIMIT`."""
+    if ratio <= 0:
+        return 0.0
+    if math.isinf(ratio):
+        return 1.0
+    return 0.5 + max(-0.5, min(0.5, math.log10(ratio) / (2 * math.log10(RATIO_LIMIT))))
+
+
+def ratio_color(ratio: float, scale=RATIO_SCALE) -> str:
+    """The colour of measured / predicted ``ratio``: grey at 1, blue where the run counted less
+    than the model predicted, red where it counted more; :data:`UNMEASURED_COLOR` for ``nan``.
+
+    >>> ratio_color(1.0), ratio_color(0.05), ratio_color(20.0), ratio_color(float("nan"))
+    ('rgb(221, 221, 221)', 'rgb(5, 48, 97)', 'rgb(103, 0, 31)', '#BBBBBB')
+    """
+    from plotly.colors import sample_colorscale
+
+    if math.isnan(ratio):
+        return UNMEASURED_COLOR
+    return sample_colorscale(scale, [_ratio_position(ratio)])[0]
+
+
+def _ratio_text(c: Count) -> str:
+    if math.isnan(c.measured):
+        return f"predicted {fmt(c.predicted)}, not measured per step"
+    r = c.ratio
+    return (f"predicted {fmt(c.predicted)}, measured {fmt(c.measured)} "
+            f"({'—' if math.isnan(r) else '∞' if math.isinf(r) else f'{r:.3g}'}× the prediction)")
+
+
+def _step_ratio(step: Count, store: Count) -> float:
+    """A step's ratio, or its store's messages ratio when the run counted per store only."""
+    return store.ratio if math.isnan(step.measured) else step.ratio
+
+
+def _measured_hover(n: Node, step: Count, stores: Mapping[tuple[str, str], Count]) -> str:
+    msgs, rows = stores["messages", n.store], stores["rows", n.store]
+    return (f"<br><b>the run</b>: probe messages of this step {_ratio_text(step)}<br>"
+            f"store {n.store}: probe messages {_ratio_text(msgs)}; rows (most at once) {_ratio_text(rows)}")
+
+
+def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str], check: RunCheck | None = None) -> dict:
     """The stores the probes reach, coloured by the query that owns the step (shared steps:
-    diamonds), with the step's cost in the hover."""
+    diamonds), with the step's cost in the hover; with ``check`` (a run of this plan), coloured
+    by measured / predicted instead — the marker by the step's probe messages, the label by
+    the store's rows — with both numbers in the hover."""
     queries = set(plan.workload.query_names)
+    steps = dict(zip((n.edge for n in plan.nodes), check.steps)) if check is not None else {}
+    stores = {(c.kind, c.store): c for c in check.stores} if check is not None else {}
+    tc: list[str] = []
     nx_, ny, nt, nh, nc, nw, nd = [], [], [], [], [], [], []
     for n in f.nodes:
         x, y = f.pos[n.edge]
@@ -284,6 +345,12 @@ def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str]) -> dict:
             color = colors[qowners[0]]
         else:
             color = MIR_COLOR
+        measured = ""
+        if check is not None:
+            step = steps[n.edge]
+            color = ratio_color(_step_ratio(step, stores["messages", n.store]))
+            tc.append(ratio_color(stores["rows", n.store].ratio, RATIO_TEXT_SCALE))
+            measured = _measured_hover(n, step, stores)
         nx_.append(f.X(x))
         ny.append(_Y(y))
         nt.append(f.label_of[n.edge])
@@ -293,12 +360,12 @@ def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str]) -> dict:
             f"cost {fmt(n.cost)} = {fmt(base)} (|⋈P|/|P|) × χ {chi}"
             f"{' — broadcast to every partition' if n.broadcast else ''}<br>"
             f"probe {pred or '—'}<br>"
-            f"used by {', '.join(n.owners)}{' (shared step)' if shared else ''}")
+            f"used by {', '.join(n.owners)}{' (shared step)' if shared else ''}{measured}")
         nc.append(color)
         nw.append(3 if shared else 1)
         nd.append([n.edge, n.cost, chi, len(n.owners)])
     return {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
-            "textposition": "top right", "textfont": {"size": 11}, "customdata": nd,
+            "textposition": "top left", "textfont": {"size": 11, **({"color": tc} if tc else {})}, "customdata": nd,
             "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw],
                        "size": [16 if w > 1 else 13 for w in nw], "color": nc, "line": {"width": nw, "color": "#222"}},
             "hovertext": nh, "hoverinfo": "text", "showlegend": False}
@@ -322,35 +389,56 @@ def _output_trace(f: _Forest, colors: Mapping[str, str]) -> dict:
             "hoverinfo": "text", "hovertext": ot, "showlegend": False}
 
 
-def probe_tree_traces(plan: Plan, query: str | None = None) -> tuple[list[dict], dict]:
+def _ratio_scale_trace(f: _Forest, check: RunCheck | None) -> dict:
+    """The colour bar of measured / predicted (one invisible point carries it), empty and
+    hidden without a run."""
+    ticks = [math.log10(t) for t in RATIO_TICKS]
+    lim = math.log10(RATIO_LIMIT)
+    shown = check is not None
+    return {"type": "scatter", "name": "measured / predicted", "x": [f.X(0)] if shown else [],
+            "y": [0.0] if shown else [], "mode": "markers", "hoverinfo": "skip", "showlegend": False,
+            "marker": {"color": [0.0] if shown else [], "colorscale": RATIO_SCALE, "cmin": -lim, "cmax": lim,
+                       "opacity": 0, "showscale": shown,
+                       "colorbar": {"title": {"text": "measured / predicted (log scale)", "side": "top"},
+                                    "orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                                    "ypad": 34, "len": 360, "lenmode": "pixels", "thickness": 10,
+                                    "tickvals": ticks, "ticktext": [f"{t:g}×" for t in RATIO_TICKS]}}}
+
+
+def probe_tree_traces(plan: Plan, query: str | None = None,
+                      check: RunCheck | None = None) -> tuple[list[dict], dict]:
     """Trace dicts and layout of :func:`probe_tree_figure`: the forest laid out
-    (:func:`_forest`), then its lines, labels, start relations, stores and sinks."""
+    (:func:`_forest`), then its lines, labels, start relations, stores and sinks; with
+    ``check`` (predicted beside measured for a run of ``plan``) the stores are coloured by
+    measured / predicted and a colour bar says so."""
     colors = query_colors(plan.workload)
     f = _forest(plan, query)
     nodes = f.nodes
     edges, shared, broadcast, labels = _probe_edge_traces(plan, f)
     starts, insertions = _start_traces(plan, f)
-    traces = [edges, shared, labels, starts, _store_trace(plan, f, colors), _output_trace(f, colors), broadcast,
-              insertions]
+    traces = [edges, shared, labels, starts, _store_trace(plan, f, colors, check), _output_trace(f, colors), broadcast,
+              insertions, _ratio_scale_trace(f, check)]
     # rows leave room for a store label above the line and an edge label below it
     rows = max(f.rows, 1)
     cost = sum(n.cost for n in nodes)
     who = "all queries" if query is None else query
+    top = 70 if check is None else 130  # room for the colour bar above the legend
     layout = {"title": {"text": f"probe trees ({plan.mode}/{plan.partitioning}) — {who}: "
                                 f"{len(nodes)} steps, probe cost {fmt(cost)}", "x": 0.01},
               "xaxis": {"visible": False, "range": [0, round(f.right, 1)], "fixedrange": False},
               "yaxis": {"visible": False, "range": [-rows + 0.2, 0.9]},
               "width": int(max(720, f.right + 20)), "autosize": False,
-              "height": int(100 + 34 * rows), "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
+              "height": int(top + 30 + 34 * rows), "margin": {"l": 10, "r": 10, "t": top, "b": 10},
               "hovermode": "closest", "showlegend": True,
               # under the title, at the left: a wide forest scrolls, its right edge is off-screen
               "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"}}
     return traces, layout
 
 
-def probe_tree_figure(plan: Plan, query: str | None = None):
-    """The probe-tree forest of a plan (only ``query``'s part when given) as a plotly figure."""
-    return to_figure(*probe_tree_traces(plan, query))
+def probe_tree_figure(plan: Plan, query: str | None = None, check: RunCheck | None = None):
+    """The probe-tree forest of a plan (only ``query``'s part when given) as a plotly figure;
+    ``check``: coloured by measured / predicted of a run of the plan (:func:`probe_tree_traces`)."""
+    return to_figure(*probe_tree_traces(plan, query, check))
 
 
 # --------------------------------------------------------------------------------------------
@@ -457,4 +545,4 @@ def operator_tree_figure(result: OptimizeResult, query: str | None = None):
 
 
 __all__ = ["nodes_for_query", "operator_tree_figure", "operator_tree_traces", "probe_tree_figure",
-           "probe_tree_traces", "tree_stores"]
+           "probe_tree_traces", "ratio_color", "tree_stores"]

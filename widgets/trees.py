@@ -12,6 +12,18 @@ broadcast factor (``e7 χ=4``).  Hovering a store shows the step, its cost
 *show* menu restricts the forest to one query (its steps and the steps that maintain the
 MIR stores it probes).  Below the figure: the stores table and the plan as text.
 
+**Predicted beside measured.**  Once a run of the plan ended (a deployment of the Deploy
+panel, a run of the Adaptivity tab: the model's ``measured``), the stores are coloured by
+measured / predicted on a diverging scale centred on 1 (log ratio; blue: the run counted
+less than the model predicted, red: more) — the marker by the step's probe messages (its
+store's where the engine counts per store only), the label by the store's rows — and the
+hover shows both numbers and the ratio, from the same comparison as ``mqjoin run --json``
+(:class:`~mqjoin.planning.measured.RunCounts`).  An edit that keeps the plan's layout keeps
+the colours, the predictions following the edit; another plan gets the usual colours until it
+runs.  **Re-optimise on what was measured** re-plans the model's workload, edits and all, with
+the join sizes the run measured (what ``mqjoin optimize --stats-from`` does) and shows what
+changed: the plan diff, cost and memory before and after.
+
 When the plan comes from an operator-level planner (``mjoin``, ``tree``, ``ajoin``,
 ``pmjoin``), a second figure above the forest draws each query's *operator tree* as a tree of
 the plan's stores: a binary join tree's inner nodes are its MIR stores over the base stores at
@@ -28,16 +40,20 @@ its leaves, an MJoin is one n-ary node over its inputs' stores; CLASH's plans ha
 >>> view.query.value = "q2"
 >>> len(view.figure.data[4].x)
 5
+>>> view.replan_button.disabled, view.run_note.value
+(True, '')
 """
 
 from __future__ import annotations
 
 import ipywidgets as W
 
-from mqjoin.widgets._html import esc, table
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.measured import RunCheck, measured_workload, replan_report
+from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.figures import BROADCAST_COLOR, SHARED_COLOR, fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.model import ModelView
-from mqjoin.widgets.tree_figures import nodes_for_query, operator_tree_traces, probe_tree_traces
+from mqjoin.widgets.tree_figures import nodes_for_query, operator_tree_traces, probe_tree_traces, ratio_color
 
 
 #: the value of the filter's "all queries" option (query names are never empty)
@@ -63,9 +79,18 @@ class ProbeTreeView(ModelView, W.VBox):
         self.details = W.Accordion(children=[W.VBox([self.stores]), W.VBox([self.text])])
         self.details.set_title(0, "stores")
         self.details.set_title(1, "plan as text (Figure 4)")
+        #: which run the colours show (or why they are the usual ones)
+        self.run_note = W.HTML("")
+        self.replan_button = W.Button(description="Re-optimise on what was measured", icon="refresh", disabled=True,
+                                      layout=W.Layout(width="auto"),
+                                      tooltip="re-plan with the join sizes the last run measured "
+                                              "(mqjoin optimize --stats-from); your edits stay")
+        self.replan_out = W.HTML("")
+        self.replan_button.on_click(lambda _: self.replan())
         self.query.observe(lambda _: self.redraw(), "value")
         self.model.observe(self._on_result, "result")
         self.model.observe(self._on_workload, "workload")
+        self.model.observe(lambda _: self.redraw(), "measured")
         legend = W.HTML(
             '<span style="font-size:12px;color:#555">■ store of a step, colour = its query (grey: maintains an MIR) · '
             f'<b style="color:{SHARED_COLOR}">◆ thick</b> = a step shared by several probe orders · '
@@ -74,9 +99,11 @@ class ProbeTreeView(ModelView, W.VBox):
             'hover a store for its cost |⋈P|/|P| × χ</span>')
         # only a forest wider than the page scrolls, sideways: no nested vertical scroll area
         scroll = W.Box([self.figure], layout=W.Layout(overflow="auto hidden", width="100%"))  # x: auto, y: hidden
-        super().__init__([self.query, self.operators_box, legend, scroll, self.details])
+        super().__init__([W.HBox([self.query, self.replan_button]), self.operators_box, legend, self.run_note,
+                          scroll, self.replan_out, self.details])
         self._show_operators()
         self._fill_tables()
+        self._show_run()
 
     def _query_options(self) -> list[tuple[str, str]]:
         # "" rather than None for all queries: ipywidgets 8 takes a None value for "nothing
@@ -87,11 +114,39 @@ class ProbeTreeView(ModelView, W.VBox):
         res = self.model.result
         return self.query.value if res is not None and self.query.value in res.plan.workload.query_names else None
 
+    def check(self) -> RunCheck | None:
+        """Predicted (by the current plan) beside what the model's last run measured, when
+        that run's plan is laid out as the current one; else ``None``."""
+        res, counts = self.model.result, self.model.measured
+        return None if res is None or counts is None else counts.check(res.plan)
+
     def _traces(self):
         res = self.model.result
         if res is None:
             return [], {"title": {"text": "no plan yet"}}
-        return probe_tree_traces(res.plan, self._shown_query())
+        return probe_tree_traces(res.plan, self._shown_query(), self.check())
+
+    def _show_run(self) -> None:
+        counts = self.model.measured
+        self.replan_button.disabled = counts is None
+        if counts is None:
+            self.run_note.value = ""
+            return
+        check = self.check()
+        if check is None:
+            self.run_note.value = (f'<span style="font-size:12px;color:#555">the last run ({esc(counts.label)}) ran '
+                                   "another plan than this one: the usual colours; run this plan to set its "
+                                   "predictions beside measurements</span>")
+            return
+        less, more = ratio_color(0.2), ratio_color(5.0)
+        pred, got = check.total("messages")
+        self.run_note.value = (
+            f'<span style="font-size:12px;color:#555">colour = measured / predicted in the run '
+            f"<b>{esc(counts.label)}</b>: ■ fill = the step's probe messages"
+            f"{' (its store’s: the engine counts per store)' if counts.per_store else ''}, label = the store's rows "
+            f'(most at once); <b style="color:{less}">blue</b>: fewer than the model predicted, '
+            f'<b style="color:{more}">red</b>: more, grey: as predicted · probe messages predicted {fmt(pred)}, '
+            f"measured {fmt(got)} · hover a store for both numbers</span>")
 
     def _operator_traces(self):
         res = self.model.result
@@ -116,6 +171,26 @@ class ProbeTreeView(ModelView, W.VBox):
         sync_figure(self.operators, *self._operator_traces())
         self._show_operators()
         self._fill_tables()
+        self._show_run()
+
+    def replan(self):
+        """Re-optimise the model's workload (with every edit made) on the join sizes the last run
+        measured, as ``mqjoin optimize --stats-from`` does, and show the plan diff and cost and
+        memory before and after; returns the :class:`~mqjoin.planning.measured.Replan`."""
+        counts, before = self.model.measured, self.model.result
+        if counts is None or before is None:
+            return None
+        try:
+            sized = measured_workload(self.model.workload, counts.check().to_dict())
+        except MqjoinError as e:
+            self.replan_out.value = error_box(f"cannot re-plan on the run {counts.label}: {e}")
+            return None
+        if not self.model.edit(sized) or self.model.flush() is None:
+            self.replan_out.value = error_box(self.model.error or "no plan")
+            return None
+        report = replan_report(before.plan, self.model.result.plan)
+        self.replan_out.value = f'<pre style="font-size:12px">{esc(report.render())}</pre>'
+        return report
 
     def _show_operators(self) -> None:
         res = self.model.result

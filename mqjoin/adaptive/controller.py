@@ -9,6 +9,20 @@ probe orders or stores) and the running plan, re-costed under the new statistics
 sampling noise does not make plans flap — or, with an MIR memory budget, if the running
 plan's MIR stores no longer fit it under the new statistics (:func:`mqjoin.planning.plan.mir_memory`).  Every decision, kept or switched, is a
 :class:`Decision` with its reason.
+
+**Join sizes measured by the running plan.**  Besides one selectivity per class, the
+controller measures what independence between classes gets wrong: the sizes of the running
+plan's probe-order prefixes (its steps' probe messages in the epoch) and MIRs (its MIR
+stores' rows), as ``mqjoin optimize --stats-from`` does for a whole run
+(:func:`mqjoin.planning.measured.running_sizes`).  Each is kept as its ratio to the estimate
+under the same epoch's statistics, and every later re-optimisation plans on the estimate
+times that ratio (the workload's ``sizes``, docs/model.md §2): a foreign key's correlation
+stays while the rates move.  Only sets of relations without a window are measured so: the
+model's size of a set is its join over the whole input (§2), which a running plan's full
+history counts, whereas a window counts only the partners within it — the same where
+arrivals are uniform, not where matching tuples arrive close in time (the paper's synthetic
+data), and the model's memory (§5) would then follow the window's count the wrong way.
+``AdaptivePolicy(sizes=False)`` keeps to class selectivities.
 """
 
 
@@ -16,16 +30,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, active_queries, lifetimes, retained_relations
-from mqjoin.adaptive.sampling import EpochSample, EpochStats, epoch_stats, tracked_pairs
+from mqjoin.adaptive.sampling import EpochSample, EpochStats, epoch_stats, estimated_size, tracked_pairs
+from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.errors import AdaptiveError, MqjoinError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.plan import Plan, mir_memory, recost
 
 #: rate written for a retained relation without any tuple in an epoch: half a tuple per epoch
+
+#: a measured join size is taken as at most this many times the independence estimate, or
+#: this many times less
+MAX_SIZE_RATIO = 1000.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,7 +83,9 @@ class Decision:
         d["saving"] = self.saving
         if self.statistics is not None:
             d["statistics"] = {"tuples": dict(self.statistics.tuples), "rates": dict(self.statistics.rates),
-                               "selectivities": {f"{a} = {b}": v for (a, b), v in self.statistics.pairs.items()}}
+                               "selectivities": {f"{a} = {b}": v for (a, b), v in self.statistics.pairs.items()},
+                               "sizes": [{"query": m.query, "relations": list(m.relations), "value": m.value}
+                                         for m in self.statistics.sizes]}
         return d
 
 
@@ -118,6 +139,8 @@ class AdaptiveController:
         self.stats: dict[int, EpochStats] = {}
         self.pair_values: dict[tuple[Attr, Attr], float] = {}
         self.rates: dict[str, float] = {}
+        #: join sizes measured by the running plans: (query, relations) → (size, measured / estimate)
+        self.sizes: dict[tuple[str | None, frozenset[str]], tuple[MeasuredSize, float]] = {}
         self.epoch: int | None = None  # the current epoch
         self.first: int | None = None
 
@@ -137,13 +160,39 @@ class AdaptiveController:
 
     def workload(self, epoch: int) -> Workload:
         """The workload the optimiser sees for ``epoch``: its active queries with the latest
-        sampled statistics (declared values where nothing was sampled yet)."""
+        sampled statistics (declared values where nothing was sampled yet) and the join sizes
+        the running plans measured, each as its latest measured / estimated ratio times the
+        estimate under these statistics (a size moves with the rates, as an edit moves it)."""
+        w = self._sampled(epoch)
+        sizes = []
+        for m, ratio in self.sizes.values():
+            est = estimated_size(w, m)
+            if est is not None:
+                sizes.append(replace(m, value=ratio * est))
+        return w.with_sizes(sizes, strict=False) if sizes else w
+
+    def _sampled(self, epoch: int) -> Workload:
         from mqjoin.datasets.stats import with_pair_values
 
         w = self.full.restricted_to(self.queries(epoch))
         if not self.pair_values and not self.rates:
             return w
         return with_pair_values(w, self.pair_values, rates=self.rates)
+
+    def _measure_sizes(self, sample: EpochSample) -> tuple[MeasuredSize, ...]:
+        """The join sizes the plan of ``sample``'s epoch measured in it (its prefixes' messages,
+        its MIR stores' rows: :func:`~mqjoin.planning.measured.running_sizes`), of the sets
+        without a window (see the module doc)."""
+        from mqjoin.planning.measured import running_sizes
+
+        idx = self.plan_of.get(sample.epoch)
+        if not self.policy.sizes or idx is None or not sample.messages or sample.end <= sample.start:
+            return ()
+        plan = self.plans[idx]
+        first = min(e for e, i in self.plan_of.items() if i == idx)
+        plan_start = max(0.0, sample.start - (sample.epoch - first) * self.policy.epoch)
+        return tuple(m for m in running_sizes(plan, sample.messages, sample.rows, sample.start, sample.end, plan_start)
+                     if all(plan.workload.window(r) is None for r in m.relations))
 
     def plan_for(self, epoch: int) -> Plan:
         try:
@@ -218,10 +267,17 @@ class AdaptiveController:
         stats = None
         if sample is not None and any(sample.tuples.values()):
             stats = epoch_stats(sample, self.policy, self.retained(sample.epoch))
+            stats = replace(stats, sizes=self._measure_sizes(sample))
             self.stats[sample.epoch] = stats
             before = self.workload(epoch + 1)
             self.pair_values.update(stats.pairs)
             self.rates.update(stats.rates)
+            plain = self._sampled(epoch + 1)  # the estimates the measured sizes are set against
+            for m in stats.sizes:
+                est = estimated_size(plain, m)
+                if est:  # within what a sample can say (a far-off ratio is noise of a tiny count)
+                    ratio = min(max(m.value / est, 1 / MAX_SIZE_RATIO), MAX_SIZE_RATIO)
+                    self.sizes[m.query, frozenset(m.relations)] = (m, ratio)
         target = epoch + 1
         running_idx = self.plan_of[epoch]
         running = self.plans[running_idx]

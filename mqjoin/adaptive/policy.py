@@ -65,7 +65,9 @@ class AdaptivePolicy:
     static baseline (statistics never change the plan, query changes still do); ``mode``,
     ``partitioning``, ``mirs``, ``solver``, ``time_limit`` are passed to the optimiser;
     ``sample``: fraction of join values counted for selectivities (1 = all); ``mir_budget``:
-    tuples of MIR stores a plan may hold (:func:`mqjoin.planning.optimizer.optimize`).
+    tuples of MIR stores a plan may hold (:func:`mqjoin.planning.optimizer.optimize`);
+    ``sizes``: re-optimise also on the join sizes the running plan measures
+    (:mod:`mqjoin.adaptive.controller`), not only on class selectivities.
 
     >>> AdaptivePolicy(epoch=0)
     Traceback (most recent call last):
@@ -84,6 +86,7 @@ class AdaptivePolicy:
     time_limit: float | None = None
     sample: float = 1.0
     mir_budget: float | None = None
+    sizes: bool = True
 
     def __post_init__(self) -> None:
         if not _finite(self.epoch) or self.epoch <= 0:

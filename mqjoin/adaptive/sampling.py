@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqjoin.adaptive.policy import AdaptivePolicy
+from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.workload import Attr, Workload, iter_pairs
 from mqjoin.support.valuesample import sampled
 
@@ -71,11 +72,18 @@ def epoch_sample(workload: Workload, tables: Mapping[str, Any], policy: Adaptive
 @dataclass(frozen=True)
 class EpochSample:
     """What an engine counted in one epoch: tuples per relation and agreeing pairs per
-    equality (already scaled by ``1 / sample``)."""
+    equality (already scaled by ``1 / sample``); and what the epoch's plan counted — probe
+    messages per edge in the epoch, rows per store at its end — over ``[start, end]`` (time
+    units since the input's first tuple), from which the controller measures the join sizes
+    of the plan's prefixes and MIRs (:func:`~mqjoin.planning.measured.running_sizes`)."""
 
     epoch: int
     tuples: Mapping[str, int]
     matches: Mapping[tuple[Attr, Attr], float]
+    messages: Mapping[str, int] = field(default_factory=dict)
+    rows: Mapping[str, int] = field(default_factory=dict)
+    start: float = 0.0
+    end: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -86,14 +94,17 @@ class EpochStats:
     tuples: Mapping[str, int]
     rates: Mapping[str, float]
     pairs: Mapping[tuple[Attr, Attr], float]
+    #: join sizes of the running plan's prefixes and MIRs measured in the epoch
+    sizes: tuple[MeasuredSize, ...] = ()
 
     def apply(self, workload: Workload) -> Workload:
         """``workload`` with these rates and selectivities (classes without a sampled pair keep
-        their values)."""
+        their values) and join sizes (those of sets it joins as the plan that measured them)."""
         from mqjoin.datasets.stats import with_pair_values
 
-        return with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
-                                                              if r in workload.relation_rank})
+        w = with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
+                                                           if r in workload.relation_rank})
+        return w.with_sizes(self.sizes, strict=False) if self.sizes else w
 
     def describe(self, before: Workload | None = None, limit: int = 6) -> str:
         """The values, and how they moved relative to ``before``'s selectivities."""
@@ -109,9 +120,29 @@ class EpochStats:
                 old = before.rate(r)
                 if not math.isclose(old, v, rel_tol=0.05):
                     parts.append(f"rate {r} {old:.3g} → {v:.3g}")
+        for m in self.sizes:
+            est = None if before is None else estimated_size(before, m)
+            if est is None:
+                parts.append(f"|{m.key}| {m.value:.3g}")
+            elif not math.isclose(est, m.value, rel_tol=0.05):
+                parts.append(f"|{m.key}| {est:.3g} → {m.value:.3g}")
         if len(parts) > limit:
             parts = parts[:limit] + [f"… {len(parts) - limit} more"]
         return "; ".join(parts) if parts else "no change beyond 5 %"
+
+
+def estimated_size(workload: Workload, m: MeasuredSize) -> float | None:
+    """The size ``workload`` gives the set of ``m`` (its own measured size, else the
+    independence estimate); ``None`` where no query of it joins the set as ``m`` says."""
+    from mqjoin.model.errors import WorkloadError
+    from mqjoin.model.sizes import size_targets
+    from mqjoin.planning.cost import join_size
+
+    try:
+        _, classes, selection = size_targets(m, {q.name: q for q in workload.queries})[0]
+    except WorkloadError:
+        return None
+    return join_size(workload, m.relations, classes, selection)
 
 
 def epoch_stats(sample: EpochSample, policy: AdaptivePolicy, relations: Iterable[str]) -> EpochStats:

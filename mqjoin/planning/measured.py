@@ -42,7 +42,7 @@ from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.planning.cost import join_size, memory_tuples
 from mqjoin.planning.diff import PlanDiff, plan_diff
-from mqjoin.planning.plan import Plan, recost
+from mqjoin.planning.plan import Node, Plan, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
 
 
@@ -104,6 +104,8 @@ class RunCheck:
     shapes: tuple[tuple[tuple[str, ...], str, str, int, int], ...] = ()
     #: per unfiltered MIR store: (relations, a query joining them so, most rows held, Π min(w_R, S))
     held: tuple[tuple[tuple[str, ...], str, int, float], ...] = ()
+    #: the messages were counted over [since, span] (:func:`check_run`)
+    since: float = 0.0
 
     def total(self, kind: str) -> tuple[float, float]:
         rows = [c for c in self.stores if c.kind == kind]
@@ -120,7 +122,8 @@ class RunCheck:
         return sorted(big, key=lambda c: -abs(math.log(c.ratio)) if 0 < c.ratio < math.inf else -math.inf)[:n]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"span": self.span, "steps": [c.to_dict() for c in self.steps],
+        out: dict[str, Any] = {"span": self.span, **({"since": self.since} if self.since else {}),
+                               "steps": [c.to_dict() for c in self.steps],
                                "stores": [c.to_dict() for c in self.stores]}
         for kind in ("messages", "rows"):
             pred, meas = self.total(kind)
@@ -145,11 +148,13 @@ class RunCheck:
 
 
 def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float,
-              per_store: bool = False) -> RunCheck:
+              per_store: bool = False, since: float = 0.0) -> RunCheck:
     """Predicted beside measured for a run of ``plan`` over ``span`` time units that sent
     ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows).
     ``per_store``: ``messages`` are per store id (an engine that counts no more, e.g. Spark's
-    batches): the stores are compared, the steps only predicted (measured ``nan``)."""
+    batches): the stores are compared, the steps only predicted (measured ``nan``).
+    ``since``: the plan probed from this time unit on (an adaptive run's last plan): its
+    messages are predicted over ``[since, span]``, its stores' rows as if filled from 0."""
     w = plan.workload
     steps, shapes = [], []
     predicted = {s.id: 0.0 for s in plan.stores}
@@ -157,7 +162,10 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
     for n in plan.nodes:
         store = plan.store[n.store]
         start = n.step.prefix[0].relations[0]
-        pred = n.cost * len(n.step.prefix_relations) * exposure(w, n.step.prefix_relations, start, span)
+        seen = exposure(w, n.step.prefix_relations, start, span)
+        if since > 0:
+            seen -= exposure(w, n.step.prefix_relations, start, min(since, span))
+        pred = n.cost * len(n.step.prefix_relations) * seen
         predicted[n.store] += pred
         if per_store:
             steps.append(Count("messages", n.store, n.step.render(), pred, math.nan))
@@ -180,7 +188,53 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
                           and tuple(c.members for c in restrict_classes(q.classes, s.mir.relations)) == shape), "")
             key = (s.mir.relations, query)
             held[key] = (s.mir.relations, query, max(rows.get(s.id, 0), held.get(key, ((), "", 0))[2]), volume)
-    return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()))
+    return RunCheck(span, tuple(steps), tuple(stores), tuple(shapes), tuple(held.values()), since)
+
+
+def same_layout(a: Plan, b: Plan) -> bool:
+    """Whether ``a`` and ``b`` have the same stores, edges and steps (their costs may differ:
+    the same plan under other statistics), so that counts of a run of one are counts of the other."""
+    def layout(p: Plan) -> tuple:
+        return (tuple((s.id, s.partition, s.parallelism) for s in p.stores), p.edges,
+                tuple((n.edge, n.store, n.step.render(), n.broadcast) for n in p.nodes))
+
+    return a is b or layout(a) == layout(b)
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """What one run of ``plan`` counted, kept raw (the arguments of :func:`check_run`) so that
+    it can be set beside the model again after an edit that keeps the plan's layout — a new
+    selectivity, measured sizes — which moves the predictions, not the counts.  ``label``
+    names the run for the reader (``mqo #1``)."""
+
+    label: str
+    plan: Plan
+    messages: Mapping[str, int]
+    rows: Mapping[str, int]
+    span: float
+    per_store: bool = False
+    since: float = 0.0
+
+    def check(self, plan: Plan | None = None) -> RunCheck | None:
+        """Predicted (by ``plan``'s workload; default the run's own) beside measured, or
+        ``None`` when ``plan`` is laid out differently from the plan that ran."""
+        plan = self.plan if plan is None else plan
+        if not same_layout(plan, self.plan):
+            return None
+        return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
+
+
+def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any]) -> RunCounts | None:
+    """The counts of an engine that reports per micro-batch and store (``stores``: a frame with
+    columns ``store``, ``messages``, ``rows``, e.g. a Spark deployment's) over ``tables``:
+    messages summed, the most rows a store held after a batch; ``None`` when it counted none."""
+    if stores is None or not len(stores):
+        return None
+    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
+    messages = {k: int(v) for k, v in stores.groupby("store")["messages"].sum().items()}
+    rows = {k: int(v) for k, v in stores.groupby("store")["rows"].max().items()}
+    return RunCounts(label, plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
 
 
 def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSize, ...]:
@@ -190,7 +244,7 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     that query (it includes the filters); sets the workload does not join alike are left to
     :meth:`~mqjoin.model.workload.Workload.with_sizes` to drop."""
     try:
-        span = float(check["span"])
+        span, since = float(check["span"]), float(check.get("since", 0.0))
         shapes = [(tuple(s["prefix"]), str(s["start"]), str(s["query"]), int(s["broadcast"]), float(s["messages"]))
                   for s in check["shapes"]]
         held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
@@ -203,7 +257,8 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
             continue
         for r in prefix:
             workload.relation(r)
-        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span))
+        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span)
+                               - (exposure(workload, prefix, start, since) if since > 0 else 0.0))
     by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
     for (prefix, _), v in seen.items():
         by_set.setdefault(prefix, []).append(v)
@@ -224,6 +279,46 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     for (rels, query), (count, volume) in held.items():
         add(rels, query, count, volume)
     return tuple(out)
+
+
+def running_sizes(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], start: float, end: float,
+                  plan_start: float = 0.0, min_count: int = 10) -> tuple[MeasuredSize, ...]:
+    """Join sizes of the running ``plan``'s prefixes and MIRs measured while it ran, in time
+    units since the input's first tuple: its steps' ``messages`` (edge → messages) sent in
+    ``[start, end]`` (an epoch), and its MIR stores' ``rows`` held at ``end`` — those only
+    when the stores have been filled over the MIR's whole volume (the plan ran from the first
+    tuple, ``plan_start = 0``, or for longer than every window of the MIR's relations: an MIR
+    store a plan switch created holds nothing older); likewise a step's messages only when
+    the steps before it probed base stores or such filled MIR stores.  A size counted from
+    fewer than ``min_count`` partial results (messages over χ, rows) is left out: its relative
+    error, about ``1/√count``, would be larger than what it corrects."""
+    check = check_run(plan, messages, rows, end, since=start)
+    w = plan.workload
+
+    def filled(relations: Iterable[str]) -> bool:
+        return plan_start <= 0 or all((win := w.window(r)) is not None and win <= end - plan_start for r in relations)
+
+    by_edge = {n.edge: n for n in plan.nodes}
+
+    def path_filled(n: Node) -> bool:
+        while n.parent is not None:
+            n = by_edge[n.parent]
+            mir = plan.store[n.store].mir
+            if not mir.is_base and not filled(mir.relations):
+                return False
+        return True
+
+    shapes = tuple(sh for n, sh in zip(plan.nodes, check.shapes) if sh[4] >= min_count * sh[3] and path_filled(n))
+    held = tuple(h for h in check.held if h[2] >= min_count and filled(h[0]))
+    return run_sizes(w, replace(check, shapes=shapes, held=held).to_dict())
+
+
+def measured_workload(workload: Workload, check: Mapping[str, Any]) -> Workload:
+    """``workload`` with the join sizes a run measured (:func:`run_sizes` of its ``predicted``
+    section) — what ``mqjoin optimize --stats-from`` and the explorer's "re-optimise on what
+    was measured" plan on.  Everything else of the workload stays as it is; sizes of sets it
+    no longer joins as the run's plan did are left out."""
+    return workload.with_sizes(run_sizes(workload, check), strict=False)
 
 
 def _scope(workload: Workload, relations: Iterable[str], query: str) -> str | None:

@@ -68,6 +68,7 @@ from mqjoin.adaptive.controller import AdaptiveController, Decision, Optimizer
 from mqjoin.adaptive.policy import AdaptivePolicy, Lifetime, QueryChange, lifetimes
 from mqjoin.adaptive.sampling import sampled
 from mqjoin.model.errors import DataError, ResourceLimitError
+from mqjoin.planning.measured import RunCounts
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload
@@ -119,6 +120,26 @@ class AdaptiveRun:
     input_tuples: int
     seconds: float
     speedup: float
+    #: per plan (index into ``plans``): probe messages per edge label, while it ran
+    messages: tuple[Mapping[str, int], ...] = ()
+    #: event time of the first tuple and the time units the input spans
+    first_ts: float = 0.0
+    span: float = 0.0
+
+    def counts(self, label: str = "") -> RunCounts | None:
+        """The counts of the plan the run ended with, over the epochs it ran (from its first
+        epoch on, :func:`~mqjoin.planning.measured.check_run`'s ``since``): messages per edge,
+        the most rows a store held at an epoch's end; ``None`` before the first epoch."""
+        if not self.epochs or len(self.messages) <= self.epochs[-1].plan:
+            return None
+        idx = self.epochs[-1].plan
+        ran = [e for e in self.epochs if e.plan == idx]
+        rows: dict[str, int] = {}
+        for e in ran:
+            for store, n in e.stores.items():
+                rows[store] = max(rows.get(store, 0), n)
+        since = min(max(0.0, ran[0].start - self.first_ts), self.span)
+        return RunCounts(label, self.plans[idx], dict(self.messages[idx]), rows, self.span, since=since)
 
     def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
         return {q: set(r) for q, r in self.results.items()}
@@ -215,6 +236,8 @@ class _AdaptiveRunner:
         rels = sorted({r for q in full.queries for r in q.relations} | {r.name for r in full.relations if r.name in tables},
                       key=lambda r: full.relation_rank[r])
         self.base = base_tuples(full, tables, rels)
+        ts = [tp[1] for rows in self.base.values() for tp in rows]
+        self.first_ts, self.span = (min(ts), max(ts) - min(ts)) if ts else (0.0, 0.0)
         self.speedup = float(speedup)
         self.on_epoch = on_epoch
         self.records: list[EpochRecord] = []
@@ -249,7 +272,9 @@ class _AdaptiveRunner:
             results = {q.name: list(got.get(q.name, ())) for q in full.queries}
             return AdaptiveRun(full, self.policy, results, tuple(self.records), tuple(self.ctl.decisions),
                                tuple(self.ctl.plans), self.ctl.lives,
-                               sum(r.input_tuples for r in self.records) if n is None else n, seconds, self.speedup)
+                               sum(r.input_tuples for r in self.records) if n is None else n, seconds, self.speedup,
+                               tuple(self.ex.messages_by_edge(i) for i in range(len(self.ctl.plans))),
+                               self.first_ts, self.span)
 
 
 # --------------------------------------------------------------------------------------------

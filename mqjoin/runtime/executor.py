@@ -105,6 +105,7 @@ class Executor(ProbeCompiler):
         self.event_time: float | None = None
         # the simulated replay (timed runs)
         self.ts0: float | None = None
+        self.first_time: float | None = None  # event time of the first tuple (sizes measured per epoch)
         self.finish = 0.0
         self.pending: deque[float] = deque()
 
@@ -208,6 +209,8 @@ class Executor(ProbeCompiler):
         """Enter epoch ``e`` at time ``T``: close the current epoch (its sample decides later
         plans; a backend restoring its state passes the sample it recorded instead), let the
         schedule choose the plan, open the epoch's containers and compile the plan."""
+        if self.first_time is None:
+            self.first_time = T
         if self.ep is not None:
             closing = self.ep.epoch
             got = self.close()
@@ -222,6 +225,7 @@ class Executor(ProbeCompiler):
         self.ep = EpochCounters(e, self.epoch_start(e), pidx, tuple(plan.workload.query_names),
                                 messages_at_open=self.probe_messages(), history_at_open=self.history[0])
         self.ep.results_at_open = Counter(self.counts)
+        self.ep.edges_at_open = self.messages_by_edge(pidx)
         self.ep.counts = {a: Counter() for lst in self.track.values() for _, a in lst}
         self.next_expire = T + self.expire_every
         self.next_purge = min([c.next_purge for c in self.containers.values()], default=math.inf)
@@ -252,7 +256,13 @@ class Executor(ProbeCompiler):
                 ca, cb = ep.counts.get(a), ep.counts.get(b)
                 if ca is not None and cb is not None:
                     matches[(a, b)] = agreeing_pairs(ca, cb, self.sample)
-            sample = EpochSample(ep.epoch, dict(ep.n), matches)
+            # the running plan's steps and stores measure join sizes too (controller: running_sizes)
+            at_open = getattr(ep, "edges_at_open", {})
+            messages = {lab: n - at_open.get(lab, 0) for lab, n in self.messages_by_edge(ep.plan).items()}
+            t0 = self.first_time if self.first_time is not None else ep.start
+            end = min(self.epoch_start(ep.epoch + 1), self.event_time if self.event_time is not None else ep.start)
+            sample = EpochSample(ep.epoch, dict(ep.n), matches, messages, self.store_rows(self.schedule.plans[ep.plan]),
+                                 max(0.0, ep.start - t0), max(0.0, end - t0))
         if self.on_epoch is not None:
             self.on_epoch(ep)
         self.ep = None

@@ -13,7 +13,10 @@ Joining two streams with selectivity ``f`` gives (Equations 2 and 3)::
 
 Applied recursively, a set ``P`` of relations has ``W_P = F(P) · Π W_i`` and
 ``λ_P = F(P) · Σ_i λ_i · Π_{j≠i} W_j`` with ``F(P) = Π_c s_c^(k_c(P)−1)`` (docs/model.md §2's
-factor): independent of how the join is done, as the paper notes.  With **per-value
+factor): independent of how the join is done, as the paper notes.  Where the workload gives
+a **measured size** of ``P`` (``sizes``, docs/model.md §2), ``F(P) = |⋈P| / Π λ_i`` instead: the
+correlation independence misses (a foreign key) changes the streams' rates and the placement as
+it changes CLASH's costs.  With **per-value
 rates** ``λ_i^v`` of a class (from data, :func:`value_rates`), that class is not a factor
 ``s_c`` but summed exactly over its values: ``λ_P = F'(P) · Σ_v Σ_i λ_i(v) · Π_{j≠i} W_j(v)``
 (relations outside the class do not depend on ``v``).  This is how Table 1's

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from mqjoin.planning.cost import is_close, window_of
+from mqjoin.planning.cost import is_close, join_size, window_of
 from mqjoin.model.errors import PlannerError
 from mqjoin.planners.trees import JoinTree
 from mqjoin.model.workload import Attr, JoinClass, Query, Workload
@@ -138,11 +138,14 @@ class StreamModel:
     def _both(self, relations: Iterable[str]) -> tuple[float, float]:
         rels = sorted(set(relations))
         per_value = self.cls is not None and self.cls.count_in(rels) >= 2
-        factor = 1.0
-        for c in self.q.classes:
-            k = c.count_in(rels)
-            if k >= 2 and not (per_value and c == self.cls):
-                factor *= c.selectivity ** (k - 1)
+        if per_value:  # the class summed over its values, the others independent
+            factor = 1.0
+            for c in self.q.classes:
+                k = c.count_in(rels)
+                if k >= 2 and c != self.cls:
+                    factor *= c.selectivity ** (k - 1)
+        else:  # F(P) = |⋈P| / Π λ_i: a measured size of the set where the workload gives one
+            factor = join_size(self.workload, rels, self.q.classes) / math.prod(self.workload.rate(r) for r in rels)
 
         def terms(value: Any) -> tuple[float, float]:
             lam = {r: self._lambda(r, value) for r in rels}

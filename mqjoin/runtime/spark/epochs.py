@@ -233,7 +233,7 @@ class AdaptiveDeployment(Deployment):
         self.state_dir = self.checkpoint / "adaptive"
         self._check_config()
         self._slice_rows: list[dict] = []
-        self.engine: AdaptiveEngine | None = None
+        self.engine: AdaptiveDriverEngine | None = None
 
     def _read_inputs(self, data) -> dict[str, Table]:
         """The relations the queries use, and every other declared relation with an input file
