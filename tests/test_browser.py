@@ -300,7 +300,7 @@ def page(chromium, sync_playwright, tmp_path):
 # reading the page
 # --------------------------------------------------------------------------------------------
 
-# Plotly graphs of the page (a FigureWidget renders as a .js-plotly-plot div holding its data):
+# Plotly graphs of the page (a figure widget renders as a .js-plotly-plot div holding its data):
 # [{visible, traces: {name: {n: number of points, text: [...]}}, svgText: [...]}]
 FIGURES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
   const traces = {};

@@ -117,7 +117,7 @@ def sent_values(widget, key: str = "value") -> list:
 
 
 def figure_messages(fig) -> str:
-    """Everything a FigureWidget sent (trace updates, added traces) as one JSON string."""
+    """Everything a figure widget sent (its whole figure on every update) as one JSON string."""
     return json.dumps(sent(fig), default=str, ensure_ascii=False)
 
 
@@ -505,7 +505,7 @@ def test_figures_are_deterministic():
     assert probe_tree_figure(p1).to_json() == probe_tree_figure(p2).to_json()
     a, b = Explorer(w, debounce=0), Explorer(w, debounce=0)
 
-    def data(fig):  # FigureWidget gives every trace a random uid
+    def data(fig):  # (a uid, if a trace had one, is not part of what is drawn)
         return [{k: v for k, v in t.items() if k != "uid"} for t in fig.to_dict()["data"]]
 
     assert data(a.trees.figure) == data(b.trees.figure)

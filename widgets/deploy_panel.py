@@ -96,9 +96,9 @@ def _default_deploy(plan, data, out, **kw):
 
 
 #: seconds from Deploy to the first point on a busy 2-core machine (benchmarks/RESULTS.md,
-#: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers) and a
-#: warm one (the session running)
-COLD_START_S, WARM_START_S = 35, 3
+#: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers: a
+#: range) and a warm one (the session running)
+COLD_START_S, WARM_START_S = (30, 60), 3
 
 
 def _session_running() -> bool:
@@ -125,7 +125,8 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
         cold = not running
     if cold and not running:
         return (f"starting a Spark session for {engine} (the JVM and its Python workers) …{waited} (the first "
-                f"time up to about {COLD_START_S} s to the first point; later deploys reuse it; Stop cancels)")
+                f"time {COLD_START_S[0]}–{COLD_START_S[1]} s to the first point on a busy 2-core machine; later "
+                "deploys reuse it; Stop cancels)")
     if cold:
         return f"the Spark session is up; starting the {engine} streaming query and its first batch …{waited}"
     return (f"starting {engine} on the running Spark session …{waited} (usually about {WARM_START_S} s to "
