@@ -336,3 +336,22 @@ def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monk
     told = DeployPanel(lambda: optimize(W).plan, master="spark://elsewhere:7077")
     assert told.prepare() is False and started == [1]
     assert make_panel([]).prepare() is False  # another deploy function: nothing to start
+
+
+def test_a_start_that_ends_after_the_panel_closed_is_stopped():
+    import threading
+
+    release = threading.Event()
+    started: list[FakeDeployment] = []
+
+    def slow_deploy(plan, data, out, engine, rate, **kw):
+        release.wait(10)
+        started.append(FakeDeployment(plan, engine))
+        return started[-1]
+
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=slow_deploy, data=TABLES, refresh_seconds=0)
+    assert panel.deploy() == "mqo #1"
+    panel.close()  # the notebook cell was re-run while Spark started
+    release.set()
+    assert panel.wait_started(10) and panel.wait_idle()
+    assert started[0].stopped and panel.run_state["mqo #1"]["state"] == "stopped"

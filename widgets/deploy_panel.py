@@ -373,8 +373,10 @@ class DeployPanel(GuardedPanel, W.VBox):
         with self._lock:
             self._starts.pop(label, None)
             self.deployments.append((label, d))
-            cancelled = start.cancelled.is_set()
-            if not cancelled:
+            cancelled = start.cancelled.is_set() or self._closed.is_set()  # Stop pressed, or the panel closed
+            if cancelled:
+                self.run_state[label]["state"] = "stopped"
+            else:
                 self.run_state[label]["state"] = "running"
         if cancelled:  # Stop was pressed while it started: it stops now, its (empty) row stays
             self._stop_deployment(label, d)
