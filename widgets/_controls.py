@@ -1,7 +1,10 @@
 """Sliders a person can also type into.
 
 :func:`typeable` puts a number box beside a slider, both showing one value; typing a value
-moves the slider.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to
+moves the slider.  The box is the one readout: the slider's own (d3's ``.4g`` printing
+``2.000e+4`` beside a box reading ``20000``) is hidden, so a number reads one way.  When
+code moves a slider's bounds (a view re-ranging it for a new workload), the box's bounds
+follow.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to
 hit on ~120 px, so with ``decades`` its track spans only that many decades either side of the
 current value, re-centred after every change, within its original bounds.
 
@@ -20,6 +23,14 @@ current value, re-centred after every change, within its original bounds.
 >>> box.value = 7.0          # beyond the slider's bounds: kept at the bound
 >>> s.value, box.value
 (1.0, 1.0)
+>>> s.readout
+False
+>>> mu = W.FloatSlider(value=0.0, min=0.0, max=1.0)
+>>> mu_box = typeable(mu).children[1]
+>>> mu.max = 5000.0          # re-ranged by code: the box accepts the new range
+>>> mu_box.value = 1200.0
+>>> mu.value, mu_box.max
+(1200.0, 5000.0)
 """
 
 from __future__ import annotations
@@ -87,8 +98,25 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
         finally:
             syncing[0] = False
 
+    def from_bounds(change) -> None:
+        if log and decades:
+            return  # the track is a window re-centred within the original bounds
+        nonlocal bounds
+        lo_, hi_ = (slider.base ** slider.min, slider.base ** slider.max) if log else (slider.min, slider.max)
+        bounds = (lo_, hi_)
+        syncing[0] = True
+        try:
+            box.min, box.max = min(lo_, box.max), max(hi_, box.min)
+            box.min, box.max = lo_, hi_
+            box.value = slider.value
+        finally:
+            syncing[0] = False
+        box.tooltip = f"type a value ({lo_:g} … {hi_:g})"
+
+    slider.readout = False
     slider.observe(from_slider, "value")
     box.observe(from_box, "value")
+    slider.observe(from_bounds, ["min", "max"])
     if log and decades:
         _recentre(slider, lo, hi, decades)
     slider.layout.width = slider.layout.width or "330px"
