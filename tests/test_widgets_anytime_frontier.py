@@ -93,6 +93,7 @@ def test_anytime_shows_the_best_plan_so_far_and_improves_it_in_the_background(pl
     inc, bound = trace_by_name(view.anytime, "incumbent"), trace_by_name(view.anytime, "bound")
     assert list(inc.y) == [1300.0, 900.0, 900.0] and list(bound.y) == [650.0, 810.0, 900.0]
     assert "optimal 900" in view.anytime_status.value and "done" in view.anytime_status.value
+    assert view.anytime_box.layout.display is None  # the chart is shown while it has a story
     assert "probe cost" in view.stats.value and "optimal" in view.stats.value
 
 
@@ -125,7 +126,8 @@ def test_without_a_budget_nothing_runs_in_the_background(plans):
     solver = ScriptedSolver([plans["optimum"]])
     m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=solver, background=jobs.append)
     assert solver.limits == [None] and jobs == [] and not m.improving
-    assert IlpView(m).anytime_status.value == ""
+    ilp = IlpView(m)
+    assert ilp.anytime_status.value == "" and ilp.anytime_box.layout.display == "none"  # no empty axes strip
 
 
 def _threads_named(name):

@@ -23,6 +23,8 @@ import html
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from mqjoin.support.units import percent_change
+
 CHART_ROWS = ("input tuples/s", "result latency (s)", "state (rows)")
 
 #: the smallest text (px) of a chart: readable from the back of a room at 1920×1080
@@ -364,7 +366,7 @@ def switch_cause(decision) -> str:
     if "over the budget" in decision.reason:
         return "MIR budget"
     saving = getattr(decision, "saving", None)
-    return "" if saving is None else f"cost {-saving:+.0%}".replace("-", "−").replace("%", " %")
+    return "" if saving is None else f"cost {percent_change(-saving, 0)}"
 
 
 def _switch_hover(label: str, decision, number: int) -> str:

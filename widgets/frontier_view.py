@@ -117,7 +117,8 @@ class FrontierView(W.VBox):
         self.model = model
         self.result: Frontier | None = None
         self.button = W.Button(description="Frontier", icon="line-chart",
-                               tooltip="probe cost against memory, single → replicas (one solve per point)")
+                               tooltip="probe cost against memory, single → replicas (one solve per point)",
+                               layout=W.Layout(width="auto", min_width="140px", flex="0 0 auto"))
         self.status = W.HTML("")
         self.error = W.HTML("")
         self.figure = new_figure_widget([], {"height": 360})
