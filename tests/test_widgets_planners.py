@@ -150,3 +150,5 @@ def test_jaqpot_tab_on_tpch_shows_the_policies_apart():
     box = view.children[0].children[1].children[1]
     frontend_sets(box, value=500.0)  # the number box spans the slider's range, not 0 … 1
     assert view.mu.value == pytest.approx(500.0) and view.allocations["GrePP"].mu == pytest.approx(500.0)
+    frontend_sets(view.mu, value=123.456789012)  # a drag: the box reads as the labels do, not 12 digits
+    assert box.value == 123.5 and not view.mu.readout

@@ -165,7 +165,6 @@ class JaqpotView(ModelView, W.VBox):
         self.paths = W.HTML("")
         self.allocation = W.HTML("")
         self.figure = new_figure_widget([], {})
-        self.figure.layout.autosize = True
         self.query.observe(lambda _: self.rebuild(), "value")
         self._quiet = False  # rebuild() sets the slider and redraws once itself
         self.mu.observe(lambda _: self._quiet or self.redraw(), "value")
