@@ -26,7 +26,7 @@ explorer's Adaptivity tab runs).  With ``D = 1`` the model uses the class select
 >>> round(view.report.queries[0].partitioned, 4), "0.036" in view.plans.value
 (0.0696, True)
 >>> [t.name for t in view.figure.data]
-['shipped', 'local', 'streams', 'operators', 'PMJoin operators', 'value groups']
+['shipped', 'local', 'group of', 'streams', 'operators', 'PMJoin operators', 'value groups']
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import ipywidgets as W
 
 from mqjoin.model.errors import MqjoinError
-from mqjoin.planners.pmjoin import (METHODS, SIZES, Operator, PMJoinOptions, PMJoinReport, QueryPMJoin, ValueRates,
+from mqjoin.planners.pmjoin import (METHODS, SIZES, GroupPlan, Operator, PMJoinOptions, PMJoinReport, QueryPMJoin, ValueRates,
                                     pmjoin_report, value_rates)
 
 from mqjoin.widgets._html import error_box, esc, table
@@ -47,7 +47,7 @@ from mqjoin.widgets.model import ModelView
 #: tuples of the streams generated to measure per-value rates (all relations together)
 GENERATED_TUPLES = 50_000
 #: the traces of :func:`placement_figure`, in order
-PLACEMENT_TRACES = ("shipped", "local", "streams", "operators", "PMJoin operators", "value groups")
+PLACEMENT_TRACES = ("shipped", "local", "group of", "streams", "operators", "PMJoin operators", "value groups")
 
 
 def generated_rates(workload) -> tuple[ValueRates, str]:
@@ -86,9 +86,9 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
     >>> from mqjoin.planners.pmjoin import EXAMPLE_2, plan_query, PMJoinOptions
     >>> from mqjoin.model.workload import parse_workload
     >>> traces, layout = placement_figure(plan_query(parse_workload(EXAMPLE_2), "q", PMJoinOptions(sizes="unit")))
-    >>> layout["xaxis"]["ticktext"], traces[2]["text"]
+    >>> layout["xaxis"]["ticktext"], traces[3]["text"]
     (['n0', 'n1', 'n2'], ['S0', 'S1', 'S2', 'S3', 'S4'])
-    >>> traces[3]["text"], traces[4]["text"], layout["font"]["size"] >= 14
+    >>> traces[4]["text"], traces[5]["text"], layout["font"]["size"] >= 14
     (['@n1', '@n0'], ['PMJoin @n1'], True)
     """
     ops: list[tuple[Operator, int]] = []
@@ -105,12 +105,15 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
     for op, h in ops:
         slots.setdefault((op.node, h), []).append(op)
     groups = [(k, pm, g) for k, pm in enumerate(qp.pmjoins) for g in pm.groups]
+    band = top + 1.2  # the value groups' row, clear of the top operator's label
     for k, pm, g in groups:
-        slots.setdefault((g.tree.node, top + 1 + k * 0.6), []).append(g)
+        slots.setdefault((g.tree.node, band + k * 0.8), []).append(g)
     pos: dict[int, tuple[float, float]] = {}
     for (node, y), items in slots.items():
         for i, item in enumerate(items):
-            pos[id(item)] = (col[node] + (i - (len(items) - 1) / 2) * min(0.25, 0.7 / len(items)), y)
+            # groups side by side at one node stand at two heights in turn: their labels never meet
+            lift = 0.4 * (i % 2) if isinstance(item, GroupPlan) else 0.0
+            pos[id(item)] = (col[node] + (i - (len(items) - 1) / 2) * min(0.25, 0.7 / len(items)), y + lift)
     in_pm = {id(o) for pm in qp.pmjoins for o in pm.top.operators() if o.relations not in
              {x.relations for x in pm.inputs}}
     edges: dict[bool, tuple[list, list]] = {True: ([], []), False: ([], [])}
@@ -121,10 +124,18 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
             xs += [x0, x1, None]
             ys += [y0, y1, None]
 
-    def points(name: str, items: list, text, hover, marker: dict) -> dict:
+    links: tuple[list, list] = ([], [])  # each value group to the top of its PMJoin
+    for _, pm, g in groups:
+        top_op = next((o for o, _ in ops if o.relations == pm.top.relations), None)
+        if top_op is not None:
+            (x0, y0), (x1, y1) = pos[id(g)], pos[id(top_op)]
+            links[0].extend([x0, x1, None])
+            links[1].extend([y0, y1, None])
+
+    def points(name: str, items: list, text, hover, marker: dict, where: str | list = "top center") -> dict:
         return {"type": "scatter", "mode": "markers+text", "name": name, "x": [pos[id(o)][0] for o in items],
                 "y": [pos[id(o)][1] for o in items], "text": text, "hovertext": hover, "hoverinfo": "text",
-                "textposition": "top center", "marker": marker, "cliponaxis": False}
+                "textposition": where, "marker": marker, "cliponaxis": False}
 
     sources = [op for op, h in ops if op.is_source]
     sources.sort(key=lambda o: o.relations)
@@ -136,31 +147,37 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
          "line": {"color": "#d62728", "dash": "dash", "width": 2}, "hoverinfo": "skip"},
         {"type": "scatter", "mode": "lines", "name": "local", "x": edges[False][0], "y": edges[False][1],
          "line": {"color": "#555", "width": 2}, "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines", "name": "group of", "x": links[0], "y": links[1],
+         "line": {"color": "#6a51a3", "dash": "dot", "width": 1.5}, "hoverinfo": "skip", "showlegend": False},
         points("streams", sources, [o.relations[0] for o in sources], [f"stream {o.relations[0]} at {o.node}"
                                                                         for o in sources],
-               {"size": 18, "symbol": "square", "color": "#9ecae1", "line": {"color": "#333", "width": 1}}),
+               {"size": 18, "symbol": "square", "color": "#9ecae1", "line": {"color": "#333", "width": 1}},
+               "middle right"),
         points("operators", plain, [f"@{o.node}" for o in plain], op_hover,
                {"size": 20, "symbol": "circle", "color": "#fdae6b", "line": {"color": "#333", "width": 1}}),
         points("PMJoin operators", marked, [f"PMJoin @{o.node}" for o in marked], [f"{o} at {o.node} (PMJoin)"
                                                                                   for o in marked],
                {"size": 24, "symbol": "diamond", "color": "#6a51a3", "line": {"color": "#333", "width": 1}}),
         points("value groups", [g for _, _, g in groups],
-               [f"G{i + 1}: {_values(g.values)[1]}" for i, (_, _, g) in enumerate(groups)],
+               [f"G{i + 1}: {_values(g.values)[1]} value{'' if len(g.values) == 1 else 's'}"
+                for i, (_, _, g) in enumerate(groups)],
                [f"{pm.cls}: values {esc(_values(g.values)[0])}<br>{g.tree}<br>cost {fmt(g.cost)} bytes/s"
                 for _, pm, g in groups],
                {"size": 18, "symbol": "hexagon", "color": [PALETTE[i % len(PALETTE)] for i in range(len(groups))],
-                "line": {"color": "#333", "width": 1}}),
+                "line": {"color": "#333", "width": 1}},
+               ),
     ]
-    ticks = [0, *range(1, top + 1)] + ([top + 1] if groups else [])
+    ticks = [0, *range(1, top + 1)] + ([band] if groups else [])
     layout = projector({
-        "height": 380 + 40 * max(0, len(qp.pmjoins) - 1), "margin": {"l": 130, "r": 20, "t": 30, "b": 50},
+        "height": 460 + 50 * max(0, len(qp.pmjoins) - 1), "margin": {"l": 130, "r": 20, "t": 80, "b": 50},
         "xaxis": {"tickmode": "array", "tickvals": list(range(len(nodes))), "ticktext": nodes, "title": "node",
                   "range": [-0.6, len(nodes) - 0.4], "showgrid": True, "zeroline": False},
         "yaxis": {"tickmode": "array", "tickvals": ticks,
                   "ticktext": ["streams"] + [f"level {h}" for h in range(1, top + 1)] + (["value groups"] if groups
                                                                                        else []),
-                  "range": [-0.5, top + 0.9 + (0.6 * len(qp.pmjoins) if groups else 0)], "zeroline": False},
-        "legend": {"orientation": "h", "y": -0.18}, "showlegend": True,
+                  "range": [-0.5, (band + 0.8 * len(qp.pmjoins) + 0.1) if groups else top + 0.9], "zeroline": False},
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        "showlegend": True,
         "title": {"text": f"{qp.query}: placement (communication {fmt(qp.partitioned)} bytes/s)", "x": 0.01}})
     return traces, layout
 
