@@ -97,10 +97,13 @@ def frontier_traces(f: Frontier) -> tuple[list[dict], dict]:
             cx, cy = min(max(x, xr[0]), xr[1]), min(max(y, yr[0]), yr[1])
             dx = 0 if cx == x else (1 if x > cx else -1)
             dy = 0 if cy == y else (1 if y > cy else -1)
-            arrows.append({"x": cx, "y": cy, "ax": -70 * dx - (0 if dx else 40), "ay": 50 * dy + (0 if dy else 30),
+            k = len(arrows)  # far marks at one edge: each label a row further in
+            arrows.append({"x": cx, "y": cy, "ax": -70 * dx - (0 if dx else 40),
+                           "ay": (50 + 34 * k) * (dy or 1),
                            "showarrow": True, "arrowhead": 2, "arrowsize": 1.5, "arrowwidth": 2, "arrowcolor": color,
                            "text": f"{name}: memory {fmt(x)}, probe cost {fmt(y)}",
                            "font": {"size": PROJECTOR_FONT, "color": color}, "name": FAR_MARKS,
+                           "bgcolor": "rgba(255, 255, 255, 0.85)",
                            "xanchor": "right" if dx > 0 else "left" if dx < 0 else "center"})
     layout = projector({"height": 440, "margin": {"l": 90, "r": 30, "t": 60, "b": 60},
                         "title": {"text": "probe cost against memory: what each extra replica buys"},
