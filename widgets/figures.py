@@ -291,9 +291,10 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                                 f"{len(workload.used_relations)} relations{more}", "font": {"size": 16}},
               "xaxis": {"visible": False, "range": [-0.05, 1.05]},
               "yaxis": {"visible": False, "range": [-0.12, 1.1]},
-              # the width of the page (projector: 1920 px) and text of at least 14 px; the legend
-              # below the graph leaves the graph the width
-              "height": 640, "autosize": True, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              # the graph's share of a 1920-px projector beside the editors, text of at least 14 px;
+              # the legend below the graph leaves the graph the width.  (A fixed width: a figure
+              # widget drawn before its tab shows does not autosize.)
+              "height": 640, "width": 1120, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
               "font": {"size": 16}, "hoverlabel": {"font": {"size": 16}},
               "legend": {"title": {"text": "queries and marks"}, "orientation": "h", "y": -0.02, "yanchor": "top",
                          "font": {"size": 15}}, "hovermode": "closest"}
