@@ -448,15 +448,8 @@ def bundle_period(plan: BinaryPlan, longest: float = MAX_PERIOD) -> float:
     return float(min(max(1, math.ceil(need - 1e-9)), max(1, math.floor(longest))))
 
 
-
 def _period(period) -> float:
-    try:
-        t = float(period)
-    except (TypeError, ValueError):
-        raise JaqpotError(f"the period of whole bundles must be a number of seconds, got {period!r}") from None
-    if not t > 0 or math.isinf(t):
-        raise JaqpotError(f"the period of whole bundles must be a positive number of seconds, got {period!r}")
-    return t
+    return _positive(period, "the period of whole bundles (seconds)")
 
 
 def _supply(plan: BinaryPlan, row: PathRow, period: float) -> int:
