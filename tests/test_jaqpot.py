@@ -227,3 +227,11 @@ def test_a_longer_period_lets_a_slow_stream_supply_whole_bundles():
     pol, dp = jaqpot_policy(plan, 1, period), discrete_knapsack(plan, 1, period)
     assert 0 < pol.throughput <= dp.throughput <= grepp(plan, 1).throughput
     assert dp.used <= 1 + 1e-9 and dp.multiples
+
+
+@pytest.mark.parametrize("period", [0, -1, "soon", float("inf")])
+def test_a_bad_bundle_period_is_a_typed_error_naming_it(period):
+    with pytest.raises(JaqpotError, match="period of whole bundles"):
+        jaqpot_policy(running_example(), 30, period)
+    with pytest.raises(JaqpotError, match="period of whole bundles"):
+        discrete_knapsack(running_example(), 30, period)
