@@ -209,7 +209,7 @@ class QueryChangesPanel(W.VBox):
         epoch = _current_epoch(run, t)
         where = "not started" if epoch is None else (f"event time <b>{t:.2f} s</b>, epoch <b>{epoch}</b>"
                                                      if t is not None else f"last epoch <b>{epoch}</b>")
-        self.clock.value = (f'<span style="font-size:13px">{esc(st)} · {where} · epochs of '
+        self.clock.value = (f'<span style="font-size:14px">{esc(st)} · {where} · epochs of '
                             f"{run.policy.epoch:g} s: a change submitted in epoch i is decided at the start of "
                             f"i + 1 and active from i + 2</span>")
         self._enable(st == "running")

@@ -133,7 +133,7 @@ def epoch_details_html(view: EpochView, label: str = "") -> str:
     who = f"{esc(label)} · " if label else ""
     colour = seg.colour
     queries = ", ".join(v.plan.workload.query_names) or "none"
-    parts = [f'<div style="font-size:13px">{who}<b>epoch {v.epoch}</b> (event time [{v.start:g}, {v.end:g}) s) · '
+    parts = [f'<div style="font-size:14px">{who}<b>epoch {v.epoch}</b> (event time [{v.start:g}, {v.end:g}) s) · '
              f'<b style="background:{colour};padding:0 4px">{seg.label}</b> active in epochs {seg.first}–{seg.last}'
              f" · queries {esc(queries)}</div>"]
     r = v.record
@@ -344,7 +344,7 @@ class EpochTimeline(W.VBox):
             err = self._errors.get(label) or (getattr(src, "error", None) if is_live(src) else None)
             parts.append(f"{esc(label)}: {state_html(st)} — {done}{switches}"
                          + (f" — {esc(err)}" if err else ""))
-        self.status.value = '<span style="font-size:13px">' + " · ".join(parts) + "</span>"
+        self.status.value = '<span style="font-size:14px">' + " · ".join(parts) + "</span>"
 
     def select(self, epoch: int, label: str | None = None) -> None:
         """Show ``epoch`` of a run (the selected one by default)."""
