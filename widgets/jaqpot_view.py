@@ -124,8 +124,10 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
     ('log', True)
     """
     xs, ys = curve or curves(plan, period)
+    # the DP under the JAQPOT policy, wider: where they agree both stay visible
     traces = [{"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys[name], "line": {**STYLES[name],
-              "width": 3, "shape": "hv" if name != "GrePP" else "linear"}} for name in POLICIES]
+              "width": 6 if name == "discrete DP knapsack" else 3, "shape": "hv" if name != "GrePP" else "linear"}}
+              for name in POLICIES]
     traces.append({"type": "scatter", "mode": "markers", "name": "at μ", "x": [mu] * len(current),
                    "y": [a.throughput for a in current.values()], "text": list(current),
                    "hovertemplate": "%{text}: %{y}<extra></extra>",
