@@ -582,7 +582,7 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     sel_box.fill("0.79")
     sel_box.press("Enter")
     page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
-    page.wait_for_function("() => document.body.innerText.includes('0.79')")  # the what-changed line / readout
+    page.wait_for_function("el => el.value === '0.79'", arg=sel_box.element_handle())  # the box: the one readout
     tab("Adaptivity")
     data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.datasets.uniform)'))").first
     data.select_option(label="uniform streams of the workload (mqjoin.datasets.uniform)")
