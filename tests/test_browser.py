@@ -495,8 +495,8 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     tab("Query graph")
     slider = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text=re.compile(r"^selectivity$")))
     assert slider.count() == 1
-    readout = slider.locator(".widget-readout")
-    before = {"readout": readout.inner_text(), "status": status.inner_text(), "changes": changes.inner_text()}
+    readout = slider.locator("xpath=..").locator("input")  # the number box beside it: the one readout
+    before = {"readout": readout.input_value(), "status": status.inner_text(), "changes": changes.inner_text()}
     handle = slider.locator(".noUi-handle")
     handle.scroll_into_view_if_needed()
     box = handle.bounding_box()
@@ -509,7 +509,7 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     page.wait_for_function("""([el, old]) => { const t = el.textContent; return t !== old && !t.includes('optimizing'); }""",
                            arg=[status.element_handle(), before["status"]])
     page.wait_for_function("""([el, old]) => el.textContent !== old""", arg=[changes.element_handle(), before["changes"]])
-    after = {"readout": readout.inner_text(), "status": status.inner_text(), "changes": changes.inner_text()}
+    after = {"readout": readout.input_value(), "status": status.inner_text(), "changes": changes.inner_text()}
     assert float(after["readout"]) < float(before["readout"]), (before, after)
     old_cost, new_cost = probe_cost_of(before["status"]), probe_cost_of(after["status"])
     assert new_cost != old_cost, (before, after)
@@ -596,7 +596,7 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     sel_box.fill("0.79")
     sel_box.press("Enter")
     page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
-    page.wait_for_function("() => document.body.innerText.includes('0.79')")  # the what-changed line / readout
+    page.wait_for_function("el => el.value === '0.79'", arg=sel_box.element_handle())  # the box: the one readout
     tab("Adaptivity")
     data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.datasets.uniform)'))").first
     data.select_option(label="uniform streams of the workload (mqjoin.datasets.uniform)")

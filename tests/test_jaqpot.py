@@ -199,3 +199,39 @@ def test_gh_wmscp_against_the_exact_cover():
         if m == 1:
             assert got == pytest.approx(opt, rel=1e-6)
     assert checked >= 20
+
+
+def test_bundles_of_measured_productivities_are_small_and_never_promise_more_than_the_path():
+    from mqjoin.planners.jaqpot import BUNDLE_TOLERANCE, bundle_period
+
+    rng = random.Random(5)
+    for _ in range(30):
+        plan = _random_plan(rng, rng.choice([3, 4, 5]))  # real-valued ρ_h, as statistics give them
+        for r in productivity_table(plan):
+            assert r.output >= 1 and r.leaf < 10**4, r
+            assert r.output / r.resources <= r.productivity * (1 + 1e-9)  # GrePP bounds every discrete policy
+            assert r.output / r.resources >= r.productivity * (1 - BUNDLE_TOLERANCE) ** 2
+        period = bundle_period(plan)
+        assert period >= 1 and all(r.leaf <= plan.rates[r.stream] * period for r in productivity_table(plan))
+
+
+def test_a_longer_period_lets_a_slow_stream_supply_whole_bundles():
+    plan = BinaryPlan.build((("A", "B"), "C"), rates={"A": 0.5, "B": 0.5, "C": 0.5},
+                            sizes={"A": 50, "B": 40, "C": 100, "AB": 10},
+                            selectivities={"A": 1 / 110, "B": 1 / 110, "C": 1 / 100, "AB": 1 / 100})
+    from mqjoin.planners.jaqpot import bundle_period
+
+    assert jaqpot_policy(plan, 30).throughput == discrete_knapsack(plan, 30).throughput == 0  # 11 leaf tuples > 0.5/s
+    period = bundle_period(plan)
+    assert period == 22  # the largest bundle, 11 leaf tuples, at 0.5 tuples/s
+    pol, dp = jaqpot_policy(plan, 1, period), discrete_knapsack(plan, 1, period)
+    assert 0 < pol.throughput <= dp.throughput <= grepp(plan, 1).throughput
+    assert dp.used <= 1 + 1e-9 and dp.multiples
+
+
+@pytest.mark.parametrize("period", [0, -1, "soon", float("inf")])
+def test_a_bad_bundle_period_is_a_typed_error_naming_it(period):
+    with pytest.raises(JaqpotError, match="period of whole bundles"):
+        jaqpot_policy(running_example(), 30, period)
+    with pytest.raises(JaqpotError, match="period of whole bundles"):
+        discrete_knapsack(running_example(), 30, period)

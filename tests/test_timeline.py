@@ -442,10 +442,14 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     ex.show("Adaptivity")
     panel = ex.adaptivity
     assert ex.adaptivity_slot.children == (panel,) and panel.sources == [] and panel.timeline is None
-    # not the paper's query: its uniform streams first, the paper's data sets (own query) offered,
-    # and Figure 8(a) chosen so that a first Run shows a plan adapting
+    # not the paper's query: the workload on screen runs by default (its uniform streams), the
+    # paper's data sets (their own query) are offered
     assert [v for _, v in panel.data.options] == ["uniform", "selectivity-change", "skewed-rates"]
-    assert panel.data.value == "selectivity-change" and "not this workload's" in text(panel.data_note)
+    assert panel.data.value == "uniform" and "uniform over 1/selectivity" in text(panel.data_note)
+    # the default speed-up leaves time to act: 10 s of event time in 30 s, 30 s of a paper set in 30 s
+    assert panel.speedup.value == pytest.approx(10 / 30, rel=0.01)
+    frontend_sets(panel.data, index=1)
+    assert "not this workload's" in text(panel.data_note) and panel.speedup.value == 1.0
     frontend_sets(panel.data, index=0)
     frontend_sets(panel.duration, value=60.0)
     frontend_sets(panel.speedup, value=2.0)
@@ -572,8 +576,7 @@ def test_a_run_the_model_says_is_too_large_is_refused_and_nothing_is_lost():
     ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
     assert ex.model.set_selectivity("lineitem.orderkey = orders.orderkey", 0.79)
     panel = ex.adaptivity
-    assert panel.data.value == "selectivity-change"  # the default shows a plan adapting …
-    panel.data.value = "uniform"  # … the accident ran the workload's own streams
+    assert panel.data.value == "uniform"  # the default runs the workload's own streams
     frontend_clicks(panel.run_button)
     msg = text(panel.error)
     assert re.search(r"⚠ not started — this run would produce about [\d.]+ (million|billion) results", msg), msg
@@ -610,3 +613,48 @@ def test_a_live_run_past_its_budget_stops_itself_and_keeps_what_it_produced():
     run = live.snapshot()
     assert run.epochs and sum(sum(e.results.values()) for e in run.epochs) > 2  # kept, not dropped
     assert panel.stop_button.disabled
+
+
+def _paper_runs():
+    d = selectivity_change(scale=5000, partners=4)
+    adaptive = run_adaptive(d.workload, d.tables(), AdaptivePolicy(epoch=1.0), collect=False)
+    static = run_adaptive(d.workload, d.tables(), AdaptivePolicy(epoch=1.0, adapt=False), collect=False)
+    return adaptive, static
+
+
+def test_plans_keep_their_names_and_colours_across_runs_and_the_diff_says_the_decisions_saving():
+    adaptive, static = _paper_runs()
+    tl = EpochTimeline(static, "static")  # the static run first: its only plan is named P0 …
+    tl.add(adaptive, "adaptive")
+    assert [s.label for s in tl.segments("static")] == ["P0"]
+    segs = tl.segments("adaptive")
+    assert [(s.label, s.first) for s in segs] == [("P0", 0), ("P1", 17)]  # … and is P0 in the adaptive run too
+    bars = {t.name: t for t in tl.figure.data if t.type == "bar"}
+    assert list(bars["static plans"].marker.color)[0] == list(bars["adaptive plans"].marker.color)[0]
+    assert list(bars["adaptive plans"].marker.color)[1] != list(bars["adaptive plans"].marker.color)[0]
+    # a run whose first plan is another run's second plan calls it by the same name
+    from types import SimpleNamespace as N
+
+    assert tl.names.number(N(plans=[adaptive.plans[1]]), 0) == 1
+    # the switch's label and the epoch's plan diff give one saving
+    label = next(a.text for a in tl.figure.layout.annotations if a.text.startswith("adaptive: P1"))
+    pct = re.search(r"cost −(\d+) %", label).group(1)
+    tl.select(17, "adaptive")
+    details = text(tl.details)
+    assert "plan diff P0 → P1" in details and "under the statistics the switch was decided on" in details
+    assert re.search(rf"−{pct}(\.\d)? ?%", details), details
+    assert all(a.font.size >= 14 for a in tl.figure.layout.annotations)
+
+
+def test_switch_labels_stand_in_rows_that_never_overlap():
+    from mqjoin.widgets.charts import LABEL_ROW_PX, label_rows
+
+    labels = [(17.0, "adaptive: P1 (cost −83 %)"), (17.0, "static #2: P1 (cost −83 %)"), (15.0, "data change")]
+    rows = label_rows(sorted(labels), 30)
+    assert rows == [0, 1, 2]  # 15 s and 17 s are ~100 px apart on 30 s: the label at 15 s reaches past 17 s
+    adaptive, static = _paper_runs()
+    fig = epoch_figure([("adaptive", adaptive), ("again", adaptive)], marks={"data change": 15.0},
+                       panels=TIMELINE_PANELS)
+    tops = [a for a in fig.layout.annotations if a.yshift]
+    assert sorted(a.yshift for a in tops) == [6 + LABEL_ROW_PX * (r + 1) for r in range(3)]
+    assert all(a.textangle in (None, 0) for a in tops)  # level, never rotated across the plan bars

@@ -93,6 +93,7 @@ def test_anytime_shows_the_best_plan_so_far_and_improves_it_in_the_background(pl
     inc, bound = trace_by_name(view.anytime, "incumbent"), trace_by_name(view.anytime, "bound")
     assert list(inc.y) == [1300.0, 900.0, 900.0] and list(bound.y) == [650.0, 810.0, 900.0]
     assert "optimal 900" in view.anytime_status.value and "done" in view.anytime_status.value
+    assert view.anytime_box.layout.display is None  # the chart is shown while it has a story
     assert "probe cost" in view.stats.value and "optimal" in view.stats.value
 
 
@@ -125,7 +126,8 @@ def test_without_a_budget_nothing_runs_in_the_background(plans):
     solver = ScriptedSolver([plans["optimum"]])
     m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=solver, background=jobs.append)
     assert solver.limits == [None] and jobs == [] and not m.improving
-    assert IlpView(m).anytime_status.value == ""
+    ilp = IlpView(m)
+    assert ilp.anytime_status.value == "" and ilp.anytime_box.layout.display == "none"  # no empty axes strip
 
 
 def _threads_named(name):
@@ -162,3 +164,21 @@ def test_close_cancels_a_debounced_recomputation_and_joins_its_timer(plans):
     assert len(timers) == 1 and m.pending
     assert m.close(timeout=10)
     assert not timers[0].is_alive() and not m.pending
+
+
+def test_the_frontier_on_tpch_zooms_to_its_points_and_points_at_far_marks():
+    from mqjoin.planning.frontier import frontier
+    from mqjoin.widgets.frontier_view import FAR_MARKS, frontier_traces
+
+    f = frontier(as_workload("tpch_fig7a.yaml"))
+    traces, layout = frontier_traces(f)
+    xs, ys = [p.memory for p in f.points], [p.probe_cost for p in f.points]
+    (x0, x1), (y0, y1) = layout["xaxis"]["range"], layout["yaxis"]["range"]
+    assert x0 < min(xs) and max(xs) < x1 and y0 < min(ys) and max(ys) < y1  # every point on the axes …
+    assert (max(xs) - min(xs)) / (x1 - x0) > 0.5 and (max(ys) - min(ys)) / (y1 - y0) > 0.5  # … spread over them
+    far = {a["text"].split(":")[0]: a for a in layout["annotations"] if a["name"] == FAR_MARKS}
+    assert "individual" in far and f.marks["individual"].memory > x1  # the far mark: an arrow at the edge
+    assert all(x0 <= a["x"] <= x1 and y0 <= a["y"] <= y1 and a["showarrow"] for a in far.values())
+    pos = {t["name"]: t.get("textposition") for t in traces}
+    assert pos["single"] != pos["replicas"]  # the curve's two ends labelled on opposite sides
+    assert layout["font"]["size"] >= 14 and all(a["font"]["size"] >= 14 for a in far.values())

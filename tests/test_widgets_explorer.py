@@ -180,3 +180,41 @@ def test_closing_the_explorer_closes_its_own_model_and_leaves_no_thread():
     shared = ExplorerModel("paper_fig3.yaml", debounce=0)
     Explorer(shared, deploy=None).close()
     assert not shared.closed  # a model the explorer was given is the caller's
+
+
+def _htmls(widget, needle: str) -> list:
+    """The HTML widgets under ``widget`` whose text contains ``needle``."""
+    import ipywidgets as W
+
+    out = [widget] if isinstance(widget, W.HTML) and needle in widget.value else []
+    for child in getattr(widget, "children", ()):
+        out += _htmls(child, needle)
+    return out
+
+
+def test_the_query_box_takes_the_list_notation_and_shows_each_error_once():
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    g = ex.graph
+    listed = dict((v, label) for label, v in g.queries.options)["q3"]  # 'q3: supplier(suppkey), …'
+    frontend_sets(g.query_name, value="")
+    frontend_sets(g.query_text, value=listed.replace("q3:", "q6:", 1))
+    assert ex.model.error == "" and "q6" in ex.model.workload.query_names
+    assert ex.model.workload.query("q6").classes == ex.model.workload.query("q3").classes
+    assert g.query_name.value == "q6"
+    # a prefix naming another query than the name box: a typed error naming both, shown once
+    frontend_sets(g.query_name, value="q7")
+    frontend_sets(g.query_text, value="q8: orders(orderkey), lineitem(orderkey)")
+    assert "named q8" in ex.model.error and "q7" in ex.model.error and "q8" not in ex.model.workload.query_names
+    assert len(_htmls(ex, "named q8")) == 1
+    frontend_sets(g.query_name, value="q9")
+    frontend_sets(g.query_text, value="orders(orderkey), Nope(orderkey)")
+    assert len(_htmls(ex, "Nope")) == 1  # the status line's, not the graph's too
+
+
+def test_the_status_line_names_the_planner_that_ran():
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    assert "ILP optimal" in ex.status.summary.value and "variables" in ex.status.summary.value
+    for planner in ("mjoin", "tree", "ajoin", "pmjoin"):
+        ex.model.set_options(planner=planner, tree_shape="best" if planner == "tree" else None)
+        s = html.unescape(ex.status.summary.value)
+        assert "ILP" not in s.replace("no ILP", "") and f"planned by {planner}" in s, s

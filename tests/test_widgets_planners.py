@@ -124,3 +124,31 @@ def test_jaqpot_tab_follows_the_workload_and_the_tree_shape():
     frontend_picks(ex.options.tree_shape, "deep")
     w = ex.model.workload
     assert view.plan.tree == tree_model(w, "q2", binary_tree(w, "q2", "deep")).tree
+
+
+def test_jaqpot_tab_on_tpch_shows_the_policies_apart():
+    from mqjoin.planners.jaqpot import productivity_table
+
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    view = ex.jaqpot
+    for q in ex.model.workload.query_names:
+        frontend_picks(view.query, q)
+        sat = view.plan.saturation()[0]
+        rows = productivity_table(view.plan)
+        # Table 2 on measured statistics: bundles of a few hundred resources, not billions
+        assert all(r.resources <= sat * view.period and r.output >= 1 for r in rows), (q, rows)
+        xs, ys = view.curve
+        assert xs[-1] == pytest.approx(sat) and xs[0] < sat / 50  # the range reaches where paths saturate
+        for name in ("discrete DP knapsack", "JAQPOT policy"):
+            assert max(ys[name]) > 0, (q, name)
+        assert any(g > d * 1.01 for g, d in zip(ys["GrePP"], ys["discrete DP knapsack"])), q
+        assert all(j <= d + 1e-9 <= g + 1e-9 for g, d, j in zip(ys["GrePP"], ys["discrete DP knapsack"],
+                                                                   ys["JAQPOT policy"]))
+        got = {n: a.throughput for n, a in view.allocations.items()}  # the slider starts where they differ
+        assert got["JAQPOT policy"] > 0 and got["GrePP"] > got["JAQPOT policy"], (q, got)
+    assert got["discrete DP knapsack"] > got["JAQPOT policy"]  # on q5 the greedy policy misses the optimum
+    box = view.children[0].children[1].children[1]
+    frontend_sets(box, value=500.0)  # the number box spans the slider's range, not 0 … 1
+    assert view.mu.value == pytest.approx(500.0) and view.allocations["GrePP"].mu == pytest.approx(500.0)
+    frontend_sets(view.mu, value=123.456789012)  # a drag: the box reads as the labels do, not 12 digits
+    assert box.value == 123.5 and not view.mu.readout

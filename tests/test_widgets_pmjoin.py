@@ -51,13 +51,34 @@ def test_pmjoin_view_shows_example_1_costs_and_groups_from_the_frontend():
     assert [g.values for g in view.report.queries[0].pmjoins[0].groups] == [("a",), ("b", "c")]
 
 
-def test_pmjoin_view_without_per_value_rates_says_what_is_missing():
+def test_pmjoin_view_without_per_value_rates_measures_them_from_generated_streams():
     view = PMJoinView(parse_workload(EXAMPLE_2), debounce=0)
     assert "(S2 ⋈ S3)@n1" in view.costs.value and view.error.value == ""  # the local join at n1
+    assert "all values" in view.plans.value and ">all<" in view.plans.value and ">0<" not in view.plans.value
     frontend_sets(view.groups, value=2)
-    assert view.report is None and "rates per value" in view.error.value and view.plans.value == ""
+    assert view.error.value == "" and "uniform streams of the workload" in view.note.value
+    groups = view.report.queries[0].pmjoins[0].groups
+    assert len(groups) == 2 and all(g.values for g in groups)  # two groups of measured values
+    assert "all values" not in view.plans.value
     frontend_sets(view.groups, value=1)
-    assert view.report is not None and view.error.value == ""
+    assert view.report is not None and "selectivities" in view.note.value
+
+
+def test_pmjoin_tab_on_tpch_partitions_generated_streams_and_draws_the_placement():
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    view = ex.pmjoin
+    frontend_sets(view.groups, value=4)
+    assert view.error.value == "" and view.report is not None
+    with_groups = [qp for qp in view.report.queries if any(len(pm.groups) > 1 for pm in qp.pmjoins)]
+    assert with_groups, view.report.summary()
+    assert any(qp.partitioned < qp.distributed for qp in view.report.queries)  # partitioning pays somewhere
+    frontend_sets(view.query, index=list(view.query.options).index(with_groups[0].query))
+    groups = trace_by_name(view.figure, "value groups")
+    assert len(groups.x) == sum(len(pm.groups) for pm in with_groups[0].pmjoins) > 1
+    assert all(t.startswith("G") for t in groups.text)
+    streams = trace_by_name(view.figure, "streams")
+    assert sorted(streams.text) == sorted(ex.model.workload.query(with_groups[0].query).relations)
+    assert view.figure.layout.font.size >= 14
 
 
 def test_pmjoin_view_follows_workload_edits():

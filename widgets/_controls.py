@@ -1,7 +1,12 @@
 """Sliders a person can also type into.
 
 :func:`typeable` puts a number box beside a slider, both showing one value; typing a value
-moves the slider.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to
+moves the slider.  The box is the one readout: the slider's own (d3's ``.4g`` printing
+``2.000e+4`` beside a box reading ``20000``) is hidden, and the box shows a value as the
+explorer's labels do (:func:`shown`: four significant digits, whole numbers from 1,000 on),
+not ``4.684723722719``.  When
+code moves a slider's bounds (a view re-ranging it for a new workload), the box's bounds
+follow.  A log slider over many decades (a selectivity spans 10⁻⁹…1) is hard to
 hit on ~120 px, so with ``decades`` its track spans only that many decades either side of the
 current value, re-centred after every change, within its original bounds.
 
@@ -20,6 +25,14 @@ current value, re-centred after every change, within its original bounds.
 >>> box.value = 7.0          # beyond the slider's bounds: kept at the bound
 >>> s.value, box.value
 (1.0, 1.0)
+>>> s.readout
+False
+>>> mu = W.FloatSlider(value=0.0, min=0.0, max=1.0)
+>>> mu_box = typeable(mu).children[1]
+>>> mu.max = 5000.0          # re-ranged by code: the box accepts the new range
+>>> mu_box.value = 1200.0
+>>> mu.value, mu_box.max
+(1200.0, 5000.0)
 """
 
 from __future__ import annotations
@@ -27,6 +40,18 @@ from __future__ import annotations
 import math
 
 import ipywidgets as W
+
+
+def shown(value):
+    """A slider's value as its box shows it: the precision of the explorer's number format
+    (:func:`mqjoin.support.units.number`), so the box and the labels read alike.
+
+    >>> shown(4.684723722719), shown(0.00066667), shown(20000.4), shown(3)
+    (4.685, 0.0006667, 20000.0, 3)
+    """
+    if isinstance(value, int) or not math.isfinite(value):
+        return value
+    return float(round(value)) if abs(value) >= 1000 else float(f"{value:.4g}")
 
 
 def _recentre(slider: W.FloatLogSlider, lo: float, hi: float, decades: float) -> None:
@@ -60,7 +85,7 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
     else:
         bounds = (slider.min, slider.max)
     box_cls = W.BoundedIntText if isinstance(slider, W.IntSlider) else W.BoundedFloatText
-    box = box_cls(value=slider.value, min=bounds[0], max=bounds[1], layout=W.Layout(width=width),
+    box = box_cls(value=shown(slider.value), min=bounds[0], max=bounds[1], layout=W.Layout(width=width),
                   continuous_update=False, tooltip=f"type a value ({bounds[0]:g} … {bounds[1]:g})")
     syncing = [False]
 
@@ -70,7 +95,7 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
         if not syncing[0]:
             syncing[0] = True
             try:
-                box.value = change["new"]
+                box.value = shown(change["new"])
             finally:
                 syncing[0] = False
 
@@ -83,12 +108,29 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
             set_slider(slider, min(max(v, bounds[0]), bounds[1]))
             if log and decades:
                 _recentre(slider, lo, hi, decades)
-            box.value = slider.value
+            box.value = shown(slider.value)
         finally:
             syncing[0] = False
 
+    def from_bounds(change) -> None:
+        if log and decades:
+            return  # the track is a window re-centred within the original bounds
+        nonlocal bounds
+        lo_, hi_ = (slider.base ** slider.min, slider.base ** slider.max) if log else (slider.min, slider.max)
+        bounds = (lo_, hi_)
+        syncing[0] = True
+        try:
+            box.min, box.max = min(lo_, box.max), max(hi_, box.min)
+            box.min, box.max = lo_, hi_
+            box.value = min(max(shown(slider.value), lo_), hi_)
+        finally:
+            syncing[0] = False
+        box.tooltip = f"type a value ({lo_:g} … {hi_:g})"
+
+    slider.readout = False
     slider.observe(from_slider, "value")
     box.observe(from_box, "value")
+    slider.observe(from_bounds, ["min", "max"])
     if log and decades:
         _recentre(slider, lo, hi, decades)
     slider.layout.width = slider.layout.width or "330px"

@@ -44,7 +44,7 @@ def info_box(text: str, pre: bool = True) -> str:
     return f'<div class="mqjoin-info" style="{INFO_STYLE}">{body}</div>'
 
 
-TABLE_CSS = ("<style>.mqjoin-table{border-collapse:collapse;font-size:12px}"
+TABLE_CSS = ("<style>.mqjoin-table{border-collapse:collapse;font-size:14px}"
              ".mqjoin-table th{text-align:left;padding:2px 8px;border-bottom:1px solid #ccc}"
              ".mqjoin-table td{padding:2px 8px;font-family:monospace}"
              ".mqjoin-table tr.mark{background:#fff3e0}</style>")

@@ -5,8 +5,15 @@ data sets where the workload is one of them, :func:`paper_scenarios`, or synthet
 Run/Stop/Clear, the epoch timeline (:mod:`mqjoin.widgets.timeline`) and the query changes
 (:mod:`mqjoin.widgets.query_changes`) of the runs it started.
 
+By default it runs the workload on screen: its own paper data set where it is one, else
+uniform streams of it.  The default speed-up makes a run last about
+:data:`TARGET_SECONDS` (:func:`default_speedup`): long enough to add or remove a query
+while it is live; the speed-up follows the data chosen until a person moves it.
+
 >>> PAPER_FIGURES["skewed-rates"], sorted(PAPER_DATA)
 ('Figure 8(b)', ['selectivity-change', 'skewed-rates'])
+>>> default_speedup(30.0), default_speedup(10.0)
+(1.0, 0.333)
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ PAPER_DATA = {
     "skewed-rates": {"high_rate": 500, "low_rate": 10, "fanout": 5},  # R at 500, S, T, U at 10 tuples/s
 }
 PAPER_FIGURES = {"selectivity-change": "Figure 8(a)", "skewed-rates": "Figure 8(b)"}
+#: seconds of event time of the paper's data sets
+PAPER_SECONDS = 30.0
+#: about how long (wall seconds) a run at the default speed-up lasts: time to act while it is live
+TARGET_SECONDS = 30.0
+
+
+def default_speedup(event_seconds: float) -> float:
+    """The speed-up that replays ``event_seconds`` of data in about :data:`TARGET_SECONDS`
+    (three significant digits, within the slider's 0.1× … 1000×)."""
+    return float(f"{min(1000.0, max(0.1, event_seconds / TARGET_SECONDS)):.3g}")
 MIR_BUDGET_SHORT = "MIR budget: the most tuples the plan's MIR stores (stored sub-joins) may hold"
 MIR_BUDGET_HELP = ("MIR budget: the most tuples the MIR stores of a plan (materialised sub-joins such as ST) may "
                    "hold, by the memory estimate of docs/model.md §5. A plan whose MIR stores need more is not chosen; "
@@ -128,9 +145,12 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
                                      tooltip=MIR_BUDGET_HELP)
         self.mir_budget = W.BoundedFloatText(value=100.0, min=0.0, max=1e15, description="tuples", disabled=True,
                                              layout=W.Layout(width="180px"), tooltip=MIR_BUDGET_HELP)
-        self.speedup = W.FloatLogSlider(value=10.0, base=10, min=0, max=3, step=0.1, description="speedup",
+        self.speedup = W.FloatLogSlider(value=1.0, base=10, min=-1, max=3, step=0.05, description="speedup",
                                         continuous_update=False)
-        self.budget_help = W.HTML(f'<span style="font-size:12px;color:#555" title="{esc(MIR_BUDGET_HELP)}">'
+        self._auto_speedup = True  # the speed-up follows the data until a person moves it
+        self._setting_speedup = False
+        self.speedup.observe(lambda ch: self._speedup_moved(), "value")
+        self.budget_help = W.HTML(f'<span style="font-size:14px;color:#555" title="{esc(MIR_BUDGET_HELP)}">'
                                   f"{esc(MIR_BUDGET_SHORT)}</span>")
         self.data = W.Dropdown(description="data", layout=W.Layout(width="420px"))
         self.duration = W.FloatSlider(value=10.0, min=2.0, max=60.0, step=1.0, description="event s",
@@ -178,12 +198,22 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
         keep = self.data.value
         self.data.options = opts
         values = [v for _, v in opts]
-        self.data.value = keep if keep in values else (own[0] if own else "selectivity-change")
+        self.data.value = keep if keep in values else (own[0] if own else "uniform")
         self._describe_data()
+
+    def _speedup_moved(self) -> None:
+        if not self._setting_speedup:
+            self._auto_speedup = False
 
     def _describe_data(self) -> None:
         choice = self.data.value
         self.duration.layout.display = None if choice == "uniform" else "none"
+        if self._auto_speedup:
+            self._setting_speedup = True
+            try:
+                self.speedup.value = default_speedup(self.duration.value if choice == "uniform" else PAPER_SECONDS)
+            finally:
+                self._setting_speedup = False
         if choice == "uniform":
             w = self.model.workload
             n = sum(round(w.rate(r) * self.duration.value) for r in w.used_relations)
@@ -196,7 +226,8 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
             same = ("the same query" if choice in paper_scenarios(self.model.workload)
                     else "the paper's query R(a), S(a,b), T(b,c), U(c), not this workload's")
             text = (f"the paper's {choice} data set ({PAPER_FIGURES[choice]}; synthetic_paper."
-                    f"{choice.replace('-', '_')}({p})): 30 s of event time, the data change at 15 s. The run uses "
+                    f"{choice.replace('-', '_')}({p})): {PAPER_SECONDS:g} s of event time, the data change at 15 s. "
+                    f"The run uses "
                     f"the data set's own workload ({same}) with the explorer's optimiser options; the "
                     f"optimiser's initial view is ")
             if choice == "skewed-rates":
@@ -205,7 +236,7 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
                          "MIR budget fills one in (figure_8b_budget).")
             else:
                 text += "the statistics of the data before the change, with S.b = T.b raised by 10 % (the paper's)."
-        self.data_note.value = f'<span style="font-size:12px;color:#555">{esc(text)}</span>'
+        self.data_note.value = f'<span style="font-size:14px;color:#555">{esc(text)}</span>'
 
     def _on_limit(self, on: bool) -> None:
         self.mir_budget.disabled = not on

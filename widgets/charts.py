@@ -23,7 +23,33 @@ import html
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from mqjoin.support.units import percent_change
+
 CHART_ROWS = ("input tuples/s", "result latency (s)", "state (rows)")
+
+#: the smallest text (px) of a chart: readable from the back of a room at 1920×1080
+PROJECTOR_FONT = 14
+#: the width (px) of a chart whose figure widget may be drawn before its tab shows (plotly then
+#: draws 700 px and autosize does not re-measure): most of a projector, within a laptop's page
+WIDE = 1150
+
+
+def projector(layout: dict, size: int = PROJECTOR_FONT + 2) -> dict:
+    """``layout`` made readable on a projector: every text at least :data:`PROJECTOR_FONT`
+    px (base font ``size``; titles, ticks, legend and hover labels inherit or are set),
+    and the width left to the page (autosize) unless ``layout`` fixes one (:data:`WIDE`).
+
+    >>> lay = projector({"height": 300, "legend": {"orientation": "h"}})
+    >>> lay["font"]["size"], lay["legend"], lay["hoverlabel"]["font"]["size"], lay["autosize"]
+    (16, {'orientation': 'h', 'font': {'size': 16}}, 16, True)
+    """
+    size = max(size, PROJECTOR_FONT)
+    out = {**layout, "autosize": "width" not in layout, "font": {**layout.get("font", {}), "size": size},
+           "hoverlabel": {**layout.get("hoverlabel", {}), "font": {"size": size}}}
+    if "legend" in layout or "showlegend" not in layout:
+        out["legend"] = {**layout.get("legend", {}), "font": {"size": size}}
+    return out
+
 
 
 def chart_series(label: str, batches, queries, progress) -> dict[str, list[tuple[str, list, list]]]:
@@ -185,6 +211,34 @@ def deployment_runs(*deployments) -> list[tuple[str, Any, Any, Any]]:
              d.batches, d.queries, d.progress) for d in deployments]
 
 
+#: the height of a row of switch labels above :func:`epoch_figure`'s panels (px)
+LABEL_ROW_PX = 22
+#: the plot width :func:`label_rows` assumes (px; a full-width chart at 1920×1080)
+PLOT_PX = 1500
+
+
+def label_rows(labels: Sequence[tuple[float, str]], span: float, px: float = PLOT_PX,
+               font: int = PROJECTOR_FONT) -> list[int]:
+    """Rows for labels ``(x, text)`` written level to the right of ``x`` over an axis of
+    ``span`` units drawn ``px`` wide: each the first row where it clears the labels already
+    there (a character ~0.6 of the font size wide).
+
+    >>> label_rows([(1.0, "adaptive: P1 (cost −83 %)"), (2.0, "static: P2 (+q6)"), (20.0, "data change")], 30)
+    [0, 1, 0]
+    """
+    ends: list[float] = []
+    out = []
+    per_px = max(span, 1e-9) / px
+    for x, text in labels:
+        width = (0.6 * font * len(text) + 12) * per_px
+        r = next((k for k, e in enumerate(ends) if e <= x), len(ends))
+        if r == len(ends):
+            ends.append(0.0)
+        ends[r] = x + width
+        out.append(r)
+    return out
+
+
 #: the panels :func:`epoch_figure` can draw, by key, with their titles
 EPOCH_PANELS = {
     "plans": "active plan per epoch",
@@ -204,25 +258,68 @@ PLAN_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69"
 
 @dataclass(frozen=True)
 class PlanSegment:
-    """Epochs ``first … last`` of a run during which plan ``plan`` was active."""
+    """Epochs ``first … last`` of a run during which plan ``plan`` (its index in the run) was
+    active; ``name``: the number it is shown by (:class:`PlanNames`; its index when ``None``)."""
 
     plan: int
     first: int
     last: int
+    name: int | None = None
+
+    @property
+    def number(self) -> int:
+        return self.plan if self.name is None else self.name
 
     @property
     def label(self) -> str:
-        return f"P{self.plan}"
+        return f"P{self.number}"
+
+    @property
+    def colour(self) -> str:
+        return PLAN_COLOURS[self.number % len(PLAN_COLOURS)]
 
 
-def plan_segments(run) -> tuple[PlanSegment, ...]:
+class PlanNames:
+    """Plan numbers that name a plan alike in every run drawn together: ``P<k>`` by the plan's
+    fingerprint (:func:`mqjoin.planning.diff.plan_signature`: its probe orders and the orders
+    maintaining its MIRs), numbered in the order first seen, so ``P1`` is one plan in one
+    colour across an adaptive and a static run.  A run without plans keeps its indices.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.planning.optimizer import optimize
+    >>> from types import SimpleNamespace as N
+    >>> w = parse_workload('''
+    ... defaults: {rate: 100, selectivity: 0.01}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a), T(a)"}
+    ... ''')
+    >>> p, p2 = optimize(w).plan, optimize(w.with_relation("S", rate=10000)).plan
+    >>> names = PlanNames()
+    >>> names.number(N(plans=[p, p2]), 1), names.number(N(plans=[p2]), 0), names.number(N(plans=[p]), 0)
+    (0, 0, 1)
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[Any, int] = {}
+
+    def number(self, run, index: int) -> int:
+        plans = getattr(run, "plans", None)
+        if not plans or not 0 <= index < len(plans):
+            return index
+        from mqjoin.planning.diff import plan_signature
+
+        return self._ids.setdefault(plan_signature(plans[index]), len(self._ids))
+
+
+def plan_segments(run, names: PlanNames | None = None) -> tuple[PlanSegment, ...]:
     """The run's epochs cut into maximal stretches of one active plan, in order: what the
     band of :func:`epoch_figure` draws.  A stretch starts where its plan became active (an
     epoch without tuples has no record, so the installing decision's ``active_from`` is
     used when it falls in such a gap) and lasts until the next one starts.
 
     ``run``: an :class:`~mqjoin.runtime.epochs.AdaptiveRun` (anything with ``epochs``,
-    records with ``epoch`` and ``plan``, and ``switches``).
+    records with ``epoch`` and ``plan``, and ``switches``); ``names``: the numbers the
+    segments are shown by (:class:`PlanNames`).
 
     >>> from types import SimpleNamespace as N
     >>> run = N(epochs=[N(epoch=e, plan=0 if e < 4 else 1) for e in (0, 1, 2, 5, 6)],
@@ -241,7 +338,8 @@ def plan_segments(run) -> tuple[PlanSegment, ...]:
         if a is not None and a < first and (not segs or a > segs[-1][2]):
             first = a
         segs.append([r.plan, first, r.epoch])
-    return tuple(PlanSegment(p, a, segs[k + 1][1] - 1 if k + 1 < len(segs) else b)
+    return tuple(PlanSegment(p, a, segs[k + 1][1] - 1 if k + 1 < len(segs) else b,
+                             None if names is None else names.number(run, p))
                  for k, (p, a, b) in enumerate(segs))
 
 
@@ -270,20 +368,20 @@ def switch_cause(decision) -> str:
     if "over the budget" in decision.reason:
         return "MIR budget"
     saving = getattr(decision, "saving", None)
-    return "" if saving is None else f"cost {-saving:+.0%}".replace("-", "−").replace("%", " %")
+    return "" if saving is None else f"cost {percent_change(-saving, 0)}"
 
 
-def _switch_hover(label: str, decision) -> str:
+def _switch_hover(label: str, decision, number: int) -> str:
     """The switch annotation's hover text: when it was decided, on what, and its reason (one
-    clause a line)."""
+    clause a line); ``number``: the plan's shown number (:class:`PlanNames`)."""
     on = "" if decision.stats_epoch is None else f" on the statistics of epoch {decision.stats_epoch}"
-    head = (f"{label}: P{decision.plan} active from epoch {decision.active_from}, decided at the start of epoch "
+    head = (f"{label}: P{number} active from epoch {decision.active_from}, decided at the start of epoch "
             f"{decision.epoch}{on}")
     return "<br>".join(html.escape(x) for x in [head, *decision.reason.split("; ")])
 
 
 def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None = None, title: str | None = None,
-                 *, panels: Sequence[str] = DEFAULT_EPOCH_PANELS):
+                 *, panels: Sequence[str] = DEFAULT_EPOCH_PANELS, names: PlanNames | None = None):
     """Adaptive runs over their epochs: latency (mean, p95 dotted), state rows (backlog
     dashed), probe messages per epoch, with a vertical line where each run switched plans
     — annotated with the plan now active and its cause (``P1 (cost −83 %)``, ``P2 (+q2)``,
@@ -299,6 +397,9 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
     the paper's throughput: the rate the plan could sustain; it falls when a plan gets
     expensive, while the input rate, dashed, stays what the data bring).  An epoch's figures
     are drawn at its end; a band segment and a switch line start where their epoch starts.
+    Plans are named and coloured by ``names`` (:class:`PlanNames`; a fresh one by default), so
+    one plan reads the same in every run.  The switch and mark labels stand level above the
+    top panel's title, in as many rows as keep them from overlapping (:func:`label_rows`).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.model.tables import Table
@@ -331,12 +432,16 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08 if len(panels) <= 3 else 0.05,
                         subplot_titles=[EPOCH_PANELS[p] for p in panels],
                         row_heights=[h / sum(heights) for h in heights])
+    names = names or PlanNames()
+    labels: list[tuple[float, str, str, str | None]] = []  # (x, text, colour, hover)
+    extent = [0.0]
     for k, (label, run) in enumerate(runs):
         colour = RUN_COLOURS[k % len(RUN_COLOURS)]
         tl = run.timeline()
         if not len(tl):
             continue
         x = (tl["start"] + run.policy.epoch).tolist()  # an epoch's figures are known at its end
+        extent.append(max(x))
         line = {"color": colour}
 
         def scatter(panel: str, name: str, y, **style) -> None:
@@ -345,14 +450,13 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
                                 row=row[panel], col=1)
 
         if "plans" in row:
-            segs = plan_segments(run)
+            segs = plan_segments(run, names)
             starts = [run.policy.start(s.first) for s in segs]
             fig.add_bar(y=[label] * len(segs), base=starts,
                         x=[run.policy.start(s.last + 1) - a for s, a in zip(segs, starts)],
                         orientation="h", text=[s.label for s in segs], textposition="inside",
                         insidetextanchor="middle", name=f"{label} plans", legendgroup=label, showlegend=False,
-                        marker={"color": [PLAN_COLOURS[s.plan % len(PLAN_COLOURS)] for s in segs],
-                                "line": {"color": colour, "width": 1}},
+                        marker={"color": [s.colour for s in segs], "line": {"color": colour, "width": 1}},
                         hovertext=[_plan_hover(label, run, s) for s in segs], hoverinfo="text",
                         customdata=[[s.plan, s.first, s.last] for s in segs], row=row["plans"], col=1)
         scatter("latency", "latency", tl["latency_mean"].tolist())
@@ -367,17 +471,24 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
             at = run.policy.start(d.active_from)
             fig.add_vline(x=at, line={"color": colour, "dash": "dot", "width": 1})
             cause = switch_cause(d)
-            fig.add_annotation(x=at, y=1.0, yref="paper", text=f"{label}: P{d.plan}" + (f" ({cause})" if cause else ""),
-                               hovertext=_switch_hover(label, d), showarrow=False, textangle=-90, xanchor="right",
-                               yanchor="top", font={"size": 10, "color": colour})
+            number = names.number(run, d.plan)
+            labels.append((at, f"{label}: P{number}" + (f" ({cause})" if cause else ""), colour,
+                           _switch_hover(label, d, number)))
     for text, at in (marks or {}).items():
         fig.add_vline(x=at, line={"color": "#555", "width": 1})
-        fig.add_annotation(x=at, y=1.0, yref="paper", text=text, showarrow=False, textangle=-90, xanchor="left",
-                           yanchor="top", font={"size": 11, "color": "#555"})  # right of the line; switches: left
+        labels.append((at, text, "#555", None))
+    labels.sort(key=lambda x: x[0])
+    rows = label_rows([(at, text) for at, text, _, _ in labels], max(extent))
+    for (at, text, colour, hover), r in zip(labels, rows):
+        fig.add_annotation(x=at, y=1.0, yref="paper", yanchor="bottom", xanchor="left", yshift=6 + LABEL_ROW_PX * (r + 1),
+                           text=text, hovertext=hover, showarrow=False, font={"size": PROJECTOR_FONT, "color": colour})
     if "plans" in row:
         fig.update_yaxes(autorange="reversed", row=row["plans"], col=1)
-        fig.update_layout(barmode="overlay")
+        fig.update_layout(barmode="overlay", uniformtext={"minsize": PROJECTOR_FONT, "mode": "hide"})
     fig.update_xaxes(title_text="event time (s)", row=len(panels), col=1)
-    fig.update_layout(height=150 + 190 * sum(p != "plans" for p in panels) + (70 if "plans" in row else 0),
-                      title=title or "adaptive execution by epoch", legend={"orientation": "h"})
+    label_space = LABEL_ROW_PX * (max(rows) + 1) if rows else 0  # above the top panel's own title
+    fig.update_layout(projector({"height": 150 + 190 * sum(p != "plans" for p in panels) + (70 if "plans" in row else 0)
+                                 + label_space, "title": {"text": title or "adaptive execution by epoch", "y": 0.995,
+                                                          "yanchor": "top"},
+                                 "margin": {"t": 70 + label_space}, "legend": {"orientation": "h"}}))
     return fig

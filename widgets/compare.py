@@ -43,8 +43,9 @@ from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.planning.diff import plan_diff
 from mqjoin.planning.measured import measured_workload
 from mqjoin.planning.plan import recost
-from mqjoin.support.units import memory_basis
+from mqjoin.support.units import memory_basis, percent_change
 
+from mqjoin.widgets.charts import PROJECTOR_FONT, projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.frontier_view import FrontierView
 from mqjoin.widgets.model import ExplorerModel, ModelView
@@ -75,19 +76,21 @@ def comparison_traces(results: dict[Config, OptimizeResult], current: Config | N
                            "line": {"width": [3 if (m, p) == current else 0 for m in ms], "color": "#222"}},
                            # vertical labels: neighbouring bars' values never run into each other
                            "text": [fmt(v) for v in vals], "textposition": "outside", "textangle": -90,
-                           "cliponaxis": False,
+                           "textfont": {"size": PROJECTOR_FONT}, "cliponaxis": False,
                            "hovertemplate": f"%{{x}}/{p} {what.replace('_', ' ')}: %{{y:,.0f}}<extra></extra>"})
         # the legend names the policy (the colour), not one of the two charts' metrics
         traces.append({"type": "bar", "name": p, "x": [None], "y": [None], "legendgroup": p, "showlegend": True,
                        "marker": {"color": POLICY_COLORS.get(p, "#888")}, "hoverinfo": "skip"})
-    layout = {"barmode": "group", "height": 380, "margin": {"l": 60, "r": 10, "t": 60, "b": 60},
+    # uniformtext: plotly shrinks a bar's label to the bar (5 px on a narrow chart); never below 14 px
+    layout = projector({"barmode": "group", "height": 460, "margin": {"l": 90, "r": 20, "t": 90, "b": 70},
+              "uniformtext": {"minsize": PROJECTOR_FONT, "mode": "show"},
               "xaxis": {"domain": [0, 0.46]}, "xaxis2": {"domain": [0.54, 1], "anchor": "y2"},
               "yaxis": {"title": {"text": "probe cost (tuples / s)"}},
               "yaxis2": {"title": {"text": "memory (tuples)"}, "anchor": "x2"},
               # title at the left, legend under the charts: the toolbar (top right) covers neither
               "title": {"text": "probe cost and memory per mode and partitioning policy", "x": 0.01, "xanchor": "left"},
               "legend": {"orientation": "h", "y": -0.14, "x": 0.5, "xanchor": "center",
-                         "title": {"text": "partitioning"}}}
+                         "title": {"text": "partitioning"}}})
     return traces, layout
 
 
@@ -116,7 +119,8 @@ class ComparisonView(ModelView, W.VBox):
         #: every planner's settings, in the table's order (those of a planner added later too)
         self.settings = settings(planners.PLANNERS, modes=MODES)
         opts = [(_label(s), s) for s in self.settings]
-        self.compare_button = W.Button(description="Compare", icon="balance-scale", button_style="primary")
+        self.compare_button = W.Button(description="Compare", icon="balance-scale", button_style="primary",
+                                       layout=W.Layout(width="auto", min_width="140px", flex="0 0 auto"))
         self.auto = W.Checkbox(value=auto, description="auto-update on every edit", indent=False)
         self.progress = W.IntProgress(value=0, min=0, max=len(self.settings), layout=W.Layout(width="160px"))
         self.status = W.HTML("")
@@ -192,7 +196,7 @@ class ComparisonView(ModelView, W.VBox):
         base = self.results.get(("individual", "single"))
         rows, marks = [], []
         for s, r in self.plans.items():
-            rel = "" if base is None or base.probe_cost == 0 else f"{r.probe_cost / base.probe_cost - 1:+.1%}"
+            rel = "" if base is None or base.probe_cost == 0 else percent_change(r.probe_cost / base.probe_cost - 1)
             extra = []
             if counts is not None:
                 ran = counts.check(r.plan)
@@ -207,7 +211,7 @@ class ComparisonView(ModelView, W.VBox):
         self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
                                   "memory", "stores", "steps", *measured, "solve s", "status"], rows, marked=marks)
         alone = ", ".join(p for p in planners.PLANNERS if not planners.planner_of(p).joint)
-        self.status.value = (f'<span style="font-size:12px">{len(self.plans)} plans, MIRs '
+        self.status.value = (f'<span style="font-size:14px">{len(self.plans)} plans, MIRs '
                              f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
                              f"the explorer's current setting; {alone} plan each query alone (their mqo is their "
                              "shared). probe cost: "
@@ -220,7 +224,7 @@ class ComparisonView(ModelView, W.VBox):
             self.diff.value = ""
             return
         d = plan_diff(a.plan, b.plan)
-        parts = [f'<pre style="font-size:12px;margin:2px 0">{esc(d.summary(max_lines=0).splitlines()[0])}</pre>']
+        parts = [f'<pre style="font-size:14px;margin:2px 0">{esc(d.summary(max_lines=0).splitlines()[0])}</pre>']
         if d.changed_orders or d.added_orders or d.removed_orders:
             rows = [[q, s, x, y] for q, s, x, y in d.changed_orders]
             rows += [[q, s, "—", o] for q, s, o in d.added_orders]

@@ -163,13 +163,16 @@ class StatusLine(W.VBox):
             self.summary.value = "<i>no plan</i>"
             return
         i = r.ilp
-        family = "" if planners.planner_of(r.planner).ilp else f"{planners.family(r.planner, r.tree_shape)} "
+        ilp = planners.planner_of(r.planner).ilp
+        family = "" if ilp else f"{planners.family(r.planner, r.tree_shape)} "
+        # the planner that ran: CLASH's ILP with its solve, else the plan family (no ILP was solved)
+        ran = (f"ILP {esc(i.status)} ({i.variables} variables, solved in {i.solve_seconds:.3f} s)" if ilp
+               else f"planned by {esc(planners.family(r.planner, r.tree_shape))}, no ILP")
         self.summary.value = (
-            f'<span style="font-size:13px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
+            f'<span style="font-size:15px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
             f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
             f"style=\"border-bottom:1px dotted #888\">memory</span> <b>{fmt(r.memory)}</b> tuples · "
-            f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · ILP {esc(i.status)} "
-            f"({i.variables} variables, solved in {i.solve_seconds:.3f} s)</span>")
+            f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · {ran}</span>")
 
 
 class Explorer(ModelView, W.VBox):
@@ -185,7 +188,7 @@ class Explorer(ModelView, W.VBox):
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
         self.status = StatusLine(self.model)
-        self.graph = QueryGraphView(self.model)
+        self.graph = QueryGraphView(self.model, errors=False)  # the status line shows each error once
         self.trees = ProbeTreeView(self.model)
         self.ilp = IlpView(self.model)
         self.compare = ComparisonView(self.model)

@@ -152,8 +152,41 @@ def _spring(names: tuple[str, ...], pairs: tuple[tuple[str, str], ...]) -> dict[
     ys = [p[1] for p in pos.values()]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
     sx, sy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
-    return {n: (round(0.05 + 0.9 * (pos[n][0] - x0) / sx, 6), round(0.05 + 0.9 * (pos[n][1] - y0) / sy, 6))
-            for n in names}
+    return _spread({n: (0.05 + 0.9 * (pos[n][0] - x0) / sx, 0.05 + 0.9 * (pos[n][1] - y0) / sy) for n in names})
+
+
+#: the least distance between two relations of the query graph (in its unit square): a
+#: spring layout packs the relations of a hyperedge (TPC-H's part–partsupp–lineitem) into a
+#: knot that their hubs and class labels then cover
+GAP = 0.25
+
+
+def _spread(pos: Mapping[str, tuple[float, float]], gap: float = GAP) -> dict[str, tuple[float, float]]:
+    """``pos`` with relations pushed apart until none is closer than ``gap`` to another (or
+    200 rounds), kept in [0.05, 0.95]².
+
+    >>> _spread({"a": (0.5, 0.5), "b": (0.52, 0.5), "c": (0.05, 0.05)})
+    {'a': (0.385, 0.5), 'b': (0.635, 0.5), 'c': (0.05, 0.05)}
+    """
+    names = list(pos)
+    p = {n: list(pos[n]) for n in names}
+    for _ in range(200):
+        moved = False
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                dx, dy = p[b][0] - p[a][0], p[b][1] - p[a][1]
+                d = math.hypot(dx, dy)
+                if d < gap - 1e-9:
+                    if d < 1e-9:
+                        dx, dy, d = 1.0, 0.0, 1.0
+                    push = (gap - math.hypot(p[b][0] - p[a][0], p[b][1] - p[a][1])) / 2
+                    for n, sign in ((a, -1), (b, 1)):
+                        p[n][0] = min(max(p[n][0] + sign * dx / d * push, 0.05), 0.95)
+                        p[n][1] = min(max(p[n][1] + sign * dy / d * push, 0.05), 0.95)
+                    moved = True
+        if not moved:
+            break
+    return {n: (round(p[n][0], 6), round(p[n][1], 6)) for n in names}
 
 
 def node_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], pad: float = 0.045) -> list[dict]:
@@ -222,13 +255,46 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
                        "marker": marker, "showlegend": True, "hoverinfo": "skip", "legendgroup": "marks"})
     traces.append(traces.pop(-1 - sum(1 for t in traces if t.get("legendgroup") == "marks")))  # relations last
     layout = {"title": {"text": f"query graph — {len(workload.queries)} queries over "
-                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 14}},
+                                f"{len(workload.used_relations)} relations{more}", "font": {"size": 16}},
               "xaxis": {"visible": False, "range": [-0.05, 1.05]},
-              "yaxis": {"visible": False, "range": [-0.05, 1.1]},
-              # wide enough on a 1920-px projector that the labels of a dense corner part
-              "height": 480, "width": 880, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-              "legend": {"title": {"text": "queries and marks"}}, "hovermode": "closest"}
+              "yaxis": {"visible": False, "range": [-0.12, 1.1]},
+              # the graph's share of a 1920-px projector beside the editors, text of at least 14 px;
+              # the legend below the graph leaves the graph the width.  (A fixed width: a figure
+              # widget drawn before its tab shows does not autosize.)
+              "height": 640, "width": 1120, "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+              "font": {"size": 16}, "hoverlabel": {"font": {"size": 16}},
+              "legend": {"title": {"text": "queries and marks"}, "orientation": "h", "y": -0.02, "yanchor": "top",
+                         "font": {"size": 15}}, "hovermode": "closest"}
     return traces, layout
+
+
+#: the least distance from a hyperedge's hub to a relation or another hub
+HUB_GAP = 0.09
+
+
+def _hub_centres(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict[tuple[str, ...], tuple[float, float]]:
+    """Where the hub of each hyperedge (a class of three or more relations, by its relations)
+    sits: its members' centroid, pushed away from relations and other hubs nearer than
+    :data:`HUB_GAP` (two classes over one triangle, TPC-H's partkey and suppkey, would share
+    one centroid)."""
+    sets = sorted({tuple(sorted(c.relations)) for q in workload.queries for c in q.classes if len(c.relations) > 2})
+    hub = {k: [sum(pos[r][0] for r in k) / len(k), sum(pos[r][1] for r in k) / len(k)] for k in sets}
+    for _ in range(100):
+        moved = False
+        for k in sets:
+            others = [pos[r] for r in pos] + [tuple(hub[o]) for o in sets if o != k]
+            for ox, oy in others:
+                dx, dy = hub[k][0] - ox, hub[k][1] - oy
+                d = math.hypot(dx, dy)
+                if d < HUB_GAP - 1e-9:
+                    if d < 1e-9:
+                        dx, dy, d = 0.0, 1.0, 1.0
+                    hub[k][0] += dx / d * (HUB_GAP - d) / 2
+                    hub[k][1] += dy / d * (HUB_GAP - d) / 2
+                    moved = True
+        if not moved:
+            break
+    return {k: (hub[k][0], hub[k][1]) for k in sets}
 
 
 def _query_edge_traces(workload: Workload, pos: Mapping[str, tuple[float, float]], colors: Mapping[str, str],
@@ -251,6 +317,7 @@ def _query_edge_traces(workload: Workload, pos: Mapping[str, tuple[float, float]
         return -dy / n * d, dx / n * d
 
     traces: list[dict] = []
+    centres = _hub_centres(workload, pos)
     hubs_x, hubs_y, hubs_c, hubs_h = [], [], [], []
     for q in workload.queries:
         xs: list[float | None] = []
@@ -265,8 +332,8 @@ def _query_edge_traces(workload: Workload, pos: Mapping[str, tuple[float, float]
                 xs += [a[0] + ox, b[0] + ox, None]
                 ys += [a[1] + oy, b[1] + oy, None]
             else:  # hyperedge: a hub at the members' centroid, one spoke per member
-                cx = sum(pos[r][0] for r in rels) / len(rels) + (k - (len(who) - 1) / 2) * 0.02
-                cy = sum(pos[r][1] for r in rels) / len(rels)
+                cx = centres[rels][0] + (k - (len(who) - 1) / 2) * 0.02
+                cy = centres[rels][1]
                 for r in rels:
                     xs += [cx, pos[r][0], None]
                     ys += [cy, pos[r][1], None]
@@ -285,8 +352,15 @@ def _query_edge_traces(workload: Workload, pos: Mapping[str, tuple[float, float]
     return traces, bool(hubs_x)
 
 
+def seen_hubs(seen: Mapping[tuple, list[str]], rels: tuple[str, ...]) -> list[str]:
+    """The queries whose hubs of the class over ``rels`` stand side by side (their labels clear them)."""
+    return sorted({q for members, qs in seen.items() if tuple(sorted({a.relation for a in members})) == rels
+                   for q in qs})
+
+
 def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict:
-    """One label per distinct class at its centroid (below the hub of a hyperedge)."""
+    """One label per distinct class: at the middle of its edge, or right of the hub of a
+    hyperedge."""
     from mqjoin.widgets.model import selectivity_groups
 
     group_of = {}
@@ -299,19 +373,33 @@ def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]
         for c in q.classes:
             seen.setdefault(c.members, []).append(q.name)
             cls_of[c.members] = c
-    lx, ly, lt, lh, lc = [], [], [], [], []
+    centres = _hub_centres(workload, pos)
+    # a pair's label never covers a relation, its name (above it) or a hub
+    marks = list(pos.values()) + [(x, y + 0.05) for x, y in pos.values()] + list(centres.values())
+    lx, ly, lt, lh, lc, where = [], [], [], [], [], []
     for members, qs in seen.items():
         c = cls_of[members]
-        rels = sorted(c.relations)
-        lx.append(round(sum(pos[r][0] for r in rels) / len(rels), 6))
-        # a hyperedge's label sits just below its hub(s)
-        ly.append(round(sum(pos[r][1] for r in rels) / len(rels) - (0.035 if len(rels) > 2 else 0.0), 6))
+        rels = tuple(sorted(c.relations))
+        if rels in centres:  # a hyperedge's label stands right of its hub(s)
+            (x, y), side = (centres[rels][0] + 0.012 * len(seen_hubs(seen, rels)), centres[rels][1]), "middle right"
+        else:  # a pair's at the middle of its edge, moved to the nearest free place when taken (two
+            # classes over one pair, a hub beside the edge): below, above, beside, two rows off
+            x, y = sum(pos[r][0] for r in rels) / 2, sum(pos[r][1] for r in rels) / 2
+            spots = [(x + dx, y + dy) for dx, dy in ((0, 0), (0, -0.045), (0, 0.045), (0.1, 0), (-0.1, 0),
+                                                      (0, -0.09), (0, 0.09))]
+            (x, y) = min(spots, key=lambda p: (
+                10 * sum(abs(p[0] - a) < 0.07 and abs(p[1] - b) < 0.035 for a, b in zip(lx, ly))
+                + sum(abs(p[0] - a) < 0.06 and abs(p[1] - b) < 0.04 for a, b in marks)))
+            side = "middle center"
+        lx.append(round(x, 6))
+        ly.append(round(y, 6))
+        where.append(side)
         names = sorted({a.name for a in members})
         lt.append("=".join(names))
         lh.append(f"class {c}<br>selectivity s = {fmt(c.selectivity)}<br>queries: {', '.join(qs)}")
         lc.append(group_of.get(members[0], ""))
-    return {"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt,
-            "textfont": {"size": 10, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
+    return {"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt, "textposition": where,
+            "textfont": {"size": 14, "color": "#444"}, "hovertext": lh, "hoverinfo": "text",
             "customdata": lc, "showlegend": False}
 
 

@@ -5,10 +5,13 @@ Beside the graph: a relation editor (rate, window, parallelism, the processing n
 arrives at — drawn as a dashed box around its relations, PMJoin; plus the parallelism of MIR
 stores), a selectivity editor (one slider per class — every class that shares a pair of
 attributes with it follows, docs/model.md §1) and the query list (add or replace a query in paper
-notation or as equalities, remove one).  Every edit goes through the
+notation or as equalities — also as the list shows it, ``q6: R(a), S(a)`` — remove one).
+Every edit goes through the
 :class:`~mqjoin.widgets.model.ExplorerModel`: the graph redraws at once, the plan is
 re-optimised after the model's debounce, and the *what changed* line shows the plan diff.
-An edit the engine rejects shows its message in the error area and changes nothing.
+An edit the engine rejects shows its message in the error area and changes nothing
+(``errors=False``: the view shows none, for a container that shows the model's errors once,
+as the Explorer's status line does).
 
 Click a relation in the graph to edit it; click a class label to edit its selectivity.
 
@@ -22,9 +25,13 @@ Click a relation in the graph to edit it; click a class label to edit its select
 >>> view.add_button.click()
 >>> "Nope" in view.error.value, view.model.workload.query_names
 (True, ('q1', 'q2'))
+>>> view.query_name.value, view.query_text.value = "", "q4: R(a), S(a)"  # the list's notation
+>>> view.model.workload.query("q4"), view.query_name.value
+(Query(q4: R(a), S(a)), 'q4')
 
 A query with a filter (docs/model.md §7): its where clause and pass fractions beside the query.
 
+>>> view.query_name.value = "q3"
 >>> view.query_text.value, view.query_where.value, view.query_fractions.value = "R(a), S(a)", "R.a < 5", "R: 0.3"
 >>> view.add_button.click()
 >>> view.model.workload.query("q3")
@@ -36,6 +43,9 @@ Query(q3: R(a), S(a) WHERE R.a < 5)
 from __future__ import annotations
 
 import ipywidgets as W
+
+from mqjoin.model.errors import MqjoinError
+from mqjoin.model.queries import split_query_name
 
 from mqjoin.widgets._controls import set_slider, typeable
 from mqjoin.widgets._html import error_box, info_box
@@ -58,9 +68,10 @@ class QueryGraphView(ModelView, W.VBox):
     """Query graph + editor over an :class:`ExplorerModel` (or a workload: then it makes
     its own model with the keyword arguments, e.g. ``debounce=0``)."""
 
-    def __init__(self, model, **model_kw):
+    def __init__(self, model, errors: bool = True, **model_kw):
         self.own_model(model, **model_kw)
         w = self.model.workload
+        self.show_errors = errors
         self._syncing = False
         self._highlight: str | None = None
         self.figure = new_figure_widget(*query_graph_traces(w))
@@ -159,7 +170,8 @@ class QueryGraphView(ModelView, W.VBox):
         self.status.value = ""
 
     def _on_error(self, change) -> None:
-        self.error.value = error_box(change["new"])
+        if self.show_errors:
+            self.error.value = error_box(change["new"])
 
     def _on_busy(self, change) -> None:
         self.status.value = "<i>optimizing …</i>" if change["new"] else ""
@@ -277,8 +289,13 @@ class QueryGraphView(ModelView, W.VBox):
         fresh name shown as the placeholder)."""
         if self._syncing:
             return False
-        name = self.query_name.value.strip() or self.query_name.placeholder
-        ok = self.model.add_query(name, self.query_text.value, self.query_where.value, self.query_fractions.value)
+        try:
+            name, text = split_query_name(self.query_text.value, self.query_name.value.strip() or None)
+        except MqjoinError as e:
+            self.model._set("error", str(e))
+            return False
+        name = name or self.query_name.placeholder
+        ok = self.model.add_query(name, text, self.query_where.value, self.query_fractions.value)
         if ok:
             self._syncing = True
             try:

@@ -34,6 +34,7 @@ from mqjoin.planning.optimizer import OptimizeResult
 from mqjoin.planning.plan import Node, Plan, ProbeRule
 
 from mqjoin.widgets._html import esc, table
+from mqjoin.widgets.charts import WIDE, projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, query_colors, sync_figure
 from mqjoin.widgets.model import ModelView
 
@@ -194,10 +195,10 @@ def progress_traces(progress) -> tuple[list[dict], dict]:
                "marker": {"color": color},
                "hovertemplate": f"{name} %{{y:.4g}} after %{{x:.2f}} s<extra></extra>"}
               for name, color, dash in (("incumbent", "#1565C0", "solid"), ("bound", "#E65100", "dot"))]
-    layout = {"height": 220, "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
-              "title": {"text": "anytime solve: best plan (incumbent) and proven bound"},
-              "xaxis": {"title": {"text": "seconds"}}, "yaxis": {"title": {"text": "probe cost"}},
-              "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"}}
+    layout = projector({"height": 280, "margin": {"l": 80, "r": 20, "t": 40, "b": 50},
+                        "title": {"text": "anytime solve: best plan (incumbent) and proven bound"},
+                        "xaxis": {"title": {"text": "seconds"}}, "yaxis": {"title": {"text": "probe cost"}},
+                        "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"}})
     return traces, layout
 
 
@@ -222,8 +223,10 @@ class IlpView(ModelView, W.VBox):
         self.model.observe(lambda _: self.redraw(), "result")
         self.anytime_status = W.HTML("")
         self.anytime = new_figure_widget([], {"height": 40})
+        #: the anytime chart's box: hidden unless a solve was cut short (an empty figure draws bare axes)
+        self.anytime_box = W.Box([self.anytime], layout=W.Layout(display="none"))
         self.model.observe(lambda _: self.redraw_progress(), ["progress", "improving"])
-        super().__init__([self.stats, self.anytime_status, self.anytime, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
+        super().__init__([self.stats, self.anytime_status, self.anytime_box, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
                           W.HTML("<b>chosen probe orders</b>"), self.orders,
                           W.HTML("<b>objective by step</b> (★ shared: paid once for every probe order that uses it)"),
                           self.steps, self.lp])
@@ -254,9 +257,10 @@ class IlpView(ModelView, W.VBox):
              "marker": {"color": "#9E9E9E", "opacity": 0.6, "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
              "hoverinfo": "skip"},
         ]
-        layout = {"barmode": "stack", "height": 80 + 28 * len(qs), "margin": {"l": 60, "r": 10, "t": 10, "b": 30},
-                  "yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "probe cost (tuples / s)"}},
-                  "legend": {"orientation": "h", "y": -0.3}}
+        layout = projector({"barmode": "stack", "height": 140 + 34 * len(qs), "width": WIDE,
+                            "margin": {"l": 80, "r": 20, "t": 10, "b": 40}, "yaxis": {"autorange": "reversed"},
+                            "xaxis": {"title": {"text": "probe cost (tuples / s)"}},
+                            "legend": {"orientation": "h", "y": -0.3}})
         return traces, layout
 
     def redraw(self) -> None:
@@ -274,7 +278,7 @@ class IlpView(ModelView, W.VBox):
               fmt(res.memory)]])
         by = cost_by_query(res.plan)
         total = sum(v["total"] for v in by.values())
-        self.total.value = (f'<span style="font-size:12px">{res.mode}/{res.partitioning}: '
+        self.total.value = (f'<span style="font-size:14px">{res.mode}/{res.partitioning}: '
                             f"Σ by query = {fmt(total)} = probe cost {fmt(res.probe_cost)}"
                             f"{'' if res.mode != 'mqo' else f' = ILP objective {fmt(i.objective)}'}</span>")
         sync_figure(self.by_query, *self._by_query_traces())
@@ -297,11 +301,13 @@ class IlpView(ModelView, W.VBox):
         progress = getattr(self.model, "progress", ())
         if not progress or (len(progress) == 1 and progress[0].status == "optimal"):
             self.anytime_status.value = ""
+            self.anytime_box.layout.display = "none"  # an empty figure would draw bare axes (−1 … 6)
             sync_figure(self.anytime, [], {"height": 40})
             return
+        self.anytime_box.layout.display = None
         last = progress[-1]
         state = "improving in the background …" if self.model.improving else "done"
-        self.anytime_status.value = (f'<span style="font-size:12px">best plan so far: {esc(last.describe())}'
+        self.anytime_status.value = (f'<span style="font-size:14px">best plan so far: {esc(last.describe())}'
                                      f" — {state}</span>")
         sync_figure(self.anytime, *progress_traces(progress))
 
@@ -313,7 +319,7 @@ class IlpView(ModelView, W.VBox):
         self.lp_status.value = "<i>building …</i>"
         text = lp_model_text(res)
         self.lp_text.value = text
-        self.lp_status.value = f'<span style="font-size:12px">{len(text.splitlines()):,} lines — ' \
+        self.lp_status.value = f'<span style="font-size:14px">{len(text.splitlines()):,} lines — ' \
                                f"{esc(res.mode)}/{esc(res.partitioning)}</span>"
         self.lp.selected_index = 0
         return text

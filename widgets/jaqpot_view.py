@@ -7,15 +7,23 @@ running example): the half-way joins with their productivity ``ρ_h``, the
 path-productivity table (Table 2), and under the μ slider the allocation per half-way join
 of GrePP (continuous knapsack), the discrete DP knapsack and the JAQPOT policy (whole
 bundles, greedy), each with its predicted throughput and staleness (Lemma 1, seconds per
-stream; ``∞``: a state that never refreshes).  The chart draws GrePP's and the JAQPOT
-policy's throughput over μ from 0 to the saturation resources, and the three policies'
-points at the slider's μ.
+stream; ``∞``: a state that never refreshes).
+
+The numbers come from the plan, not from constants.  Whole bundles are counted over the
+period :func:`~mqjoin.planners.jaqpot.bundle_period` (the shortest in which every stream
+supplies one bundle: a stream of 0.8 tuples/s supplies no whole bundle in a second).  The
+μ range (:func:`mu_range`) runs from half the smallest bundle (below it no discrete policy
+has output) to the saturation resources, on a log scale: on real statistics a few cheap,
+productive paths (a dimension table's) saturate at a few tuples/s while a fact table's path
+needs thousands, and a linear axis hides the first.  The chart draws all three policies'
+throughput over that range (the discrete DP's from one knapsack table, for every μ at
+once), and the slider starts where the policies lie furthest apart (:func:`apart`).
 
 >>> from mqjoin.planners.jaqpot import running_example
 >>> view = JaqpotView(running_example(), mu=20)
 >>> view.mu.value = 30
 >>> {p: a.throughput for p, a in view.allocations.items()}
-{'GrePP': 9.375, 'discrete DP knapsack': 8, 'JAQPOT policy': 6}
+{'GrePP': 9.375, 'discrete DP knapsack': 8.0, 'JAQPOT policy': 6.0}
 >>> round(view.allocations["GrePP"].allowances["b ⋉ S_A"], 2)
 20.62
 """
@@ -27,47 +35,109 @@ import math
 import ipywidgets as W
 
 from mqjoin.model.errors import MqjoinError
-from mqjoin.planners.jaqpot import Allocation, BinaryPlan, discrete_knapsack, grepp, jaqpot_policy, productivity_table, staleness
+from mqjoin.planners.jaqpot import (Allocation, BinaryPlan, bundle_period, discrete_knapsack, grepp, jaqpot_policy,
+                                    knapsack_table, productivity_table, staleness)
 from mqjoin.planners.trees import binary_tree
 from mqjoin.runtime.shedding import tree_model
 
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, table
+from mqjoin.widgets.charts import WIDE, projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.model import ModelView
 
-#: the policies the panel compares, by their allocation function
-POLICIES = {"GrePP": grepp, "discrete DP knapsack": discrete_knapsack, "JAQPOT policy": jaqpot_policy}
+#: the policies the panel compares, by their allocation function (``fn(plan, mu, period)``)
+POLICIES = {"GrePP": lambda plan, mu, period: grepp(plan, mu), "discrete DP knapsack": discrete_knapsack,
+            "JAQPOT policy": jaqpot_policy}
 #: points of the throughput-over-μ curves
-CURVE_POINTS = 41
+CURVE_POINTS = 61
+#: line styles of the policies' curves
+STYLES = {"GrePP": {"color": "#1f77b4"}, "discrete DP knapsack": {"color": "#2ca02c", "dash": "dash"},
+          "JAQPOT policy": {"color": "#d62728", "dash": "dot"}}
 
 
-def allocations(plan: BinaryPlan, mu: float) -> dict[str, Allocation]:
-    """Each policy of :data:`POLICIES` at ``mu``, keyed by its name."""
-    return {name: fn(plan, mu) for name, fn in POLICIES.items()}
+def allocations(plan: BinaryPlan, mu: float, period: float = 1.0) -> dict[str, Allocation]:
+    """Each policy of :data:`POLICIES` at ``mu`` (whole bundles over ``period`` seconds)."""
+    return {name: fn(plan, mu, period) for name, fn in POLICIES.items()}
 
 
-def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation]) -> tuple[list[dict], dict]:
-    """Throughput over μ ∈ [0, saturation resources] of GrePP and the JAQPOT policy (the
-    discrete DP, ``O(k · μ²/X)`` per point, only at ``mu``), and each policy's point at ``mu``.
+def mu_range(plan: BinaryPlan, period: float = 1.0) -> tuple[float, float]:
+    """``(low, high)`` of μ worth showing: half the smallest bundle's resources per second
+    (below it the discrete policies give nothing) to the saturation resources.
+
+    >>> from mqjoin.planners.jaqpot import running_example
+    >>> mu_range(running_example())  # Path^C's bundle: 10 tuples; saturation 1,000 · (1.36 + 1.45 + 1)
+    (5.0, 3818.181818181818)
+    """
+    high = plan.saturation()[0]
+    low = min(r.resources for r in productivity_table(plan)) / period / 2
+    return (low if low < high else high / 100), high
+
+
+def curves(plan: BinaryPlan, period: float = 1.0, points: int = CURVE_POINTS) -> tuple[list[float], dict[str, list[float]]]:
+    """μ at ``points`` log-spaced values over :func:`mu_range` and each policy's throughput
+    there (the discrete DP's read off one :func:`~mqjoin.planners.jaqpot.knapsack_table`).
+
+    >>> from mqjoin.planners.jaqpot import running_example
+    >>> xs, ys = curves(running_example(), points=5)
+    >>> [round(x) for x in xs], ys["JAQPOT policy"][:3], ys["discrete DP knapsack"][:3]
+    ([5, 26, 138, 726, 3818], [0.0, 6.0, 41.0], [0.0, 6.0, 41.0])
+    """
+    low, high = mu_range(plan, period)
+    xs = [low * (high / low) ** (k / (points - 1)) for k in range(points)]
+    best, _ = knapsack_table(plan, high * period, period)
+    return xs, {"GrePP": [grepp(plan, x).throughput for x in xs],
+                "discrete DP knapsack": [int(best[int(x * period + 1e-9)]) / period for x in xs],
+                "JAQPOT policy": [jaqpot_policy(plan, x, period).throughput for x in xs]}
+
+
+def apart(xs: list[float], ys: dict[str, list[float]]) -> float:
+    """The μ of ``xs`` where the policies lie furthest apart: the largest relative gap
+    between the discrete DP and the JAQPOT policy, else between GrePP and the JAQPOT policy,
+    where the JAQPOT policy has output (the middle of the range when none has).
+
+    >>> apart([1, 2, 3], {"GrePP": [1, 4, 6], "discrete DP knapsack": [0, 3, 5], "JAQPOT policy": [0, 2, 5]})
+    2
+    """
+    def gap(k: int, hi: str) -> float:
+        top = ys[hi][k]
+        return (top - ys["JAQPOT policy"][k]) / top if top > 0 else 0.0
+
+    live = [k for k in range(len(xs)) if ys["JAQPOT policy"][k] > 0]
+    for hi in ("discrete DP knapsack", "GrePP"):
+        k = max(live, key=lambda k: (gap(k, hi), -k), default=None)
+        if k is not None and gap(k, hi) > 1e-9:
+            return xs[k]
+    return xs[len(xs) // 2]
+
+
+def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation], period: float = 1.0,
+                      curve: tuple[list[float], dict[str, list[float]]] | None = None) -> tuple[list[dict], dict]:
+    """Throughput over μ (:func:`curves`, log axis) of every policy, and each policy's point
+    at ``mu``.
 
     >>> from mqjoin.planners.jaqpot import running_example
     >>> traces, layout = throughput_traces(running_example(), 30, allocations(running_example(), 30))
     >>> [(t["name"], t["y"][-1] if t["mode"] == "markers" else len(t["x"])) for t in traces]
-    [('GrePP', 41), ('JAQPOT policy', 41), ('at μ', 6)]
+    [('GrePP', 61), ('discrete DP knapsack', 61), ('JAQPOT policy', 61), ('at μ', 6.0)]
+    >>> layout["xaxis"]["type"], layout["font"]["size"] >= 14
+    ('log', True)
     """
-    sat_mu = plan.saturation()[0]
-    step = max(1, math.ceil(sat_mu / (CURVE_POINTS - 1)))  # whole μ: the JAQPOT policy takes whole bundles
-    xs = list(range(0, step * CURVE_POINTS, step))
-    traces = [{"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": [POLICIES[name](plan, x).throughput
-                                                                               for x in xs]}
-              for name in ("GrePP", "JAQPOT policy")]
+    xs, ys = curve or curves(plan, period)
+    # the DP under the JAQPOT policy, wider: where they agree both stay visible
+    traces = [{"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys[name], "line": {**STYLES[name],
+              "width": 6 if name == "discrete DP knapsack" else 3, "shape": "hv" if name != "GrePP" else "linear"}}
+              for name in POLICIES]
     traces.append({"type": "scatter", "mode": "markers", "name": "at μ", "x": [mu] * len(current),
                    "y": [a.throughput for a in current.values()], "text": list(current),
-                   "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"size": 10, "color": "#222"}})
-    layout = {"height": 300, "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-              "xaxis": {"title": "μ (tuples processed per second)"},
-              "yaxis": {"title": "throughput (results per second)"}}
+                   "hovertemplate": "%{text}: %{y}<extra></extra>",
+                   "marker": {"size": 14, "color": [STYLES[n]["color"] for n in current], "line": {"color": "#222",
+                                                                                                  "width": 2}}})
+    per = "" if period == 1 else f"; whole bundles per {fmt(period)} s"
+    layout = projector({"height": 420, "width": WIDE, "margin": {"l": 80, "r": 20, "t": 20, "b": 70},
+                        "xaxis": {"title": f"μ (tuples processed per second{per})", "type": "log"},
+                        "yaxis": {"title": "throughput (results per second)", "rangemode": "tozero"},
+                        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
     return traces, layout
 
 
@@ -85,8 +155,12 @@ class JaqpotView(ModelView, W.VBox):
         self.query = W.Dropdown(description="query", options=self._queries(),
                                 layout=W.Layout(display="none" if self.model is None else None))
         self.plan: BinaryPlan | None = None
+        #: seconds over which the discrete policies count whole bundles
+        self.period = 1.0
+        self.curve: tuple[list[float], dict[str, list[float]]] | None = None
         self.allocations: dict[str, Allocation] = {}
-        self.mu = W.FloatSlider(value=0.0, min=0.0, max=1.0, step=1.0, description="μ", continuous_update=False)
+        self.mu = W.FloatLogSlider(value=1.0, base=10, min=0.0, max=1.0, step=0.01, description="μ",
+                                   continuous_update=False, layout=W.Layout(width="480px"))
         self.error = W.HTML("")
         self.tree = W.HTML("")
         self.halfway = W.HTML("")
@@ -99,9 +173,8 @@ class JaqpotView(ModelView, W.VBox):
         if self.model is not None:
             self.model.observe(lambda _: self._on_workload(), "workload")
             self.model.observe(lambda _: self.rebuild(), "options")
-        super().__init__([W.HBox([self.query, typeable(self.mu)]), self.error, self.tree,
-                          W.HBox([self.halfway, self.paths], layout=W.Layout(flex_flow="row wrap")),
-                          self.allocation, self.figure])
+        super().__init__([W.HBox([self.query, typeable(self.mu, width="120px")]), self.error, self.tree, self.figure,
+                          self.allocation, W.HBox([self.halfway, self.paths], layout=W.Layout(flex_flow="row wrap"))])
         self.rebuild(mu)
 
     def _queries(self) -> list[str]:
@@ -125,9 +198,9 @@ class JaqpotView(ModelView, W.VBox):
         return tree_model(w, q, binary_tree(w, q, self.model.tree_shape or "best"))
 
     def rebuild(self, mu: float | None = None) -> None:
-        """Recompute the binary plan (query, workload or tree shape changed) and redraw; the
-        slider spans 0 … the saturation resources and keeps μ's share of them."""
-        share = None if self.plan is None or self.mu.max <= 0 else self.mu.value / self.mu.max
+        """Recompute the binary plan (query, workload or tree shape changed), its bundle
+        period, μ range and curves, and redraw; μ starts where the policies lie furthest apart
+        (:func:`apart`) unless given."""
         try:
             self.plan = self._binary_plan()
         except MqjoinError as e:
@@ -137,31 +210,39 @@ class JaqpotView(ModelView, W.VBox):
         self.error.value = ""
         if self.plan is None:
             return
-        sat = math.ceil(self.plan.saturation()[0])
+        self.period = bundle_period(self.plan)
+        low, high = mu_range(self.plan, self.period)
+        self.curve = curves(self.plan, self.period)
+        start = apart(*self.curve) if mu is None else min(max(mu, low), high)
         self._quiet = True
         try:
-            self.mu.max = max(sat, 1)
-            self.mu.value = min(sat, mu if mu is not None else round(sat * (0.3 if share is None else share)))
+            lo, hi = math.log10(low), math.log10(high)
+            self.mu.min, self.mu.max = min(lo, self.mu.max), max(hi, self.mu.min)
+            self.mu.min, self.mu.max = lo, hi
+            self.mu.step = (hi - lo) / 200
+            self.mu.value = start
         finally:
             self._quiet = False
+        sat_mu, sat_out = self.plan.saturation()
         self.tree.value = (f"<b>binary plan</b> {esc(_render(self.plan.tree))} · saturation: "
-                           f"{fmt(self.plan.saturation()[0])} tuples/s of probing → "
-                           f"{fmt(self.plan.saturation()[1])} results/s")
+                           f"{fmt(sat_mu)} tuples/s of probing → {fmt(sat_out)} results/s")
         self.halfway.value = "<b>half-way joins</b>" + table(
             ["half-way join", "ρ_h = σ · |S|"], [[h.render(), fmt(h.productivity)] for h in self.plan.halfway_joins()])
         paths = self.plan.paths()
-        self.paths.value = "<b>path productivity (Table 2)</b>" + table(
-            ["path", "hops", "resources X", "output r", "ρ_p"],
-            [[f"Path^{r.stream}", str(paths[r.stream]), r.resources, r.output, f"{r.productivity:.3f}"]
+        period = "" if self.period == 1 else f"; the stream supplies bundles per {fmt(self.period)} s"
+        self.paths.value = f"<b>path productivity (Table 2)</b> <i>whole bundles{esc(period)}</i>" + table(
+            ["path", "hops", "leaf tuples X₁", "resources X", "output r", "ρ_p", "bundles"],
+            [[f"Path^{r.stream}", str(paths[r.stream]), fmt(r.leaf), fmt(r.resources), fmt(r.output),
+              f"{r.productivity:.3f}", fmt(int(self.plan.rates[r.stream] * self.period // r.leaf))]
              for r in productivity_table(self.plan)])
         self.redraw()
 
     def redraw(self) -> None:
-        """The allocations at the slider's μ: the table and the chart's marker."""
+        """The allocations at the slider's μ: the table and the chart's markers."""
         if self.plan is None:
             return
         mu = self.mu.value
-        self.allocations = allocations(self.plan, mu)
+        self.allocations = allocations(self.plan, mu, self.period)
         names = list(self.allocations)
         rows = [[h.render()] + [fmt(self.allocations[n].allowances[h.render()]) for n in names]
                 for h in self.plan.halfway_joins()]
@@ -170,7 +251,7 @@ class JaqpotView(ModelView, W.VBox):
         rows += [[f"staleness of {s} (s)"] + [_seconds(stale[n][s]) for n in names] for s in self.plan.streams]
         self.allocation.value = f"<b>allocation at μ = {fmt(mu)}</b>" + table(
             ["probe allowance λ'"] + [esc(n) for n in names], rows, raw=True)
-        sync_figure(self.figure, *throughput_traces(self.plan, mu, self.allocations))
+        sync_figure(self.figure, *throughput_traces(self.plan, mu, self.allocations, self.period, self.curve))
 
 
 def _render(tree) -> str:

@@ -1,7 +1,8 @@
 """Query changes while an adaptive run is live.
 
-:class:`QueryChangesPanel` adds a query (name, text in paper notation or equalities,
-optional selectivities, :func:`parse_selectivities`) or removes one while a run is live;
+:class:`QueryChangesPanel` adds a query (name, text in paper notation or equalities — or
+both at once as a query list shows them, ``q9: R(a), S(a)`` — optional selectivities,
+:func:`parse_selectivities`) or removes one while a run is live;
 it shows the current event time and epoch and every change with its activation epoch
 (pending or active).  The source and its redraws are :mod:`mqjoin.widgets.live`'s.
 
@@ -18,6 +19,7 @@ from typing import Any
 import ipywidgets as W
 
 from mqjoin.model.errors import AdaptiveError, MqjoinError
+from mqjoin.model.queries import split_query_name
 
 from mqjoin.widgets._html import error_box, esc, info_box, table
 from mqjoin.widgets.live import ENDED, Redraw, is_live, snapshot, status_of
@@ -139,7 +141,12 @@ class QueryChangesPanel(W.VBox):
     def add(self) -> int | None:
         """Submit the typed query now; returns its activation epoch (``None``: refused, the
         reason is shown and the fields keep what was typed)."""
-        name, text = self.name.value.strip(), self.text.value.strip()
+        try:
+            name, text = split_query_name(self.text.value, self.name.value.strip() or None)
+        except MqjoinError as e:
+            self.message.value = error_box(str(e))
+            return None
+        name = name or ""
         if not name:
             self.message.value = error_box("give the query a name (letters, digits, _), e.g. q9")
             return None
@@ -202,7 +209,7 @@ class QueryChangesPanel(W.VBox):
         epoch = _current_epoch(run, t)
         where = "not started" if epoch is None else (f"event time <b>{t:.2f} s</b>, epoch <b>{epoch}</b>"
                                                      if t is not None else f"last epoch <b>{epoch}</b>")
-        self.clock.value = (f'<span style="font-size:13px">{esc(st)} · {where} · epochs of '
+        self.clock.value = (f'<span style="font-size:14px">{esc(st)} · {where} · epochs of '
                             f"{run.policy.epoch:g} s: a change submitted in epoch i is decided at the start of "
                             f"i + 1 and active from i + 2</span>")
         self._enable(st == "running")

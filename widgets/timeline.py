@@ -7,7 +7,11 @@ and annotated with its cause — its full reason on hover —
 (:func:`mqjoin.widgets.charts.epoch_figure`), and an epoch selector that shows, for the
 selected epoch, the active plan's probe orders and stores, the decision that installed it
 (with its reason) and the plan diff against the plan before it
-(:func:`mqjoin.planning.diff.plan_diff`).  Its sources, finished or live, and its throttled
+(:func:`mqjoin.planning.diff.plan_diff`).  The diff's probe costs are the decision's: both
+plans under the statistics the switch was decided on, so the diff and the switch's label
+say the same saving (each plan's cost under the statistics it was optimised on would compare
+two different data).  Plans are named by their fingerprint across the runs of a timeline
+(:class:`~mqjoin.widgets.charts.PlanNames`): ``P1`` is one plan, in one colour, in every run.  Its sources, finished or live, and its throttled
 redraws are :mod:`mqjoin.widgets.live`'s; the query changes of a live run are
 :mod:`mqjoin.widgets.query_changes`', the Adaptivity tab :mod:`mqjoin.widgets.adaptivity`.
 
@@ -33,13 +37,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ipywidgets as W
 
 from mqjoin.adaptive.controller import Decision
-from mqjoin.widgets.charts import PLAN_COLOURS, PlanSegment, epoch_figure, plan_segments
+from mqjoin.widgets.charts import PlanNames, PlanSegment, epoch_figure, plan_segments
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.model.errors import AdaptiveError, MqjoinError
 from mqjoin.planning.plan import Plan
@@ -62,8 +66,9 @@ SELECTED_SHAPE = "selected epoch"
 class EpochView:
     """What the timeline shows for one epoch of a run: its record (``None`` when no tuple
     arrived in it), the active plan and its stretch of epochs, the decision that installed
-    the plan (``installed_by``), the plan active before that stretch (``previous``) and the
-    diff to it, and the decisions made at the start of this epoch (for the next one)."""
+    the plan (``installed_by``), the plan active before that stretch (``previous``, its
+    index in the run; ``previous_label`` its name) and the diff to it (costs: the
+    decision's, see the module doc), and the decisions made at the start of this epoch."""
 
     epoch: int
     start: float
@@ -75,10 +80,18 @@ class EpochView:
     previous: int | None
     diff: PlanDiff | None
     decisions: tuple[Decision, ...]
+    previous_label: str | None = None
+    names: PlanNames | None = None
+    run: Any = None
+
+    def plan_label(self, index: int) -> str:
+        """The shown name of the run's plan ``index``."""
+        return f"P{index if self.names is None else self.names.number(self.run, index)}"
 
 
-def epoch_view(run, epoch: int) -> EpochView:
-    """The :class:`EpochView` of ``epoch`` in ``run`` (an ``AdaptiveRun``).
+def epoch_view(run, epoch: int, names: PlanNames | None = None) -> EpochView:
+    """The :class:`EpochView` of ``epoch`` in ``run`` (an ``AdaptiveRun``); ``names``: the
+    plans' shown numbers (:class:`~mqjoin.widgets.charts.PlanNames`; else their indices).
 
     >>> from mqjoin.adaptive.policy import AdaptivePolicy
     >>> from mqjoin.datasets.synthetic_paper import selectivity_change
@@ -87,8 +100,11 @@ def epoch_view(run, epoch: int) -> EpochView:
     >>> v = epoch_view(run_adaptive(d.workload, d.tables(), AdaptivePolicy(epoch=1.0), collect=False), 17)
     >>> v.segment.label, v.installed_by.active_from, v.previous, v.plan.probe_orders()["q"]["S"]
     ('P1', 17, 0, 'S » T[b] » R[a] » U[c]')
+    >>> d = v.installed_by  # the diff and the decision say the same saving
+    >>> (v.diff.cost_before, v.diff.cost_after) == (d.running_cost, d.candidate_cost)
+    True
     """
-    segs = plan_segments(run)
+    segs = plan_segments(run, names)
     k = next((i for i, s in enumerate(segs) if s.first <= epoch <= s.last), None)
     if k is None:
         span = f"epochs {segs[0].first}–{segs[-1].last}" if segs else "no epoch finished yet"
@@ -99,9 +115,11 @@ def epoch_view(run, epoch: int) -> EpochView:
     previous = segs[k - 1].plan if k > 0 else None
     plan = run.plans[seg.plan]
     diff = None if previous is None else plan_diff(run.plans[previous], plan)
+    if diff is not None and installed is not None and installed.running_cost and installed.candidate_cost is not None:
+        diff = replace(diff, cost_before=installed.running_cost, cost_after=installed.candidate_cost)
     made = tuple(d for d in run.decisions if d.epoch == epoch)
     return EpochView(epoch, run.policy.start(epoch), run.policy.start(epoch + 1), record, seg, plan, installed,
-                     previous, diff, made)
+                     previous, diff, made, None if previous is None else segs[k - 1].label, names, run)
 
 
 def _ms(seconds: float) -> str:
@@ -113,9 +131,9 @@ def epoch_details_html(view: EpochView, label: str = "") -> str:
     stores, the decision that installed it and the plan diff."""
     v, seg = view, view.segment
     who = f"{esc(label)} · " if label else ""
-    colour = PLAN_COLOURS[seg.plan % len(PLAN_COLOURS)]
+    colour = seg.colour
     queries = ", ".join(v.plan.workload.query_names) or "none"
-    parts = [f'<div style="font-size:13px">{who}<b>epoch {v.epoch}</b> (event time [{v.start:g}, {v.end:g}) s) · '
+    parts = [f'<div style="font-size:14px">{who}<b>epoch {v.epoch}</b> (event time [{v.start:g}, {v.end:g}) s) · '
              f'<b style="background:{colour};padding:0 4px">{seg.label}</b> active in epochs {seg.first}–{seg.last}'
              f" · queries {esc(queries)}</div>"]
     r = v.record
@@ -147,10 +165,12 @@ def epoch_details_html(view: EpochView, label: str = "") -> str:
                      f"{d.active_from}")
         parts.append(info_box(d.reason))
     if v.diff is not None:
-        parts.append(f"<b>plan diff P{v.previous} → {seg.label}</b>")
+        basis = ("both under the statistics the switch was decided on" if d is not None and d.running_cost
+                 else "each under the statistics it was optimised on")
+        parts.append(f"<b>plan diff {v.previous_label} → {seg.label}</b> (probe costs {basis})")
         parts.append(info_box(v.diff.summary()))
     for d in v.decisions:
-        verb = f"switch to P{d.plan}" if d.switched else f"keep P{d.plan}"
+        verb = f"switch to {v.plan_label(d.plan)}" if d.switched else f"keep {v.plan_label(d.plan)}"
         parts.append(f"<b>decision at the start of epoch {d.epoch}</b> (for epoch {d.active_from}): {verb}")
         parts.append(info_box(d.reason))
     return "".join(parts)
@@ -173,6 +193,8 @@ class EpochTimeline(W.VBox):
         self.marks = dict(marks or {})
         self.title = title
         self.runs: list[tuple[str, Any]] = []  # (label, source)
+        #: the plans' names across every run drawn (kept while runs are added: names never move)
+        self.names = PlanNames()
         self._snaps: dict[str, Any] = {}  # label → the run as last drawn
         self._errors: dict[str, str] = {}  # label → why its last snapshot failed
         self._redraw = Redraw(self._draw, min_interval)
@@ -219,6 +241,7 @@ class EpochTimeline(W.VBox):
         with self._redraw.lock:
             self.runs = []
             self._snaps = {}
+            self.names = PlanNames()
             self._updating = True
             try:
                 self.run_choice.options = []
@@ -244,7 +267,7 @@ class EpochTimeline(W.VBox):
     def segments(self, label: str | None = None) -> tuple[PlanSegment, ...]:
         """The plan stretches of a run (the selected one by default), as drawn in the band."""
         run = self._run(label)
-        return () if run is None else plan_segments(run)
+        return () if run is None else plan_segments(run, self.names)
 
     def _run(self, label: str | None = None):
         label = label or self.run_choice.value
@@ -261,7 +284,7 @@ class EpochTimeline(W.VBox):
                     snaps[label] = self._snaps[label]  # the last good snapshot
         self._snaps = snaps
         fig = epoch_figure(list(snaps.items()), marks=self.marks, title=self.title or "adaptive execution by epoch",
-                           panels=TIMELINE_PANELS)
+                           panels=TIMELINE_PANELS, names=self.names)
         d = fig.to_dict()
         self._fig_traces, self._fig_layout = d["data"], d["layout"]
         self._sync_epochs()
@@ -318,7 +341,7 @@ class EpochTimeline(W.VBox):
             err = self._errors.get(label) or (getattr(src, "error", None) if is_live(src) else None)
             parts.append(f"{esc(label)}: {state_html(st)} — {done}{switches}"
                          + (f" — {esc(err)}" if err else ""))
-        self.status.value = '<span style="font-size:13px">' + " · ".join(parts) + "</span>"
+        self.status.value = '<span style="font-size:14px">' + " · ".join(parts) + "</span>"
 
     def select(self, epoch: int, label: str | None = None) -> None:
         """Show ``epoch`` of a run (the selected one by default)."""
@@ -333,7 +356,7 @@ class EpochTimeline(W.VBox):
         run = self._run()
         if run is None or self.epoch.disabled:
             return None
-        return epoch_view(run, self.epoch.value)
+        return epoch_view(run, self.epoch.value, self.names)
 
     def _on_run_choice(self) -> None:
         with self._redraw.lock:  # (a draw on another thread finishes first)

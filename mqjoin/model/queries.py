@@ -357,3 +357,32 @@ def as_number(value: Any, what: str) -> float:
     if math.isnan(value):
         raise ValueRangeError(f"{what} must be a number, got NaN")
     return float(value)
+
+
+NAMED_QUERY_RE = re.compile(rf"^\s*({IDENT})\s*:\s*(.*)$", re.S)
+
+
+def split_query_name(text: str, name: str | None = None) -> tuple[str | None, str]:
+    """A query typed as a workload's query list shows it, ``q6: R(a), S(a)``: its name and
+    its text (no prefix: ``(name, text)``).  Neither notation starts with ``name:`` (paper
+    notation opens a relation's parenthesis, equalities a dot), so the prefix is unambiguous.
+    ``name``: a name given separately; a prefix naming another query is an error that names
+    both.
+
+    >>> split_query_name("q6: orders(orderkey), lineitem(orderkey)")
+    ('q6', 'orders(orderkey), lineitem(orderkey)')
+    >>> split_query_name("R.a = S.a", "q2"), split_query_name("q2: R(a), S(a)", "q2")
+    (('q2', 'R.a = S.a'), ('q2', 'R(a), S(a)'))
+    >>> split_query_name("q6: R(a), S(a)", "q7")
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.WorkloadSyntaxError: the query text is named q6 ('q6: …') but the name given is q7; keep one of the two names
+    """
+    m = NAMED_QUERY_RE.match(text)
+    if m is None:
+        return name, text.strip()
+    prefix, rest = m.group(1), m.group(2).strip()
+    if name and name != prefix:
+        raise WorkloadSyntaxError(f"the query text is named {prefix} ('{prefix}: …') but the name given is {name}; "
+                                  f"keep one of the two names")
+    return prefix, rest

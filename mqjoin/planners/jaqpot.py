@@ -30,7 +30,7 @@ the text, so the plan below is reconstructed from Table 2: ``ρ_h`` of ``a ⋉ S
 >>> [(r.stream, r.resources, r.output, round(r.productivity, 4)) for r in productivity_table(plan)]
 [('A', 15, 4, 0.2667), ('B', 16, 5, 0.3125), ('C', 10, 1, 0.1)]
 >>> jaqpot_policy(plan, 30).throughput, discrete_knapsack(plan, 30).throughput
-(6, 8)
+(6.0, 8.0)
 >>> g = grepp(plan, 30)
 >>> g.throughput, g.allowances["b ⋉ S_A"], g.allowances["ab ⋉ S_C"]
 (9.375, 20.625, 9.375)
@@ -38,18 +38,17 @@ the text, so the plan below is reconstructed from Table 2: ``ρ_h`` of ``a ⋉ S
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Iterable, Mapping, Union
+
+import numpy as np
 
 from mqjoin.model.errors import JaqpotError
 
 #: a plan tree: a stream name or a pair of subtrees
 Tree = Union[str, tuple]
-
-#: rationals recover the paper's whole-number bundles from float productivities (4/11 …)
-MAX_DENOMINATOR = 10_000
 
 
 def label(tree: Tree) -> str:
@@ -317,23 +316,60 @@ class PathRow:
 
 
 def productivity_table(plan: BinaryPlan) -> tuple[PathRow, ...]:
-    """Table 2: per path the smallest bundle ``X = X_1 · (1 + φ_1 + … + φ_{n−1})`` with ``X_1``
-    and every ``X_1 · φ_j`` whole (``ρ_h`` read as rationals up to denominator
-    :data:`MAX_DENOMINATOR`), the output ``X_1 · φ_n`` and ``ρ_p`` (Eq. 8).
+    """Table 2: per path the smallest bundle of ``X_1`` leaf tuples whose every intermediate
+    count ``X_1 · φ_j`` and output ``X_1 · φ_n`` is whole, ``X = X_1 + Σ_{j<n} X_1 · φ_j``,
+    its output and ``ρ_p`` (Eq. 8).
+
+    Productivities measured on real data are no ratios of small whole numbers, so "whole" is
+    read within :data:`BUNDLE_TOLERANCE`: an intermediate count is rounded up and the output
+    down, each by at most that share (see :func:`bundle`).  A bundle therefore never promises
+    more than its path delivers (``output / X ≤ ρ_p``: the continuous GrePP bounds every
+    discrete policy), and the paper's exact ratios (4/11, 5/11, …) give its exact bundles.
 
     >>> productivity_table(running_example())[0]
     PathRow(stream='A', resources=15, output=4, productivity=0.26666666666666666, leaf=11)
     """
     rows = []
     for s, p in plan.paths().items():
-        phis, phi = [], Fraction(1)
-        for h in p.hops:
-            phi *= Fraction(h.productivity).limit_denominator(MAX_DENOMINATOR)
-            phis.append(phi)
-        x1 = math.lcm(*(f.denominator for f in phis))
-        resources = x1 * (1 + sum(phis[:-1]))
-        rows.append(PathRow(s, int(resources), int(x1 * phis[-1]), p.productivity, x1))
+        leaf, counts = bundle(p.cardinalities)
+        rows.append(PathRow(s, leaf + sum(counts[:-1]), counts[-1], p.productivity, leaf))
     return tuple(rows)
+
+
+#: the share by which a bundle's whole counts may differ from a path's real cardinalities
+BUNDLE_TOLERANCE = 0.01
+#: the largest bundle (leaf tuples) :func:`bundle` looks at
+MAX_LEAF = 1 << 22
+
+
+@functools.lru_cache(maxsize=1024)
+def bundle(cardinalities: tuple[float, ...]) -> tuple[int, tuple[int, ...]]:
+    """The smallest whole number of leaf tuples ``X_1`` whose counts after every hop are whole
+    within :data:`BUNDLE_TOLERANCE` — intermediate counts ``⌈X_1 · φ_j⌉``, the output
+    ``⌊X_1 · φ_n⌋ ≥ 1`` — and those counts; past :data:`MAX_LEAF` the closest one found.
+
+    >>> bundle((4 / 11, 4 / 11))
+    (11, (4, 4))
+    >>> bundle((0.16618, 0.0046))  # 435 · 0.16618 = 72.29 → 73 (+1.0 %), 435 · 0.0046 = 2.001 → 2
+    (435, (73, 2))
+    """
+    phis = np.asarray(cardinalities, dtype=float)
+    start = 1
+    while start <= MAX_LEAF:
+        stop = min(MAX_LEAF, max(2 * start, 1024))
+        d = np.arange(start, stop + 1, dtype=float)[:, None]
+        x = d * phis
+        counts = np.concatenate([np.ceil(x[:, :-1] - 1e-9), np.floor(x[:, -1:] + 1e-9)], axis=1)
+        err = np.where(counts > 0, np.abs(counts - x) / np.maximum(counts, x), 1.0).max(axis=1)
+        ok = np.nonzero(err <= BUNDLE_TOLERANCE)[0]
+        if ok.size:
+            k = int(ok[0])
+            return start + k, tuple(int(c) for c in counts[k])
+        if stop == MAX_LEAF:
+            k = int(np.argmin(err))
+            return start + k, tuple(int(c) for c in counts[k])
+        start = stop + 1
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -394,57 +430,114 @@ def grepp(plan: BinaryPlan, mu: float, taken: Mapping[str, float] | None = None)
                       sum(x * paths[s].productivity for s, x in per_path.items()))
 
 
-def jaqpot_policy(plan: BinaryPlan, mu: float) -> Allocation:
+#: the longest period :func:`bundle_period` chooses (seconds)
+MAX_PERIOD = 60.0
+
+
+def bundle_period(plan: BinaryPlan, longest: float = MAX_PERIOD) -> float:
+    """The period ``T`` (whole seconds, at least 1) over which the discrete policies count
+    whole bundles: the shortest in which every path's stream supplies one bundle
+    (``X_1 ≤ λ · T``), at most ``longest`` (a path whose bundle needs longer gets none).
+    With 1,000 tuples/s per stream the running example needs 1 s; a stream of 0.8 tuples/s
+    whose bundle has 18 leaf tuples needs 23 s.
+
+    >>> bundle_period(running_example())
+    1.0
+    """
+    need = max(r.leaf / plan.rates[r.stream] for r in productivity_table(plan))
+    return float(min(max(1, math.ceil(need - 1e-9)), max(1, math.floor(longest))))
+
+
+def _period(period) -> float:
+    return _positive(period, "the period of whole bundles (seconds)")
+
+
+def _supply(plan: BinaryPlan, row: PathRow, period: float) -> int:
+    """The bundles the stream of ``row`` supplies in ``period`` seconds."""
+    return int(plan.rates[row.stream] * period // row.leaf)
+
+
+def jaqpot_policy(plan: BinaryPlan, mu: float, period: float = 1.0) -> Allocation:
     """The JAQPOT policy on whole bundles (Table 2): the most productive path first, as many
     of its bundles as fit (and its stream supplies), then the next — greedy, not optimal.
+    Bundles are counted over ``period`` seconds (:func:`bundle_period`): ``μ · T`` resources,
+    ``λ · T`` tuples of each stream; the allocation is per second.
 
     >>> jaqpot_policy(running_example(), 30).multiples
     {'B': 1, 'C': 1}
     """
-    mu = _resources(mu)
+    mu, period = _resources(mu), _period(period)
     rows = {r.stream: r for r in productivity_table(plan)}
-    left, mult = mu, {}
+    left, mult = mu * period, {}
     for s in _order(plan):
         r = rows[s]
-        m = min(int(left // r.resources), int(plan.rates[s] // r.leaf))
+        m = min(int(left // r.resources), _supply(plan, r, period))
         if m > 0:
             mult[s] = m
             left -= m * r.resources
-    return _discrete("JAQPOT policy", plan, mu, mult, rows)
+    return _discrete("JAQPOT policy", plan, mu, mult, rows, period)
 
 
-def discrete_knapsack(plan: BinaryPlan, mu: float) -> Allocation:
-    """The optimum on whole bundles and whole ``mu``: a bounded knapsack by dynamic
-    programming, ``O(k · μ)`` (ties: the first optimum found, streams in plan order).
+def discrete_knapsack(plan: BinaryPlan, mu: float, period: float = 1.0) -> Allocation:
+    """The optimum on whole bundles and whole resources ``μ · T`` over ``period`` seconds (as
+    :func:`jaqpot_policy`): a bounded knapsack by dynamic programming (ties: the first
+    optimum found, streams in plan order).
 
     >>> discrete_knapsack(running_example(), 30).multiples
     {'A': 2}
     """
-    mu = _resources(mu)
+    mu, period = _resources(mu), _period(period)
+    best, choose = knapsack_table(plan, mu * period, period)
     rows = {r.stream: r for r in productivity_table(plan)}
-    cap = int(mu)
-    best: list[tuple[int, dict[str, int]]] = [(0, {})] * (cap + 1)
-    for s in plan.streams:
-        r = rows[s]
-        limit = int(plan.rates[s] // r.leaf)
-        new = list(best)
-        for c in range(cap + 1):
-            for m in range(1, limit + 1):
-                if m * r.resources > c:
-                    break
-                value, mult = best[c - m * r.resources]
-                if value + m * r.output > new[c][0]:
-                    new[c] = (value + m * r.output, {**mult, s: m})
-        best = new
-    # the best value over every capacity (best[c] is monotone by construction)
-    return _discrete("discrete DP knapsack", plan, mu, best[cap][1], rows)
+    return _discrete("discrete DP knapsack", plan, mu, choose(int(mu * period + 1e-9)), rows, period)
+
+
+def knapsack_table(plan: BinaryPlan, resources: float, period: float = 1.0):
+    """The bounded knapsack of :func:`discrete_knapsack` for every whole capacity up to
+    ``resources``: ``(best, choose)`` with ``best[c]`` the most output of whole bundles in
+    ``c`` resources and ``choose(c)`` its bundles per path.  Each path's bundles are split
+    into items of 1, 2, 4, … bundles (every count up to the supply is a sum of them), each a
+    0/1 knapsack step over all capacities at once: ``O(k · log(supply) · resources)``.
+
+    >>> best, choose = knapsack_table(running_example(), 30)
+    >>> int(best[30]), choose(30), int(best[26])
+    (8, {'A': 2}, 6)
+    """
+    cap = int(_resources(resources) + 1e-9)
+    rows = productivity_table(plan)
+    best = np.zeros(cap + 1, dtype=np.int64)
+    items: list[tuple[str, int, np.ndarray]] = []  # (stream, bundles, taken at capacity c)
+    for r in rows:
+        left, k = _supply(plan, r, _period(period)), 1
+        while left > 0:
+            n = min(k, left)
+            size, value = n * r.resources, n * r.output
+            take = np.zeros(cap + 1, dtype=bool)
+            if size <= cap:
+                cand = best[:cap + 1 - size] + value
+                take[size:] = cand > best[size:]
+                best = best.copy()
+                best[size:] = np.where(take[size:], cand, best[size:])
+            items.append((r.stream, n, take))
+            left, k = left - n, 2 * k
+
+    def choose(c: int) -> dict[str, int]:
+        mult: dict[str, int] = {}
+        c = min(max(0, c), cap)
+        for stream, n, take in reversed(items):
+            if take[c]:
+                mult[stream] = mult.get(stream, 0) + n
+                c -= n * next(r.resources for r in rows if r.stream == stream)
+        return {s: mult[s] for s in plan.streams if s in mult}
+
+    return best, choose
 
 
 def _discrete(policy: str, plan: BinaryPlan, mu: float, mult: Mapping[str, int],
-              rows: Mapping[str, PathRow]) -> Allocation:
-    per_path = {s: float(m * rows[s].resources) for s, m in mult.items()}
+              rows: Mapping[str, PathRow], period: float = 1.0) -> Allocation:
+    per_path = {s: m * rows[s].resources / period for s, m in mult.items()}
     return Allocation(policy, mu, per_path, _allowances(plan, per_path),
-                      sum(m * rows[s].output for s, m in mult.items()), multiples=dict(mult))
+                      sum(m * rows[s].output for s, m in mult.items()) / period, multiples=dict(mult))
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ relation), their materialised MIRs and their store ids — the same vocabulary e
 >>> d.changed_orders[0]
 ('q1', 'R', 'R » S[a] » T[b]', 'R » S[b] » T[b]')
 >>> print(d.summary().splitlines()[0])
-probe cost 950 → 800 tuples/s (−150, −15.8%); memory 600 → 400 tuples (−200)
+probe cost 950 → 800 tuples/s (−150, −15.8 %); memory 600 → 400 tuples (−200)
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqjoin.planning.plan import Plan
-from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
+from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number, percent_change
 
 
 def _pct(before: float, after: float) -> str:
     if before == 0:
         return ""
-    return f", {(after - before) / before:+.1%}".replace("-", "−")
+    return f", {percent_change((after - before) / before)}"
 
 
 def _delta(before: float, after: float) -> str:

@@ -36,6 +36,19 @@ def number(x: float) -> str:
     return f"{x:.4g}"
 
 
+def percent_change(share: float, digits: int = 1) -> str:
+    """A relative change (``0.034`` = 3.4 %) as a signed percentage with a real minus sign;
+    a change that rounds to nothing reads ``0.0 %``, never ``-0.0 %``.
+
+    >>> percent_change(0.034), percent_change(-0.826), percent_change(-0.00001), percent_change(-0.3, 0)
+    ('+3.4 %', '−82.6 %', '0.0 %', '−30 %')
+    """
+    r = round(share * 100, digits)
+    if r == 0:
+        return f"{0:.{digits}f} %"
+    return f"{r:+.{digits}f} %".replace("-", "−")
+
+
 def count(x: float) -> str:
     """A count as a class reads it aloud: separators below a million, then million,
     billion, trillion with two significant digits.
