@@ -10,19 +10,23 @@ runs and where its frames go.  Probe messages are counted as the vectorised exec
 them, whatever the number of shards.
 
 **A batch is one Spark job of waves.**  The shards are the partitions of a *state RDD*, one
-pickled shard per partition, hash-partitioned by shard number.  A batch's input rows are
-turned into the frames of the plan's source edges where they are read (``mapInArrow``,
-:func:`.sharded.route_input`) and exchanged to their shards (``partitionBy``).  Wave ``w``
-is the state RDD combined partition by partition with the frames sent to each shard — a
-``union`` of two RDDs with the same partitioner keeps partition ``i`` of both together, so the
-state never moves — and one ``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) that runs
-the wave's edges on each shard and yields its new state and the frames for the next waves.
-Each wave's output is persisted (the next wave reads its state, the next exchange its
-frames), so the whole batch is the DAG of one job: the input's stage, one stage per wave, no
-more — a number of stages that follows the depth of the probe trees, not the number of
-stores, edges or queries.  The last wave's output is the next state, cut from its lineage
-with ``localCheckpoint``.  The driver collects only each shard's report (counts and a
-sample of result arrival times): no store entry, input tuple or result passes through it.
+pickled shard per partition, partitioned by shard number.  A batch's input rows are turned
+into the frames of the plan's source edges where they are read (``mapInArrow``,
+:func:`.sharded.route_input`) and exchanged to their shards (``partitionBy``); wave 1 is the
+state RDD combined partition by partition with them — a ``union`` of two RDDs with the same
+partitioner keeps partition ``i`` of both together, so the state does not move — and one
+``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) that runs the wave's edges on every
+shard.  A wave yields its shard's state keyed by the shard itself and the frames for other
+shards keyed by theirs, so the next exchange hands every shard its own state together with
+what was sent to it: one Python pass per task and wave, where keeping the state in a
+persisted RDD beside the exchange costs a second pass (filtering the frames out of it) and
+measured slower (``benchmarks/RESULTS.md``).  Spark places a reduce task where most of its
+input lies — the shard's state — so a shard stays on its executor.  The whole batch is the
+DAG of one job — the input's stage and one stage per wave — a number of stages that follows
+the depth of the probe trees, not the number of stores, edges or queries.  The last wave's
+output is the next state, persisted and cut from its lineage with ``localCheckpoint``.  The
+driver collects only each shard's report (counts and a sample of result arrival times): no
+store entry, input tuple or result passes through it.
 
 **Exactly once and lost executors.**  The tasks of the waves write the batch's results to
 ``OUT/_batches/batch=b/part-<wave>-<shard>.parquet`` (atomically; a task run again writes the
@@ -57,8 +61,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mqjoin.planning.plan import Plan
-from mqjoin.runtime.spark.session import spark_message
-from mqjoin.runtime.spark.sharded import (RECEIVED, REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
+from mqjoin.runtime.spark.session import session_cores, spark_message
+from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
                                           empty_shard, route_input, run_wave)
 
 log = logging.getLogger(__name__)
@@ -97,16 +101,8 @@ def _shard_key(shard: int) -> int:
     return shard
 
 
-def _received(row) -> tuple[int, tuple[str, bytes]]:
-    return row[0], (RECEIVED, row[1])
-
-
-def _is_sent(kv) -> bool:
-    return kv[1][0] == SENT
-
-
-def _as_received(kv) -> tuple[int, tuple[str, bytes]]:
-    return kv[0], (RECEIVED, kv[1][1])
+def _sent(row) -> tuple[int, tuple[str, bytes]]:
+    return row[0], (SENT, row[1])
 
 
 def _is_report(kv) -> bool:
@@ -123,7 +119,7 @@ class ShardedEngine:
 
     ``replay_log``: the replay log's path (read back to rebuild the shards); ``start_seq``:
     the arrival number the stream resumes from (a restart); ``shards``: the number of shards
-    (default: the session's default parallelism); ``on_batch`` receives a
+    (default: the session's task slots when the engine starts, :func:`.session.session_cores`); ``on_batch`` receives a
     :class:`BatchReport` after every micro-batch."""
 
     def __init__(self, spark: SparkSession, plan: Plan, replay_log: str, out_dir: str,
@@ -133,9 +129,11 @@ class ShardedEngine:
         self.replay_log = replay_log
         self.out_dir = out_dir.rstrip("/")
         self.on_batch = on_batch
-        self.shards = max(int(shards or spark.sparkContext.defaultParallelism), 1)
+        self.shards = max(int(shards or session_cores(spark)), 1)
         self.program = ShardProgram(plan, self.shards)  # the waves (and the plan checked) on the driver
         self.token = uuid.uuid4().hex
+        # the tasks' closures carry the plan as a broadcast: fetched once per executor, not per task
+        self.shipped = spark.sparkContext.broadcast(plan)
         self.state = None  # the state RDD after the last batch (None: no shard yet)
         self.next_seq = start_seq  # the arrival the state is ready for
         windows = [r.window for r in plan.workload.relations if r.name in plan.workload.used_relations]
@@ -193,30 +191,27 @@ class ShardedEngine:
         t0 = time.time()
         sc = df.sparkSession.sparkContext
         P, last = self.shards, self.program.last
-        spec = Batch(self.plan, self.token, P, batch_id, self.out_dir if write else None)
+        spec = Batch(self.shipped, self.token, P, batch_id, self.out_dir if write else None)
         if write:
             shutil.rmtree(spec.part_dir, ignore_errors=True)
             spec.part_dir.mkdir(parents=True, exist_ok=True)
         sent = (df.mapInArrow(partial(route_input, spec), "shard int, payload binary").rdd
-                .map(_received).partitionBy(P, _shard_key))
-        state = self.state if self.state is not None else self._empty(sc)
-        outs = []
+                .map(_sent).partitionBy(P, _shard_key))
+        # wave 1 combines each shard with what the input sent it (the same partitioner: partition
+        # i of both), every later wave receives its shard's state through the exchange with the
+        # frames sent to it; the last wave's output is the next state
+        state = (self.state if self.state is not None else self._empty(sc)).union(sent)
+        for w in range(1, last + 1):
+            out = state.mapPartitionsWithIndex(partial(run_wave, spec, w), preservesPartitioning=w == last)
+            if w < last:
+                state = out.partitionBy(P, _shard_key)
+        state = out.persist(StorageLevel.MEMORY_AND_DISK)
+        state.localCheckpoint()
         try:
-            for w in range(1, last + 1):
-                out = state.union(sent).mapPartitionsWithIndex(partial(run_wave, spec, w), preservesPartitioning=True)
-                out.persist(StorageLevel.MEMORY_AND_DISK)
-                outs.append(out)
-                if w < last:  # map forgets the partitioner: partitionBy exchanges the frames
-                    sent = out.filter(_is_sent).map(_as_received).partitionBy(P, _shard_key)
-                state = out
-            state.localCheckpoint()
             reports = state.filter(_is_report).map(_payload).collect()
         except BaseException:
-            for out in outs:
-                out.unpersist(False)
+            state.unpersist(False)
             raise
-        for out in outs[:-1]:
-            out.unpersist(False)
         if self.state is not None:
             self.state.unpersist(False)
         self.state = state
@@ -280,6 +275,10 @@ class ShardedEngine:
 
     def close(self) -> None:
         self._drop()
+        try:
+            self.shipped.unpersist()
+        except Exception as exc:  # noqa: BLE001 - its JVM may be gone
+            log.debug("the plan's broadcast left to Spark's cleaner: %s", exc)
 
 
 def merged_p05(samples: list[tuple[np.ndarray, np.ndarray]]) -> float:

@@ -29,8 +29,9 @@ the input — expires what it can.
 **What a wave yields.**  :func:`run_wave` reads its shard's state and the frames sent to it,
 runs the wave, writes the results of its emits to ``OUT/_batches/batch=b/part-<wave>-<shard>
 .parquet`` (atomically: a task run again writes the same rows), and yields the shard's state
-(pickled), the frames for other shards, and after the last wave a small
-:class:`ShardReport` — counts and a sample of result arrival times, never a row.
+(pickled, keyed by the shard), the frames for other shards (keyed by theirs), and after the
+last wave a small :class:`ShardReport` — counts and a sample of result arrival times, never
+a row.
 :func:`route_input` turns the input rows of a batch into the frames of its source edges.
 
 >>> from mqjoin.model.workload import parse_workload
@@ -65,8 +66,8 @@ from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, key_codes
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 
-# what an element of the state and message RDDs carries: (shard, (kind, payload))
-STATE, SENT, RECEIVED, REPORT = "state", "sent", "received", "report"
+# what an element of a wave's RDD carries: (shard, (kind, payload))
+STATE, SENT, REPORT = "state", "sent", "report"
 #: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process)
 EXECUTOR_STATE = ("stores", "live", "T", "messages", "counts", "max_rows", "delta", "sealed")
 #: result arrival times kept per query and shard for the latency percentile
@@ -153,11 +154,12 @@ _PROGRAMS: dict[str, ShardProgram] = {}  # one per plan and process: built once,
 
 @dataclass(frozen=True)
 class Batch:
-    """What the tasks of one run of a batch need: the plan (:class:`ShardProgram`, built once
-    per process and ``token``), the shard count, the batch's number and where its results go
-    (``out``: None for a rebuild, which writes and reports nothing)."""
+    """What the tasks of one run of a batch need: the plan (a Spark broadcast of it, or the
+    plan itself; its :class:`ShardProgram` is built once per process and ``token``), the shard
+    count, the batch's number and where its results go (``out``: None for a rebuild, which
+    writes nothing)."""
 
-    plan: Plan
+    plan: object
     token: str
     shards: int
     batch: int
@@ -166,7 +168,8 @@ class Batch:
     def program(self) -> ShardProgram:
         prog = _PROGRAMS.get(self.token)
         if prog is None:
-            prog = _PROGRAMS[self.token] = ShardProgram(self.plan, self.shards)
+            plan = self.plan if isinstance(self.plan, Plan) else self.plan.value
+            prog = _PROGRAMS[self.token] = ShardProgram(plan, self.shards)
         return prog
 
     @property
@@ -275,7 +278,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     for _, (kind, payload) in items:
         if kind == STATE:
             shard = pickle.loads(payload)
-        elif kind == RECEIVED:
+        elif kind == SENT:
             received.append(pickle.loads(payload))
     if shard is None:
         raise EngineError(f"shard {index} of the distributed mode has no state in wave {wave} of batch "
