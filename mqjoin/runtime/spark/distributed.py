@@ -52,7 +52,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
