@@ -46,9 +46,9 @@ MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see s
 def spark_mode(mode: str, master: str) -> str:
     """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
     executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
-    restarts from its state journal, survives lost executors), ``distributed`` keeps every
-    store as a partitioned DataFrame on the executors (:mod:`.distributed`: state spread over the
-    cluster, several jobs and tens of stages per batch); ``auto`` is ``driver`` — the faster on
+    restarts from its state journal, survives lost executors), ``distributed`` shards every
+    store over the executors (:mod:`.distributed`: state spread over the cluster, one job of a
+    few stages per batch); ``auto`` is ``driver`` — the faster on
     every master measured (one machine's cores or a standalone cluster of two workers).
 
     >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("distributed", "yarn")

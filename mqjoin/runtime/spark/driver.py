@@ -24,8 +24,8 @@ committed, whose output is overwritten: nothing lost, nothing duplicated.
 
 **What scales out and what does not.**  The source's read and the output run on executors;
 the probes run in one Python process on the driver, so one batch is bounded by one core.
-The store-as-DataFrame engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every
-store over the cluster's executors and is the mode for state larger than the driver's memory.
+The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
+over the cluster's executors and is the mode for state larger than the driver's memory.
 
 **Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
 ``transformWithState``) were the alternative.  Their fixed cost per batch — a shuffle by the
