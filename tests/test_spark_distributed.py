@@ -105,6 +105,13 @@ def test_a_batch_is_one_job_of_waves_and_no_store_row_reaches_the_driver(key, sp
             for _, _, _, sample, weights in r.arrivals.values():
                 assert isinstance(sample, np.ndarray) and sample.dtype.kind == "f" and len(sample) <= SAMPLE
         assert sum(len(a[3]) for r in got for a in r.arrivals.values()) <= SAMPLE * queries * len(got)
+    # per shard (``mqjoin run --json``): every store's rows after the last batch, and the probe
+    # tuples its shards ran
+    shards = d.summary()["shards"]
+    st = d.stores[d.stores["batch"] == d.stores["batch"].max()]
+    assert {sid: sum(v["rows"]) for sid, v in shards.items()} == {s: int(n) for s, n in zip(st["store"], st["rows"])}
+    assert all(len(v["rows"]) == len(v["received"]) == len(collected[0]) for v in shards.values())
+    assert sum(sum(v["received"]) for v in shards.values()) > 0
     # the cost of every batch is what Spark's REST API lists for the batch's job group
     if ui:
         import time

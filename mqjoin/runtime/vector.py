@@ -411,6 +411,7 @@ class BatchExecutor:
         self.stores: dict[Layout, list[Segment]] = {layout: [] for layout, _, _ in self.rules.layouts}
         self.live: dict[Layout, int] = {layout: 0 for layout in self.stores}
         self.messages: Counter = Counter({lab: 0 for lab, r in self.rules.edges.items() if isinstance(r, Probe)})
+        self.received: Counter = Counter()  # travelling tuples each probe edge ran here (a shard's share)
         self.counts: Counter = Counter({q.name: 0 for q in self.w.queries})
         self.max_rows: Counter = Counter()
         self.T = -math.inf
@@ -486,6 +487,7 @@ class BatchExecutor:
                 self.delta.setdefault(rule.layout, []).append(
                     Frame(f.rels, [{x: c[x] for x in keep[r]} for r, c in zip(f.rels, f.cols)], f.seq))
             elif isinstance(rule, Probe):
+                self.received[lab] += len(f)
                 if rule.route is not None:
                     self.messages[lab] += len(f)
                 elif broadcasts:

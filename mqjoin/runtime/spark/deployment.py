@@ -405,7 +405,9 @@ class Deployment:
                   "seconds": r.seconds, "latency_mean": r.latency_mean.get(q), "latency_p95": r.latency_p95.get(q),
                   "latency_max": r.latency_max.get(q)} for q, n in r.results.items()]
         srows = [{"engine": self.engine_name, "batch": r.batch, "store": s, "rows": n,
-                  "messages": msgs_by_store.get(s, 0)} for s, n in r.store_rows.items()]
+                  "messages": msgs_by_store.get(s, 0),
+                  **({"rows_per_shard": list(r.shards[s]["rows"]), "received_per_shard": list(r.shards[s]["received"])}
+                     if s in r.shards else {})} for s, n in r.store_rows.items()]
         with self._lock:
             self._reports.append(row)
             self._query_rows.extend(qrows)
@@ -509,6 +511,11 @@ class Deployment:
             out["stages_per_batch"] = float(b["stages"].mean())
             out["state_rows_max"] = int(b["state_rows"].max())
             out["state_bytes_max"] = int(b["state_bytes"].max())
+            st = self.stores
+            if "rows_per_shard" in st:  # distributed: each store's rows (last batch) and probe tuples per shard
+                out["shards"] = {sid: {"rows": list(g["rows_per_shard"].iloc[-1]),
+                                       "received": [int(x) for x in np.sum(list(g["received_per_shard"]), axis=0)]}
+                                 for sid, g in st.groupby("store", sort=True)}
         elif len(p):
             per_batch = p.groupby("query")[["state_rows", "state_bytes"]].max()
             out["state_rows_max"] = int(per_batch["state_rows"].sum())

@@ -89,6 +89,8 @@ class BatchReport:
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds: plan_stores, stores, …
     jobs: int = -1  # Spark jobs the batch ran (-1: unknown)
     stages: int = -1  # Spark stages of those jobs
+    # store id → per shard: "rows" held after the batch, "received" travelling tuples its probes ran
+    shards: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
@@ -257,6 +259,13 @@ class ShardedEngine:
                 counts[q] = counts.get(q, 0) + m
             for q, a in r.arrivals.items():
                 arrivals.setdefault(q, []).append(a)
+        shards: dict[str, dict[str, list[int]]] = {
+            s.id: {"rows": [0] * self.shards, "received": [0] * self.shards} for s in self.plan.stores}
+        for r in reports:
+            for sid, m in r.store_rows.items():
+                shards[sid]["rows"][r.shard] += m
+            for lab, m in r.received.items():
+                shards[self.plan.edge[lab].target]["received"][r.shard] += m
         lmean, lp95, lmax = {}, {}, {}
         for q, parts in arrivals.items():
             n = counts[q]
@@ -270,7 +279,8 @@ class ShardedEngine:
                            results={q.name: counts.get(q.name, 0) for q in self.plan.workload.queries},
                            latency_mean=lmean, latency_p95=lp95, latency_max=lmax, probe_messages=msgs,
                            store_rows=rows, state_bytes=sum(r.state_bytes for r in reports), rebuilt=rebuilt,
-                           phases=dict(phases))
+                           phases=dict(phases),
+                           shards={sid: {k: tuple(v) for k, v in d.items()} for sid, d in shards.items()})
 
     def close(self) -> None:
         self._drop()

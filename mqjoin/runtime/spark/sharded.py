@@ -69,7 +69,7 @@ from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 # what an element of a wave's RDD carries: (shard, (kind, payload))
 STATE, SENT, REPORT = "state", "sent", "report"
 #: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process)
-EXECUTOR_STATE = ("stores", "live", "T", "messages", "counts", "max_rows", "delta", "sealed")
+EXECUTOR_STATE = ("stores", "live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed")
 #: result arrival times kept per query and shard for the latency percentile
 SAMPLE = 1000
 
@@ -199,6 +199,7 @@ class ShardReport:
     shard: int
     inputs: tuple[tuple[int, int, float, float, dict[str, int]], ...]  # shard 0 only: InputInfo without arrivals
     messages: dict[str, int]  # probe edge → messages counted here
+    received: dict[str, int]  # probe edge → travelling tuples it ran on this shard
     store_rows: dict[str, int]  # store id → live entries on this shard
     state_bytes: int
     results: dict[str, int]  # query → results emitted here
@@ -288,6 +289,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
         ex.begin()
         shard.pending, shard.inputs, shard.results, shard.counted, shard.seconds = {}, [], {}, {}, []
         ex.messages = type(ex.messages)({lab: 0 for lab in ex.messages})  # this batch's (reported)
+        ex.received = type(ex.received)()
     for got in received:
         if isinstance(got, InputInfo):
             shard.inputs.append(got)
@@ -343,6 +345,7 @@ def _report(prog: ShardProgram, ex: BatchExecutor, shard: Shard) -> ShardReport:
     return ShardReport(shard=shard.index, inputs=tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation) for i in shard.inputs)
                        if shard.index == 0 else (),
                        messages={lab: int(n) for lab, n in ex.messages.items()},
+                       received={lab: int(n) for lab, n in ex.received.items() if n},
                        store_rows={prog.store_ids[layout]: int(n) for layout, n in ex.live.items()
                                    if layout in prog.store_ids},
                        state_bytes=int(ex.state_bytes()),
