@@ -12,7 +12,7 @@ pins a pyarrow older than PySpark's Arrow path accepts — made once by ``benchm
 (``.venv-flink/``); the Flink row runs through its interpreter in a subprocess.  Without it the
 default engine list leaves Flink out (saying so), and ``--engines …,flink`` is an error that
 says how to make it.  Plan engines run in
-``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the DataFrame mode;
+``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the distributed (sharded) mode;
 ``mqo-budget`` is the mqo plan under an MIR memory budget (``--mir-budget``, default 50 of the
 workload's estimated tuples: a point of ``mqjoin frontier``'s probe-cost/memory curve).  The
 default mqo plan minimises probe messages and materialises every MIR that saves one; on TPC-H
@@ -111,7 +111,7 @@ from mqjoin.model.workload import load_workload
 
 ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree", "mqo-distributed", "native", "flink")
 # the plan engines run in --spark-mode driver (the default: stores in the driver's executor, one
-# Spark job per micro-batch); mqo-distributed is the mqo plan with DataFrame stores (scale-out mode)
+# Spark job per micro-batch); mqo-distributed is the mqo plan with sharded stores (scale-out mode)
 PLAN_ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree")
 # optimize() options of each plan engine: CLASH's three modes, the mqo plan under an MIR memory
 # budget (--mir-budget: a point of the probe-cost/memory frontier) and the operator-level plan
