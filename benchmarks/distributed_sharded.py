@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     dumps, loads = (lambda x: pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)), pickle.loads
 
     def wave(w: int, last: bool, exchange: bool):
-        def run(it):
+        def run(index, it):
             t0 = time.time()
             shard, frames = None, []
             for _, (kind, v) in it:
@@ -108,9 +108,9 @@ def main(argv=None) -> int:
             shard["log"].append((w, len(k), len(pi), round(t1 - t0, 3), round(time.time() - t1, 3)))
             if last:
                 summary, shard["log"] = shard["log"], []
-            yield 0, ("state", dumps(for_pickle(shard)))
+            yield index, ("state", dumps(for_pickle(shard)))
             if last:
-                yield 0, ("sum", summary)
+                yield index, ("sum", summary)
                 return
             dest = out["k"] % P
             for p in range(P):
@@ -126,12 +126,14 @@ def main(argv=None) -> int:
         if exchange:  # the state travels with the frames through every exchange
             state = state.union(msgs)
             for w in range(W):
-                out = state.mapPartitions(wave(w, w == W - 1, exchange), preservesPartitioning=w == W - 1)
+                run = wave(w, w == W - 1, exchange)
+                out = state.mapPartitionsWithIndex(run, preservesPartitioning=w == W - 1)
                 if w + 1 < W:
                     state = out.partitionBy(P, _ident)
         else:  # the state stays in a persisted RDD beside the exchange of the frames
             for w in range(W):
-                out = state.union(msgs).mapPartitions(wave(w, w == W - 1, exchange), preservesPartitioning=True)
+                run = wave(w, w == W - 1, exchange)
+                out = state.union(msgs).mapPartitionsWithIndex(run, preservesPartitioning=True)
                 if w + 1 < W:
                     out = out.persist()
                     # a new partitioning (map forgets the partitioner, or partitionBy would keep it)
