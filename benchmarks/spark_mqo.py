@@ -610,12 +610,13 @@ def _pct(a, b):
 # -- main -----------------------------------------------------------------------------------------
 
 def warm_up(spark, streams_dir: Path) -> None:
-    """One tiny deployment of each engine: JVM code paths, Python workers, the replay source."""
+    """One tiny deployment of each engine mode: JVM code paths, Python workers (the distributed
+    mode's load the executor's modules), the replay source."""
     w = load_workload(workload_file(WORKLOADS["fig7a"][0]))
     tables = time_slice(read_inputs(w, streams_dir), 0.05)
     plan = optimize(w).plan
     truth = oracle_results(w, tables)
-    for e in ("mqo", "native"):
+    for e in ("mqo", "mqo-distributed", "native"):
         r = run_engine(e, plan, tables, spark, truth, timeout=600, max_rows_per_batch=max(1, n_tuples(tables) // 2))
         if r.get("error"):
             print(f"  warm-up of {e} failed: {r['error']}", flush=True)
