@@ -158,13 +158,12 @@ def main(argv=None) -> int:
             group = f"sharded-{exchange}-{keep}-{i}"
             sc.setJobGroup(group, group)
             t0 = time.time()
-            state, got = batch(state, i, exchange)
+            state, _ = batch(state, i, exchange)
             if i:  # the first batch is a warm-up
                 secs.append(time.time() - t0)
                 cost = job_cost(sc, group)
-                if os.environ.get("SHARDED_TRACE"):
-                    print(t0, got)
-        print(f"{'exchange' if exchange else 'beside':<9} {'pickled' if keep else 'rebuilt':<9} {statistics.median(secs):>8.2f} {cost[0]:>5} {cost[1]:>6} "
+        print(f"{'exchange' if exchange else 'beside':<9} {'pickled' if keep else 'rebuilt':<9} "
+              f"{statistics.median(secs):>8.2f} {cost[0]:>5} {cost[1]:>6} "
               f"{mb:>9.1f}")
     return 0
 

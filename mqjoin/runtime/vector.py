@@ -517,7 +517,8 @@ class BatchExecutor:
         self.T = max(self.T, T)
         self.purge()
 
-    def results(self, out: Mapping[str, list[tuple[np.ndarray, np.ndarray]]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def results(self, out: Mapping[str, list[tuple[np.ndarray, np.ndarray]]]
+                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Query → (triggers, rows) of the result parts of :meth:`run` (every query, counted)."""
         results = {}
         for q in self.w.queries:

@@ -342,8 +342,8 @@ def _report(prog: ShardProgram, ex: BatchExecutor, shard: Shard) -> ShardReport:
         else:
             sample, weights = a, np.ones(len(a))
         arrivals[q] = (float(a.sum()), float(a[0]), float(a[-1]), sample, weights)
-    return ShardReport(shard=shard.index, inputs=tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation) for i in shard.inputs)
-                       if shard.index == 0 else (),
+    inputs = tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation) for i in shard.inputs)
+    return ShardReport(shard=shard.index, inputs=inputs if shard.index == 0 else (),
                        messages={lab: int(n) for lab, n in ex.messages.items()},
                        received={lab: int(n) for lab, n in ex.received.items() if n},
                        store_rows={prog.store_ids[layout]: int(n) for layout, n in ex.live.items()
