@@ -1,8 +1,7 @@
 """Where a micro-batch of the distributed Spark mode spends its time: per batch the input
-rows, seconds, Spark jobs and stages, and the engine's phases (``plan_stores``: building the
-store updates' SQL; ``stores``: updating and counting the stores — the checkpoints run here;
-``plan_outputs`` / ``outputs``: the probe paths to the outputs and their write; ``metrics``:
-the messages' counts from the cached steps).
+rows, seconds, Spark jobs and stages, and the engine's phases (``job``: the batch's Spark job,
+from submitting it to its shards' reports on the driver; ``waves``: the time the shards spent
+running the plan's edges — per wave the slowest shard's, summed over the waves).
 
 Usage::
 

@@ -12,7 +12,7 @@ pins a pyarrow older than PySpark's Arrow path accepts — made once by ``benchm
 (``.venv-flink/``); the Flink row runs through its interpreter in a subprocess.  Without it the
 default engine list leaves Flink out (saying so), and ``--engines …,flink`` is an error that
 says how to make it.  Plan engines run in
-``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the DataFrame mode;
+``--spark-mode driver`` (the default); ``mqo-distributed`` is the mqo plan in the distributed (sharded) mode;
 ``mqo-budget`` is the mqo plan under an MIR memory budget (``--mir-budget``, default 50 of the
 workload's estimated tuples: a point of ``mqjoin frontier``'s probe-cost/memory curve).  The
 default mqo plan minimises probe messages and materialises every MIR that saves one; on TPC-H
@@ -111,7 +111,7 @@ from mqjoin.model.workload import load_workload
 
 ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree", "mqo-distributed", "native", "flink")
 # the plan engines run in --spark-mode driver (the default: stores in the driver's executor, one
-# Spark job per micro-batch); mqo-distributed is the mqo plan with DataFrame stores (scale-out mode)
+# Spark job per micro-batch); mqo-distributed is the mqo plan with sharded stores (scale-out mode)
 PLAN_ENGINES = ("mqo", "mqo-budget", "shared", "individual", "mjoin", "tree")
 # optimize() options of each plan engine: CLASH's three modes, the mqo plan under an MIR memory
 # budget (--mir-budget: a point of the probe-cost/memory frontier) and the operator-level plan
@@ -610,12 +610,13 @@ def _pct(a, b):
 # -- main -----------------------------------------------------------------------------------------
 
 def warm_up(spark, streams_dir: Path) -> None:
-    """One tiny deployment of each engine: JVM code paths, Python workers, the replay source."""
+    """One tiny deployment of each engine mode: JVM code paths, Python workers (the distributed
+    mode's load the executor's modules), the replay source."""
     w = load_workload(workload_file(WORKLOADS["fig7a"][0]))
     tables = time_slice(read_inputs(w, streams_dir), 0.05)
     plan = optimize(w).plan
     truth = oracle_results(w, tables)
-    for e in ("mqo", "native"):
+    for e in ("mqo", "mqo-distributed", "native"):
         r = run_engine(e, plan, tables, spark, truth, timeout=600, max_rows_per_batch=max(1, n_tuples(tables) // 2))
         if r.get("error"):
             print(f"  warm-up of {e} failed: {r['error']}", flush=True)

@@ -547,7 +547,7 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
                    help="where the plan's stores live: driver (default; in the driver's executor, one Spark job per "
-                   "micro-batch), distributed (partitioned DataFrames on the executors, for state beyond one "
+                   "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
                    "machine)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")

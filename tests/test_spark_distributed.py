@@ -1,23 +1,14 @@
-"""The distributed Spark mode (stores as DataFrames, :class:`~mqjoin.runtime.spark.distributed.DeltaJoinEngine`):
-a shared step is computed once per micro-batch.
+"""The distributed Spark mode (:class:`~mqjoin.runtime.spark.distributed.ShardedEngine`): a
+micro-batch is one Spark job whose stages follow the waves of the plan, the driver receives
+no store row, and stores lost with an executor are rebuilt and the batch run again.
 
-The engine persists the results of a step that feeds several consumers (further probes and
-the count of their messages, several outputs) and its consumers read them through a temp
-view.  Replacing a temp view drops, with Spark 4's cascade, every cached plan that refers to
-it — so a persisted step can silently be recomputed by each consumer, with identical results.
-Plan strings cannot tell a recomputation from a cache read (the cached plan is printed under
-every ``InMemoryRelation``, and the store deltas run inside lazily checkpointed RDDs that no
-SQL plan shows).  This test counts instead what Spark really computed: every shared step's
-results pass a non-deterministic Python filter (after the step's own SQL, before it is
-persisted) that adds each row's hash to an accumulator.  A step computed once per batch
-counts each of its rows once; a step recomputed by its ``k`` consumers counts each ``k`` times
-(measured, seed 6041 mqo: 113 step rows; with the persist dropped, or a store's view re-created
-after its steps were persisted, every row counted 3 times).
+Stages are counted from Spark's status tracker (the engine's ``jobs``/``stages`` per batch)
+and checked against the jobs the Spark UI's REST API lists for the batch's job group.  What
+reaches the driver is what the engine's RDDs ``collect``: every collected value must be a
+shard's report — counts and a bounded sample of arrival times — whatever the stores hold.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import pytest
 
@@ -28,49 +19,15 @@ from _spark import TIMEOUT  # noqa: E402
 
 from mqjoin.planning.optimizer import optimize  # noqa: E402
 from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.planning.plan import ProbeRule  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# (seed of tests/_cases.random_case, mode, partitioning, MIRs, micro-batches): plans whose shared
-# steps have results in every batch (MIR stores fed by 2-hop probes, probes feeding probes)
+# (seed of tests/_cases.random_case, mode, partitioning, MIRs, micro-batches): plans of two and
+# more waves (MIR stores fed by 2-hop probes, probes feeding probes)
 CASES = [
     (6041, "mqo", "single", True, 3),
     (6004, "mqo", "replicas", True, 2),
 ]
-
-
-def _counting_steps(monkeypatch, spark):
-    """Wrap the engine's shared steps in a counting filter; returns the accumulator of
-    ``{(probe edge label, row hash): times computed}``."""
-    from pyspark.accumulators import AccumulatorParam
-    from pyspark.sql import functions as F
-
-    from mqjoin.runtime.spark import distributed as engine
-
-    class CounterParam(AccumulatorParam):
-        def zero(self, value):
-            return Counter()
-
-        def addInPlace(self, a, b):
-            a.update(b)
-            return a
-
-    acc = spark.sparkContext.accumulator(Counter(), CounterParam())
-    step_frame = engine.DeltaJoinEngine._step_frame
-
-    def counted(self, label, sql):
-        df = step_frame(self, label, sql)
-
-        def tick(h, _label=label):
-            acc.add(Counter({(_label, h): 1}))
-            return True
-
-        seen = F.udf(tick, "boolean").asNondeterministic()  # never pushed down, never merged
-        return df.filter(seen(F.hash(*[F.col(c) for c in df.columns])))
-
-    monkeypatch.setattr(engine.DeltaJoinEngine, "_step_frame", counted)
-    return acc
 
 
 def _jobs(spark) -> list[dict]:
@@ -89,7 +46,7 @@ def _cost_per_batch(jobs: list[dict], after: int) -> dict[int, tuple[int, int]]:
 
     groups: dict[int, tuple[set, set]] = {}
     for j in jobs:
-        m = re.fullmatch(r"mqjoin-DeltaJoinEngine-[0-9a-f]+-(\d+)", j.get("jobGroup") or "")
+        m = re.fullmatch(r"mqjoin-ShardedEngine-[0-9a-f]+-(\d+)", j.get("jobGroup") or "")
         if m and j["jobId"] > after:
             ids, stages = groups.setdefault(int(m.group(1)), (set(), set()))
             ids.add(j["jobId"])
@@ -103,38 +60,63 @@ def _key_id(k) -> str:
 
 
 @pytest.mark.parametrize("key", CASES, ids=_key_id)
-def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_path):
+def test_a_batch_is_one_job_of_waves_and_no_store_row_reaches_the_driver(key, spark, monkeypatch, tmp_path):
+    import numpy as np
+    from pyspark.rdd import RDD
+
     from mqjoin.runtime.spark.launch import run_spark
+    from mqjoin.runtime.spark.sharded import SAMPLE, ShardProgram, ShardReport
 
     seed, mode, pol, mirs, nb = key
     w, tables = random_case(seed, 20)
     plan = optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan
-    acc = _counting_steps(monkeypatch, spark)
+    waves = ShardProgram(plan, 2).last
+    assert waves >= 2  # not vacuous: frames cross shards between waves
+    collected = []
+    collect = RDD.collect
+
+    def watched(self):
+        got = collect(self)
+        collected.append(got)
+        return got
+
+    monkeypatch.setattr(RDD, "collect", watched)
     total = sum(len(t) for t in tables.values())
     ui = bool(spark.sparkContext.uiWebUrl)
     before = max((j["jobId"] for j in _jobs(spark)), default=-1) if ui else None
     d = run_spark(plan, tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // nb), timeout=TIMEOUT,
                   mode="distributed")
     assert d.results() == oracle_results(w, tables)
-    assert len(d.batches) == nb
-    ticks = acc.value
-    # not vacuous: shared steps ran and produced rows, and some have several consumers (a
-    # step feeding a probe is read by that probe and by the count of its messages)
-    labels = {lab for lab, _ in ticks}
-    rules = {lab: rule for r in plan.rules.values() for lab, rule in r.items() if isinstance(rule, ProbeRule)}
-    assert labels and any(len(rules[lab].out) > 1 or any(plan.edge[o].kind == "probe" for o in rules[lab].out)
-                          for lab in labels), labels
-    # a row's hash holds its _seq (the trigger's arrival): the same row in two batches cannot be
-    twice = {k: n for k, n in ticks.items() if n != 1}
-    per_step = Counter(lab for lab, _ in twice)
-    assert not twice, (f"shared steps recomputed within a batch: {dict(per_step)} rows computed more than once "
-                       f"(of {dict(Counter(lab for lab, _ in ticks))})")
-    # the cost of every batch is in the metrics, and it is what Spark's REST API lists for the batch
-    assert (d.batches["jobs"] >= 1).all() and (d.batches["stages"] >= d.batches["jobs"]).all()
+    b = d.batches
+    assert len(b) == nb and int(b["state_rows"].max()) > 0
+    # one job per batch; its stages: the input's and one per wave (the first batch also
+    # partitions the new, empty shards)
+    assert (b["jobs"] == 1).all(), b[["batch", "jobs", "stages"]]
+    assert (b["stages"] >= waves + 1).all() and (b["stages"] <= waves + 2).all(), b[["batch", "jobs", "stages"]]
+    assert (b["stages"].iloc[1:] == waves + 1).all(), b[["batch", "jobs", "stages"]]
+    # the driver collected the shards' reports and nothing else: counts, and arrival samples
+    # bounded per query and shard — no frame, no entry
+    assert len(collected) == nb
+    queries = len(w.queries)
+    for got in collected:
+        assert got and all(isinstance(r, ShardReport) for r in got)
+        for r in got:
+            assert all(isinstance(v, int) for v in [*r.messages.values(), *r.store_rows.values(), *r.results.values()])
+            for _, _, _, sample, weights in r.arrivals.values():
+                assert isinstance(sample, np.ndarray) and sample.dtype.kind == "f" and len(sample) <= SAMPLE
+        assert sum(len(a[3]) for r in got for a in r.arrivals.values()) <= SAMPLE * queries * len(got)
+    # per shard (``mqjoin run --json``): every store's rows after the last batch, and the probe
+    # tuples its shards ran
+    shards = d.summary()["shards"]
+    st = d.stores[d.stores["batch"] == d.stores["batch"].max()]
+    assert {sid: sum(v["rows"]) for sid, v in shards.items()} == {s: int(n) for s, n in zip(st["store"], st["rows"])}
+    assert all(len(v["rows"]) == len(v["received"]) == len(collected[0]) for v in shards.values())
+    assert sum(sum(v["received"]) for v in shards.values()) > 0
+    # the cost of every batch is what Spark's REST API lists for the batch's job group
     if ui:
-        reported = {int(r.batch): (int(r.jobs), int(r.stages)) for r in d.batches.itertuples()}
         import time
 
+        reported = {int(r.batch): (int(r.jobs), int(r.stages)) for r in b.itertuples()}
         deadline = time.time() + 30  # the UI learns about jobs asynchronously
         while (listed := _cost_per_batch(_jobs(spark), before)) != reported and time.time() < deadline:
             time.sleep(0.5)
@@ -143,11 +125,11 @@ def test_shared_steps_are_computed_once_per_batch(key, spark, monkeypatch, tmp_p
 
 @pytest.mark.parametrize("lost_at", [1, 2])
 def test_stores_lost_with_an_executor_are_rebuilt_and_the_run_continues(lost_at, spark, monkeypatch, tmp_path):
-    """An executor that dies takes its blocks of the locally checkpointed stores with it: Spark
+    """An executor that dies takes its blocks of the locally checkpointed state with it: Spark
     fails the next job that reads them (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``).  Simulated here
-    by freeing every store's blocks before micro-batch ``lost_at``: the engine rebuilds its
-    stores from the replay log, runs the batch again and the run ends with the oracle's results,
-    each committed once (tests/test_spark_cluster.py kills a real worker)."""
+    by freeing the state's blocks before micro-batch ``lost_at``: the engine rebuilds its
+    shards from the replay log, runs the batch again and the run ends with the oracle's
+    results, each committed once (tests/test_spark_cluster.py kills a real worker)."""
     import pyarrow.dataset as ds
 
     from mqjoin.runtime.spark import distributed as engine
@@ -156,32 +138,71 @@ def test_stores_lost_with_an_executor_are_rebuilt_and_the_run_continues(lost_at,
     seed, mode, pol, mirs, nb = CASES[0]
     w, tables = random_case(seed, 20)
     plan = optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan
-    process, lost, failed = engine.DeltaJoinEngine.process, [], []
-    run_batch = engine.DeltaJoinEngine._run_batch
+    process, lost, failed = engine.ShardedEngine.process, [], []
+    run = engine.ShardedEngine._run
 
     def losing(self, batch, batch_id):
         if batch_id == lost_at and not lost:
-            lost.extend(self.stores)
-            for df in self.stores.values():
-                engine.release_store(df)
+            lost.append(self.state)
+            self.state.unpersist(True)
         return process(self, batch, batch_id)
 
-    def watched(self, bs, batch, batch_id, *args):
+    def watched(self, df, batch_id, write):
         try:
-            return run_batch(self, bs, batch, batch_id, *args)
+            return run(self, df, batch_id, write)
         except Exception as exc:
             failed.append((batch_id, engine.lost_state(exc)))
             raise
 
-    monkeypatch.setattr(engine.DeltaJoinEngine, "process", losing)
-    monkeypatch.setattr(engine.DeltaJoinEngine, "_run_batch", watched)
+    monkeypatch.setattr(engine.ShardedEngine, "process", losing)
+    monkeypatch.setattr(engine.ShardedEngine, "_run", watched)
     total = sum(len(t) for t in tables.values())
     d = run_spark(plan, tables, tmp_path / "out", spark=spark, max_rows_per_batch=-(-total // nb), timeout=TIMEOUT,
                   mode="distributed")
     want = oracle_results(w, tables)
     assert d.results() == want and sum(map(len, want.values())) > 0
-    # not vacuous: the stores held rows, the batch failed for lost blocks and ran again, rebuilt
-    assert lost and failed == [(lost_at, True)]
+    # not vacuous: the state held rows, the batch failed for lost blocks and ran again, rebuilt
+    assert lost and lost[0] is not None and failed == [(lost_at, True)]
     assert list(d.batches["rebuilt"]) == [b == lost_at for b in range(nb)]
     rows = ds.dataset(str(tmp_path / "out" / "_batches"), format="parquet").count_rows()
     assert rows == sum(map(len, want.values())), "a result was committed twice"
+
+
+def test_a_batch_that_does_not_start_where_the_shards_end_rebuilds_them_first(spark, tmp_path):
+    """A fresh engine not told where the stream resumes (``start_seq`` 0) handed a later batch:
+    it finds the batch's first arrival in the shards' reports, rebuilds the shards from the
+    replay log for it and runs the batch again — the same results and messages as an engine
+    that ran every batch."""
+    import pyarrow.dataset as ds
+    from pyspark.sql import functions as F
+
+    from mqjoin.runtime.spark.distributed import ShardedEngine
+    from mqjoin.runtime.spark.source import build_replay_log, write_replay_log
+
+    w, tables = random_case(CASES[0][0], 20)
+    plan = optimize(w).plan
+    path = write_replay_log(build_replay_log(w, tables), tmp_path / "replay.parquet")
+    log = spark.read.parquet(str(path)).withColumn("_arrival", F.col("_seq") * 0.5)
+    n = log.count()
+    cut = n // 2
+
+    def run(out, batches, start_seq=0):
+        reports = []
+        engine = ShardedEngine(spark, plan, str(path), str(out), on_batch=reports.append, start_seq=start_seq)
+        try:
+            for b, (lo, hi) in batches:
+                engine.process(log.filter((F.col("_seq") >= lo) & (F.col("_seq") < hi)), b)
+        finally:
+            engine.close()
+        return reports
+
+    def rows(out, b):
+        t = ds.dataset(str(out / "_batches" / f"batch={b}"), format="parquet").to_table()
+        return sorted(zip(t["query"].to_pylist(), map(tuple, t["rows"].to_pylist())))
+
+    both = run(tmp_path / "a", [(0, (0, cut)), (1, (cut, n))])
+    late = run(tmp_path / "b", [(1, (cut, n))])
+    assert rows(tmp_path / "b", 1) == rows(tmp_path / "a", 1) and rows(tmp_path / "a", 1)  # not vacuous
+    assert late[0].rebuilt and not both[1].rebuilt
+    assert late[0].probe_messages == both[1].probe_messages and late[0].store_rows == both[1].store_rows
+    assert (late[0].first_seq, late[0].input_rows) == (cut, n - cut)

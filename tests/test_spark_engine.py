@@ -6,9 +6,8 @@ micro-batches (``max_rows_per_batch``).  What is checked, beyond equal result se
 * each result is produced exactly once, in the micro-batch that holds its latest tuple
   (results per batch = reference results triggered by the arrivals of that batch);
 * probe messages per batch and per store = the reference's count on the same prefix;
-* the physical plans Spark really executed (read back from the Spark UI's REST API, the
-  ``planDescription`` of every SQL execution): a routed probe exchanges only the travelling
-  tuples, an unrouted one broadcasts them, a store is never shuffled nor broadcast;
+* (where the distributed mode's shards send frames and what they hold: tests/test_sharded.py;
+  its Spark jobs and stages per batch: tests/test_spark_distributed.py)
 * store sizes lie between what future arrivals need and what one window (+ one batch) holds;
 * stop/restart and a killed driver (a real ``mqjoin run`` process, SIGKILL) lose and
   duplicate nothing; failures are one line, and what was committed before them is kept.
@@ -19,8 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import random
-import re
 import signal
 import subprocess
 import sys
@@ -33,8 +30,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from _cases import random_case  # noqa: E402
-from _spark import (NO_VIOLATIONS, TIMEOUT, children, executed_plans, hash_parts, is_store_scan,  # noqa: E402
-                    parse_plan, plan_violations, sql_executions, subtree)
+from _spark import TIMEOUT  # noqa: E402
 from test_reference import W3  # noqa: E402  (3 relations, windows 1, 2 and null)
 
 from mqjoin.model.errors import EngineError  # noqa: E402
@@ -94,32 +90,6 @@ def batch_ranges(d) -> list[tuple[int, int]]:
     return list(zip([0] + ends[:-1], ends))
 
 
-def test_plan_checker_catches_reshuffled_and_broadcast_stores_but_not_travelling_results(spark):
-    """The checker above, on plans whose verdict is known: it must flag a store that Spark
-    reshuffles or broadcasts, and must not flag travelling rows that come out of an earlier
-    probe of a store (a broadcast of a join result)."""
-    from pyspark.sql import functions as F
-
-    def explain(sql):
-        return [(0, parse_plan(spark.sql("EXPLAIN FORMATTED " + sql).collect()[0][0]))]
-
-    keyed = spark.range(12).select(F.col("id").alias("_sseq"), (F.col("id") % 3).alias("r0_a0"))
-    keyed.repartition(2, "r0_a0").localCheckpoint().createOrReplaceTempView("chk_store")
-    keyed.localCheckpoint().createOrReplaceTempView("chk_unpartitioned")  # not hash-partitioned
-    spark.range(5).select(F.col("id").alias("_seq"), (F.col("id") % 3).alias("t_a")).createOrReplaceTempView("chk_trav")
-    routed = "SELECT /*+ SHUFFLE_HASH(t) */ t._seq, s.r0_a0 AS k FROM chk_trav t JOIN {} s ON t.t_a = s.r0_a0"
-    assert plan_violations(explain(routed.format("chk_store"))) == NO_VIOLATIONS
-    v = plan_violations(explain(routed.format("chk_unpartitioned")))
-    assert v["store_exchanged"] and not v["store_broadcast"]
-    v = plan_violations(explain("SELECT /*+ BROADCAST(s) */ * FROM chk_trav t JOIN chk_store s ON t.t_a = s.r0_a0"))
-    assert v["store_broadcast"]
-    chained = (f"SELECT /*+ BROADCAST(j) */ j._seq, s._sseq FROM ({routed.format('chk_store')}) j "
-               "JOIN chk_store s ON j.k = s.r0_a0")
-    nodes = explain(chained)[0][1]
-    assert any(n.name.startswith("BroadcastExchange") for n in nodes)
-    assert plan_violations(explain(chained)) == NO_VIOLATIONS
-
-
 # --------------------------------------------------------------------------------------------
 # deployments, run once per configuration and shared by the tests that inspect them
 # --------------------------------------------------------------------------------------------
@@ -132,7 +102,6 @@ class Run:
     ref: object  # RunResult of the reference executor
     d: object  # the finished Deployment
     out: Path
-    plans: list  # executed physical plans (parsed)
 
 
 _RUNS: dict = {}
@@ -181,11 +150,9 @@ def _deploy_case(w, tables, plan, nbatches, spark, out, spark_mode: str) -> Run:
     from mqjoin.runtime.spark.launch import run_spark
 
     total = sum(len(t) for t in tables.values())
-    before = len(sql_executions(spark, details=False)) if spark.sparkContext.uiWebUrl else None
     d = run_spark(plan, tables, out, spark=spark, max_rows_per_batch=-(-total // nbatches), timeout=TIMEOUT,
                   mode=spark_mode)
-    plans = executed_plans(spark, before, len(d.batches)) if before is not None else []
-    return Run(w, tables, plan, run_reference(plan, tables), d, out, plans)
+    return Run(w, tables, plan, run_reference(plan, tables), d, out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,147 +253,7 @@ def test_probe_messages_equal_the_reference(key, spark_mode, spark, tmp_path_fac
 
 
 # --------------------------------------------------------------------------------------------
-# 3. physical plans: routed probes ship the travelling side, unrouted ones broadcast it
-# --------------------------------------------------------------------------------------------
-
-def _rows(rng: random.Random, n: int, attrs: str, span: int = 6, null: float = 0.1) -> dict:
-    return {"ts": [float(rng.randint(0, span)) for _ in range(n)],
-            **{a: [None if rng.random() < null else rng.randint(0, 3) for _ in range(n)] for a in attrs}}
-
-
-W_ROUTED = """
-defaults: {selectivity: 0.3, parallelism: 3}
-relations:
-  R: {attributes: [a], window: 2}
-  S: {attributes: [a], window: null}
-queries: {q: "R(a), S(a)"}
-"""
-
-W_TWO = """
-defaults: {selectivity: 0.3, parallelism: 2, window: 2}
-relations:
-  R: {attributes: [a]}
-  S: {attributes: [a, b], parallelism: 3}
-  T: {attributes: [b]}
-queries:
-  q1: R(a), S(a)
-  q2: S(b), T(b)
-"""
-
-
-def _hand_run(text, n, spark, tmp_path_factory, name, seed=7) -> Run:
-    if name not in _RUNS:
-        try:
-            w = parse_workload(text)
-            rng = random.Random(seed)
-            tables = {r.name: Table.from_columns(r.name, _rows(rng, n, "".join(r.attributes))) for r in w.relations}
-            plan = optimize(w, mode="mqo", partitioning="single").plan
-            _RUNS[name] = _deploy_case(w, tables, plan, 2, spark, tmp_path_factory.mktemp(name), "distributed")
-        except BaseException as exc:  # noqa: BLE001
-            _RUNS[name] = exc
-    r = _RUNS[name]
-    if isinstance(r, BaseException):
-        raise r
-    return r
-
-
-def _need_ui(spark):
-    if not spark.sparkContext.uiWebUrl:
-        pytest.skip("the Spark UI (and its REST API) is disabled")
-
-
-def _probe_joins(plans, kind: str, batches=None):
-    return [(nodes, i) for batch, nodes in plans if batches is None or batch in batches
-            for i, n in enumerate(nodes) if n.name.startswith(kind)]
-
-
-def test_routed_probes_exchange_only_the_travelling_tuples_in_the_first_batch(spark, tmp_path_factory):
-    """The mechanism of engine.py: a store repartitioned by its partition attribute is joined
-    where it lies; Spark hashes only the travelling tuples into the store's p partitions."""
-    _need_ui(spark)
-    r = _hand_run(W_ROUTED, 14, spark, tmp_path_factory, "routed")
-    probes = [e for e in r.plan.edges if e.kind == "probe"]
-    assert len(probes) == 2 and all(e.route is not None for e in probes)
-    assert r.d.results() == oracle_results(r.w, r.tables) and sum(map(len, r.d.results().values())) > 0
-    assert {b for b, _ in r.plans} >= {0, 1}
-    joins = _probe_joins(r.plans, "ShuffledHashJoin", {0})
-    assert len(joins) >= 2  # both probes
-    assert not _probe_joins(r.plans, "BroadcastHashJoin")
-    assert plan_violations(r.plans, {0}) == NO_VIOLATIONS
-    for nodes, i in joins:  # the store side is a bare scan; the travelling side one Exchange into p = 3
-        sides = children(nodes, i)
-        stores = [k for k in sides if any(is_store_scan(nodes[j]) for j in [k, *subtree(nodes, k)])]
-        assert len(stores) == 1, [n.name for n in nodes]
-        assert not any(nodes[j].name.startswith("Exchange") for j in [stores[0], *subtree(nodes, stores[0])])
-        other = next(k for k in sides if k != stores[0])
-        assert nodes[other].name == "Exchange" and hash_parts(nodes[other].args) == 3, nodes[other]
-
-
-def test_routed_probes_never_reshuffle_a_store(spark, tmp_path_factory):
-    """From the second micro-batch on a store is its old contents plus a delta: the stores
-    must still be scanned where they lie, in their p = 3 partitions."""
-    _need_ui(spark)
-    r = _hand_run(W_ROUTED, 14, spark, tmp_path_factory, "routed")
-    later = _probe_joins(r.plans, "ShuffledHashJoin", {1})
-    assert len(later) >= 2  # both probes in batch 1, against stores that have been appended to
-    for nodes, i in later:
-        scans = [nodes[j] for j in subtree(nodes, i) if is_store_scan(nodes[j])]
-        assert scans and all(hash_parts(n.args) == 3 for n in scans), [n.args for n in scans]
-    assert plan_violations(r.plans) == NO_VIOLATIONS
-
-
-def test_unrouted_probe_broadcasts_the_travelling_tuples(spark, tmp_path_factory):
-    _need_ui(spark)
-    r = _hand_run(W_TWO, 14, spark, tmp_path_factory, "two")
-    unrouted = [e for e in r.plan.edges if e.kind == "probe" and e.route is None]
-    assert len(unrouted) == 1 and r.plan.store[unrouted[0].target].parallelism == 3
-    assert r.d.results() == oracle_results(r.w, r.tables)
-    bhj = _probe_joins(r.plans, "BroadcastHashJoin")
-    assert {b for b, _ in r.plans if any(n.name.startswith("BroadcastHashJoin") for n in _)} >= set(r.d.batches["batch"])
-    for nodes, i in bhj:
-        sides = children(nodes, i)
-        bx = [k for k in sides if nodes[k].name.startswith("BroadcastExchange")]
-        assert len(bx) == 1, [nodes[k].name for k in sides]
-        assert not any(is_store_scan(nodes[j]) for j in subtree(nodes, bx[0])), "a store was broadcast"
-        streamed = next(k for k in sides if k != bx[0])
-        assert any(is_store_scan(nodes[j]) for j in [streamed, *subtree(nodes, streamed)])
-        assert not any(nodes[j].name.startswith("Exchange") for j in [streamed, *subtree(nodes, streamed)])
-    assert plan_violations(r.plans)["store_broadcast"] == []
-    # messages: the broadcast probe costs 3 per R tuple, as the reference counts it
-    assert int(r.d.batches["probe_messages"].sum()) == r.ref.total_probe_messages
-
-
-def test_store_probed_twice_in_a_batch_is_not_reshuffled(spark, tmp_path_factory):
-    """S's store (S[a] or S[b]: equal-cost optima, the canonical tie-break picks one) is probed
-    by a routed probe of one query and a broadcast probe of the other, both in the batch's one
-    output write: Spark scans the store twice in one plan (renaming the second scan's columns),
-    and neither scan may lose the store's partitioning."""
-    _need_ui(spark)
-    r = _hand_run(W_TWO, 14, spark, tmp_path_factory, "two")
-    [s_store] = [s.id for s in r.plan.stores if s.mir.relations == ("S",)]
-    probes = [e for e in r.plan.edges if e.kind == "probe" and e.target == s_store]
-    assert sorted(e.route is None for e in probes) == [False, True], probes  # one routed, one broadcast
-    twice = 0
-    for batch, nodes in r.plans:
-        rdds = [re.search(r"RDD\[(\d+)\] at localCheckpoint", n.args).group(1) for n in nodes if is_store_scan(n)]
-        twice += any(rdds.count(x) >= 2 for x in rdds)
-    assert twice >= len(r.d.batches), "every batch's write should scan S[b] twice"
-    assert plan_violations(r.plans) == NO_VIOLATIONS
-
-
-@pytest.mark.parametrize("key", RANDOM, ids=_key_id)
-def test_random_plans_broadcast_exactly_when_a_probe_is_unrouted(key, spark, tmp_path_factory):
-    _need_ui(spark)
-    r = deployed(key, spark, tmp_path_factory, "distributed")
-    assert {b for b, _ in r.plans} >= set(r.d.batches["batch"])
-    unrouted = any(e.kind == "probe" and e.route is None for e in r.plan.edges)
-    assert bool(_probe_joins(r.plans, "BroadcastHashJoin")) == unrouted
-    # and in every batch: no store reshuffled or broadcast, travelling tuples into p partitions
-    assert plan_violations(r.plans) == NO_VIOLATIONS
-
-
-# --------------------------------------------------------------------------------------------
-# 4. exactly once across a stop/restart and a killed driver
+# 3. exactly once across a stop/restart and a killed driver
 # --------------------------------------------------------------------------------------------
 
 def _wait_for(cond, timeout: float, what: str, poll: float = 0.1):
@@ -545,7 +372,7 @@ def test_killed_driver_resumes_from_checkpoint(spark_mode, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# 5. errors: one line, exit code 2, committed results kept
+# 4. errors: one line, exit code 2, committed results kept
 # --------------------------------------------------------------------------------------------
 
 def _one_line_error(r) -> str:
@@ -676,7 +503,7 @@ def test_pacing_is_validated_before_spark_starts(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# 6. metrics
+# 5. metrics
 # --------------------------------------------------------------------------------------------
 
 def _live(t: Table, i: int, window, since: float) -> bool:

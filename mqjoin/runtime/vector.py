@@ -74,7 +74,8 @@ from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
-from mqjoin.runtime.rules import Admit, Insert, Layout, Probe, arrival_order, base_tuples, layout_of, plan_rules, windows_of
+from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
+                                  plan_rules, position, windows_of)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -369,15 +370,19 @@ def _admit_need(admit: Admit | None, rels: tuple[str, ...]) -> Need:
 def field_needs(rules, order: list[str]) -> tuple[dict[str, Need], dict[Layout, Need]]:
     """Which fields of which relations each edge's travelling tuples, and each store's
     entries, must carry: the rows (results), the keys and filters of later edges, the
-    timestamps windows check — nothing else is gathered when tuples join."""
+    timestamps windows check, and on an insert edge the store's partition attribute (where
+    the sharded executor sends it) — nothing else is gathered when tuples join."""
     plan = rules.plan
+    fields = field_positions(plan.workload)
     edge: dict[str, Need] = {}
     store: dict[Layout, Need] = {}
     for lab in reversed(order):  # a probe before the inserts of its store, an edge after its outs
         r = rules.edges[lab]
         rels = tuple(plan.edge[lab].layout)
         if isinstance(r, Insert):
-            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels))
+            c, f = position(fields, rels, r.layout.partition)
+            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels),
+                               {rels[c]: frozenset([f])})
         elif isinstance(r, Probe):
             after = _union(*(edge[o] for o in r.outs))
             mine = {x: fs for x, fs in after.items() if x in rels}
@@ -406,6 +411,7 @@ class BatchExecutor:
         self.stores: dict[Layout, list[Segment]] = {layout: [] for layout, _, _ in self.rules.layouts}
         self.live: dict[Layout, int] = {layout: 0 for layout in self.stores}
         self.messages: Counter = Counter({lab: 0 for lab, r in self.rules.edges.items() if isinstance(r, Probe)})
+        self.received: Counter = Counter()  # travelling tuples each probe edge ran here (a shard's share)
         self.counts: Counter = Counter({q.name: 0 for q in self.w.queries})
         self.max_rows: Counter = Counter()
         self.T = -math.inf
@@ -418,6 +424,7 @@ class BatchExecutor:
         # the fields each relation's input must carry
         self.source_need: Need = _union(*({r: self.need[lab][r]} for r, labs in self.rules.sources.items()
                                            for lab in labs))
+        self.begin()
 
     # -- one batch --------------------------------------------------------------------------
 
@@ -426,25 +433,45 @@ class BatchExecutor:
         (``seq`` the arrival numbers, after every earlier batch's; ``T`` = ``ts``).  Returns
         query → (the arrival number of each result's trigger, its rows in the query's
         relation order)."""
-        rules = self.rules
+        self.begin()
+        out, _ = self.run(self.order, self.source_inputs(batch))
+        self.finish(max([self.T] + [float(f.T.max()) for f in batch.values() if len(f)]))
+        return self.results(out)
+
+    def source_inputs(self, batch: Mapping[str, Frame]) -> dict[str, list[Frame]]:
+        """Edge → the frames travelling on it: every relation's arrivals on its source edges."""
         inputs: dict[str, list[Frame]] = {}
-        for r, labs in rules.sources.items():
+        for r, labs in self.rules.sources.items():
             f = batch.get(r)
             if f is not None and len(f):
                 for lab in labs:
                     inputs.setdefault(lab, []).append(f)
-        delta: dict[Layout, list[Frame]] = {}
-        sealed: dict[Layout, Segment] = {}  # a store's entries of this batch, one segment once complete
+        return inputs
 
-        def seal(layout: Layout) -> Segment:
-            seg = sealed.get(layout)
-            if seg is None:
-                seg = sealed[layout] = Segment(Frame.concat(delta[layout]))
-            return seg
+    def begin(self) -> None:
+        """Start a batch: no store holds entries of it yet."""
+        self.delta: dict[Layout, list[Frame]] = {}
+        self.sealed: dict[Layout, Segment] = {}  # a store's entries of this batch, one segment once complete
 
-        first = min((int(f.seq[0]) for f in batch.values() if len(f)), default=None)
-        out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {q.name: [] for q in self.w.queries}
-        for lab in self.order:
+    def _seal(self, layout: Layout) -> Segment:
+        seg = self.sealed.get(layout)
+        if seg is None:
+            seg = self.sealed[layout] = Segment(Frame.concat(self.delta[layout]))
+        return seg
+
+    def run(self, labels: Iterable[str], inputs: dict[str, list[Frame]], broadcasts: bool = True
+            ) -> tuple[dict[str, list[tuple[np.ndarray, np.ndarray]]], dict[str, list[Frame]]]:
+        """Run the edges ``labels`` (in :func:`edge_order`) of the batch over ``inputs`` (edge →
+        the frames travelling on it; consumed).  Returns the results (query → parts of
+        (triggers, rows)) and the frames the probes sent on edges outside ``labels`` (edge →
+        frames).  A probe counts its messages (``broadcasts`` False: only its routed ones —
+        a shard that receives a copy of a broadcast leaves counting it to another).  Every
+        insert into a store runs before a probe of it, in this call or an earlier one of the
+        batch (:meth:`begin`)."""
+        rules, run = self.rules, set(labels)
+        out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        sent: dict[str, list[Frame]] = {}
+        for lab in labels:
             parts = inputs.pop(lab, None)
             if not parts:
                 continue
@@ -457,43 +484,57 @@ class BatchExecutor:
             if isinstance(rule, Insert):
                 f = f.reorder(rule.order)
                 keep = self.store_need[rule.layout]
-                delta.setdefault(rule.layout, []).append(
+                self.delta.setdefault(rule.layout, []).append(
                     Frame(f.rels, [{x: c[x] for x in keep[r]} for r, c in zip(f.rels, f.cols)], f.seq))
             elif isinstance(rule, Probe):
-                self.messages[lab] += len(f) * (1 if rule.route is not None else self.p[rule.layout])
+                self.received[lab] += len(f)
+                if rule.route is not None:
+                    self.messages[lab] += len(f)
+                elif broadcasts:
+                    self.messages[lab] += len(f) * self.p[rule.layout]
                 segs = self.stores[rule.layout]
-                if rule.layout in delta:  # every insert into the store ran (edge_order): its batch is complete
-                    segs = segs + [seal(rule.layout)]
-                got = self._probe(f, rule, segs, first)
+                if rule.layout in self.delta:  # every insert into the store ran: its batch is complete
+                    segs = segs + [self._seal(rule.layout)]
+                got = self._probe(f, rule, segs)
                 if got is not None:
                     for o in rule.outs:
-                        inputs.setdefault(o, []).append(got)
+                        (inputs if o in run else sent).setdefault(o, []).append(got)
             else:  # Emit
                 rows = np.column_stack([f.cols[i][0] for i in rule.order]).astype(np.int64, copy=False)
-                out[rule.query].append((f.seq, rows))
+                out.setdefault(rule.query, []).append((f.seq, rows))
+        return out, sent
+
+    def finish(self, T: float) -> None:
+        """End a batch: its entries join their stores, and ``T`` (the largest ``ts`` so far)
+        expires what it can (:meth:`purge`)."""
         self.deltas = {}
-        for layout in delta:
-            seg = seal(layout)
+        for layout in self.delta:
+            seg = self._seal(layout)
             self.deltas[layout] = seg.frame
             self.stores[layout].append(seg)
             self._compact(layout)
-        if batch:
-            self.T = max([self.T] + [float(f.T.max()) for f in batch.values() if len(f)])
+        self.delta, self.sealed = {}, {}
+        self.T = max(self.T, T)
         self.purge()
+
+    def results(self, out: Mapping[str, list[tuple[np.ndarray, np.ndarray]]]
+                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Query → (triggers, rows) of the result parts of :meth:`run` (every query, counted)."""
         results = {}
-        for q, parts in out.items():
-            n = len(self.w.query(q).relations)
+        for q in self.w.queries:
+            parts = out.get(q.name, [])
             if parts:
                 trig = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
                 rows = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
             else:
-                trig, rows = _EMPTY, np.empty((0, n), dtype=np.int64)
-            self.counts[q] += len(trig)
-            results[q] = (trig, rows)
+                trig, rows = _EMPTY, np.empty((0, len(q.relations)), dtype=np.int64)
+            self.counts[q.name] += len(trig)
+            results[q.name] = (trig, rows)
         return results
 
-    def _probe(self, f: Frame, rule: Probe, segs: list[Segment], first: int | None) -> Frame | None:
+    def _probe(self, f: Frame, rule: Probe, segs: list[Segment]) -> Frame | None:
         valid, codes, pexact = key_codes([f.cols[c][fl] for c, fl in rule.key])
+        first = int(f.seq.min()) if len(f) else None
         pidx = np.arange(len(f)) if valid is None else np.flatnonzero(valid)
         if valid is not None:
             codes = codes[valid]
@@ -510,7 +551,7 @@ class BatchExecutor:
             if not (pexact and index.exact):  # codes that hash: confirm on the values
                 for (c, fl), (c2, fl2) in zip(rule.key, rule.pattern):
                     keep &= np.asarray(f.cols[c][fl][pi] == e.cols[c2][fl2][si], dtype=bool)
-            if first is not None and seg.max_seq >= first:  # entries of this batch: earlier arrivals only
+            if first is not None and seg.max_seq >= first:  # entries of the batch: of earlier arrivals only
                 keep &= e.seq[si] < f.seq[pi]
             if rule.windows:
                 T = f.T[pi]

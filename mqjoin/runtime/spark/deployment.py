@@ -32,9 +32,9 @@ from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 from mqjoin.model.tables import Table, read_inputs, write_results
 from mqjoin.runtime.rules import require_inputs
-from mqjoin.runtime.spark.distributed import BatchReport, DeltaJoinEngine, arrival_aggregates, column_types, latencies
+from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
 from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
-from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, spark_schema, write_replay_log
+from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, write_replay_log
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,9 @@ MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see s
 def spark_mode(mode: str, master: str) -> str:
     """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
     executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
-    restarts from its state journal, survives lost executors), ``distributed`` keeps every
-    store as a partitioned DataFrame on the executors (:mod:`.distributed`: state spread over the
-    cluster, several jobs and tens of stages per batch); ``auto`` is ``driver`` — the faster on
+    restarts from its state journal, survives lost executors), ``distributed`` shards every
+    store over the executors (:mod:`.distributed`: state spread over the cluster, one job of a
+    few stages per batch); ``auto`` is ``driver`` — the faster on
     every master measured (one machine's cores or a standalone cluster of two workers).
 
     >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("distributed", "yarn")
@@ -187,7 +187,7 @@ class Deployment:
         self._stopping = False
         self.started_at: float | None = None
         self.total = 0
-        self.engine: DeltaJoinEngine | None = None
+        self.engine: ShardedEngine | None = None
         self.columns: dict[str, str] | None = None  # the packed log's attribute columns (driver mode)
 
     def _read_inputs(self, data: str | Path) -> dict[str, Table]:
@@ -203,13 +203,12 @@ class Deployment:
         if self.mode == "driver":  # the driver reads every served column: serve few
             log, self.columns = pack_replay_log(log)
         path = write_replay_log(log, self.checkpoint / "replay.parquet")
-        ddl = spark_schema(log.schema)
         opts = {"path": str(path), **self.pacing.options()}
         listener = _Listener.of(self.spark)
         self.started_at = time.time()
         try:
             if self.engine_name == "mqjoin":
-                self._start_mqjoin(opts, ddl, listener)
+                self._start_mqjoin(opts, listener)
             else:
                 self._start_native(opts, listener)
         except Exception as exc:
@@ -232,16 +231,16 @@ class Deployment:
             w = w.trigger(processingTime=f"{self.pacing.trigger_seconds} seconds")
         return w
 
-    def _start_mqjoin(self, opts, ddl, listener) -> None:
+    def _start_mqjoin(self, opts, listener) -> None:
+        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
         if self.mode == "driver":
             from mqjoin.runtime.spark.driver import VectorDriverEngine
 
             self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state",
                                              on_batch=self._on_report, columns=self.columns)
-        else:
-            self.engine = DeltaJoinEngine(self.spark, self.plan, opts["path"], str(self.out),
-                                          column_types(ddl), on_batch=self._on_report)
-        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
+        else:  # the stream resumes at the committed offset: the shards are rebuilt for it
+            self.engine = ShardedEngine(self.spark, self.plan, opts["path"], str(self.out), on_batch=self._on_report,
+                                        start_seq=self._consumed["plan"])
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
@@ -405,7 +404,9 @@ class Deployment:
                   "seconds": r.seconds, "latency_mean": r.latency_mean.get(q), "latency_p95": r.latency_p95.get(q),
                   "latency_max": r.latency_max.get(q)} for q, n in r.results.items()]
         srows = [{"engine": self.engine_name, "batch": r.batch, "store": s, "rows": n,
-                  "messages": msgs_by_store.get(s, 0)} for s, n in r.store_rows.items()]
+                  "messages": msgs_by_store.get(s, 0),
+                  **({"rows_per_shard": list(r.shards[s]["rows"]), "received_per_shard": list(r.shards[s]["received"])}
+                     if s in r.shards else {})} for s, n in r.store_rows.items()]
         with self._lock:
             self._reports.append(row)
             self._query_rows.extend(qrows)
@@ -510,6 +511,11 @@ class Deployment:
             out["stages_per_batch"] = float(b["stages"].mean())
             out["state_rows_max"] = int(b["state_rows"].max())
             out["state_bytes_max"] = int(b["state_bytes"].max())
+            st = self.stores
+            if "rows_per_shard" in st:  # distributed: each store's rows (last batch) and probe tuples per shard
+                out["shards"] = {sid: {"rows": list(g["rows_per_shard"].iloc[-1]),
+                                       "received": [int(x) for x in np.sum(list(g["received_per_shard"]), axis=0)]}
+                                 for sid, g in st.groupby("store", sort=True)}
         elif len(p):
             per_batch = p.groupby("query")[["state_rows", "state_bytes"]].max()
             out["state_rows_max"] = int(per_batch["state_rows"].sum())

@@ -1,87 +1,70 @@
-"""The plan on Spark with its stores as partitioned DataFrames (``--spark-mode distributed``):
-every store spread over the cluster's executors, each micro-batch evaluated as delta joins
-(the driver mode, :mod:`.driver`, keeps the stores in the driver's in-process executor).
+"""The plan on Spark with its stores spread over the executors (``--spark-mode distributed``):
+the vectorised executor sharded, one micro-batch run in a few waves of tasks (the driver mode,
+:mod:`.driver`, keeps every store in the driver's executor).
 
-**One probe semantics.**  The engine executes the edge rules of
-:func:`mqjoin.runtime.rules.plan_rules` — the values the reference and vectorised executors run —
-written as Spark SQL: an :class:`~mqjoin.runtime.rules.Insert` adds the tuples travelling on
-its edge to a store, a :class:`~mqjoin.runtime.rules.Probe` joins them with a store on its key
-and pattern positions, its route and its windows, an :class:`~mqjoin.runtime.rules.Emit` writes
-a query's results in the query's relation order, and every rule's
-:class:`~mqjoin.runtime.rules.Admit` becomes a WHERE condition (:meth:`StoreEngine.admit_sql`).
-A position ``(component, field)`` names a column of the replay log (:meth:`StoreEngine.pos_col`).
+**One probe semantics.**  Every shard runs the plan's rules with the same
+:class:`~mqjoin.runtime.vector.BatchExecutor` the driver mode runs (the values of
+:func:`mqjoin.runtime.rules.plan_rules`: inserts, probes with keys, routes and windows,
+filters, emits); :mod:`.sharded` says which entries a shard holds, in which *wave* an edge
+runs and where its frames go.  Probe messages are counted as the vectorised executor counts
+them, whatever the number of shards.
 
-**Stores** are DataFrames hash-partitioned by the store's partition attribute into its
-``parallelism`` partitions and cut from their lineage with ``localCheckpoint``: their rows stay
-on the executors, never on the driver.  A micro-batch replaces a store by ``live part of the
-old contents ∪ delta`` (the delta hashed into the same partitions), checkpointed again; Spark's
-partition-aware union zips the two inputs partition by partition, so old rows are copied where
-they lie and never reshuffled.  Entries out of every window of the batch's smallest ``ts`` are
-dropped in the same pass.  The union is built with DataFrame calls on the store's own
-DataFrame, not in SQL over its view: Spark compares partitionings by their attributes
-(qualifier and nullability included), and a view's qualifier made the union forget the store's
-partitioning, after which every probe reshuffled the whole store.
+**A batch is one Spark job of waves.**  The shards are the partitions of a *state RDD*, one
+pickled shard per partition, partitioned by shard number.  A batch's input rows are turned
+into the frames of the plan's source edges where they are read (``mapInArrow``,
+:func:`.sharded.route_input`) and exchanged to their shards (``partitionBy``); wave 1 is the
+state RDD combined partition by partition with them — a ``union`` of two RDDs with the same
+partitioner keeps partition ``i`` of both together, so the state does not move — and one
+``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) that runs the wave's edges on every
+shard.  A wave yields its shard's state keyed by the shard itself and the frames for other
+shards keyed by theirs, so the next exchange hands every shard its own state together with
+what was sent to it: one Python pass per task and wave, where keeping the state in a
+persisted RDD beside the exchange costs a second pass (filtering the frames out of it) and
+measured slower (``benchmarks/RESULTS.md``).  Spark places a reduce task where most of its
+input lies — the shard's state — so a shard stays on its executor.  The whole batch is the
+DAG of one job — the input's stage and one stage per wave — a number of stages that follows
+the depth of the probe trees, not the number of stores, edges or queries.  The last wave's
+output is the next state, persisted and cut from its lineage with ``localCheckpoint``.  The
+driver collects only each shard's report (counts and a sample of result arrival times): no
+store entry, input tuple or result passes through it.
 
-**Probes.**  A routed probe joins the travelling tuples with the store on its key plus ``route
-= partition attribute``, the travelling tuples explicitly hashed by the route into the store's
-partitions, so only they move (one message per tuple); an unrouted probe broadcasts the
-travelling tuples to every partition (one message per tuple and partition).
+**Exactly once and lost executors.**  The tasks of the waves write the batch's results to
+``OUT/_batches/batch=b/part-<wave>-<shard>.parquet`` (atomically; a task run again writes the
+same rows), the driver clears that directory before the batch and marks it ``_SUCCESS``
+after it, so a batch run again replaces its own output.  A restarted deployment
+(``start_seq`` > 0, or a batch that does not start where the state ends) first rebuilds the
+shards from the replay log: the tuples before the batch that lie within the largest window,
+run as one batch that writes nothing.  The same rebuild recovers from a lost executor, whose
+state blocks are gone with it: a batch that fails because Spark cannot find them
+(:func:`lost_state`) rebuilds the shards and runs again.
 
-**Delta join semantics.**  Every input tuple has its arrival number ``_seq`` (the tie order of
-docs/model.md §6).  Store entries carry the ``_seq`` of the tuple that created them, and a
-tuple travelling for the trigger ``(_seq = s, ts = T)`` joins only entries with ``_sseq < s``
-whose components are within their windows of ``T`` — what the reference executor sees when
-that tuple arrives, so each result is produced once, by its latest tuple.  Stores are
-maintained bottom-up within the batch: a store's delta is computed (probing smaller stores)
-before anything probes it.
-
-**Shared steps** (a probe's results feeding several edges, or counted as the messages of the
-next probe) are persisted for the batch and read through a temp view.  Replacing a temp view
-uncaches every plan that refers to it, so no view a persisted step refers to is replaced within
-its batch: a store's view is replaced right after its update, stores are updated bottom-up,
-and the batch and step views only at the start of the next batch.
-
-**Exactly once and lost executors.**  Query results of batch ``b`` are written to
-``OUT/_batches/batch=b`` (overwrite: a batch run again replaces its own output).  The stores of
-a restarted deployment are rebuilt from the replay log (the tuples before the batch that lie
-within the largest window) before the batch runs.  The same rebuild recovers from a lost
-executor, whose checkpoint blocks are gone with it: a batch that fails because Spark cannot
-find store blocks (:func:`lost_state`) rebuilds every store and runs again.
-
-The wiring of a two-query plan (stores bottom-up, their insert edges, the emit edges):
-
->>> from mqjoin.model.workload import Workload
->>> from mqjoin.planning.optimizer import optimize
->>> w = Workload.build({"A": {"attributes": ["x"]}, "B": {"attributes": ["x"]}, "C": {"attributes": ["x"]}},
-...                    {"q1": "A.x = B.x", "q2": "B.x = C.x"}, defaults={"selectivity": 0.1, "rate": 10})
->>> order, incoming, parent, outputs = wiring(plan_rules(optimize(w).plan))
->>> [s.id for s in order], sorted(e.target for e in outputs)
-(['A[x]', 'B[x]', 'C[x]'], ['output:q1', 'output:q1', 'output:q2', 'output:q2'])
 >>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_0 not found"))
 True
+>>> merged_p05([(np.array([1.0, 2.0]), np.ones(2)), (np.array([3.0]), np.full(1, 18.0))])
+1.0
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, Callable, Mapping
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+import numpy as np
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mqjoin.model.errors import PlanError
-from mqjoin.model.filters import sql_condition, sql_literal
-from mqjoin.model.workload import Attr, Workload
-from mqjoin.planning.plan import Edge, Plan, Store
-from mqjoin.runtime.rules import Admit, Emit, Insert, PlanRules, Position, Probe, plan_rules, windows_of
-from mqjoin.runtime.spark.session import spark_message
-from mqjoin.runtime.spark.source import attr_col, row_col, ts_col
+from mqjoin.planning.plan import Plan
+from mqjoin.runtime.spark.session import session_cores, spark_message
+from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
+                                          empty_shard, route_input, run_wave)
 
 log = logging.getLogger(__name__)
-
-TRAVEL_META = ("_seq", "_T", "_arrival")
 
 
 @dataclass(frozen=True)
@@ -106,491 +89,214 @@ class BatchReport:
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds: plan_stores, stores, …
     jobs: int = -1  # Spark jobs the batch ran (-1: unknown)
     stages: int = -1  # Spark stages of those jobs
+    # store id → per shard: "rows" held after the batch, "received" travelling tuples its probes ran
+    shards: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
 
 
-@dataclass
-class _BatchState:
-    stores: dict[str, DataFrame] = field(default_factory=dict)
-    results: dict[str, str] = field(default_factory=dict)  # probe edge → FROM item of its results
-    persisted: list[DataFrame] = field(default_factory=list)
-    counted: dict[str, str] = field(default_factory=dict)  # probe edge → view of its results
-    per_rel: Mapping[int, int] = field(default_factory=dict)  # relation rank → tuples in the batch
-    fresh: set[str] = field(default_factory=set)  # stores created empty in this batch
+def _shard_key(shard: int) -> int:
+    """The partition of an element keyed by its shard (one partitioner object for every RDD
+    of the engine: Spark combines partitions by partitioner equality)."""
+    return shard
 
 
-class StoreEngine:
-    """The plan-independent machinery of :class:`DeltaJoinEngine`: the replay log's columns
-    (and the column of a rule's position), the batch statistics, reading history back for a
-    rebuild, probe joins (routed or broadcast, ``_sseq`` exactness and windows), the
-    partition-preserving store update, counting views in one job, and a batch's results with
-    their latency aggregates."""
-
-    def __init__(self, spark: SparkSession, workload: Workload, replay_log: str, out_dir: str,
-                 column_types: Mapping[str, str]):
-        self.spark = spark
-        self.w = workload
-        self.replay_log = replay_log
-        self.out_dir = out_dir.rstrip("/")
-        self.types = dict(column_types)
-        self.rank = workload.relation_rank
-        self.windows = {r.name: r.window for r in workload.relations}
-        self.next_seq = 0
-        self.ss = spark  # the session of the batch being processed
-
-    # -- columns ----------------------------------------------------------------------------
-
-    def rel_cols(self, relation: str) -> list[str]:
-        k = self.rank[relation]
-        rel = self.w.relation(relation)
-        attrs = [attr_col(k, j) for j in range(len(rel.attributes)) if attr_col(k, j) in self.types]
-        return [row_col(k), ts_col(k)] + attrs
-
-    def col(self, a: Attr) -> str:
-        k = self.rank[a.relation]
-        try:
-            j = self.w.relation(a.relation).attributes.index(a.name)
-        except ValueError:
-            raise PlanError(f"plan refers to {a}, which relation {a.relation} does not have") from None
-        name = attr_col(k, j)
-        if name not in self.types:
-            raise PlanError(f"plan joins on {a}, but the input has no column {a.name} for {a.relation}")
-        return name
-
-    def pos_col(self, layout: tuple[str, ...], p: Position) -> str:
-        """The column of position ``p`` = (component, field) of a tuple laid out as ``layout``
-        (:mod:`mqjoin.runtime.rules`: field 0 the row, 1 the ts, 2… the attributes)."""
-        relation, f = layout[p[0]], p[1]
-        k = self.rank[relation]
-        if f < 2:
-            return row_col(k) if f == 0 else ts_col(k)
-        name = attr_col(k, f - 2)
-        if name not in self.types:
-            attr = self.w.relation(relation).attributes[f - 2]
-            raise PlanError(f"plan joins on {relation}.{attr}, but the input has no column {attr} for {relation}")
-        return name
-
-    def admit_sql(self, admit: Admit | None, layout: tuple[str, ...], alias: str = "") -> str:
-        """SQL of an :class:`~mqjoin.runtime.rules.Admit` over tuples laid out as ``layout``
-        ('' when everything passes), to append to a WHERE clause."""
-        if admit is None:
-            return ""
-        out = []
-        for comp, disjunction in admit.tests:
-            conjs = [tuple(c for _, c in conj) for conj in disjunction]
-            cols = {c.attr: alias + self.pos_col(layout, (comp, f)) for conj in disjunction for f, c in conj}
-            out.append(sql_condition(conjs, cols.__getitem__, lambda a: self.types[cols[a].removeprefix(alias)] == "string"))
-        return "".join(" AND " + c for c in out)
-
-    def _view(self, kind: str, key: str | int) -> str:
-        return f"mq{id(self):x}_{kind}_{key}".replace(":", "_").replace("-", "_")
-
-    def _equal(self, a: str, b: str, left: str = "t", right: str = "s") -> str:
-        ta, tb = self.types[a], self.types[b]
-        if (ta == "string") != (tb == "string"):  # "1" never equals 1 (values compare as read)
-            return "false"
-        return f"{left}.{a} = {right}.{b}"
-
-    # -- batches ----------------------------------------------------------------------------
-
-    def _stats(self, batch: DataFrame):
-        """(rows, first _seq, min ts, max ts, rows per relation rank) of a batch, or None if empty."""
-        rows = batch.groupBy("_rel").agg(F.count(F.lit(1)).alias("n"), F.min("_seq").alias("s0"),
-                                         F.min("_ts").alias("t0"), F.max("_ts").alias("t1")).collect()
-        if not rows:
-            return None
-        per_rel = {int(r["_rel"]): int(r["n"]) for r in rows}
-        return (sum(per_rel.values()), int(min(r["s0"] for r in rows)), float(min(r["t0"] for r in rows)),
-                float(max(r["t1"] for r in rows)), per_rel)
-
-    def _history(self, first_seq: int, since: float | None, session) -> DataFrame:
-        """The replayed tuples before ``first_seq`` (with ``ts ≥ since`` unless None), read in
-        the batch's session: the rebuilt stores' views must live where it runs."""
-        hist = session.read.parquet(self.replay_log).filter(F.col("_seq") < first_seq)
-        if since is not None:
-            hist = hist.filter(F.col("_ts") >= since)
-        return hist.withColumn("_arrival", F.lit(0.0))
-
-    # -- probes -----------------------------------------------------------------------------
-
-    def _probe_join(self, trav: str, view: str, keys: list[tuple[str, str]], routed: bool, parallelism: int,
-                    windows: Iterable[tuple[str, float]], select: str, extra: tuple[str, ...] = ()) -> str:
-        """SQL of a probe: the travelling tuples ``trav`` (a FROM item, alias ``t``) joined with
-        the store ``view`` (alias ``s``) on ``keys`` (travelling column, stored column) — the
-        first pair being the route and the store's partition attribute when ``routed`` —
-        entries older than the trigger (``_sseq < _seq``) whose ``windows`` (stored ts column,
-        window) hold at the trigger's time, and ``extra`` conditions."""
-        cond = [self._equal(a, b) for a, b in keys] + ["s._sseq < t._seq"]
-        cond.extend(f"t._T - s.{c} <= {float(w)!r}" for c, w in windows)
-        cond.extend(extra)
-        hint = "SHUFFLE_HASH(t)" if routed else "BROADCAST(t)"
-        if routed:
-            # the travelling tuples, hashed by the route into the store's p partitions.  Left to
-            # itself Spark may instead move the store: when the travelling side is already
-            # partitioned (the output of an earlier probe, into that store's p' partitions) it
-            # keeps the side with more partitions and reshuffles the other, and a one-partition
-            # store (SinglePartition to Spark) gets both sides reshuffled into
-            # spark.sql.shuffle.partitions.  Spark drops this exchange when the tuples are
-            # already in place (same hash, same p).
-            trav = f"(SELECT /*+ REPARTITION({parallelism}, {keys[0][0]}) */ * FROM {trav} x)"
-        return f"SELECT /*+ {hint} */ {select} FROM {trav} t JOIN {view} s ON {' AND '.join(cond)}"
-
-    # -- stores -----------------------------------------------------------------------------
-
-    def _replace_store(self, old: DataFrame, deltas: list[str], parallelism: int, partition: str,
-                       live: str, fresh: bool) -> DataFrame:
-        """A store's next contents: ``old`` filtered by ``live`` (a condition, or '' to keep
-        all), then the ``deltas`` (SQL, in the store's columns) hashed into its partitions, cut
-        from their lineage — see :meth:`DeltaJoinEngine._update_store` for why it is built
-        with DataFrame calls on the store's own DataFrame."""
-        if not deltas and not live:
-            return old
-        kept = old.filter(live) if live else old
-        if deltas:
-            delta = self.ss.sql(" UNION ALL ".join(deltas)).repartition(parallelism, partition)
-            # a store created in this batch holds nothing yet: the delta alone is the store
-            new = delta if fresh else kept.union(delta)
-        else:
-            new = kept
-        return new.localCheckpoint(eager=False)
-
-    def _empty_store(self, cols: list[str], parallelism: int, partition: str) -> DataFrame:
-        from pyspark.sql.types import StructType
-
-        schema = StructType.fromDDL(", ".join(
-            f"`{c}` {self.types.get(c) or ('double' if c.endswith('_ts') else 'bigint')}" for c in cols))
-        return self.ss.createDataFrame([], schema).repartition(parallelism, partition).localCheckpoint(eager=False)
-
-    def _count(self, froms: Mapping[str, str], expr: str = "count(*)") -> dict[str, int]:
-        """``expr`` (default: rows) of every FROM item in ``froms``, in one Spark job (one job
-        per item costs ~0.15–0.6 s each on a local session)."""
-        if not froms:
-            return {}
-        sql = " UNION ALL ".join(f"SELECT {sql_literal(k)} AS k, CAST({expr} AS BIGINT) AS n FROM {f}"
-                                 for k, f in froms.items())
-        return {r["k"]: int(r["n"] or 0) for r in self.ss.sql(sql).collect()}
-
-    def _input_sql(self, relation: str, where: str = "") -> str:
-        """The batch's input tuples of ``relation`` as travelling tuples (``where``: more conditions)."""
-        k = self.rank[relation]
-        attrs = "".join(f", {c}" for c in self.rel_cols(relation)[2:])
-        return (f"SELECT _seq, _ts AS _T, _arrival, _row AS {row_col(k)}, _ts AS {ts_col(k)}{attrs} "
-                f"FROM {self._view('batch', 0)} WHERE _rel = {k}{where}")
-
-    def _result_frame(self, per_query: Mapping[str, list[str]], tag: str,
-                      extra_aggregates: Callable[[], list] | None = None):
-        """The result rows (``query, rows, _seq, _arrival``) of every query's SQL parts, one
-        DataFrame, and per query an :class:`Observation` of :func:`arrival_aggregates` (plus
-        ``extra_aggregates()``), reported once the frame is written (:func:`_write_overwrite`)."""
-        obs: dict[str, Observation] = {}
-        union = None
-        for qname, parts in per_query.items():
-            ob = obs[qname] = Observation(f"out_{qname}_{tag}")
-            aggs = arrival_aggregates() + (extra_aggregates() if extra_aggregates else [])
-            df = self.ss.sql(" UNION ALL ".join(parts)).observe(ob, *aggs)
-            union = df if union is None else union.unionByName(df)
-        return union, obs
-
-    def _state_bytes(self) -> int:
-        try:
-            infos = self.spark.sparkContext._jsc.sc().getRDDStorageInfo()
-            return int(sum(i.memSize() + i.diskSize() for i in infos))
-        except Exception as exc:  # noqa: BLE001 - a metric, never a failure (not on every cluster manager)
-            log.warning("the stores' size is unknown (reported as -1): %s", exc)
-            return -1
+def _sent(row) -> tuple[int, tuple[str, bytes]]:
+    return row[0], (SENT, row[1])
 
 
-def wiring(rules: PlanRules) -> tuple[list[Store], dict[str, list[str]], dict[str, str | None], list[Edge]]:
-    """How a plan's edge rules connect, as the distributed engine runs them: the stores in
-    dependency order (base stores first, then MIRs by size), each store's :class:`Insert`
-    edges, each edge's parent (the :class:`Probe` whose results it carries; None for a source
-    edge) and the :class:`Emit` edges."""
-    plan = rules.plan
-    order = sorted(plan.stores, key=lambda s: (len(s.mir.relations), plan.stores.index(s)))
-    incoming: dict[str, list[str]] = {s.id: [] for s in plan.stores}
-    parent: dict[str, str | None] = {lab: None for labs in rules.sources.values() for lab in labs}
-    for rule in rules.edges.values():
-        if isinstance(rule, Probe):
-            parent.update((o, rule.label) for o in rule.outs)
-        elif isinstance(rule, Insert):
-            incoming[plan.edge[rule.label].target].append(rule.label)
-    return order, incoming, parent, [plan.edge[r.label] for r in rules.edges.values() if isinstance(r, Emit)]
+def _is_report(kv) -> bool:
+    return kv[1][0] == REPORT
 
 
-class DeltaJoinEngine(StoreEngine):
-    """Runs a :class:`~mqjoin.planning.plan.Plan` as a ``foreachBatch`` function over the replay stream.
+def _payload(kv):
+    return kv[1][1]
 
-    Construct with the plan, the replay log's path and the output directory; pass
-    :meth:`process` to ``writeStream.foreachBatch``.  ``on_batch`` receives a
+
+class ShardedEngine:
+    """Runs a :class:`~mqjoin.planning.plan.Plan` as a ``foreachBatch`` function over the
+    replay stream with its stores sharded over the executors (see the module doc).
+
+    ``replay_log``: the replay log's path (read back to rebuild the shards); ``start_seq``:
+    the arrival number the stream resumes from (a restart); ``shards``: the number of shards
+    (default: the session's task slots when the engine starts, :func:`.session.session_cores`); ``on_batch`` receives a
     :class:`BatchReport` after every micro-batch."""
 
     def __init__(self, spark: SparkSession, plan: Plan, replay_log: str, out_dir: str,
-                 column_types: Mapping[str, str], on_batch: Callable[[BatchReport], None] | None = None):
-        super().__init__(spark, plan.workload, replay_log, out_dir, column_types)
+                 on_batch: Callable[[BatchReport], None] | None = None, start_seq: int = 0, shards: int | None = None):
+        self.spark = spark
         self.plan = plan
-        self.rules = plan_rules(plan)  # what every edge does: the values every executor runs
+        self.replay_log = replay_log
+        self.out_dir = out_dir.rstrip("/")
         self.on_batch = on_batch
-        self.stores: dict[str, DataFrame] = {}  # live, checkpointed store contents
-        self.order, self.incoming, self.parent, self.outputs = wiring(self.rules)
-        windows = [w for w in self.windows.values()]
+        self.shards = max(int(shards or session_cores(spark)), 1)
+        self.program = ShardProgram(plan, self.shards)  # the waves (and the plan checked) on the driver
+        self.token = uuid.uuid4().hex
+        # the tasks' closures carry the plan as a broadcast: fetched once per executor, not per task
+        self.shipped = spark.sparkContext.broadcast(plan)
+        self.state = None  # the state RDD after the last batch (None: no shard yet)
+        self.next_seq = start_seq  # the arrival the state is ready for
+        windows = [r.window for r in plan.workload.relations if r.name in plan.workload.used_relations]
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
-
-    # -- columns ----------------------------------------------------------------------------
-
-    def store_cols(self, store: Store) -> list[str]:
-        return ["_sseq"] + [c for r in store.mir.relations for c in self.rel_cols(r)]
 
     # -- one micro-batch --------------------------------------------------------------------
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         started = time.time()
-        group = job_group(batch.sparkSession.sparkContext, self, batch_id)
-        batch = batch.persist()
-        try:
-            stats = self._stats(batch)
-            if stats is None:
-                return
-            n, s0, t0, t1, per_rel = stats
-            # a restart (or a re-executed batch) first rebuilds the stores from the replay log
-            rebuilt = s0 != self.next_seq
-            for attempt in range(LOST_STATE_RETRIES + 1):
-                try:
-                    if rebuilt:
-                        self._rebuild(s0, t0, batch.sparkSession)
-                    report = self._run(batch, batch_id, s0, n, t0, t1, per_rel, started, write=True)
-                    break
-                except Exception as exc:
-                    if attempt == LOST_STATE_RETRIES or not lost_state(exc):
-                        raise
-                    # an executor died with store partitions: every store is rebuilt from the
-                    # replayed history and the batch runs again (its output is overwritten)
-                    log.warning("micro-batch %d lost store partitions with an executor (%s); rebuilding the "
-                                "stores from the replay log and running the batch again", batch_id,
-                                spark_message(exc))
+        sc = batch.sparkSession.sparkContext
+        group = job_group(sc, self, batch_id)
+        rebuilt, lost, moved = False, 0, False
+        while True:
+            try:
+                if self.state is None and self.next_seq > 0:
+                    self._rebuild(batch.sparkSession)
                     rebuilt = True
-        finally:
-            batch.unpersist()
-        jobs, stages = job_cost(batch.sparkSession.sparkContext, group)
-        report = BatchReport(**{**report.__dict__, "rebuilt": rebuilt, "jobs": jobs, "stages": stages})
-        if self.on_batch:
-            self.on_batch(report)
-        self.next_seq = s0 + n  # last, once the batch is written and reported
-
-    def _rebuild(self, first_seq: int, t0: float, session) -> None:
-        self._drop_all()
-        self.next_seq = 0
-        if first_seq == 0:
-            return
-        hist = self._history(first_seq, None if self.horizon is None else t0 - self.horizon, session).persist()
-        try:
-            stats = self._stats(hist)
-            if stats is not None:
-                n, s0, h0, h1, per_rel = stats
-                self._run(hist, -1, s0, n, h0, h1, per_rel, time.time(), write=False)
-        finally:
-            hist.unpersist()
-
-    def _drop_all(self) -> None:
-        for df in self.stores.values():
-            release_store(df)
-        self.stores = {}
-
-    # SQL text is generated per batch: one `spark.sql` call per store and per shared result
-    # instead of hundreds of DataFrame calls over py4j (measured: ~0.6 ms each, 2–3 s a batch).
-
-    def _store_view(self, store: Store) -> str:
-        return self._view("s", self.plan.stores.index(store))
-
-    def _run(self, batch: DataFrame, batch_id: int, first_seq: int, n: int, t0: float, t1: float,
-             per_rel: Mapping[int, int], started: float, write: bool) -> BatchReport:
-        bs = _BatchState(per_rel=per_rel)
-        try:
-            return self._run_batch(bs, batch, batch_id, first_seq, n, t0, t1, started, write)
-        except BaseException:
-            # a failed batch leaves nothing behind: its persisted steps and the stores it built
-            for df in bs.persisted:
-                df.unpersist()
-            kept = {id(df) for df in self.stores.values()}
-            for df in bs.stores.values():
-                if id(df) not in kept:
-                    release_store(df)
-            raise
-
-    def _run_batch(self, bs: _BatchState, batch: DataFrame, batch_id: int, first_seq: int, n: int, t0: float,
-                   t1: float, started: float, write: bool) -> BatchReport:
-        per_rel = bs.per_rel
-        phases: dict[str, float] = {}
-        tick = time.time()
-
-        def phase(name: str) -> None:
-            nonlocal tick
-            now = time.time()
-            phases[name] = now - tick
-            tick = now
-
-        # foreachBatch hands each batch over in a cloned session: views live there
-        self.ss = batch.sparkSession
-        batch.createOrReplaceTempView(self._view("batch", 0))
-        for store in self.order:  # the contents before this batch
-            if store.id not in self.stores:
-                self.stores[store.id] = self._empty(store)
-                bs.fresh.add(store.id)
-            self.stores[store.id].createOrReplaceTempView(self._store_view(store))
-        # 1. stores, bottom-up: evict, add this batch's delta; the new contents replace the view
-        #    at once, so later steps of this batch probe them (the _seq filter keeps it exact)
-        for store in self.order:
-            new = self._update_store(store, t0, bs)
-            bs.stores[store.id] = new
-            new.createOrReplaceTempView(self._store_view(store))
-        phase("plan_stores")
-        # 2. query outputs (all probe paths to outputs, shared results persisted once)
-        lat_obs: dict[str, Observation] = {}
-        union = None
-        if write:
-            per_query: dict[str, list[str]] = {}
-            for e in self.outputs:
-                emit = self.rules.edges[e.label]
-                rows = ", ".join(self.pos_col(e.layout, (i, 0)) for i in emit.order)
-                own = self.admit_sql(emit.admit, e.layout, "t.")
-                per_query.setdefault(emit.query, []).append(
-                    f"SELECT {sql_literal(emit.query)} AS query, array({rows}) AS rows, _seq, _arrival "
-                    f"FROM {self._travelling(e.label, bs)} t" + (f" WHERE {own[5:]}" if own else ""))
-            union, lat_obs = self._result_frame(per_query, f"{batch_id}_{id(bs)}")
-            phase("plan_outputs")
-        # one job counts the stores (materialising their checkpoints), the rows of every step
-        # that feeds further probes (their messages; the steps stay cached for the write) and
-        # the input tuples a filtered probe order admits (only those start it)
-        admitted = [p.label for p in self.rules.probes() if self.parent.get(p.label) is None and p.admit is not None]
-        counts = self._count({**{f"s{sid}": self._store_view(self.plan.store[sid]) for sid in bs.stores},
-                              **({f"e{lab}": view for lab, view in bs.counted.items()} if write else {}),
-                              **({f"a{lab}": self._travelling(lab, bs) for lab in admitted} if write else {})})
-        store_rows = {sid: counts[f"s{sid}"] for sid in bs.stores}
-        fed = {lab: counts[f"e{lab}"] for lab in bs.counted} if write else {}
-        starts = {lab: counts[f"a{lab}"] for lab in admitted} if write else {}
-        phase("stores")
-        if union is not None:
-            write_overwrite(union, f"{self.out_dir}/_batches/batch={batch_id}")
-        phase("outputs")
+                expected = self.next_seq
+                reports, phases = self._run(batch, batch_id, write=True)
+            except Exception as exc:
+                if lost == LOST_STATE_RETRIES or not lost_state(exc):
+                    raise
+                # an executor died with shards: they are rebuilt from the replayed history and
+                # the batch runs again (its output is overwritten)
+                log.warning("micro-batch %d lost store partitions with an executor (%s); rebuilding the "
+                            "stores from the replay log and running the batch again", batch_id, spark_message(exc))
+                lost += 1
+                self._drop()
+                continue
+            inputs = [i for r in reports for i in r.inputs]
+            first = min((i[1] for i in inputs), default=expected)
+            if first == expected or moved:
+                break
+            # the stream resumed elsewhere than the state ends (a restart the engine was not
+            # told of): the shards are rebuilt for this batch's start and it runs again
+            log.warning("micro-batch %d starts at arrival %d, the shards hold the arrivals before %d: rebuilding "
+                        "them from the replay log", batch_id, first, expected)
+            moved = True
+            self._drop()
+            self.next_seq = first
         committed = time.time()
-        # 3. release the old stores and the batch's temporaries
-        for sid, df in bs.stores.items():
-            old = self.stores.get(sid)
-            if old is not None and old is not df:
-                release_store(old)
-        self.stores = bs.stores
-        for df in bs.persisted:
-            df.unpersist()
-        results, lmean, lp95, lmax = {}, {}, {}, {}
-        for qname, ob in lat_obs.items():
-            m = ob.get
-            results[qname] = int(m.get("n") or 0)
-            if results[qname]:
-                lmean[qname], lp95[qname], lmax[qname] = latencies(m, committed)
-        msgs = {}
+        n = sum(i[0] for i in inputs)
+        if n:
+            report = self._report(batch_id, reports, inputs, started, committed, rebuilt, phases)
+            jobs, stages = job_cost(sc, group)
+            report = BatchReport(**{**report.__dict__, "jobs": jobs, "stages": stages})
+            if self.on_batch:
+                self.on_batch(report)
+            self.next_seq = first + n  # last, once the batch is written and reported
+
+    def _run(self, df: DataFrame, batch_id: int, write: bool) -> tuple[list[ShardReport], dict[str, float]]:
+        """Run ``df`` (replay-log rows) as one batch over the shards: one Spark job; returns
+        the shards' reports and the phases' seconds.  ``write``: the batch's results are
+        written (a rebuild writes nothing)."""
+        t0 = time.time()
+        sc = df.sparkSession.sparkContext
+        P, last = self.shards, self.program.last
+        spec = Batch(self.shipped, self.token, P, batch_id, self.out_dir if write else None)
         if write:
-            for probe in self.rules.probes():
-                parent = self.parent.get(probe.label)
-                if parent is None:  # the batch's input tuples of its relation (those admitted, if filtered)
-                    rows_in = starts.get(probe.label, per_rel.get(self.rank[probe.travelling[0]], 0))
-                else:
-                    rows_in = fed.get(parent, 0)
-                k = 1 if probe.route is not None else self.plan.store[self.plan.edge[probe.label].target].parallelism
-                msgs[probe.label] = k * rows_in
-        phase("metrics")
-        return BatchReport(phases=phases, batch=batch_id, first_seq=first_seq, input_rows=n, started=started,
-                           seconds=time.time() - started, min_ts=t0, max_ts=t1, results=results,
+            shutil.rmtree(spec.part_dir, ignore_errors=True)
+            spec.part_dir.mkdir(parents=True, exist_ok=True)
+        sent = (df.mapInArrow(partial(route_input, spec), "shard int, payload binary").rdd
+                .map(_sent).partitionBy(P, _shard_key))
+        # wave 1 combines each shard with what the input sent it (the same partitioner: partition
+        # i of both), every later wave receives its shard's state through the exchange with the
+        # frames sent to it; the last wave's output is the next state
+        state = (self.state if self.state is not None else self._empty(sc)).union(sent)
+        for w in range(1, last + 1):
+            out = state.mapPartitionsWithIndex(partial(run_wave, spec, w), preservesPartitioning=w == last)
+            if w < last:
+                state = out.partitionBy(P, _shard_key)
+        state = out.persist(StorageLevel.MEMORY_AND_DISK)
+        state.localCheckpoint()
+        try:
+            reports = state.filter(_is_report).map(_payload).collect()
+        except BaseException:
+            state.unpersist(False)
+            raise
+        if self.state is not None:
+            self.state.unpersist(False)
+        self.state = state
+        if write:
+            (spec.part_dir / "_SUCCESS").touch()  # the batch's output is complete
+        spent = [max((r.seconds[w] for r in reports if len(r.seconds) > w), default=0.0) for w in range(last)]
+        return reports, {"job": time.time() - t0, "waves": sum(spent)}
+
+    def _empty(self, sc):
+        return sc.parallelize([(p, (STATE, empty_shard(p))) for p in range(self.shards)],
+                              self.shards).partitionBy(self.shards, _shard_key)
+
+    def _rebuild(self, session: SparkSession) -> None:
+        """The shards as they were after the arrivals before ``next_seq``: the replay log's
+        tuples before it (within the largest window of the last of them) run as one batch."""
+        self._drop()
+        hist = session.read.parquet(self.replay_log).filter(F.col("_seq") < self.next_seq)
+        if self.horizon is not None:
+            last = hist.agg(F.max("_ts")).first()[0]
+            if last is not None:
+                hist = hist.filter(F.col("_ts") >= float(last) - self.horizon)
+        self._run(hist, -1, write=False)
+
+    def _drop(self) -> None:
+        if self.state is not None:
+            try:
+                self.state.unpersist(False)
+            except Exception as exc:  # noqa: BLE001 - freeing early is an optimisation, never a failure
+                log.debug("state blocks left to Spark's cleaner: %s", exc)
+        self.state = None
+
+    def _report(self, batch_id: int, reports: list[ShardReport], inputs: list, started: float, committed: float,
+                rebuilt: bool, phases: Mapping[str, float]) -> BatchReport:
+        msgs: dict[str, int] = {}
+        rows: dict[str, int] = {s.id: 0 for s in self.plan.stores}
+        counts: dict[str, int] = {}
+        arrivals: dict[str, list] = {}
+        for r in reports:
+            for lab, m in r.messages.items():
+                msgs[lab] = msgs.get(lab, 0) + m
+            for sid, m in r.store_rows.items():
+                rows[sid] = rows.get(sid, 0) + m
+            for q, m in r.results.items():
+                counts[q] = counts.get(q, 0) + m
+            for q, a in r.arrivals.items():
+                arrivals.setdefault(q, []).append(a)
+        shards: dict[str, dict[str, list[int]]] = {
+            s.id: {"rows": [0] * self.shards, "received": [0] * self.shards} for s in self.plan.stores}
+        for r in reports:
+            for sid, m in r.store_rows.items():
+                shards[sid]["rows"][r.shard] += m
+            for lab, m in r.received.items():
+                shards[self.plan.edge[lab].target]["received"][r.shard] += m
+        lmean, lp95, lmax = {}, {}, {}
+        for q, parts in arrivals.items():
+            n = counts[q]
+            lo, hi = min(p[1] for p in parts), max(p[2] for p in parts)
+            mean = min(max(sum(p[0] for p in parts) / n, lo), hi)
+            p05 = merged_p05([(p[3], p[4]) for p in parts])
+            lmean[q], lp95[q], lmax[q] = committed - mean, committed - p05, committed - lo
+        return BatchReport(batch=batch_id, first_seq=min(i[1] for i in inputs), input_rows=sum(i[0] for i in inputs),
+                           started=started, seconds=committed - started, min_ts=min(i[2] for i in inputs),
+                           max_ts=max(i[3] for i in inputs),
+                           results={q.name: counts.get(q.name, 0) for q in self.plan.workload.queries},
                            latency_mean=lmean, latency_p95=lp95, latency_max=lmax, probe_messages=msgs,
-                           store_rows=store_rows if write else {}, state_bytes=self._state_bytes())
-
-    def _travelling(self, label: str, bs: _BatchState) -> str:
-        """A FROM item (a view or a parenthesised query) for the tuples travelling along ``label``."""
-        parent = self.parent.get(label, "missing")
-        if parent == "missing":
-            raise PlanError(f"edge {label} is not reachable from any input or probe rule")
-        if parent is None:  # an input tuple: it enters a store, or starts a probe order, if admitted
-            rule = self.rules.edges[label]
-            relation = self.plan.edge[label].layout[0]
-            return f"({self._input_sql(relation, self.admit_sql(rule.admit, (relation,)))})"
-        return self._probe_result(parent, bs)
-
-    def _probe_result(self, label: str, bs: _BatchState) -> str:
-        if label in bs.results:
-            return bs.results[label]
-        e = self.plan.edge[label]
-        store = self.plan.store[e.target]
-        rule = self.rules.edges[label]
-        if not isinstance(rule, Probe):
-            raise PlanError(f"edge {label} carries probe results but is no probe edge")
-        if store.id not in bs.stores:
-            # its view is still the old contents and will be replaced in this batch: that would
-            # drop the cache of every step built on it (see the module doc, Shared steps)
-            raise PlanError(f"edge {label} probes {e.target} before that store is updated in the batch "
-                            "(a probe's target must be a smaller store than the one it feeds)")
-        trav = self._travelling(label, bs)
-        stored = rule.mir.relations
-        keys = [(self.pos_col(rule.travelling, a), self.pos_col(stored, b)) for a, b in zip(rule.key, rule.pattern)]
-        if rule.route is not None:
-            pk = (self.pos_col(rule.travelling, rule.route), self.col(rule.layout.partition))
-            keys = [pk] + [k for k in keys if k != pk]
-        windows = [(self.pos_col(stored, (i, 1)), w) for i, w in rule.windows]
-        scols = "".join(f", s.{c}" for c in self.store_cols(store)[1:])
-        sql = self._probe_join(trav, self._store_view(store), keys, rule.route is not None, store.parallelism,
-                               windows, f"t.*{scols}")
-        feeds_probe = any(isinstance(self.rules.edges[o], Probe) for o in rule.outs)
-        if not feeds_probe and len(rule.outs) == 1:
-            ref = bs.results[label] = f"({sql})"
-            return ref
-        # persisted: a shared step is computed once per batch, and the rows of a result that
-        # feeds probes (their messages) are counted from the cache after the batch.  (Spark's
-        # Observation does not report metrics computed inside a cached plan: it would hang.)
-        df = self._step_frame(label, sql).persist()
-        bs.persisted.append(df)
-        view = self._view("r", label)
-        df.createOrReplaceTempView(view)
-        if feeds_probe:
-            bs.counted[label] = view
-        bs.results[label] = view
-        return view
-
-    def _step_frame(self, label: str, sql: str) -> DataFrame:
-        """The results of the shared step ending in probe edge ``label`` (its ``sql``), before
-        they are persisted for the batch."""
-        return self.ss.sql(sql)
-
-    def _update_store(self, store: Store, t0: float, bs: _BatchState) -> DataFrame:
-        """The store's contents after this batch: the live part of the old contents, then this
-        batch's delta hashed into the store's partitions, cut from its lineage.
-
-        Built with DataFrame calls on the store's own checkpointed DataFrame (not through its
-        SQL view): the union keeps the store's hash partitioning only if the partitioning of
-        its first input is expressed in exactly that input's output attributes (Spark 4.3
-        compares them with ``==``, qualifiers and nullability included: SPARK-58819), and a
-        view would qualify the attributes.  Induction: a checkpoint's partitioning is its
-        output attribute — the first checkpoint is the delta (or an empty DataFrame)
-        repartitioned by the DataFrame API, which resolves the key to the output attribute
-        itself; every later one is ``old ∪ delta`` whose partitioning Spark maps onto the
-        union's output, the first input's attributes.  The same identity is what lets Spark
-        rename the partitioning along with the columns when a plan scans the store twice."""
-        old = self.stores[store.id]
-        cols = self.store_cols(store)
-        data_cols = ", ".join(cols[1:])
-        deltas = [f"SELECT _seq AS _sseq, {data_cols} FROM {self._travelling(lab, bs)} d"
-                  for lab in self.incoming[store.id]
-                  if not (store.mir.is_base and not bs.per_rel.get(self.rank[store.mir.relations[0]]))]
-        if not deltas and store.mir.is_base:  # nothing arrived: keep it as is (eviction can wait)
-            return old
-        live = " AND ".join(f"{self.pos_col(store.mir.relations, (i, 1))} >= {t0 - float(w)!r}"
-                            for i, w in windows_of(self.w, store.mir.relations))
-        return self._replace_store(old, deltas, store.parallelism, self.col(store.partition), live,
-                                   store.id in bs.fresh)
-
-    def _empty(self, store: Store) -> DataFrame:
-        return self._empty_store(self.store_cols(store), store.parallelism, self.col(store.partition))
+                           store_rows=rows, state_bytes=sum(r.state_bytes for r in reports), rebuilt=rebuilt,
+                           phases=dict(phases),
+                           shards={sid: {k: tuple(v) for k, v in d.items()} for sid, d in shards.items()})
 
     def close(self) -> None:
-        self._drop_all()
+        self._drop()
+        try:
+            self.shipped.unpersist()
+        except Exception as exc:  # noqa: BLE001 - its JVM may be gone
+            log.debug("the plan's broadcast left to Spark's cleaner: %s", exc)
+
+
+def merged_p05(samples: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The 5th percentile of weighted samples (values, weights) of several shards."""
+    values = np.concatenate([v for v, _ in samples])
+    weights = np.concatenate([w for _, w in samples])
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][min(int(np.searchsorted(cum, 0.05 * cum[-1])), len(cum) - 1)])
 
 
 def job_group(sc, engine: object, batch_id: int) -> str:
@@ -650,24 +356,6 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
             committed - float(metrics["min"]))
 
 
-def write_overwrite(df: DataFrame, path: str) -> None:
-    """Write a batch's results (overwrite: a batch re-executed after a restart replaces its own
-    output).  No coalesce: merging partitions would keep every join's hash table of the merged
-    partitions in one task's memory until it ends — measured: OOM."""
-    df.write.mode("overwrite").parquet(path)
-
-
-def release_store(df: DataFrame) -> None:
-    """Free the blocks of a locally checkpointed store (the driver holds no rows).  When Spark
-    cannot be asked (its JVM gone), Spark's cleaner frees them once the RDD is collected."""
-    try:
-        plan = df._jdf.queryExecution().analyzed()
-        if plan.getClass().getSimpleName() == "LogicalRDD":
-            plan.rdd().unpersist(False)
-    except Exception as exc:  # noqa: BLE001 - freeing early is an optimisation, never a failure
-        log.debug("store blocks left to Spark's cleaner: %s", exc)
-
-
 #: how often a micro-batch is run again after it lost store partitions with an executor
 LOST_STATE_RETRIES = 2
 #: what Spark says when a task needs blocks of a locally checkpointed store that an executor
@@ -686,11 +374,3 @@ def lost_state(exc: BaseException) -> bool:
     text = str(getattr(exc, "desc", None) or exc)
     return any(m in text for m in LOST_STATE_MARKERS)
 
-
-def column_types(spark_ddl: str) -> dict[str, str]:
-    """``{column: spark type}`` from the replay source's DDL."""
-    out = {}
-    for part in spark_ddl.split(", "):
-        name, typ = part.rsplit(" ", 1)
-        out[name.strip("`")] = typ
-    return out

@@ -24,8 +24,8 @@ committed, whose output is overwritten: nothing lost, nothing duplicated.
 
 **What scales out and what does not.**  The source's read and the output run on executors;
 the probes run in one Python process on the driver, so one batch is bounded by one core.
-The store-as-DataFrame engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every
-store over the cluster's executors and is the mode for state larger than the driver's memory.
+The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
+over the cluster's executors and is the mode for state larger than the driver's memory.
 
 **Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
 ``transformWithState``) were the alternative.  Their fixed cost per batch — a shuffle by the
@@ -54,15 +54,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mqjoin.model.errors import EngineError
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.rules import Layout, layout_of
-from mqjoin.runtime.vector import BatchExecutor, Frame, values_array
+from mqjoin.runtime.vector import BatchExecutor, Frame
 from mqjoin.runtime.spark.distributed import BatchReport, job_cost, job_group
+from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 from mqjoin.runtime.spark.source import attr_col
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ class DriverEngine:
         self.next_seq = int(seq[-1]) + 1
         executed = time.time()
         where = {q: np.searchsorted(seq, trig) for q, (trig, _) in results.items()}
-        self._write_results(batch_id, results, where, arrival)
+        self._write_results(batch_id, results, where, arrival, seq)
         committed = time.time()
         first = int(seq[0])
         lmean, lp95, lmax, counts = {}, {}, {}, {}
@@ -324,26 +324,16 @@ class DriverEngine:
         return out
 
     def _write_results(self, batch_id: int, results: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                       where: Mapping[str, np.ndarray], arrival: np.ndarray) -> None:
-        """``OUT/_batches/batch=<id>``: per result its query, rows, and the arrival number and
-        arrival time of the tuple that produced it (the distributed mode's columns)."""
+                       where: Mapping[str, np.ndarray], arrival: np.ndarray, seq: np.ndarray) -> None:
+        """``OUT/_batches/batch=<id>`` (:func:`.frames.result_table`, the distributed mode's
+        format), marked complete."""
         path = self.out_dir / "_batches" / f"batch={batch_id}"
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
-        parts = []
-        for q, (trig, rows) in results.items():
-            n, k = rows.shape
-            if n:
-                offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
-                parts.append(pa.table({"query": _repeated(q, n),
-                                       "rows": pa.ListArray.from_arrays(offsets, pa.array(rows.ravel())),
-                                       "_seq": pa.array(trig), "_arrival": pa.array(arrival[where[q]])}))
-        if parts:
-            tmp = path / "part-0.parquet.tmp"
-            # lz4: half snappy's time here; a dictionary only where values repeat (the query)
-            pq.write_table(pa.concat_tables(parts), tmp, compression="lz4", use_dictionary=["query"])
-            tmp.replace(path / "part-0.parquet")
+        table = result_table(results, lambda trig: arrival[np.searchsorted(seq, trig)])
+        if table is not None:
+            write_part(table, path / "part-0.parquet")
         (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
     def close(self) -> None:
@@ -370,27 +360,7 @@ class VectorDriverEngine(DriverEngine):
 
     def _frames(self, table: pa.Table, seq: np.ndarray, rel: np.ndarray, ts: np.ndarray) -> dict[str, Frame]:
         """The batch's arrivals per relation, with the fields the plan reads."""
-        out = {}
-        cols = set(table.column_names)
-        need = self.ex.source_need
-        for k in np.unique(rel).tolist():
-            name = self.names[k]
-            if name not in need:
-                continue
-            idx = np.flatnonzero(rel == k)
-            take = pa.array(idx)
-            fields: dict[int, np.ndarray] = {}
-            for f in sorted(need[name]):
-                if f == 0:
-                    fields[0] = table["_row"].take(take).to_numpy().astype(np.int64, copy=False)
-                elif f == 1:
-                    fields[1] = ts[idx]
-                else:
-                    c = attr_col(k, f - 2)
-                    c = self.columns.get(c, c) if self.columns is not None else c
-                    fields[f] = values_array(table[c].take(take)) if c in cols else np.full(len(idx), np.nan)
-            out[name] = Frame((name,), [fields], seq[idx], ts[idx])
-        return out
+        return log_frames(table, seq, rel, ts, self.names, self.ex.source_need, self.columns)
 
     def _restore(self, batch_id: int) -> None:
         ex = self.new_executor()
@@ -444,20 +414,6 @@ class VectorDriverEngine(DriverEngine):
 
     def _state_bytes(self) -> int:
         return self.ex.state_bytes()
-
-
-def _repeated(text: str, n: int) -> pa.Array:
-    """``text`` ``n`` times as a string array, built from its buffers (a list of ``n`` Python
-    strings took 0.8 s for 3.7M results).
-
-    >>> _repeated("q1", 3).to_pylist()
-    ['q1', 'q1', 'q1']
-    """
-    b = text.encode("utf-8")
-    if n * len(b) >= 2**31 - 1:
-        return pa.array([text] * n, pa.string())
-    offsets = np.arange(0, n * len(b) + 1, len(b), dtype=np.int32) if b else np.zeros(n + 1, dtype=np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b * n))
 
 
 def result_arrays(taken: list[tuple[str, list[tuple[int, ...]]]],

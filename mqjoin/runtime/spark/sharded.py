@@ -1,0 +1,353 @@
+"""The shard side of the distributed mode: the vectorised executor spread over ``P`` shards,
+one micro-batch run in *waves* (the Spark plumbing that moves shards and frames is
+:mod:`.distributed`).
+
+**Shards.**  Shard ``p`` holds, for every store layout of the plan, the entries whose
+partition attribute hashes to ``p`` (:func:`shard_of`: the key code of
+:func:`~mqjoin.runtime.vector.key_codes` modulo ``P``, so ``1`` and ``1.0`` land together;
+nulls on shard 0 — they never match a routed probe anyway).  Its stores, key indexes and
+counters are those of a :class:`~mqjoin.runtime.vector.BatchExecutor`, which runs the plan's
+rules on the shard exactly as the driver mode runs them on the driver
+(:meth:`~mqjoin.runtime.vector.BatchExecutor.run`: the same inserts, probes with keys,
+routes and windows, filters and emits).  The number of shards is physical — how many tasks
+hold state — and independent of the stores' parallelism in the plan, which stays the cost
+model's: probe messages are counted as the vectorised executor counts them, one per routed
+probe and the store's parallelism per broadcast probe (the copy on shard 0 counts a
+broadcast; the other shards' copies count nothing).
+
+**Waves.**  Before an edge runs, the frame travelling on it is exchanged to the shards of its
+target: an insert to the shard of the store's partition attribute, a routed probe to the
+shard of its route value, a broadcast probe to every shard, an emit nowhere (it runs where
+its frame is).  So an edge runs one wave after the probe that feeds it
+(:func:`waves`: ``wave(edge) = wave(producer) + 1``, an emit in its producer's wave), and a
+probe of a store no earlier than every insert into it (a frame that arrives early waits on
+its shard).  Within a wave a shard runs its edges in :func:`~mqjoin.runtime.vector.edge_order`
+(inserts before the probes of their store).  A batch's last wave ends it on every shard:
+its entries join the stores, and the batch's largest ``ts`` — which every shard learns from
+the input — expires what it can.
+
+**What a wave yields.**  :func:`run_wave` reads its shard's state and the frames sent to it,
+runs the wave, writes the results of its emits to ``OUT/_batches/batch=b/part-<wave>-<shard>
+.parquet`` (atomically: a task run again writes the same rows), and yields the shard's state
+(pickled, keyed by the shard), the frames for other shards (keyed by theirs), and after the
+last wave a small :class:`ShardReport` — counts and a sample of result arrival times, never
+a row.
+:func:`route_input` turns the input rows of a batch into the frames of its source edges.
+
+>>> from mqjoin.model.workload import parse_workload
+>>> from mqjoin.planning.optimizer import optimize
+>>> w = parse_workload('''
+... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
+... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+... queries: {q: "R(a), S(a), T(a)"}
+... ''')
+>>> program = ShardProgram(optimize(w).plan, shards=2)
+>>> sorted(set(program.wave.values())), program.last
+([1, 2], 2)
+>>> shard_of(np.array([1, 1.0, 2, np.nan]), 2).tolist()
+[1, 1, 0, 0]
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from mqjoin.model.errors import EngineError
+from mqjoin.planning.plan import Plan
+from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
+from mqjoin.runtime.vector import BatchExecutor, Frame, key_codes
+from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
+
+# what an element of a wave's RDD carries: (shard, (kind, payload))
+STATE, SENT, REPORT = "state", "sent", "report"
+#: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process)
+EXECUTOR_STATE = ("stores", "live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed")
+#: result arrival times kept per query and shard for the latency percentile
+SAMPLE = 1000
+
+
+def shard_of(values: np.ndarray, shards: int) -> np.ndarray:
+    """The shard of every value of a column: its key code modulo ``shards`` (nulls: 0)."""
+    valid, codes, _ = key_codes([values])
+    out = np.remainder(codes, shards)
+    if valid is not None:
+        out[~valid] = 0
+    return out
+
+
+def waves(ex: BatchExecutor) -> dict[str, int]:
+    """The wave of every edge of the executor's plan (see the module doc)."""
+    rules = ex.rules
+    producer = {o: lab for lab, r in rules.edges.items() if isinstance(r, Probe) for o in r.outs}
+    inserts: dict = {}
+    for lab, r in rules.edges.items():
+        if isinstance(r, Insert):
+            inserts.setdefault(r.layout, []).append(lab)
+    wave: dict[str, int] = {}
+    for lab in ex.order:  # producers and the inserts of a probed store come first
+        rule = rules.edges[lab]
+        before = wave[producer[lab]] if lab in producer else 0
+        w = before if isinstance(rule, Emit) and lab in producer else before + 1
+        if isinstance(rule, Probe):
+            w = max([w] + [wave[i] for i in inserts.get(rule.layout, ())])
+        wave[lab] = w
+    return wave
+
+
+class ShardProgram:
+    """What every task of the distributed mode needs of the plan: the executor (its rules,
+    edge order and field needs), the wave of every edge and where an edge's frames go."""
+
+    def __init__(self, plan: Plan, shards: int):
+        self.plan = plan
+        self.shards = shards
+        self.ex = BatchExecutor(plan)
+        self.wave = waves(self.ex)
+        self.last = max(self.wave.values(), default=1)
+        self.by_wave = {w: [lab for lab in self.ex.order if self.wave[lab] == w] for w in range(1, self.last + 1)}
+        fields = field_positions(plan.workload)
+        self.route_at: dict[str, tuple[int, int] | None] = {}
+        for lab, r in self.ex.rules.edges.items():
+            if isinstance(r, Insert):
+                self.route_at[lab] = position(fields, tuple(plan.edge[lab].layout), r.layout.partition)
+            elif isinstance(r, Probe):
+                self.route_at[lab] = r.route
+        self.names = {k: r for r, k in plan.workload.relation_rank.items()}
+        self.store_ids = dict(self.ex.names)
+        self.empty = {k: copy.deepcopy(getattr(self.ex, k)) for k in EXECUTOR_STATE}  # a new shard's state
+
+    def route(self, label: str, f: Frame) -> Iterator[tuple[int, Frame]]:
+        """(shard, frame) for the frame travelling on ``label``: by the hash of the partition
+        attribute (insert) or route value (routed probe), to every shard (broadcast probe),
+        to shard 0 (an emit of an input tuple)."""
+        rule = self.ex.rules.edges[label]
+        if isinstance(rule, Emit):
+            yield 0, f
+            return
+        at = self.route_at[label]
+        if at is None:
+            for p in range(self.shards):
+                yield p, f
+            return
+        col = f.cols[at[0]].get(at[1])
+        dest = np.zeros(len(f), dtype=np.int64) if col is None else shard_of(col, self.shards)
+        if self.shards == 1:
+            yield 0, f
+            return
+        order = np.argsort(dest, kind="stable")
+        bounds = np.searchsorted(dest[order], np.arange(self.shards + 1))
+        for p in range(self.shards):
+            if bounds[p + 1] > bounds[p]:
+                yield p, f.take(order[bounds[p]:bounds[p + 1]])
+
+
+_PROGRAMS: dict[str, ShardProgram] = {}  # one per plan and process: built once, reused by every task
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What the tasks of one run of a batch need: the plan (a Spark broadcast of it, or the
+    plan itself; its :class:`ShardProgram` is built once per process and ``token``), the shard
+    count, the batch's number and where its results go (``out``: None for a rebuild, which
+    writes nothing)."""
+
+    plan: object
+    token: str
+    shards: int
+    batch: int
+    out: str | None
+
+    def program(self) -> ShardProgram:
+        prog = _PROGRAMS.get(self.token)
+        if prog is None:
+            plan = self.plan if isinstance(self.plan, Plan) else self.plan.value
+            prog = _PROGRAMS[self.token] = ShardProgram(plan, self.shards)
+        return prog
+
+    @property
+    def part_dir(self) -> Path:
+        return Path(self.out) / "_batches" / f"batch={self.batch}"
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """One input partition's share of a batch, sent to every shard: its rows, first arrival
+    number, ``ts`` range and rows per relation, and the arrival time of each of its tuples
+    (for the results' latency)."""
+
+    rows: int
+    first_seq: int
+    min_ts: float
+    max_ts: float
+    per_relation: dict[str, int]
+    seq: np.ndarray
+    arrival: np.ndarray
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """What a shard tells the driver after a batch: counts, never rows."""
+
+    shard: int
+    inputs: tuple[tuple[int, int, float, float, dict[str, int]], ...]  # shard 0 only: InputInfo without arrivals
+    messages: dict[str, int]  # probe edge → messages counted here
+    received: dict[str, int]  # probe edge → travelling tuples it ran on this shard
+    store_rows: dict[str, int]  # store id → live entries on this shard
+    state_bytes: int
+    results: dict[str, int]  # query → results emitted here
+    arrivals: dict[str, tuple[float, float, float, np.ndarray, np.ndarray]]  # query → sum, min, max, sample, weights
+    seconds: tuple[float, ...]  # per wave: time spent in the wave's edges
+
+
+@dataclass
+class Shard:
+    """One shard's state between waves and batches (pickled into the state RDD)."""
+
+    index: int
+    state: dict = field(default_factory=dict)  # the executor's (EXECUTOR_STATE)
+    pending: dict[str, list[Frame]] = field(default_factory=dict)  # frames for edges of later waves
+    inputs: list[InputInfo] = field(default_factory=list)
+    results: dict[str, list[np.ndarray]] = field(default_factory=dict)  # query → arrival times of its results
+    counted: dict[str, int] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+
+def _bind(prog: "ShardProgram", shard: Shard) -> BatchExecutor:
+    """The process's executor of the plan holding the shard's state (a new shard: empty)."""
+    if not shard.state:
+        shard.state = copy.deepcopy(prog.empty)
+    for k in EXECUTOR_STATE:
+        setattr(prog.ex, k, shard.state[k])
+    return prog.ex
+
+
+def _unbind(ex: BatchExecutor, shard: Shard) -> None:
+    shard.state = {k: getattr(ex, k) for k in EXECUTOR_STATE}
+    ex.deltas = {}  # the journal's, which this mode does not keep
+
+
+def _dumps(obj) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def empty_shard(index: int) -> bytes:
+    """A new shard's state, pickled."""
+    return _dumps(Shard(index))
+
+
+def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """An input partition of a batch (replay-log rows as Arrow) as the frames of the plan's
+    source edges, each for its shard, plus its :class:`InputInfo` for every shard: rows of
+    ``(shard, payload)``, the payload a pickled ``(kind, …)``."""
+    parts = [b for b in record_batches if b.num_rows]
+    if not parts:
+        return
+    table = pa.Table.from_batches(parts).sort_by("_seq")
+    prog = batch.program()
+    seq = table["_seq"].to_numpy()
+    rel = table["_rel"].to_numpy()
+    ts = table["_ts"].to_numpy()
+    frames = log_frames(table, seq, rel, ts, prog.names, prog.ex.source_need)
+    per_rel = {prog.names[k]: int(n) for k, n in zip(*np.unique(rel, return_counts=True))}
+    write = batch.out is not None
+    info = InputInfo(len(seq), int(seq[0]), float(ts.min()), float(ts.max()), per_rel, seq if write else seq[:0],
+                     table["_arrival"].to_numpy() if write else ts[:0])
+    sent: dict[int, dict[str, list[Frame]]] = {}
+    for lab, fs in prog.ex.source_inputs(frames).items():
+        for p, f in prog.route(lab, Frame.concat(fs)):
+            sent.setdefault(p, {}).setdefault(lab, []).append(f)
+    dest = list(range(batch.shards)) + list(sent)
+    payload = [_dumps(info)] * batch.shards + [_dumps(frames) for frames in sent.values()]
+    yield pa.RecordBatch.from_pydict({"shard": pa.array(dest, pa.int32()), "payload": pa.array(payload, pa.binary())})
+
+
+def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tuple[str, bytes]]]
+             ) -> Iterator[tuple[int, tuple[str, object]]]:
+    """Wave ``wave`` of a batch on shard ``index``: ``items`` its state and what was sent to
+    it (elements of the state RDD and the exchanged messages); yields its new state, the
+    frames for later waves by shard, and after the last wave its :class:`ShardReport`."""
+    prog = batch.program()
+    shard, received = None, []
+    for _, (kind, payload) in items:
+        if kind == STATE:
+            shard = pickle.loads(payload)
+        elif kind == SENT:
+            received.append(pickle.loads(payload))
+    if shard is None:
+        raise EngineError(f"shard {index} of the distributed mode has no state in wave {wave} of batch "
+                          f"{batch.batch}: the state and message partitions were not combined")
+    ex = _bind(prog, shard)
+    if wave == 1:
+        ex.begin()
+        shard.pending, shard.inputs, shard.results, shard.counted, shard.seconds = {}, [], {}, {}, []
+        ex.messages = type(ex.messages)({lab: 0 for lab in ex.messages})  # this batch's (reported)
+        ex.received = type(ex.received)()
+    for got in received:
+        if isinstance(got, InputInfo):
+            shard.inputs.append(got)
+        else:
+            for lab, frames in got.items():
+                shard.pending.setdefault(lab, []).extend(frames)
+    t0 = time.perf_counter()
+    labels = prog.by_wave.get(wave, [])
+    inputs = {lab: shard.pending.pop(lab) for lab in labels if lab in shard.pending}
+    out, sent = ex.run(labels, inputs, broadcasts=index == 0)
+    results = {q: r for q, r in ex.results(out).items() if len(r[0])}
+    if results and batch.out is not None:
+        arrival = _arrivals(shard.inputs)
+        table = result_table(results, arrival)
+        write_part(table, batch.part_dir / f"part-{wave}-{index}.parquet")
+        for q, (trig, _) in results.items():
+            shard.results.setdefault(q, []).append(arrival(trig))
+    outbox: dict[int, dict[str, list[Frame]]] = {}
+    for lab, frames in sent.items():
+        for p, f in prog.route(lab, Frame.concat(frames)):
+            outbox.setdefault(p, {}).setdefault(lab, []).append(f)
+    report = None
+    if wave == prog.last:
+        ex.finish(max((i.max_ts for i in shard.inputs), default=-np.inf))
+        report = _report(prog, ex, shard)
+    shard.seconds.append(time.perf_counter() - t0)
+    _unbind(ex, shard)
+    yield index, (STATE, _dumps(shard))
+    for p, frames in outbox.items():
+        yield p, (SENT, _dumps(frames))
+    if report is not None:
+        yield index, (REPORT, report)
+
+
+def _arrivals(inputs: list[InputInfo]):
+    seq = np.concatenate([i.seq for i in inputs]) if inputs else np.empty(0, np.int64)
+    arr = np.concatenate([i.arrival for i in inputs]) if inputs else np.empty(0)
+    order = np.argsort(seq, kind="stable")
+    seq, arr = seq[order], arr[order]
+    return lambda trig: arr[np.searchsorted(seq, trig)]
+
+
+def _report(prog: ShardProgram, ex: BatchExecutor, shard: Shard) -> ShardReport:
+    arrivals = {}
+    for q, parts in shard.results.items():
+        a = np.sort(np.concatenate(parts))
+        if len(a) > SAMPLE:  # a sample of the sorted arrivals, each standing for its share
+            at = np.linspace(0, len(a) - 1, SAMPLE).round().astype(np.int64)
+            sample, weights = a[at], np.full(SAMPLE, len(a) / SAMPLE)
+        else:
+            sample, weights = a, np.ones(len(a))
+        arrivals[q] = (float(a.sum()), float(a[0]), float(a[-1]), sample, weights)
+    inputs = tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation) for i in shard.inputs)
+    return ShardReport(shard=shard.index, inputs=inputs if shard.index == 0 else (),
+                       messages={lab: int(n) for lab, n in ex.messages.items()},
+                       received={lab: int(n) for lab, n in ex.received.items() if n},
+                       store_rows={prog.store_ids[layout]: int(n) for layout, n in ex.live.items()
+                                   if layout in prog.store_ids},
+                       state_bytes=int(ex.state_bytes()),
+                       results={q: sum(len(p) for p in parts) for q, parts in shard.results.items()},
+                       arrivals=arrivals, seconds=tuple(shard.seconds))
