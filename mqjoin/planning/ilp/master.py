@@ -16,7 +16,10 @@ capped at the optimum (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) by o
 and as objective the tie-break weights — the shared ``z``'s own and, per column, the block's
 lexicographic optimum under its combination.  Columns that an interior-point dual solution of
 the master's LP rules out of every solution within the cap (:func:`_ruled_out`) are fixed at 0
-and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.  Integral weights: a gap below 1 proves the least weight.
+and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.
+Where columns are priced by bounds (large MIRs), a bound rules out no less than the optimum
+would, so the columns left are costed exactly first and ruled out again by their optima
+before they are weighed.  Integral weights: a gap below 1 proves the least weight.
 """
 
 from __future__ import annotations
@@ -84,10 +87,10 @@ class Master:
         h.passModel(lp)
         self.lam_cols = np.arange(names, n, dtype=np.int32)
 
-    def priced(self, k: int, t: tuple[int, ...]) -> float:
-        """A column's price: the block's optimum under the combination, or the best bound known."""
-        key = self.part.key_of(k, self.part.chosen_by(k, t))
-        return self.costs.costs[key][0] if key in self.costs.costs else self.costs.lower(k, key)
+    def prices(self) -> list[float]:
+        """The columns' prices: each block's optimum under the combination, or the best bound known."""
+        costs = self.costs.costs
+        return [costs[key][0] if key in costs else self.costs.lower(key[0], key) for key in self.part.keys]
 
     def run(self) -> Choice:
         """Solve the master within the time left; its choice of the shared stores."""
@@ -111,7 +114,7 @@ class Master:
         part = self.part
         while True:
             self.h.changeColsCost(len(part.combinations), self.lam_cols,
-                                  np.array([self.priced(k, t) for k, t in part.combinations], dtype=float))
+                                  np.array(self.prices(), dtype=float))
             pick = self.run()
             lower_bound = float(self.h.getInfo().objective_function_value)
             best.current = [lower_bound]
@@ -123,18 +126,31 @@ class Master:
                 break
 
     def tie_break(self, best: Incumbent) -> None:
-        """The least weight at the optimal cost (every combination costed: small MIRs): the
-        blocks' lexicographic optima under every combination not ruled out, then the master
-        by weight."""
+        """The least weight at the optimal cost: the blocks' lexicographic optima under every
+        combination not ruled out, then the master by weight.  Where combinations are priced
+        by bounds (large MIRs), those not ruled out by the bounds are costed first, and ruled
+        out again by their optima."""
         import highspy
         import numpy as np
 
         part, h, names, n = self.part, self.h, self.names, self.n
         cap = best.cost * (1 + TIE_SLACK) + TIE_SLACK
-        prices = np.array([self.priced(k, t) for k, t in part.combinations], dtype=float)
+        prices = np.array(self.prices(), dtype=float)
         out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
-        weights = per_block(lambda k, t: self.costs.weight(k, part.chosen_by(k, t)), part.combinations,
-                            set(out.tolist()))
+        costed = self.costs.costs
+        todo = set(range(len(part.combinations))) - set(out.tolist())
+        if any(part.keys[i] not in costed for i in todo):
+            per_block(lambda k, i: self.costs.cost(k, part.chosen_by(k, part.combinations[i][1])),
+                      [(k, i) for i, (k, _) in enumerate(part.combinations) if i in todo and part.keys[i] not in costed])
+            prices = np.array(self.prices(), dtype=float)
+            out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
+        ties = self.costs.ties
+
+        def weight(k: int, i: int) -> float:
+            key = part.keys[i]
+            return ties[key][0] if key in ties else self.costs.weight(k, part.chosen_by(k, part.combinations[i][1]))
+
+        weights = per_block(weight, [(k, i) for i, (k, _) in enumerate(part.combinations)], set(out.tolist()))
         h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
         h.addRow(-highspy.kHighsInf, cap, len(part.combinations), self.lam_cols, prices)
         h.changeColsCost(n, np.arange(n, dtype=np.int32),
