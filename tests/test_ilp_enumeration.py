@@ -38,13 +38,15 @@ def parts(queries: int, relations: int, size: int, parallelism: int, seed: int):
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}x{s[2]}_{s[1]}rel_p{s[3]}")
 def test_every_combination_as_its_lp(spec):
     q, r, k, par, seeds = spec
-    compared = 0
+    compared = enumerated = 0
     for seed in seeds:
         for mdl, part in parts(q, r, k, par, seed):
             tables = enumeration.block_tables(part)
             lps = BlockCosts(part, deadline=None)  # cost() and weight() solve the block's LPs
             for b, table in enumerate(tables):
-                assert table is not None, "three-way blocks are enumerated"
+                if table is None:  # blocks of several queries (sharing steps): too many assignments
+                    continue
+                enumerated += 1
                 combos = [t for kk, t in part.combinations if kk == b]
                 integer = [p for p, c in enumerate(part.blocks[b].cols) if mdl.integer[c]]
                 for t, (cost, weight, a) in zip(combos, table.optima(combos)):
@@ -57,13 +59,14 @@ def test_every_combination_as_its_lp(spec):
                     assert [values[p] for p in integer] == [round(lp_values[p]) for p in integer], (seed, b, t)
                     assert math.fsum(mdl.cost[c] * v for c, v in zip(part.blocks[b].cols, values)) == cost
                     compared += 1
-    assert compared > 50
+    assert enumerated > 10 and compared > 50
 
 
 def test_large_blocks_left_to_their_lps():
-    (mdl, part), = parts(3, 100, 4, 4, 0)
-    tables = enumeration.block_tables(part)
-    assert tables and all(t is None for t in tables)  # four-way queries: more than ENUMERATE_MAX assignments
+    found = list(parts(20, 100, 4, 4, 0))
+    assert found
+    for _, part in found:  # four-way queries: more than ENUMERATE_MAX assignments
+        assert all(t is None for t in enumeration.block_tables(part))
 
 
 @pytest.mark.parametrize("seed", range(6))

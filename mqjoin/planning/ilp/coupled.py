@@ -199,12 +199,12 @@ def _result(part: Part, costs: BlockCosts, best: Incumbent, status: str, optimum
         status = "optimal"
     for k, b in enumerate(part.blocks):
         key = part.key_of(k, chosen)
-        vals = costs.plan(key, chosen, False) if key in costs.costs else best.recosted[k]
         if canonical and key in costs.ties:
             vals = costs.plan(key, chosen, True)
             proven = proven and costs.ties[key][2]
-        elif canonical:
-            proven = False
+        else:
+            vals = costs.plan(key, chosen, False) if key in costs.costs else best.recosted[k]
+            proven = proven and not canonical
         for c, v in zip(b.cols, part.patched(k, vals, chosen)):
             values[c] = v
     out = [values[c] for c in part.cols]
