@@ -89,3 +89,20 @@ def test_optimum_as_the_exhaustive_reference(seed):
     res = optimize(w, partitioning="single")
     assert res.ilp.status == "optimal" and res.ilp.canonical
     assert math.isclose(res.plan.probe_cost, ref.optimum(w, "single"), rel_tol=1e-6, abs_tol=1e-7)
+
+
+@pytest.mark.parametrize("queries,relations,seed", [(3, 12, 2), (4, 15, 1), (3, 12, 3)])
+def test_master_and_depth_first_give_the_same_canonical_plan(queries, relations, seed, monkeypatch):
+    """Five-way coupled parts (large MIRs, blocks not enumerated): the master's tie-break and the
+    depth-first search's second pass both prove the plan canonical, and it is the same plan."""
+    import mqjoin.planning.ilp.coupled as coupled
+
+    mdl = build_model(enumerate_candidates(random_workload(queries, relations, 5, seed=seed)), "single")
+    assert any(coupled_part(mdl, c, r) is not None for c, r in components(mdl))
+    plans = []
+    for stores in (0, 100):  # every coupled part by the master, or none
+        monkeypatch.setattr(coupled, "MASTER_MIN_STORES", stores)
+        sol = solve(mdl)
+        assert sol.optimal and sol.canonical
+        plans.append([round(sol.values[i]) for i in range(mdl.num_variables) if mdl.integer[i]])
+    assert plans[0] == plans[1]
