@@ -231,7 +231,7 @@ def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_
     print(f"# ilp_scale --spread: {count} workloads per size (seeds {first_seed}-{first_seed + count - 1}), "
           f"{rels} relations, time limit {time_limit:g} s, {os.cpu_count()} cores, "
           f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'Q':>4}{'k':>2} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>7}"
+    print(f"{'Q':>4}{'k':>2} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>8}"
           f"{'cpu med':>8}{'cpu max':>8}{'optimal':>9}{'canonical':>10}")
     for n, size in sizes:
         for policy in policies:
@@ -255,7 +255,7 @@ def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_
             optimal = sum(i.status == "optimal" for _, _, i, _ in runs)
             canonical = sum(i.canonical for _, _, i, _ in runs)
             print(f"{n:>4}{size:>2} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}{med.build_seconds:>7.3f}"
-                  f"{med.solve_seconds:>7.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
+                  f"{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
                   f"{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
