@@ -21,8 +21,7 @@ relaxation: blocks may choose differently).  Three ways through, by the part's s
 * **large MIRs, many shared stores**: a first plan at once (each store partitioned as most
   blocks chose alone, :func:`_first_plan`), every combination priced by its LP, then the
   master ILP repriced until its choice is costed exactly; with ``canonical`` the master's
-  tie-break, after costing exactly the combinations that the master LP's dual does not rule
-  out of every plan at the optimal cost.
+  tie-break, repriced and reweighed in the same way until its choice is exact.
 
 Both tie-breaks run to the end (no time budget of their own): the plan is canonical whenever
 it is optimal, unless the solve's time limit strikes first.

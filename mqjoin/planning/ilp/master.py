@@ -17,9 +17,11 @@ and as objective the tie-break weights — the shared ``z``'s own and, per colum
 lexicographic optimum under its combination.  Columns that an interior-point dual solution of
 the master's LP rules out of every solution within the cap (:func:`_ruled_out`) are fixed at 0
 and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.
-Where columns are priced by bounds (large MIRs), a bound rules out no less than the optimum
-would, so the columns left are costed exactly first and ruled out again by their optima
-before they are weighed.  Integral weights: a gap below 1 proves the least weight.
+Where columns are priced by bounds (large MIRs), a bound rules out no more than the optimum
+would (valid), and the tie-break master is solved lazily: columns not costed at their bound,
+columns not weighed at the least weight any plan of their block has, the master's choice
+costed and weighed exactly, until that choice is exact.  Integral weights: a gap below 1
+proves the least weight.
 """
 
 from __future__ import annotations
