@@ -134,6 +134,8 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
         elif c in z_at:
             if z_at[c] not in shared:
                 own.setdefault(z_at[c], []).append(c)
+    if _assignments(groups, own, cands) > ENUMERATE_MAX:  # (before any option is built)
+        return None
     steps = sorted({y for c in b.cols if c in x_at for y in mdl.order_steps[c]})
     step_at = {y: n for n, y in enumerate(steps)}
     mirs = sorted({mi for c in b.cols if c in x_at for mi in mdl.order_mirs[c]}
@@ -161,8 +163,6 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
         own_z.update({pos[c]: (len(factors), r) for r, c in enumerate(zc)})
         factors.append([([pos[c]], [], [], [], part.tie[c]) for c in zc])
     sizes = [len(f) for f in factors]
-    if math.prod(sizes) > ENUMERATE_MAX:
-        return None
 
     choice = np.indices(sizes).reshape(len(sizes), -1)  # factors × P (the first factor slowest)
     used = np.zeros((choice.shape[1], len(steps)), dtype=bool)
@@ -210,6 +210,17 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
                       used=used, open=open_.astype(float), base=used @ step_cost, weight=weight,
                       steps=np.array([pos[c] for c in steps], dtype=np.int64), step_cost=step_cost, bcast=bcast,
                       bcast_cost=np.array([mdl.cost[b.cols[bp]] for bp, _, _ in part.bcast_in[k]]), serves=serves)
+
+
+def _assignments(groups: dict, own: dict, cands) -> int:
+    """How many assignments a block has at most: the product of its factors' options."""
+    total = math.prod(len(zc) for zc in own.values())
+    for owner, by_start in groups.items():
+        orders = math.prod(len(xs) for xs in by_start.values())
+        if isinstance(owner, MIR):
+            orders = 1 + (orders if len(by_start) == len(cands.orders[owner]) else 0)
+        total *= orders
+    return total
 
 
 def _product(lists: list[list]) -> list[tuple]:
