@@ -8,8 +8,10 @@ costed on one thread (``BLOCK_THREADS = 1``), so the phases add up to the run's 
     enumerate        candidate MIRs, probe orders and steps
     build_model      the ILP's variables and rows
     coupled_part     the coupled parts split into blocks (choices, classes, combinations)
-    block cost LPs   every combination of a block's choices costed by its LP
-    block tie LPs    the lexicographic optima (canonical tie-break) of the combinations kept
+    block enumeration  every combination of the blocks that are enumerated: optimum and
+                     lexicographic optimum (mqjoin.planning.ilp.enumeration)
+    block cost LPs   every combination of the other blocks' choices costed by its LP
+    block tie LPs    their lexicographic optima (canonical tie-break) of the combinations kept
     master           the master ILP: built, solved, and its LP's dual for the tie-break
     build_plan       the chosen orders merged into probe trees (with extract_choices)
 
@@ -56,6 +58,7 @@ def instrument() -> None:
     optimizer.extract_choices = timed("build_plan", optimizer.extract_choices)
     optimizer.build_plan = timed("build_plan", optimizer.build_plan)
     coupled.coupled_part = timed("coupled_part", coupled.coupled_part)
+    blocks.BlockCosts.enumerate_blocks = timed("block enumeration", blocks.BlockCosts.enumerate_blocks)
     blocks.BlockCosts.cost = timed("block cost LPs", blocks.BlockCosts.cost)
     blocks.BlockCosts.weight = timed("block tie LPs", blocks.BlockCosts.weight)
     master.Master.__init__ = timed("master", master.Master.__init__)

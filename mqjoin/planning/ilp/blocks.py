@@ -11,10 +11,13 @@ serves, so choices that serve the same steps of a block are one (:meth:`Part.key
 search, the master ILP and the caches see *classes* of attributes per (block, store), and a
 *combination* is one class per store the block touches.  Under a combination a block costs
 
-* its LP optimum when the LP comes out integral (with MIRs of at most three relations it did
-  on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and stage,
-  warm from the previous combination: combinations are listed in reflected Gray order, each
-  one store away from the last, :func:`_reflected`);
+* with few enough assignments (three-way queries), its exact optimum and lexicographic optimum
+  under every combination at once, by enumeration (:mod:`mqjoin.planning.ilp.enumeration`,
+  :meth:`BlockCosts.enumerate_blocks`): no LP at all;
+* else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
+  did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
+  stage, warm from the previous combination: combinations are listed in reflected Gray order,
+  each one store away from the last, :func:`_reflected`);
 * else the best plan the block found under other choices, recosted (every plan is feasible
   under every choice; only which steps broadcast changes), when that meets the best bound
   known — the LP bound or the optimum under a less decided choice;
@@ -22,9 +25,10 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 
 The canonical tie-break works per block too: once the shared choices are fixed, cost and
 tie-break weight add up over the blocks, so each block's lexicographic optimum (least weight
-at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is found on a
-second instance with the cost capped by a row (:meth:`BlockCosts.weight`).  The shared
-stores' own ``z`` weigh once, in the search, not in every block (``Part.tie``).
+at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is the
+enumeration's, or is found on a second instance with the cost capped by a row
+(:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
+every block (``Part.tie``).
 
 Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
 while it solves and every block has instances and cache entries of its own; each block's
@@ -46,6 +50,7 @@ True
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import time
@@ -56,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
+from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 
 #: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
@@ -158,6 +164,7 @@ class Part:
     bcast_in: list[list[tuple[int, int, list[int]]]]  # per block: (b, y, known z) positions of its broadcasts
     classes: dict[tuple[int, MIR], list[list[int]]]  # (block, store) → the classes of attributes it tells apart
     combinations: list[tuple[int, tuple[int, ...]]]  # (block, a class per store of the block), Gray order per block
+    keys: list[tuple]  # the cache key (key_of) of each combination
     quick: bool  # small MIRs: a block's LP under a combination is integral as a rule
 
     @property
@@ -214,40 +221,38 @@ def coupled_part(mdl: Model, cols: list[int], rows: list[int]) -> Part | None:
         return None
     blocks, shared = split
     shared_z = {i for zc in shared.values() for i in zc}
-    bcast = [(bi, mdl.y[s], [mdl.z[(s.target, a)] for a in s.known if (s.target, a) in mdl.z])
-             for s, bi in mdl.b.items()]
+    block_of = {c: k for k, b in enumerate(blocks) for c in b.cols if c not in shared_z}
+    bcast = [(block_of[bi], bi, mdl.y[s], [mdl.z[(s.target, a)] for a in s.known if (s.target, a) in mdl.z])
+             for s, bi in mdl.b.items() if bi in block_of]
     # choices that serve the same broadcast steps of a block are one (numbered: keys hash fast)
-    serving: dict[int, list[int]] = {}  # z → the broadcast indicators of the steps it serves
-    for bi, _, zs in bcast:
+    serving: dict[tuple[int, int], list[int]] = {}  # (block, z) → the broadcast indicators of the steps it serves
+    for k, bi, _, zs in bcast:
         for i in zs:
-            serving.setdefault(i, []).append(bi)
+            serving.setdefault((k, i), []).append(bi)
     number: dict[frozenset[int], int] = {}
     served: dict[tuple[int, MIR, int], int] = {}
-    for k, b in enumerate(blocks):
-        inside = set(b.cols)
-        for st in b.stores:
-            for j, i in enumerate(shared[st]):
-                steps = frozenset(bi for bi in serving.get(i, ()) if bi in inside)
-                served[(k, st, j)] = number.setdefault(steps, len(number))
-    pos = [{c: n for n, c in enumerate(b.cols)} for b in blocks]
     classes = {}
     for k, b in enumerate(blocks):
         for st in b.stores:
             by: dict[int, list[int]] = {}
-            for j in range(len(shared[st])):
-                by.setdefault(served[(k, st, j)], []).append(j)
+            for j, i in enumerate(shared[st]):
+                n = served[(k, st, j)] = number.setdefault(frozenset(serving.get((k, i), ())), len(number))
+                by.setdefault(n, []).append(j)
             classes[(k, st)] = list(by.values())
+    pos = [{c: n for n, c in enumerate(b.cols)} for b in blocks]
+    bcast_in: list[list[tuple[int, int, list[int]]]] = [[] for _ in blocks]
+    for k, bi, yi, zs in bcast:
+        bcast_in[k].append((pos[k][bi], pos[k][yi], [pos[k][z] for z in zs]))
+    touching = collections.Counter(st for b in blocks for st in b.stores)
+    combinations = [(k, t) for k, b in enumerate(blocks) for t in _reflected([len(classes[(k, st)]) for st in b.stores])]
     return Part(
         mdl=mdl, cols=cols, blocks=blocks, shared=shared,
-        stores=sorted(shared, key=lambda st: (-sum(st in b.stores for b in blocks), st.sort_key())),
+        stores=sorted(shared, key=lambda st: (-touching[st], st.sort_key())),
         tie=[0.0 if i in shared_z else w for i, w in enumerate(mdl.tie)],
         tie_of={st: [mdl.tie[i] for i in zc] for st, zc in shared.items()},
-        served=served, pos=pos,
-        bcast_in=[[(pos[k][bi], pos[k][yi], [pos[k][z] for z in zs]) for bi, yi, zs in bcast if bi in pos[k]]
-                  for k in range(len(blocks))],
-        classes=classes,
-        combinations=[(k, t) for k, b in enumerate(blocks)
-                      for t in _reflected([len(classes[(k, st)]) for st in b.stores])],
+        served=served, pos=pos, bcast_in=bcast_in, classes=classes, combinations=combinations,
+        keys=[(k, tuple(served[(k, st, classes[(k, st)][c][0])] for st, c in zip(blocks[k].stores, t)))
+              for k, t in combinations],
         quick=not large_mirs(mdl, cols))
 
 
@@ -269,6 +274,7 @@ class BlockCosts:
     known: dict[int, list] = field(default_factory=dict)  # per block: (choices it saw, (optimum, values))
     pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
     lps: dict[tuple[int, int], object] = field(default_factory=dict)  # one HiGHS instance per block and stage
+    assigned: dict[tuple, tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
     _integer: list = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
     _upper: list = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
 
@@ -281,6 +287,34 @@ class BlockCosts:
                          for b in self.part.blocks]
         self._upper = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
                        for b in self.part.blocks]
+
+    def enumerate_blocks(self) -> list[int]:
+        """Cost every combination of every block that :func:`~mqjoin.planning.ilp.enumeration.block_tables`
+        enumerates, its optimum and its lexicographic optimum at once (``costs``, ``ties``; the
+        values on demand, :meth:`plan`).  Returns the blocks left to their LPs."""
+        part = self.part
+        by_block: dict[int, list[tuple[tuple, tuple[int, ...]]]] = {}  # block → (key, combination)
+        for (k, t), key in zip(part.combinations, part.keys):
+            by_block.setdefault(k, []).append((key, t))
+        left = []
+        for k, table in enumerate(block_tables(part)):
+            if table is None:
+                left.append(k)
+                continue
+            combos = by_block.get(k, [])
+            for (key, _), (cost, weight, a) in zip(combos, table.optima([t for _, t in combos])):
+                self.costs[key] = (cost, None)
+                self.ties[key] = (weight, None, True)
+                self.assigned[key] = (table, a)
+        return left
+
+    def plan(self, key: tuple, choice: Choice, lexicographic: bool) -> list[float]:
+        """The values of a costed block's columns under a choice (the key's): its lexicographic
+        optimum or the optimum found first."""
+        if key in self.assigned:
+            table, a = self.assigned[key]
+            return table.values(a, choice)
+        return self.ties[key][1] if lexicographic else self.costs[key][1]
 
     def left(self) -> float | None:
         """Seconds left before the deadline (at least 0.01); :class:`Stopped` past it."""

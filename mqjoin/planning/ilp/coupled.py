@@ -8,10 +8,11 @@ by the blocks' optima with the undecided stores chosen by each block for itself 
 relaxation: blocks may choose differently).  Three ways through, by the part's shape:
 
 * **small MIRs** (three- and four-way queries; ``Part.quick``): every combination a block
-  tells apart is costed up front by one LP, so the master ILP (:mod:`mqjoin.planning.ilp.master`)
-  is exact at once, and the canonical tie-break is a second master over the blocks'
-  lexicographic optima — unless there are more than :data:`QUICK_MAX_COMBINATIONS`
-  combinations: then the part goes to HiGHS's MIP;
+  tells apart is costed up front — by enumeration where the block is small enough (three-way
+  queries: the lexicographic optima come with it), else by one LP — so the master ILP
+  (:mod:`mqjoin.planning.ilp.master`) is exact at once, and the canonical tie-break is a second
+  master over the blocks' lexicographic optima — unless there are more than
+  :data:`QUICK_MAX_COMBINATIONS` combinations: then the part goes to HiGHS's MIP;
 * **large MIRs, few shared stores** (below :data:`MASTER_MIN_STORES`): depth first over the
   stores, most shared first, each node's children visited cheapest first and pruned by the
   incumbent; with ``canonical`` a second pass revisits every choice whose bound is within
@@ -19,8 +20,11 @@ relaxation: blocks may choose differently).  Three ways through, by the part's s
   weight at the optimal cost;
 * **large MIRs, many shared stores**: a first plan at once (each store partitioned as most
   blocks chose alone, :func:`_first_plan`), every combination priced by its LP, then the
-  master ILP repriced until its choice is costed exactly.  No second pass (it would take as
-  long as the first): the plan is optimal, and reported as not proven canonical.
+  master ILP repriced until its choice is costed exactly; with ``canonical`` the master's
+  tie-break, repriced and reweighed in the same way until its choice is exact.
+
+Both tie-breaks run to the end (no time budget of their own): the plan is canonical whenever
+it is optimal, unless the solve's time limit strikes first.
 
 A time limit anywhere raises :class:`~mqjoin.planning.ilp.blocks.Stopped`; the search then
 returns its incumbent with a valid bound (the master's last optimum, or the least bound of the
@@ -45,7 +49,7 @@ from dataclasses import dataclass, field
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, coupled_part, per_block
 from mqjoin.planning.ilp.master import Master
-from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SLACK, Model
+from mqjoin.planning.ilp.model import TIE_SLACK, Model
 
 #: the master ILP from this many shared stores on (fewer: the depth-first search over their
 #: choices), for parts with large MIRs
@@ -81,7 +85,8 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     status, root, optimum = "optimal", 0.0, math.inf
     try:
         if part.quick:  # every combination costed up front: the master's first choice is exact
-            per_block(lambda k, t: costs.cost(k, part.chosen_by(k, t)), part.combinations)
+            lp = set(costs.enumerate_blocks())
+            per_block(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
         else:  # each block alone: the root bound
             tree.root = dict(enumerate(per_block(lambda k, _: costs.cost(k, {}), part.alone)))
             root = math.fsum(tree.root.values())
@@ -95,14 +100,9 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         else:
             _depth_first(part, costs, best, tree, 0, tree.root, False)
         optimum = best.cost
-        if canonical and part.quick:
+        if canonical and by_master:
             master.tie_break(best)
-        elif canonical and by_master:
-            status = "canonical_time_limit"  # no second pass: depth first it would not end there
-        elif canonical:  # the second pass may take as long as the first (≥ TIE_MIN_SECONDS)
-            spent = max(TIE_MIN_SECONDS, time.perf_counter() - t0)
-            end = time.perf_counter() + spent
-            costs.deadline = end if costs.deadline is None else min(costs.deadline, end)
+        elif canonical:  # the second pass: every choice whose bound is within the slack of the optimum
             _depth_first(part, costs, best, tree, 0, tree.root, True)
     except Stopped:
         status = "time_limit"
@@ -198,12 +198,12 @@ def _result(part: Part, costs: BlockCosts, best: Incumbent, status: str, optimum
         status = "optimal"
     for k, b in enumerate(part.blocks):
         key = part.key_of(k, chosen)
-        vals = costs.costs[key][1] if key in costs.costs else best.recosted[k]
         if canonical and key in costs.ties:
-            vals = costs.ties[key][1]
+            vals = costs.plan(key, chosen, True)
             proven = proven and costs.ties[key][2]
-        elif canonical:
-            proven = False
+        else:
+            vals = costs.plan(key, chosen, False) if key in costs.costs else best.recosted[k]
+            proven = proven and not canonical
         for c, v in zip(b.cols, part.patched(k, vals, chosen)):
             values[c] = v
     out = [values[c] for c in part.cols]

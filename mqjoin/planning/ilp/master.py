@@ -16,7 +16,12 @@ capped at the optimum (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) by o
 and as objective the tie-break weights — the shared ``z``'s own and, per column, the block's
 lexicographic optimum under its combination.  Columns that an interior-point dual solution of
 the master's LP rules out of every solution within the cap (:func:`_ruled_out`) are fixed at 0
-and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.  Integral weights: a gap below 1 proves the least weight.
+and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.
+Where columns are priced by bounds (large MIRs), a bound rules out no more than the optimum
+would (valid), and the tie-break master is solved lazily: columns not costed at their bound,
+columns not weighed at the least weight any plan of their block has, the master's choice
+costed and weighed exactly, until that choice is exact.  Integral weights: a gap below 1
+proves the least weight.
 """
 
 from __future__ import annotations
@@ -84,10 +89,10 @@ class Master:
         h.passModel(lp)
         self.lam_cols = np.arange(names, n, dtype=np.int32)
 
-    def priced(self, k: int, t: tuple[int, ...]) -> float:
-        """A column's price: the block's optimum under the combination, or the best bound known."""
-        key = self.part.key_of(k, self.part.chosen_by(k, t))
-        return self.costs.costs[key][0] if key in self.costs.costs else self.costs.lower(k, key)
+    def prices(self) -> list[float]:
+        """The columns' prices: each block's optimum under the combination, or the best bound known."""
+        costs = self.costs.costs
+        return [costs[key][0] if key in costs else self.costs.lower(key[0], key) for key in self.part.keys]
 
     def run(self) -> Choice:
         """Solve the master within the time left; its choice of the shared stores."""
@@ -111,7 +116,7 @@ class Master:
         part = self.part
         while True:
             self.h.changeColsCost(len(part.combinations), self.lam_cols,
-                                  np.array([self.priced(k, t) for k, t in part.combinations], dtype=float))
+                                  np.array(self.prices(), dtype=float))
             pick = self.run()
             lower_bound = float(self.h.getInfo().objective_function_value)
             best.current = [lower_bound]
@@ -123,27 +128,75 @@ class Master:
                 break
 
     def tie_break(self, best: Incumbent) -> None:
-        """The least weight at the optimal cost (every combination costed: small MIRs): the
-        blocks' lexicographic optima under every combination not ruled out, then the master
-        by weight."""
+        """The least weight at the optimal cost, by the master with the weights as objective and
+        the cost capped at the optimum.  Columns that the master LP's dual rules out of every
+        plan within the cap are fixed at 0.  Every column is costed already (small MIRs): the
+        blocks' lexicographic optima under the columns left are its weights, and one master
+        solve ends it.  Else (large MIRs) the master is solved lazily, as :meth:`optimise` does:
+        a column not costed is priced by its bound, a column not weighed by the least weight
+        any plan of its block has (:meth:`_least_weights`); the blocks of the master's choice
+        are costed and weighed exactly, and the master solved again, until its choice is exact
+        — a relaxation whose optimum is exact is the optimum."""
         import highspy
         import numpy as np
 
         part, h, names, n = self.part, self.h, self.names, self.n
         cap = best.cost * (1 + TIE_SLACK) + TIE_SLACK
-        prices = np.array([self.priced(k, t) for k, t in part.combinations], dtype=float)
+        prices = np.array(self.prices(), dtype=float)
         out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
-        weights = per_block(lambda k, t: self.costs.weight(k, part.chosen_by(k, t)), part.combinations,
-                            set(out.tolist()))
+        skip = set(out.tolist())
+        costs, ties = self.costs.costs, self.costs.ties
+
+        def weight(k: int, i: int) -> float:
+            key = part.keys[i]
+            return ties[key][0] if key in ties else self.costs.weight(k, part.chosen_by(k, part.combinations[i][1]))
+
         h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
         h.addRow(-highspy.kHighsInf, cap, len(part.combinations), self.lam_cols, prices)
-        h.changeColsCost(n, np.arange(n, dtype=np.int32),
-                         np.array([part.tie_of[st][j] for st in part.stores for j in range(len(part.shared[st]))]
-                                  + weights))
+        cap_row = h.getNumRow() - 1
         h.setOptionValue("mip_rel_gap", 0.0)  # integral weights: a gap below 1 proves the optimum
         h.setOptionValue("mip_abs_gap", 0.99)
-        pick = self.run()
+        own = [part.tie_of[st][j] for st in part.stores for j in range(len(part.shared[st]))]
+        lazy = any(key not in costs for key in part.keys)
+        if not lazy:
+            weights = per_block(weight, [(k, i) for i, (k, _) in enumerate(part.combinations)], skip)
+        else:
+            least = self._least_weights()
+        while True:
+            if lazy:
+                weights = [ties[key][0] if key in ties else least[key[0]] for key in part.keys]
+                for i, key in enumerate(part.keys):
+                    if i not in skip and key in costs and costs[key][0] != prices[i]:
+                        prices[i] = costs[key][0]
+                        h.changeCoeff(cap_row, names + i, prices[i])
+            h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(own + list(weights)))
+            pick = self.run()
+            todo = [k for k in range(len(part.blocks)) if part.key_of(k, pick) not in ties]
+            if not todo:
+                break
+            per_block(lambda k, _: self.costs.cost(k, pick) + self.costs.weight(k, pick), [(k, ()) for k in todo])
         best.weight, best.choice = float(h.getInfo().objective_function_value), pick
+
+    def _least_weights(self) -> list[float]:
+        """Per block, a lower bound of the tie-break weight of any of its plans: every (query,
+        start) chooses one probe order and every store of the block alone one attribute (MIRs
+        need not be materialised, and the shared stores weigh in the master)."""
+        part, mdl = self.part, self.part.mdl
+        x_at = {c: key for key, c in mdl.x.items()}
+        z_at = {c: store for (store, _), c in mdl.z.items()}
+        out = []
+        for b in part.blocks:
+            least: dict[tuple, float] = {}
+            for c in b.cols:
+                if c in x_at and isinstance(x_at[c][0], str):
+                    group = x_at[c][:2]
+                elif c in z_at and part.tie[c]:
+                    group = (z_at[c],)
+                else:
+                    continue
+                least[group] = min(least.get(group, math.inf), part.tie[c])
+            out.append(math.fsum(least.values()))
+        return out
 
 
 def _ruled_out(lp, cost, cap: float):

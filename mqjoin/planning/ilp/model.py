@@ -77,6 +77,8 @@ class Model:
     m: dict[MIR, int] = field(default_factory=dict)
     z: dict[tuple[MIR, Attr], int] = field(default_factory=dict)
     b: dict[Step, int] = field(default_factory=dict)
+    order_steps: dict[int, list[int]] = field(default_factory=dict)  # x column → the y columns of its steps
+    order_mirs: dict[int, list[int]] = field(default_factory=dict)  # x column → the m columns of its MIRs
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
 
@@ -111,9 +113,10 @@ class Model:
 #: bits of the tie-break weight's pseudo-random part
 TIE_BITS = 20
 
-#: time of the tie-break solve: at most TIE_SHARE × the first solve's, or TIE_MIN_SECONDS
-#: (proving the canonical optimum can take far longer than finding an optimum: 72 s against
-#: 1.3 s for 100 three-way queries over 100 relations under ``single``, by HiGHS's MIP)
+#: time of the tie-break solve by HiGHS's or CBC's MIP: at most TIE_SHARE × the first solve's,
+#: or TIE_MIN_SECONDS (proving the canonical optimum can take far longer than finding an
+#: optimum: 72 s against 1.3 s for 100 three-way queries over 100 relations under ``single``,
+#: by HiGHS's MIP; the coupled search and the branch and bound break ties without a budget)
 TIE_SHARE = 0.25
 TIE_MIN_SECONDS = 0.25
 
@@ -257,6 +260,7 @@ def _order_rows(mdl: Model) -> None:
             for i, o in enumerate(orders):
                 xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True, rank=i)
                 mdl.x[(owner, start, i)] = xi
+                mdl.order_steps[xi], mdl.order_mirs[xi] = [], []
                 idx.append(xi)
                 for m in o.elements:
                     if not m.is_base:
@@ -264,10 +268,15 @@ def _order_rows(mdl: Model) -> None:
                 for st in cands.steps[owner][start][i]:
                     step_users.setdefault(st, []).append(xi)
             for m, xs in mir_users.items():
-                mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mdl.m[m]], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
+                mi = mdl.m[m]
+                mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mi], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
+                for xi in xs:
+                    mdl.order_mirs[xi].append(mi)
             for st, xs in step_users.items():
-                mdl.row(f"link_{olabel}_{start}_{st.render()}", [mdl.y[st]] + xs, [1.0] + [-1.0] * len(xs),
-                        0.0, math.inf)
+                yi = mdl.y[st]
+                mdl.row(f"link_{olabel}_{start}_{st.render()}", [yi] + xs, [1.0] + [-1.0] * len(xs), 0.0, math.inf)
+                for xi in xs:
+                    mdl.order_steps[xi].append(yi)
             if mdl.b and strengthen:
                 _group_broadcast_rows(mdl, f"{olabel}_{start}", step_users)
             if isinstance(owner, MIR):

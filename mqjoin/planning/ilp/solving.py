@@ -103,10 +103,12 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     orders and partition attributes.  The weights do not depend on the solver, so neither does
     the plan: HiGHS of any version and CBC return the same one (unless two optima have equal
     weight sums, which the pseudo-random part of the weights makes unlikely: probability ≤
-    binaries / 2^20).  The tie-break gets a quarter of the first solve's time (at least 0.25 s,
-    at most what is left of the time limit); ``Solution.canonical`` says whether it proved every
-    part canonical (not after a time limit, nor on large models where it runs out of time: then
-    the plan is still optimal, but equal-cost choices may differ between solvers).
+    binaries / 2^20).  The tie-breaks of the coupled search and of the branch and bound run to
+    the end, or to the time limit; that of HiGHS's or CBC's MIP gets a quarter of the first
+    solve's time (at least 0.25 s, at most what is left of the time limit).
+    ``Solution.canonical`` says whether it proved every part canonical (not after a time limit,
+    nor where a MIP's tie-break runs out of its time: then the plan is still optimal, but
+    equal-cost choices may differ between solvers).
 
     ``relax_orders``: solve :func:`orders_relaxed` first and keep its answer when its probe
     orders are integral (then it is exact), else solve the model as built (exact either way;
@@ -165,9 +167,12 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve
+            # the branch and bound's tie-break (integral weights, a few LPs) runs to the end
+            # unless the solve has a time limit; HiGHS's and CBC's MIP get a share of the first solve's time
             left = remaining()
-            budget = max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
-            done, vals = _tie_break(mdl, cols, rows, obj, vals, solver, budget if left is None else min(left, budget),
+            budget = None if by_branching else max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
+            done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
+                                    left if budget is None else budget if left is None else min(left, budget),
                                     threads, by_branching)
             is_canonical = is_canonical and done
         else:
