@@ -29,15 +29,13 @@ CHART_ROWS = ("input tuples/s", "result latency (s)", "state (rows)")
 
 #: the smallest text (px) of a chart: readable from the back of a room at 1920×1080
 PROJECTOR_FONT = 14
-#: the width (px) of a chart whose figure widget may be drawn before its tab shows (plotly then
-#: draws 700 px and autosize does not re-measure): most of a projector, within a laptop's page
-WIDE = 1150
 
 
 def projector(layout: dict, size: int = PROJECTOR_FONT + 2) -> dict:
     """``layout`` made readable on a projector: every text at least :data:`PROJECTOR_FONT`
     px (base font ``size``; titles, ticks, legend and hover labels inherit or are set),
-    and the width left to the page (autosize) unless ``layout`` fixes one (:data:`WIDE`).
+    and the width left to the page (autosize) unless ``layout`` fixes one (a figure drawn in a
+    hidden tab is re-measured when its tab shows: :mod:`mqjoin.widgets.plotly_view`).
 
     >>> lay = projector({"height": 300, "legend": {"orientation": "h"}})
     >>> lay["font"]["size"], lay["legend"], lay["hoverlabel"]["font"]["size"], lay["autosize"]

@@ -34,7 +34,7 @@ from mqjoin.planning.optimizer import OptimizeResult
 from mqjoin.planning.plan import Node, Plan, ProbeRule
 
 from mqjoin.widgets._html import esc, table
-from mqjoin.widgets.charts import WIDE, projector
+from mqjoin.widgets.charts import projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, query_colors, sync_figure
 from mqjoin.widgets.model import ModelView
 
@@ -257,7 +257,7 @@ class IlpView(ModelView, W.VBox):
              "marker": {"color": "#9E9E9E", "opacity": 0.6, "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
              "hoverinfo": "skip"},
         ]
-        layout = projector({"barmode": "stack", "height": 140 + 34 * len(qs), "width": WIDE,
+        layout = projector({"barmode": "stack", "height": 140 + 34 * len(qs),
                             "margin": {"l": 80, "r": 20, "t": 10, "b": 40}, "yaxis": {"autorange": "reversed"},
                             "xaxis": {"title": {"text": "probe cost (tuples / s)"}},
                             "legend": {"orientation": "h", "y": -0.3}})

@@ -42,7 +42,7 @@ from mqjoin.runtime.shedding import tree_model
 
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, table
-from mqjoin.widgets.charts import WIDE, projector
+from mqjoin.widgets.charts import projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.model import ModelView
 
@@ -134,7 +134,7 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
                    "marker": {"size": 14, "color": [STYLES[n]["color"] for n in current], "line": {"color": "#222",
                                                                                                   "width": 2}}})
     per = "" if period == 1 else f"; whole bundles per {fmt(period)} s"
-    layout = projector({"height": 420, "width": WIDE, "margin": {"l": 80, "r": 20, "t": 20, "b": 70},
+    layout = projector({"height": 420, "margin": {"l": 80, "r": 20, "t": 20, "b": 70},
                         "xaxis": {"title": f"μ (tuples processed per second{per})", "type": "log"},
                         "yaxis": {"title": "throughput (results per second)", "rangemode": "tozero"},
                         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
