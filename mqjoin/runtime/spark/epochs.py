@@ -260,7 +260,7 @@ class AdaptiveDeployment(Deployment):
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps(cfg, indent=1))
 
-    def _start_mqjoin(self, opts, ddl, listener) -> None:
+    def _start_mqjoin(self, opts, listener) -> None:
         with self._changes_lock:  # a change submitted meanwhile is in self.changes, or waits for the engine
             self.engine = AdaptiveDriverEngine(self.base, self.policy, self.changes, self.optimizer, self.workload,
                                                str(self.out), self.state_dir, self.total, on_batch=self._on_report,
