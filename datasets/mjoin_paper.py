@@ -32,7 +32,7 @@ the paper's probing-sequence rule, which sorts by partner cardinality.
 >>> s.results
 15000
 >>> {name: p.probe_orders()["q"]["S1"] for name, p in table1_plans(s.workload).items()}
-{'deep': 'S1 » S2[k] » S3[k]', 'mjoin': 'S1 » S3[k] » S2[k]', 'mjoin, wrong': 'S1 » S2[k] » S3[k]', 'deep, A4': 'S1 » S3[k] » S2[k]'}
+{'deep': 'S1 » S2[k] » S3[k]', 'mjoin': 'S1 » S3[k] » S2[k]', 'mjoin, wrong': 'S1 » S2[k] » S3[k]', 'deep, §4': 'S1 » S3[k] » S2[k]'}
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def table1_plans(workload: Workload) -> dict[str, Plan]:
     """The plans of Table 1 on a Section 3.3 workload, named as :data:`TABLE1`: ``deep`` — the
     deep tree the paper's counts imply, ``(S1 ⋈ S2) ⋈ S3`` (185,000 moves = 35,000 inputs +
     ``|S1 ⋈ S2|``); ``mjoin`` — MJoin with the correct probing sequence; ``mjoin, wrong`` — the
-    least selective predicate first; and ``deep, A4`` — the cheapest deep tree under docs/model.md §4,
+    least selective predicate first; and ``deep, §4`` — the cheapest deep tree under docs/model.md §4,
     ``(S1 ⋈ S3) ⋈ S2``."""
     from mqjoin.planning.optimizer import optimize
     from mqjoin.planners.dispatch import operator_trees
@@ -127,5 +127,5 @@ def table1_plans(workload: Workload) -> dict[str, Plan]:
         "deep": plan_trees(workload, {"q": paper_tree}),
         "mjoin": optimize(workload, planner="mjoin", mode="individual").plan,
         "mjoin, wrong": plan_trees(workload, operator_trees(workload, "mjoin"), least_selective_first=True),
-        "deep, A4": optimize(workload, planner="tree", tree_shape="deep", mode="individual").plan,
+        "deep, §4": optimize(workload, planner="tree", tree_shape="deep", mode="individual").plan,
     }

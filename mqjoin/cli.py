@@ -232,10 +232,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         want = oracle_results(res.workload, tables)
         if budget:
             ok = all(sets[q] <= want[q] for q in want)
-            summary["check"] = "a subset of the A6 oracle" if ok else "NOT a subset of the A6 oracle"
+            summary["check"] = "a subset of the oracle" if ok else "NOT a subset of the oracle"
         else:
             ok = sets == want
-            summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
+            summary["check"] = "equal to the oracle" if ok else "DIFFERENT from the oracle"
         if not ok:
             print(json.dumps(summary, indent=1) if args.json else summary["check"])
             raise ResultMismatchError("results differ from the brute-force oracle (docs/model.md §6): please report this")
@@ -322,7 +322,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
         from mqjoin.runtime.oracle import adaptive_oracle_results
 
         ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
-        summary["check"] = "equal to the A6 oracle" if ok else "DIFFERENT from the A6 oracle"
+        summary["check"] = "equal to the oracle" if ok else "DIFFERENT from the oracle"
         if not ok:
             raise ResultMismatchError("adaptive results differ from the brute-force oracle (docs/model.md §6): please report this")
     if args.json:

@@ -75,7 +75,7 @@ def test_results_across_forced_plan_switches_equal_the_oracle(seed, w, tables, a
         policy = AdaptivePolicy(epoch=length, threshold=0.0)
         run = run_adaptive(w, tables, policy, optimizer=cycling_optimizer())
         check(run, w, tables, (), policy)
-        assert oracle_results(w, tables) == run.result_sets()  # no changes: plain A6
+        assert oracle_results(w, tables) == run.result_sets()  # no changes: plain §6 results
         if len(run.epochs) > 2:
             assert len(run.switches) > 1  # the initial plan and at least one switch
 
@@ -439,7 +439,7 @@ def test_cli_adaptive_run_with_changes_json_and_check(tmp_path):
              "--changes", str(tmp_path / "changes.yaml"), "--check", "--json")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    assert s["check"] == "equal to the A6 oracle"
+    assert s["check"] == "equal to the oracle"
     assert s["lifetimes"] == {"q1": {"added": None, "removed": 8}, "q2": {"added": 5, "removed": None}}
     assert [d["reason"] for d in s["decisions"] if d["switched"]][1:] == ["query change: +q2", "query change: −q1"]
     assert (tmp_path / "out" / "q2.parquet").exists()

@@ -86,7 +86,7 @@ def test_sequences_are_the_papers(paper):
     assert orders["mjoin, wrong"] == {"S1": "S1 » S2[k] » S3[k]", "S2": "S2 » S1[k] » S3[k]",
                                       "S3": "S3 » S2[k] » S1[k]"}
     assert probing_sequence(w, "q", ["S3"], [["S1"], ["S2"]], least_selective_first=True) == (("S2",), ("S1",))
-    assert orders["deep, A4"]["S2"] == "S2 » (S1⋈S3)[S1.k]" and orders["deep"]["S3"] == "S3 » (S1⋈S2)[S1.k]"
+    assert orders["deep, §4"]["S2"] == "S2 » (S1⋈S3)[S1.k]" and orders["deep"]["S3"] == "S3 » (S1⋈S2)[S1.k]"
 
 
 def test_counts_equal_brute_force(paper):
@@ -94,7 +94,7 @@ def test_counts_equal_brute_force(paper):
     assert ops["mjoin"] == brute_mjoin(s, {"S1": ("S3", "S2"), "S2": ("S1", "S3"), "S3": ("S1", "S2")})
     assert ops["mjoin, wrong"] == brute_mjoin(s, {"S1": ("S2", "S3"), "S2": ("S1", "S3"), "S3": ("S2", "S1")})
     assert ops["deep"] == brute_tree(s, ("S1", "S2"), "S3")
-    assert ops["deep, A4"] == brute_tree(s, ("S1", "S3"), "S2")
+    assert ops["deep, §4"] == brute_tree(s, ("S1", "S3"), "S2")
 
 
 def test_table1_exact_parts(paper):
@@ -103,19 +103,19 @@ def test_table1_exact_parts(paper):
     assert ops["mjoin"]["moves"] == ops["mjoin, wrong"]["moves"] == TABLE1["mjoin"][1] == 35_000
     assert ops["deep"]["moves"] == TABLE1["deep"][1] == 185_000  # exactly the paper's
     assert ops["deep"]["moves"] / ops["mjoin"]["moves"] == pytest.approx(5.2857, abs=1e-4)  # "about 5×"
-    assert ops["deep, A4"]["moves"] == 135_000  # the cheaper deep tree stores |S1 ⋈ S3| = 100,000
+    assert ops["deep, §4"]["moves"] == 135_000  # the cheaper deep tree stores |S1 ⋈ S3| = 100,000
     # our hashes also count key lookups (the paper hashes a tuple's key once per operator: = moves here)
     assert ops["deep"]["hashes"] == 2 * 185_000
     # every matching pair compared once: |S1 ⋈ S2| + the 1.5 M results (the paper: 1.5 M)
     assert ops["deep"]["comparisons"] == 150_000 + 1_500_000
-    assert ops["deep, A4"]["comparisons"] == 100_000 + 1_500_000
+    assert ops["deep, §4"]["comparisons"] == 100_000 + 1_500_000
 
 
 def test_table1_shape(paper):
     s, ops = paper
     # the tree does fewer comparisons than the MJoin (paper: 1.5 M vs 1.66 M) and many more moves
     assert ops["deep"]["comparisons"] < ops["mjoin"]["comparisons"]
-    assert ops["deep, A4"]["comparisons"] < ops["mjoin"]["comparisons"]
+    assert ops["deep, §4"]["comparisons"] < ops["mjoin"]["comparisons"]
     # MJoin comparisons = results + first-probe matches; |S1 ⋈ S3| = 100,000 exactly, plus S2's
     # matches among earlier S1 tuples — 100,000 expected (S2 arrives over 300 s, S1 over 200 s)
     assert ops["mjoin"]["comparisons"] - ops["mjoin"]["intermediate"] == s.results == 1_500_000

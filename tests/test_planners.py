@@ -1,4 +1,4 @@
-"""Planners mjoin and tree: their plans produce the A6 results on the reference
+"""Planners mjoin and tree: their plans produce the results of docs/model.md §6 on the reference
 engine, the `best` tree is the cheapest of all binary trees (an exhaustive search written
 independently here), the MJoin paper's Section 3.3 setting gives the probing sequences and
 costs one can check by hand, and bad combinations are typed errors (one line, exit 2)."""
@@ -208,7 +208,7 @@ queries: {q: "S1(k), S2(k), S3(k)"}
 def test_golden_mjoin_probing_sequence_section_3_3():
     """S1 and S3 deliver 10,000 tuples, S2 15,000; one join attribute of 1,000 values
     (selectivity 1/1000): a tuple meets 10 S1 or S3 partners but 15 S2 partners, so the rule
-    probes the 10,000-tuple input first.  Costs (A4, per time unit):
+    probes the 10,000-tuple input first.  Costs (docs/model.md §4, per time unit):
     S1 » S3 » S2: 10,000 + |S1⋈S3| / 2 = 10,000 + 100,000 / 2 = 60,000; S3 the same;
     S2 » S1 » S3: 15,000 + |S1⋈S2| / 2 = 15,000 + 150,000 / 2 = 90,000 — 210,000 in all.
     The paper's "wrong" sequence (least selective first) sends S1 and S3 into S2 first:
@@ -345,7 +345,7 @@ def test_cli_run_with_planner_checks_against_the_oracle(capsys, tmp_path):
         code, out, err = run_cli(capsys, "run", str(WORKLOADS / "paper_v2.yaml"), "--data", str(tmp_path / "in"),
                                  "--out", str(tmp_path / planner), "--planner", planner, "--check", "--json")
         assert code == 0, err
-        assert json.loads(out)["check"] == "equal to the A6 oracle"
+        assert json.loads(out)["check"] == "equal to the oracle"
         assert (tmp_path / planner / "q1.parquet").exists()
 
 
@@ -363,7 +363,7 @@ def test_clash_individual_is_never_worse_than_mjoin_or_trees(pol):
 
 def test_mixed_operator_trees_are_plans_with_the_oracle_results():
     """A decomposed MJoin may keep a multi-way part: an MJoin node under a binary join.  Such
-    trees (built by hand here) also give the A6 results in every mode and policy."""
+    trees (built by hand here) also give the results of docs/model.md §6 in every mode and policy."""
     from mqjoin.planners.trees import JoinTree, plan_trees
     from mqjoin.datasets.uniform import uniform_streams
 

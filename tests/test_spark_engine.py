@@ -193,7 +193,7 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
     r = deployed(key, spark, tmp_path_factory, spark_mode)
     got = r.d.results()
     assert got == r.ref.result_sets(), "Spark differs from the reference executor"
-    assert got == oracle_results(r.w, r.tables), "Spark differs from the A6 oracle"
+    assert got == oracle_results(r.w, r.tables), "Spark differs from the oracle"
     assert read_results(r.w, r.out) == got  # OUT/<query>.parquet, the CLI's format
     # exactly once: the committed output rows are the result set, nothing written twice
     import pyarrow.dataset as ds
@@ -532,7 +532,7 @@ def _store_rows_bounds(w, tables, store, arrived: int, seq, t_needed: float, t_k
                 if any(v is None for v in vals) or any(v != vals[0] for v in vals):
                     ok = False
                     break
-            if ok:  # A6 within the entry: every component within its window of the latest
+            if ok:  # §6 within the entry: every component within its window of the latest
                 top = max(tables[r].ts[pick[r]] for r in rels)
                 ok = all(win[r] is None or top - tables[r].ts[pick[r]] <= win[r] for r in rels)
             n += ok

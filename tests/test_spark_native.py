@@ -1,5 +1,5 @@
 """The native baseline (each query a chain of Spark stream-stream joins) against the reference
-executor and the A6 oracle, on a local Spark, over several micro-batches.
+executor and the oracle, on a local Spark, over several micro-batches.
 
 All queries of a workload run as ONE streaming query (the union of their join chains over one
 source per relation, memory sink), as ``mqjoin run --engine native`` runs them; the tests also
