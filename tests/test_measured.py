@@ -60,6 +60,31 @@ def test_measured_sizes_make_predictions_hold_on_foreign_keys():
     assert worst["sizes"] == pytest.approx(1, abs=0.2)
 
 
+def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
+    """The same foreign keys arriving in key order — each row of P just before the rows of L
+    that reference it: L completes every result of P ⋈ L, not half of them.  Sizes alone
+    leave the steps from that prefix off; the measured order of arrival puts them right."""
+    from dataclasses import replace
+
+    from mqjoin.model.tables import Table
+
+    w, tables = foreign_keys()
+    p, l = tables["P"], tables["L"]
+    tables = {**tables, "P": Table.from_columns("P", {**p.columns, "ts": [i / 200 for i in range(200)]}),
+              "L": Table.from_columns("L", {**l.columns, "ts": [pk / 200 + 0.001 for pk in l.columns["pk"]]})}
+    sizes = measure_sizes(w, tables)
+    assert any(m.last for m in sizes)
+    worst = {}
+    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])), ("order", w.with_sizes(sizes))):
+        assert all(not m.last for m in sized.sizes) == (name == "sizes")
+        plan = optimize(sized, mirs=False).plan
+        run = run_reference(plan, tables, collect=False)
+        check = check_run(plan, run.probe_messages, run.store_rows, 1.0)
+        worst[name] = check.worst(1)[0].ratio
+    assert not 0.8 <= worst["sizes"] <= 1.2
+    assert worst["order"] == pytest.approx(1, abs=0.1)
+
+
 @pytest.fixture(scope="module")
 def fig7a_sample():
     from mqjoin.datasets.stats import estimate_statistics
