@@ -180,3 +180,21 @@ def test_stats_cli_refuses_a_bad_fraction(capsys, bad):
     code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), f"--sizes={bad}"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--sizes" in err
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_held_out_synthetic_workloads_keep_the_models_costs(seed):
+    """Random workloads over independent uniform streams: the measured order of arrival is
+    1/|P| within its error everywhere, so nothing is written and every step costs what it
+    costs with the sizes alone (the plan and its cost unchanged)."""
+    from dataclasses import replace
+
+    from mqjoin.datasets.random_workloads import random_workload
+    from mqjoin.datasets.uniform import uniform_streams
+
+    w = random_workload(3, 6, 3, rate=300, seed=seed)
+    sizes = measure_sizes(w, uniform_streams(w, duration=1.0, seed=seed), 0.5)
+    assert sizes and all(m.arrival for m in sizes if m.count)
+    assert not [m.describe() for m in sizes if m.last]
+    with_order, without = optimize(w.with_sizes(sizes)), optimize(w.with_sizes([replace(m, arrival=()) for m in sizes]))
+    assert with_order.probe_cost == without.probe_cost and with_order.plan.probe_orders() == without.plan.probe_orders()
