@@ -445,21 +445,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     time_limit=args.time_limit, pmjoin=pmjoin)
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
-    if args.stats_from:  # every plan costed on the join sizes the run measured
+    chosen = None
+    if args.stats_from:  # every plan costed on the join sizes the run measured, and which are on their front
+        from mqjoin.planning.measured import memory_on, pareto_front
         from mqjoin.planning.plan import recost
 
         sized = _stats_from(args)[1]
         for row, r in zip(rows, plans.values()):
-            row["measured_probe_cost"] = recost(r.plan, sized)
+            row["measured_probe_cost"], row["measured_memory"] = recost(r.plan, sized), memory_on(r.plan, sized)
+        for row, front in zip(rows, pareto_front((r["measured_probe_cost"], r["measured_memory"]) for r in rows)):
+            row["measured_front"] = front
+        # the plan `mqjoin optimize` chooses with these options: mqo (or the planner's only mode), single
+        chosen = next((r for r in rows if r["partitioning"] == "single" and r["mode"] == "mqo"
+                       and r["planner"] == (args.planner or "clash")), None)
+        if chosen is not None:
+            chosen["chosen"] = True
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    measured = f"{'on measured':>14}" if args.stats_from else ""
-    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{measured}{'memory':>14}{'stores':>8}  planner")
+    measured = f"{'on measured':>14}{'memory':>14}{'front':>7}" if args.stats_from else ""
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{measured}{'stores':>8}  planner")
     for r in rows:
-        m = f"{r['measured_probe_cost']:>14,.1f}" if args.stats_from else ""
-        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{m}{r['memory']:>14,.1f}"
-              f"{r['stores']:>8}  {r['planner']}")
+        m = (f"{r['measured_probe_cost']:>14,.1f}{r['measured_memory']:>14,.1f}{'*' if r['measured_front'] else '':>7}"
+             if args.stats_from else "")
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{m}"
+              f"{r['stores']:>8}  {r['planner']}{'  ← chosen' if r is chosen else ''}")
+    if chosen is not None:
+        print(f"* on the Pareto front of probe cost and memory on the measured sizes; the optimiser's choice "
+              f"({chosen['planner']} mqo single) is {'on' if chosen['measured_front'] else 'not on'} it")
     return 0
 
 
@@ -627,8 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--solver", choices=SOLVERS, default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
     _planner_args(cm, default=None)
-    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost on the join sizes a run "
-                    "measured (the JSON of 'mqjoin run --json')")
+    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost and memory on the join sizes "
+                    "a run measured (the JSON of 'mqjoin run --json'), and mark the plans on their Pareto front")
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 

@@ -140,8 +140,20 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     mqo = next(r for r in rows if (r["mode"], r["partitioning"]) == ("mqo", "single"))
     assert mqo["measured_probe_cost"] == pytest.approx(j["stats_from"]["diff"]["cost_before"])
     assert len({round(r["measured_probe_cost"]) for r in rows}) > 1
+    # the measured Pareto front of probe cost and memory, and whether the optimiser's choice is on it
+    front = [r for r in rows if r["measured_front"]]
+    assert front and len(front) < len(rows)
+    for r in rows:
+        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"] and o["measured_memory"] <= r["measured_memory"]
+                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"], r["measured_memory"])
+                     for o in rows)
+        assert r["measured_front"] == (not beaten), r
+    assert [r for r in rows if r.get("chosen")] == [mqo]
     assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run)]) == 0
-    assert "on measured" in capsys.readouterr().out.splitlines()[0]
+    text = capsys.readouterr().out.splitlines()
+    assert "on measured" in text[0] and "front" in text[0]
+    assert sum("← chosen" in line for line in text) == 1
+    assert text[-1].endswith(f"the optimiser's choice (clash mqo single) is {'on' if mqo['measured_front'] else 'not on'} it")
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 from mqjoin.model.errors import PlanError
 from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
-from mqjoin.planning.cost import join_size, last_share, memory_tuples
+from mqjoin.planning.cost import is_close, join_size, last_share, memory_tuples
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.planning.plan import Node, Plan, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
@@ -370,6 +370,27 @@ def replan_report(before: Plan, after: Plan) -> Replan:
     """Compare ``before`` (optimised without measured sizes) with ``after`` (optimised with
     them, ``after.workload``), both under the measured sizes."""
     w = after.workload
-    memory = sum(memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection) for s in before.stores)
-    diff = replace(plan_diff(before, after), cost_before=recost(before, w), memory_before=memory)
+    diff = replace(plan_diff(before, after), cost_before=recost(before, w), memory_before=memory_on(before, w))
     return Replan(w.sizes, diff, before.probe_cost, before.memory)
+
+
+def memory_on(plan: Plan, workload: Workload) -> float:
+    """The memory of ``plan``'s stores (every replica) under ``workload``'s statistics — the
+    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes."""
+    return sum(memory_tuples(workload, s.mir.relations, s.mir.classes, s.mir.selection) for s in plan.stores)
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:
+    """Which of the ``(probe cost, memory)`` points no other point beats: none has both at
+    most as large and one smaller (equal up to float rounding counts as equal).
+
+    >>> pareto_front([(10, 5), (8, 9), (12, 5), (10, 5), (9, 9)])
+    [True, True, False, True, False]
+    """
+    pts = list(points)
+
+    def le(a: float, b: float) -> bool:
+        return a < b or is_close(a, b)
+
+    return [not any(le(c, cost) and le(m, mem) and not (is_close(c, cost) and is_close(m, mem)) for c, m in pts)
+            for cost, mem in pts]
