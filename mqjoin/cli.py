@@ -373,6 +373,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                max_rows_per_batch=args.max_rows_per_batch, **adaptive)
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
+        if d.engine_name == "mqjoin":
+            print(f"mqjoin: spark mode {d.mode_choice.mode} — {d.mode_choice.reason}", file=sys.stderr)
 
         def show(ev: dict) -> None:
             if ev["kind"] == "batch":
@@ -546,9 +548,10 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
-                   help="where the plan's stores live: driver (default; in the driver's executor, one Spark job per "
+                   help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
                    "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
-                   "machine)")
+                   "machine) or auto (the default: distributed on a cluster master, and on a local one when the "
+                   "model's estimated state exceeds half the driver's memory; the choice and its reason are printed)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
