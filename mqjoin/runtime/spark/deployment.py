@@ -33,6 +33,7 @@ from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 from mqjoin.model.tables import Table, read_inputs, write_results
+from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
 from mqjoin.runtime.spark.session import (DEFAULT_MASTER, driver_memory_setting, query_conf, spark_message,
@@ -299,6 +300,7 @@ class Deployment:
         self._reports: list[dict] = []
         self._query_rows: list[dict] = []
         self._store_rows: list[dict] = []
+        self._partitions: list[Mapping[str, Any]] = []  # per batch: store id → counts per logical partition
         self._progress: list[dict] = []
         self._subscribers: list[Callable[[dict], None]] = []
         self._queries: dict[str, Any] = {}  # name → StreamingQuery
@@ -532,6 +534,8 @@ class Deployment:
             self._reports.append(row)
             self._query_rows.extend(qrows)
             self._store_rows.extend(srows)
+            if r.partitions:
+                self._partitions.append(r.partitions)
         self._emit({"kind": "batch", **row, "queries": qrows, "stores": srows})
 
     def _on_listener(self, name: str, kind: str, d: dict) -> None:
@@ -633,6 +637,10 @@ class Deployment:
             out["stages_per_batch"] = float(b["stages"].mean())
             out["state_rows_max"] = int(b["state_rows"].max())
             out["state_bytes_max"] = int(b["state_bytes"].max())
+            with self._lock:
+                batches = list(self._partitions)
+            if batches:  # every store's probe messages (summed) and rows (last batch) per logical partition
+                out["partitions"] = partitions_summary(batches)
             st = self.stores
             if "rows_per_shard" in st:  # distributed: each store's rows (last batch) and probe tuples per shard
                 out["shards"] = {sid: {"rows": list(g["rows_per_shard"].iloc[-1]),
