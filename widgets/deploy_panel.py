@@ -242,6 +242,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.anyway_button = W.Button(description="Deploy anyway (stops at the budget)", button_style="warning",
                                       layout=W.Layout(width="auto", display="none"))
         self.status = W.HTML("<b>idle</b> — press Deploy to run the current plan on Spark")
+        #: where the plan's stores will live (before a deploy) or live (after it), and why
+        self.mode_line = W.HTML("")
         self.runs_table = W.HTML("")
         self.ui_link = W.HTML("")
         self._base_layout = self._chart_layout()
@@ -252,11 +254,13 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.stop_button.on_click(lambda _: self.stop())
         self.per_query.observe(lambda _: self._redraw(force=True), "value")
         self.rate.observe(lambda _: self._redraw(force=True), "value")
+        self.engine.observe(lambda _: self.refresh_mode(), "value")
+        self.duration.observe(lambda _: self.refresh_mode(), "value")
         controls = W.HBox([self.engine, self.deploy_button, self.stop_button, self.anyway_button],
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
                           layout=W.Layout(flex_flow="row wrap"))
-        super().__init__([controls, settings, self.status, self.runs_table, self.ui_link, self.figure])
+        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure])
 
     # -- the chart --------------------------------------------------------------------------------
 
@@ -323,6 +327,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
+        self.refresh_mode(plan)
         if refusal is not None and not force:
             self._set_status("error", f"not deployed — {refusal}")
             self.anyway_button.layout.display = None
@@ -399,6 +404,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         with self._lock:
             self._waiting[label] = (time.monotonic(), running)
         self._set_status("running", _waiting_message(running))
+        self._show_mode(label, d)
         d.subscribe(on_event)
         url = local_ui_url(getattr(d, "ui_url", None))
         self.ui_link.value = (f'Spark UI of {esc(label)}: <a href="{html.escape(url)}" target="_blank">'
@@ -406,12 +412,43 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._tick()
         self._redraw(force=True)
 
+    def refresh_mode(self, plan: Any = None) -> str:
+        """Say where the plan's stores will live on Deploy — ``--spark-mode auto``'s choice for
+        the current plan over the panel's input (its data, else the chosen event seconds) and
+        the deploy's master and driver memory — and why (:func:`~mqjoin.runtime.spark.deployment
+        .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark)."""
+        if self.engine.value == "native":
+            text = "Spark mode: native — Spark's own stream-stream joins, no stores of the plan"
+        else:
+            try:
+                from mqjoin.runtime.spark.deployment import mode_choice
+
+                plan = plan if plan is not None else self.plan_provider()
+                tables = self.data if isinstance(self.data, Mapping) else None
+                kw = self.deploy_kwargs
+                choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"), conf=kw.get("conf"),
+                                     span=None if tables else self.duration.value)
+                text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
+            except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
+                _log.debug("no Spark mode to show before the deploy: %s", e)
+                text = ""
+        self.mode_line.value = text
+        return text
+
+    def _show_mode(self, label: str, d: Any) -> None:
+        """The mode a started deployment runs in, and why (its ``mode_choice``)."""
+        choice = getattr(d, "mode_choice", None)
+        if choice is not None:
+            self.mode_line.value = f"Spark mode of {esc(label)}: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
+
     def prepare(self) -> bool:
         """Start the Spark session in the background, before Deploy is clicked (the explorer
         calls this when its Deploy tab is opened): the JVM's seconds pass while the user looks
         at the settings.  Only for the default deploy function on the default local session
         (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
-        whether a start was begun."""
+        whether a start was begun.  The line under the status says where the plan's stores
+        will live (:meth:`refresh_mode`)."""
+        self.refresh_mode()
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
                 or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
             return False

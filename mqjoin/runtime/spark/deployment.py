@@ -116,18 +116,20 @@ def spark_mode(mode: str, master: str) -> str:
     return choose_mode(mode, master).mode
 
 
-def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None) -> float:
-    """The rows the plan's stores hold at the end of a run over ``tables``: the cost model's
-    ``|⋈M| · min(w_M, D)`` over the input's event-time span ``D`` (measured ``sizes`` of the
-    workload where it has them; :func:`mqjoin.planning.guard.estimate_run`), or docs/model.md
-    §5's memory of the plan without ``tables``."""
-    from mqjoin.planning.guard import estimate_run
+def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
+    """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
+    units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
+    store over the input's event-time span ``S`` (measured ``sizes`` of the workload where it
+    has them; the predictions of :func:`mqjoin.planning.measured.check_run`), or
+    docs/model.md §5's memory of the plan without either."""
+    from mqjoin.planning.measured import check_run
 
-    ts = [t for tb in (tables or {}).values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
-    span = max(ts) - min(ts) if ts else 0.0
-    if span <= 0:
+    if tables:
+        ts = [t for tb in tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
+        span = max(ts) - min(ts) if ts else 0.0
+    if not span or span <= 0:
         return float(plan.memory)
-    return float(estimate_run(plan.workload, span, plan).state_rows)
+    return float(check_run(plan, {}, {}, span).total("rows")[0])
 
 
 def memory_bytes(setting: str | None) -> float | None:
@@ -161,8 +163,9 @@ def available_memory() -> float | None:
 
 
 def mode_choice(plan: Plan | None, tables: Mapping[str, Table] | None, mode: str = "auto", master: str | None = None,
-                conf: Mapping[str, Any] | None = None, spark=None) -> ModeChoice:
-    """:func:`choose_mode` for ``plan`` over ``tables``: the master and driver memory of the
+                conf: Mapping[str, Any] | None = None, spark=None, span: float | None = None) -> ModeChoice:
+    """:func:`choose_mode` for ``plan`` over ``tables`` (or ``span`` time units of input at the
+    workload's rates: :func:`estimated_state_rows`): the master and driver memory of the
     running session ``spark``, else of the session :func:`.session.spark_session` would start
     with ``master`` and ``conf`` (its ``spark.driver.memory``, else the machine's available
     memory)."""
@@ -176,7 +179,7 @@ def mode_choice(plan: Plan | None, tables: Mapping[str, Table] | None, mode: str
         return ModeChoice("driver", "adaptive: the plans of every epoch keep their stores in the driver's executor")
     if mode != "auto":
         return choose_mode(mode, master or DEFAULT_MASTER)
-    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables), memory)
+    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables, span), memory)
 
 
 @dataclass(frozen=True)
