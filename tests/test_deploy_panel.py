@@ -369,9 +369,10 @@ def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
     assert panel.mode_line.value == before
     big = DeployPanel(lambda: optimize(W).plan, deploy_fn=None, data=TABLES, master="spark://h:7077")
     assert "<b>distributed</b> — cluster master spark://h:7077" in big.refresh_mode()
-    panel.engine.value = "native"
-    assert "native" in panel.mode_line.value
+    panel.engine.value = "native"  # the line follows the settings, off the kernel's thread
+    assert panel.wait_idle() and "native" in panel.mode_line.value
     panel.engine.value = "mqjoin"
+    assert panel.wait_idle() and panel.mode_line.value == before
     original = FakeDeployment.__init__
 
     def with_choice(self, plan, engine):

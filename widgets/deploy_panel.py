@@ -254,8 +254,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.stop_button.on_click(lambda _: self.stop())
         self.per_query.observe(lambda _: self._redraw(force=True), "value")
         self.rate.observe(lambda _: self._redraw(force=True), "value")
-        self.engine.observe(lambda _: self.refresh_mode(), "value")
-        self.duration.observe(lambda _: self.refresh_mode(), "value")
+        self.engine.observe(lambda _: self._refresh_mode_later(), "value")
+        self.duration.observe(lambda _: self._refresh_mode_later(), "value")
         controls = W.HBox([self.engine, self.deploy_button, self.stop_button, self.anyway_button],
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
@@ -327,7 +327,6 @@ class DeployPanel(GuardedPanel, W.VBox):
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
-        self.refresh_mode(plan)
         if refusal is not None and not force:
             self._set_status("error", f"not deployed — {refusal}")
             self.anyway_button.layout.display = None
@@ -416,7 +415,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         """Say where the plan's stores will live on Deploy — ``--spark-mode auto``'s choice for
         the current plan over the panel's input (its data, else the chosen event seconds) and
         the deploy's master and driver memory — and why (:func:`~mqjoin.runtime.spark.deployment
-        .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark)."""
+        .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark).
+        While a run starts or runs, its own mode stays on the line."""
         if self.engine.value == "native":
             text = "Spark mode: native — Spark's own stream-stream joins, no stores of the plan"
         else:
@@ -432,8 +432,14 @@ class DeployPanel(GuardedPanel, W.VBox):
             except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
                 _log.debug("no Spark mode to show before the deploy: %s", e)
                 text = ""
-        self.mode_line.value = text
+        if not self._busy():
+            self.mode_line.value = text
         return text
+
+    def _refresh_mode_later(self) -> None:
+        """:meth:`refresh_mode` off the kernel's thread (its first call imports pyspark)."""
+        if not self._closed.is_set():
+            self._spawn(self.refresh_mode, "mqjoin-spark-mode")
 
     def _show_mode(self, label: str, d: Any) -> None:
         """The mode a started deployment runs in, and why (its ``mode_choice``)."""
@@ -448,7 +454,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
         whether a start was begun.  The line under the status says where the plan's stores
         will live (:meth:`refresh_mode`)."""
-        self.refresh_mode()
+        self._refresh_mode_later()
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
                 or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
             return False
