@@ -67,7 +67,11 @@ class PartitionTally:
 
     def __init__(self, ex: BatchExecutor, counts: Sequence[int] | None = None):
         self.counts = {layout: tuple(counts) if counts else (p,) for layout, p in ex.p.items()}
+        self.held: dict = {}  # partition_rows' cache (never pickled: it refers to the store's segments)
         self.reset()
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "held": {}}
 
     def reset(self) -> None:
         """Start counting again (a micro-batch's counts)."""
@@ -94,16 +98,24 @@ class PartitionTally:
         return self.routed[layout][P] + self.broadcast[layout]
 
 
-def partition_rows(ex: BatchExecutor, layout: Layout, counts: Iterable[int]) -> dict[int, np.ndarray] | None:
+def partition_rows(ex: BatchExecutor, layout: Layout, counts: Iterable[int],
+                   cache: dict | None = None) -> dict[int, np.ndarray] | None:
     """The store's live entries (those a later tuple can still join, at the executor's ``T``)
     per partition, for each partition count; ``None`` when its entries do not carry the
-    partition attribute (restored from a journal written before they did)."""
+    partition attribute (restored from a journal written before they did).  ``cache`` (kept
+    by the caller between calls) holds the counts of the segments of a store without
+    windows, whose entries all stay live: a batch then counts only its new segments."""
     at = position(field_positions(ex.w), layout.mir.relations, layout.partition)
     counts = tuple(counts)
     out = {P: np.zeros(P, dtype=np.int64) for P in counts}
     wins = ex.windows[layout]
     for seg in ex.stores[layout]:
         if not len(seg):
+            continue
+        hit = None if cache is None or wins else cache.get(id(seg))
+        if hit is not None and hit[0] is seg.frame:  # the same entries as when counted
+            for P in counts:
+                out[P] += hit[1][P]
             continue
         col = seg.frame.cols[at[0]].get(at[1])
         if col is None:
@@ -114,8 +126,11 @@ def partition_rows(ex: BatchExecutor, layout: Layout, counts: Iterable[int]) -> 
                 ok &= (ex.T - seg.frame.cols[comp][1]) <= win
             col = col[ok]
         keys = partition_keys(col)
+        got = {P: np.bincount(keys % P, minlength=P) for P in counts}
         for P in counts:
-            out[P] += np.bincount(keys % P, minlength=P)
+            out[P] += got[P]
+        if cache is not None and not wins:
+            cache[id(seg)] = (seg.frame, got)
     return out
 
 
@@ -133,9 +148,12 @@ def store_partitions(ex: BatchExecutor, tally: PartitionTally) -> dict[str, dict
     """Per store id: its ``partitions`` (parallelism), ``messages`` per partition counted by
     ``tally`` and live ``rows`` per partition (``None`` when they cannot be counted)."""
     out = {}
+    live = {id(seg) for segs in ex.stores.values() for seg in segs}
+    for k in [k for k in tally.held if k not in live]:  # segments merged or expired since
+        del tally.held[k]
     for layout, sid in ex.names.items():
         P = ex.p[layout]
-        rows = partition_rows(ex, layout, (P,))
+        rows = partition_rows(ex, layout, (P,), tally.held)
         out[sid] = {"partitions": P, "messages": tally.messages(layout, P).tolist(),
                     "rows": None if rows is None else rows[P].tolist()}
     return out
