@@ -383,3 +383,18 @@ def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
     click_deploy(panel)
     assert panel.mode_line.value.startswith("Spark mode of mqo #1: <b>distributed</b> — asked for"), panel.mode_line.value
     panel.close()
+
+
+def test_the_partitions_view_projects_the_plan_over_the_panel_input():
+    calls = []
+    panel = make_panel(calls)
+    view = panel.partitions
+    view.counts = (1, 4)
+    view.project().join(30)
+    assert view.status.value.startswith("done"), view.status.value
+    names = {t.name for t in view.figure.data}
+    assert {"R[a] measured", "R[a] model", "S[a] measured", "S[a] model"} <= names
+    measured = next(t for t in view.figure.data if t.name == "R[a] measured")
+    assert list(measured.x) == [1, 4] and list(measured.y) == [1, 1]  # one row of R: in one partition
+    assert not view.button.disabled and not calls  # projecting deploys nothing
+    panel.close()

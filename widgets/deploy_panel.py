@@ -25,6 +25,10 @@ fake deployment and no Spark.
   entry per run; latency is one line per run over all queries, or one dashed line per query
   behind the **per-query latency** toggle.  The input rate target is a grey dashed line; a
   point is drawn per micro-batch; the axes are there before the first run.
+* **Where the stores live, and the skew.**  A line under the status says which Spark mode a
+  Deploy would run (``--spark-mode auto``'s choice for the plan over the input, and why), then
+  the mode the run has; *Partitions* projects every store's rows per partition at 8, 32 and
+  128 partitions (:mod:`~mqjoin.widgets.partitions_view`).
 * **Guarded.**  Before a deploy the model estimates results and memory
   (:mod:`mqjoin.planning.guard`); past the limits the deploy is refused with what to change (and a
   **Deploy anyway** button), and a live run is stopped once past its budget.
@@ -74,6 +78,7 @@ from mqjoin.widgets._html import esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import Redraw
+from mqjoin.widgets.partitions_view import PartitionsView
 
 _log = logging.getLogger(__name__)
 
@@ -260,7 +265,12 @@ class DeployPanel(GuardedPanel, W.VBox):
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
                           layout=W.Layout(flex_flow="row wrap"))
-        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure])
+        #: every store's rows per partition at 8, 32 and 128 partitions, on the panel's input
+        self.partitions = PartitionsView(plan_provider, self._input_tables)
+        more = W.Accordion([self.partitions], selected_index=None)
+        more.set_title(0, "Partitions: the skew a cluster would see")
+        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure,
+                          more])
 
     # -- the chart --------------------------------------------------------------------------------
 
@@ -440,6 +450,18 @@ class DeployPanel(GuardedPanel, W.VBox):
         """:meth:`refresh_mode` off the kernel's thread (its first call imports pyspark)."""
         if not self._closed.is_set():
             self._spawn(self.refresh_mode, "mqjoin-spark-mode")
+
+    def _input_tables(self) -> Mapping[str, Any]:
+        """The input a Deploy would run: the panel's tables, its data directory read, or the
+        synthetic streams of the chosen event seconds."""
+        if isinstance(self.data, Mapping):
+            return self.data
+        plan = self.plan_provider()
+        if self.data is not None:
+            from mqjoin.model.tables import read_inputs
+
+            return read_inputs(plan.workload, self.data)
+        return _synthetic_data(plan, self.duration.value)
 
     def _show_mode(self, label: str, d: Any) -> None:
         """The mode a started deployment runs in, and why (its ``mode_choice``)."""
