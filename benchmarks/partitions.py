@@ -8,7 +8,7 @@ rows held at the end and of the probe messages over the run, measured on the dat
 of the vectorised executor), and the model's fullest partition over the model's mean
 (``P·⌈d/P⌉/d`` for routed messages and rows).  Then what counting costs the driver mode per
 micro-batch: the vectorised executor over the whole input in batches of ``--batch`` tuples,
-without and with the per-partition counts of every batch (median of ``--reps``).
+without and with the per-partition counts of every batch (CPU seconds, median of ``--reps``).
 
     python benchmarks/partitions.py --sf 0.01,0.1 [--workloads fig7a,10q] [--batch 5000]
 """
@@ -64,14 +64,14 @@ def overhead(plan, tables, batch: int, reps: int) -> tuple[float, float]:
         ex = BatchExecutor(plan)
         if counted:
             ex.tally = PartitionTally(ex)
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU seconds: the machine's other jobs count less
         for f in parts:
             if counted:
                 ex.tally.reset()
             ex.feed(f)
             if counted:
                 store_partitions(ex, ex.tally)
-        out.setdefault(counted, []).append(time.perf_counter() - t0)
+        out.setdefault(counted, []).append(time.process_time() - t0)
     return statistics.median(out[False]), statistics.median(out[True])
 
 
@@ -95,7 +95,7 @@ def main() -> None:
     head = "   ".join(f"P={P:<3} rows  msgs model" for P in COUNTS)
     print(f"{'wl':<6} {'SF':>4} {'store':<44} {'partition':<18} {'d':>7}  {head}")
     print("\n".join(lines))
-    print(f"\nload average {os.getloadavg()[0]:.1f}; executor seconds, whole input, median of {a.reps}")
+    print(f"\nload average {os.getloadavg()[0]:.1f}; executor CPU seconds, whole input, median of {a.reps}")
     print(f"{'wl':<6} {'SF':>4} {'batch':>6} {'plain':>9} {'counted':>9} {'overhead':>8}")
     print("\n".join(costs))
 

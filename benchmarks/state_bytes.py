@@ -3,6 +3,8 @@
 Runs a TPC-H plan through :class:`mqjoin.runtime.vector.BatchExecutor` in batches and prints,
 per workload and scale factor, the live store rows, the bytes the stores' arrays hold (columns,
 arrival numbers, key indexes) and the growth of the process's resident memory, each per row.
+Then what ``--spark-mode auto`` chooses for the mqo plan and the plan under ``--mir-budget 50``
+on a local master with the session's default driver memory (no Spark session is started).
 
     python benchmarks/state_bytes.py --sf 0.01,0.1 --workloads tpch_fig7a.yaml,tpch_10q.yaml
 """
@@ -69,6 +71,19 @@ def measure(workload: str, sf: float, batch: int) -> dict:
             "rss_bytes_per_row": grown / rows, "model_bytes_per_row": ex.state_bytes() / rows}
 
 
+def auto_choice(workload: str, sf: float, mir_budget: float | None) -> str:
+    from mqjoin.datasets.commands import load_named_workload
+    from mqjoin.datasets.tpch import tpch_streams
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.planning.optimizer import optimize
+    from mqjoin.runtime.spark.deployment import mode_choice
+
+    w = load_named_workload(workload)
+    c = mode_choice(optimize(w, mir_budget=mir_budget).plan, read_inputs(w, tpch_streams(sf).directory),
+                    master="local[2]")
+    return f"{c.mode}: {c.reason}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sf", default="0.01")
@@ -81,6 +96,11 @@ def main() -> None:
             m = measure(wl, sf, a.batch)
             print(f"{wl:<16} {sf:>5g} {m['rows']:>10,} {m['array_bytes_per_row']:>13.0f} "
                   f"{m['rss_bytes_per_row']:>10.0f} {m['model_bytes_per_row']:>10.0f}")
+    print(f"\n{'workload':<16} {'SF':>5} {'plan':<14} --spark-mode auto on local[2]")
+    for sf in (float(x) for x in a.sf.split(",")):
+        for wl in a.workloads.split(","):
+            for label, budget in (("mqo", None), ("mir-budget 50", 50)):
+                print(f"{wl:<16} {sf:>5g} {label:<14} {auto_choice(wl, sf, budget)}")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see s
 CLUSTER_MASTERS = ("spark://", "yarn", "k8s://", "mesos://")
 #: bytes one store row takes in the driver mode's vectorised executor — its column arrays,
 #: arrival number and key index — rounded up from the most measured on the TPC-H plans
-#: (41–76 bytes of arrays, 43–79 bytes of resident memory per row at SF 0.1:
+#: (41–76 bytes of arrays, 41–79 bytes of resident memory per row at SF 0.1:
 #: ``python benchmarks/state_bytes.py --sf 0.01,0.1``)
 STATE_BYTES_PER_ROW = 100
 #: the share of the driver's memory the estimated state may take before ``auto`` shards it:
