@@ -38,6 +38,8 @@ def test_partition_keys_give_every_value_its_partition(values):
 
 
 def _run(plan, tables, batch, counts=None):
+    """The executor after ``tables`` in batches, the per-partition rows reported after every
+    batch (the tally's cache of unwindowed segments in use) checked against a fresh count."""
     w = plan.workload
     base = base_tuples(w, tables, plan.sources)
     order = arrival_order(base, w.relation_rank)
@@ -46,6 +48,10 @@ def _run(plan, tables, batch, counts=None):
     for lo in range(0, len(order), batch):
         part = order[lo:lo + batch]
         ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
+        reported = store_partitions(ex, ex.tally)
+        for layout, sid in ex.names.items():
+            fresh = partition_rows(ex, layout, (ex.p[layout],))[ex.p[layout]].tolist()
+            assert reported[sid]["rows"] == fresh, (sid, lo)
     return ex
 
 
@@ -53,6 +59,7 @@ def _run(plan, tables, batch, counts=None):
 def test_counts_per_partition_add_up_to_the_executor_and_match_a_direct_count(seed, w, tables):
     plan = optimize(w).plan
     ex = _run(plan, tables, 7)
+    assert ex.tally.held or not any(not ex.windows[layout] and ex.stores[layout] for layout in ex.stores)
     got = store_partitions(ex, ex.tally)
     fields = field_positions(w)
     into: dict[str, int] = {}
