@@ -10,7 +10,7 @@ not the input's fault).
 >>> main(["optimize", "paper_v2.yaml", "--time-limit", "0"])
 2
 
-Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``synth``, ``demo``.
+Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``partitions``, ``synth``, ``demo``.
 """
 
 from __future__ import annotations
@@ -373,6 +373,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                max_rows_per_batch=args.max_rows_per_batch, **adaptive)
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
+        if d.engine_name == "mqjoin":
+            print(f"mqjoin: spark mode {d.mode_choice.mode} — {d.mode_choice.reason}", file=sys.stderr)
 
         def show(ev: dict) -> None:
             if ev["kind"] == "batch":
@@ -485,6 +487,36 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_partitions(args: argparse.Namespace) -> int:
+    from mqjoin.model.errors import DataError
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.planning.plan import Plan
+    from mqjoin.runtime.partitions import check_counts, project, render
+
+    counts = check_counts(args.partitions.split(","))
+    if args.batch is not None and args.batch < 1:
+        raise OptionError(f"--batch must be a number of input tuples ≥ 1, got {args.batch}")
+    if args.plan:
+        try:
+            text = Path(args.plan).read_text()
+        except OSError as e:
+            raise DataError(f"cannot read the plan {args.plan}: {e.strerror or e}") from None
+        plan = Plan.from_json(text)
+    else:
+        plan = _optimize(args).plan
+    tables = read_inputs(plan.workload, args.data) if args.data else None
+    rows = project(plan, tables, counts, batch=args.batch)
+    if args.json:
+        print(json.dumps({"partitions": list(counts), "data": args.data, "stores": [r.to_dict() for r in rows]},
+                         indent=1, ensure_ascii=False))
+        return 0
+    span = "over the data's span" if tables else "per time unit (no --data: the model alone, values spread evenly)"
+    print(f"probe messages and rows per partition of every store, the model's fullest partition {span}"
+          + ("; measured: one run of the vectorised executor over the data" if tables else ""))
+    print(render(rows))
+    return 0
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from mqjoin.datasets.uniform import uniform_streams
     from mqjoin.model.tables import write_inputs
@@ -559,9 +591,10 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
-                   help="where the plan's stores live: driver (default; in the driver's executor, one Spark job per "
+                   help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
                    "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
-                   "machine)")
+                   "machine) or auto (the default: distributed on a cluster master, and on a local one when the "
+                   "model's estimated state exceeds half the driver's memory; the choice and its reason are printed)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
@@ -654,6 +687,21 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--max-points", type=int, default=25, help="at most this many budget solves (default 25)")
     fr.add_argument("--json", action="store_true")
     fr.set_defaults(func=cmd_frontier)
+
+    pa = sub.add_parser("partitions", help="probe messages and rows per partition of every store at several "
+                                           "partition counts: the model's and the data's (the skew before a cluster)")
+    pa.add_argument("workload")
+    pa.add_argument("--data", metavar="DIR", help="input: DIR/<relation>.csv or .parquet (counts per partition "
+                    "measured on it, distinct values of the partition attributes; default: the model alone)")
+    pa.add_argument("--plan", metavar="FILE", help="a plan written by 'mqjoin optimize --plan-out' (default: "
+                    "optimise the workload with the options below)")
+    pa.add_argument("--partitions", default="8,32,128", metavar="P,P,…",
+                    help="partition counts to project (default 8,32,128)")
+    pa.add_argument("--batch", type=int, default=100_000, metavar="N", help="run the data N input tuples at a "
+                    "time (default 100000)")
+    pa.add_argument("--json", action="store_true")
+    _opt_args(pa)
+    pa.set_defaults(func=cmd_partitions)
 
     s = sub.add_parser("synth", help="generate uniform synthetic input streams for a workload")
     s.add_argument("workload")
