@@ -86,8 +86,19 @@ queries: {q: "R(a), S(a)"}
 
 def test_partition_of_is_deterministic_and_consistent_for_equal_values():
     assert partition_of("abc", 7) == partition_of("abc", 7)
-    assert partition_of(5, 4) == partition_of(5.0, 4) == 1
+    assert partition_of(5, 4) == partition_of(5.0, 4) == 3
     assert all(0 <= partition_of(v, 3) < 3 for v in (-5, 2**70, "x", 1.5, None))
+
+
+def test_keys_with_a_stride_fill_every_partition():
+    """TPC-H's order keys use 8 of every 32 numbers: ``key % 32`` would leave 24 of 32
+    partitions empty; the partition function spreads them within a few per cent of even."""
+    keys = [k for k in range(1, 32 * 1000) if k % 32 < 8]
+    for p in (8, 32, 128):
+        counts = [0] * p
+        for k in keys:
+            counts[partition_of(k, p)] += 1
+        assert max(counts) / (len(keys) / p) < 1.25, (p, max(counts))
 
 
 def test_broadcast_counts_once_per_partition_and_routed_once():

@@ -46,7 +46,8 @@ from mqjoin.model.workload import Workload
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.codegen import compile_function, key_expr, null_test
-from mqjoin.runtime.rules import Layout, MirKey, field_positions, layout_of, mir_key, partition_of, windows_of
+from mqjoin.runtime.rules import (Layout, MirKey, field_positions, int_partition_expr, layout_of, mir_key, partition_of,
+                                  windows_of)
 
 
 class Container:
@@ -79,7 +80,7 @@ class Container:
         pc, pf = self.part_pos
         lines = ["def insert(e):",
                  "    part = 0" if self.p == 1 else
-                 f"    v = e[{pc}][{pf}]\n    part = v % {self.p} if v.__class__ is int else partition_of(v, {self.p})",
+                 f"    v = e[{pc}][{pf}]\n    part = {int_partition_expr('v')} % {self.p} if v.__class__ is int else partition_of(v, {self.p})",
                  "    entries[part].append(e)"]
         if self.journal is not None:
             lines.append("    journal.append(e)")

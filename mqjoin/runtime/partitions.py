@@ -40,7 +40,7 @@ max/mean per partition.
 ...           "S": Table.from_columns("S", {"ts": [0.5, 1.5], "a": [1, 3]})}
 >>> rows = project(optimize(w).plan, tables, (2, 4))
 >>> [(r.store, r.partitions, r.distinct, r.rows_max, r.rows_mean) for r in rows]
-[('R[a]', 2, 2, 3, 2.0), ('R[a]', 4, 2, 3, 1.0), ('S[a]', 2, 2, 2, 1.0), ('S[a]', 4, 2, 1, 0.5)]
+[('R[a]', 2, 2, 3, 2.0), ('R[a]', 4, 2, 3, 1.0), ('S[a]', 2, 2, 1, 1.0), ('S[a]', 4, 2, 1, 0.5)]
 """
 
 from __future__ import annotations

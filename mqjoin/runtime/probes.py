@@ -57,6 +57,7 @@ from mqjoin.runtime.rules import (
     Layout,
     Probe,
     choose_layout,
+    int_partition_expr,
     mir_key,
     partition_of,
     plan_rules,
@@ -197,7 +198,7 @@ class ProbeCompiler(ContainerStore):
                   "            v = t[route[0]][route[1]]",
                   "            for dicts in live:",
                   "                n = len(dicts)",
-                  "                part = 0 if n == 1 else (v % n if v.__class__ is int else partition_of(v, n))"]
+                  f"                part = 0 if n == 1 else ({int_partition_expr('v')} % n if v.__class__ is int else partition_of(v, n))"]
         lines += _lookup(" " * 16, "dicts[part].get(k)", "continue", count, emit)
         if dynamic and (len(rule.mir.relations) > 1 or rule.mir.selection):
             lines += ["    missing = gaps[0]",
@@ -226,7 +227,7 @@ class ProbeCompiler(ContainerStore):
             lines += ["    counter[0] += 1", f"    if {null}:", "        return"]
             lines += ["    d = dicts[0]"] if n == 1 else [
                 f"    v = t[{rc}][{rf}]",
-                f"    d = dicts[v % {n} if v.__class__ is int else partition_of(v, {n})]"]
+                f"    d = dicts[{int_partition_expr('v')} % {n} if v.__class__ is int else partition_of(v, {n})]"]
             lines += _lookup(" " * 4, f"d.get({key})", "return", count, emit, ("T = clock[0]",))
         return compile_function("\n".join(lines) + "\n", "probe", env)
 

@@ -75,7 +75,7 @@ from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
 from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
-                                  partition_key, plan_rules, position, windows_of)
+                                  PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -214,32 +214,37 @@ def key_codes(arrays: list[np.ndarray]) -> tuple[np.ndarray | None, np.ndarray, 
 def partition_keys(values: np.ndarray) -> np.ndarray:
     """:func:`~mqjoin.runtime.rules.partition_key` of every value of a column (nulls: 0), so
     that ``partition_keys(a) % P`` are the values' partitions among ``P``: integers and
-    integral floats as themselves, in numpy; other values once per distinct value.
+    integral floats in numpy (the multiplication wraps modulo 2⁶⁴ as the Python function's
+    mask does), other values once per distinct value.
 
-    >>> partition_keys(np.array([3, 1.0, 2.5, np.nan]))[[0, 1, 3]].tolist()
-    [3, 1, 0]
     >>> from mqjoin.runtime.rules import partition_of
-    >>> values = ["x", "y", "x", None, 5, 2**70]
+    >>> [int(k % 4) for k in partition_keys(np.array([3, 1.0, 2.5, np.nan]))] == [partition_of(v, 4) for v in (3, 1, 2.5, None)]
+    True
+    >>> values = ["x", "y", "x", None, 5, -7, 2**70]
     >>> (partition_keys(np.array(values, dtype=object)) % 7).tolist() == [partition_of(v, 7) for v in values]
     True
     """
     k = values.dtype.kind
     if k in "iub":
-        return values.astype(np.int64, copy=False)
+        return _int_partition_keys(values.astype(np.int64, copy=False))
     if k == "f":
         with np.errstate(invalid="ignore", over="ignore"):
             integral = (values == np.floor(values)) & (np.abs(values) < 9.2e18)
-            keys = np.where(integral, values, 0).astype(np.int64)
+            keys = _int_partition_keys(np.where(integral, values, 0).astype(np.int64))
+        keys[~integral] = 0  # nulls
         other = np.flatnonzero(~integral & ~np.isnan(values))
         if len(other):
             keys[other] = [hash(float(v)) for v in values[other].tolist()]
         return keys
     codes, uniques = pd.factorize(values)  # nulls (None, NaN): code -1, the 0 appended last
-    mapped = [partition_key(v) for v in uniques.tolist()] + [0]
-    try:
-        return np.asarray(mapped, dtype=np.int64)[codes]
-    except OverflowError:  # integers beyond 64 bits: Python ints (numpy's % still applies)
-        return np.asarray(mapped, dtype=object)[codes]
+    mapped = [partition_key(v) for v in uniques.tolist()] + [0]  # every key fits 64 bits
+    return np.asarray(mapped, dtype=np.int64)[codes]
+
+
+def _int_partition_keys(ints: np.ndarray) -> np.ndarray:
+    """:func:`~mqjoin.runtime.rules.int_partition_key` of an int64 array."""
+    with np.errstate(over="ignore"):
+        return ((ints.view(np.uint64) * np.uint64(PARTITION_MULTIPLIER)) >> np.uint64(32)).astype(np.int64)
 
 
 class KeyIndex:
