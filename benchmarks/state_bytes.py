@@ -4,7 +4,7 @@ Runs a TPC-H plan through :class:`mqjoin.runtime.vector.BatchExecutor` in batche
 per workload and scale factor, the live store rows, the bytes the stores' arrays hold (columns,
 arrival numbers, key indexes) and the growth of the process's resident memory, each per row.
 Then what ``--spark-mode auto`` chooses for the mqo plan and the plan under ``--mir-budget 50``
-on a local master with the session's default driver memory (no Spark session is started).
+on a local master with this machine's available memory (no Spark session is started).
 
     python benchmarks/state_bytes.py --sf 0.01,0.1 --workloads tpch_fig7a.yaml,tpch_10q.yaml
 """

@@ -594,7 +594,7 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
                    help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
                    "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
                    "machine) or auto (the default: distributed on a cluster master, and on a local one when the "
-                   "model's estimated state exceeds half the driver's memory; the choice and its reason are printed)")
+                   "model's estimated state exceeds half the machine's available memory; the choice and its reason are printed)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")

@@ -330,7 +330,7 @@ def test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions(tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["spark_mode"]["mode"] == "driver", d["spark_mode"]
-    assert re.fullmatch(r"estimated state [\d.]+ [kMG]?B \([\d,]+ rows\) ≤ 50 % of driver memory [\d.]+ [kMGT]?B",
+    assert re.fullmatch(r"estimated state [\d.]+ [kMG]?B \([\d,]+ rows\) ≤ 50 % of available memory [\d.]+ [kMGT]?B",
                         d["spark_mode"]["reason"]), d["spark_mode"]
     plan = json.loads(subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", args[1], "--json"],
                                      capture_output=True, text=True, timeout=300).stdout)

@@ -365,7 +365,7 @@ def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
     panel = make_panel(calls)
     before = panel.refresh_mode()
     # auto on the default local master: the tiny input's state fits the driver
-    assert "Spark mode on Deploy: <b>driver</b> — estimated state" in before and "of driver memory" in before
+    assert "Spark mode on Deploy: <b>driver</b> — estimated state" in before and "of available memory" in before
     assert panel.mode_line.value == before
     big = DeployPanel(lambda: optimize(W).plan, deploy_fn=None, data=TABLES, master="spark://h:7077")
     assert "<b>distributed</b> — cluster master spark://h:7077" in big.refresh_mode()

@@ -424,7 +424,7 @@ class DeployPanel(GuardedPanel, W.VBox):
     def refresh_mode(self, plan: Any = None) -> str:
         """Say where the plan's stores will live on Deploy — ``--spark-mode auto``'s choice for
         the current plan over the panel's input (its data, else the chosen event seconds) and
-        the deploy's master and driver memory — and why (:func:`~mqjoin.runtime.spark.deployment
+        the deploy's master and the machine's available memory — and why (:func:`~mqjoin.runtime.spark.deployment
         .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark).
         While a run starts or runs, its own mode stays on the line."""
         if self.engine.value == "native":
@@ -436,7 +436,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                 plan = plan if plan is not None else self.plan_provider()
                 tables = self.data if isinstance(self.data, Mapping) else None
                 kw = self.deploy_kwargs
-                choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"), conf=kw.get("conf"),
+                choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"),
                                      span=None if tables else self.duration.value)
                 text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
             except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong

@@ -36,7 +36,7 @@ from mqjoin.model.tables import Table, read_inputs, write_results
 from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
-from mqjoin.runtime.spark.session import (DEFAULT_MASTER, driver_memory_setting, query_conf, spark_message,
+from mqjoin.runtime.spark.session import (DEFAULT_MASTER, query_conf, spark_message,
                                          spark_session, ui_url)
 from mqjoin.support.units import count, size
 from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, write_replay_log
@@ -72,7 +72,7 @@ class ModeChoice:
         return {"mode": self.mode, "reason": self.reason}
 
 
-def choose_mode(mode: str, master: str, state_rows: float | None = None, driver_memory: float | None = None,
+def choose_mode(mode: str, master: str, state_rows: float | None = None, memory: float | None = None,
                 share: float = DRIVER_SHARE) -> ModeChoice:
     """The engine mode a deployment runs, and why.  ``driver`` keeps the stores in the
     in-process executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per
@@ -80,12 +80,13 @@ def choose_mode(mode: str, master: str, state_rows: float | None = None, driver_
     over the executors (:mod:`.distributed`: state spread over the cluster).  ``auto``: on a
     cluster master (:data:`CLUSTER_MASTERS`) distributed; on a local master driver while the
     estimated state — ``state_rows`` (:func:`estimated_state_rows`) at
-    :data:`STATE_BYTES_PER_ROW` — fits ``share`` of ``driver_memory`` bytes, else distributed.
+    :data:`STATE_BYTES_PER_ROW` — fits ``share`` of the ``memory`` bytes available to the
+    driver's Python process (where the driver mode's stores live), else distributed.
 
-    >>> choose_mode("auto", "local[2]", 2_212_771, 2 * 1024**3)
-    ModeChoice(mode='driver', reason='estimated state 221 MB (2.2 million rows) ≤ 50 % of driver memory 2.1 GB')
+    >>> choose_mode("auto", "local[2]", 2_212_771, 16 * 1024**3)
+    ModeChoice(mode='driver', reason='estimated state 221 MB (2.2 million rows) ≤ 50 % of available memory 17 GB')
     >>> choose_mode("auto", "local[*]", 3e7, 2 * 1024**3).reason
-    'estimated state 3.0 GB (30 million rows) > 50 % of driver memory 2.1 GB'
+    'estimated state 3.0 GB (30 million rows) > 50 % of available memory 2.1 GB'
     >>> choose_mode("auto", "spark://10.0.0.1:7077").to_dict()
     {'mode': 'distributed', 'reason': 'cluster master spark://10.0.0.1:7077: the stores are sharded over its executors'}
     >>> choose_mode("driver", "yarn").reason
@@ -97,13 +98,13 @@ def choose_mode(mode: str, master: str, state_rows: float | None = None, driver_
         return ModeChoice(mode, f"asked for (--spark-mode {mode})")
     if str(master).startswith(CLUSTER_MASTERS):
         return ModeChoice("distributed", f"cluster master {master}: the stores are sharded over its executors")
-    if state_rows is None or driver_memory is None:
+    if state_rows is None or memory is None:
         return ModeChoice("driver", f"local master {master}: the stores stay in the driver (no state estimate)")
-    need, bound = state_rows * STATE_BYTES_PER_ROW, share * driver_memory
+    need, bound = state_rows * STATE_BYTES_PER_ROW, share * memory
     fits = need <= bound
     return ModeChoice("driver" if fits else "distributed",
                       f"estimated state {size(need)} ({count(state_rows)} rows) {'≤' if fits else '>'} "
-                      f"{share * 100:g} % of driver memory {size(driver_memory)}")
+                      f"{share * 100:g} % of available memory {size(memory)}")
 
 
 def spark_mode(mode: str, master: str) -> str:
@@ -132,21 +133,6 @@ def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, 
     return float(check_run(plan, {}, {}, span).total("rows")[0])
 
 
-def memory_bytes(setting: str | None) -> float | None:
-    """Bytes of a Spark memory setting (``2g``, ``512m``, ``4096``: MiB without a unit, as
-    Spark reads ``spark.driver.memory``); ``None`` for none.
-
-    >>> memory_bytes("2g"), memory_bytes("512m"), memory_bytes("1024"), memory_bytes(None)
-    (2147483648.0, 536870912.0, 1073741824.0, None)
-    """
-    if setting is None:
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)b?\s*", str(setting).lower())
-    if not m:
-        raise EngineError(f"spark.driver.memory={setting!r} is not a memory size (e.g. 2g, 512m)")
-    return float(m.group(1)) * 1024 ** ("kmgtp".index(m.group(2)) + 1 if m.group(2) else 2)
-
-
 def available_memory() -> float | None:
     """The machine's available memory in bytes (``MemAvailable``; None where it is unknown)."""
     try:
@@ -163,23 +149,19 @@ def available_memory() -> float | None:
 
 
 def mode_choice(plan: Plan | None, tables: Mapping[str, Table] | None, mode: str = "auto", master: str | None = None,
-                conf: Mapping[str, Any] | None = None, spark=None, span: float | None = None) -> ModeChoice:
+                spark=None, span: float | None = None) -> ModeChoice:
     """:func:`choose_mode` for ``plan`` over ``tables`` (or ``span`` time units of input at the
-    workload's rates: :func:`estimated_state_rows`): the master and driver memory of the
-    running session ``spark``, else of the session :func:`.session.spark_session` would start
-    with ``master`` and ``conf`` (its ``spark.driver.memory``, else the machine's available
-    memory)."""
+    workload's rates: :func:`estimated_state_rows`) on the master of the running session
+    ``spark``, else ``master``.  The memory is the machine's available memory: on a local
+    master the driver mode's stores live in the driver's Python process, which
+    ``spark.driver.memory`` (the JVM's heap) does not bound."""
     if spark is not None:
         master = spark.sparkContext.master
-        setting = spark.sparkContext.getConf().get("spark.driver.memory", None)
-    else:
-        setting = driver_memory_setting(conf)
-    memory = memory_bytes(setting) if setting else available_memory()
     if mode == "auto" and plan is None:
         return ModeChoice("driver", "adaptive: the plans of every epoch keep their stores in the driver's executor")
     if mode != "auto":
         return choose_mode(mode, master or DEFAULT_MASTER)
-    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables, span), memory)
+    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables, span), available_memory())
 
 
 @dataclass(frozen=True)
