@@ -100,6 +100,22 @@ def test_deploy_click_runs_current_plan_and_charts_grow():
     assert list(trace(panel, "mqo #1 latency").y) == [0.7, 0.7]
 
 
+def test_a_run_that_consumed_its_input_stops_its_streaming_query_and_stays_finished():
+    """A Spark query whose input is all consumed goes on polling its source; the panel stops
+    it (off the kernel's thread) and the run reads finished, not stopped."""
+    calls = []
+    panel = make_panel(calls)
+    click_deploy(panel)
+    d = panel.deployments[0][1]
+    d.batch(0, 1, 1)
+    assert not d.stopped
+    d.done = True  # a real deployment reports no status until it is stopped: it is done after a batch
+    d.batch(1, 1, 2)
+    assert panel.wait_idle()
+    assert d.stopped and "finished" in run_rows(panel)[0] and "finished" in panel.status.value
+    assert panel.stop_button.disabled and not panel.deploy_button.disabled
+
+
 def legend(panel):
     assert panel.wait_idle()
     return [t.name for t in panel.figure.data if t.showlegend is not False]

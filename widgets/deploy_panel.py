@@ -225,6 +225,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._starts: dict[str, _Start] = {}  # runs being started
         self._waiting: dict[str, tuple[float, str]] = {}  # run → (since, its status line) until its first batch
         self._stopping: set[str] = set()  # runs whose deployment is being stopped (counted once it stopped)
+        self._pointed: set[str] = set()  # runs that reported data (their first point was drawn at once)
         self._threads: list[threading.Thread] = []  # starts, stops and the status clock (joined by close())
         self._clock: threading.Thread | None = None
         self._closed = threading.Event()
@@ -457,14 +458,16 @@ class DeployPanel(GuardedPanel, W.VBox):
         else:
             self._set_status("stopped", "stopped; deploy again to overlay another run")
 
-    def _stop_deployment(self, label: str, d: Any) -> None:
+    def _stop_deployment(self, label: str, d: Any, state: str = "stopped") -> None:
+        """Stop a run's deployment (off the kernel's thread); the run's state becomes ``state``
+        (``finished`` for a run that consumed all its input)."""
         try:
             d.stop()
         except MqjoinError as e:
             with self._lock:
                 self.run_state[label]["note"] = str(e)
         with self._lock:
-            self.run_state[label]["state"] = "stopped"
+            self.run_state[label]["state"] = state
             self._stopping.discard(label)
         self._measured()
         self._redraw(force=True)
@@ -566,8 +569,17 @@ class DeployPanel(GuardedPanel, W.VBox):
                 st.update(state="running", note=f"Spark warned (the run goes on): {st['note'].split(' — ')[0]}")
             if getattr(d, "done", False) and st["state"] == "running":
                 st["state"] = "finished"
+                # its streaming query would go on polling the source for input that never comes
+                # (a trigger every few milliseconds, for as long as the kernel lives): stop it
+                with self._lock:
+                    self._stopping.add(label)
+                self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d, "finished")
                 self._ended()
                 self._set_status("finished", f"{label} finished — all input consumed")
+                return
+            if label not in self._pointed and (kind != "progress" or ev.get("input_rows")):
+                self._pointed.add(label)  # the run's first point: drawn now, not after the redraw interval
+                self._redraw(force=True)
                 return
         self._redraw(force=kind == "status")
 
