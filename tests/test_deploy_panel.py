@@ -354,6 +354,45 @@ def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monk
     assert make_panel([]).prepare() is False  # another deploy function: nothing to start
 
 
+def test_an_explorer_built_in_a_kernel_starts_spark_ahead_and_says_so(monkeypatch):
+    """In a kernel (an event loop runs) the explorer starts the Spark session and its workers
+    at once, off the kernel's thread, and the status line says that Spark is warming up; with
+    the session running, opening the Deploy tab starts the workers again."""
+    import asyncio
+    import threading
+
+    import mqjoin.widgets.deploy_panel as dp
+    from mqjoin.widgets import Explorer
+
+    release, started, running = threading.Event(), [], [False]
+
+    def start():
+        started.append(threading.current_thread().name)
+        assert release.wait(10)
+        running[0] = True
+
+    monkeypatch.setattr(dp, "_prepare_session", start)
+    monkeypatch.setattr(dp, "_session_running", lambda: running[0])
+
+    async def build():
+        return Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider))
+
+    ex = asyncio.run(build())
+    panel = ex.deploy_panel
+    for _ in range(500):
+        if started:
+            break
+        threading.Event().wait(0.01)
+    assert started == ["mqjoin-spark-prepare"] and "warming up" in panel.status.value
+    assert panel.prepare() is False  # one start at a time
+    release.set()
+    assert panel.wait_idle() and "Spark is ready" in panel.status.value
+    ex.show("Deploy")
+    assert panel.wait_idle() and len(started) == 2  # the workers again, no "warming up" now
+    assert "Spark is ready" in panel.status.value
+    ex.close()
+
+
 def test_a_start_that_ends_after_the_panel_closed_is_stopped():
     import threading
 
@@ -371,3 +410,15 @@ def test_a_start_that_ends_after_the_panel_closed_is_stopped():
     release.set()
     assert panel.wait_started(10) and panel.wait_idle()
     assert started[0].stopped and panel.run_state["mqo #1"]["state"] == "stopped"
+
+
+def test_an_empty_first_batch_draws_no_throughput_point():
+    """Spark runs a deployment's first micro-batch before any input arrived; its progress
+    report (0 rows) is no point of the chart — the first point is the first batch with input."""
+    from mqjoin.widgets.charts import chart_series
+
+    empty = pd.DataFrame([{"batch": 0, "input_rows": 0, "duration_ms": 300, "state_rows": 0}])
+    assert chart_series("mqo #1", pd.DataFrame(), None, empty)["input tuples/s"] == []
+    both = pd.concat([empty, pd.DataFrame([{"batch": 1, "input_rows": 500, "duration_ms": 250, "state_rows": 9}])])
+    (name, x, y), = chart_series("native #1", pd.DataFrame(), None, both)["input tuples/s"]
+    assert (x, y) == ([0.25], [2000.0])

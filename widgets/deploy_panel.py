@@ -99,6 +99,8 @@ def _default_deploy(plan, data, out, **kw):
 #: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers: a
 #: range) and a warm one (the session running)
 COLD_START_S, WARM_START_S = (30, 60), 3
+#: seconds the start ahead of a deploy takes on a busy 2-core machine (the JVM, a first job)
+WARMING_S = 20
 
 
 def _session_running() -> bool:
@@ -134,11 +136,12 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
 
 
 def _prepare_session() -> None:
-    """The local Spark session, started ahead of a deploy (a failure is the deploy's to report)."""
-    from mqjoin.runtime.spark.session import spark_session
+    """The local Spark session and its Python workers, started ahead of a deploy (a failure is
+    the deploy's to report)."""
+    from mqjoin.runtime.spark.session import spark_session, warm_up
 
     try:
-        spark_session()
+        warm_up(spark_session())
     except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
         _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
 
@@ -408,19 +411,32 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._redraw(force=True)
 
     def prepare(self) -> bool:
-        """Start the Spark session in the background, before Deploy is clicked (the explorer
-        calls this when its Deploy tab is opened): the JVM's seconds pass while the user looks
-        at the settings.  Only for the default deploy function on the default local session
-        (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
-        whether a start was begun."""
+        """Start the Spark session and its Python workers in the background, before Deploy is
+        clicked (the explorer calls this when it is built in a kernel and when its Deploy tab
+        is opened): the JVM's and the workers' seconds pass while the user looks at the plan,
+        and the status line says that Spark is warming up.  With the session running it starts
+        the Python workers again (idle ones end after about a minute).  Only for the default
+        deploy function on the default local session (a ``master``, ``conf`` or ``spark``
+        given to the panel is the deploy's to use), and not while a run is live (its workers
+        run); returns whether a start was begun."""
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
-                or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
+                or {"master", "conf", "spark"} & set(self.deploy_kwargs)):
             return False
         with self._lock:
-            if any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
+            if self._busy() or any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
                 return False
-        self._spawn(_prepare_session, "mqjoin-spark-prepare")
+        self._spawn(self._prepare, "mqjoin-spark-prepare", not _session_running())
         return True
+
+    def _prepare(self, cold: bool) -> None:
+        said = None
+        if cold and not self.deployments:
+            said = (f"{state_html('idle')} — Spark is warming up in the background (the JVM and its Python workers, "
+                    f"~{WARMING_S} s on a busy 2-core machine); the explorer stays live, and Deploy waits for it")
+            self.status.value = said
+        _prepare_session()
+        if said is not None and self.status.value == said:  # no run started meanwhile
+            self._set_status("idle", "Spark is ready — press Deploy to run the current plan on Spark")
 
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""

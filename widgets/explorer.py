@@ -21,7 +21,11 @@ rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refre
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
 with ``plan_provider`` — a function returning the current plan, e.g.
-``Explorer(w, deploy=lambda plan_provider: DeployPanel(plan_provider))``.
+``Explorer(w, deploy=lambda plan_provider: DeployPanel(plan_provider))``.  An explorer built
+in a Jupyter kernel (``spark_ahead=None``: when an event loop runs) starts the Deploy panel's
+Spark session and Python workers in the background at once
+(:meth:`~mqjoin.widgets.deploy_panel.DeployPanel.prepare`), so that the first Deploy finds
+them running; opening the Deploy tab starts the workers again if they ended meanwhile.
 
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
@@ -90,6 +94,17 @@ def _freeze_once() -> None:
         gc.collect()
         gc.freeze()
         _FROZEN = True
+
+
+def _in_kernel() -> bool:
+    """Whether the explorer is built in a running event loop (a Jupyter kernel's cell)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class OptionsBar(W.HBox):
@@ -181,7 +196,7 @@ class Explorer(ModelView, W.VBox):
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.1, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
-                 gc_freeze: bool = False):
+                 gc_freeze: bool = False, spark_ahead: bool | None = None):
         # the explorer's controls send on release or Enter, not while dragging or typing: a short
         # debounce merges a burst of edits without adding much to an edit's round trip
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
@@ -215,6 +230,11 @@ class Explorer(ModelView, W.VBox):
             deploy = DeployPanel
         if deploy is not None:
             self.attach_deploy(deploy)
+        if spark_ahead is None:
+            spark_ahead = _in_kernel()
+        prepare = getattr(self.deploy_panel, "prepare", None)
+        if spark_ahead and prepare is not None:
+            prepare()  # the Spark session and its workers start while the user looks at the plan
         if gc_freeze:
             _freeze_once()
 
