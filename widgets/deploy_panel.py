@@ -431,12 +431,13 @@ class DeployPanel(GuardedPanel, W.VBox):
     def _prepare(self, cold: bool) -> None:
         said = None
         if cold and not self.deployments:
-            said = (f"{state_html('idle')} — Spark is warming up in the background (the JVM and its Python workers, "
-                    f"~{WARMING_S} s on a busy 2-core machine); the explorer stays live, and Deploy waits for it")
+            said = (f"{state_html('idle')} — press Deploy to run the current plan on Spark · Spark is warming up in "
+                    f"the background (the JVM and its Python workers, ~{WARMING_S} s on a busy 2-core machine; a "
+                    "Deploy meanwhile waits for it)")
             self.status.value = said
         _prepare_session()
         if said is not None and self.status.value == said:  # no run started meanwhile
-            self._set_status("idle", "Spark is ready — press Deploy to run the current plan on Spark")
+            self._set_status("idle", "press Deploy to run the current plan on Spark · Spark is ready")
 
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
