@@ -135,15 +135,29 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
             "the first point)")
 
 
+#: one start ahead at a time in a process (explorers built one after another share the session),
+#: and none again within this many seconds of the last (its Python workers are still up)
+_PREPARING = threading.Lock()
+WARM_FOR_S = 30.0
+_warmed = [-math.inf]
+
+
 def _prepare_session() -> None:
     """The local Spark session and its Python workers, started ahead of a deploy (a failure is
     the deploy's to report)."""
     from mqjoin.runtime.spark.session import spark_session, warm_up
 
+    if not _PREPARING.acquire(blocking=False):
+        return  # another panel's start ahead is under way
     try:
+        if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
+            return
         warm_up(spark_session())
+        _warmed[0] = time.monotonic()
     except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
         _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
+    finally:
+        _PREPARING.release()
 
 
 def _waiting_message(running: str, elapsed: float | None = None) -> str:

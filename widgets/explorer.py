@@ -194,11 +194,12 @@ class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
-                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.1, grid: int = 8,
+                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.03, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
                  gc_freeze: bool = False, spark_ahead: bool | None = None):
         # the explorer's controls send on release or Enter, not while dragging or typing: a short
-        # debounce merges a burst of edits without adding much to an edit's round trip
+        # debounce (30 ms: the messages of a burst already on the wire) merges a burst of edits
+        # and adds little to an edit's round trip
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
