@@ -422,3 +422,31 @@ def test_an_empty_first_batch_draws_no_throughput_point():
     both = pd.concat([empty, pd.DataFrame([{"batch": 1, "input_rows": 500, "duration_ms": 250, "state_rows": 9}])])
     (name, x, y), = chart_series("native #1", pd.DataFrame(), None, both)["input tuples/s"]
     assert (x, y) == ([0.25], [2000.0])
+
+
+def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(monkeypatch):
+    """A start ahead under way (DeployPanel.prepare) is waited for: a deploy beside it would
+    start the same Python processes and compile the same classes again on the same cores."""
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.launch as launch
+    import mqjoin.widgets.deploy_panel as dp
+
+    calls = []
+    monkeypatch.setattr(launch, "deploy", lambda plan, data, out, **kw: calls.append(1) or FakeDeployment(plan, "mqjoin"))
+    monkeypatch.setattr(dp, "_session_running", lambda: True)
+    for stop in (False, True):
+        panel = DeployPanel(lambda: optimize(W).plan, data=TABLES, refresh_seconds=0)
+        assert dp._PREPARING.acquire(timeout=10)  # a start ahead under way
+        try:
+            panel.deploy_button.click()
+            time.sleep(0.5)
+            assert len(calls) == int(stop) and "starting" in panel.status.value
+            if stop:
+                panel.stop()
+                assert panel.wait_started(5)  # cancelled while it waited, Spark untouched
+        finally:
+            dp._PREPARING.release()
+        assert panel.wait_started(10) and len(calls) == 1
+        assert len(panel.deployments) == int(not stop)
+        assert [st["state"] for st in panel.run_state.values()] == ["stopped" if stop else "running"]
+        panel.close()

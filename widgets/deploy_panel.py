@@ -160,6 +160,18 @@ def _prepare_session() -> None:
         _PREPARING.release()
 
 
+def _after_prepare(cancelled: threading.Event) -> bool:
+    """Wait for a start ahead under way (:func:`_prepare_session`): a deploy that ran beside it
+    would start the same Python processes and compile the same classes a second time on the
+    same two cores, and its first batch would come later.  False when ``cancelled`` is set
+    meanwhile (checked every 0.2 s)."""
+    while not _PREPARING.acquire(timeout=0.2):
+        if cancelled.is_set():
+            return False
+    _PREPARING.release()
+    return not cancelled.is_set()
+
+
 def _waiting_message(running: str, elapsed: float | None = None) -> str:
     """The status line of a run started and waiting for its first micro-batch.
 
@@ -371,6 +383,10 @@ class DeployPanel(GuardedPanel, W.VBox):
         label = start.label
         try:
             data = self.data if self.data is not None else _synthetic_data(plan, seconds)
+            if start.on_spark and not _after_prepare(start.cancelled):
+                with self._lock:  # Stop cancelled it while Spark warmed up: nothing was started
+                    self._starts.pop(label, None)
+                return
             out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
             kw = dict(self.deploy_kwargs)
             # a micro-batch takes what has arrived, up to a few seconds' worth: a run that fell
