@@ -581,6 +581,14 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     # -- every tab at 1920×1080 ---------------------------------------------------------------------
     for k, title in enumerate(TAB_TITLES):
         tab(title)
+        if title == "Plan diagram":  # a sweep on a small grid: the picture shows a diagram
+            grid = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('grid n×n')) input").first
+            grid.fill("5")
+            grid.press("Enter")
+            out.locator("button.widget-button", has_text="Run sweep").first.click()
+            page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+                gd.offsetParent !== null && (gd.data || []).some(t => t.name === 'optimal plan')
+                && gd.querySelector('.heatmaplayer image'))""", timeout=DEPLOY_MS)
         page.wait_for_timeout(1500)  # let plotly settle (a picture, not an assertion)
         explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(0, 0)

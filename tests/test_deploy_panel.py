@@ -354,11 +354,10 @@ def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monk
     assert make_panel([]).prepare() is False  # another deploy function: nothing to start
 
 
-def test_an_explorer_built_in_a_kernel_starts_spark_ahead_and_says_so(monkeypatch):
-    """In a kernel (an event loop runs) the explorer starts the Spark session and its workers
-    at once, off the kernel's thread, and the status line says that Spark is warming up; with
-    the session running, opening the Deploy tab starts the workers again."""
-    import asyncio
+def test_an_explorer_told_to_start_spark_ahead_at_once_and_says_so(monkeypatch):
+    """``spark_ahead=True``: the explorer starts the Spark session and its workers at once, off
+    the kernel's thread, and the status line says that Spark is warming up; with the session
+    running, opening the Deploy tab starts the workers again."""
     import threading
 
     import mqjoin.widgets.deploy_panel as dp
@@ -374,10 +373,7 @@ def test_an_explorer_built_in_a_kernel_starts_spark_ahead_and_says_so(monkeypatc
     monkeypatch.setattr(dp, "_prepare_session", start)
     monkeypatch.setattr(dp, "_session_running", lambda: running[0])
 
-    async def build():
-        return Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider))
-
-    ex = asyncio.run(build())
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider), spark_ahead=True)
     panel = ex.deploy_panel
     for _ in range(500):
         if started:

@@ -442,10 +442,10 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     def prepare(self) -> bool:
         """Start the Spark session and its Python workers in the background, before Deploy is
-        clicked (the explorer calls this when it is built in a kernel and when its Deploy tab
-        is opened): the JVM's and the workers' seconds pass while the user looks at the plan,
-        and the status line says that Spark is warming up.  With the session running it starts
-        the Python workers again (idle ones end after about a minute).  Only for the default
+        clicked (the explorer calls this when its Deploy tab is opened, and when it is built
+        with ``spark_ahead=True``): the JVM's and the workers' seconds pass while the user
+        looks at the plan, and the status line says that Spark is warming up.  With the session
+        running it runs the warm-up again, which starts the Python workers again (idle ones end after about a minute).  Only for the default
         deploy function on the default local session (a ``master``, ``conf`` or ``spark``
         given to the panel is the deploy's to use), and not while a run is live (its workers
         run); returns whether a start was begun."""

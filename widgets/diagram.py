@@ -297,10 +297,11 @@ class PlanDiagramView(ModelView, W.VBox):
         wide = {"description_width": "30px"}
         self.x_param = W.Dropdown(description="x", layout=W.Layout(width="520px"), style=wide)
         self.y_param = W.Dropdown(description="y", layout=W.Layout(width="520px"), style=wide)
-        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
-        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
-        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
-        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
+        bound = {"description_width": "44px"}  # "from" in full
+        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="220px"), style=bound)
+        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="220px"), style=bound)
+        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="220px"), style=bound)
+        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="220px"), style=bound)
         self.grid = W.IntSlider(value=grid, min=2, max=24, description="grid n×n")
         self.baseline = W.Checkbox(value=False, description="also optimise individual (saving map; 2× time)",
                                    indent=False, layout=W.Layout(width="auto"))
