@@ -446,3 +446,25 @@ def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(
         assert len(panel.deployments) == int(not stop)
         assert [st["state"] for st in panel.run_state.values()] == ["stopped" if stop else "running"]
         panel.close()
+
+
+def test_a_start_ahead_leaves_the_warm_up_to_a_deploy_already_waiting(monkeypatch):
+    """Clicked while the JVM starts, a deploy runs its own first batch: the start ahead does
+    not run a warm-up query first (the deploy would wait for it)."""
+    import math
+
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.session as session
+    import mqjoin.widgets.deploy_panel as dp
+
+    warmed = []
+    monkeypatch.setattr(session, "spark_session", lambda: "the session")
+    monkeypatch.setattr(session, "warm_up", warmed.append)
+    monkeypatch.setattr(dp, "_session_running", lambda: False)
+    monkeypatch.setattr(dp, "_warmed", [-math.inf])
+    monkeypatch.setattr(dp, "_deploys_waiting", [1])
+    dp._prepare_session()
+    assert warmed == []
+    monkeypatch.setattr(dp, "_deploys_waiting", [0])
+    dp._prepare_session()
+    assert warmed == ["the session"]

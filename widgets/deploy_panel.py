@@ -140,6 +140,7 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
 _PREPARING = threading.Lock()
 WARM_FOR_S = 30.0
 _warmed = [-math.inf]
+_deploys_waiting = [0]  # deploys waiting for the start ahead (see _after_prepare)
 
 
 def _prepare_session() -> None:
@@ -152,8 +153,10 @@ def _prepare_session() -> None:
     try:
         if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
             return
-        warm_up(spark_session())
-        _warmed[0] = time.monotonic()
+        spark = spark_session()
+        if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
+            warm_up(spark)
+            _warmed[0] = time.monotonic()
     except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
         _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
     finally:
@@ -163,11 +166,16 @@ def _prepare_session() -> None:
 def _after_prepare(cancelled: threading.Event) -> bool:
     """Wait for a start ahead under way (:func:`_prepare_session`): a deploy that ran beside it
     would start the same Python processes and compile the same classes a second time on the
-    same two cores, and its first batch would come later.  False when ``cancelled`` is set
-    meanwhile (checked every 0.2 s)."""
-    while not _PREPARING.acquire(timeout=0.2):
-        if cancelled.is_set():
-            return False
+    same two cores, and its first batch would come later.  A start ahead that has not begun its
+    warm-up when the session is up skips it (the waiting deploy's first batch does that work).
+    False when ``cancelled`` is set meanwhile (checked every 0.2 s)."""
+    _deploys_waiting[0] += 1
+    try:
+        while not _PREPARING.acquire(timeout=0.2):
+            if cancelled.is_set():
+                return False
+    finally:
+        _deploys_waiting[0] -= 1
     _PREPARING.release()
     return not cancelled.is_set()
 
