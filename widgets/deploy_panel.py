@@ -14,6 +14,13 @@ fake deployment and no Spark.
   redrawn at most once per ``refresh_seconds`` off the deployment's thread
   (:class:`~mqjoin.widgets.live.Redraw`), each redraw one whole-figure message
   (:func:`~mqjoin.widgets.figures.sync_figure`).
+* **Starts ahead.**  :meth:`DeployPanel.prepare` (the explorer calls it when the Deploy tab
+  opens) starts the Spark session and runs a tiny deployment's path once
+  (:func:`~mqjoin.runtime.spark.session.warm_up`: the classes a fresh JVM compiles on a first
+  batch, the Python workers), so a Deploy clicked a little later starts warm; a Deploy
+  clicked meanwhile waits for it rather than doing the same work beside it.  A run that
+  consumed its input is stopped (its query would poll the source for ever), and a run's
+  first batch with input is drawn at once.
 * **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
   :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
   of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
@@ -453,10 +460,10 @@ class DeployPanel(GuardedPanel, W.VBox):
         clicked (the explorer calls this when its Deploy tab is opened, and when it is built
         with ``spark_ahead=True``): the JVM's and the workers' seconds pass while the user
         looks at the plan, and the status line says that Spark is warming up.  With the session
-        running it runs the warm-up again, which starts the Python workers again (idle ones end after about a minute).  Only for the default
-        deploy function on the default local session (a ``master``, ``conf`` or ``spark``
-        given to the panel is the deploy's to use), and not while a run is live (its workers
-        run); returns whether a start was begun."""
+        running it runs the warm-up again (idle Python workers end after about a minute).
+        Only for the default deploy function on the default local session (a ``master``,
+        ``conf`` or ``spark`` given to the panel is the deploy's to use), and not while a run
+        is live (its workers run); returns whether a start was begun."""
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
                 or {"master", "conf", "spark"} & set(self.deploy_kwargs)):
             return False
