@@ -311,7 +311,8 @@ class PlanDiagramView(ModelView, W.VBox):
         self.status = W.HTML("")
         self.error = W.HTML("")
         self.figure = new_figure_widget([], {"height": 500})
-        self.figure_box = W.Box([self.figure], layout=W.Layout(display="none"))  # no empty frame before a sweep
+        # a column: the figure takes the full width (a row would shrink it to plotly's default)
+        self.figure_box = W.VBox([self.figure], layout=W.Layout(display="none"))  # no empty frame before a sweep
         self.legend = W.HTML("")
         self.x_param.observe(lambda _: self._set_range(self.x_param, self.x_lo, self.x_hi), "value")
         self.y_param.observe(lambda _: self._set_range(self.y_param, self.y_lo, self.y_hi), "value")
