@@ -311,7 +311,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         from plotly.subplots import make_subplots
 
         fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=CHART_ROWS, vertical_spacing=0.09)
-        fig.update_layout(height=540, width=1150, margin={"t": 40, "b": 40, "l": 70, "r": 20},
+        # the tab's full width, 14 px text (a projector at 1920×1080)
+        fig.update_layout(height=600, margin={"t": 40, "b": 40, "l": 80, "r": 20}, font={"size": 14},
                           legend={"orientation": "h", "y": -0.12})
         fig.update_xaxes(title_text="seconds since the run started", row=3, col=1)
         fig.update_yaxes(rangemode="tozero")
