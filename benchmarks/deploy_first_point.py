@@ -10,7 +10,18 @@ first latency point, then — after the run consumed its input — tuples, tuple
 and the result latency p95 after the first micro-batch (goal: ≤ 2 s, i.e. the run keeps up).
 Goals: first point ≤ 3 s warm, ≤ 20 s cold.
 
-    python benchmarks/deploy_first_point.py [--runs 3] [--mode driver|distributed] [--data sample]
+With ``--breakdown`` each run also says where its seconds to the first point went: the Spark
+session's start (the JVM; ~0 when running), the deploy call after it (the replay log written,
+the streaming query started), the wait for Spark's first trigger (the Python process that runs
+the replay source's reader starts), the wait from there to the trigger of the first batch with
+input (an empty first batch runs before it), that batch's read and run, and the redraw after
+its report.
+
+With ``--ahead`` the panel starts Spark before each click as an explorer built in a kernel does
+(the session and its Python workers; ``DeployPanel.prepare``) and the click comes once that is
+done: a cold run then measures a first Deploy a while after the explorer was built.
+
+    python benchmarks/deploy_first_point.py [--runs 3] [--mode driver|distributed] [--data sample] [--breakdown] [--ahead]
 """
 
 from __future__ import annotations
@@ -53,6 +64,60 @@ def keeps_up(d) -> tuple[int, float | None, float | None]:
     return int(b["input_rows"].sum()), (b["input_rows"].sum() / span if span > 0 else None), p95
 
 
+class TimedDeploy:
+    """Times the panel's deploy (``mqjoin.runtime.spark.launch.deploy``, which the panel's
+    default deploy function calls): when the Spark session was up and when the deploy call
+    returned (seconds on the monotonic clock)."""
+
+    def __init__(self):
+        import mqjoin.runtime.spark.launch as launch
+
+        self.session_up = self.deployed = None
+        self._deploy = launch.deploy
+        launch.deploy = self
+
+    def __call__(self, plan, data, out, **kw):
+        from mqjoin.runtime.spark.session import spark_session
+
+        spark_session()
+        self.session_up = time.monotonic()
+        d = self._deploy(plan, data, out, **kw)
+        self.deployed = time.monotonic()
+        return d
+
+    def close(self) -> None:
+        import mqjoin.runtime.spark.launch as launch
+
+        launch.deploy = self._deploy
+
+
+def breakdown(t0: float, timed: TimedDeploy, d, first: float | None) -> list[tuple[str, float | None]]:
+    """Where the seconds from the click to the first point went (see the module doc)."""
+    from datetime import datetime
+
+    to_mono = time.monotonic() - time.time()  # Spark's and the reports' clocks are epoch seconds
+    out = [("session start (JVM)", None if timed.session_up is None else timed.session_up - t0),
+           ("deploy call (replay log, query start)", None if timed.deployed is None
+            else timed.deployed - (timed.session_up or t0))]
+    p, b = d.progress, d.batches
+    if not len(p) or not len(b) or timed.deployed is None:
+        return out
+    trig = {int(r["batch"]): datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp() + to_mono
+            for _, r in p.iterrows()}
+    first_batch = b.sort_values("batch").iloc[0]
+    k = int(first_batch["batch"])
+    start = min(trig.values())
+    out.append(("→ Spark's first trigger (source runner starts)", start - timed.deployed))
+    out.append(("→ trigger of the first batch with input", trig.get(k, start) - start))
+    out.append(("  that batch: trigger → its run starts", float(first_batch["started"]) + to_mono - trig.get(k, start)))
+    out.append(("  that batch: read + run", float(first_batch["seconds"])))
+    report = float(first_batch["started"] + first_batch["seconds"]) + to_mono
+    out.append(("report → first point drawn", None if first is None else first - (report - t0)))
+    out.append(("first batch: batch id", float(k)))
+    out.append(("first batch: input rows", float(first_batch["input_rows"])))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="deployments (the first one starts Spark)")
@@ -61,6 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=None, help="input tuples/s (default: the panel's)")
     ap.add_argument("--seconds", type=float, default=None, help="event seconds of synthetic input (default: the panel's)")
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--breakdown", action="store_true", help="where each run's seconds to the first point went")
+    ap.add_argument("--ahead", action="store_true",
+                    help="start Spark ahead as an explorer built in a kernel does (DeployPanel.prepare), and "
+                         "click once it is ready (that start's seconds are printed apart)")
     args = ap.parse_args(argv)
     w = as_workload("tpch_fig7a.yaml")
     plan = optimize(w).plan
@@ -69,13 +138,19 @@ def main(argv=None) -> int:
         from mqjoin.datasets.tpch import SAMPLE
 
         data = SAMPLE
-    rows = []
+    rows, parts = [], []
     for run in range(args.runs):
+        timed = TimedDeploy() if args.breakdown else None
         panel = DeployPanel(lambda: plan, data=data, mode=args.mode, refresh_seconds=0.5)
         if args.rate:
             panel.rate.value = args.rate
         if args.seconds:
             panel.duration.value = args.seconds
+        if args.ahead:
+            t_ahead = time.monotonic()
+            panel.prepare()
+            panel.wait_idle(args.timeout)
+            print(f"run {run + 1}: Spark started ahead in {time.monotonic() - t_ahead:.1f} s (load {os.getloadavg()[0]:.1f})")
         seen: list[str] = []
         panel.status.observe(lambda ch: seen.append(re.sub("<[^>]+>", "", ch["new"])), "value")
         t0 = time.monotonic()
@@ -94,6 +169,9 @@ def main(argv=None) -> int:
             panel.wait_idle(60)
         tuples, tps, p95 = keeps_up(d)
         rows.append(("cold" if run == 0 else "warm", clicked, t_first, t_lat, tuples, tps, p95, seen))
+        if timed is not None:
+            parts.append(breakdown(t0, timed, d, t_first))
+            timed.close()
         panel.close()
     load = os.getloadavg()[0]
     print(f"Deploy → first point, Figure 7(a), {args.data} input at {panel.rate.value:,.0f} tuples/s "
@@ -107,6 +185,13 @@ def main(argv=None) -> int:
         print(f"  status lines of run {k + 1} until its first point:")
         for line in dict.fromkeys(re.sub(r"\d+ s\b", "N s", s) for s in rows[k][7][:12]):
             print(f"    {line}")
+    if parts:
+        print("  where the seconds to the first point went (s):")
+        names = list(dict.fromkeys(name for p in parts for name, _ in p))
+        print(f"    {'':<50}" + "".join(f"{f'run {k + 1}':>9}" for k in range(len(parts))))
+        for name in names:
+            vals = [dict(p).get(name) for p in parts]
+            print(f"    {name:<50}" + "".join(f"{f(v, 0 if name.startswith('first batch:') else 2):>9}" for v in vals))
     return 0
 
 

@@ -35,10 +35,10 @@ CPU-bound process beside) and Deploy from the click to the first point, cold and
 
 Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
 ``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``5-two-runs.png``,
-``tab-1-query-graph.png`` … ``tab-7-adaptivity.png`` (every tab at 1920×1080), ``6-refusal.png``, ``failure.png``
+``tab-1-query-graph.png`` … ``tab-9-pmjoin.png`` (every tab at 1920×1080), ``6-refusal.png``, ``failure.png``
 and ``failure.html`` on a failure, and ``explorer.png`` — the README's picture (the explorer's Probe trees tab).
 With ``MQJOIN_UPDATE_DOC_IMAGES=1`` the test also copies that picture to
-``notebooks/img/explorer.png``.  JupyterLab's log is ``jupyterlab.log`` there.
+``notebooks/img/explorer.png`` and every tab's to ``notebooks/img/``.  JupyterLab's log is ``jupyterlab.log`` there.
 
 JupyterLab, its kernel (and the kernel's Spark) and the browser are shut down at the end,
 also on failure.  Without ``/usr/bin/chromium`` (``apt-get install chromium``) or the
@@ -77,7 +77,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 VIEWPORT = {"width": 1920, "height": 1080}  # a lecture hall's projector at 100 %
 # what the tour's cells do to the model before the browser takes over (section "A what-if")
 TOUR_CLASS, TOUR_SELECTIVITY = "lineitem.orderkey = orders.orderkey", 1e-3
-TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity"]
+TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT", "PMJoin"]
+DOC_IMAGES = REPO / "notebooks" / "img"  # the tabs' pictures kept with the notebooks (MQJOIN_UPDATE_DOC_IMAGES=1)
 #: the text of the first traceback in an output (JupyterLab renders an error output as
 #: ``application/vnd.jupyter.stderr``, like plain stderr), or null
 CELL_ERROR_JS = ("""Array.from(document.querySelectorAll(".jp-OutputArea-output[data-mime-type^='application/vnd.jupyter.']"))"""
@@ -580,10 +581,21 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     # -- every tab at 1920×1080 ---------------------------------------------------------------------
     for k, title in enumerate(TAB_TITLES):
         tab(title)
+        if title == "Plan diagram":  # a sweep on a small grid: the picture shows a diagram
+            grid = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('grid n×n')) input").first
+            grid.fill("5")
+            grid.press("Enter")
+            out.locator("button.widget-button", has_text="Run sweep").first.click()
+            page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+                gd.offsetParent !== null && (gd.data || []).some(t => t.name === 'optimal plan')
+                && gd.querySelector('.heatmaplayer image'))""", timeout=DEPLOY_MS)
         page.wait_for_timeout(1500)  # let plotly settle (a picture, not an assertion)
         explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(0, 0)
-        shot(f"tab-{k + 1}-{title.lower().replace(' ', '-')}.png")
+        picture = f"tab-{k + 1}-{title.lower().replace(' ', '-')}.png"
+        shot(picture)
+        if os.environ.get("MQJOIN_UPDATE_DOC_IMAGES") == "1":
+            shutil.copy(artifacts / picture, DOC_IMAGES / picture)
     assert_no_broken_widgets(page)
     step("every tab photographed")
 

@@ -100,6 +100,22 @@ def test_deploy_click_runs_current_plan_and_charts_grow():
     assert list(trace(panel, "mqo #1 latency").y) == [0.7, 0.7]
 
 
+def test_a_run_that_consumed_its_input_stops_its_streaming_query_and_stays_finished():
+    """A Spark query whose input is all consumed goes on polling its source; the panel stops
+    it (off the kernel's thread) and the run reads finished, not stopped."""
+    calls = []
+    panel = make_panel(calls)
+    click_deploy(panel)
+    d = panel.deployments[0][1]
+    d.batch(0, 1, 1)
+    assert not d.stopped
+    d.done = True  # a real deployment reports no status until it is stopped: it is done after a batch
+    d.batch(1, 1, 2)
+    assert panel.wait_idle()
+    assert d.stopped and "finished" in run_rows(panel)[0] and "finished" in panel.status.value
+    assert panel.stop_button.disabled and not panel.deploy_button.disabled
+
+
 def legend(panel):
     assert panel.wait_idle()
     return [t.name for t in panel.figure.data if t.showlegend is not False]
@@ -338,6 +354,41 @@ def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monk
     assert make_panel([]).prepare() is False  # another deploy function: nothing to start
 
 
+def test_an_explorer_told_to_start_spark_ahead_at_once_and_says_so(monkeypatch):
+    """``spark_ahead=True``: the explorer starts the Spark session and its workers at once, off
+    the kernel's thread, and the status line says that Spark is warming up; with the session
+    running, opening the Deploy tab starts the workers again."""
+    import threading
+
+    import mqjoin.widgets.deploy_panel as dp
+    from mqjoin.widgets import Explorer
+
+    release, started, running = threading.Event(), [], [False]
+
+    def start():
+        started.append(threading.current_thread().name)
+        assert release.wait(10)
+        running[0] = True
+
+    monkeypatch.setattr(dp, "_prepare_session", start)
+    monkeypatch.setattr(dp, "_session_running", lambda: running[0])
+
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider), spark_ahead=True)
+    panel = ex.deploy_panel
+    for _ in range(500):
+        if started:
+            break
+        threading.Event().wait(0.01)
+    assert started == ["mqjoin-spark-prepare"] and "warming up" in panel.status.value
+    assert panel.prepare() is False  # one start at a time
+    release.set()
+    assert panel.wait_idle() and "Spark is ready" in panel.status.value
+    ex.show("Deploy")
+    assert panel.wait_idle() and len(started) == 2  # the workers again, no "warming up" now
+    assert "Spark is ready" in panel.status.value
+    ex.close()
+
+
 def test_a_start_that_ends_after_the_panel_closed_is_stopped():
     import threading
 
@@ -398,3 +449,65 @@ def test_the_partitions_view_projects_the_plan_over_the_panel_input():
     assert list(measured.x) == [1, 4] and list(measured.y) == [1, 1]  # one row of R: in one partition
     assert not view.button.disabled and not calls  # projecting deploys nothing
     panel.close()
+
+
+def test_an_empty_first_batch_draws_no_throughput_point():
+    """Spark runs a deployment's first micro-batch before any input arrived; its progress
+    report (0 rows) is no point of the chart — the first point is the first batch with input."""
+    from mqjoin.widgets.charts import chart_series
+
+    empty = pd.DataFrame([{"batch": 0, "input_rows": 0, "duration_ms": 300, "state_rows": 0}])
+    assert chart_series("mqo #1", pd.DataFrame(), None, empty)["input tuples/s"] == []
+    both = pd.concat([empty, pd.DataFrame([{"batch": 1, "input_rows": 500, "duration_ms": 250, "state_rows": 9}])])
+    (name, x, y), = chart_series("native #1", pd.DataFrame(), None, both)["input tuples/s"]
+    assert (x, y) == ([0.25], [2000.0])
+
+
+def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(monkeypatch):
+    """A start ahead under way (DeployPanel.prepare) is waited for: a deploy beside it would
+    start the same Python processes and compile the same classes again on the same cores."""
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.launch as launch
+    import mqjoin.widgets.deploy_panel as dp
+
+    calls = []
+    monkeypatch.setattr(launch, "deploy", lambda plan, data, out, **kw: calls.append(1) or FakeDeployment(plan, "mqjoin"))
+    monkeypatch.setattr(dp, "_session_running", lambda: True)
+    for stop in (False, True):
+        panel = DeployPanel(lambda: optimize(W).plan, data=TABLES, refresh_seconds=0)
+        assert dp._PREPARING.acquire(timeout=10)  # a start ahead under way
+        try:
+            panel.deploy_button.click()
+            time.sleep(0.5)
+            assert len(calls) == int(stop) and "starting" in panel.status.value
+            if stop:
+                panel.stop()
+                assert panel.wait_started(5)  # cancelled while it waited, Spark untouched
+        finally:
+            dp._PREPARING.release()
+        assert panel.wait_started(10) and len(calls) == 1
+        assert len(panel.deployments) == int(not stop)
+        assert [st["state"] for st in panel.run_state.values()] == ["stopped" if stop else "running"]
+        panel.close()
+
+
+def test_a_start_ahead_leaves_the_warm_up_to_a_deploy_already_waiting(monkeypatch):
+    """Clicked while the JVM starts, a deploy runs its own first batch: the start ahead does
+    not run a warm-up query first (the deploy would wait for it)."""
+    import math
+
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.session as session
+    import mqjoin.widgets.deploy_panel as dp
+
+    warmed = []
+    monkeypatch.setattr(session, "spark_session", lambda: "the session")
+    monkeypatch.setattr(session, "warm_up", warmed.append)
+    monkeypatch.setattr(dp, "_session_running", lambda: False)
+    monkeypatch.setattr(dp, "_warmed", [-math.inf])
+    monkeypatch.setattr(dp, "_deploys_waiting", [1])
+    dp._prepare_session()
+    assert warmed == []
+    monkeypatch.setattr(dp, "_deploys_waiting", [0])
+    dp._prepare_session()
+    assert warmed == ["the session"]

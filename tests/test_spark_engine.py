@@ -646,3 +646,13 @@ def test_named_master_is_not_silently_ignored(spark):
     assert "bogus://nowhere" in str(err.value) and running in str(err.value) and "already running" in str(err.value)
     for same in (spark_session(), spark_session(running)):  # no master, or the running one: reused
         assert same.sparkContext.applicationId == spark.sparkContext.applicationId
+
+
+def test_warm_up_runs_a_first_batch_and_leaves_no_query(spark):
+    """The start ahead of a deploy (DeployPanel.prepare) runs a tiny deployment's path to its
+    first batch and stops its streaming query."""
+    from mqjoin.runtime.spark.session import warm_up
+
+    before = {str(q.id) for q in spark.streams.active}
+    assert warm_up(spark, timeout=TIMEOUT)
+    assert {str(q.id) for q in spark.streams.active} == before

@@ -72,9 +72,13 @@ def chart_series(label: str, batches, queries, progress) -> dict[str, list[tuple
     if (batches is None or not len(batches)) and progress is not None and len(progress):
         # the native baseline: Spark's progress reports per query (summed over queries per batch)
         p = progress.sort_values("batch")
+        if "input_rows" in p:  # a batch that read nothing (a run's first) is no point of throughput
+            p = p[p["input_rows"].fillna(0) > 0]
         agg = p.groupby("batch", sort=True).agg(rows=("input_rows", "sum"), ms=("duration_ms", "max"),
                                                 state=("state_rows", "sum"))
         x = (agg["ms"].cumsum() / 1000.0).tolist()
+        if not len(agg):
+            return out
         out["input tuples/s"].append((f"{label} throughput", x,
                                       (agg["rows"] / (agg["ms"].where(agg["ms"] > 0) / 1000.0)).astype(float).tolist()))
         out["state (rows)"].append((f"{label} state", x, agg["state"].astype(float).tolist()))

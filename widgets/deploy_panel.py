@@ -14,6 +14,13 @@ fake deployment and no Spark.
   redrawn at most once per ``refresh_seconds`` off the deployment's thread
   (:class:`~mqjoin.widgets.live.Redraw`), each redraw one whole-figure message
   (:func:`~mqjoin.widgets.figures.sync_figure`).
+* **Starts ahead.**  :meth:`DeployPanel.prepare` (the explorer calls it when the Deploy tab
+  opens) starts the Spark session and runs a tiny deployment's path once
+  (:func:`~mqjoin.runtime.spark.session.warm_up`: the classes a fresh JVM compiles on a first
+  batch, the Python workers), so a Deploy clicked a little later starts warm; a Deploy
+  clicked meanwhile waits for it rather than doing the same work beside it.  A run that
+  consumed its input is stopped (its query would poll the source for ever), and a run's
+  first batch with input is drawn at once.
 * **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
   :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
   of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
@@ -104,6 +111,8 @@ def _default_deploy(plan, data, out, **kw):
 #: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers: a
 #: range) and a warm one (the session running)
 COLD_START_S, WARM_START_S = (30, 60), 3
+#: seconds the start ahead of a deploy takes on a busy 2-core machine (the JVM, a first job)
+WARMING_S = 20
 
 
 def _session_running() -> bool:
@@ -138,14 +147,49 @@ def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None,
             "the first point)")
 
 
-def _prepare_session() -> None:
-    """The local Spark session, started ahead of a deploy (a failure is the deploy's to report)."""
-    from mqjoin.runtime.spark.session import spark_session
+#: one start ahead at a time in a process (explorers built one after another share the session),
+#: and none again within this many seconds of the last (its Python workers are still up)
+_PREPARING = threading.Lock()
+WARM_FOR_S = 30.0
+_warmed = [-math.inf]
+_deploys_waiting = [0]  # deploys waiting for the start ahead (see _after_prepare)
 
+
+def _prepare_session() -> None:
+    """The local Spark session and its Python workers, started ahead of a deploy (a failure is
+    the deploy's to report)."""
+    from mqjoin.runtime.spark.session import spark_session, warm_up
+
+    if not _PREPARING.acquire(blocking=False):
+        return  # another panel's start ahead is under way
     try:
-        spark_session()
+        if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
+            return
+        spark = spark_session()
+        if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
+            warm_up(spark)
+            _warmed[0] = time.monotonic()
     except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
         _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
+    finally:
+        _PREPARING.release()
+
+
+def _after_prepare(cancelled: threading.Event) -> bool:
+    """Wait for a start ahead under way (:func:`_prepare_session`): a deploy that ran beside it
+    would start the same Python processes and compile the same classes a second time on the
+    same two cores, and its first batch would come later.  A start ahead that has not begun its
+    warm-up when the session is up skips it (the waiting deploy's first batch does that work).
+    False when ``cancelled`` is set meanwhile (checked every 0.2 s)."""
+    _deploys_waiting[0] += 1
+    try:
+        while not _PREPARING.acquire(timeout=0.2):
+            if cancelled.is_set():
+                return False
+    finally:
+        _deploys_waiting[0] -= 1
+    _PREPARING.release()
+    return not cancelled.is_set()
 
 
 def _waiting_message(running: str, elapsed: float | None = None) -> str:
@@ -230,6 +274,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._starts: dict[str, _Start] = {}  # runs being started
         self._waiting: dict[str, tuple[float, str]] = {}  # run → (since, its status line) until its first batch
         self._stopping: set[str] = set()  # runs whose deployment is being stopped (counted once it stopped)
+        self._pointed: set[str] = set()  # runs that reported data (their first point was drawn at once)
         self._threads: list[threading.Thread] = []  # starts, stops and the status clock (joined by close())
         self._clock: threading.Thread | None = None
         self._closed = threading.Event()
@@ -280,7 +325,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         from plotly.subplots import make_subplots
 
         fig = make_subplots(rows=3, cols=1, shared_xaxes=True, subplot_titles=CHART_ROWS, vertical_spacing=0.09)
-        fig.update_layout(height=540, width=1150, margin={"t": 40, "b": 40, "l": 70, "r": 20},
+        # the tab's full width, 14 px text (a projector at 1920×1080)
+        fig.update_layout(height=600, margin={"t": 40, "b": 40, "l": 80, "r": 20}, font={"size": 14},
                           legend={"orientation": "h", "y": -0.12})
         fig.update_xaxes(title_text="seconds since the run started", row=3, col=1)
         fig.update_yaxes(rangemode="tozero")
@@ -367,6 +413,10 @@ class DeployPanel(GuardedPanel, W.VBox):
         label = start.label
         try:
             data = self.data if self.data is not None else _synthetic_data(plan, seconds)
+            if start.on_spark and not _after_prepare(start.cancelled):
+                with self._lock:  # Stop cancelled it while Spark warmed up: nothing was started
+                    self._starts.pop(label, None)
+                return
             out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
             kw = dict(self.deploy_kwargs)
             # a micro-batch takes what has arrived, up to a few seconds' worth: a run that fell
@@ -470,21 +520,35 @@ class DeployPanel(GuardedPanel, W.VBox):
             self.mode_line.value = f"Spark mode of {esc(label)}: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
 
     def prepare(self) -> bool:
-        """Start the Spark session in the background, before Deploy is clicked (the explorer
-        calls this when its Deploy tab is opened): the JVM's seconds pass while the user looks
-        at the settings.  Only for the default deploy function on the default local session
-        (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
-        whether a start was begun.  The line under the status says where the plan's stores
-        will live (:meth:`refresh_mode`)."""
+        """Start the Spark session and its Python workers in the background, before Deploy is
+        clicked (the explorer calls this when its Deploy tab is opened, and when it is built
+        with ``spark_ahead=True``): the JVM's and the workers' seconds pass while the user
+        looks at the plan, and the status line says that Spark is warming up.  With the session
+        running it runs the warm-up again (idle Python workers end after about a minute).
+        Only for the default deploy function on the default local session (a ``master``,
+        ``conf`` or ``spark`` given to the panel is the deploy's to use), and not while a run
+        is live (its workers run); returns whether a start was begun.  The line under the status
+        says where the plan's stores will live (:meth:`refresh_mode`)."""
         self._refresh_mode_later()
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
-                or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
+                or {"master", "conf", "spark"} & set(self.deploy_kwargs)):
             return False
         with self._lock:
-            if any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
+            if self._busy() or any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
                 return False
-        self._spawn(_prepare_session, "mqjoin-spark-prepare")
+        self._spawn(self._prepare, "mqjoin-spark-prepare", not _session_running())
         return True
+
+    def _prepare(self, cold: bool) -> None:
+        said = None
+        if cold and not self.deployments:
+            said = (f"{state_html('idle')} — press Deploy to run the current plan on Spark · Spark is warming up in "
+                    f"the background (the JVM and its Python workers, ~{WARMING_S} s on a busy 2-core machine; a "
+                    "Deploy meanwhile waits for it)")
+            self.status.value = said
+        _prepare_session()
+        if said is not None and self.status.value == said:  # no run started meanwhile
+            self._set_status("idle", "press Deploy to run the current plan on Spark · Spark is ready")
 
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
@@ -522,14 +586,16 @@ class DeployPanel(GuardedPanel, W.VBox):
         else:
             self._set_status("stopped", "stopped; deploy again to overlay another run")
 
-    def _stop_deployment(self, label: str, d: Any) -> None:
+    def _stop_deployment(self, label: str, d: Any, state: str = "stopped") -> None:
+        """Stop a run's deployment (off the kernel's thread); the run's state becomes ``state``
+        (``finished`` for a run that consumed all its input)."""
         try:
             d.stop()
         except MqjoinError as e:
             with self._lock:
                 self.run_state[label]["note"] = str(e)
         with self._lock:
-            self.run_state[label]["state"] = "stopped"
+            self.run_state[label]["state"] = state
             self._stopping.discard(label)
         self._measured()
         self._redraw(force=True)
@@ -631,8 +697,17 @@ class DeployPanel(GuardedPanel, W.VBox):
                 st.update(state="running", note=f"Spark warned (the run goes on): {st['note'].split(' — ')[0]}")
             if getattr(d, "done", False) and st["state"] == "running":
                 st["state"] = "finished"
+                # its streaming query would go on polling the source for input that never comes
+                # (a trigger every few milliseconds, for as long as the kernel lives): stop it
+                with self._lock:
+                    self._stopping.add(label)
+                self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d, "finished")
                 self._ended()
                 self._set_status("finished", f"{label} finished — all input consumed")
+                return
+            if label not in self._pointed and (kind != "progress" or ev.get("input_rows")):
+                self._pointed.add(label)  # the run's first point: drawn now, not after the redraw interval
+                self._redraw(force=True)
                 return
         self._redraw(force=kind == "status")
 

@@ -258,17 +258,17 @@ def plan_diagram_traces(d: PlanDiagram) -> tuple[list[dict], dict]:
                        "text": hover, "hoverinfo": "text", "xaxis": "x3", "yaxis": "y3",
                        "colorbar": {"x": cbx[2], "len": 0.9, "thickness": 10, "title": {"text": "% saved"}}})
     titles = ["optimal plan", f"probe cost ({d.mode}/{d.partitioning})", "saving vs individual (%)"]
-    layout: dict = {"height": 430, "margin": {"l": 70, "r": 30, "t": 60, "b": 70},
+    # 14 px text (a projector at 1920×1080): tick labels, axis and panel titles, colour bars
+    layout: dict = {"height": 500, "margin": {"l": 80, "r": 40, "t": 70, "b": 90}, "font": {"size": 14},
                     "title": {"text": f"plan diagram: {d.distinct} distinct optimal plan"
                                       f"{'s' if d.distinct != 1 else ''} on a {len(xs)}×{len(ys)} grid"},
                     "annotations": []}
     for i in range(panels):
         sfx = "" if i == 0 else str(i + 1)
         # every panel has the same axes: their titles and y ticks once, on the first panel
-        layout["xaxis" + sfx] = {"domain": dom[i], "title": {"text": d.x.label if i == 0 else "same x",
-                                                             "font": {"size": 11}},
+        layout["xaxis" + sfx] = {"domain": dom[i], "title": {"text": d.x.label if i == 0 else "same x"},
                                  "type": "category", "anchor": "y" + sfx}
-        layout["yaxis" + sfx] = {"title": {"text": d.y.label if i == 0 else "", "font": {"size": 11}},
+        layout["yaxis" + sfx] = {"title": {"text": d.y.label if i == 0 else ""},
                                  "type": "category", "anchor": "x" + sfx, "showticklabels": i == 0}
         layout["annotations"].append({"text": titles[i], "x": (dom[i][0] + dom[i][1]) / 2, "y": 1.04,
                                       "xref": "paper", "yref": "paper", "showarrow": False,
@@ -297,10 +297,11 @@ class PlanDiagramView(ModelView, W.VBox):
         wide = {"description_width": "30px"}
         self.x_param = W.Dropdown(description="x", layout=W.Layout(width="520px"), style=wide)
         self.y_param = W.Dropdown(description="y", layout=W.Layout(width="520px"), style=wide)
-        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
-        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
-        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="200px"), style=wide)
-        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="200px"), style=wide)
+        bound = {"description_width": "44px"}  # "from" in full
+        self.x_lo = W.FloatText(description="from", layout=W.Layout(width="220px"), style=bound)
+        self.x_hi = W.FloatText(description="to", layout=W.Layout(width="220px"), style=bound)
+        self.y_lo = W.FloatText(description="from", layout=W.Layout(width="220px"), style=bound)
+        self.y_hi = W.FloatText(description="to", layout=W.Layout(width="220px"), style=bound)
         self.grid = W.IntSlider(value=grid, min=2, max=24, description="grid n×n")
         self.baseline = W.Checkbox(value=False, description="also optimise individual (saving map; 2× time)",
                                    indent=False, layout=W.Layout(width="auto"))
@@ -309,8 +310,9 @@ class PlanDiagramView(ModelView, W.VBox):
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="200px"))
         self.status = W.HTML("")
         self.error = W.HTML("")
-        self.figure = new_figure_widget([], {"height": 430})
-        self.figure_box = W.Box([self.figure], layout=W.Layout(display="none"))  # no empty frame before a sweep
+        self.figure = new_figure_widget([], {"height": 500})
+        # a column: the figure takes the full width (a row would shrink it to plotly's default)
+        self.figure_box = W.VBox([self.figure], layout=W.Layout(display="none"))  # no empty frame before a sweep
         self.legend = W.HTML("")
         self.x_param.observe(lambda _: self._set_range(self.x_param, self.x_lo, self.x_hi), "value")
         self.y_param.observe(lambda _: self._set_range(self.y_param, self.y_lo, self.y_hi), "value")
@@ -364,7 +366,7 @@ class PlanDiagramView(ModelView, W.VBox):
     def show_region(self, ix: int, iy: int) -> None:
         """Show the plan of cell ``(ix, iy)`` and its diff to the neighbouring region."""
         if self.diagram is not None:
-            self.detail.value = f'<div style="font-size:12px;font-family:monospace">{region_detail(self.diagram, ix, iy)}</div>'
+            self.detail.value = f'<div style="font-size:14px;font-family:monospace">{region_detail(self.diagram, ix, iy)}</div>'
 
     def axes(self) -> tuple[SweepParam, SweepParam]:
         """The two sweep axes as chosen in the controls."""
@@ -419,6 +421,6 @@ class PlanDiagramView(ModelView, W.VBox):
                          f"{fmt(min(costs))} – {fmt(max(costs))}", shown])
         self.legend.value = table(["plan", "area", "probe cost", "probe orders that set it apart"], rows, raw=True)
         self.detail.value = "<i>click a region to see its plan and what changes at its border</i>"
-        self.status.value = (f'<span style="font-size:12px">{d.distinct} distinct plans, '
+        self.status.value = (f'<span style="font-size:14px">{d.distinct} distinct plans, '
                              f"{len(x.values) * len(y.values)} optimisations ({esc(m.mode)}/{esc(m.partitioning)})</span>")
         return d

@@ -21,7 +21,13 @@ rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refre
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
 with ``plan_provider`` — a function returning the current plan, e.g.
-``Explorer(w, deploy=lambda plan_provider: DeployPanel(plan_provider))``.
+``Explorer(w, deploy=lambda plan_provider: DeployPanel(plan_provider))``.  Opening the
+Deploy tab starts the panel's Spark session and Python workers in the background
+(:meth:`~mqjoin.widgets.deploy_panel.DeployPanel.prepare`), so that a Deploy clicked a little
+later finds them running; ``Explorer(..., spark_ahead=True)`` starts them as soon as the
+explorer is built.  That is not the default: a JVM starting beside the kernel takes the
+CPU from it for tens of seconds on a small machine, and a page reloaded meanwhile may not get
+the widgets' state from the kernel within the browser's wait (4 s in ipywidgets 8).
 
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
@@ -179,11 +185,12 @@ class Explorer(ModelView, W.VBox):
     """One widget with every view of a workload (see the module doc)."""
 
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
-                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.1, grid: int = 8,
+                 solver: str = "highs", time_limit: float | None = None, debounce: float = 0.03, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
-                 gc_freeze: bool = False):
+                 gc_freeze: bool = False, spark_ahead: bool = False):
         # the explorer's controls send on release or Enter, not while dragging or typing: a short
-        # debounce merges a burst of edits without adding much to an edit's round trip
+        # debounce (30 ms: the messages of a burst already on the wire) merges a burst of edits
+        # and adds little to an edit's round trip
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
@@ -215,6 +222,9 @@ class Explorer(ModelView, W.VBox):
             deploy = DeployPanel
         if deploy is not None:
             self.attach_deploy(deploy)
+        prepare = getattr(self.deploy_panel, "prepare", None)
+        if spark_ahead and prepare is not None:
+            prepare()  # the Spark session and its workers start while the user looks at the plan
         if gc_freeze:
             _freeze_once()
 

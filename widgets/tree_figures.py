@@ -33,8 +33,10 @@ from mqjoin.planning.plan import Node, Plan, ProbeRule
 from mqjoin.planners.trees import JoinTree
 from mqjoin.widgets.figures import BROADCAST_COLOR, MIR_COLOR, SHARED_COLOR, fmt, query_colors, to_figure
 
-CHAR_PX = 6.6  # approximate width of a character of an 11 px label
-LEVEL_MIN_PX = 90
+TEXT_PX = 14  # every label's size: readable on a projector at 1920×1080
+CHAR_PX = 8.4  # approximate width of a character of a TEXT_PX label
+ROW_PX = 54  # a row of the probe forest: a store label above its line, an edge label below it
+LEVEL_MIN_PX = 100
 BEND_PX = 24
 
 TREE_TRACES = ("edges", "shared prefixes", "edge labels", "start relations", "stores", "outputs",
@@ -245,7 +247,7 @@ def _probe_edge_traces(plan: Plan, f: _Forest) -> tuple[dict, dict, dict, dict]:
          "line": {"color": BROADCAST_COLOR, "width": 2, "dash": "dot"}, "hoverinfo": "skip", "showlegend": True,
          "legendrank": 2},
         {"type": "scatter", "name": "edge labels", "x": lx, "y": ly, "mode": "text", "text": lt,
-         "textposition": "bottom center", "textfont": {"size": 9, "color": "#777"}, "hovertext": lh,
+         "textposition": "bottom center", "textfont": {"size": TEXT_PX, "color": "#777"}, "hovertext": lh,
          "hoverinfo": "text", "showlegend": False},
     )
 
@@ -273,7 +275,7 @@ def _start_traces(plan: Plan, f: _Forest) -> tuple[dict, dict]:
          "textposition": "middle left", "marker": {"symbol": "circle", "size": 14, "color": "#2A3F5F"},
          "hovertext": rh, "hoverinfo": "text", "showlegend": False},
         {"type": "scatter", "name": "insertions", "x": ix, "y": iy, "mode": "text", "text": it,
-         "textposition": "middle left", "textfont": {"size": 9, "color": "#777"}, "hoverinfo": "skip",
+         "textposition": "middle left", "textfont": {"size": TEXT_PX, "color": "#777"}, "hoverinfo": "skip",
          "showlegend": False},
     )
 
@@ -365,7 +367,7 @@ def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str], check: RunCh
         nw.append(3 if shared else 1)
         nd.append([n.edge, n.cost, chi, len(n.owners)])
     return {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
-            "textposition": "top left", "textfont": {"size": 11, **({"color": tc} if tc else {})}, "customdata": nd,
+            "textposition": "top left", "textfont": {"size": TEXT_PX, **({"color": tc} if tc else {})}, "customdata": nd,
             "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw],
                        "size": [16 if w > 1 else 13 for w in nw], "color": nc, "line": {"width": nw, "color": "#222"}},
             "hovertext": nh, "hoverinfo": "text", "showlegend": False}
@@ -384,7 +386,7 @@ def _output_trace(f: _Forest, colors: Mapping[str, str]) -> dict:
             ot.append("⇒ " + text)
             oc.append(colors.get(text, "#333"))
     return {"type": "scatter", "name": "outputs", "x": ox, "y": oy, "mode": "markers+text", "text": ot,
-            "textposition": "middle right", "textfont": {"size": 11},
+            "textposition": "middle right", "textfont": {"size": TEXT_PX},
             "marker": {"symbol": "triangle-right", "size": 10, "color": oc},
             "hoverinfo": "text", "hovertext": ot, "showlegend": False}
 
@@ -422,14 +424,14 @@ def probe_tree_traces(plan: Plan, query: str | None = None,
     rows = max(f.rows, 1)
     cost = sum(n.cost for n in nodes)
     who = "all queries" if query is None else query
-    top = 70 if check is None else 130  # room for the colour bar above the legend
+    top = 84 if check is None else 144  # room for the colour bar above the legend
     layout = {"title": {"text": f"probe trees ({plan.mode}/{plan.partitioning}) — {who}: "
                                 f"{len(nodes)} steps, probe cost {fmt(cost)}", "x": 0.01},
               "xaxis": {"visible": False, "range": [0, round(f.right, 1)], "fixedrange": False},
               "yaxis": {"visible": False, "range": [-rows + 0.2, 0.9]},
               "width": int(max(720, f.right + 20)), "autosize": False,
-              "height": int(top + 30 + 34 * rows), "margin": {"l": 10, "r": 10, "t": top, "b": 10},
-              "hovermode": "closest", "showlegend": True,
+              "height": int(top + 30 + ROW_PX * rows), "margin": {"l": 10, "r": 10, "t": top, "b": 10},
+              "hovermode": "closest", "showlegend": True, "font": {"size": TEXT_PX},
               # under the title, at the left: a wide forest scrolls, its right edge is off-screen
               "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"}}
     return traces, layout
@@ -494,7 +496,7 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
                    position: str) -> dict:
         return {"type": "scatter", "name": name, "mode": "markers+text", "x": [round(x, 1) for *_, x, _ in rows],
                 "y": [-float(d) for _, _, d, _, _ in rows], "text": [lab for *_, lab in rows], "textposition": position,
-                "textfont": {"size": 11}, "customdata": [[q, d, len(n.children)] for q, n, d, _, _ in rows],
+                "textfont": {"size": TEXT_PX}, "customdata": [[q, d, len(n.children)] for q, n, d, _, _ in rows],
                 "marker": {"symbol": symbol, "size": 14, "color": [colors[q] for q, *_ in rows],
                            "line": {"width": 1, "color": "#222"}},
                 "hovertext": [f"<b>{lab}</b> — {q}: {n}" + ("" if n.is_leaf else f" ({len(n.children)}-way join)")
@@ -520,8 +522,9 @@ def operator_tree_traces(result: OptimizeResult, query: str | None = None) -> tu
     layout = {"title": {"text": f"operator trees ({result.planner}{shape}) — {who}", "x": 0.01},
               "xaxis": {"visible": False, "range": [0, round(slot[0], 1)]},
               "yaxis": {"visible": False, "range": [-depth - 0.6, 0.6]},
-              "width": int(max(720, slot[0] + 20)), "autosize": False, "height": int(120 + 80 * depth),
-              "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "hovermode": "closest", "showlegend": False}
+              "width": int(max(720, slot[0] + 20)), "autosize": False, "height": int(130 + 90 * depth),
+              "margin": {"l": 10, "r": 10, "t": 60, "b": 10}, "hovermode": "closest", "showlegend": False,
+              "font": {"size": TEXT_PX}}
     return traces, layout
 
 

@@ -70,7 +70,7 @@ class ProbeTreeView(ModelView, W.VBox):
         #: the operator trees of an mjoin/tree/ajoin/pmjoin plan (hidden for CLASH's)
         self.operators = new_figure_widget(*self._operator_traces())
         self.operators_box = W.VBox([
-            W.HTML('<span style="font-size:12px;color:#555">the operator tree of each query as a tree of the '
+            W.HTML('<span style="font-size:14px;color:#555">the operator tree of each query as a tree of the '
                    "plan's stores: ● base stores at the leaves, ■ MIR stores (a binary join's state) inside, "
                    "⬢ an MJoin over all its inputs, ⇒ q1 the query's output at the root; colour = the query</span>"),
             W.Box([self.operators], layout=W.Layout(overflow="auto hidden", width="100%"))])
@@ -92,7 +92,7 @@ class ProbeTreeView(ModelView, W.VBox):
         self.model.observe(self._on_workload, "workload")
         self.model.observe(lambda _: self.redraw(), "measured")
         legend = W.HTML(
-            '<span style="font-size:12px;color:#555">■ store of a step, colour = its query (grey: maintains an MIR) · '
+            '<span style="font-size:14px;color:#555">■ store of a step, colour = its query (grey: maintains an MIR) · '
             f'<b style="color:{SHARED_COLOR}">◆ thick</b> = a step shared by several probe orders · '
             f'<span style="color:{BROADCAST_COLOR}">┈ e7 χ=4</span> = broadcast probe to all χ partitions · '
             'e1 ⇓ R[b] = a new tuple stored in its own store · ⇒ result to a query output or an MIR store · '
@@ -134,14 +134,14 @@ class ProbeTreeView(ModelView, W.VBox):
             return
         check = self.check()
         if check is None:
-            self.run_note.value = (f'<span style="font-size:12px;color:#555">the last run ({esc(counts.label)}) ran '
+            self.run_note.value = (f'<span style="font-size:14px;color:#555">the last run ({esc(counts.label)}) ran '
                                    "another plan than this one: the usual colours; run this plan to set its "
                                    "predictions beside measurements</span>")
             return
         less, more = ratio_color(0.2), ratio_color(5.0)
         pred, got = check.total("messages")
         self.run_note.value = (
-            f'<span style="font-size:12px;color:#555">colour = measured / predicted in the run '
+            f'<span style="font-size:14px;color:#555">colour = measured / predicted in the run '
             f"<b>{esc(counts.label)}</b>: ■ fill = the step's probe messages"
             f"{' (its store’s: the engine counts per store)' if counts.per_store else ''}, label = the store's rows "
             f'(most at once); <b style="color:{less}">blue</b>: fewer than the model predicted, '
@@ -189,7 +189,7 @@ class ProbeTreeView(ModelView, W.VBox):
             self.replan_out.value = error_box(self.model.error or "no plan")
             return None
         report = replan_report(before.plan, self.model.result.plan)
-        self.replan_out.value = f'<pre style="font-size:12px">{esc(report.render())}</pre>'
+        self.replan_out.value = f'<pre style="font-size:14px">{esc(report.render())}</pre>'
         return report
 
     def _show_operators(self) -> None:
@@ -208,4 +208,4 @@ class ProbeTreeView(ModelView, W.VBox):
         q = self._shown_query()
         edges = None if q is None else [n.edge for n in nodes_for_query(plan, q)]
         who = "all queries" if q is None else f"{q} (its steps and the MIR stores it probes)"
-        self.text.value = f'<i>{esc(who)}</i><pre style="font-size:12px">{esc(plan.render(edges))}</pre>'
+        self.text.value = f'<i>{esc(who)}</i><pre style="font-size:14px">{esc(plan.render(edges))}</pre>'

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -212,6 +213,47 @@ def session_cores(spark) -> int:
         return max(1, int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile())))
     except Exception:  # a Spark without that (private) method: the configured parallelism
         return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+#: rows of the replay log a warm-up serves: two read tasks (one per core of a 2-core machine)
+WARM_UP_ROWS = 10_000
+
+
+def warm_up(spark, timeout: float = 300) -> bool:
+    """Run a tiny deployment's path once, ahead of the first real one: a streaming query over a
+    replay log of :data:`WARM_UP_ROWS` rows (the Python data source's lookup and its reader's
+    process, the read tasks' Python workers, the batch collected as Arrow by a ``foreachBatch``
+    function), stopped after its first batch.  A fresh JVM loads and compiles that path's
+    classes on its first batch — tens of seconds on a busy 2-core machine, which a first
+    deployment would otherwise wait for — and Spark keeps the idle Python workers for reuse
+    (about a minute).  Returns whether the batch ran within ``timeout`` seconds."""
+    import numpy as np
+    import pyarrow as pa
+
+    from mqjoin.runtime.spark.source import SOURCE_NAME, write_replay_log
+
+    n = WARM_UP_ROWS
+    log = pa.table({"_seq": np.arange(n, dtype=np.int64), "_rel": np.zeros(n, dtype=np.int32),
+                    "_ts": np.arange(n, dtype=np.float64), "_row": np.arange(n, dtype=np.int64),
+                    "r0_a0": np.arange(n, dtype=np.int64)})
+    done = threading.Event()
+    with tempfile.TemporaryDirectory(prefix="mqjoin-warm-up-") as tmp:
+        path = write_replay_log(log, Path(tmp) / "replay.parquet")
+        df = spark.readStream.format(SOURCE_NAME).option("path", str(path)).load()
+
+        def batch(frame, batch_id):
+            if frame.toArrow().num_rows:
+                done.set()
+
+        q = (df.writeStream.queryName(f"mqjoin_warm_up_{os.getpid()}").foreachBatch(batch)
+             .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
+        try:
+            deadline = time.monotonic() + timeout
+            while not done.wait(0.1) and q.isActive and time.monotonic() < deadline:
+                pass
+        finally:
+            q.stop()
+    return done.is_set()
 
 
 _QUERY_CONF_LOCK = threading.Lock()
