@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -100,7 +101,8 @@ def _optimize(args: argparse.Namespace, workload=None, monitor=None):
 
 
 #: ``optimize`` prints the solve's progress on stderr once it has run this long (seconds):
-#: a solve that ends sooner prints nothing
+#: every better plan, and a better bound alone at most once per this many seconds (a solve
+#: that ends sooner prints nothing)
 PROGRESS_AFTER = 0.5
 
 
@@ -114,8 +116,11 @@ def _watched():
 
     from mqjoin.planning.ilp.monitor import Monitor
 
-    def show(r) -> None:
-        if r.seconds >= PROGRESS_AFTER:
+    shown = [-PROGRESS_AFTER, math.inf]  # the last line printed: its seconds and incumbent
+
+    def show(r) -> None:  # a better plan at once, a better bound alone once per PROGRESS_AFTER s
+        if r.seconds >= PROGRESS_AFTER and (r.incumbent < shown[1] or r.seconds >= shown[0] + PROGRESS_AFTER):
+            shown[:] = [r.seconds, r.incumbent]
             print(f"mqjoin: {r.describe()}", file=sys.stderr, flush=True)
 
     monitor = Monitor(on_report=show)

@@ -85,12 +85,18 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     costs.lp_priced = by_master and not part.quick and len(part.combinations) <= QUICK_MAX_COMBINATIONS
     best, tree = Incumbent(), _Tree()
     status, root, optimum = "optimal", 0.0, math.inf
+    done: dict[int, float] = {}  # block → its optimum alone, as the root bound is computed
     try:
         if part.quick:  # every combination costed up front: the master's first choice is exact
             lp = set(costs.enumerate_blocks())
             per_block(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
-        else:  # each block alone: the root bound
-            tree.root = dict(enumerate(per_block(lambda k, _: costs.cost(k, {}), part.alone)))
+        else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
+            def alone(k: int, _) -> float:
+                done[k] = costs.cost(k, {})
+                watch.report(math.inf, math.fsum(list(done.values())))
+                return done[k]
+
+            tree.root = dict(enumerate(per_block(alone, part.alone)))
             root = math.fsum(tree.root.values())
             if by_master:  # a plan at once (the LPs take seconds on 30 five-way queries)
                 _first_plan(part, costs, best)
@@ -110,6 +116,7 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
             _depth_first(part, costs, best, tree, 0, tree.root, True)
     except Stopped:
         status = "time_limit"
+        root = max(root, math.fsum(list(done.values())))  # stopped within the root: the blocks done
         # not visited: the pending siblings and the subtree of the node being visited (whose
         # bound is at least its parent's); before the first pass ends, nothing else is proven
         if math.isfinite(optimum):  # stopped in the canonical pass: optimal, not proven canonical

@@ -103,6 +103,11 @@ class Monitor:
             self._parts = {key: (cost, 0.0) for key, cost in fallback.items()}
         self._emit()
 
+    def bound_of(self, part: object) -> float:
+        """The best bound a part has reported (0 when none)."""
+        with self._lock:
+            return self._parts.get(part, (math.inf, 0.0))[1]
+
     def report(self, part: object, incumbent: float, bound: float) -> None:
         """A part's best plan so far and its proven bound (each kept at its best)."""
         with self._lock:
@@ -162,6 +167,13 @@ class Watch:
     def report(self, incumbent: float, bound: float) -> None:
         if self.monitor is not None and self.part is not None:
             self.monitor.report(self.part, incumbent, bound)
+
+    def bound(self, bound: float) -> float:
+        """A part's bound with the best one it reported: a search stopped early may have
+        proven more on the way than it can say at the end."""
+        if self.monitor is None or self.part is None:
+            return bound
+        return max(bound, self.monitor.bound_of(self.part))
 
     def quiet(self) -> "Watch":
         """The same stop, no reports."""

@@ -165,6 +165,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, start, watch)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
+                bd = min(obj, watch.bound(bd))
                 watch.report(obj, bd)
                 is_canonical = is_canonical and done
                 for c, v in zip(cols, vals):
@@ -182,6 +183,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             # stopped before the solver even took up the start: it is the best plan so far
             vals = [float(start[c]) for c in cols]
             st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
+        bd = min(obj, watch.bound(bd))
         watch.report(obj, bd)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
