@@ -143,14 +143,14 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning, mir_budget, replica_budget)
     build = time.perf_counter() - t0
-    start = None
-    if (monitor is not None and partitioning != BUDGET) or (mirs and solver == "highs" and partitioning != BUDGET and (
-            mdl.num_binaries > WARM_START_BINARIES or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED))):
+    start = fallback = None
+    if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
+                                       or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
         base = None
-        if mirs and solver == "highs" and not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
+        if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
             try:
                 base, _ = _solve_workload(workload, partitioning, False, solver,
                                           None if time_limit is None else time_limit / 4, namespace, canonical=False,
@@ -162,7 +162,10 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         start = warm_start(cands, mdl, base)
         if time_limit is not None:
             time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
-    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical, monitor=monitor)
+    elif monitor is not None and partitioning != BUDGET:  # a plan to keep should the solve be stopped at once
+        fallback = warm_start(cands, mdl, first_orders(cands, namespace))
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical, monitor=monitor,
+                fallback=fallback)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)

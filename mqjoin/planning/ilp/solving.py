@@ -90,7 +90,8 @@ class Solution:
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
           start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
-          relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None) -> Solution:
+          relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None,
+          fallback: list[float] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -122,7 +123,10 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     ``monitor`` (:class:`~mqjoin.planning.ilp.monitor.Monitor`): told the incumbent and bound
     as they improve; once stopped, the solve ends as at a time limit, parts not started keep
     the ``start`` (which a monitored solve should have: stopped before any plan, it raises
-    :class:`~mqjoin.model.errors.NoSolutionError`), and the status is ``interrupted``."""
+    :class:`~mqjoin.model.errors.NoSolutionError`), and the status is ``interrupted``.
+    ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
+    stop before it has a plan, but not handed to the solvers (so it changes no search)."""
+    keep = start if start is not None else fallback
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
@@ -145,24 +149,24 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
              + [(p, "") for p in _batches([p for p in comps if not how.get(id(p))])])
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
-        monitor.begin({n: math.inf if start is None else math.fsum(mdl.cost[c] * start[c] for c in cols)
+        monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
                        for n, ((cols, _), _) in enumerate(parts)})
     for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
         watch = Watch(monitor, n)
         if watch.stopped:  # not started: the start stands, with bound 0
-            if start is None:
+            if keep is None:
                 raise NoSolutionError("the solve was interrupted before it found any plan")
             for c in cols:
-                values[c] = float(start[c])
-            objective += math.fsum(mdl.cost[c] * start[c] for c in cols)
+                values[c] = float(keep[c])
+            objective += math.fsum(mdl.cost[c] * keep[c] for c in cols)
             status, is_canonical = "time_limit", False
             continue
         # under a time limit each part gets its share of what is left, by size
         share = len(cols) / left_cols
         left_cols -= len(cols)
         if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, start, watch)
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, keep, watch)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
                 bd = min(obj, watch.bound(bd))
@@ -178,10 +182,10 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                                             solution_limit=solution_limit, relax_orders=relax_orders,
                                             branching=by_branching, watch=watch)
         except NoSolutionError:
-            if start is None:
+            if keep is None:
                 raise
             # stopped before the solver even took up the start: it is the best plan so far
-            vals = [float(start[c]) for c in cols]
+            vals = [float(keep[c]) for c in cols]
             st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
         bd = min(obj, watch.bound(bd))
         watch.report(obj, bd)
