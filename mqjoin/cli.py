@@ -16,7 +16,9 @@ Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``pa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -88,14 +90,54 @@ def _planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> 
                         ".parquet (run: default its --data)")
 
 
-def _optimize(args: argparse.Namespace, workload=None):
+def _optimize(args: argparse.Namespace, workload=None, monitor=None):
     from mqjoin.planning.optimizer import optimize
 
     w = workload if workload is not None else load_named_workload(args.workload)
     return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
                     solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget,
                     planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose,
-                    pmjoin=_pmjoin_options(args, w))
+                    pmjoin=_pmjoin_options(args, w), monitor=monitor)
+
+
+#: ``optimize`` prints the solve's progress on stderr once it has run this long (seconds):
+#: every better plan, and a better bound alone at most once per this many seconds (a solve
+#: that ends sooner prints nothing)
+PROGRESS_AFTER = 0.5
+
+
+@contextlib.contextmanager
+def _watched():
+    """A :class:`~mqjoin.planning.ilp.monitor.Monitor` for one ``optimize``: its progress on
+    stderr (:data:`PROGRESS_AFTER`), and Ctrl-C (SIGINT) stops the solve, which returns its best
+    plan so far; a second Ctrl-C interrupts as usual."""
+    import signal
+    import threading
+
+    from mqjoin.planning.ilp.monitor import Monitor
+
+    shown = [-PROGRESS_AFTER, math.inf]  # the last line printed: its seconds and incumbent
+
+    def show(r) -> None:  # a better plan at once, a better bound alone once per PROGRESS_AFTER s
+        if r.seconds >= PROGRESS_AFTER and (r.incumbent < shown[1] or r.seconds >= shown[0] + PROGRESS_AFTER):
+            shown[:] = [r.seconds, r.incumbent]
+            print(f"mqjoin: {r.describe()}", file=sys.stderr, flush=True)
+
+    monitor = Monitor(on_report=show)
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield monitor
+        return
+
+    def stop(signum, frame) -> None:
+        if monitor.stopped:
+            raise KeyboardInterrupt
+        monitor.stop()
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield monitor
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _pmjoin_options(args: argparse.Namespace, workload, planner: str | None = None):
@@ -147,7 +189,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         before = _optimize(args, w0)
         res = _optimize(args, w)
     else:
-        res = _optimize(args)
+        with _watched() as monitor:
+            res = _optimize(args, monitor=monitor)
     if args.plan_out:
         write_text(args.plan_out, res.plan.to_json())
     if args.export:
@@ -164,9 +207,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from mqjoin.planning.measured import replan_report
 
         replanned = replan_report(before.plan, res.plan)
+    progress = [] if before is not None else [r.to_dict() for r in monitor.reports]
     if args.json:
-        print(json.dumps({**res.to_dict(), **({"stats_from": replanned.to_dict()} if replanned else {})},
-                         indent=1, ensure_ascii=False))
+        print(json.dumps({**res.to_dict(), **({"stats_from": replanned.to_dict()} if replanned else {}),
+                          "progress": progress}, indent=1, ensure_ascii=False))
     else:
         print(res.summary())
         if res.workload.sizes:
@@ -177,7 +221,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print(res.plan.render())
         if replanned:
             print(replanned.render())
-    if res.ilp.status != "optimal":
+    if res.ilp.status == "interrupted":
+        print(f"mqjoin: interrupted: the best plan so far, incumbent {res.ilp.objective:g} and bound "
+              f"{res.ilp.bound:g}; it may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
+    elif res.ilp.status != "optimal":
         print(f"mqjoin: warning: the solver stopped at its time limit with incumbent {res.ilp.objective:g} and "
               f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
     return 0

@@ -189,6 +189,13 @@ def progress_traces(progress) -> tuple[list[dict], dict]:
     >>> traces, _ = progress_traces([progress_of(optimize(as_workload("paper_v2.yaml")), 0.2)])
     >>> [(t["name"], t["x"], t["y"]) for t in traces]
     [('incumbent', [0.2], [700.0]), ('bound', [0.2], [700.0])]
+
+    The finer reports from inside a solve (``anytime.improve(on_report=…)``, a
+    :class:`~mqjoin.planning.ilp.monitor.Report` each) draw the same way:
+
+    >>> from mqjoin.planning.ilp.monitor import Report
+    >>> [t["y"] for t in progress_traces([Report(0.1, 900.0, 0.0), Report(0.4, 700.0, 650.0)])[0]]
+    [[900.0, 700.0], [0.0, 650.0]]
     """
     traces = [{"type": "scatter", "mode": "lines+markers", "name": name, "line": {"shape": "hv", "dash": dash},
                "x": [p.seconds for p in progress], "y": [getattr(p, name) for p in progress],

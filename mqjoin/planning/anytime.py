@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.model.errors import NoSolutionError, OptimizerError
+from mqjoin.planning.ilp.monitor import Monitor, Report, relative_gap
 from mqjoin.planning.optimizer import OptimizeResult, optimize
 from mqjoin.model.workload import Workload
 
@@ -41,9 +42,7 @@ class Progress:
     @property
     def gap(self) -> float:
         """``(incumbent − bound) / incumbent`` (0 when optimal)."""
-        if self.status == "optimal" or self.incumbent <= 0:
-            return 0.0
-        return max(0.0, (self.incumbent - self.bound) / self.incumbent)
+        return 0.0 if self.status == "optimal" else relative_gap(self.incumbent, self.bound)
 
     def describe(self) -> str:
         """One line: ``incumbent 1.2e+05, bound 9.8e+04, gap 18.33% after 4.1 s``."""
@@ -70,10 +69,13 @@ def progress_of(result: OptimizeResult, seconds: float, bound: float = 0.0) -> P
 def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_rounds: int = 6,
             max_limit: float | None = None, cancelled: Callable[[], bool] | None = None,
             start: Progress | None = None, optimize_fn: Callable[..., OptimizeResult] = optimize,
-            **options: Any) -> Iterator[Progress]:
+            on_report: Callable[[Report], None] | None = None, **options: Any) -> Iterator[Progress]:
     """Rounds of time-limited solves (``first_limit`` seconds, then ``growth`` times longer
     each round); yields the progress after each round (see the module docstring).  ``start``:
     the progress so far (an earlier time-limited result), which the rounds only improve on.
+    ``on_report``: told the incumbent and bound inside each round as they improve (a
+    :class:`~mqjoin.planning.ilp.monitor.Report`, its seconds counted from the first round's
+    start; the plans themselves come with the rounds).
     ``options`` are :func:`~mqjoin.planning.optimizer.optimize`'s (without ``time_limit``)."""
     if not first_limit > 0 or not growth >= 1:
         raise OptimizerError(f"anytime rounds need first_limit > 0 and growth ≥ 1, got {first_limit!r}, {growth!r}")
@@ -86,6 +88,8 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
             return
         if max_limit is not None and limit > max_limit:
             limit = max_limit
+        if on_report is not None:
+            options["monitor"] = _shifted(on_report, time.perf_counter() - t0)
         try:
             res = optimize_fn(workload, time_limit=limit, **options)
         except NoSolutionError:  # no plan in this round: the next one has longer
@@ -103,3 +107,8 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
         if max_limit is not None and limit >= max_limit:
             return
         limit *= growth
+
+
+def _shifted(on_report: Callable[[Report], None], offset: float) -> Monitor:
+    """A monitor for one round that passes its reports on, ``offset`` seconds later."""
+    return Monitor(on_report=lambda r: on_report(Report(r.seconds + offset, r.incumbent, r.bound)))

@@ -69,6 +69,14 @@ class MIR:
     def relation_set(self) -> frozenset[str]:
         return frozenset(self.relations)
 
+    # MIRs key most of the optimiser's dicts: their hash and sort key are computed once
+    # (:func:`_cached_hash`; neither is pickled, as string hashes differ between processes)
+    def __hash__(self) -> int:
+        return _cached_hash(self, lambda: (self.relations, self.classes, self.selection))
+
+    def __getstate__(self) -> dict:
+        return _state(self)
+
     @property
     def is_base(self) -> bool:
         return len(self.relations) == 1
@@ -105,8 +113,25 @@ class MIR:
         return f"MIR({self.label})"
 
     def sort_key(self) -> tuple:
-        return (len(self.relations), self.relations, tuple(c.members for c in self.classes),
-                tuple(str(s) for s in self.selection))
+        key = self.__dict__.get("_sort_key")
+        if key is None:
+            key = self.__dict__["_sort_key"] = (len(self.relations), self.relations,
+                                                tuple(c.members for c in self.classes),
+                                                tuple(str(s) for s in self.selection))
+        return key
+
+
+def _cached_hash(obj: object, fields) -> int:
+    """The hash of a frozen value, computed from ``fields()`` once and kept in its ``__dict__``."""
+    h = obj.__dict__.get("_hash")
+    if h is None:
+        h = obj.__dict__["_hash"] = hash(fields())
+    return h
+
+
+def _state(obj: object) -> dict:
+    """What pickles of a value with cached hashes carry: not the caches."""
+    return {k: v for k, v in obj.__dict__.items() if k not in ("_hash", "_sort_key")}
 
 
 #: who a probe order answers: a query (by name) or a materialised MIR (its sub-query)
@@ -155,6 +180,12 @@ class Step:
     prefix: tuple[MIR, ...]
     target: MIR
     classes: tuple[JoinClass, ...]
+
+    def __hash__(self) -> int:  # (steps key the costs and the model's columns)
+        return _cached_hash(self, lambda: (self.prefix, self.target, self.classes))
+
+    def __getstate__(self) -> dict:
+        return _state(self)
 
     @cached_property
     def prefix_relations(self) -> frozenset[str]:

@@ -29,6 +29,7 @@ from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumer
 from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError, PlannerError
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
+from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from mqjoin.planning.plan import Choice, build_plan
 from mqjoin.planners.registry import check_planner, planner_of
@@ -54,13 +55,15 @@ WARM_START_LIMITED = 200
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
              replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
-             decompose: bool = False, pmjoin=None) -> OptimizeResult:
+             decompose: bool = False, pmjoin=None, monitor: Monitor | None = None) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
     ``mir_budget``: at most this many tuples of MIR stores (docs/model.md §5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
     ``planner``: ``clash`` (this ILP), or ``mjoin`` / ``tree`` (:mod:`mqjoin.planners.trees`: MJoin
     operators with ``decompose``, binary join trees of ``tree_shape``, PMJoin's placement with
     ``pmjoin``, a :class:`~mqjoin.planners.pmjoin.PMJoinOptions`; no solver involved).
+    ``monitor`` (:class:`mqjoin.planning.ilp.monitor.Monitor`): told the ILP's incumbent and
+    bound as they improve (mode ``mqo``), and stopped, ends the solve with its best plan so far.
 
     >>> from mqjoin.datasets.synthetic_paper import skewed_rates
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
@@ -91,7 +94,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     if mode == "mqo":
         choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
-                                         replica_budget=replica_budget)
+                                         replica_budget=replica_budget, monitor=monitor)
         plan = build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
@@ -108,7 +111,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
         ns = q.name if mode == "individual" else ""
         choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns,
-                                         mir_budget, replica_budget=replica_budget)
+                                         mir_budget, replica_budget=replica_budget,
+                                         monitor=None if monitor is None else monitor.sharing_stop())
         all_choices.extend(choices)
         parts.append(stats)
     plan = build_plan(workload, all_choices, mode, partitioning)
@@ -133,12 +137,13 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
 @paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
-                    canonical: bool = True, replica_budget: float | None = None) -> tuple[list[Choice], IlpStats]:
+                    canonical: bool = True, replica_budget: float | None = None,
+                    monitor: Monitor | None = None) -> tuple[list[Choice], IlpStats]:
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning, mir_budget, replica_budget)
     build = time.perf_counter() - t0
-    start = None
+    start = fallback = None
     if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
                                        or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
@@ -148,7 +153,8 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
             try:
                 base, _ = _solve_workload(workload, partitioning, False, solver,
-                                          None if time_limit is None else time_limit / 4, namespace, canonical=False)
+                                          None if time_limit is None else time_limit / 4, namespace, canonical=False,
+                                          monitor=None if monitor is None else monitor.sharing_stop())
             except NoSolutionError:  # not even that in the time
                 pass
         if base is None:  # the first MIR-free order of each
@@ -156,7 +162,10 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         start = warm_start(cands, mdl, base)
         if time_limit is not None:
             time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
-    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical)
+    elif monitor is not None and partitioning != BUDGET:  # a plan to keep should the solve be stopped at once
+        fallback = warm_start(cands, mdl, first_orders(cands, namespace))
+    sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical, monitor=monitor,
+                fallback=fallback)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)

@@ -661,7 +661,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
             if sink.startswith("output:"):
                 edges.append(Edge(ol, store.id, sink, "output", result_layout, None))
             else:
-                target = next(s for s in stores.values() if s.id == sink)
+                target = by_id[sink]
                 edges.append(Edge(ol, store.id, sink, "insert", result_layout,
                                   _find_attr(result_layout, target.partition)))
                 rules[sink][ol] = StoreRule(ol)
@@ -670,10 +670,17 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
         rules[store.id][lab] = ProbeRule(lab, pred, tuple(out))
         return lab
 
+    by_id: dict[str, Store] = {}
+    for s in stores.values():
+        by_id.setdefault(s.id, s)
+    base_replicas: dict[tuple[str, str], list[Store]] = {}  # (namespace, relation) → its base stores
+    for (ns, m), reps in replicas.items():
+        if m.is_base:
+            base_replicas.setdefault((ns, m.relations[0]), []).extend(reps)
     for ns, start in roots:
         root = f"{ns}:{start}" if ns else start
         outs = sources.setdefault(start, [])
-        bases = [rep for (ns_, m), reps in replicas.items() if ns_ == ns and m.relations == (start,) for rep in reps]
+        bases = base_replicas.get((ns, start), [])
         for rep in sorted(bases, key=lambda s: (s.partition, s.mir.sort_key())):
             lab = label()
             edges.append(Edge(lab, source_id(start), rep.id, "ingest", (start,), rep.partition))

@@ -28,6 +28,7 @@ import math
 from mqjoin.model.errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
 from mqjoin.planning.ilp.formats import to_pulp
 from mqjoin.planning.ilp.model import Model
+from mqjoin.planning.ilp.monitor import Watch
 
 #: a relaxed binary within this of 0 or 1 counts as integral (the solvers' own integrality
 #: tolerance)
@@ -77,9 +78,11 @@ def highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy, np):
 
 def solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
                 threads: int | None, start: list[float] | None = None, integral_objective: bool = False,
-                solution_limit: int | None = None, relax: bool = False) -> PartResult:
+                solution_limit: int | None = None, relax: bool = False, watch: Watch = Watch()) -> PartResult:
     """One part by HiGHS's MIP (its LP with ``relax``), from ``start`` when given.
-    ``integral_objective``: the costs are integers, so a gap below 1 proves optimality."""
+    ``integral_objective``: the costs are integers, so a gap below 1 proves optimality.
+    ``watch``: told every improving solution (HiGHS's callback), and its stop interrupts the
+    MIP (its incumbent is then returned as at a time limit)."""
     try:
         import highspy
         import numpy as np
@@ -103,6 +106,11 @@ def solve_highs(mdl: Model, cols: list[int], rows: list[int], time_limit: float 
         lp.integrality_ = [highspy.HighsVarType.kInteger if mdl.integer[c] else highspy.HighsVarType.kContinuous
                            for c in cols]
     h.passModel(lp)
+    if watch.monitor is not None:
+        h.setCallback(watch.monitor.highs_callback(watch.part, highspy), None)
+        h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+        if watch.part is not None:
+            h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipImprovingSolution)
     if start is not None:
         sol = highspy.HighsSolution()
         sol.col_value = [float(start[c]) for c in cols]

@@ -63,6 +63,7 @@ from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
+from mqjoin.planning.ilp.monitor import Watch
 
 #: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
 #: every block has HiGHS instances of its own)
@@ -263,10 +264,12 @@ class BlockCosts:
 
     ``lp_priced``: price every combination by its LP before a branch and bound (the master of
     parts with large MIRs).  ``deadline``: the time (``time.perf_counter()``) past which
-    :meth:`left` raises :class:`Stopped`."""
+    :meth:`left` raises :class:`Stopped`, as it does once ``watch`` is stopped (the part's
+    incumbent and bound go to ``watch`` too, from the search)."""
 
     part: Part
     deadline: float | None
+    watch: Watch = field(default_factory=Watch)
     lp_priced: bool = False
     costs: dict[tuple, tuple[float, list[float]]] = field(default_factory=dict)  # key → optimum, values
     ties: dict[tuple, tuple[float, list[float], bool]] = field(default_factory=dict)  # → weight, values, proven
@@ -318,6 +321,8 @@ class BlockCosts:
 
     def left(self) -> float | None:
         """Seconds left before the deadline (at least 0.01); :class:`Stopped` past it."""
+        if self.watch.stopped:
+            raise Stopped
         if self.deadline is None:
             return None
         if time.perf_counter() > self.deadline:
@@ -416,7 +421,8 @@ class BlockCosts:
                     start[c] = v
             sub = part.restricted(k, choice)
             st, obj, _, vals = branch_and_bound(sub, b.cols, b.rows, self.left(), start=start,
-                                                highs=self.instance(k, 0, lambda: sub, b.rows))
+                                                highs=self.instance(k, 0, lambda: sub, b.rows),
+                                                watch=self.watch.quiet())
             if st != "optimal":
                 raise Stopped
             self.costs[key] = (obj, vals)
@@ -450,7 +456,7 @@ class BlockCosts:
             for c, v in zip(b.cols, vals):
                 start[c] = v
             st, w, _, vals2 = branch_and_bound(self._capped(k, choice, cap), b.cols, brows, self.left(), start=start,
-                                               integral_objective=True, highs=h)
+                                               integral_objective=True, highs=h, watch=self.watch.quiet())
             self.ties[key] = (w, vals2, st == "optimal")
         return self.ties[key][0]
 

@@ -50,6 +50,7 @@ from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, coupled_part, per_block
 from mqjoin.planning.ilp.master import Master
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
+from mqjoin.planning.ilp.monitor import Watch
 
 #: the master ILP from this many shared stores on (fewer: the depth-first search over their
 #: choices), for parts with large MIRs
@@ -65,17 +66,18 @@ CoupledResult = tuple[str, float, float, list[float], bool]
 
 
 def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                  canonical: bool) -> CoupledResult | None:
+                  canonical: bool, watch: Watch = Watch()) -> CoupledResult | None:
     """Solve a coupled part (see the module docstring).  Returns (status, objective, bound,
     values, canonical proven), or None when the part does not split into blocks or has too
-    many combinations for its small MIRs."""
+    many combinations for its small MIRs.  ``watch`` is told every new incumbent with the bound
+    of the moment, and its stop ends the search as the time limit does."""
     part = coupled_part(mdl, cols, rows)
     if part is None:
         return None
     if part.quick and len(part.combinations) > QUICK_MAX_COMBINATIONS:
         return None
     t0 = time.perf_counter()
-    costs = BlockCosts(part, None if time_limit is None else t0 + time_limit)
+    costs = BlockCosts(part, None if time_limit is None else t0 + time_limit, watch=watch)
     by_master = part.quick or len(part.stores) >= MASTER_MIN_STORES
     # large MIRs under the master: every combination priced by its LP (integral: costed) before
     # the first master, so the master's bound starts near the optimum and few combinations
@@ -83,15 +85,22 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     costs.lp_priced = by_master and not part.quick and len(part.combinations) <= QUICK_MAX_COMBINATIONS
     best, tree = Incumbent(), _Tree()
     status, root, optimum = "optimal", 0.0, math.inf
+    done: dict[int, float] = {}  # block → its optimum alone, as the root bound is computed
     try:
         if part.quick:  # every combination costed up front: the master's first choice is exact
             lp = set(costs.enumerate_blocks())
             per_block(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
-        else:  # each block alone: the root bound
-            tree.root = dict(enumerate(per_block(lambda k, _: costs.cost(k, {}), part.alone)))
+        else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
+            def alone(k: int, _) -> float:
+                done[k] = costs.cost(k, {})
+                watch.report(math.inf, math.fsum(list(done.values())))
+                return done[k]
+
+            tree.root = dict(enumerate(per_block(alone, part.alone)))
             root = math.fsum(tree.root.values())
             if by_master:  # a plan at once (the LPs take seconds on 30 five-way queries)
                 _first_plan(part, costs, best)
+                watch.report(best.cost, root)
             if costs.lp_priced:
                 per_block(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)
         master = Master(part, costs) if by_master else None
@@ -100,12 +109,14 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         else:
             _depth_first(part, costs, best, tree, 0, tree.root, False)
         optimum = best.cost
+        watch.report(optimum, optimum)
         if canonical and by_master:
             master.tie_break(best)
         elif canonical:  # the second pass: every choice whose bound is within the slack of the optimum
             _depth_first(part, costs, best, tree, 0, tree.root, True)
     except Stopped:
         status = "time_limit"
+        root = max(root, math.fsum(list(done.values())))  # stopped within the root: the blocks done
         # not visited: the pending siblings and the subtree of the node being visited (whose
         # bound is at least its parent's); before the first pass ends, nothing else is proven
         if math.isfinite(optimum):  # stopped in the canonical pass: optimal, not proven canonical
@@ -146,6 +157,7 @@ def _depth_first(part: Part, costs: BlockCosts, best: Incumbent, tree: _Tree, de
     if depth == len(part.stores):
         if not second:
             best.cost, best.choice = total, dict(choice)
+            costs.watch.report(total, math.fsum(tree.root.values()))
             return
         w = (math.fsum(costs.weight(k, choice) for k in range(len(part.blocks)))
              + math.fsum(part.tie_of[st][choice[st]] for st in part.stores))

@@ -87,6 +87,9 @@ class Master:
         if not part.quick:  # re-solved after every pick: presolve off is faster there (not on small MIRs)
             h.setOptionValue("presolve", "off")
         h.passModel(lp)
+        if costs.watch.monitor is not None:  # interrupted by the monitor's stop
+            h.setCallback(costs.watch.monitor.highs_callback(None, highspy), None)
+            h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
         self.lam_cols = np.arange(names, n, dtype=np.int32)
 
     def prices(self) -> list[float]:
@@ -124,6 +127,7 @@ class Master:
             total = math.fsum(per_block(lambda k, _: self.costs.cost(k, pick), part.alone))
             if total < best.cost:
                 best.cost, best.choice = total, dict(pick)
+            self.costs.watch.report(best.cost, lower_bound)
             if exact or best.cost <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
                 break
 

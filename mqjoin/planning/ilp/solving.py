@@ -51,6 +51,7 @@ from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.coupled import solve_coupled
 from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
+from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
 from mqjoin.planning.options import check_solution_limit, check_solver, check_time_limit
 
 #: solve :func:`orders_relaxed` first (by default) when the model has an MIR of at least this
@@ -62,8 +63,9 @@ RELAX_MIN_MIR = 4
 
 @dataclass(frozen=True)
 class Solution:
-    """Solver outcome.  ``status`` is ``"optimal"`` or ``"time_limit"`` (a feasible plan was
-    found but not proven optimal: ``gap`` says how far from the bound it may be)."""
+    """Solver outcome.  ``status`` is ``"optimal"``, ``"time_limit"`` (a feasible plan was
+    found but not proven optimal: ``gap`` says how far from the bound it may be) or
+    ``"interrupted"`` (the same, stopped by :meth:`Monitor.stop <mqjoin.planning.ilp.monitor.Monitor.stop>`)."""
 
     status: str
     objective: float
@@ -76,9 +78,7 @@ class Solution:
 
     @property
     def gap(self) -> float:
-        if self.objective <= 0:
-            return 0.0
-        return max(0.0, (self.objective - self.bound) / self.objective)
+        return relative_gap(self.objective, self.bound)
 
     @property
     def optimal(self) -> bool:
@@ -90,7 +90,8 @@ class Solution:
 
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
           start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
-          relax_orders: bool | None = None, branching: bool | None = None) -> Solution:
+          relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None,
+          fallback: list[float] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -117,7 +118,15 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
     ``branching``: solve the parts that :func:`_branches` selects by the branch and bound and
     those :func:`_couples` selects by the coupled search, instead of HiGHS's MIP (None: with
-    HiGHS and no ``solution_limit``; False: never).  Exact either way."""
+    HiGHS and no ``solution_limit``; False: never).  Exact either way.
+
+    ``monitor`` (:class:`~mqjoin.planning.ilp.monitor.Monitor`): told the incumbent and bound
+    as they improve; once stopped, the solve ends as at a time limit, parts not started keep
+    the ``start`` (which a monitored solve should have: stopped before any plan, it raises
+    :class:`~mqjoin.model.errors.NoSolutionError`), and the status is ``interrupted``.
+    ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
+    stop before it has a plan, but not handed to the solvers (so it changes no search)."""
+    keep = start if start is not None else fallback
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
@@ -139,15 +148,29 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     parts = ([(p, how[id(p)]) for p in comps if how.get(id(p))]
              + [(p, "") for p in _batches([p for p in comps if not how.get(id(p))])])
     left_cols = sum(len(c) for (c, _), _ in parts)
-    for (cols, rows), method in parts:
+    if monitor is not None:
+        monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
+                       for n, ((cols, _), _) in enumerate(parts)})
+    for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
+        watch = Watch(monitor, n)
+        if watch.stopped:  # not started: the start stands, with bound 0
+            if keep is None:
+                raise NoSolutionError("the solve was interrupted before it found any plan")
+            for c in cols:
+                values[c] = float(keep[c])
+            objective += math.fsum(mdl.cost[c] * keep[c] for c in cols)
+            status, is_canonical = "time_limit", False
+            continue
         # under a time limit each part gets its share of what is left, by size
         share = len(cols) / left_cols
         left_cols -= len(cols)
         if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, start)
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, keep, watch)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
+                bd = min(obj, watch.bound(bd))
+                watch.report(obj, bd)
                 is_canonical = is_canonical and done
                 for c, v in zip(cols, vals):
                     values[c] = v
@@ -157,13 +180,15 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         try:
             st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
                                             solution_limit=solution_limit, relax_orders=relax_orders,
-                                            branching=by_branching)
+                                            branching=by_branching, watch=watch)
         except NoSolutionError:
-            if start is None:
+            if keep is None:
                 raise
             # stopped before the solver even took up the start: it is the best plan so far
-            vals = [float(start[c]) for c in cols]
+            vals = [float(keep[c]) for c in cols]
             st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
+        bd = min(obj, watch.bound(bd))
+        watch.report(obj, bd)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve
@@ -173,7 +198,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             budget = None if by_branching else max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
             done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
                                     left if budget is None else budget if left is None else min(left, budget),
-                                    threads, by_branching)
+                                    threads, by_branching, watch.quiet())
             is_canonical = is_canonical and done
         else:
             is_canonical = is_canonical and st == "optimal"
@@ -183,16 +208,18 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         bound += bd
         if st != "optimal":
             status = st
+    if status != "optimal" and monitor is not None and monitor.stopped:
+        status = "interrupted"
     return Solution(status, objective, min(bound, objective), tuple(values), solver,
                     time.perf_counter() - t0, len(comps), canonical and is_canonical)
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
-                      start: list[float] | None):
+                      start: list[float] | None, watch: Watch = Watch()):
     """The coupled search's answer for a part (None: the part is not for it), or the start with
     bound 0 when a time limit stopped the search before it had a plan."""
     try:
-        return solve_coupled(mdl, cols, rows, time_limit, canonical)
+        return solve_coupled(mdl, cols, rows, time_limit, canonical, watch)
     except NoSolutionError:
         if start is None:
             raise
@@ -203,13 +230,14 @@ def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: 
 def _solve_part(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
                 threads: int | None, start: list[float] | None, integral_objective: bool = False,
                 solution_limit: int | None = None, relax_orders: bool = False,
-                branching: bool = False) -> PartResult:
+                branching: bool = False, watch: Watch = Watch()) -> PartResult:
     if branching:
-        return branch_and_bound(mdl, cols, rows, time_limit, start, integral_objective)
+        return branch_and_bound(mdl, cols, rows, time_limit, start, integral_objective, watch=watch)
     if relax_orders and any(mdl.integer[c] for c in cols):
-        return _solve_orders_relaxed(mdl, cols, rows, solver, time_limit, threads, start, integral_objective)
+        return _solve_orders_relaxed(mdl, cols, rows, solver, time_limit, threads, start, integral_objective, watch)
     if solver == "highs":
-        return solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit)
+        return solve_highs(mdl, cols, rows, time_limit, threads, start, integral_objective, solution_limit,
+                           watch=watch)
     return solve_cbc(mdl, cols, rows, time_limit, integral_objective)
 
 
@@ -255,14 +283,17 @@ def orders_relaxed(mdl: Model) -> Model:
 
 
 def _solve_orders_relaxed(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
-                          threads: int | None, start: list[float] | None, integral_objective: bool) -> PartResult:
+                          threads: int | None, start: list[float] | None, integral_objective: bool,
+                          watch: Watch = Watch()) -> PartResult:
     """Solve :func:`orders_relaxed` of one part; its answer stands when optimal with integral
     probe orders.  Otherwise the part is solved as built, in the time left, from the relaxed
     plan when it is one, keeping the better of the two (valid) bounds."""
     t0 = time.perf_counter()
     relaxed = orders_relaxed(mdl)
     try:
-        st, obj, bd, vals = _solve_part(relaxed, cols, rows, solver, time_limit, threads, start, integral_objective)
+        # (a relaxation: its plans are the part's, its bound is not the part's until proven)
+        st, obj, bd, vals = _solve_part(relaxed, cols, rows, solver, time_limit, threads, start, integral_objective,
+                                        watch=watch.quiet())
     except NoSolutionError:
         st, bd, vals = "none", 0.0, []
     xs = set(mdl.x.values())
@@ -276,7 +307,8 @@ def _solve_orders_relaxed(mdl: Model, cols: list[int], rows: list[int], solver: 
             start[c] = v
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
     try:
-        st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective)
+        st2, obj2, bd2, vals2 = _solve_part(mdl, cols, rows, solver, left, threads, start, integral_objective,
+                                            watch=watch)
     except NoSolutionError:
         if not integral:
             raise
@@ -307,7 +339,8 @@ def lp_bound(mdl: Model, solver: str = "highs") -> float:
 
 
 def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, vals: list[float], solver: str,
-               time_limit: float | None, threads: int | None, branching: bool = False) -> tuple[bool, list[float]]:
+               time_limit: float | None, threads: int | None, branching: bool = False,
+               watch: Watch = Watch()) -> tuple[bool, list[float]]:
     """The second, lexicographic stage: minimise the tie-break weights subject to the model
     and ``cost ≤ optimum``, starting from the optimum found.  Returns (proven, values); the
     values keep the optimal cost either way."""
@@ -320,7 +353,7 @@ def _tie_break(mdl: Model, cols: list[int], rows: list[int], optimum: float, val
         start[c] = v
     try:
         st, _, _, vals2 = _solve_part(second, cols, rows + [len(mdl.rows)], solver, time_limit, threads, start,
-                                      integral_objective=True, branching=branching)
+                                      integral_objective=True, branching=branching, watch=watch)
     except NoSolutionError:  # no time left to even reload the start: keep the optimum found
         return False, vals
     return st == "optimal", vals2
