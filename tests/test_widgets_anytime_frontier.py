@@ -97,6 +97,28 @@ def test_anytime_shows_the_best_plan_so_far_and_improves_it_in_the_background(pl
     assert "probe cost" in view.stats.value and "optimal" in view.stats.value
 
 
+def test_improvements_inside_a_background_round_reach_the_chart(plans):
+    """A round's solver reports its incumbent and bound as they improve (its ``monitor``);
+    the explorer shows them before the round ends, between the rounds' own points."""
+    slow = limited(plans["no_mirs"], 0.5)
+
+    class Reporting(ScriptedSolver):
+        def __call__(self, workload, **options):
+            monitor = options.get("monitor")
+            if monitor is not None:
+                monitor.begin({"all": 1300.0})
+                monitor.report("all", 1000.0, 700.0)
+            return super().__call__(workload, **options)
+
+    jobs = []
+    m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=Reporting([slow, plans["optimum"]]),
+                      interactive_budget=0.5, background=jobs.append)
+    view = IlpView(m)
+    jobs.pop()()
+    assert [(p.incumbent, p.bound) for p in m.progress] == [(1300.0, 650.0), (1000.0, 700.0), (900.0, 900.0)]
+    assert list(trace_by_name(view.anytime, "incumbent").y) == [1300.0, 1000.0, 900.0]
+
+
 def test_an_edit_cancels_a_stale_background_solve(plans):
     slow = limited(plans["no_mirs"], 0.5)
     jobs = []

@@ -210,7 +210,7 @@ class ExplorerModel:
     "owner"}`` (the shape of a traitlets change), for the events in :data:`EVENTS`:
     ``workload`` (an edit was accepted), ``options``, ``result`` (a new plan; also
     :attr:`diff` is updated first), ``error``, ``busy``, and for anytime solving (see
-    ``interactive_budget``) ``progress`` (a round reported) and ``improving`` (started/ended),
+    ``interactive_budget``) ``progress`` (a round or an improvement inside one reported) and ``improving`` (started/ended),
     ``measured`` (a run ended: :attr:`measured`, set by the Deploy and Adaptivity panels).
     """
 
@@ -524,10 +524,13 @@ class ExplorerModel:
         def stale() -> bool:
             return gen != self.generation
 
+        def reported(r: Any) -> None:  # an incumbent or bound improved inside a round
+            self._post(lambda: stale() or self._set("progress", self.progress + (r,)))
+
         def job() -> None:
             try:
                 for p in improve(workload, 2 * budget, max_limit=options.pop("time_limit"), cancelled=stale,
-                                 start=first, optimize_fn=self.optimize_fn, **options):
+                                 start=first, optimize_fn=self.optimize_fn, on_report=reported, **options):
                     self._post(lambda p=p: self._improved(gen, p))
             except Exception as e:  # noqa: BLE001 — never a traceback in a widget
                 self._post(lambda e=e: stale() or self._set("error", f"{type(e).__name__}: {e}"))

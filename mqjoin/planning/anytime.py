@@ -89,7 +89,7 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
         if max_limit is not None and limit > max_limit:
             limit = max_limit
         if on_report is not None:
-            options["monitor"] = _shifted(on_report, time.perf_counter() - t0)
+            options["monitor"] = _shifted(on_report, time.perf_counter() - t0, best)
         try:
             res = optimize_fn(workload, time_limit=limit, **options)
         except NoSolutionError:  # no plan in this round: the next one has longer
@@ -109,6 +109,31 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
         limit *= growth
 
 
-def _shifted(on_report: Callable[[Report], None], offset: float) -> Monitor:
-    """A monitor for one round that passes its reports on, ``offset`` seconds later."""
-    return Monitor(on_report=lambda r: on_report(Report(r.seconds + offset, r.incumbent, r.bound)))
+def _shifted(on_report: Callable[[Report], None], offset: float, best: Progress | None) -> Monitor:
+    """A monitor for one round that passes on, ``offset`` seconds later, what improves on the
+    rounds before it (``best``): a round starts from its own fallback plan and a bound of 0,
+    which are no news to a user who saw the earlier rounds.
+
+    >>> seen = []
+    >>> m = _shifted(seen.append, 2.0, None)
+    >>> m.begin({"all": 1300.0}); m.report("all", 1000.0, 700.0)
+    >>> [(r.incumbent, r.bound) for r in seen]
+    [(1300.0, 0.0), (1000.0, 700.0)]
+    >>> seen.clear(); m = _shifted(seen.append, 2.0, Progress(1.0, 1100.0, 650.0, "time_limit", None))
+    >>> m.begin({"all": 1300.0}); m.report("all", 1000.0, 600.0)
+    >>> [(r.incumbent, r.bound) for r in seen]
+    [(1000.0, 650.0)]
+    """
+    state = [] if best is None else [best.incumbent, best.bound]
+
+    def passed(r: Report) -> None:
+        if state:
+            incumbent, bound = min(state[0], r.incumbent), max(state[1], r.bound)
+            if (incumbent, bound) == tuple(state):
+                return
+        else:
+            incumbent, bound = r.incumbent, r.bound
+        state[:] = [incumbent, bound]
+        on_report(Report(r.seconds + offset, incumbent, bound))
+
+    return Monitor(on_report=passed)
