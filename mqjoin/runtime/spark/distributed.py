@@ -44,7 +44,7 @@ not start where the state ends) first rebuilds the shards from the replay log: t
 before the batch that lie within the largest window, run as one batch that writes nothing;
 so does a batch whose segment files are gone (:func:`lost_state`), which then runs again.
 
->>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_0 not found"))
+>>> lost_state(RuntimeError("MQJOIN_SEGMENT_LOST: /out/_state/x/7-1-2-0.seg is gone"))
 True
 >>> merged_p05([(np.array([1.0, 2.0]), np.ones(2)), (np.array([3.0]), np.full(1, 18.0))])
 1.0
@@ -166,10 +166,10 @@ class ShardedEngine:
             except Exception as exc:
                 if lost == LOST_STATE_RETRIES or not lost_state(exc):
                     raise
-                # an executor died with shards: they are rebuilt from the replayed history and
-                # the batch runs again (its output is overwritten)
-                log.warning("micro-batch %d lost store partitions with an executor (%s); rebuilding the "
-                            "stores from the replay log and running the batch again", batch_id, spark_message(exc))
+                # shards are lost: they are rebuilt from the replayed history and the batch runs
+                # again (its output is overwritten)
+                log.warning("micro-batch %d lost store partitions (%s); rebuilding the stores from the replay "
+                            "log and running the batch again", batch_id, spark_message(exc))
                 lost += 1
                 self._drop()
                 continue
@@ -360,16 +360,19 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
             committed - float(metrics["min"]))
 
 
-#: how often a micro-batch is run again after it lost store partitions with an executor
+#: how often a micro-batch is run again after it lost shards
 LOST_STATE_RETRIES = 2
-#: what Spark says when a task needs blocks of a locally checkpointed store that an executor
-#: took with it (the store is then rebuilt from the replay log)
-LOST_STATE_MARKERS = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND", "ExecutorLostFailure", LOST_SEGMENT)
+#: what a failed job says when shards are lost: a segment file gone, an executor lost more
+#: often than Spark retries a task, blocks of a locally checkpointed RDD gone with their
+#: executor (the shards are then rebuilt from the replay log)
+LOST_STATE_MARKERS = (LOST_SEGMENT, "ExecutorLostFailure", "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND")
 
 
 def lost_state(exc: BaseException) -> bool:
-    """Whether ``exc`` is Spark failing a job because an executor was lost with state.
+    """Whether ``exc`` is Spark failing a job because shards were lost.
 
+    >>> lost_state(RuntimeError("MQJOIN_SEGMENT_LOST: /out/_state/x/3-0-1-0.seg is gone"))
+    True
     >>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_5_1 not found!"))
     True
     >>> lost_state(RuntimeError("java.io.IOException: Mkdirs failed"))
