@@ -88,6 +88,7 @@ def main(argv=None) -> int:
                     if time.time() > deadline:
                         raise RuntimeError("the second worker's executor did not join the application")
                     time.sleep(0.5)
+                warm_up(spark, streams.directory)  # the new executor's Python workers and JVM code paths
             for k in range(args.repeat):
                 order = engines[k % len(engines):] + engines[:k % len(engines)]
                 for e in order:
