@@ -304,7 +304,7 @@ def _view(seg: Segment) -> Segment:
     return out
 
 
-def _save_stores(prog: ShardProgram, ex: BatchExecutor, shard: Shard, batch: Batch) -> None:
+def _save_stores(ex: BatchExecutor, shard: Shard, batch: Batch) -> None:
     """After a batch: write the segments the batch made (its new entries, merged or expired
     segments) to files, and name every store's segments in ``shard.files``."""
     where = batch.state_dir
@@ -431,7 +431,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
             received.append(pickle.loads(payload))
     if shard is None:
         raise EngineError(f"shard {index} of the distributed mode has no state in wave {wave} of batch "
-                          f"{batch.batch}: the state and message partitions were not combined")
+                          f"{batch.batch}: its state did not come with the frames sent to it")
     ex = _bind(prog, shard, batch.state_dir)
     if wave == 1:
         ex.begin()
@@ -462,7 +462,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     report = None
     if wave == prog.last:
         ex.finish(max((i.max_ts for i in shard.inputs), default=-np.inf))
-        _save_stores(prog, ex, shard, batch)
+        _save_stores(ex, shard, batch)
         shard.seconds.append(time.perf_counter() - t0)
         report = _report(prog, ex, shard)
         shard.inputs, shard.results, shard.pending = [], {}, {}  # the batch's: the state is its stores
