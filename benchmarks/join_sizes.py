@@ -8,7 +8,8 @@ is timed apart), the largest and mean relative error of the sampled sizes agains
 ones, and how many exact values fall in the sample's 95 % interval.
 
 Part 2 — predicted beside measured: the workload's statistics re-estimated from the data
-(rates, selectivities: ``mqjoin stats``), once without and once with the sampled sizes; each
+(rates, selectivities: ``mqjoin stats``), once without and once with the sampled sizes (and
+the order of arrival measured with them, where it departs from ``1/|P|``); each
 optimised (``mqo``, ``single``) and run by the reference executor over the whole stream; per
 store, probe messages and most rows held, predicted (:mod:`mqjoin.planning.measured`) beside
 measured.  The goal: within ±20 % for every store holding ≥ 1 % of its plan's total.

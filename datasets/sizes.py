@@ -24,6 +24,20 @@ the sampled values as ``(1 − F)/F² · Σ_sampled w_v²``; the 95 % interval i
 flagged (the normal interval is then unreliable).  A sample with no result gives ``0`` with
 the interval ``[0, 3/F]`` results (rule of three on values).
 
+**Order of arrival.**  A probe order from ``X`` ships out of a prefix ``P`` the results of
+``⋈P`` whose last tuple to arrive is ``X``'s (docs/model.md §2, §4); the model takes each
+relation as equally likely, ``1/|P|``, which streams arriving in key order break (TPC-H's
+partsupp rows right after their part: partsupp completes every part ⋈ partsupp result).  The
+join results themselves are needed here, not counts: the relations' rows are joined on the
+same sample of join values, each with its place in the order of arrival (docs/model.md §6),
+keeping per partial result the latest place and whose it is; beyond
+:data:`ORDER_RESULTS` results a uniform sample of them (rows of the largest relation, each in
+one result, and partial results thinned alike).  The standard error of a share treats the
+values of the sampled class as clusters (results of one value arrive together).  A set's
+shares are written (``last``) only where one departs from ``1/|P|`` by more than
+:data:`ORDER_DEPARTURE` of it and :data:`ORDER_Z` standard errors, on the results of at least
+:data:`FEW_VALUES` values: independent data keeps the model's ``1/|P|``.
+
 **Units.**  A count over the data becomes a size in the workload's unit (tuples per time
 unit, the unit of ``Π λ · Π s``) as ``count · Π_R λ_R / n_R`` (``n_R`` the rows of ``R``,
 ``λ_R`` its rate): over independent data it agrees with the estimate, and a plan's
@@ -39,7 +53,7 @@ without a result is written as one result (a size must be positive).
 >>> t = {"R": Table.from_columns("R", {"ts": [0, 1, 2, 3], "a": [1, 1, 2, 3]}),
 ...      "S": Table.from_columns("S", {"ts": [0, 1], "a": [1, 1]})}
 >>> [m.describe() for m in measure_sizes(w, t)]
-['R ⋈ S: 4 results → 4 per time unit (exact; 2× the independence estimate 2)']
+['R ⋈ S: 4 results → 4 per time unit (exact; 2× the independence estimate 2); arriving last: R 0.250 ± 0.000, S 0.750 ± 0.000 (results of 1 join value: too few to tell, not written)']
 """
 
 from __future__ import annotations
@@ -64,6 +78,12 @@ FEW_VALUES = 10
 #: a join whose best class would keep fewer sampled values than this is counted exactly (a
 #: class of few values — TPC-H's 25 nations — samples too coarsely, and its counts are cheap)
 MIN_SAMPLED_VALUES = 100
+#: join results materialised to measure a set's order of arrival; beyond, a uniform sample
+ORDER_RESULTS = 100_000
+#: an order of arrival is written when a relation's share departs from ``1/|P|`` by more than
+#: this fraction of it and by more than :data:`ORDER_Z` standard errors (else ``1/|P|`` stands)
+ORDER_DEPARTURE = 0.1
+ORDER_Z = 3.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,21 @@ class SizeEstimate:
     sampled_on: str  # the sampled class, '' when exact
     values: int  # sampled values of that class with a result
     estimate: float  # the independence estimate of the same join
+    #: the order of arrival as measured: (relation, share of the results it completes, standard error)
+    arrival: tuple[tuple[str, float, float], ...] = ()
+    #: values (of the sampled class, else the one with most values) among the results it was measured on
+    arrival_values: int = 0
+
+    @property
+    def last(self) -> tuple[tuple[str, float], ...]:
+        """The order of arrival to write (docs/model.md §2): the measured shares when one departs
+        from ``1/|P|`` beyond :data:`ORDER_DEPARTURE` and :data:`ORDER_Z` standard errors, on
+        results of at least :data:`FEW_VALUES` join values, else empty (each relation equally
+        likely to arrive last, as the model assumes without one)."""
+        k = len(self.relations)
+        if self.arrival_values >= FEW_VALUES and any(abs(o * k - 1) > ORDER_DEPARTURE and abs(o - 1 / k) > ORDER_Z * se for _, o, se in self.arrival):
+            return tuple((r, o) for r, o, _ in self.arrival)
+        return ()
 
     @property
     def exact(self) -> bool:
@@ -105,8 +140,15 @@ class SizeEstimate:
         how = "exact" if self.exact else (
             f"± {self.stderr:.3g} (95 % [{self.low:.4g}, {self.high:.4g}]), {self.fraction:.0%} of the values of "
             f"{self.sampled_on}" + (f"; only {self.values} sampled values: interval unreliable" if self.few_values else ""))
+        order = ""
+        if self.arrival:
+            shares = ", ".join(f"{r} {o:.3f} ± {se:.3f}" for r, o, se in self.arrival)
+            order = f"; arriving last: {shares}" + ("" if self.last else (
+                f" (results of {self.arrival_values} join value{'s' if self.arrival_values != 1 else ''}: too few "
+                f"to tell, not written)"
+                if self.arrival_values < FEW_VALUES else f" (within error of 1/{len(self.relations)}: not written)"))
         return (f"{self.query + ': ' if self.query else ''}{self.key}: {self.count:,.0f} results → {self.value:.6g} per "
-                f"time unit ({how}; {self.ratio:.3g}× the independence estimate {self.estimate:.6g})")
+                f"time unit ({how}; {self.ratio:.3g}× the independence estimate {self.estimate:.6g}){order}")
 
 
 def _check_fraction(fraction: float) -> float:
@@ -144,11 +186,27 @@ class _Counter:
     """Grouped counts of the relations (cached per relation, columns, filter and sample) and
     the variable-elimination join of :func:`measure_sizes`."""
 
-    def __init__(self, tables: Mapping[str, Table], fraction: float):
+    def __init__(self, tables: Mapping[str, Table], fraction: float, rank: Mapping[str, int] | None = None):
         self.tables, self.fraction = tables, fraction
+        self.rank = dict(rank or {r: i for i, r in enumerate(tables)})
         self.columns: dict[tuple[str, str], np.ndarray] = {}
         self.frames: dict[tuple, Any] = {}
         self.distincts: dict[Any, int] = {}
+        self._positions: dict[str, np.ndarray] | None = None
+
+    def positions(self, relation: str) -> np.ndarray:
+        """Every row's place in the order of arrival of all the inputs (docs/model.md §6: by
+        ``ts``, then the relation's declaration rank, then the row index)."""
+        if self._positions is None:
+            names = sorted((r for r in self.tables if r in self.rank), key=self.rank.__getitem__)
+            ts = np.concatenate([np.asarray(self.tables[r].ts, dtype=float) for r in names] or [np.zeros(0)])
+            rank = np.concatenate([np.full(len(self.tables[r]), self.rank[r]) for r in names] or [np.zeros(0)])
+            row = np.concatenate([np.arange(len(self.tables[r])) for r in names] or [np.zeros(0)])
+            pos = np.empty(len(ts), dtype=np.int64)
+            pos[np.lexsort((row, rank, ts))] = np.arange(len(ts))
+            bounds = np.cumsum([0] + [len(self.tables[r]) for r in names])
+            self._positions = {r: pos[bounds[i]:bounds[i + 1]] for i, r in enumerate(names)}
+        return self._positions[relation]
 
     def column(self, relation: str, name: str) -> np.ndarray:
         if (relation, name) not in self.columns:
@@ -170,12 +228,9 @@ class _Counter:
         """The class to sample (its index): the one with the most distinct values in the
         relation that has most rows among its members; ``None`` (count exactly) when even it
         would keep fewer than :data:`MIN_SAMPLED_VALUES` values."""
-        def values(c: JoinClass) -> int:
-            big = max(c.members, key=lambda a: (len(self.tables[a.relation]), a))
-            return self.distinct(big)
-
-        best = max(range(len(classes)), key=lambda i: (values(classes[i]), -i))
-        return best if values(classes[best]) * self.fraction >= MIN_SAMPLED_VALUES else None
+        best = self.best_class(classes)
+        big = max(classes[best].members, key=lambda a: (len(self.tables[a.relation]), a))
+        return best if self.distinct(big) * self.fraction >= MIN_SAMPLED_VALUES else None
 
     def grouped(self, relation: str, attrs: Sequence[tuple[str, str]], f: Filter | None, sample: str | None):
         """``relation``'s counts per combination of join values: ``attrs`` = (frame column,
@@ -225,6 +280,75 @@ class _Counter:
             return total, 0.0, 0
         w = frame.groupby(scol, sort=False)["n"].sum().to_numpy(dtype=float) if len(frame) else np.zeros(0)
         return total, float((w * w).sum()), int((w > 0).sum())
+
+
+    def arrival(self, rels: Sequence[str], classes: Sequence[JoinClass], filters: Mapping[str, Filter],
+                sample: int | None, total: float) -> tuple[tuple[tuple[str, float, float], ...], int]:
+        """Which relation's tuple arrives last in the join's ``total`` results (as :meth:`count`
+        counted them): per relation its share and standard error, on the results themselves
+        (the sample's, when ``sample`` is set; at
+        most about :data:`ORDER_RESULTS` of them, a uniform sample beyond).  The standard error
+        treats the values of one class (the sampled one, else the one with most values) as
+        clusters: results of one value arrive together; it returns the number of values too."""
+        import pandas as pd
+
+        if total <= 0:
+            return (), 0
+        cols = {c: f"c{i}" for i, c in enumerate(classes)}
+        attrs = {r: [(cols[c], a.name) for c in classes for a in c.members if a.relation == r] for r in rels}
+        scol = None if sample is None else cols[classes[sample]]
+        cluster = scol or cols[classes[self.best_class(classes)]]
+        rng = np.random.default_rng(0)
+        thin = min(1.0, ORDER_RESULTS / total)
+        big = max(rels, key=lambda r: (len(self.tables[r]), r))  # every result holds one of its rows
+        frames = {}
+        for r in rels:
+            mask = _filter_mask(filters.get(r), self.tables[r])
+            data = {}
+            for col, att in attrs[r]:
+                a = self.column(r, att)
+                mask &= ~pd.isna(a)
+                if col == scol:
+                    mask &= sampled_mask(a, self.fraction)
+                data[col] = a
+            if r == big and thin < 1:
+                mask &= rng.random(len(mask)) < thin
+            frames[r] = pd.DataFrame({**{c: a[mask] for c, a in data.items()}, "t": self.positions(r)[mask]})
+        order = _join_order(rels, {r: {c for c, _ in attrs[r]} for r in rels}, frames, cluster)
+        index = {r: i for i, r in enumerate(rels)}
+        frame = frames[order[0]].rename(columns={"t": "last_t"})
+        frame["who"] = index[order[0]]
+        todo = set(order[1:])
+        for nxt in order[1:]:
+            todo.discard(nxt)
+            on = sorted((set(frame.columns) - {"last_t", "who"}) & {c for c, _ in attrs[nxt]})
+            frame = frame.merge(frames[nxt], on=on)
+            t, last = frame["t"].to_numpy(), frame["last_t"].to_numpy()
+            frame["who"] = np.where(t > last, index[nxt], frame["who"].to_numpy())
+            frame["last_t"] = np.maximum(t, last)
+            need = {c for r in todo for c, _ in attrs[r]} | {cluster}
+            frame = frame[[c for c in frame.columns if c in need] + ["last_t", "who"]]
+            if len(frame) > 4 * ORDER_RESULTS:  # partial results thinned alike: the results stay a uniform sample
+                frame = frame[rng.random(len(frame)) < 4 * ORDER_RESULTS / len(frame)]
+        n = len(frame)
+        if n == 0:
+            return (), 0
+        per = frame.groupby([cluster, "who"], sort=False).size().unstack(fill_value=0)
+        sizes = per.sum(axis=1).to_numpy(dtype=float)
+        out = []
+        for r in rels:
+            a = per[index[r]].to_numpy(dtype=float) if index[r] in per.columns else np.zeros(len(per))
+            share = a.sum() / n
+            out.append((r, float(share), float(math.sqrt(((a - share * sizes) ** 2).sum()) / n)))
+        return tuple(out), len(per)
+
+    def best_class(self, classes: Sequence[JoinClass]) -> int:
+        """The class with the most distinct values in its largest relation (the one to sample)."""
+        def values(c: JoinClass) -> int:
+            big = max(c.members, key=lambda a: (len(self.tables[a.relation]), a))
+            return self.distinct(big)
+
+        return max(range(len(classes)), key=lambda i: (values(classes[i]), -i))
 
 
 def _join_order(rels: Sequence[str], cols: Mapping[str, set[str]], frames: Mapping[str, Any],
@@ -303,7 +427,7 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
     exactly or (``fraction < 1``) on a correlated sample of that share of join values, in the
     unit of ``workload``'s rates (give it the rates estimated from the same data)."""
     fraction = _check_fraction(fraction)
-    counter = _Counter(tables, fraction)
+    counter = _Counter(tables, fraction, workload.relation_rank)
     out = []
     for scope, q, rels in _joins(workload, size_sets(workload) if sets is None else sets):
         order = [r.name for r in workload.relations if r.name in rels]
@@ -311,6 +435,7 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
         filters = {} if scope is None else {r: f for r in order if (f := q.filter_of(r)) is not None}
         sample = counter.sample_class(classes) if fraction < 1 else None
         total, w2, values = counter.count(order, classes, filters, sample)
+        arrival, clusters = counter.arrival(order, classes, filters, sample, total)
         unit = math.prod(workload.rate(r) / max(len(tables[r]), 1) for r in order)
         f = fraction if sample is not None else 1.0
         count = total / f
@@ -322,5 +447,5 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
         estimate = independent_size(workload, rels, classes, tuple(Selection.union([f]) for f in filters.values()))
         out.append(SizeEstimate(scope, tuple(order), count, max(count, 1.0) * unit, se * unit, low * unit,
                                 high * unit, f, "" if sample is None else "=".join(map(str, classes[sample].members)),
-                                values, estimate))
+                                values, estimate, arrival, clusters))
     return tuple(out)

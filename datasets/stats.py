@@ -357,7 +357,8 @@ class Statistics:
         if self.sizes:  # measured on every set the optimiser uses: they replace earlier ones
             spec["sizes"] = {}
             for m in self.sizes:
-                (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = _sig(m.value)
+                (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = (
+                    {"size": _sig(m.value), "last": {r: _sig(o, 4) for r, o in m.last}} if m.last else _sig(m.value))
         return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -379,7 +380,9 @@ class Statistics:
             **({"sizes": [{"query": m.query, "relations": list(m.relations), "results": m.count, "value": m.value,
                            "stderr": m.stderr, "ci95": [m.low, m.high], "exact": m.exact,
                            "sample": m.fraction, "sampled_class": m.sampled_on, "sampled_values": m.values,
-                           "independence_estimate": m.estimate, "ratio": m.ratio, "few_values": m.few_values}
+                           "independence_estimate": m.estimate, "ratio": m.ratio, "few_values": m.few_values,
+                           "arriving_last": [{"relation": r, "share": o, "stderr": se} for r, o, se in m.arrival],
+                           "arriving_last_values": m.arrival_values, "last_written": bool(m.last)}
                           for m in self.sizes]} if self.sizes else {}),
         }
 

@@ -10,7 +10,7 @@ not the input's fault).
 >>> main(["optimize", "paper_v2.yaml", "--time-limit", "0"])
 2
 
-Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``synth``, ``demo``.
+Commands: ``optimize``, ``run``, ``candidates``, ``compare``, ``frontier``, ``partitions``, ``synth``, ``demo``.
 """
 
 from __future__ import annotations
@@ -373,6 +373,8 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                max_rows_per_batch=args.max_rows_per_batch, **adaptive)
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
+        if d.engine_name == "mqjoin":
+            print(f"mqjoin: spark mode {d.mode_choice.mode} — {d.mode_choice.reason}", file=sys.stderr)
 
         def show(ev: dict) -> None:
             if ev["kind"] == "batch":
@@ -445,21 +447,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     time_limit=args.time_limit, pmjoin=pmjoin)
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
-    if args.stats_from:  # every plan costed on the join sizes the run measured
+    chosen = None
+    if args.stats_from:  # every plan costed on the join sizes the run measured, and which are on their front
+        from mqjoin.planning.measured import memory_on, pareto_front
         from mqjoin.planning.plan import recost
 
         sized = _stats_from(args)[1]
         for row, r in zip(rows, plans.values()):
-            row["measured_probe_cost"] = recost(r.plan, sized)
+            row["measured_probe_cost"], row["measured_memory"] = recost(r.plan, sized), memory_on(r.plan, sized)
+        for row, front in zip(rows, pareto_front((r["measured_probe_cost"], r["measured_memory"]) for r in rows)):
+            row["measured_front"] = front
+        # the plan `mqjoin optimize` chooses with these options: mqo (or the planner's only mode), single
+        chosen = next((r for r in rows if r["partitioning"] == "single" and r["mode"] == "mqo"
+                       and r["planner"] == (args.planner or "clash")), None)
+        if chosen is not None:
+            chosen["chosen"] = True
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    measured = f"{'on measured':>14}" if args.stats_from else ""
-    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{measured}{'memory':>14}{'stores':>8}  planner")
+    measured = f"{'on measured':>14}{'memory':>14}{'front':>7}" if args.stats_from else ""
+    print(f"{'partitioning':<13}{'mode':<12}{'probe cost':>14}{'memory':>14}{measured}{'stores':>8}  planner")
     for r in rows:
-        m = f"{r['measured_probe_cost']:>14,.1f}" if args.stats_from else ""
-        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{m}{r['memory']:>14,.1f}"
-              f"{r['stores']:>8}  {r['planner']}")
+        m = (f"{r['measured_probe_cost']:>14,.1f}{r['measured_memory']:>14,.1f}{'*' if r['measured_front'] else '':>7}"
+             if args.stats_from else "")
+        print(f"{r['partitioning']:<13}{r['mode']:<12}{r['probe_cost']:>14,.1f}{r['memory']:>14,.1f}{m}"
+              f"{r['stores']:>8}  {r['planner']}{'  ← chosen' if r is chosen else ''}")
+    if chosen is not None:
+        print(f"* on the Pareto front of probe cost and memory on the measured sizes; the optimiser's choice "
+              f"({chosen['planner']} mqo single) is {'on' if chosen['measured_front'] else 'not on'} it")
     return 0
 
 
@@ -469,6 +484,36 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     f = frontier(load_named_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
                  max_points=args.max_points)
     print(json.dumps(f.to_dict(), indent=1, ensure_ascii=False) if args.json else f.summary())
+    return 0
+
+
+def cmd_partitions(args: argparse.Namespace) -> int:
+    from mqjoin.model.errors import DataError
+    from mqjoin.model.tables import read_inputs
+    from mqjoin.planning.plan import Plan
+    from mqjoin.runtime.partitions import check_counts, project, render
+
+    counts = check_counts(args.partitions.split(","))
+    if args.batch is not None and args.batch < 1:
+        raise OptionError(f"--batch must be a number of input tuples ≥ 1, got {args.batch}")
+    if args.plan:
+        try:
+            text = Path(args.plan).read_text()
+        except OSError as e:
+            raise DataError(f"cannot read the plan {args.plan}: {e.strerror or e}") from None
+        plan = Plan.from_json(text)
+    else:
+        plan = _optimize(args).plan
+    tables = read_inputs(plan.workload, args.data) if args.data else None
+    rows = project(plan, tables, counts, batch=args.batch)
+    if args.json:
+        print(json.dumps({"partitions": list(counts), "data": args.data, "stores": [r.to_dict() for r in rows]},
+                         indent=1, ensure_ascii=False))
+        return 0
+    span = "over the data's span" if tables else "per time unit (no --data: the model alone, values spread evenly)"
+    print(f"probe messages and rows per partition of every store, the model's fullest partition {span}"
+          + ("; measured: one run of the vectorised executor over the data" if tables else ""))
+    print(render(rows))
     return 0
 
 
@@ -546,9 +591,10 @@ def _spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     g.add_argument("--spark-mode", choices=("auto", "driver", "distributed"), default="auto",
-                   help="where the plan's stores live: driver (default; in the driver's executor, one Spark job per "
+                   help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
                    "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
-                   "machine)")
+                   "machine) or auto (the default: distributed on a cluster master, and on a local one when the "
+                   "model's estimated state exceeds half the driver's memory; the choice and its reason are printed)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
@@ -627,8 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--solver", choices=SOLVERS, default="highs")
     cm.add_argument("--time-limit", type=float, default=60.0)
     _planner_args(cm, default=None)
-    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost on the join sizes a run "
-                    "measured (the JSON of 'mqjoin run --json')")
+    cm.add_argument("--stats-from", metavar="RUN.json", help="add every plan's probe cost and memory on the join sizes "
+                    "a run measured (the JSON of 'mqjoin run --json'), and mark the plans on their Pareto front")
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
 
@@ -641,6 +687,21 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--max-points", type=int, default=25, help="at most this many budget solves (default 25)")
     fr.add_argument("--json", action="store_true")
     fr.set_defaults(func=cmd_frontier)
+
+    pa = sub.add_parser("partitions", help="probe messages and rows per partition of every store at several "
+                                           "partition counts: the model's and the data's (the skew before a cluster)")
+    pa.add_argument("workload")
+    pa.add_argument("--data", metavar="DIR", help="input: DIR/<relation>.csv or .parquet (counts per partition "
+                    "measured on it, distinct values of the partition attributes; default: the model alone)")
+    pa.add_argument("--plan", metavar="FILE", help="a plan written by 'mqjoin optimize --plan-out' (default: "
+                    "optimise the workload with the options below)")
+    pa.add_argument("--partitions", default="8,32,128", metavar="P,P,…",
+                    help="partition counts to project (default 8,32,128)")
+    pa.add_argument("--batch", type=int, default=100_000, metavar="N", help="run the data N input tuples at a "
+                    "time (default 100000)")
+    pa.add_argument("--json", action="store_true")
+    _opt_args(pa)
+    pa.set_defaults(func=cmd_partitions)
 
     s = sub.add_parser("synth", help="generate uniform synthetic input streams for a workload")
     s.add_argument("workload")

@@ -318,3 +318,32 @@ def test_a_failed_deployment_is_an_engine_error_with_exit_4_unless_the_data_caus
     got, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--engine", "spark", "--json")
     assert got == code and err.count("\n") == 1 and err.startswith(f"mqjoin: {prefix}: the mqjoin deployment failed")
     assert d.stopped and out == "" and EXIT_ENGINE == 4
+
+
+@pytest.mark.slow
+def test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions(tmp_path):
+    """``--spark-mode auto`` on a local master: the choice and its reason on stderr and in
+    ``--json`` (``spark_mode``), and every store's counts per logical partition."""
+    args = _fig3_run_args(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", *args, "--engine", "spark", "--master", "local[1]",
+                        "--json"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["spark_mode"]["mode"] == "driver", d["spark_mode"]
+    assert re.fullmatch(r"estimated state [\d.]+ [kMG]?B \([\d,]+ rows\) ≤ 50 % of driver memory [\d.]+ [kMGT]?B",
+                        d["spark_mode"]["reason"]), d["spark_mode"]
+    plan = json.loads(subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", args[1], "--json"],
+                                     capture_output=True, text=True, timeout=300).stdout)
+    parts = d["partitions"]
+    assert set(parts) == {s["id"] for s in plan["stores"]}
+    for s in plan["stores"]:
+        p = parts[s["id"]]
+        assert p["partitions"] == s["parallelism"] == len(p["messages"]) == len(p["rows"])
+    assert sum(sum(p["messages"]) for p in parts.values()) == d["probe_messages"] > 0
+    assert sum(sum(p["rows"]) for p in parts.values()) > 0
+    assert all(p["rows_skew"] is None or 1 <= p["rows_skew"] <= p["partitions"] for p in parts.values())
+    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", *args[:-1], str(tmp_path / "out2"), "--engine", "spark",
+                        "--master", "local[1]", "--spark-mode", "distributed"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "mqjoin: spark mode distributed — asked for (--spark-mode distributed)" in r.stderr

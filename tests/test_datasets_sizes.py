@@ -68,6 +68,38 @@ def test_exact_counts_equal_brute_force(seed):
         assert m.value == pytest.approx(max(m.count, 1) / 12 ** len(m.relations))
 
 
+def brute_last(tables, query, rels, filtered):
+    """Per relation of ``rels``: the results whose last tuple to arrive (by ts, then the
+    relation's declaration rank, then row index) is that relation's."""
+    q = W.query(query)
+    rank = W.relation_rank
+    rows = {r: [i for i in range(len(tables[r])) if not filtered or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
+            for r in rels}
+    last = dict.fromkeys(rels, 0)
+    for combo in itertools.product(*(rows[r] for r in rels)):
+        at = dict(zip(rels, combo))
+        vals = [[tables[a.relation].columns[a.name][at[a.relation]] for a in c.members if a.relation in at]
+                for c in q.classes]
+        if all(len(v) < 2 or (None not in v and len(set(v)) == 1) for v in vals):
+            last[max(rels, key=lambda r: (tables[r].ts[at[r]], rank[r], at[r]))] += 1
+    return last
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_order_of_arrival_equals_brute_force(seed):
+    rng = random.Random(seed)
+    tables = random_tables(seed)
+    tables = {r: Table.from_columns(r, {**t.columns, "ts": [rng.randint(0, 5) for _ in t.ts]}) for r, t in tables.items()}
+    for m in measure_sizes(W, tables):
+        q = m.query or next(q.name for q in W.queries if set(m.relations) <= q.relation_set)
+        want = brute_last(tables, q, m.relations, m.query is not None)
+        if m.count:
+            assert {r: o * m.count for r, o, _ in m.arrival} == pytest.approx(want), m
+            assert sum(o for _, o, _ in m.arrival) == pytest.approx(1)
+        else:
+            assert m.arrival == () and m.arrival_values == 0
+
+
 def test_sets_are_the_candidates_sets():
     assert [sorted(s) for s in size_sets(W)] == [["R", "S"], ["R", "T"], ["S", "T"], ["S", "U"], ["R", "S", "T"]]
 
@@ -103,6 +135,27 @@ def test_independent_data_agrees_with_the_estimate():
     assert st.sizes
     for m in st.sizes:
         assert abs(m.value - m.estimate) <= 4 * max(m.stderr, 0.02 * m.estimate), m.describe()
+        # arrivals independent of the values: every relation completes 1/|P| of the results,
+        # within the error, so no order of arrival is written and costs are the model's
+        assert m.arrival and not m.last, m.describe()
+    assert "last" not in st.apply(W).to_yaml()
+
+
+def test_key_ordered_arrivals_are_measured_and_written():
+    """Rows of S arrive right after the R row with their key: S completes every result."""
+    from mqjoin.datasets.stats import estimate_statistics
+
+    keys = list(range(300))
+    tables = {"R": Table.from_columns("R", {"ts": [2 * k for k in keys], "a": keys, "x": keys}),
+              "S": Table.from_columns("S", {"ts": [2 * k + 1 for k in keys], "a": keys, "b": keys}),
+              "T": Table.from_columns("T", {"ts": keys, "a": keys[::-1], "b": keys[::-1]}),
+              "U": Table.from_columns("U", {"ts": keys, "b": keys[::-1]})}
+    st = estimate_statistics(W.with_defaults(selectivity=0.5), tables, sample=None, sizes=1.0)
+    rs = next(m for m in st.sizes if m.relations == ("R", "S") and m.query is None)
+    assert rs.last == (("R", 0.0), ("S", 1.0))
+    w = st.apply(W)
+    assert w.arrival_share({"R", "S"}, w.query("q1").classes, (), "S") == 1.0
+    assert parse_workload(w.to_yaml()) == w
 
 
 def test_stats_cli_writes_sizes_the_optimiser_uses(tmp_path, capsys):
@@ -127,3 +180,21 @@ def test_stats_cli_refuses_a_bad_fraction(capsys, bad):
     code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), f"--sizes={bad}"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--sizes" in err
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_held_out_synthetic_workloads_keep_the_models_costs(seed):
+    """Random workloads over independent uniform streams: the measured order of arrival is
+    1/|P| within its error everywhere, so nothing is written and every step costs what it
+    costs with the sizes alone (the plan and its cost unchanged)."""
+    from dataclasses import replace
+
+    from mqjoin.datasets.random_workloads import random_workload
+    from mqjoin.datasets.uniform import uniform_streams
+
+    w = random_workload(3, 6, 3, rate=300, seed=seed)
+    sizes = measure_sizes(w, uniform_streams(w, duration=1.0, seed=seed), 0.5)
+    assert sizes and all(m.arrival for m in sizes if m.count)
+    assert not [m.describe() for m in sizes if m.last]
+    with_order, without = optimize(w.with_sizes(sizes)), optimize(w.with_sizes([replace(m, arrival=()) for m in sizes]))
+    assert with_order.probe_cost == without.probe_cost and with_order.plan.probe_orders() == without.plan.probe_orders()

@@ -355,3 +355,46 @@ def test_a_start_that_ends_after_the_panel_closed_is_stopped():
     release.set()
     assert panel.wait_started(10) and panel.wait_idle()
     assert started[0].stopped and panel.run_state["mqo #1"]["state"] == "stopped"
+
+
+def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
+    pytest.importorskip("pyspark")
+    from mqjoin.runtime.spark.deployment import ModeChoice
+
+    calls = []
+    panel = make_panel(calls)
+    before = panel.refresh_mode()
+    # auto on the default local master: the tiny input's state fits the driver
+    assert "Spark mode on Deploy: <b>driver</b> — estimated state" in before and "of driver memory" in before
+    assert panel.mode_line.value == before
+    big = DeployPanel(lambda: optimize(W).plan, deploy_fn=None, data=TABLES, master="spark://h:7077")
+    assert "<b>distributed</b> — cluster master spark://h:7077" in big.refresh_mode()
+    panel.engine.value = "native"  # the line follows the settings, off the kernel's thread
+    assert panel.wait_idle() and "native" in panel.mode_line.value
+    panel.engine.value = "mqjoin"
+    assert panel.wait_idle() and panel.mode_line.value == before
+    original = FakeDeployment.__init__
+
+    def with_choice(self, plan, engine):
+        original(self, plan, engine)
+        self.mode_choice = ModeChoice("distributed", "asked for (--spark-mode distributed)")
+
+    monkeypatch.setattr(FakeDeployment, "__init__", with_choice)
+    click_deploy(panel)
+    assert panel.mode_line.value.startswith("Spark mode of mqo #1: <b>distributed</b> — asked for"), panel.mode_line.value
+    panel.close()
+
+
+def test_the_partitions_view_projects_the_plan_over_the_panel_input():
+    calls = []
+    panel = make_panel(calls)
+    view = panel.partitions
+    view.counts = (1, 4)
+    view.project().join(30)
+    assert view.status.value.startswith("done"), view.status.value
+    names = {t.name for t in view.figure.data}
+    assert {"R[a] measured", "R[a] model", "S[a] measured", "S[a] model"} <= names
+    measured = next(t for t in view.figure.data if t.name == "R[a] measured")
+    assert list(measured.x) == [1, 4] and list(measured.y) == [1, 1]  # one row of R: in one partition
+    assert not view.button.disabled and not calls  # projecting deploys nothing
+    panel.close()

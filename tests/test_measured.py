@@ -60,6 +60,31 @@ def test_measured_sizes_make_predictions_hold_on_foreign_keys():
     assert worst["sizes"] == pytest.approx(1, abs=0.2)
 
 
+def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
+    """The same foreign keys arriving in key order — each row of P just before the rows of L
+    that reference it: L completes every result of P ⋈ L, not half of them.  Sizes alone
+    leave the steps from that prefix off; the measured order of arrival puts them right."""
+    from dataclasses import replace
+
+    from mqjoin.model.tables import Table
+
+    w, tables = foreign_keys()
+    p, l = tables["P"], tables["L"]
+    tables = {**tables, "P": Table.from_columns("P", {**p.columns, "ts": [i / 200 for i in range(200)]}),
+              "L": Table.from_columns("L", {**l.columns, "ts": [pk / 200 + 0.001 for pk in l.columns["pk"]]})}
+    sizes = measure_sizes(w, tables)
+    assert any(m.last for m in sizes)
+    worst = {}
+    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])), ("order", w.with_sizes(sizes))):
+        assert all(not m.last for m in sized.sizes) == (name == "sizes")
+        plan = optimize(sized, mirs=False).plan
+        run = run_reference(plan, tables, collect=False)
+        check = check_run(plan, run.probe_messages, run.store_rows, 1.0)
+        worst[name] = check.worst(1)[0].ratio
+    assert not 0.8 <= worst["sizes"] <= 1.2
+    assert worst["order"] == pytest.approx(1, abs=0.1)
+
+
 @pytest.fixture(scope="module")
 def fig7a_sample():
     from mqjoin.datasets.stats import estimate_statistics
@@ -115,8 +140,20 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     mqo = next(r for r in rows if (r["mode"], r["partitioning"]) == ("mqo", "single"))
     assert mqo["measured_probe_cost"] == pytest.approx(j["stats_from"]["diff"]["cost_before"])
     assert len({round(r["measured_probe_cost"]) for r in rows}) > 1
+    # the measured Pareto front of probe cost and memory, and whether the optimiser's choice is on it
+    front = [r for r in rows if r["measured_front"]]
+    assert front and len(front) < len(rows)
+    for r in rows:
+        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"] and o["measured_memory"] <= r["measured_memory"]
+                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"], r["measured_memory"])
+                     for o in rows)
+        assert r["measured_front"] == (not beaten), r
+    assert [r for r in rows if r.get("chosen")] == [mqo]
     assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run)]) == 0
-    assert "on measured" in capsys.readouterr().out.splitlines()[0]
+    text = capsys.readouterr().out.splitlines()
+    assert "on measured" in text[0] and "front" in text[0]
+    assert sum("← chosen" in line for line in text) == 1
+    assert text[-1].endswith(f"the optimiser's choice (clash mqo single) is {'on' if mqo['measured_front'] else 'not on'} it")
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),

@@ -27,6 +27,7 @@ from _cases import cases, filtered_cases  # noqa: E402
 
 from mqjoin.planning.optimizer import optimize  # noqa: E402
 from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions_summary, store_partitions  # noqa: E402
 from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of  # noqa: E402
 from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,  # noqa: E402
                                           load_segment, route_input, run_wave, shard_of)
@@ -37,12 +38,13 @@ CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in 
          + filtered_cases(2, start=7400, max_rows=15)]
 
 
-def run_sharded(plan, tables, batch: int, shards: int, out, again: bool = False):
+def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list | None = None, again: bool = False):
     """(results, probe messages per edge, store rows after the last batch, (shard states, their
     stores), the shards every edge's frames were sent to) of ``plan`` over ``tables`` in
-    batches of ``batch`` arrivals on ``shards`` shards, the exchanges done in-process
-    (``again``: every task runs twice, as Spark runs a failed one again; the first run's
-    output is dropped)."""
+    batches of ``batch`` arrivals on ``shards`` shards, the exchanges done in-process;
+    ``per_partition`` receives every batch's counts per logical partition, summed over the
+    shards (``again``: every task runs twice, as Spark runs a failed one again; the first
+    run's output is dropped)."""
     log = build_replay_log(plan.workload, tables)
     log = log.append_column("_arrival", pa.array(log["_seq"].to_numpy() * 0.5))
     states: tuple = ()
@@ -72,13 +74,16 @@ def run_sharded(plan, tables, batch: int, shards: int, out, again: bool = False)
                             sent_to.setdefault(lab, set()).add(key)
             inbox = outbox
         states = tuple(next(v for _, (k, v) in inbox[p] if k == STATE) for p in range(shards))
-        rows = {}
+        rows, summed = {}, {}
         for p in range(shards):
             for _, (kind, payload) in inbox[p]:
                 if kind == REPORT:
+                    summed = add_partitions(summed, payload.partitions)
                     messages.update(payload.messages)
                     for sid, n in payload.store_rows.items():
                         rows[sid] = rows.get(sid, 0) + n
+        if per_partition is not None:
+            per_partition.append(summed)
     results = {q.name: set() for q in plan.workload.queries}
     files = [str(f) for f in out.rglob("*.parquet")]
     if files:
@@ -101,7 +106,8 @@ def _id(v):
 def test_shards_equal_the_vectorised_executor(seed, w, tables, mode, shards, tmp_path):
     plan = optimize(w, mode=mode).plan
     total = sum(len(t) for t in tables.values())
-    results, messages, rows, states, sent_to = run_sharded(plan, tables, -(-total // 3), shards, tmp_path)
+    batches: list = []
+    results, messages, rows, states, sent_to = run_sharded(plan, tables, -(-total // 3), shards, tmp_path, batches)
     assert results == oracle_results(w, tables)
     size = -(-total // 3)
     vec = run_vector(plan, tables, batch=size)
@@ -110,10 +116,18 @@ def test_shards_equal_the_vectorised_executor(seed, w, tables, mode, shards, tmp
     base = base_tuples(w, tables, plan.sources)
     order = arrival_order(base, w.relation_rank)
     vx = BatchExecutor(plan)
+    vx.tally = PartitionTally(vx)
     for lo in range(0, len(order), size):
         part = order[lo:lo + size]
         vx.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
     assert rows == vx.store_rows()
+    # per logical partition of every store: the shards' counts summed are the executor's
+    whole = store_partitions(vx, vx.tally)
+    got = partitions_summary(batches)
+    for sid, d in whole.items():
+        assert got[sid]["messages"] == d["messages"] and got[sid]["rows"] == d["rows"], sid
+        assert len(d["rows"]) == d["partitions"] == plan.store[sid].parallelism
+        assert sum(d["rows"]) == rows[sid]
     ex = ShardProgram(plan, shards)
     # every shard holds only the entries whose partition attribute hashes to it
     fields = {layout_of(s): (s.mir.relations.index(s.partition.relation),

@@ -131,3 +131,42 @@ def test_a_size_given_under_one_query_serves_every_query_that_joins_it_alike():
     for mode in ("individual", "shared"):
         res = optimize(w, mode=mode)
         assert res.probe_cost > 0
+
+
+# -- the order of arrival (``last``, docs/model.md §2 and §4) ------------------------------------
+
+def test_the_order_of_arrival_sets_the_share_of_a_steps_prefix():
+    from mqjoin.planning.candidates import enumerate_candidates
+
+    plain = parse_workload(BASE + 'sizes: {"R ⋈ S": 40}')
+    split = parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, last: {R: 0.1, S: 0.9}}}')
+    assert [str(m) for m in split.sizes] == ["R ⋈ S = 40 (last: R 0.1, S 0.9)"]
+
+    def costs(w):  # (start, prefix) → unit cost of the steps of q1
+        c = enumerate_candidates(w)
+        return {(s.prefix[0].relations[0], "".join(sorted(s.prefix_relations))): c.step_cost[s]
+                for s in c.step_cost if "".join(sorted(s.prefix_relations)) == "RS" and s.classes == w.query("q1").classes}
+
+    assert costs(plain) == {("R", "RS"): 20.0, ("S", "RS"): 20.0}  # |⋈P| / |P|
+    assert costs(split) == {("R", "RS"): 4.0, ("S", "RS"): 36.0}  # |⋈P| · o
+    # the size itself and every other set are as before; filters keep the unfiltered split
+    cs = split.query("q1").classes
+    assert join_size(split, {"R", "S"}, cs) == 40.0
+    assert split.arrival_share({"R", "S"}, split.query("q2").classes, split.selections("q2"), "S") == 0.9
+    assert split.arrival_share({"S", "T"}, cs, (), "S") is None and plain.arrival_share({"R", "S"}, cs, (), "S") is None
+    # R » S » T's step from R ⋈ S ships a tenth of the join (4, not 20): 16 less per second
+    assert optimize(plain, mirs=False).probe_cost - optimize(split, mirs=False).probe_cost == 16.0
+
+
+def test_the_order_of_arrival_survives_edits_round_trips_and_a_runs_sizes():
+    from mqjoin.model.sizes import MeasuredSize
+
+    w = parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, last: {R: 0.25, S: 0.75}}}')
+    for e in (w.with_selectivity("R.a = S.a", 0.05), w.with_relation("R", rate=20), parse_workload(w.to_yaml())):
+        assert [m.last for m in e.sizes] == [(("R", 0.25), ("S", 0.75))]
+    assert w.to_spec()["sizes"] == {"R ⋈ S": {"size": 40.0, "last": {"R": 0.25, "S": 0.75}}}
+    # a run measures a size, not who arrives last: the split stays; a new split replaces it
+    run = w.with_sizes([MeasuredSize(None, ("R", "S"), 30.0)])
+    assert [(m.value, m.last) for m in run.sizes] == [(30.0, (("R", 0.25), ("S", 0.75)))]
+    new = w.with_sizes([MeasuredSize(None, ("S", "R"), 30.0, (("S", 0.5), ("R", 0.5)))])
+    assert [m.last for m in new.sizes] == [(("R", 0.5), ("S", 0.5))]

@@ -120,6 +120,13 @@ def test_forced_switches_same_plans_decisions_and_messages_per_epoch(switching):
     assert [p.probe_orders() for p in s.run.plans] == [p.probe_orders() for p in s.ref.plans]
     tl = s.d.timeline()
     assert list(tl["epoch"]) == [e.epoch for e in s.ref.epochs]
+    # per-plan probe messages, so the explorer's Probe trees colour a Spark run as a reference one
+    assert len(s.run.messages) == len(s.run.plans) and any(s.run.messages)
+    assert s.run.messages == s.ref.messages
+    assert (s.run.first_ts, s.run.span) == (s.ref.first_ts, s.ref.span)
+    spark, ref = s.run.counts().check(), s.ref.counts().check()  # rows are state: measured at batch ends
+    assert spark.steps == ref.steps and spark.total("messages") == ref.total("messages")
+    assert [c for c in spark.stores if c.kind == "messages"] == [c for c in ref.stores if c.kind == "messages"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,6 +234,50 @@ def test_live_submit_is_persisted_and_a_restart_loses_and_duplicates_nothing(spa
     # a checkpoint resumes only the deployment that wrote it
     with pytest.raises(AdaptiveError, match="another adaptive policy"):
         deploy(w, tables, out, spark=spark, adaptive=AdaptivePolicy(epoch=2.0), checkpoint=ckpt)
+
+
+def test_a_checkpoint_of_an_older_version_resumes(spark, tmp_path):
+    """A checkpoint written before AdaptivePolicy had its ``sizes`` field and before the
+    epoch samples carried the plan's counts (a fresh checkpoint rewritten into that form)
+    resumes under the default policy: the missing field is its default, and the replayed
+    epochs measure no sizes, as when they were written."""
+    import pickle
+
+    from mqjoin.runtime.spark.launch import deploy
+
+    w, tables = parse_workload(W_LIVE), live_tables()
+    policy = AdaptivePolicy(epoch=1.0)
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    d = deploy(w, tables, out, spark=spark, adaptive=policy, checkpoint=ckpt, max_rows_per_batch=25)
+    try:
+        assert d.wait_for_epoch(2, timeout=TIMEOUT), d.error
+        assert not d.done, "the input ran out before the stop: make it longer"
+    finally:
+        d.stop()
+    config = ckpt / "adaptive" / "config.json"
+    old = json.loads(config.read_text())
+    del old["policy"]["sizes"]
+    config.write_text(json.dumps(old))
+    stripped = 0
+    for path in (ckpt / "adaptive" / "state").glob("*.pkl"):
+        rec = pickle.loads(path.read_bytes())
+        for _, _, sample, _ in rec["enters"]:
+            if sample is not None:
+                del sample.__dict__["messages"], sample.__dict__["rows"]
+                stripped += 1
+        path.write_bytes(pickle.dumps(rec))
+    assert stripped, "no epoch sample in the journal: stop later"
+
+    d2 = deploy(w, tables, out, spark=spark, adaptive=policy, checkpoint=ckpt, max_rows_per_batch=25)
+    try:
+        assert d2.wait(TIMEOUT), d2.error
+    finally:
+        d2.stop()
+    assert any(b for b in d2.batches["rebuilt"])  # resumed from the journal, not started over
+    assert d2.results() == adaptive_oracle_results(w, tables, [], policy)
+    with pytest.raises(AdaptiveError, match="unknown field 'speed'"):  # a newer version's checkpoint
+        config.write_text(json.dumps({**old, "policy": {**old["policy"], "speed": 1}}))
+        deploy(w, tables, out, spark=spark, adaptive=policy, checkpoint=ckpt)
 
 
 # --------------------------------------------------------------------------------------------

@@ -252,6 +252,31 @@ def test_probe_messages_equal_the_reference(key, spark_mode, spark, tmp_path_fac
     assert r.ref.total_probe_messages > 0
 
 
+@pytest.mark.parametrize("spark_mode", SPARK_MODES)
+@pytest.mark.parametrize("key", RANDOM, ids=_key_id)
+def test_messages_and_rows_per_partition_equal_the_vectorised_executor(key, spark_mode, spark, tmp_path_factory):
+    """``mqjoin run --json``'s ``partitions``: per logical partition of every store, the probe
+    messages of the run and the rows after its last batch — the vectorised executor's over
+    the whole input (the distributed mode sums them over its shards)."""
+    from mqjoin.runtime.partitions import PartitionTally, store_partitions
+    from mqjoin.runtime.rules import arrival_order, base_tuples
+    from mqjoin.runtime.vector import BatchExecutor, batch_frames
+
+    r = deployed(key, spark, tmp_path_factory, spark_mode)
+    got = r.d.summary()["partitions"]
+    base = base_tuples(r.w, r.tables, r.plan.sources)
+    order = arrival_order(base, r.w.relation_rank)
+    ex = BatchExecutor(r.plan)
+    ex.tally = PartitionTally(ex)
+    ex.feed(batch_frames(((rel, base[rel][row]) for rel, row in order), range(len(order))))
+    want = store_partitions(ex, ex.tally)
+    assert set(got) == set(want) == {s.id for s in r.plan.stores}
+    for sid, d in want.items():
+        assert got[sid]["partitions"] == d["partitions"] and got[sid]["messages"] == d["messages"], sid
+        assert got[sid]["rows"] == d["rows"], sid
+    assert sum(sum(d["messages"]) for d in got.values()) == r.ref.total_probe_messages > 0
+
+
 # --------------------------------------------------------------------------------------------
 # 3. exactly once across a stop/restart and a killed driver
 # --------------------------------------------------------------------------------------------

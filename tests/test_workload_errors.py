@@ -405,7 +405,18 @@ selectivities: {R.a = S.a: 0.1, S.b = T.b: 0.1, R.a = T.a: 0.1}
     ('{"R ⋈ R": 4}', WorkloadSyntaxError, ("'R ⋈ R'", "twice")),
     ('{R: 4}', WorkloadSyntaxError, ("'R'", "one relation", "rate")),
     ('{q1: 4}', WorkloadSyntaxError, ("'q1'", "q1: {R ⋈ S")),
-    ('{"R ⋈ S": {"R ⋈ S": 4}}', WorkloadSyntaxError, ("'R ⋈ S'", "query name")),
+    ('{"R ⋈ S": {"R ⋈ S": 4}}', WorkloadSyntaxError, ("'R ⋈ S'", "unknown key", "{size:")),
+    ('{"R S": {"R ⋈ S": 4}}', WorkloadSyntaxError, ("'R S'", "query name")),
+    # the order of arrival: {size: …, last: {relation: share}}
+    ('{"R ⋈ S": {last: {R: 0.5, S: 0.5}}}', WorkloadSyntaxError, ("'R ⋈ S'", "no size")),
+    ('{"R ⋈ S": {size: 4, last: 0.5}}', WorkloadSyntaxError, ("'R ⋈ S'", "last must map")),
+    ('{"R ⋈ S": {size: 4, last: {R: 0.5, U: 0.5}}}', UnknownRelationError, ("'R ⋈ S'", "'U'", "not declared")),
+    ('{"R ⋈ S": {size: 4, last: {R: 0.5, S: 0.2, T: 0.3}}}', SizeError, ("'R ⋈ S'", "T is not a relation of the set")),
+    ('{"R ⋈ S": {size: 4, last: {R: 1}}}', SizeError, ("'R ⋈ S'", "no share for S")),
+    ('{"R ⋈ S": {size: 4, last: {R: -0.5, S: 1.5}}}', ValueRangeError, ("'R ⋈ S'", "share of R", "[0, 1]")),
+    ('{"R ⋈ S": {size: 4, last: {R: 0.5, S: 0.6}}}', ValueRangeError, ("'R ⋈ S'", "sum to 1.1")),
+    ('{"R ⋈ S": {size: 4, last: {R: x, S: 1}}}', ValueRangeError, ("'R ⋈ S'", "share of R")),
+    ('{q2: {"R ⋈ S": {size: -4, last: {R: 0.5, S: 0.5}}}}', ValueRangeError, ("q2: 'R ⋈ S'", "positive")),
     ('[4]', WorkloadSyntaxError, ("sizes", "mapping")),
     ('{q9: {"R ⋈ S": 4}}', SizeError, ("q9", "does not exist")),
     ('{q2: {"S ⋈ T": 4}}', SizeError, ("q2", "does not join T")),
@@ -438,3 +449,6 @@ def test_sizes_round_trip_and_spellings():
     assert Workload.from_spec(w.to_spec()) == w and parse_workload(w.to_yaml()) == w
     assert w.to_spec()["sizes"] == {"R ⋈ S": 40.0, "q2": {"R ⋈ S": 7.0}, "q3": {"R ⋈ S ⋈ T": 2.5}}
     assert w != parse_workload(SIZES_BASE)
+    split = parse_workload(SIZES_BASE + 'sizes: {q2: {"S, R": {size: 7, last: {S: 0.6, R: 0.4}}}}\n')
+    assert [str(m) for m in split.sizes] == ["q2: R ⋈ S = 7 (last: R 0.4, S 0.6)"]
+    assert Workload.from_spec(split.to_spec()) == split and parse_workload(split.to_yaml()) == split

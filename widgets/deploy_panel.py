@@ -25,6 +25,10 @@ fake deployment and no Spark.
   entry per run; latency is one line per run over all queries, or one dashed line per query
   behind the **per-query latency** toggle.  The input rate target is a grey dashed line; a
   point is drawn per micro-batch; the axes are there before the first run.
+* **Where the stores live, and the skew.**  A line under the status says which Spark mode a
+  Deploy would run (``--spark-mode auto``'s choice for the plan over the input, and why), then
+  the mode the run has; *Partitions* projects every store's rows per partition at 8, 32 and
+  128 partitions (:mod:`~mqjoin.widgets.partitions_view`).
 * **Guarded.**  Before a deploy the model estimates results and memory
   (:mod:`mqjoin.planning.guard`); past the limits the deploy is refused with what to change (and a
   **Deploy anyway** button), and a live run is stopped once past its budget.
@@ -74,6 +78,7 @@ from mqjoin.widgets._html import esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import Redraw
+from mqjoin.widgets.partitions_view import PartitionsView
 
 _log = logging.getLogger(__name__)
 
@@ -242,6 +247,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.anyway_button = W.Button(description="Deploy anyway (stops at the budget)", button_style="warning",
                                       layout=W.Layout(width="auto", display="none"))
         self.status = W.HTML("<b>idle</b> — press Deploy to run the current plan on Spark")
+        #: where the plan's stores will live (before a deploy) or live (after it), and why
+        self.mode_line = W.HTML("")
         self.runs_table = W.HTML("")
         self.ui_link = W.HTML("")
         self._base_layout = self._chart_layout()
@@ -252,11 +259,18 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.stop_button.on_click(lambda _: self.stop())
         self.per_query.observe(lambda _: self._redraw(force=True), "value")
         self.rate.observe(lambda _: self._redraw(force=True), "value")
+        self.engine.observe(lambda _: self._refresh_mode_later(), "value")
+        self.duration.observe(lambda _: self._refresh_mode_later(), "value")
         controls = W.HBox([self.engine, self.deploy_button, self.stop_button, self.anyway_button],
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
                           layout=W.Layout(flex_flow="row wrap"))
-        super().__init__([controls, settings, self.status, self.runs_table, self.ui_link, self.figure])
+        #: every store's rows per partition at 8, 32 and 128 partitions, on the panel's input
+        self.partitions = PartitionsView(plan_provider, self._input_tables)
+        more = W.Accordion([self.partitions], selected_index=None)
+        more.set_title(0, "Partitions: the skew a cluster would see")
+        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure,
+                          more])
 
     # -- the chart --------------------------------------------------------------------------------
 
@@ -399,6 +413,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         with self._lock:
             self._waiting[label] = (time.monotonic(), running)
         self._set_status("running", _waiting_message(running))
+        self._show_mode(label, d)
         d.subscribe(on_event)
         url = local_ui_url(getattr(d, "ui_url", None))
         self.ui_link.value = (f'Spark UI of {esc(label)}: <a href="{html.escape(url)}" target="_blank">'
@@ -406,12 +421,62 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._tick()
         self._redraw(force=True)
 
+    def refresh_mode(self, plan: Any = None) -> str:
+        """Say where the plan's stores will live on Deploy — ``--spark-mode auto``'s choice for
+        the current plan over the panel's input (its data, else the chosen event seconds) and
+        the deploy's master and driver memory — and why (:func:`~mqjoin.runtime.spark.deployment
+        .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark).
+        While a run starts or runs, its own mode stays on the line."""
+        if self.engine.value == "native":
+            text = "Spark mode: native — Spark's own stream-stream joins, no stores of the plan"
+        else:
+            try:
+                from mqjoin.runtime.spark.deployment import mode_choice
+
+                plan = plan if plan is not None else self.plan_provider()
+                tables = self.data if isinstance(self.data, Mapping) else None
+                kw = self.deploy_kwargs
+                choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"), conf=kw.get("conf"),
+                                     span=None if tables else self.duration.value)
+                text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
+            except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
+                _log.debug("no Spark mode to show before the deploy: %s", e)
+                text = ""
+        if not self._busy():
+            self.mode_line.value = text
+        return text
+
+    def _refresh_mode_later(self) -> None:
+        """:meth:`refresh_mode` off the kernel's thread (its first call imports pyspark)."""
+        if not self._closed.is_set():
+            self._spawn(self.refresh_mode, "mqjoin-spark-mode")
+
+    def _input_tables(self) -> Mapping[str, Any]:
+        """The input a Deploy would run: the panel's tables, its data directory read, or the
+        synthetic streams of the chosen event seconds."""
+        if isinstance(self.data, Mapping):
+            return self.data
+        plan = self.plan_provider()
+        if self.data is not None:
+            from mqjoin.model.tables import read_inputs
+
+            return read_inputs(plan.workload, self.data)
+        return _synthetic_data(plan, self.duration.value)
+
+    def _show_mode(self, label: str, d: Any) -> None:
+        """The mode a started deployment runs in, and why (its ``mode_choice``)."""
+        choice = getattr(d, "mode_choice", None)
+        if choice is not None:
+            self.mode_line.value = f"Spark mode of {esc(label)}: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
+
     def prepare(self) -> bool:
         """Start the Spark session in the background, before Deploy is clicked (the explorer
         calls this when its Deploy tab is opened): the JVM's seconds pass while the user looks
         at the settings.  Only for the default deploy function on the default local session
         (a ``master``, ``conf`` or ``spark`` given to the panel is the deploy's to use); returns
-        whether a start was begun."""
+        whether a start was begun.  The line under the status says where the plan's stores
+        will live (:meth:`refresh_mode`)."""
+        self._refresh_mode_later()
         if (self.deploy_fn is not _default_deploy or self._closed.is_set()
                 or {"master", "conf", "spark"} & set(self.deploy_kwargs) or _session_running()):
             return False

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,26 @@ class AdaptivePolicy:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "adaptive policy") -> "AdaptivePolicy":
+        """The policy :meth:`to_dict` wrote.  A field the writer did not know yet (a checkpoint
+        of an older version) takes its default; a field this version does not know is an error.
+
+        >>> AdaptivePolicy.from_dict({"epoch": 2.0, "threshold": 0.1}) == AdaptivePolicy(epoch=2.0)
+        True
+        >>> AdaptivePolicy.from_dict({"epoch": 2.0, "speed": 3})
+        Traceback (most recent call last):
+        ...
+        mqjoin.model.errors.AdaptiveError: adaptive policy: unknown field 'speed' (fields: epoch, threshold, adapt, origin, mode, partitioning, mirs, solver, time_limit, sample, mir_budget, sizes)
+        """
+        if not isinstance(data, Mapping):
+            raise AdaptiveError(f"{where} must be a mapping of its fields, got {type(data).__name__}")
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                raise AdaptiveError(f"{where}: unknown field {key!r} (fields: {', '.join(names)})")
+        return cls(**dict(data))
 
 
 def _finite(x: Any) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from mqjoin.adaptive.policy import AdaptivePolicy
@@ -84,6 +84,15 @@ class EpochSample:
     rows: Mapping[str, int] = field(default_factory=dict)
     start: float = 0.0
     end: float = 0.0
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        """Unpickled from a state journal: fields a journal of an older version lacks (what the
+        plan counted) are empty, so its replayed epochs measure no join sizes, as when written."""
+        for f in fields(self):
+            if f.name not in state:
+                object.__setattr__(self, f.name, f.default_factory() if f.default_factory is not MISSING else f.default)
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
 
 
 @dataclass(frozen=True)

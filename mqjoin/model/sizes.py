@@ -35,14 +35,76 @@ class MeasuredSize:
     query: str | None
     relations: tuple[str, ...]  # in declaration order
     value: float
+    #: the order of arrival: ``(relation, share)`` for every relation of the set, the share of
+    #: the join's results whose last tuple to arrive is that relation's (summing to 1); empty
+    #: when not measured — every relation equally likely, ``1/|P|`` (docs/model.md §2, §4)
+    last: tuple[tuple[str, float], ...] = ()
 
     @property
     def key(self) -> str:
         """The set as the YAML writes it: ``"lineitem ⋈ partsupp"``."""
         return f" {JOIN_SIGN} ".join(self.relations)
 
+    def share(self, relation: str) -> float:
+        """The share of the results that ``relation``'s tuple completes (arrives last in).
+
+        >>> m = MeasuredSize(None, ("R", "S"), 40.0, (("R", 0.9), ("S", 0.1)))
+        >>> m.share("S"), MeasuredSize(None, ("R", "S", "T"), 40.0).share("S")
+        (0.1, 0.3333333333333333)
+        """
+        return dict(self.last)[relation] if self.last else 1.0 / len(self.relations)
+
+    @property
+    def spec(self) -> float | dict[str, Any]:
+        """The value as the YAML writes it: the size, or ``{size: …, last: {R: share, …}}``."""
+        return {"size": self.value, "last": dict(self.last)} if self.last else self.value
+
     def __str__(self) -> str:
-        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}"
+        last = f" (last: {', '.join(f'{r} {v:.3g}' for r, v in self.last)})" if self.last else ""
+        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}{last}"
+
+
+#: shares of an arrival split may miss summing to 1 by this much (rounding); they are rescaled
+SHARE_TOLERANCE = 1e-3
+
+
+def arrival_split(where: str, last: Any, relations: Iterable[str],
+                  declared: Iterable[str]) -> tuple[tuple[str, float], ...]:
+    """The ``last`` of a measured size of ``relations`` checked (docs/model.md §2): a mapping
+    of every relation of the set to its share in ``[0, 1]``, the shares summing to 1 (rescaled
+    to exactly 1); ordered as ``relations``.
+
+    >>> arrival_split("sizes: 'R ⋈ S'", {"S": 0.25, "R": 0.75}, ("R", "S"), ("R", "S"))
+    (('R', 0.75), ('S', 0.25))
+    >>> arrival_split("sizes: 'R ⋈ S'", {"R": 0.5}, ("R", "S"), ("R", "S"))
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.SizeError: sizes: 'R ⋈ S': last: no share for S; give every relation of the set the share of the results its tuple arrives last in (they sum to 1)
+    """
+    relations, declared = tuple(relations), tuple(declared)
+    if not isinstance(last, Mapping):
+        raise WorkloadSyntaxError(f"{where}: last must map each relation of the set to the share of the results "
+                                  f"whose last tuple is that relation's, e.g. {{{relations[0]}: 0.5, …}}")
+    shares = {}
+    for r, v in last.items():
+        r = str(r).strip()
+        if r not in declared:
+            raise UnknownRelationError(f"{where}: last: relation {r!r} is not declared (declared: {', '.join(declared)})")
+        if r not in relations:
+            raise SizeError(f"{where}: last: {r} is not a relation of the set ({', '.join(relations)})")
+        x = as_number(v, f"{where}: last: the share of {r}")
+        if not 0 <= x <= 1:
+            raise ValueRangeError(f"{where}: last: the share of {r} must be a fraction in [0, 1], got {v!r}")
+        shares[r] = x
+    missing = [r for r in relations if r not in shares]
+    if missing:
+        raise SizeError(f"{where}: last: no share for {', '.join(missing)}; give every relation of the set the share "
+                        f"of the results its tuple arrives last in (they sum to 1)")
+    total = sum(shares.values())
+    if abs(total - 1) > SHARE_TOLERANCE:
+        raise ValueRangeError(f"{where}: last: the shares sum to {total:g}; they are the shares of one join's results "
+                              f"and must sum to 1")
+    return tuple((r, shares[r] / total) for r in relations)
 
 
 def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
@@ -116,36 +178,37 @@ def rehome(m: MeasuredSize, old: Mapping[str, Query], new: Mapping[str, Query]) 
 
 
 def resolve_sizes(entries: Iterable[MeasuredSize], queries: Iterable[Query],
-                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple, float]]:
+                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple, MeasuredSize]]:
     """The measured sizes that apply to ``queries`` (sorted) and their look-up table (key →
-    size).  ``strict``: a size that does not apply, or contradicts another, is a typed error;
+    measured size).  ``strict``: a size that does not apply, or contradicts another, is a typed error;
     otherwise it is left out (an edit removed or changed the queries that joined its set)."""
     by_name = {q.name: q for q in queries}
     kept: list[MeasuredSize] = []
-    lookup: dict[tuple, tuple[float, MeasuredSize]] = {}
+    lookup: dict[tuple, MeasuredSize] = {}
     for m in entries:
         try:
             keys = [k for k, _, _ in size_targets(m, by_name)]
             for k in keys:
-                if k in lookup and not math.isclose(lookup[k][0], m.value, rel_tol=1e-9):
-                    raise SizeError(f"sizes: {lookup[k][1]} and {m} give one join different sizes; keep one")
+                if k in lookup and not math.isclose(lookup[k].value, m.value, rel_tol=1e-9):
+                    raise SizeError(f"sizes: {lookup[k]} and {m} give one join different sizes; keep one")
         except WorkloadError:
             if strict:
                 raise
             continue
         kept.append(m)
         for k in keys:
-            lookup.setdefault(k, (m.value, m))
+            lookup.setdefault(k, m)
     kept.sort(key=lambda m: (m.query or "", len(m.relations), m.relations))
-    return tuple(kept), {k: v for k, (v, _) in lookup.items()}
+    return tuple(kept), lookup
 
 
 def size_entries(spec: Mapping[str, Any], relations: Mapping[str, Relation]) -> list[MeasuredSize]:
-    """``sizes: {"R ⋈ S": 40, q3: {"R ⋈ S": 12}}`` → measured sizes, each read strictly."""
+    """``sizes: {"R ⋈ S": 40, q3: {"R ⋈ S": 12}, "S ⋈ T": {size: 8, last: {S: 0.9, T: 0.1}}}``
+    → measured sizes, each read strictly."""
     out = []
     for key, value in spec.items():
         key = str(key)
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and not _is_set_key(key):
             if not IDENT_RE.match(key.strip()):
                 raise WorkloadSyntaxError(f"sizes: {key!r} maps to sizes, so it must be a query name; write "
                                           f"sizes of relation sets as 'R {JOIN_SIGN} S: <tuples per time unit>'")
@@ -155,8 +218,25 @@ def size_entries(spec: Mapping[str, Any], relations: Mapping[str, Relation]) -> 
     return out
 
 
+def _is_set_key(key: str) -> bool:
+    return JOIN_SIGN in key or "," in key
+
+
+#: the keys of a size given with its order of arrival
+_SIZE_KEYS = ("size", "last")
+
+
 def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str, Relation]) -> MeasuredSize:
     where = f"sizes: {query + ': ' if query else ''}{key!r}"
+    last: Any = None
+    if isinstance(value, Mapping):
+        for k in value:
+            if k not in _SIZE_KEYS:
+                raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (a size is a number, or "
+                                          f"{{size: <tuples per time unit>, last: {{relation: share, …}}}})")
+        if "size" not in value:
+            raise WorkloadSyntaxError(f"{where}: no size; write {{size: <tuples per time unit>, last: …}}")
+        value, last = value["size"], value.get("last")
     names = [n.strip() for n in re.split(rf"{JOIN_SIGN}|,", key)]
     if any(not IDENT_RE.match(n) for n in names):
         raise WorkloadSyntaxError(f"{where} is not a relation set like 'lineitem {JOIN_SIGN} partsupp' "
@@ -177,4 +257,6 @@ def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str,
         raise ValueRangeError(f"{where}: the size must be a positive finite number of tuples per time unit, "
                               f"got {value!r}")
     order = list(relations)
-    return MeasuredSize(query, tuple(sorted(names, key=order.index)), v)
+    names = sorted(names, key=order.index)
+    split = () if last is None else arrival_split(where, last, names, order)
+    return MeasuredSize(query, tuple(names), v, split)

@@ -55,7 +55,7 @@ from mqjoin.model.errors import (
 from mqjoin.model.filters import Selection
 from mqjoin.model.queries import (IDENT, IDENT_RE, Defaults, Query, Relation, as_number, check_filter_consistency,
                                    check_pair_consistency, parse_attr_ref, parse_selectivity_key, resolve_query)
-from mqjoin.model.sizes import MeasuredSize, rehome, resolve_sizes, size_entries, size_key, size_targets
+from mqjoin.model.sizes import MeasuredSize, arrival_split, rehome, resolve_sizes, size_entries, size_key, size_targets
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
 
 __all__ = ["Attr", "JoinClass", "Defaults", "MeasuredSize", "Query", "Relation", "Workload", "components",
@@ -196,9 +196,9 @@ class Workload:
             sizes: dict[str, Any] = {}
             for m in self.sizes:
                 if m.query is None:
-                    sizes[m.key] = m.value
+                    sizes[m.key] = m.spec
                 else:
-                    sizes.setdefault(m.query, {})[m.key] = m.value
+                    sizes.setdefault(m.query, {})[m.key] = m.spec
             spec["sizes"] = sizes
         return spec
 
@@ -299,8 +299,10 @@ class Workload:
 
     def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
         """The workload with these measured sizes (docs/model.md §2) added; one of the same set
-        and query replaces the given one.  ``strict``: a size that does not apply is a typed
-        error, otherwise it is left out (e.g. sizes a run measured for a changed workload).
+        and query replaces the given one (keeping its order of arrival when the new one has
+        none: a run measures sizes, not which relation arrives last).  ``strict``: a size that
+        does not apply is a typed error, otherwise it is left out (e.g. sizes a run measured
+        for a changed workload).
 
         >>> w = Workload.build({"R": {"attributes": ["a"]}, "S": {"attributes": ["a"]}},
         ...                    {"q": "R(a), S(a)"}, defaults={"selectivity": 0.1})
@@ -316,8 +318,11 @@ class Workload:
             if not (v > 0) or math.isinf(v):
                 raise ValueRangeError(f"sizes: {m.key!r}: the size must be a positive finite number of tuples "
                                       f"per time unit, got {m.value!r}")
-            merged[m.query, frozenset(m.relations)] = MeasuredSize(
-                m.query, tuple(sorted(set(m.relations), key=order.index)), v)
+            rels = tuple(sorted(set(m.relations), key=order.index))
+            where = f"sizes: {m.query + ': ' if m.query else ''}{m.key!r}"
+            last = arrival_split(where, dict(m.last), rels, order) if m.last else \
+                getattr(merged.get((m.query, frozenset(rels))), "last", ())
+            merged[m.query, frozenset(rels)] = MeasuredSize(m.query, rels, v, last)
         return replace(self, sizes=resolve_sizes(merged.values(), self.queries, strict)[0])
 
     def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
@@ -430,8 +435,20 @@ class Workload:
         return used
 
     @cached_property
-    def _size_lookup(self) -> dict[tuple, float]:
+    def _size_lookup(self) -> dict[tuple, MeasuredSize]:
         return resolve_sizes(self.sizes, self.queries, strict=False)[1]
+
+    def _measured(self, relations: frozenset[str], classes: Iterable[JoinClass],
+                  selection: tuple["Selection", ...]) -> tuple[MeasuredSize | None, bool]:
+        """The measured size of the join (``None``: none) and whether it was measured with
+        exactly ``selection`` (else it is the unfiltered join's)."""
+        if not self.sizes:
+            return None, True
+        lookup = self._size_lookup
+        key = size_key(relations, classes, selection)
+        if key in lookup:
+            return lookup[key], True
+        return (lookup.get(key[:2] + ((),)), False) if key[2] else (None, True)
 
     def measured_size(self, relations: Iterable[str], classes: Iterable[JoinClass],
                       selection: Iterable["Selection"] = ()) -> float | None:
@@ -451,22 +468,34 @@ class Workload:
         >>> w.measured_size({"R", "S"}, cs), w.measured_size({"R", "S"}, cs, w.selections("q"))
         (40.0, 20.0)
         """
-        if not self.sizes:
-            return None
         rels = frozenset(relations)
         selection = tuple(selection)
-        lookup = self._size_lookup
-        key = size_key(rels, classes, selection)
-        if key in lookup:
-            return lookup[key]
-        if key[2]:
-            plain = lookup.get(key[:2] + ((),))
-            if plain is not None:
-                for sel in selection:
-                    if sel.relation in rels:
-                        plain *= sel.fraction
-                return plain
-        return None
+        m, exact = self._measured(rels, classes, selection)
+        if m is None:
+            return None
+        value = m.value
+        if not exact:
+            for sel in selection:
+                if sel.relation in rels:
+                    value *= sel.fraction
+        return value
+
+    def arrival_share(self, relations: Iterable[str], classes: Iterable[JoinClass],
+                      selection: Iterable["Selection"], start: str) -> float | None:
+        """The measured share of ``⋈relations``' results whose last tuple is ``start``'s
+        (the ``last`` of its measured size, docs/model.md §2; a filter keeps the unfiltered
+        join's split), ``None`` when none is given.
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+        ... queries: {q: "R(a), S(a)"}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: {size: 40, last: {R: 0.2, S: 0.8}}}''')
+        >>> w.arrival_share({"R", "S"}, w.query("q").classes, (), "S")
+        0.8
+        """
+        m, _ = self._measured(frozenset(relations), classes, tuple(selection))
+        return m.share(start) if m is not None and m.last else None
 
     def selectivity_of(self, a: Attr, b: Attr) -> float | None:
         """The explicit selectivity given for ``a = b`` (``None`` when not given)."""

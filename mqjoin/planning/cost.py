@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Iterable, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from mqjoin.model.filters import Selection
 from mqjoin.model.workload import Attr, JoinClass, Workload, independent_size
@@ -25,10 +25,11 @@ from mqjoin.model.workload import Attr, JoinClass, Workload, independent_size
 
 class StepShape(Protocol):
     """What the cost of a step depends on (a :class:`mqjoin.planning.candidates.Step` has it):
-    the relations of its prefix, the classes and selections they join under, and the
-    attributes whose values a probing tuple knows."""
+    the prefix (its first element the start relation) and its relations, the classes and
+    selections they join under, and the attributes whose values a probing tuple knows."""
 
     classes: tuple[JoinClass, ...]
+    prefix: tuple[Any, ...]
 
     @property
     def prefix_relations(self) -> frozenset[str]: ...
@@ -75,6 +76,28 @@ def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[Jo
     return independent_size(workload, rels, classes, selection) if measured is None else measured
 
 
+def last_share(workload: Workload, relations: Iterable[str], start: str, classes: Iterable[JoinClass],
+               selection: Iterable["Selection"] = ()) -> float:
+    """The share of ``⋈P``'s results whose last tuple to arrive is ``start``'s: the workload's
+    measured order of arrival of the set (:meth:`~mqjoin.model.workload.Workload.arrival_share`)
+    where one is given, else ``1/|P|`` — every relation of the prefix equally likely to arrive
+    last (docs/model.md §4).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a), T(a)"}
+    ... selectivities: {R.a = S.a: 0.1}
+    ... sizes: {R ⋈ S: {size: 0.1, last: {R: 0.9, S: 0.1}}}''')
+    >>> c = w.query("q").classes
+    >>> last_share(w, {"R", "S"}, "S", c), last_share(w, {"R", "T"}, "T", c), last_share(w, {"R"}, "R", c)
+    (0.1, 0.5, 1.0)
+    """
+    rels = frozenset(relations)
+    share = workload.arrival_share(rels, classes, selection, start) if len(rels) > 1 else None
+    return 1.0 / len(rels) if share is None else share
+
+
 def window_of(workload: Workload, relations: Iterable[str]) -> float:
     """``w_M``: the smallest finite window among ``relations``, else ``defaults.horizon``."""
     finite = [w for w in (workload.window(r) for r in relations) if w is not None]
@@ -109,7 +132,9 @@ def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
 
 
 def unit_step_cost(workload: Workload, step: StepShape) -> float:
-    """A step's cost without broadcast, ``|⋈P| / |P|`` (docs/model.md §4 with ``χ = 1``).
+    """A step's cost without broadcast, ``|⋈P| / |P|`` (docs/model.md §4 with ``χ = 1``), or
+    ``|⋈P| · o`` with ``o`` the measured share of ``⋈P`` that the start relation completes
+    (:func:`last_share`).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.planning.candidates import MIR, Step
@@ -121,12 +146,16 @@ def unit_step_cost(workload: Workload, step: StepShape) -> float:
     >>> unit_step_cost(w, Step((R,), S, w.query("q").classes))
     100.0
     """
-    return join_size(workload, step.prefix_relations, step.classes, step.selection) / len(step.prefix_relations)
+    rels = step.prefix_relations
+    size = join_size(workload, rels, step.classes, step.selection)
+    share = workload.arrival_share(rels, step.classes, step.selection, step.prefix[0].relations[0]) \
+        if len(rels) > 1 else None
+    return size / len(rels) if share is None else size * share
 
 
 def step_cost(workload: Workload, step: StepShape, partition: Attr, parallelism: int) -> float:
     """Cost of one step whose target is partitioned by ``partition`` into ``parallelism``
-    partitions (docs/model.md §4): ``|⋈P| / |P| · χ``.
+    partitions (docs/model.md §4): ``|⋈P| / |P| · χ`` (``|⋈P| · o · χ`` with a measured order of arrival).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.planning.candidates import MIR, Step

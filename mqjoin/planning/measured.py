@@ -16,8 +16,12 @@ measured side is the engine's count: probe messages per edge and the most rows a
 at once.  The ratio measured / predicted is 1 on data where the model's assumptions hold
 (uniform, independent join values, uniform arrivals); it says where they do not.
 
+**Order of arrival.**  Where the workload gives the share ``o`` of ``⋈P``'s results that the
+start ``X`` completes (docs/model.md §2), the step's messages are ``|⋈P| · χ · |P| · o`` times
+the integral: the symmetric ``1/|P|`` of the full history replaced by ``o``.
+
 **Sizes measured by a run** (:func:`run_sizes`).  A step's messages divided by ``χ`` and by
-its exposure (the integral above) estimate ``|⋈P|`` from the starts the plan probes from;
+its exposure (the integral above, times ``|P| · o``) estimate ``|⋈P|`` from the starts the plan probes from;
 an MIR store's rows divided by ``Π min(w_R, S)`` measure ``|⋈M|``, preferred when present.
 Re-planning on them (:meth:`~mqjoin.model.workload.Workload.with_sizes`) makes the
 predictions of the sets the run saw agree with the run.
@@ -40,7 +44,7 @@ from typing import Any, Iterable, Mapping
 from mqjoin.model.errors import PlanError
 from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
-from mqjoin.planning.cost import join_size, memory_tuples
+from mqjoin.planning.cost import is_close, join_size, last_share, memory_tuples
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.planning.plan import Node, Plan, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
@@ -100,8 +104,9 @@ class RunCheck:
     span: float
     steps: tuple[Count, ...]
     stores: tuple[Count, ...]
-    #: per step: (prefix relations, start, owner query or '', χ, measured messages) for run_sizes
-    shapes: tuple[tuple[tuple[str, ...], str, str, int, int], ...] = ()
+    #: per step: (prefix relations, start, owner query or '', χ, measured messages, the share
+    #: of the prefix's join the start completes) for run_sizes
+    shapes: tuple[tuple[tuple[str, ...], str, str, int, int, float], ...] = ()
     #: per unfiltered MIR store: (relations, a query joining them so, most rows held, Π min(w_R, S))
     held: tuple[tuple[tuple[str, ...], str, int, float], ...] = ()
     #: the messages were counted over [since, span] (:func:`check_run`)
@@ -128,8 +133,8 @@ class RunCheck:
         for kind in ("messages", "rows"):
             pred, meas = self.total(kind)
             out[f"total_{kind}"] = {"predicted": pred, "measured": meas, "ratio": meas / pred if pred else None}
-        out["shapes"] = [{"prefix": list(p), "start": x, "query": q, "broadcast": chi, "messages": m}
-                         for p, x, q, chi, m in self.shapes]
+        out["shapes"] = [{"prefix": list(p), "start": x, "query": q, "broadcast": chi, "messages": m, "share": o}
+                         for p, x, q, chi, m, o in self.shapes]
         out["held"] = [{"relations": list(r), "query": q, "rows": n, "volume": v} for r, q, n, v in self.held]
         return out
 
@@ -175,7 +180,8 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
         steps.append(Count("messages", n.store, n.step.render(), pred, got))
         chi = store.parallelism if n.broadcast else 1
         owner = next((o for o in n.owners if o in w.query_names), "")
-        shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got))
+        share = last_share(w, n.step.prefix_relations, start, n.step.classes, n.step.selection)
+        shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got, share))
     stores, held = [], {}
     for s in plan.stores:
         stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
@@ -245,20 +251,20 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     :meth:`~mqjoin.model.workload.Workload.with_sizes` to drop."""
     try:
         span, since = float(check["span"]), float(check.get("since", 0.0))
-        shapes = [(tuple(s["prefix"]), str(s["start"]), str(s["query"]), int(s["broadcast"]), float(s["messages"]))
-                  for s in check["shapes"]]
+        shapes = [(tuple(s["prefix"]), str(s["start"]), str(s["query"]), int(s["broadcast"]), float(s["messages"]),
+                   float(s.get("share", 1 / len(s["prefix"])))) for s in check["shapes"]]
         held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
                 for h in check.get("held", ())}
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); write it with 'mqjoin run --json'") from None
     seen: dict[tuple[tuple[str, ...], str], tuple[str, float, float]] = {}
-    for prefix, start, query, chi, got in shapes:
+    for prefix, start, query, chi, got, share in shapes:
         if len(prefix) < 2 or (prefix, start) in seen:
             continue
         for r in prefix:
             workload.relation(r)
-        seen[prefix, start] = (query, got / chi, exposure(workload, prefix, start, span)
-                               - (exposure(workload, prefix, start, since) if since > 0 else 0.0))
+        seen[prefix, start] = (query, got / chi, len(prefix) * share * (
+            exposure(workload, prefix, start, span) - (exposure(workload, prefix, start, since) if since > 0 else 0.0)))
     by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
     for (prefix, _), v in seen.items():
         by_set.setdefault(prefix, []).append(v)
@@ -364,6 +370,27 @@ def replan_report(before: Plan, after: Plan) -> Replan:
     """Compare ``before`` (optimised without measured sizes) with ``after`` (optimised with
     them, ``after.workload``), both under the measured sizes."""
     w = after.workload
-    memory = sum(memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection) for s in before.stores)
-    diff = replace(plan_diff(before, after), cost_before=recost(before, w), memory_before=memory)
+    diff = replace(plan_diff(before, after), cost_before=recost(before, w), memory_before=memory_on(before, w))
     return Replan(w.sizes, diff, before.probe_cost, before.memory)
+
+
+def memory_on(plan: Plan, workload: Workload) -> float:
+    """The memory of ``plan``'s stores (every replica) under ``workload``'s statistics — the
+    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes."""
+    return sum(memory_tuples(workload, s.mir.relations, s.mir.classes, s.mir.selection) for s in plan.stores)
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:
+    """Which of the ``(probe cost, memory)`` points no other point beats: none has both at
+    most as large and one smaller (equal up to float rounding counts as equal).
+
+    >>> pareto_front([(10, 5), (8, 9), (12, 5), (10, 5), (9, 9)])
+    [True, True, False, True, False]
+    """
+    pts = list(points)
+
+    def le(a: float, b: float) -> bool:
+        return a < b or is_close(a, b)
+
+    return [not any(le(c, cost) and le(m, mem) and not (is_close(c, cost) and is_close(m, mem)) for c, m in pts)
+            for cost, mem in pts]

@@ -91,7 +91,8 @@ def layout_of(s: Store) -> Layout:
 def partition_of(value: Any, parallelism: int) -> int:
     """The partition of a value: deterministic across processes for every value type (strings,
     bytes, dates and anything else hash by CRC32, never by Python's salted ``hash``), and equal
-    values (``1``, ``1.0``, ``True``, ``Decimal(1)``) land in the same partition.
+    values (``1``, ``1.0``, ``True``, ``Decimal(1)``) land in the same partition: its
+    :func:`partition_key` modulo ``parallelism``.
 
     >>> [partition_of(v, 4) for v in (5, 5.0, True, decimal.Decimal(5), None)]
     [1, 1, 1, 1, 0]
@@ -102,19 +103,34 @@ def partition_of(value: Any, parallelism: int) -> int:
         return value % parallelism
     if parallelism == 1 or value is None:
         return 0
+    return partition_key(value) % parallelism
+
+
+def partition_key(value: Any) -> int:
+    """The integer whose remainder modulo a store's parallelism is a value's partition
+    (:func:`partition_of`), for every parallelism at once: an integral number itself, a
+    string's, bytes' or date's CRC32, another number's (unsalted) hash; ``None``: 0.
+
+    >>> partition_key(7), partition_key(7.0), partition_key("abc") == zlib.crc32(b"abc"), partition_key(None)
+    (7, 7, True, 0)
+    """
+    if value.__class__ is int:
+        return value
+    if value is None:
+        return 0
     if isinstance(value, str):
-        return zlib.crc32(value.encode("utf-8")) % parallelism
+        return zlib.crc32(value.encode("utf-8"))
     if isinstance(value, (bytes, bytearray)):
-        return zlib.crc32(value) % parallelism
+        return zlib.crc32(value)
     if isinstance(value, numbers.Integral):  # bool, numpy integers
-        return int(value) % parallelism
+        return int(value)
     if isinstance(value, (numbers.Real, decimal.Decimal)):
         if math.isfinite(value) and value == int(value):
-            return int(value) % parallelism  # 1.0 joins 1, so both land in one partition
-        return hash(value) % parallelism  # numeric hashes are not salted
+            return int(value)  # 1.0 joins 1, so both land in one partition
+        return hash(value)  # numeric hashes are not salted
     if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
-        return zlib.crc32(str(value).encode("utf-8")) % parallelism
-    return zlib.crc32(repr(value).encode("utf-8")) % parallelism
+        return zlib.crc32(str(value).encode("utf-8"))
+    return zlib.crc32(repr(value).encode("utf-8"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
 from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
-                                  plan_rules, position, windows_of)
+                                  partition_key, plan_rules, position, windows_of)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -209,6 +209,37 @@ def key_codes(arrays: list[np.ndarray]) -> tuple[np.ndarray | None, np.ndarray, 
         if v is not None:
             valid = v if valid is None else valid & v
     return valid, codes, exact
+
+
+def partition_keys(values: np.ndarray) -> np.ndarray:
+    """:func:`~mqjoin.runtime.rules.partition_key` of every value of a column (nulls: 0), so
+    that ``partition_keys(a) % P`` are the values' partitions among ``P``: integers and
+    integral floats as themselves, in numpy; other values once per distinct value.
+
+    >>> partition_keys(np.array([3, 1.0, 2.5, np.nan]))[[0, 1, 3]].tolist()
+    [3, 1, 0]
+    >>> from mqjoin.runtime.rules import partition_of
+    >>> values = ["x", "y", "x", None, 5, 2**70]
+    >>> (partition_keys(np.array(values, dtype=object)) % 7).tolist() == [partition_of(v, 7) for v in values]
+    True
+    """
+    k = values.dtype.kind
+    if k in "iub":
+        return values.astype(np.int64, copy=False)
+    if k == "f":
+        with np.errstate(invalid="ignore", over="ignore"):
+            integral = (values == np.floor(values)) & (np.abs(values) < 9.2e18)
+            keys = np.where(integral, values, 0).astype(np.int64)
+        other = np.flatnonzero(~integral & ~np.isnan(values))
+        if len(other):
+            keys[other] = [hash(float(v)) for v in values[other].tolist()]
+        return keys
+    codes, uniques = pd.factorize(values)  # nulls (None, NaN): code -1, the 0 appended last
+    mapped = [partition_key(v) for v in uniques.tolist()] + [0]
+    try:
+        return np.asarray(mapped, dtype=np.int64)[codes]
+    except OverflowError:  # integers beyond 64 bits: Python ints (numpy's % still applies)
+        return np.asarray(mapped, dtype=object)[codes]
 
 
 class KeyIndex:
@@ -370,8 +401,9 @@ def _admit_need(admit: Admit | None, rels: tuple[str, ...]) -> Need:
 def field_needs(rules, order: list[str]) -> tuple[dict[str, Need], dict[Layout, Need]]:
     """Which fields of which relations each edge's travelling tuples, and each store's
     entries, must carry: the rows (results), the keys and filters of later edges, the
-    timestamps windows check, and on an insert edge the store's partition attribute (where
-    the sharded executor sends it) — nothing else is gathered when tuples join."""
+    timestamps windows check, and the store's partition attribute on an insert edge (where
+    the sharded executor sends it) and in the store (its rows per partition are counted) —
+    nothing else is gathered when tuples join."""
     plan = rules.plan
     fields = field_positions(plan.workload)
     edge: dict[str, Need] = {}
@@ -381,8 +413,9 @@ def field_needs(rules, order: list[str]) -> tuple[dict[str, Need], dict[Layout, 
         rels = tuple(plan.edge[lab].layout)
         if isinstance(r, Insert):
             c, f = position(fields, rels, r.layout.partition)
-            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels),
-                               {rels[c]: frozenset([f])})
+            part = {rels[c]: frozenset([f])}
+            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels), part)
+            store[r.layout] = _union(store.get(r.layout, {}), part)  # rows are counted per partition
         elif isinstance(r, Probe):
             after = _union(*(edge[o] for o in r.outs))
             mine = {x: fs for x, fs in after.items() if x in rels}
@@ -412,6 +445,8 @@ class BatchExecutor:
         self.live: dict[Layout, int] = {layout: 0 for layout in self.stores}
         self.messages: Counter = Counter({lab: 0 for lab, r in self.rules.edges.items() if isinstance(r, Probe)})
         self.received: Counter = Counter()  # travelling tuples each probe edge ran here (a shard's share)
+        #: counts each probe per partition when set (:class:`mqjoin.runtime.partitions.PartitionTally`)
+        self.tally = None
         self.counts: Counter = Counter({q.name: 0 for q in self.w.queries})
         self.max_rows: Counter = Counter()
         self.T = -math.inf
@@ -488,6 +523,8 @@ class BatchExecutor:
                     Frame(f.rels, [{x: c[x] for x in keep[r]} for r, c in zip(f.rels, f.cols)], f.seq))
             elif isinstance(rule, Probe):
                 self.received[lab] += len(f)
+                if self.tally is not None:
+                    self.tally.probe(rule, f, broadcasts)
                 if rule.route is not None:
                     self.messages[lab] += len(f)
                 elif broadcasts:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -31,9 +33,12 @@ from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 from mqjoin.model.tables import Table, read_inputs, write_results
+from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
-from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
+from mqjoin.runtime.spark.session import (DEFAULT_MASTER, driver_memory_setting, query_conf, spark_message,
+                                         spark_session, ui_url)
+from mqjoin.support.units import count, size
 from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, write_replay_log
 
 log = logging.getLogger(__name__)
@@ -43,20 +48,138 @@ NATIVE = "native"  # the name of the native baseline's one streaming query
 MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see spark_mode())
 
 
-def spark_mode(mode: str, master: str) -> str:
-    """The engine mode a deployment runs: ``driver`` keeps the stores in the in-process
-    executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per micro-batch, exact
-    restarts from its state journal, survives lost executors), ``distributed`` shards every
-    store over the executors (:mod:`.distributed`: state spread over the cluster, one job of a
-    few stages per batch); ``auto`` is ``driver`` — the faster on
-    every master measured (one machine's cores or a standalone cluster of two workers).
+#: masters whose executors run on other machines: the stores go where the cluster's memory is
+CLUSTER_MASTERS = ("spark://", "yarn", "k8s://", "mesos://")
+#: bytes one store row takes in the driver mode's vectorised executor — its column arrays,
+#: arrival number and key index — rounded up from the most measured on the TPC-H plans
+#: (41–76 bytes of arrays, 41–79 bytes of resident memory per row at SF 0.1:
+#: ``python benchmarks/state_bytes.py --sf 0.01,0.1``)
+STATE_BYTES_PER_ROW = 100
+#: the share of the driver's memory the estimated state may take before ``auto`` shards it:
+#: the rest is the batch being processed, its results and Spark's own
+DRIVER_SHARE = 0.5
 
-    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("distributed", "yarn")
-    ('driver', 'driver', 'distributed')
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """Where a deployment keeps the plan's stores (``driver`` or ``distributed``) and why, in
+    words that name the numbers."""
+
+    mode: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"mode": self.mode, "reason": self.reason}
+
+
+def choose_mode(mode: str, master: str, state_rows: float | None = None, driver_memory: float | None = None,
+                share: float = DRIVER_SHARE) -> ModeChoice:
+    """The engine mode a deployment runs, and why.  ``driver`` keeps the stores in the
+    in-process executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per
+    micro-batch, exact restarts from its state journal), ``distributed`` shards every store
+    over the executors (:mod:`.distributed`: state spread over the cluster).  ``auto``: on a
+    cluster master (:data:`CLUSTER_MASTERS`) distributed; on a local master driver while the
+    estimated state — ``state_rows`` (:func:`estimated_state_rows`) at
+    :data:`STATE_BYTES_PER_ROW` — fits ``share`` of ``driver_memory`` bytes, else distributed.
+
+    >>> choose_mode("auto", "local[2]", 2_212_771, 2 * 1024**3)
+    ModeChoice(mode='driver', reason='estimated state 221 MB (2.2 million rows) ≤ 50 % of driver memory 2.1 GB')
+    >>> choose_mode("auto", "local[*]", 3e7, 2 * 1024**3).reason
+    'estimated state 3.0 GB (30 million rows) > 50 % of driver memory 2.1 GB'
+    >>> choose_mode("auto", "spark://10.0.0.1:7077").to_dict()
+    {'mode': 'distributed', 'reason': 'cluster master spark://10.0.0.1:7077: the stores are sharded over its executors'}
+    >>> choose_mode("driver", "yarn").reason
+    'asked for (--spark-mode driver)'
     """
     if mode not in MODES:
         raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
-    return "driver" if mode == "auto" else mode
+    if mode != "auto":
+        return ModeChoice(mode, f"asked for (--spark-mode {mode})")
+    if str(master).startswith(CLUSTER_MASTERS):
+        return ModeChoice("distributed", f"cluster master {master}: the stores are sharded over its executors")
+    if state_rows is None or driver_memory is None:
+        return ModeChoice("driver", f"local master {master}: the stores stay in the driver (no state estimate)")
+    need, bound = state_rows * STATE_BYTES_PER_ROW, share * driver_memory
+    fits = need <= bound
+    return ModeChoice("driver" if fits else "distributed",
+                      f"estimated state {size(need)} ({count(state_rows)} rows) {'≤' if fits else '>'} "
+                      f"{share * 100:g} % of driver memory {size(driver_memory)}")
+
+
+def spark_mode(mode: str, master: str) -> str:
+    """The mode :func:`choose_mode` picks without a state estimate (``auto``: distributed on a
+    cluster master, driver on a local one).
+
+    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("driver", "yarn")
+    ('driver', 'distributed', 'driver')
+    """
+    return choose_mode(mode, master).mode
+
+
+def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
+    """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
+    units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
+    store over the input's event-time span ``S`` (measured ``sizes`` of the workload where it
+    has them; the predictions of :func:`mqjoin.planning.measured.check_run`), or
+    docs/model.md §5's memory of the plan without either."""
+    from mqjoin.planning.measured import check_run
+
+    if tables:
+        ts = [t for tb in tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
+        span = max(ts) - min(ts) if ts else 0.0
+    if not span or span <= 0:
+        return float(plan.memory)
+    return float(check_run(plan, {}, {}, span).total("rows")[0])
+
+
+def memory_bytes(setting: str | None) -> float | None:
+    """Bytes of a Spark memory setting (``2g``, ``512m``, ``4096``: MiB without a unit, as
+    Spark reads ``spark.driver.memory``); ``None`` for none.
+
+    >>> memory_bytes("2g"), memory_bytes("512m"), memory_bytes("1024"), memory_bytes(None)
+    (2147483648.0, 536870912.0, 1073741824.0, None)
+    """
+    if setting is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)b?\s*", str(setting).lower())
+    if not m:
+        raise EngineError(f"spark.driver.memory={setting!r} is not a memory size (e.g. 2g, 512m)")
+    return float(m.group(1)) * 1024 ** ("kmgtp".index(m.group(2)) + 1 if m.group(2) else 2)
+
+
+def available_memory() -> float | None:
+    """The machine's available memory in bytes (``MemAvailable``; None where it is unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def mode_choice(plan: Plan | None, tables: Mapping[str, Table] | None, mode: str = "auto", master: str | None = None,
+                conf: Mapping[str, Any] | None = None, spark=None, span: float | None = None) -> ModeChoice:
+    """:func:`choose_mode` for ``plan`` over ``tables`` (or ``span`` time units of input at the
+    workload's rates: :func:`estimated_state_rows`): the master and driver memory of the
+    running session ``spark``, else of the session :func:`.session.spark_session` would start
+    with ``master`` and ``conf`` (its ``spark.driver.memory``, else the machine's available
+    memory)."""
+    if spark is not None:
+        master = spark.sparkContext.master
+        setting = spark.sparkContext.getConf().get("spark.driver.memory", None)
+    else:
+        setting = driver_memory_setting(conf)
+    memory = memory_bytes(setting) if setting else available_memory()
+    if mode == "auto" and plan is None:
+        return ModeChoice("driver", "adaptive: the plans of every epoch keep their stores in the driver's executor")
+    if mode != "auto":
+        return choose_mode(mode, master or DEFAULT_MASTER)
+    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables, span), memory)
 
 
 @dataclass(frozen=True)
@@ -173,11 +296,14 @@ class Deployment:
         except BaseException:
             self.cleanup()  # nothing was written yet: the temporary checkpoint goes
             raise
-        self.mode = spark_mode(mode, self.spark.sparkContext.master) if engine == "mqjoin" else "native"
+        self.mode_choice = mode_choice(plan, self.tables, mode, spark=self.spark) if engine == "mqjoin" else \
+            ModeChoice("native", "Spark's own stream-stream joins (engine native)")
+        self.mode = self.mode_choice.mode
         self._lock = threading.Lock()
         self._reports: list[dict] = []
         self._query_rows: list[dict] = []
         self._store_rows: list[dict] = []
+        self._partitions: list[Mapping[str, Any]] = []  # per batch: store id → counts per logical partition
         self._progress: list[dict] = []
         self._subscribers: list[Callable[[dict], None]] = []
         self._queries: dict[str, Any] = {}  # name → StreamingQuery
@@ -411,6 +537,8 @@ class Deployment:
             self._reports.append(row)
             self._query_rows.extend(qrows)
             self._store_rows.extend(srows)
+            if r.partitions:
+                self._partitions.append(r.partitions)
         self._emit({"kind": "batch", **row, "queries": qrows, "stores": srows})
 
     def _on_listener(self, name: str, kind: str, d: dict) -> None:
@@ -498,7 +626,8 @@ class Deployment:
         weights = lat["results"].to_numpy() if len(lat) else np.array([])
         out = {
             # native: its sink's per-query rows name every batch (the listener's reports may lag)
-            "engine": self.engine_name, "mode": self.mode, "input_tuples": self.total,
+            "engine": self.engine_name, "mode": self.mode, "spark_mode": self.mode_choice.to_dict(),
+            "input_tuples": self.total,
             "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0) or (p["batch"].nunique() if len(p) else 0)),
             "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
             "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
@@ -511,6 +640,10 @@ class Deployment:
             out["stages_per_batch"] = float(b["stages"].mean())
             out["state_rows_max"] = int(b["state_rows"].max())
             out["state_bytes_max"] = int(b["state_bytes"].max())
+            with self._lock:
+                batches = list(self._partitions)
+            if batches:  # every store's probe messages (summed) and rows (last batch) per logical partition
+                out["partitions"] = partitions_summary(batches)
             st = self.stores
             if "rows_per_shard" in st:  # distributed: each store's rows (last batch) and probe tuples per shard
                 out["shards"] = {sid: {"rows": list(g["rows_per_shard"].iloc[-1]),

@@ -67,6 +67,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mqjoin.planning.plan import Plan
+from mqjoin.runtime.partitions import add_partitions
 from mqjoin.runtime.spark.session import session_cores, spark_message
 from mqjoin.runtime.spark.sharded import (LOST_SEGMENT, REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
                                           route_input, run_wave)
@@ -98,6 +99,9 @@ class BatchReport:
     stages: int = -1  # Spark stages of those jobs
     # store id → per shard: "rows" held after the batch, "received" travelling tuples its probes ran
     shards: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
+    # store id → its logical partitions: "partitions" (the plan's parallelism), the batch's probe
+    # "messages" and the "rows" held after it, per partition (mqjoin.runtime.partitions)
+    partitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
@@ -269,6 +273,9 @@ class ShardedEngine:
                 shards[sid]["rows"][r.shard] += m
             for lab, m in r.received.items():
                 shards[self.plan.edge[lab].target]["received"][r.shard] += m
+        partitions: dict = {}
+        for r in reports:
+            partitions = add_partitions(partitions, r.partitions)
         lmean, lp95, lmax = {}, {}, {}
         for q, parts in arrivals.items():
             n = counts[q]
@@ -283,7 +290,8 @@ class ShardedEngine:
                            latency_mean=lmean, latency_p95=lp95, latency_max=lmax, probe_messages=msgs,
                            store_rows=rows, state_bytes=sum(r.state_bytes for r in reports), rebuilt=rebuilt,
                            phases=dict(phases),
-                           shards={sid: {k: tuple(v) for k, v in d.items()} for sid, d in shards.items()})
+                           shards={sid: {k: tuple(v) for k, v in d.items()} for sid, d in shards.items()},
+                           partitions=partitions)
 
     def close(self) -> None:
         self._drop()

@@ -59,6 +59,7 @@ from mqjoin.model.errors import EngineError
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.executor import Executor, StaticSchedule
+from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Layout, layout_of
 from mqjoin.runtime.vector import BatchExecutor, Frame
 from mqjoin.runtime.spark.distributed import BatchReport, job_cost, job_group
@@ -268,7 +269,7 @@ class DriverEngine:
             latency_max=lmax, probe_messages=msgs, rebuilt=rebuilt, store_rows=self._store_rows(),
             state_bytes=self._state_bytes(), phases={"read": read - started, "execute": executed - t0,
                                                      "write": committed - executed, "state": state - committed},
-            jobs=jobs, stages=stages)
+            jobs=jobs, stages=stages, partitions=self._partitions())
         self.next_batch = batch_id + 1
         if self.on_batch:
             self.on_batch(report)
@@ -304,6 +305,10 @@ class DriverEngine:
 
     def _state_bytes(self) -> int:
         return _state_bytes(self.ex)
+
+    def _partitions(self) -> dict[str, dict[str, Any]]:
+        """The batch's counts per logical partition of every store (the vectorised executor's)."""
+        return {}
 
     def _tuples(self, table: pa.Table, rel: np.ndarray) -> list[tuple[str, tuple]]:
         """(relation, base tuple) per row, in the table's order."""
@@ -350,10 +355,13 @@ class VectorDriverEngine(DriverEngine):
     last_snapshot: int | None = None  # the batch of the newest snapshot in the journal
 
     def new_executor(self) -> BatchExecutor:
-        return BatchExecutor(self.plan)
+        ex = BatchExecutor(self.plan)
+        ex.tally = PartitionTally(ex)
+        return ex
 
     def _execute(self, table: pa.Table, seq: np.ndarray, rel: np.ndarray, ts: np.ndarray) -> tuple[dict, dict]:
         ex = self.ex
+        ex.tally.reset()
         before = dict(ex.messages)
         results = ex.feed(self._frames(table, seq, rel, ts))
         return results, {lab: n - before.get(lab, 0) for lab, n in ex.messages.items()}
@@ -414,6 +422,9 @@ class VectorDriverEngine(DriverEngine):
 
     def _state_bytes(self) -> int:
         return self.ex.state_bytes()
+
+    def _partitions(self) -> dict[str, dict[str, Any]]:
+        return store_partitions(self.ex, self.ex.tally)
 
 
 def result_arrays(taken: list[tuple[str, list[tuple[int, ...]]]],

@@ -5,7 +5,9 @@ The engine is the in-process executor under the adaptive controller — the adap
 executor itself (:mod:`mqjoin.runtime.epochs`), not a second implementation — behind
 ``foreachBatch`` in the driver (:mod:`.driver`): a micro-batch is one Spark job whatever the
 number of epochs it spans, and the results, plans, decisions, sampled statistics and probe
-messages equal the reference's epoch by epoch (the tests compare them).
+messages equal the reference's epoch by epoch (the tests compare them).  A snapshot carries
+each plan's probe messages per edge, so the explorer sets a Spark run's counts beside the
+model (its Probe trees tab) as it does a reference run's.
 
 Usage (a running Spark job, so not a doctest; tests/test_spark_adaptive.py runs it)::
 
@@ -76,6 +78,7 @@ class AdaptiveDriverEngine(DriverEngine):
         self.latencies: dict[int, list[float]] = {}
         self.finished = False
         self.switches_seen = 0
+        self._messages: tuple[dict[str, int], ...] = ()  # per plan, kept when the executor is closed
         self.submitted: list[tuple[QueryChange, int | None]] = self._logged_changes()
         placeholder = AdaptiveController(base, policy, self.changes + [c for c, e in self.submitted if e is None],
                                          optimizer)
@@ -124,6 +127,18 @@ class AdaptiveDriverEngine(DriverEngine):
     @property
     def event_time(self) -> float | None:
         return None if self.ex is None else self.ex.event_time
+
+    def plan_messages(self) -> tuple[dict[str, int], ...]:
+        """Per plan (index into the controller's plans): probe messages per edge label while it
+        ran — what the Probe trees tab colours by (:meth:`~mqjoin.runtime.epochs.AdaptiveRun.counts`)."""
+        ex = self.ex
+        if ex is None:
+            return self._messages
+        return tuple(ex.messages_by_edge(i) for i in range(len(self.ctl.plans)))
+
+    def close(self) -> None:
+        self._messages = self.plan_messages()
+        super().close()
 
     def submit(self, change: QueryChange) -> int:
         """Hand a query change to the controller now and log it (see the module doc)."""
@@ -245,13 +260,19 @@ class AdaptiveDeployment(Deployment):
         return read_inputs(self.workload, d, needed + extra)
 
     def _check_config(self) -> None:
-        """A checkpoint resumes only the deployment that wrote it (same policy and changelog)."""
+        """A checkpoint resumes only the deployment that wrote it (same policy and changelog);
+        a policy field added since it was written counts as its default."""
         p = self.state_dir / "config.json"
         cfg = {"policy": self.policy.to_dict(), "changes": [c.to_dict() for c in self.changes],
                "queries": {q.name: q.text for q in self.base.queries}}
         cfg = json.loads(json.dumps(cfg, default=str))
         if p.exists():
             old = json.loads(p.read_text())
+            if isinstance(old.get("policy"), dict):  # fields added since the checkpoint was written take their defaults
+                try:
+                    old["policy"] = json.loads(json.dumps(AdaptivePolicy.from_dict(old["policy"]).to_dict(), default=str))
+                except AdaptiveError as e:
+                    raise AdaptiveError(f"the checkpoint {self.checkpoint} cannot be resumed: {e}") from None
             for key, what in (("policy", "adaptive policy"), ("changes", "changelog"), ("queries", "queries")):
                 if old.get(key) != cfg[key]:
                     raise AdaptiveError(f"the checkpoint {self.checkpoint} was written by a deployment with another "
@@ -358,8 +379,11 @@ class AdaptiveDeployment(Deployment):
                     epochs.append(part)
             n = eng.next_seq if eng is not None else 0
             seconds = 0.0 if self.started_at is None else time.time() - self.started_at
+            messages = eng.plan_messages() if eng is not None else ()
+            ts = [t for tb in self.tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
             return AdaptiveRun(ctl.full, self.policy, results, tuple(epochs), tuple(ctl.decisions),
-                               tuple(ctl.plans), ctl.lives, n, seconds, float(self.pacing.speedup or 1.0))
+                               tuple(ctl.plans), ctl.lives, n, seconds, float(self.pacing.speedup or 1.0),
+                               messages, min(ts, default=0.0), max(ts, default=0.0) - min(ts, default=0.0))
 
     def timeline(self):
         return self.snapshot().timeline()

@@ -98,6 +98,13 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         return _start_session(master, conf, shuffle_partitions)
 
 
+def driver_memory_setting(conf: Mapping[str, Any] | None = None) -> str:
+    """The driver memory a session started with ``conf`` gets: ``conf``'s
+    ``spark.driver.memory``, else ``MQJOIN_DRIVER_MEMORY``, else 2g."""
+    given = (conf or {}).get("spark.driver.memory")
+    return str(given) if given is not None else os.environ.get("MQJOIN_DRIVER_MEMORY", "2g")
+
+
 #: held while a session starts (a deploy's start thread and a start ahead of it may race)
 _START_LOCK = threading.RLock()
 
@@ -121,7 +128,7 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
         # a runtime bloom filter costs one more job per probe on every micro-batch
         "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-        "spark.driver.memory": os.environ.get("MQJOIN_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": driver_memory_setting(),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Spark's log4j output would bury our one-line errors (MQJOIN_SPARK_LOG=warn shows it)
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",

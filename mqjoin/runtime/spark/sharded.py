@@ -85,6 +85,7 @@ import pyarrow as pa
 
 from mqjoin.model.errors import EngineError
 from mqjoin.planning.plan import Plan
+from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, key_codes
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
@@ -93,7 +94,7 @@ from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 STATE, SENT, REPORT = "state", "sent", "report"
 #: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process;
 #: the stores' segments are kept as files, :func:`save_segment`, and named in :attr:`Shard.files`)
-EXECUTOR_STATE = ("live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed")
+EXECUTOR_STATE = ("live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed", "tally")
 #: result arrival times kept per query and shard for the latency percentile
 SAMPLE = 1000
 
@@ -134,6 +135,7 @@ class ShardProgram:
         self.plan = plan
         self.shards = shards
         self.ex = BatchExecutor(plan)
+        self.ex.tally = PartitionTally(self.ex)  # a shard's messages per logical partition (in its state)
         self.wave = waves(self.ex)
         self.last = max(self.wave.values(), default=1)
         self.by_wave = {w: [lab for lab in self.ex.order if self.wave[lab] == w] for w in range(1, self.last + 1)}
@@ -236,6 +238,7 @@ class ShardReport:
     results: dict[str, int]  # query → results emitted here
     arrivals: dict[str, tuple[float, float, float, np.ndarray, np.ndarray]]  # query → sum, min, max, sample, weights
     seconds: tuple[float, ...]  # per wave: time spent in the wave's edges
+    partitions: dict = field(default_factory=dict)  # store id → this shard's share per logical partition
 
 
 @dataclass
@@ -438,6 +441,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
         shard.pending, shard.inputs, shard.results, shard.counted, shard.seconds = {}, [], {}, {}, []
         ex.messages = type(ex.messages)({lab: 0 for lab in ex.messages})  # this batch's (reported)
         ex.received = type(ex.received)()
+        ex.tally.reset()
     for got in received:
         if isinstance(got, InputInfo):
             shard.inputs.append(got)
@@ -502,4 +506,4 @@ def _report(prog: ShardProgram, ex: BatchExecutor, shard: Shard) -> ShardReport:
                                    if layout in prog.store_ids},
                        state_bytes=int(ex.state_bytes()),
                        results={q: sum(len(p) for p in parts) for q, parts in shard.results.items()},
-                       arrivals=arrivals, seconds=tuple(shard.seconds))
+                       arrivals=arrivals, seconds=tuple(shard.seconds), partitions=store_partitions(ex, ex.tally))
