@@ -3,7 +3,8 @@
 :func:`run_sharded` does in-process what :mod:`mqjoin.runtime.spark.distributed` asks Spark
 to do: the input rows of every micro-batch routed by :func:`route_input`, then per wave every
 shard's state and the frames sent to it handed to :func:`run_wave`, its outputs regrouped by
-the shard they are keyed by (the exchange).  On random workloads (windows, nulls, ties, MIRs,
+the shard they are keyed by (the exchange), and every shard's state after a batch handed to
+the next batch's spec (the driver's part).  On random workloads (windows, nulls, ties, MIRs,
 broadcast probes, filters) and for 1–3 shards it must give the oracle's results, the
 vectorised executor's probe messages and store rows, and keep on every shard only entries
 whose partition attribute hashes to it; a routed probe's frame reaches one shard, a
@@ -28,8 +29,8 @@ from mqjoin.planning.optimizer import optimize  # noqa: E402
 from mqjoin.runtime.oracle import oracle_results  # noqa: E402
 from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions_summary, store_partitions  # noqa: E402
 from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of  # noqa: E402
-from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram, empty_shard,  # noqa: E402
-                                          route_input, run_wave, shard_of)
+from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,  # noqa: E402
+                                          load_segment, route_input, run_wave, shard_of)
 from mqjoin.runtime.spark.source import build_replay_log  # noqa: E402
 from mqjoin.runtime.vector import BatchExecutor, batch_frames, run_vector  # noqa: E402
 
@@ -37,22 +38,24 @@ CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in 
          + filtered_cases(2, start=7400, max_rows=15)]
 
 
-def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list | None = None):
-    """(results, probe messages per edge, store rows after the last batch, shard states, the
-    shards every edge's frames were sent to) of ``plan`` over ``tables`` in batches of
-    ``batch`` arrivals on ``shards`` shards, the exchanges done in-process; ``per_partition``
-    receives every batch's counts per logical partition, summed over the shards."""
+def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list | None = None, again: bool = False):
+    """(results, probe messages per edge, store rows after the last batch, (shard states, their
+    stores), the shards every edge's frames were sent to) of ``plan`` over ``tables`` in
+    batches of ``batch`` arrivals on ``shards`` shards, the exchanges done in-process;
+    ``per_partition`` receives every batch's counts per logical partition, summed over the
+    shards (``again``: every task runs twice, as Spark runs a failed one again; the first
+    run's output is dropped)."""
     log = build_replay_log(plan.workload, tables)
     log = log.append_column("_arrival", pa.array(log["_seq"].to_numpy() * 0.5))
-    states = {p: [(p, (STATE, empty_shard(p)))] for p in range(shards)}
+    states: tuple = ()
     messages: Counter = Counter()
     rows: dict[str, int] = {}
     sent_to: dict[str, set] = {}
     last = ShardProgram(plan, shards).last
     for b, lo in enumerate(range(0, len(log), batch)):
-        spec = Batch(plan, f"test-{id(plan)}-{shards}", shards, b, str(out))
+        spec = Batch(plan, f"test-{id(plan)}-{shards}", shards, b, str(out), str(out / "_state"), b, states)
         spec.part_dir.mkdir(parents=True, exist_ok=True)
-        inbox = {p: list(states[p]) for p in range(shards)}
+        inbox: dict[int, list] = {p: [] for p in range(shards)}
         for rb in route_input(spec, log.slice(lo, batch).to_batches()):
             for p, payload in zip(rb["shard"].to_pylist(), rb["payload"].to_pylist()):
                 inbox[p].append((p, (SENT, payload)))
@@ -62,16 +65,18 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         for w in range(1, last + 1):
             outbox: dict[int, list] = {p: [] for p in range(shards)}
             for p in range(shards):
+                if again:
+                    list(run_wave(spec, w, p, inbox[p]))
                 for key, (kind, payload) in run_wave(spec, w, p, inbox[p]):
                     outbox[key].append((key, (kind, payload)))
                     if kind == SENT:
                         for lab in pickle.loads(payload):
                             sent_to.setdefault(lab, set()).add(key)
             inbox = outbox
-        states = inbox
+        states = tuple(next(v for _, (k, v) in inbox[p] if k == STATE) for p in range(shards))
         rows, summed = {}, {}
         for p in range(shards):
-            for _, (kind, payload) in states[p]:
+            for _, (kind, payload) in inbox[p]:
                 if kind == REPORT:
                     summed = add_partitions(summed, payload.partitions)
                     messages.update(payload.messages)
@@ -85,8 +90,11 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         t = ds.dataset(files, format="parquet").to_table()
         for q, r in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
             results[q].add(tuple(r))
-    shard_states = {p: pickle.loads(next(v for _, (k, v) in states[p] if k == STATE)) for p in range(shards)}
-    return results, {k: v for k, v in messages.items() if v}, rows, shard_states, sent_to
+    where = spec.state_dir if states else None
+    shard_states = {p: pickle.loads(s) for p, s in enumerate(states)}
+    stores = {p: {layout: [load_segment(where / n) for n in names] for layout, names in s.files.items()}
+              for p, s in shard_states.items()}
+    return results, {k: v for k, v in messages.items() if v}, rows, (shard_states, stores), sent_to
 
 
 def _id(v):
@@ -126,9 +134,10 @@ def test_shards_equal_the_vectorised_executor(seed, w, tables, mode, shards, tmp
                              2 + w.relation(s.partition.relation).attributes.index(s.partition.name))
               for s in plan.stores}
     held = 0
-    for p, shard in states.items():
+    shard_states, stores = states
+    for p, shard in shard_states.items():
         assert isinstance(shard, Shard) and shard.index == p
-        for layout, segs in shard.state["stores"].items():
+        for layout, segs in stores[p].items():
             c, f = fields[layout]
             for seg in segs:
                 col = seg.frame.cols[c].get(f)
@@ -140,6 +149,61 @@ def test_shards_equal_the_vectorised_executor(seed, w, tables, mode, shards, tmp
         if isinstance(r, Probe) and r.route is None and lab in sent_to:
             assert sent_to[lab] == set(range(shards)), lab
     assert held or not any(len(t) for t in tables.values())
+
+
+@pytest.mark.parametrize("seed,w,tables,mode", CASES[:4], ids=_id)
+def test_a_task_run_again_changes_nothing(seed, w, tables, mode, tmp_path):
+    """A wave's task run twice (Spark's retry) rewrites the same segment files and results,
+    and the process's cached segments stay as their files hold them."""
+    plan = optimize(w, mode=mode).plan
+    total = sum(len(t) for t in tables.values())
+    results, messages, rows, _, _ = run_sharded(plan, tables, -(-total // 4), 2, tmp_path, again=True)
+    assert results == oracle_results(w, tables)
+    assert messages == {k: v for k, v in run_vector(plan, tables, batch=-(-total // 4)).probe_messages.items() if v}
+
+
+def test_a_batch_writes_only_the_segments_it_makes(tmp_path):
+    """Without windows the stores only grow: after many batches a shard still names segments
+    written by earlier batches (a batch does not rewrite the state it probes)."""
+    from mqjoin.model.workload import parse_workload
+
+    w = parse_workload('''
+defaults: {selectivity: 0.5, parallelism: 2}
+relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+queries: {q: "R(a), S(a), T(a)"}
+''')
+    rng = np.random.default_rng(5)
+    from mqjoin.model.tables import Table
+
+    tables = {r: Table.from_columns(r, {"ts": [float(i) for i in range(40)],
+                                        "a": [int(x) for x in rng.integers(0, 6, 40)]}) for r in ("R", "S", "T")}
+    plan = optimize(w).plan
+    results, _, _, (states, stores), _ = run_sharded(plan, tables, 10, 2, tmp_path)
+    assert results == oracle_results(w, tables)
+    runs = {int(n.split("-")[0]) for s in states.values() for names in s.files.values() for n in names}
+    assert len(runs) >= 2 and min(runs) < max(runs) - 2, runs
+    assert sum(len(seg) for segs in stores.values() for ss in segs.values() for seg in ss) > 0
+
+
+def test_a_segment_file_holds_its_entries(tmp_path):
+    """Numbers, nulls, Python objects and no entries at all come back from a segment's file."""
+    from mqjoin.runtime.spark.sharded import save_segment
+    from mqjoin.runtime.vector import Frame, Segment
+
+    cols = [{0: np.array([1, 2, 3]), 2: np.array(["x", None, "y"], dtype=object)},
+            {0: np.array([5, 6, 7]), 1: np.array([0.5, np.nan, 2.0]), 3: np.array([True, False, True])}]
+    for frame in (Frame(("R", "S"), cols, np.array([4, 8, 9])), Frame(("R",), [{0: np.array([], np.int64)}],
+                                                                         np.array([], np.int64))):
+        save_segment(tmp_path / "a.seg", Segment(frame))
+        got = load_segment(tmp_path / "a.seg")
+        assert got.frame.rels == frame.rels and got.max_seq == Segment(frame).max_seq
+        assert got.frame.seq.tolist() == frame.seq.tolist()
+        for c, d in zip(got.frame.cols, frame.cols):
+            assert sorted(c) == sorted(d)
+            for f in d:
+                assert c[f].dtype == d[f].dtype and np.array_equal(c[f], d[f], equal_nan=d[f].dtype.kind == "f")
+    with pytest.raises(Exception, match="MQJOIN_SEGMENT_LOST"):
+        load_segment(tmp_path / "gone.seg")
 
 
 def test_the_cases_are_worth_running():

@@ -9,36 +9,42 @@ filters, emits); :mod:`.sharded` says which entries a shard holds, in which *wav
 runs and where its frames go.  Probe messages are counted as the vectorised executor counts
 them, whatever the number of shards.
 
-**A batch is one Spark job of waves.**  The shards are the partitions of a *state RDD*, one
-pickled shard per partition, partitioned by shard number.  A batch's input rows are turned
-into the frames of the plan's source edges where they are read (``mapInArrow``,
-:func:`.sharded.route_input`) and exchanged to their shards (``partitionBy``); wave 1 is the
-state RDD combined partition by partition with them — a ``union`` of two RDDs with the same
-partitioner keeps partition ``i`` of both together, so the state does not move — and one
-``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) that runs the wave's edges on every
-shard.  A wave yields its shard's state keyed by the shard itself and the frames for other
-shards keyed by theirs, so the next exchange hands every shard its own state together with
-what was sent to it: one Python pass per task and wave, where keeping the state in a
-persisted RDD beside the exchange costs a second pass (filtering the frames out of it) and
-measured slower (``benchmarks/RESULTS.md``).  Spark places a reduce task where most of its
-input lies — the shard's state — so a shard stays on its executor.  The whole batch is the
-DAG of one job — the input's stage and one stage per wave — a number of stages that follows
-the depth of the probe trees, not the number of stores, edges or queries.  The last wave's
-output is the next state, persisted and cut from its lineage with ``localCheckpoint``.  The
-driver collects only each shard's report (counts and a sample of result arrival times): no
-store entry, input tuple or result passes through it.
+**A batch is one Spark job of waves.**  A batch's input rows are turned into the frames of
+the plan's source edges where they are read (``mapInArrow``, :func:`.sharded.route_input`)
+and exchanged to their shards (``partitionBy`` on the shard number); wave 1 is one
+``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) over them that runs the wave's edges
+on every shard.  A wave yields its shard's state keyed by the shard itself and the frames for
+other shards keyed by theirs, so the next exchange hands every shard its own state together
+with what was sent to it.  The whole batch is the DAG of one job — the input's stage and one
+stage per wave — a number of stages that follows the depth of the probe trees, not the number
+of stores, edges or queries.
+
+**The stores stay where they are written.**  What travels through a wave's exchange is the
+batch: the frames and a shard's *small* state — its counters, the batch's own entries and
+the names of its stores' segments.  A store's segments are immutable files in the state
+directory (``OUT/_state/<engine>/``, :func:`.sharded.save_segment`), written once by the
+last wave of the batch that made them (its new entries, or a merge or expiry of older
+segments) and mapped, not read, by a process that needs them; the executors' Python workers
+outlive their tasks and keep the segments they mapped, with their key indexes, for the next
+batch.  So a batch costs its input, its frames and the segments it writes, not the state it
+probes.  The last wave's output — every shard's state and report, a few kilobytes — is
+collected by the driver and handed to the next batch's tasks in their spec: no store entry,
+input tuple or result passes through the driver, and the driver deletes the segment files
+no shard names any more once the batch that dropped them is complete.
 
 **Exactly once and lost executors.**  The tasks of the waves write the batch's results to
-``OUT/_batches/batch=b/part-<wave>-<shard>.parquet`` (atomically; a task run again writes the
-same rows), the driver clears that directory before the batch and marks it ``_SUCCESS``
-after it, so a batch run again replaces its own output.  A restarted deployment
-(``start_seq`` > 0, or a batch that does not start where the state ends) first rebuilds the
-shards from the replay log: the tuples before the batch that lie within the largest window,
-run as one batch that writes nothing.  The same rebuild recovers from a lost executor, whose
-state blocks are gone with it: a batch that fails because Spark cannot find them
-(:func:`lost_state`) rebuilds the shards and runs again.
+``OUT/_batches/batch=b/part-<wave>-<shard>.parquet`` and its segments under names fixed by
+the run, shard, store and position (both atomically: a task run again writes the same
+bytes), the driver clears the batch's result directory before the batch and marks it
+``_SUCCESS`` after it, so a batch run again replaces its own output.  A batch's lineage
+starts at its input and its spec, and its segments live in a shared directory, so Spark
+recovers a lost executor by itself: it runs the lost tasks and map outputs again, and they
+map the same segment files.  A restarted deployment (``start_seq`` > 0, or a batch that does
+not start where the state ends) first rebuilds the shards from the replay log: the tuples
+before the batch that lie within the largest window, run as one batch that writes nothing;
+so does a batch whose segment files are gone (:func:`lost_state`), which then runs again.
 
->>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_0 not found"))
+>>> lost_state(RuntimeError("MQJOIN_SEGMENT_LOST: /out/_state/x/7-1-2-0.seg is gone"))
 True
 >>> merged_p05([(np.array([1.0, 2.0]), np.ones(2)), (np.array([3.0]), np.full(1, 18.0))])
 1.0
@@ -47,23 +53,24 @@ True
 from __future__ import annotations
 
 import logging
+import pickle
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.partitions import add_partitions
 from mqjoin.runtime.spark.session import session_cores, spark_message
-from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
-                                          empty_shard, route_input, run_wave)
+from mqjoin.runtime.spark.sharded import (LOST_SEGMENT, REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
+                                          route_input, run_wave)
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +146,9 @@ class ShardedEngine:
         self.token = uuid.uuid4().hex
         # the tasks' closures carry the plan as a broadcast: fetched once per executor, not per task
         self.shipped = spark.sparkContext.broadcast(plan)
-        self.state = None  # the state RDD after the last batch (None: no shard yet)
+        self.shard_states = None  # per shard: its pickled state after the last batch (None: no shard yet)
+        self.state_dir = f"{self.out_dir}/_state"  # the shards' segment files, under the token
+        self.runs = 0  # batches run (each names the segment files it writes)
         self.next_seq = start_seq  # the arrival the state is ready for
         windows = [r.window for r in plan.workload.relations if r.name in plan.workload.used_relations]
         self.horizon = None if any(w is None for w in windows) else max(windows, default=0.0)
@@ -153,7 +162,7 @@ class ShardedEngine:
         rebuilt, lost, moved = False, 0, False
         while True:
             try:
-                if self.state is None and self.next_seq > 0:
+                if self.shard_states is None and self.next_seq > 0:
                     self._rebuild(batch.sparkSession)
                     rebuilt = True
                 expected = self.next_seq
@@ -161,10 +170,10 @@ class ShardedEngine:
             except Exception as exc:
                 if lost == LOST_STATE_RETRIES or not lost_state(exc):
                     raise
-                # an executor died with shards: they are rebuilt from the replayed history and
-                # the batch runs again (its output is overwritten)
-                log.warning("micro-batch %d lost store partitions with an executor (%s); rebuilding the "
-                            "stores from the replay log and running the batch again", batch_id, spark_message(exc))
+                # shards are lost: they are rebuilt from the replayed history and the batch runs
+                # again (its output is overwritten)
+                log.warning("micro-batch %d lost store partitions (%s); rebuilding the stores from the replay "
+                            "log and running the batch again", batch_id, spark_message(exc))
                 lost += 1
                 self._drop()
                 continue
@@ -194,40 +203,38 @@ class ShardedEngine:
         the shards' reports and the phases' seconds.  ``write``: the batch's results are
         written (a rebuild writes nothing)."""
         t0 = time.time()
-        sc = df.sparkSession.sparkContext
         P, last = self.shards, self.program.last
-        spec = Batch(self.shipped, self.token, P, batch_id, self.out_dir if write else None)
+        self.runs += 1
+        spec = Batch(self.shipped, self.token, P, batch_id, self.out_dir if write else None, self.state_dir,
+                     self.runs, self.shard_states or ())
         if write:
             shutil.rmtree(spec.part_dir, ignore_errors=True)
             spec.part_dir.mkdir(parents=True, exist_ok=True)
-        sent = (df.mapInArrow(partial(route_input, spec), "shard int, payload binary").rdd
-                .map(_sent).partitionBy(P, _shard_key))
-        # wave 1 combines each shard with what the input sent it (the same partitioner: partition
-        # i of both), every later wave receives its shard's state through the exchange with the
-        # frames sent to it; the last wave's output is the next state
-        state = (self.state if self.state is not None else self._empty(sc)).union(sent)
+        state = (df.mapInArrow(partial(route_input, spec), "shard int, payload binary").rdd
+                 .map(_sent).partitionBy(P, _shard_key))
+        # wave 1 takes every shard's state from the batch's spec, every later wave receives it
+        # through the exchange with the frames sent to it; the last wave yields the next state
         for w in range(1, last + 1):
-            out = state.mapPartitionsWithIndex(partial(run_wave, spec, w), preservesPartitioning=w == last)
+            out = state.mapPartitionsWithIndex(partial(run_wave, spec, w))
             if w < last:
                 state = out.partitionBy(P, _shard_key)
-        state = out.persist(StorageLevel.MEMORY_AND_DISK)
-        state.localCheckpoint()
-        try:
-            reports = state.filter(_is_report).map(_payload).collect()
-        except BaseException:
-            state.unpersist(False)
-            raise
-        if self.state is not None:
-            self.state.unpersist(False)
-        self.state = state
+        got = out.collect()
+        reports = [payload for _, (kind, payload) in got if kind == REPORT]
+        states = {shard: payload for shard, (kind, payload) in got if kind == STATE}
+        old = self.shard_states
+        self.shard_states = tuple(states[p] for p in range(P))
+        self._forget(old, self.shard_states)
         if write:
             (spec.part_dir / "_SUCCESS").touch()  # the batch's output is complete
         spent = [max((r.seconds[w] for r in reports if len(r.seconds) > w), default=0.0) for w in range(last)]
         return reports, {"job": time.time() - t0, "waves": sum(spent)}
 
-    def _empty(self, sc):
-        return sc.parallelize([(p, (STATE, empty_shard(p))) for p in range(self.shards)],
-                              self.shards).partitionBy(self.shards, _shard_key)
+    def _forget(self, old: tuple | None, new: tuple | None) -> None:
+        """Delete the segment files the shards held before a batch and no longer hold."""
+        def files(states):
+            return {n for s in states or () for names in pickle.loads(s).files.values() for n in names}
+        for name in files(old) - files(new):
+            (Path(self.state_dir) / self.token / name).unlink(missing_ok=True)
 
     def _rebuild(self, session: SparkSession) -> None:
         """The shards as they were after the arrivals before ``next_seq``: the replay log's
@@ -241,12 +248,8 @@ class ShardedEngine:
         self._run(hist, -1, write=False)
 
     def _drop(self) -> None:
-        if self.state is not None:
-            try:
-                self.state.unpersist(False)
-            except Exception as exc:  # noqa: BLE001 - freeing early is an optimisation, never a failure
-                log.debug("state blocks left to Spark's cleaner: %s", exc)
-        self.state = None
+        self._forget(self.shard_states, None)
+        self.shard_states = None
 
     def _report(self, batch_id: int, reports: list[ShardReport], inputs: list, started: float, committed: float,
                 rebuilt: bool, phases: Mapping[str, float]) -> BatchReport:
@@ -292,6 +295,7 @@ class ShardedEngine:
 
     def close(self) -> None:
         self._drop()
+        shutil.rmtree(Path(self.state_dir) / self.token, ignore_errors=True)
         try:
             self.shipped.unpersist()
         except Exception as exc:  # noqa: BLE001 - its JVM may be gone
@@ -364,16 +368,19 @@ def latencies(metrics: Mapping[str, Any], committed: float) -> tuple[float, floa
             committed - float(metrics["min"]))
 
 
-#: how often a micro-batch is run again after it lost store partitions with an executor
+#: how often a micro-batch is run again after it lost shards
 LOST_STATE_RETRIES = 2
-#: what Spark says when a task needs blocks of a locally checkpointed store that an executor
-#: took with it (the store is then rebuilt from the replay log)
-LOST_STATE_MARKERS = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND", "ExecutorLostFailure")
+#: what a failed job says when shards are lost: a segment file gone, an executor lost more
+#: often than Spark retries a task, blocks of a locally checkpointed RDD gone with their
+#: executor (the shards are then rebuilt from the replay log)
+LOST_STATE_MARKERS = (LOST_SEGMENT, "ExecutorLostFailure", "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND")
 
 
 def lost_state(exc: BaseException) -> bool:
-    """Whether ``exc`` is Spark failing a job because an executor was lost with state.
+    """Whether ``exc`` is Spark failing a job because shards were lost.
 
+    >>> lost_state(RuntimeError("MQJOIN_SEGMENT_LOST: /out/_state/x/3-0-1-0.seg is gone"))
+    True
     >>> lost_state(RuntimeError("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_5_1 not found!"))
     True
     >>> lost_state(RuntimeError("java.io.IOException: Mkdirs failed"))

@@ -26,12 +26,22 @@ its shard).  Within a wave a shard runs its edges in :func:`~mqjoin.runtime.vect
 its entries join the stores, and the batch's largest ``ts`` — which every shard learns from
 the input — expires what it can.
 
-**What a wave yields.**  :func:`run_wave` reads its shard's state and the frames sent to it,
-runs the wave, writes the results of its emits to ``OUT/_batches/batch=b/part-<wave>-<shard>
+**What a wave yields.**  :func:`run_wave` reads its shard's state (wave 1: from the batch's
+spec, :class:`Batch`; later waves: from the exchange) and the frames sent to it, runs the
+wave, writes the results of its emits to ``OUT/_batches/batch=b/part-<wave>-<shard>
 .parquet`` (atomically: a task run again writes the same rows), and yields the shard's state
 (pickled, keyed by the shard), the frames for other shards (keyed by theirs), and after the
 last wave a small :class:`ShardReport` — counts and a sample of result arrival times, never
 a row.
+
+**Stores as segment files.**  A shard's state names its stores' segments instead of holding
+them (:attr:`Shard.files`).  The last wave of a batch writes every segment the batch made —
+its new entries, or a merge or expiry of older segments — to a file of its own
+(:func:`save_segment`: the columns' bytes after a small header, so :func:`load_segment` maps
+them read-only), and the segments a batch did not touch keep their files.  A process keeps
+the segments it mapped, with the key indexes it built on them, for as long as their shard
+names them; the executor it is bound to sees a *view* of each (:func:`_view`), so expiring
+entries never changes a cached segment.
 :func:`route_input` turns the input rows of a batch into the frames of its source edges.
 
 >>> from mqjoin.model.workload import parse_workload
@@ -46,12 +56,25 @@ a row.
 ([1, 2], 2)
 >>> shard_of(np.array([1, 1.0, 2, np.nan]), 2).tolist()
 [1, 1, 0, 0]
+
+A segment's file maps back to the same entries, read-only:
+
+>>> import tempfile
+>>> seg = Segment(Frame(("R",), [{0: np.array([3, 4]), 2: np.array([1.5, np.nan])}], np.array([7, 9])))
+>>> with tempfile.TemporaryDirectory() as d:
+...     save_segment(Path(d) / "s.seg", seg)
+...     got = load_segment(Path(d) / "s.seg").frame
+>>> got.cols[0][2].tolist(), got.seq.tolist(), got.seq.flags.writeable
+([1.5, nan], [7, 9], False)
 """
 
 from __future__ import annotations
 
 import copy
+import mmap
+import os
 import pickle
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -64,13 +87,14 @@ from mqjoin.model.errors import EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
-from mqjoin.runtime.vector import BatchExecutor, Frame, key_codes
+from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, key_codes
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 
 # what an element of a wave's RDD carries: (shard, (kind, payload))
 STATE, SENT, REPORT = "state", "sent", "report"
-#: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process)
-EXECUTOR_STATE = ("stores", "live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed", "tally")
+#: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process;
+#: the stores' segments are kept as files, :func:`save_segment`, and named in :attr:`Shard.files`)
+EXECUTOR_STATE = ("live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed", "tally")
 #: result arrival times kept per query and shard for the latency percentile
 SAMPLE = 1000
 
@@ -166,6 +190,9 @@ class Batch:
     shards: int
     batch: int
     out: str | None
+    state: str = ""  # the directory of the shards' segment files (under it, one per ``token``)
+    run: int = 0  # the engine's run of a batch (names the segment files it writes)
+    shards_in: tuple = ()  # per shard: its pickled :class:`Shard` after the last batch (empty: new shards)
 
     def program(self) -> ShardProgram:
         prog = _PROGRAMS.get(self.token)
@@ -177,6 +204,10 @@ class Batch:
     @property
     def part_dir(self) -> Path:
         return Path(self.out) / "_batches" / f"batch={self.batch}"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state) / self.token
 
 
 @dataclass(frozen=True)
@@ -212,10 +243,11 @@ class ShardReport:
 
 @dataclass
 class Shard:
-    """One shard's state between waves and batches (pickled into the state RDD)."""
+    """One shard's state between waves and batches (pickled: its stores are named, not held)."""
 
     index: int
     state: dict = field(default_factory=dict)  # the executor's (EXECUTOR_STATE)
+    files: dict = field(default_factory=dict)  # store layout → its segments' files (:func:`save_segment`)
     pending: dict[str, list[Frame]] = field(default_factory=dict)  # frames for edges of later waves
     inputs: list[InputInfo] = field(default_factory=list)
     results: dict[str, list[np.ndarray]] = field(default_factory=dict)  # query → arrival times of its results
@@ -223,27 +255,140 @@ class Shard:
     seconds: list[float] = field(default_factory=list)
 
 
-def _bind(prog: "ShardProgram", shard: Shard) -> BatchExecutor:
-    """The process's executor of the plan holding the shard's state (a new shard: empty)."""
+def _bind(prog: "ShardProgram", shard: Shard, where: Path) -> BatchExecutor:
+    """The process's executor of the plan holding the shard's state (a new shard: empty), its
+    stores' segments from this process's cache or their files in ``where``."""
     if not shard.state:
         shard.state = copy.deepcopy(prog.empty)
+        shard.files = {layout: [] for layout in prog.ex.stores}
     for k in EXECUTOR_STATE:
         setattr(prog.ex, k, shard.state[k])
+    if str(where) not in {d for d, _ in _HELD}:  # a new deployment: forget those whose state is gone
+        for d in {d for d, _ in _HELD if not os.path.isdir(d)}:
+            for key in [k for k in _SEGMENTS if k[0] == d]:
+                del _SEGMENTS[key]
+            for key in [k for k in _HELD if k[0] == d]:
+                del _HELD[key]
+    prog.ex.stores = {layout: [_view(_segment(where, name)) for name in names] for layout, names in shard.files.items()}
+    held = _HELD.setdefault((str(where), shard.index), set())
+    for name in held - {n for names in shard.files.values() for n in names}:
+        _SEGMENTS.pop((str(where), name), None)  # a segment the shard no longer holds
+    held.clear()
+    held.update(n for names in shard.files.values() for n in names)
     return prog.ex
 
 
 def _unbind(ex: BatchExecutor, shard: Shard) -> None:
     shard.state = {k: getattr(ex, k) for k in EXECUTOR_STATE}
+    ex.stores = {layout: [] for layout in ex.stores}
     ex.deltas = {}  # the journal's, which this mode does not keep
+
+
+#: per process: (state directory, file name) → the :class:`Segment` of a segment file — the
+#: executor's Python workers live across tasks and batches, so a shard's stores are read from
+#: their files only by a process that has not seen them yet
+_SEGMENTS: dict[tuple[str, str], Segment] = {}
+_HELD: dict[tuple[str, int], set[str]] = {}  # (state directory, shard) → its files this process read
+
+
+def _segment(where: Path, name: str) -> Segment:
+    key = (str(where), name)
+    seg = _SEGMENTS.get(key)
+    if seg is None:
+        seg = _SEGMENTS[key] = load_segment(where / name)
+    return seg
+
+
+def _view(seg: Segment) -> Segment:
+    """A segment sharing ``seg``'s entries and key indexes: expiring entries from it
+    (:meth:`Segment.keep`) leaves the cached one as its file holds it."""
+    out = Segment.__new__(Segment)
+    out.frame, out.indexes, out.max_seq = seg.frame, seg.indexes, seg.max_seq
+    return out
+
+
+def _save_stores(ex: BatchExecutor, shard: Shard, batch: Batch) -> None:
+    """After a batch: write the segments the batch made (its new entries, merged or expired
+    segments) to files, and name every store's segments in ``shard.files``."""
+    where = batch.state_dir
+    where.mkdir(parents=True, exist_ok=True)
+    kept = {}
+    for names in shard.files.values():
+        for name in names:
+            kept[id(_SEGMENTS[(str(where), name)].frame)] = name
+    files = {}
+    for i, (layout, segs) in enumerate(ex.stores.items()):
+        names = []
+        for k, seg in enumerate(segs):
+            name = kept.get(id(seg.frame))
+            if name is None:  # deterministic: a task run again writes the same file
+                name = f"{batch.run}-{shard.index}-{i}-{k}.seg"
+                save_segment(where / name, seg)
+                _SEGMENTS[(str(where), name)] = _view(seg)
+            names.append(name)
+        files[layout] = names
+    shard.files = files
+
+
+_HEADER = struct.Struct("<Q")  # the length of a segment file's pickled header
+_ALIGN = 64
+
+
+def save_segment(path: Path, seg: Segment) -> None:
+    """Write a store segment's entries to ``path`` (atomically): a pickled header — the
+    components, fields, dtypes, shapes and offsets — then the columns' bytes, aligned, so
+    :func:`load_segment` maps them instead of reading them (columns of Python objects go in
+    the header)."""
+    f = seg.frame
+    arrays = [f.seq] + [c[x] for c in f.cols for x in sorted(c)]
+    layout, offset, raw = [], 0, []
+    for a in arrays:
+        if a.dtype.hasobject:
+            layout.append(a)
+            continue
+        a = np.ascontiguousarray(a)
+        layout.append((a.dtype.str, a.shape, offset))
+        raw.append((offset, a))
+        offset += -(-a.nbytes // _ALIGN) * _ALIGN
+    header = pickle.dumps((f.rels, [sorted(c) for c in f.cols], layout), protocol=pickle.HIGHEST_PROTOCOL)
+    start = -(-(_HEADER.size + len(header)) // _ALIGN) * _ALIGN
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as out:
+        out.write(_HEADER.pack(len(header)) + header)
+        for at, a in raw:
+            out.seek(start + at)
+            out.write(a.data)
+        out.truncate(start + offset)
+    os.replace(tmp, path)
+
+
+def load_segment(path: Path) -> Segment:
+    """The segment :func:`save_segment` wrote to ``path``, its columns mapped read-only."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError as exc:
+        raise EngineError(f"{LOST_SEGMENT}: {path} is gone (the shards are rebuilt from the replay log)") from exc
+    with fh:
+        (n,) = _HEADER.unpack(fh.read(_HEADER.size))
+        rels, fields, layout = pickle.loads(fh.read(n))
+        size = os.fstat(fh.fileno()).st_size
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    start = -(-(_HEADER.size + n) // _ALIGN) * _ALIGN
+    arrays = [a if isinstance(a, np.ndarray) else
+              np.frombuffer(mm, np.dtype(a[0]), int(np.prod(a[1])), start + a[2]).reshape(a[1]) for a in layout]
+    cols, at = [], 1
+    for names in fields:
+        cols.append(dict(zip(names, arrays[at:at + len(names)])))
+        at += len(names)
+    return Segment(Frame(tuple(rels), cols, arrays[0]))
+
+
+#: what a task says when a segment file of a shard is missing (the driver then rebuilds the shards)
+LOST_SEGMENT = "MQJOIN_SEGMENT_LOST"
 
 
 def _dumps(obj) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def empty_shard(index: int) -> bytes:
-    """A new shard's state, pickled."""
-    return _dumps(Shard(index))
 
 
 def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -274,11 +419,14 @@ def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Itera
 
 def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tuple[str, bytes]]]
              ) -> Iterator[tuple[int, tuple[str, object]]]:
-    """Wave ``wave`` of a batch on shard ``index``: ``items`` its state and what was sent to
-    it (elements of the state RDD and the exchanged messages); yields its new state, the
+    """Wave ``wave`` of a batch on shard ``index``: ``items`` what was sent to it and (after
+    wave 1, which takes it from ``batch.shards_in``) its state; yields its new state, the
     frames for later waves by shard, and after the last wave its :class:`ShardReport`."""
     prog = batch.program()
     shard, received = None, []
+    if wave == 1:
+        got = batch.shards_in[index] if batch.shards_in else None
+        shard = pickle.loads(got) if got is not None else Shard(index)
     for _, (kind, payload) in items:
         if kind == STATE:
             shard = pickle.loads(payload)
@@ -286,8 +434,8 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
             received.append(pickle.loads(payload))
     if shard is None:
         raise EngineError(f"shard {index} of the distributed mode has no state in wave {wave} of batch "
-                          f"{batch.batch}: the state and message partitions were not combined")
-    ex = _bind(prog, shard)
+                          f"{batch.batch}: its state did not come with the frames sent to it")
+    ex = _bind(prog, shard, batch.state_dir)
     if wave == 1:
         ex.begin()
         shard.pending, shard.inputs, shard.results, shard.counted, shard.seconds = {}, [], {}, {}, []
@@ -318,8 +466,12 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     report = None
     if wave == prog.last:
         ex.finish(max((i.max_ts for i in shard.inputs), default=-np.inf))
+        _save_stores(ex, shard, batch)
+        shard.seconds.append(time.perf_counter() - t0)
         report = _report(prog, ex, shard)
-    shard.seconds.append(time.perf_counter() - t0)
+        shard.inputs, shard.results, shard.pending = [], {}, {}  # the batch's: the state is its stores
+    else:
+        shard.seconds.append(time.perf_counter() - t0)
     _unbind(ex, shard)
     yield index, (STATE, _dumps(shard))
     for p, frames in outbox.items():
