@@ -3,9 +3,10 @@ one micro-batch run in *waves* (the Spark plumbing that moves shards and frames 
 :mod:`.distributed`).
 
 **Shards.**  Shard ``p`` holds, for every store layout of the plan, the entries whose
-partition attribute hashes to ``p`` (:func:`shard_of`: the key code of
-:func:`~mqjoin.runtime.vector.key_codes` modulo ``P``, so ``1`` and ``1.0`` land together;
-nulls on shard 0 — they never match a routed probe anyway).  Its stores, key indexes and
+partition attribute hashes to ``p`` (:func:`shard_of`: the value's partition key — the one
+:func:`~mqjoin.runtime.rules.partition_of` takes modulo a store's parallelism — modulo ``P``,
+so ``1`` and ``1.0`` land together and keys with a stride spread over every shard; nulls on
+shard 0 — they never match a routed probe anyway).  Its stores, key indexes and
 counters are those of a :class:`~mqjoin.runtime.vector.BatchExecutor`, which runs the plan's
 rules on the shard exactly as the driver mode runs them on the driver
 (:meth:`~mqjoin.runtime.vector.BatchExecutor.run`: the same inserts, probes with keys,
@@ -87,7 +88,7 @@ from mqjoin.model.errors import EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
-from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, key_codes
+from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, partition_keys
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 
 # what an element of a wave's RDD carries: (shard, (kind, payload))
@@ -100,12 +101,9 @@ SAMPLE = 1000
 
 
 def shard_of(values: np.ndarray, shards: int) -> np.ndarray:
-    """The shard of every value of a column: its key code modulo ``shards`` (nulls: 0)."""
-    valid, codes, _ = key_codes([values])
-    out = np.remainder(codes, shards)
-    if valid is not None:
-        out[~valid] = 0
-    return out
+    """The shard of every value of a column: its partition key
+    (:func:`~mqjoin.runtime.vector.partition_keys`) modulo ``shards`` (nulls: 0)."""
+    return np.remainder(partition_keys(values), shards)
 
 
 def waves(ex: BatchExecutor) -> dict[str, int]:
