@@ -6,7 +6,8 @@ use), the default (mqo) plan's every store at 8, 32 and 128 partitions
 distinct values of its partition attribute, then per partition count the max/mean of the
 rows held at the end and of the probe messages over the run, measured on the data (one run
 of the vectorised executor), and the model's fullest partition over the model's mean
-(``P·⌈d/P⌉/d`` for routed messages and rows).  Then what counting costs the driver mode per
+(``P`` × the share of the ``d`` values that the partition function puts into the fullest
+partition, for routed messages and rows).  Then what counting costs the driver mode per
 micro-batch: the vectorised executor over the whole input in batches of ``--batch`` tuples,
 without and with the per-partition counts of every batch (CPU seconds, median of ``--reps``).
 
@@ -16,7 +17,6 @@ without and with the per-partition counts of every batch (CPU seconds, median of
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import time
@@ -34,7 +34,7 @@ COUNTS = (8, 32, 128)
 
 
 def skew_table(name: str, sf: float, plan, tables) -> list[str]:
-    rows = project(plan, tables, COUNTS)
+    rows = project(plan, tables, (1, *COUNTS))  # P = 1: the model's whole store
     by = {}
     for r in rows:
         by.setdefault((r.store, r.partition, r.distinct), {})[r.partitions] = r
@@ -43,7 +43,8 @@ def skew_table(name: str, sf: float, plan, tables) -> list[str]:
         cells = []
         for P in COUNTS:
             r = ps[P]
-            model = P * math.ceil(d / P) / d if d else 1.0
+            whole = ps[1].model_rows
+            model = P * r.model_rows / whole if whole else 1.0
             cells.append(f"{_x(r.rows_skew):>5} {_x(r.messages_skew):>5} {model:>5.2f}")
         lines.append(f"{name:<6} {sf:>4g} {store[:44]:<44} {attr:<18} {d or 0:>7,}  " + "   ".join(cells))
     return lines

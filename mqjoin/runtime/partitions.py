@@ -23,8 +23,10 @@ later tuple can still join) per partition.  The Spark deployments report both pe
 store, the cost model's messages and rows over the input's span (the predictions of
 :func:`mqjoin.planning.measured.check_run`) per partition: a store partitioned on an attribute
 with ``d`` distinct values (counted in the data) fills at most ``min(P, d)`` partitions, the
-fullest holding ``⌈d/P⌉`` of the ``d`` values — ``total · ⌈d/P⌉ / d`` of the routed messages
-and rows (``total / P`` without data) — and every partition receives every broadcast message.
+fullest holding the most of the ``d`` values the partition function puts into one partition
+(at least ``⌈d/P⌉``; a hash also puts several values together by chance) — that share of the
+routed messages and rows, every value counted as equally frequent (``total / P`` without
+data) — and every partition receives every broadcast message.
 Beside it, the data's own counts — one run of the vectorised executor — as max, mean and
 max/mean per partition.
 
@@ -45,7 +47,6 @@ max/mean per partition.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -243,7 +244,6 @@ def project(plan: Plan, tables: Mapping[str, Table] | None, counts: Iterable[int
     from mqjoin.planning.measured import check_run
 
     counts = check_counts(counts)
-    w = plan.workload
     span = None
     if tables:
         ts = [t for tb in tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
@@ -267,18 +267,22 @@ def project(plan: Plan, tables: Mapping[str, Table] | None, counts: Iterable[int
                 routed[n.store] += c.predicted
         rows = {c.store: c.predicted for c in check.stores if c.kind == "rows"}
     distinct: dict[str, int | None] = {s.id: None for s in plan.stores}
+    keys: dict[str, np.ndarray] = {}  # the partition keys of a store's distinct values
     measured = {}
     if tables:
         for s in plan.stores:
             t = tables.get(s.partition.relation)
             if t is not None:
-                distinct[s.id] = int(pd.Series(t.columns[s.partition.name]).nunique())  # nulls left out
+                values = pd.Series(t.columns[s.partition.name]).dropna().unique()
+                distinct[s.id] = len(values)
+                keys[s.id] = partition_keys(np.asarray(values))
         measured = _measure(plan, tables, counts, batch)
     out = []
     for s in sorted(plan.stores, key=lambda s: s.id):
         d = distinct[s.id]
         for P in counts:
-            share = 1 / P if not d else math.ceil(d / P) / d
+            # the share of the values in the fullest partition: all values equally frequent
+            share = 1 / P if not d else int(np.bincount(keys[s.id] % P, minlength=P).max()) / d
             m = measured.get((s.id, P))
             out.append(Projection(s.id, str(s.partition), P, d, routed[s.id] * share + bcast[s.id], rows[s.id] * share,
                                   *(() if m is None else m)))
