@@ -85,6 +85,18 @@ def _infer_csv_column(values: list[str]) -> list[Any]:
     return [None if v == "" else v for v in values]
 
 
+def time_range(tables: Mapping[str, Table]) -> tuple[float, float]:
+    """The first ``ts`` and the event-time span of a set of inputs (``(0.0, 0.0)`` when every
+    table is empty): the span over which runs are measured and predicted.
+
+    >>> time_range({"R": Table.from_columns("R", {"ts": [2, 5]}), "S": Table.from_columns("S", {"ts": [3.5]}),
+    ...             "T": Table.from_columns("T", {"ts": []})})
+    (2.0, 3.0)
+    """
+    ts = [t for tb in tables.values() if len(tb.ts) for t in (min(tb.ts), max(tb.ts))]
+    return (min(ts), max(ts) - min(ts)) if ts else (0.0, 0.0)
+
+
 def read_csv(path: Path, relation: str) -> Table:
     try:
         with open(path, newline="", encoding="utf-8") as f:

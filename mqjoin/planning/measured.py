@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import PlanError
+from mqjoin.model.tables import time_range
 from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.planning.cost import is_close, join_size, last_share, memory_tuples
@@ -237,10 +238,9 @@ def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any])
     messages summed, the most rows a store held after a batch; ``None`` when it counted none."""
     if stores is None or not len(stores):
         return None
-    ts = [t for tb in tables.values() for t in (min(tb.ts), max(tb.ts)) if len(tb)]
     messages = {k: int(v) for k, v in stores.groupby("store")["messages"].sum().items()}
     rows = {k: int(v) for k, v in stores.groupby("store")["rows"].max().items()}
-    return RunCounts(label, plan, messages, rows, max(ts) - min(ts) if ts else 0.0, per_store=True)
+    return RunCounts(label, plan, messages, rows, time_range(tables)[1], per_store=True)
 
 
 def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSize, ...]:

@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from mqjoin.model.errors import DataError, OptionError
-from mqjoin.model.tables import Table
+from mqjoin.model.tables import Table, time_range
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.rules import Layout, Probe, arrival_order, base_tuples, field_positions, layout_of, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, batch_frames, partition_keys
@@ -244,10 +244,7 @@ def project(plan: Plan, tables: Mapping[str, Table] | None, counts: Iterable[int
     from mqjoin.planning.measured import check_run
 
     counts = check_counts(counts)
-    span = None
-    if tables:
-        ts = [t for tb in tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
-        span = max(ts) - min(ts) if ts else 0.0
+    span = time_range(tables)[1] if tables else None
     # the model: routed messages and rows spread over the used partitions, broadcasts reach all
     routed = {s.id: 0.0 for s in plan.stores}
     bcast = {s.id: 0.0 for s in plan.stores}

@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
-from mqjoin.model.tables import Table, read_inputs, write_results
+from mqjoin.model.tables import Table, read_inputs, time_range, write_results
 from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
@@ -125,8 +125,7 @@ def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, 
     from mqjoin.planning.measured import check_run
 
     if tables:
-        ts = [t for tb in tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
-        span = max(ts) - min(ts) if ts else 0.0
+        span = time_range(tables)[1]
     if not span or span <= 0:
         return float(plan.memory)
     return float(check_run(plan, {}, {}, span).total("rows")[0])

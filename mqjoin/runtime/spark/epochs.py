@@ -53,7 +53,7 @@ from mqjoin.adaptive.sampling import sampled
 from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes
 from mqjoin.model.errors import AdaptiveError, DataError
 from mqjoin.planning.plan import Plan
-from mqjoin.model.tables import Table, read_inputs, write_results
+from mqjoin.model.tables import Table, read_inputs, time_range, write_results
 from mqjoin.model.workload import Workload
 from mqjoin.runtime.epochs import AdaptiveRun, EpochRecord, epoch_record
 from mqjoin.runtime.executor import EpochCounters, Executor
@@ -380,10 +380,10 @@ class AdaptiveDeployment(Deployment):
             n = eng.next_seq if eng is not None else 0
             seconds = 0.0 if self.started_at is None else time.time() - self.started_at
             messages = eng.plan_messages() if eng is not None else ()
-            ts = [t for tb in self.tables.values() if len(tb) for t in (min(tb.ts), max(tb.ts))]
+            first, span = time_range(self.tables)
             return AdaptiveRun(ctl.full, self.policy, results, tuple(epochs), tuple(ctl.decisions),
                                tuple(ctl.plans), ctl.lives, n, seconds, float(self.pacing.speedup or 1.0),
-                               messages, min(ts, default=0.0), max(ts, default=0.0) - min(ts, default=0.0))
+                               messages, first, span)
 
     def timeline(self):
         return self.snapshot().timeline()
