@@ -97,6 +97,23 @@ def test_explorer_has_a_pmjoin_tab_on_its_model():
     assert "communication cost" in ex.pmjoin.costs.value
 
 
+def test_a_hidden_pmjoin_tab_recomputes_only_when_it_shows():
+    ex = Explorer(parse_workload(EXAMPLE_2), debounce=0, deploy=None)
+    assert ex.pmjoin.report is None and ex.pmjoin.stale  # built hidden: nothing computed yet
+    ex.show("PMJoin")
+    assert not ex.pmjoin.stale and "communication cost" in ex.pmjoin.costs.value
+    shown = ex.pmjoin.report
+    assert ex.model.set_rate("S4", 1000)  # edited on screen: recomputed at once
+    assert ex.pmjoin.report is not shown and not ex.pmjoin.stale
+    on_screen = ex.pmjoin.report
+    ex.show("Query graph")
+    assert ex.model.set_rate("S4", 10)  # edited while hidden: only marked
+    assert ex.pmjoin.report is on_screen and ex.pmjoin.stale
+    ex.show("PMJoin")
+    assert not ex.pmjoin.stale
+    assert ex.pmjoin.report.queries[0].distributed != pytest.approx(on_screen.queries[0].distributed)
+
+
 def test_the_relation_editor_places_a_stream_at_a_node():
     view = QueryGraphView(parse_workload(EXAMPLE_2), debounce=0)
     frontend_sets(view.relation, index=view.relation.options.index("S4"))

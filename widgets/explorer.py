@@ -209,7 +209,7 @@ class Explorer(ModelView, W.VBox):
         #: the JAQPOT tab's content: the panel is built on first use (see :attr:`jaqpot`)
         self.jaqpot_slot = W.VBox([W.HTML("<i>opening …</i>")])
         self._jaqpot: Any = None
-        self.pmjoin = PMJoinView(self.model)
+        self.pmjoin = PMJoinView(self.model, shown=lambda: self._showing("PMJoin"))
         self.tabs = W.Tab(children=[self.graph, self.trees, self.ilp, self.compare, self.diagram, self.deploy_slot,
                                     self.adaptivity_slot, self.jaqpot_slot, self.pmjoin])
         for k, t in enumerate(TAB_TITLES):
@@ -239,6 +239,12 @@ class Explorer(ModelView, W.VBox):
             self.adaptivity  # noqa: B018 — builds the panel
         elif change["new"] == TAB_TITLES.index("JAQPOT"):
             self.jaqpot  # noqa: B018 — builds the panel
+        elif change["new"] == TAB_TITLES.index("PMJoin"):
+            self.pmjoin.ensure_fresh()
+
+    def _showing(self, tab: str) -> bool:
+        tabs = getattr(self, "tabs", None)  # None while the explorer is being built
+        return tabs is not None and tabs.selected_index == TAB_TITLES.index(tab)
 
     @property
     def adaptivity(self):

@@ -31,7 +31,7 @@ explorer's Adaptivity tab runs).  With ``D = 1`` the model uses the class select
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import ipywidgets as W
 
@@ -186,8 +186,13 @@ class PMJoinView(ModelView, W.VBox):
     """Communication cost per scheme, per-group plans and a query's placement under PMJoin over
     an :class:`ExplorerModel` (or a workload: then it makes its own model with ``model_kw``)."""
 
-    def __init__(self, model, rates: ValueRates | None = None, **model_kw):
+    def __init__(self, model, rates: ValueRates | None = None, shown: Callable[[], bool] | None = None,
+                 **model_kw):
         self.own_model(model, **model_kw)
+        #: whether the view is on screen (None: always): an edit of the workload while it is not
+        #: only marks the report stale, and :meth:`ensure_fresh` recomputes it when it shows
+        self.shown = shown
+        self.stale = False
         #: per-value rates given by the caller (None: measured from generated streams when D > 1)
         self.rates = rates
         self._measured: tuple[Any, ValueRates, str] | None = None  # (workload, rates, note)
@@ -207,10 +212,22 @@ class PMJoinView(ModelView, W.VBox):
         for c in (self.groups, self.method, self.sizes):
             c.observe(lambda _: self.refresh(), "value")
         self.query.observe(lambda _: self.draw(), "value")
-        self.model.observe(lambda _: self.refresh(), "workload")
+        self.model.observe(lambda _: self._on_workload(), "workload")
         super().__init__([W.HBox([self.groups, self.method, self.sizes, self.query]), self.error, self.note,
                           self.costs, self.figure, self.plans])
-        self.refresh()
+        self._on_workload()
+
+    def _on_workload(self) -> None:
+        if self.shown is None or self.shown():
+            self.refresh()
+        else:
+            self.stale = True
+
+    def ensure_fresh(self) -> None:
+        """Recompute the report if the workload changed while the view was hidden (the
+        Explorer calls this when the PMJoin tab opens)."""
+        if self.stale:
+            self.refresh()
 
     def value_rates(self) -> tuple[ValueRates | None, str]:
         """The per-value rates the report uses, and where they come from."""
@@ -224,6 +241,7 @@ class PMJoinView(ModelView, W.VBox):
         return self._measured[1], self._measured[2]
 
     def refresh(self) -> None:
+        self.stale = False
         try:
             rates, note = self.value_rates()
             options = PMJoinOptions(rates, self.groups.value, self.method.value, self.sizes.value)
