@@ -358,7 +358,9 @@ class Statistics:
             spec["sizes"] = {}
             for m in self.sizes:
                 (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = (
-                    {"size": _sig(m.value), "last": {r: _sig(o, 4) for r, o in m.last}} if m.last else _sig(m.value))
+                    {"size": _sig(m.value), **({"error": _sig(m.error, 3)} if m.error else {}),
+                     **({"last": {r: _sig(o, 4) for r, o in m.last}} if m.last else {})}
+                    if m.last or m.error else _sig(m.value))
         return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -378,7 +380,7 @@ class Statistics:
                          "ci95": [f.low, f.high], "exact": f.exact, "rows": f.size, "sampled": f.sample,
                          "passing_sample_rows": f.passing, "few_matches": f.few_matches} for f in self.filters],
             **({"sizes": [{"query": m.query, "relations": list(m.relations), "results": m.count, "value": m.value,
-                           "stderr": m.stderr, "ci95": [m.low, m.high], "exact": m.exact,
+                           "stderr": m.stderr, "error": m.error, "ci95": [m.low, m.high], "exact": m.exact,
                            "sample": m.fraction, "sampled_class": m.sampled_on, "sampled_values": m.values,
                            "independence_estimate": m.estimate, "ratio": m.ratio, "few_values": m.few_values,
                            "arriving_last": [{"relation": r, "share": o, "stderr": se} for r, o, se in m.arrival],
