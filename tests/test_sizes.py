@@ -103,6 +103,11 @@ def test_written_workloads_keep_their_sizes():
     text = workload_yaml(w)
     assert "  R ⋈ S: 40.0\n" in text and "  q2:\n    R ⋈ S: 7.0\n" in text
     assert parse_workload(text) == w
+    # a sampled size's error and an order of arrival are written too, each size on one line
+    w = parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, error: 0.05, last: {R: 0.25, S: 0.75}}, q2: {"R ⋈ S": 7}}')
+    text = workload_yaml(w)
+    assert "  R ⋈ S: {size: 40.0, error: 0.05, last: {R: 0.25, S: 0.75}}\n" in text
+    assert parse_workload(text) == w
 
 
 def test_statistics_sampled_anew_move_sizes_like_an_edit():

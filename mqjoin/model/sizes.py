@@ -85,7 +85,7 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
                   declared: Iterable[str]) -> tuple[tuple[str, float], ...]:
     """The ``last`` of a measured size of ``relations`` checked (docs/model.md §2): a mapping
     of every relation of the set to its share in ``[0, 1]``, the shares summing to 1 (rescaled
-    to exactly 1); ordered as ``relations``.
+    to 1 when they miss it by more than float rounding); ordered as ``relations``.
 
     >>> arrival_split("sizes: 'R ⋈ S'", {"S": 0.25, "R": 0.75}, ("R", "S"), ("R", "S"))
     (('R', 0.75), ('S', 0.25))
@@ -117,7 +117,8 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
     if abs(total - 1) > SHARE_TOLERANCE:
         raise ValueRangeError(f"{where}: last: the shares sum to {total:g}; they are the shares of one join's results "
                               f"and must sum to 1")
-    return tuple((r, shares[r] / total) for r in relations)
+    scale = total if abs(total - 1) > 1e-9 else 1.0  # written shares that sum to 1 stay as written
+    return tuple((r, shares[r] / scale) for r in relations)
 
 
 def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
