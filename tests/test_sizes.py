@@ -275,3 +275,22 @@ def test_without_sampled_sizes_nothing_is_re_solved(seed, monkeypatch):
                 r = optimize(ws, mode=mode, partitioning=p)
                 assert r.tie_break is None and len(calls) == (1 if mode == "mqo" else len(w.queries))
                 assert r.plan == optimize(ws, mode=mode, partitioning=p, memory_ties=False).plan
+
+
+def test_optimize_says_when_the_tie_break_changed_the_plan(tmp_path, capsys):
+    import json
+
+    from mqjoin.cli import main
+
+    path = tmp_path / "chain.yaml"
+    path.write_text(chain(0.3).to_yaml(), encoding="utf-8")
+    assert main(["optimize", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["probe_cost"], d["memory"]) == (450, 300)
+    assert d["tie_break"]["changed"] and d["tie_break"]["tolerance"] == pytest.approx(0.15)
+    assert (d["tie_break"]["optimum_probe_cost"], d["tie_break"]["optimum_memory"]) == (400, 400)
+    assert main(["optimize", str(path)]) == 0
+    assert "least memory chosen, probe cost +12.50%, memory -25.0%" in capsys.readouterr().out
+    path.write_text(chain().to_yaml(), encoding="utf-8")
+    assert main(["optimize", str(path), "--json"]) == 0
+    assert "tie_break" not in json.loads(capsys.readouterr().out)
