@@ -139,7 +139,7 @@ def compare(estimated, sized, tables, executor: str = "reference") -> None:
     tie = dict(plans)[chosen].tie_break
     if tie is not None:
         print(f"\n  {chosen}: {tie.changes(dict(plans)[chosen].probe_cost, dict(plans)[chosen].memory)} "
-              f"({tie.solves} re-solves)")
+              f"({tie.solves} solves after the optimum)")
     measured = {}
     for name, res in plans:
         run = execute(res.plan, tables, executor)

@@ -32,10 +32,10 @@ from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
-from mqjoin.planning.plan import Choice, Plan, build_plan
+from mqjoin.planning.plan import Choice, Plan, build_plan, mir_memory
 from mqjoin.planners.registry import check_planner, planner_of
 from mqjoin.planning.result import IlpStats, OptimizeResult, TieBreak  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
-from mqjoin.planning.ties import least_memory, tolerance
+from mqjoin.planning.ties import memory_model, tolerance
 from mqjoin.model.workload import Attr, Workload
 
 
@@ -103,7 +103,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         tie = None
         if ties:
             choices, stats, tie = _least_memory(workload, mode, partitioning, solver, time_limit, "",
-                                                (choices, stats), optimum)
+                                                (choices, stats), optimum, mir_budget, replica_budget)
         plan = optimum if tie is None else build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
@@ -129,7 +129,8 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         optimum_choices.extend(choices)
         if ties:
             choices, stats, tie = _least_memory(alone, mode, partitioning, solver, left, ns, (choices, stats),
-                                                build_plan(alone, choices, mode, partitioning))
+                                                build_plan(alone, choices, mode, partitioning), mir_budget,
+                                                replica_budget)
             query_ties += [tie] if tie is not None else []
         all_choices.extend(choices)
         parts.append(stats)
@@ -159,26 +160,36 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
 
 
 def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str, time_limit: float | None,
-                  namespace: str, optimum: tuple[list[Choice], IlpStats],
-                  plan: Plan) -> tuple[list[Choice], IlpStats, TieBreak | None]:
+                  namespace: str, optimum: tuple[list[Choice], IlpStats], plan: Plan, mir_budget: float | None,
+                  replica_budget: float | None) -> tuple[list[Choice], IlpStats, TieBreak | None]:
     """The tie-break of :mod:`mqjoin.planning.ties` after the optimum ``optimum`` (its ``plan``):
-    the choices and ILP statistics of the plan chosen (solve seconds summed over the re-solves)
+    the choices and ILP statistics of the plan chosen (solve seconds summed over the solves)
     and what it did; the optimum as it is, and ``None``, when its cost carries no sampling error
     or it was not proven optimal."""
     eps = tolerance(plan)
     if eps <= 0 or optimum[1].status != "optimal":
         return optimum[0], optimum[1], None
-
-    seconds = [optimum[1].solve_seconds]
-
-    def solve(budget: float) -> tuple[tuple[list[Choice], IlpStats], Plan] | None:
-        got = _solve_workload(workload, partitioning, True, solver, time_limit, namespace, budget)
-        seconds.append(got[1].solve_seconds)
-        return (got, build_plan(workload, got[0], mode, partitioning)) if got[1].status == "optimal" else None
-
-    ((choices, stats), _), solves, complete = least_memory((optimum, plan), eps, solve)
-    stats = replace(stats, solve_seconds=sum(seconds))
-    return choices, stats, TieBreak(eps, plan.probe_cost, plan.memory, solves, complete)
+    held = mir_memory(plan)
+    if held <= 0:  # no MIR memory to give up
+        return optimum[0], optimum[1], TieBreak(eps, plan.probe_cost, plan.memory, 0)
+    limit = plan.probe_cost * (1 + eps)
+    mdl = build_model(enumerate_candidates(workload, mirs=True), partitioning, mir_budget, replica_budget)
+    least = solve(memory_model(mdl, limit), solver=solver, time_limit=time_limit, canonical=False, branching=False,
+                  relax_orders=False)
+    seconds = optimum[1].solve_seconds + least.solve_seconds
+    if least.status != "optimal" or least.objective >= held * (1 - 1e-9):
+        return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
+            eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
+    # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
+    choices, stats = _solve_workload(workload, partitioning, True, solver, time_limit, namespace,
+                                     least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
+    stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
+    tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
+    chosen = build_plan(workload, choices, mode, partitioning)
+    if (stats.status != "optimal" or chosen.probe_cost > limit * (1 + 1e-6)
+            or chosen.memory >= plan.memory * (1 - 1e-9)):  # replicas: less MIR memory, not less in all
+        return optimum[0], replace(optimum[1], solve_seconds=stats.solve_seconds), tie
+    return choices, stats, tie
 
 
 @paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them

@@ -46,8 +46,8 @@ class TieBreak:
     tolerance: float  # relative: plans costing at most optimum · (1 + ε) tie
     optimum_cost: float  # probe cost of the cheapest plan (the ILP optimum)
     optimum_memory: float  # its memory
-    solves: int  # re-solves under a tighter MIR budget
-    complete: bool = True  # False: a solve was cut short or the walk hit its cap
+    solves: int  # solves after the optimum's: the least MIR memory within ε, then the cheapest plan holding it
+    complete: bool = True  # False: a solve was cut short (time limit) before it was proven optimal
 
     def changes(self, probe_cost: float, memory: float) -> str:
         """One line: what the pass did to a plan of ``probe_cost`` and ``memory``.

@@ -23,13 +23,13 @@ sampled: then nothing is re-solved and the plan is the optimum, as it always was
 of the order-of-arrival shares are left out: ``stats`` writes a share only where it departs
 from ``1/|P|`` by three of its standard errors.
 
-**The pass.**  From the optimum (cost ``C0``), :func:`least_memory` re-solves with an MIR budget
-just below the MIR memory of the last plan (docs/model.md §5, ``--mir-budget``), as
-:mod:`mqjoin.planning.frontier` walks the replica budget: each solve gives the cheapest plan
-holding less MIR memory, so the walk stops at the first one costing more than ``C0 · (1 + ε)``,
-and the last plan within the tolerance holds the least MIR memory of all plans within it.  Under
-``single`` the base stores are the same in every plan (one per relation), so that plan holds the
-least memory; under ``replicas`` the plan of least total memory among those visited is kept.
+**The pass.**  From the optimum (cost ``C0``), one solve of the same model with another
+objective finds the least MIR memory (one replica each, what ``--mir-budget`` bounds,
+docs/model.md §5) of any plan costing at most ``C0 · (1 + ε)`` (:func:`memory_model`); a second
+solve, the usual one under an MIR budget of that memory, returns the cheapest plan holding it,
+with the canonical tie-break.  Under ``single`` the base stores are the same in every plan
+(one per relation), so that plan holds the least memory of all tied plans; under ``replicas``
+it replaces the optimum only when it holds less memory in all.
 
 On a chain whose two sizes were measured on a sample of few join values (30 % error), the
 plan that materialises ``R ⋈ S`` costs 400 and holds 400 tuples; the one without it costs
@@ -56,17 +56,15 @@ ties within 15.00% of the optimum's probe cost (sampled sizes): least memory cho
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+import math
+from dataclasses import replace
 
 from mqjoin.planning.cost import step_error
-from mqjoin.planning.plan import Plan, mir_memory
+from mqjoin.planning.ilp import Model
+from mqjoin.planning.plan import Plan
 
 #: standard errors of the optimum's probe cost within which plans tie
 TIE_Z = 2.0
-#: re-solves at most (each drops at least one MIR store, so few are needed)
-MAX_SOLVES = 25
-
-T = TypeVar("T")
 
 
 def cost_error(plan: Plan) -> float:
@@ -83,30 +81,14 @@ def tolerance(plan: Plan) -> float:
     return TIE_Z * cost_error(plan)
 
 
-def least_memory(first: tuple[T, Plan], eps: float,
-                 solve: Callable[[float], tuple[T, Plan] | None]) -> tuple[tuple[T, Plan], int, bool]:
-    """The walk of the module docstring from ``first`` (the optimum and its plan):
-    ``solve(budget)`` gives the cheapest plan whose MIR stores hold at most ``budget`` tuples
-    (``None`` when the solve was not proven optimal).  Returns the plan chosen, the number of
-    re-solves and whether the walk ended by itself (not cut short)."""
-    limit = first[1].probe_cost * (1 + eps)
-    best = current = first
-    solves = 0
-    while (last := mir_memory(current[1])) > 0:
-        for step in (1e-6, 1e-4, 1e-2):  # strictly below the last plan's MIR memory (solver tolerances)
-            if solves >= MAX_SOLVES:
-                return best, solves, False
-            got = solve(max(0.0, last * (1 - step) - step))
-            solves += 1
-            if got is None:
-                return best, solves, False
-            if mir_memory(got[1]) < last * (1 - 1e-9):
-                break
-        else:
-            return best, solves, False
-        if got[1].probe_cost > limit * (1 + 1e-9):
-            break
-        current = got
-        if got[1].memory < best[1].memory * (1 - 1e-9):
-            best = got
-    return best, solves, True
+def memory_model(mdl: Model, limit: float) -> Model:
+    """``mdl`` (the optimiser's ILP) minimising the memory of the materialised MIRs instead of
+    the probe cost, whose probe cost is bounded by ``limit``: its optimum is the least MIR
+    memory of the plans that tie (solve it with ``branching=False, relax_orders=False``: the
+    search and relaxation of :func:`mqjoin.planning.ilp.solve` are built for the probe cost)."""
+    memory = [0.0] * mdl.num_variables
+    for m, i in mdl.m.items():
+        memory[i] = mdl.candidates.memory(m)
+    costed = [c for c, v in enumerate(mdl.cost) if v]
+    row = ("tied_probe_cost", costed, [mdl.cost[c] for c in costed], -math.inf, limit)
+    return replace(mdl, cost=memory, tie=[0.0] * mdl.num_variables, rows=mdl.rows + [row])
