@@ -16,12 +16,18 @@ measured.  The goal: within ±20 % for every store holding ≥ 1 % of its plan's
 ``--compare`` runs every plan ``mqjoin compare`` lists (CLASH's modes × policies, MJoin, binary
 trees, AJoin) optimised on the sized workload, and prints their measured messages and rows
 beside the plan chosen on the sizes (``mqo``, ``single``) and the one chosen on the estimates.
+It marks the plans on the measured Pareto front (messages vs rows) and lists the plans the
+chosen one does not dominate; the chosen plan breaks ties within the sampled sizes' error
+towards less memory (:mod:`mqjoin.planning.ties`), and the plan without that tie-break is
+listed too.  ``--executor vector`` runs the plans with the vectorised executor (the same counts,
+faster at SF 0.1).
 ``--shuffled`` repeats part 2 with every relation's timestamps shuffled (the same tuples and
 span, arrivals no longer in key order): what is left after the sizes then is gone, so it is
 the order of arrival (which relation of a join arrives last), not a size.
 
     python benchmarks/join_sizes.py [--sf 0.01 0.1] [--workloads tpch_fig7a.yaml tpch_10q.yaml]
                                     [--fraction 0.1] [--no-runs] [--shuffled] [--compare]
+                                    [--executor reference|vector]
 """
 
 from __future__ import annotations
@@ -70,8 +76,8 @@ def part1(w, tables, fraction: float) -> None:
           f"for {covered}/{n}")
 
 
-def table(title: str, plan, tables, span: float) -> tuple[int, int]:
-    run = run_reference(plan, tables, collect=False)
+def table(title: str, plan, tables, span: float, executor: str = "reference") -> tuple[int, int]:
+    run = execute(plan, tables, executor)
     check = check_run(plan, run.probe_messages, run.store_rows, span)
     print(f"\n  {title}: {len(plan.stores)} stores")
     print(f"    {'store':<46}{'kind':<9}{'predicted':>12}{'measured':>12}{'share':>8}{'measured/pred':>15}")
@@ -92,11 +98,36 @@ def table(title: str, plan, tables, span: float) -> tuple[int, int]:
     return ok, big
 
 
-def compare(estimated, sized, tables) -> None:
-    """Measured probe messages and most rows held at once (sum over stores) of every plan."""
+def execute(plan, tables, executor: str):
+    """A run of ``plan`` by the reference (per tuple) or the vectorised executor (same counts)."""
+    if executor == "vector":
+        from mqjoin.runtime.vector import run_vector
+
+        return run_vector(plan, tables)
+    return run_reference(plan, tables, collect=False)
+
+
+def pareto(points: dict[str, tuple[int, int]]) -> dict[str, list[str]]:
+    """Per plan, the plans that dominate it (no more messages and rows, fewer of one); a plan
+    on the measured Pareto front has none.
+
+    >>> pareto({"a": (1, 2), "b": (2, 1), "c": (2, 2)})
+    {'a': [], 'b': [], 'c': ['a', 'b']}
+    """
+    return {n: [m for m, (mm, mr) in points.items() if mm <= pm and mr <= pr and (mm, mr) != (pm, pr)]
+            for n, (pm, pr) in points.items()}
+
+
+def compare(estimated, sized, tables, executor: str = "reference") -> None:
+    """Measured probe messages and most rows held at once (sum over stores) of every plan
+    ``mqjoin compare`` lists, the plan chosen on the sizes without the memory tie-break
+    (``--no-ties``) and the one chosen on the estimates; which plans are on the measured Pareto
+    front (messages vs rows), and what the chosen plan (sizes: clash mqo single) does not dominate."""
     from mqjoin.planning.options import MODES, POLICIES
 
-    plans = [("estimates: clash mqo single", optimize(estimated))]
+    chosen = "sizes: clash mqo single"
+    plans = [("estimates: clash mqo single", optimize(estimated)),
+             ("sizes, no ties: clash mqo single", optimize(sized, memory_ties=False))]
     plans += [(f"sizes: clash {m} {p}", optimize(sized, mode=m, partitioning=p)) for m in MODES for p in POLICIES
               if p != "budget"]
     for planner in ("mjoin", "tree", "ajoin"):
@@ -105,10 +136,27 @@ def compare(estimated, sized, tables) -> None:
                 plans.append((f"sizes: {planner} {m}", optimize(sized, mode=m, planner=planner)))
             except Exception as e:  # a planner without this mode
                 print(f"    ({planner} {m}: {e})")
-    print(f"\n  every plan on the same input ({'plan':<36}: measured messages, rows)")
+    tie = dict(plans)[chosen].tie_break
+    if tie is not None:
+        print(f"\n  {chosen}: {tie.changes(dict(plans)[chosen].probe_cost, dict(plans)[chosen].memory)} "
+              f"({tie.solves} solves after the optimum)")
+    measured = {}
     for name, res in plans:
-        run = run_reference(res.plan, tables, collect=False)
-        print(f"    {name:<36}{run.total_probe_messages:>10,}{sum(run.store_rows.values()):>10,}")
+        run = execute(res.plan, tables, executor)
+        measured[name] = (run.total_probe_messages, sum(run.store_rows.values()))
+    beaten = pareto(measured)
+    print(f"\n  every plan on the same input ({executor} executor; predicted probe cost and memory in the model's "
+          f"units; Pareto: on the measured front of messages vs rows)")
+    print(f"    {'plan':<36}{'messages':>11}{'rows':>11}{'pred. cost':>12}{'pred. mem':>12}  Pareto")
+    for name, res in plans:
+        msgs, rows = measured[name]
+        print(f"    {name:<36}{msgs:>11,}{rows:>11,}{res.probe_cost:>12.5g}{res.memory:>12.5g}  "
+              f"{'yes' if not beaten[name] else f'no (beaten by {len(beaten[name])}, e.g. {beaten[name][-1]})'}")
+    cm, cr = measured[chosen]
+    apart = [f"{n} ({m / cm - 1:+.1%} messages, {r / cr - 1:+.1%} rows)" for n, (m, r) in measured.items()
+             if n != chosen and not (cm <= m and cr <= r)]
+    print(f"  {chosen}: {'on' if not beaten[chosen] else 'NOT on'} the measured Pareto front; "
+          f"does not dominate: {'; '.join(apart) or 'none'}")
 
 
 def main() -> None:
@@ -119,6 +167,8 @@ def main() -> None:
     ap.add_argument("--no-runs", action="store_true", help="part 1 only")
     ap.add_argument("--shuffled", action="store_true", help="also part 2 with shuffled arrival times")
     ap.add_argument("--compare", action="store_true", help="measured messages and rows of every plan compare lists")
+    ap.add_argument("--executor", choices=("reference", "vector"), default="reference",
+                    help="the executor of the runs (the same counts; vector is faster)")
     args = ap.parse_args()
     print(f"join sizes on TPC-H; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -137,10 +187,11 @@ def main() -> None:
                 continue
             span = max(max(t.ts) for t in tables.values() if len(t)) - min(min(t.ts) for t in tables.values() if len(t))
             est = replace(stats, sizes=()).apply(w)
-            table("plan on the independence estimates", optimize(est).plan, tables, span)
-            table(f"plan on sizes from a {args.fraction:.0%} sample", optimize(stats.apply(w)).plan, tables, span)
+            table("plan on the independence estimates", optimize(est).plan, tables, span, args.executor)
+            table(f"plan on sizes from a {args.fraction:.0%} sample", optimize(stats.apply(w)).plan, tables, span,
+                  args.executor)
             if args.compare:
-                compare(est, stats.apply(w), tables)
+                compare(est, stats.apply(w), tables, args.executor)
             if args.shuffled:
                 rng = random.Random(0)
                 mixed = {}

@@ -119,6 +119,19 @@ class SizeEstimate:
         return ()
 
     @property
+    def error(self) -> float:
+        """The relative standard error written beside the size (``error:``, docs/model.md §2):
+        0 when counted exactly; a sample without a result, written as one result, takes the
+        standard error of its rule-of-three bound (``high / 1.96``).
+
+        >>> SizeEstimate(None, ("R", "S"), 200, 20.0, 1.0, 18.0, 22.0, 0.1, "R.a=S.a", 50, 5.0).error
+        0.05
+        """
+        if self.exact:
+            return 0.0
+        return (self.stderr if self.count > 0 else self.high / Z95) / self.value
+
+    @property
     def exact(self) -> bool:
         """Counted on all the data (no sample asked, or a class too small to sample)."""
         return self.fraction >= 1 or not self.sampled_on

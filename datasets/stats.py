@@ -358,7 +358,9 @@ class Statistics:
             spec["sizes"] = {}
             for m in self.sizes:
                 (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = (
-                    {"size": _sig(m.value), "last": {r: _sig(o, 4) for r, o in m.last}} if m.last else _sig(m.value))
+                    {"size": _sig(m.value), **({"error": _sig(m.error, 3)} if m.error else {}),
+                     **({"last": _shares(m.last)} if m.last else {})}
+                    if m.last or m.error else _sig(m.value))
         return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -378,7 +380,7 @@ class Statistics:
                          "ci95": [f.low, f.high], "exact": f.exact, "rows": f.size, "sampled": f.sample,
                          "passing_sample_rows": f.passing, "few_matches": f.few_matches} for f in self.filters],
             **({"sizes": [{"query": m.query, "relations": list(m.relations), "results": m.count, "value": m.value,
-                           "stderr": m.stderr, "ci95": [m.low, m.high], "exact": m.exact,
+                           "stderr": m.stderr, "error": m.error, "ci95": [m.low, m.high], "exact": m.exact,
                            "sample": m.fraction, "sampled_class": m.sampled_on, "sampled_values": m.values,
                            "independence_estimate": m.estimate, "ratio": m.ratio, "few_values": m.few_values,
                            "arriving_last": [{"relation": r, "share": o, "stderr": se} for r, o, se in m.arrival],
@@ -671,6 +673,19 @@ def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ..
     return out
 
 
+def _shares(last: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """An order of arrival as written: 4 significant digits, the largest share the rest of 1
+    (so that the written shares sum to 1 and are read back as written).
+
+    >>> _shares([("R", 0.50955), ("S", 0.124212), ("T", 0.366238)])
+    {'R': 0.5096, 'S': 0.1242, 'T': 0.3662}
+    """
+    shares = {r: _sig(o, 4) for r, o in last}
+    top = max(shares, key=shares.__getitem__)
+    shares[top] = round(1 - sum(v for r, v in shares.items() if r != top), 10)
+    return shares
+
+
 def workload_yaml(workload: Workload) -> str:
     """The workload as compact, block-style YAML in the format of docs/model.md §1 (one line per
     relation, query and selectivity; a relation's window and parallelism only when they differ
@@ -726,11 +741,15 @@ def workload_yaml(workload: Workload) -> str:
     if workload.groups:
         lines.append("groups: [" + ", ".join("[" + ", ".join(g) + "]" for g in workload.groups) + "]")
     if workload.sizes:
+        def size(m: Any) -> str:  # the value, or {size: …, error: …, last: {…}} on one line
+            return num(m.spec) if not isinstance(m.spec, dict) else yaml.safe_dump(
+                m.spec, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10_000).strip()
+
         lines.append("sizes:")
-        lines += [f"  {m.key}: {num(m.value)}" for m in workload.sizes if m.query is None]
+        lines += [f"  {m.key}: {size(m)}" for m in workload.sizes if m.query is None]
         for q in dict.fromkeys(m.query for m in workload.sizes if m.query is not None):
             lines.append(f"  {q}:")
-            lines += [f"    {m.key}: {num(m.value)}" for m in workload.sizes if m.query == q]
+            lines += [f"    {m.key}: {size(m)}" for m in workload.sizes if m.query == q]
     return "\n".join(lines) + "\n"
 
 

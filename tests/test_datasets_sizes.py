@@ -141,6 +141,24 @@ def test_independent_data_agrees_with_the_estimate():
     assert "last" not in st.apply(W).to_yaml()
 
 
+def test_sampled_sizes_are_written_with_their_relative_error_and_exact_ones_without():
+    from mqjoin.datasets.stats import estimate_statistics
+
+    st = estimate_statistics(W.with_defaults(selectivity=0.5), uniform(0), sample=None, sizes=0.5)
+    sampled = [m for m in st.sizes if not m.exact]
+    assert sampled and all(m.error > 0 for m in sampled)
+    # the standard error relative to the size; a sample without a result: that of its rule-of-three bound
+    assert all(m.error == pytest.approx(m.stderr / m.value if m.count else m.high / 1.96 / m.value, rel=1e-3)
+               for m in sampled)
+    w = st.apply(W)
+    written = {(m.query, m.relations): m.error for m in w.sizes}
+    for m in st.sizes:
+        assert written[m.query, m.relations] == pytest.approx(m.error, rel=0.01, abs=0), m.describe()
+    assert "error:" in w.to_yaml() and parse_workload(w.to_yaml()) == w
+    exact = estimate_statistics(W.with_defaults(selectivity=0.5), uniform(0), sample=None, sizes=1.0).apply(W)
+    assert exact.sizes and all(m.error == 0 for m in exact.sizes) and "error" not in exact.to_yaml()
+
+
 def test_key_ordered_arrivals_are_measured_and_written():
     """Rows of S arrive right after the R row with their key: S completes every result."""
     from mqjoin.datasets.stats import estimate_statistics

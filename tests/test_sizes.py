@@ -103,6 +103,11 @@ def test_written_workloads_keep_their_sizes():
     text = workload_yaml(w)
     assert "  R ⋈ S: 40.0\n" in text and "  q2:\n    R ⋈ S: 7.0\n" in text
     assert parse_workload(text) == w
+    # a sampled size's error and an order of arrival are written too, each size on one line
+    w = parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, error: 0.05, last: {R: 0.25, S: 0.75}}, q2: {"R ⋈ S": 7}}')
+    text = workload_yaml(w)
+    assert "  R ⋈ S: {size: 40.0, error: 0.05, last: {R: 0.25, S: 0.75}}\n" in text
+    assert parse_workload(text) == w
 
 
 def test_statistics_sampled_anew_move_sizes_like_an_edit():
@@ -170,3 +175,122 @@ def test_the_order_of_arrival_survives_edits_round_trips_and_a_runs_sizes():
     assert [(m.value, m.last) for m in run.sizes] == [(30.0, (("R", 0.25), ("S", 0.75)))]
     new = w.with_sizes([MeasuredSize(None, ("S", "R"), 30.0, (("S", 0.5), ("R", 0.5)))])
     assert [m.last for m in new.sizes] == [(("R", 0.5), ("S", 0.5))]
+
+
+CHAIN = """
+defaults: {rate: 100, parallelism: 1}
+relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
+queries: {q: "R(a), S(a,b), T(b)"}
+selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.01}
+"""
+
+
+def chain(error=None):
+    """R ⋈ S materialised costs 400 and holds 400 tuples; without it 450 and 300.  The two
+    plans' costs differ by 12.5 %; the tolerance is 2 · (50 + 50) · error / 400 = error / 2."""
+    size = "100" if error is None else f"{{size: 100, error: {error}}}"
+    return parse_workload(CHAIN + f'sizes: {{"R ⋈ S": {size}, "S ⋈ T": {size}}}')
+
+
+def test_costs_within_the_sampled_sizes_error_tie_and_the_lighter_plan_is_chosen():
+    from mqjoin.planning.ties import tolerance
+
+    exact = optimize(chain())
+    assert (exact.probe_cost, exact.memory, mirs(exact), exact.tie_break) == (400, 400, {("R", "S")}, None)
+    assert "tie_break" not in exact.to_dict() and "ties within" not in exact.summary()
+    for mode in ("mqo", "individual", "shared"):
+        r = optimize(chain(0.3), mode=mode)
+        assert (r.probe_cost, r.memory, mirs(r)) == (450, 300, set()), mode
+        t = r.tie_break
+        assert t.tolerance == pytest.approx(0.15) and (t.optimum_cost, t.optimum_memory) == (400, 400)
+        assert t.changed(r.memory) and t.solves >= 1 and t.complete
+    r = optimize(chain(0.3))
+    assert tolerance(optimize(chain(0.3), memory_ties=False).plan) == pytest.approx(0.15)
+    d = r.to_dict()["tie_break"]
+    assert d["changed"] and d["probe_cost_change"] == pytest.approx(0.125) and d["memory_change"] == pytest.approx(-0.25)
+    assert "least memory chosen, probe cost +12.50%, memory -25.0%" in r.summary()
+    # the optimum without the pass, and an error too small to reach the other plan: the optimum
+    assert optimize(chain(0.3), memory_ties=False).probe_cost == 400
+    small = optimize(chain(0.2))
+    assert (small.probe_cost, small.memory) == (400, 400) and not small.tie_break.changed(small.memory)
+    assert small.probe_orders() == exact.probe_orders()
+
+
+def test_ties_only_lower_memory_and_never_leave_the_tolerance():
+    """Under replicas the plan without the MIR keeps S twice (by a and by b): no less memory,
+    so the optimum stays; a plan without MIRs has no MIR memory to give up: nothing re-solved."""
+    r = optimize(chain(0.3), partitioning="replicas")
+    assert (r.probe_cost, r.memory) == (400, 400) and not r.tie_break.changed(r.memory)
+    b = optimize(chain(0.3), mir_budget=0)
+    assert (b.probe_cost, b.memory, b.tie_break.solves, b.tie_break.changed(b.memory)) == (450, 300, 0, False)
+
+
+def test_an_error_round_trips_moves_with_edits_and_a_run_measures_it_away():
+    from mqjoin.model.sizes import MeasuredSize
+
+    w = parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, error: 0.05, last: {R: 0.25, S: 0.75}}, "S ⋈ T": 3}')
+    assert w.to_spec()["sizes"] == {"R ⋈ S": {"size": 40.0, "error": 0.05, "last": {"R": 0.25, "S": 0.75}},
+                                    "S ⋈ T": 3.0}
+    for e in (w.with_selectivity("R.a = S.a", 0.05), w.with_relation("R", rate=20), parse_workload(w.to_yaml())):
+        assert [m.error for m in e.sizes] == [0.05, 0.0]
+    cs = w.query("q1").classes
+    assert (w.size_error({"R", "S"}, cs), w.size_error({"S", "T"}, cs), w.size_error({"R", "S", "T"}, cs)) == (0.05, 0, 0)
+    assert w.size_error({"R", "S"}, w.query("q2").classes, w.selections("q2")) == 0.05  # f · size: the same error
+    # a run counts the whole stream: its size replaces the sampled one, and its error
+    run = w.with_sizes([MeasuredSize(None, ("R", "S"), 30.0)])
+    assert [(m.value, m.error) for m in run.sizes][0] == (30.0, 0.0)
+
+
+@pytest.mark.parametrize("bad", ["-0.1", "nan", ".inf", "x", "true", "[0.1]"])
+def test_a_bad_error_is_a_typed_error_naming_the_size(bad):
+    from mqjoin.model.errors import ValueRangeError, WorkloadError
+
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(BASE + f'sizes: {{"R ⋈ S": {{size: 40, error: {bad}}}}}')
+    assert "sizes: 'R ⋈ S': error" in str(e.value) and isinstance(e.value, ValueRangeError)
+    with pytest.raises(WorkloadError, match="unknown key 'err'.*error: <relative standard error>"):
+        parse_workload(BASE + 'sizes: {"R ⋈ S": {size: 40, err: 0.1}}')
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_without_sampled_sizes_nothing_is_re_solved(seed, monkeypatch):
+    """Held-out random workloads, with no sizes or with exact ones: ε = 0, no tie-break, and
+    the ILP solved once per mode (the plans the optimiser always returned)."""
+    from mqjoin.datasets.random_workloads import random_workload
+    from mqjoin.planning import optimizer
+
+    from mqjoin.datasets.sizes import measure_sizes
+    from mqjoin.datasets.uniform import uniform_streams
+
+    w = random_workload(3, 6, 3, rate=300, seed=seed)
+    exact = w.with_sizes(measure_sizes(w, uniform_streams(w, duration=1.0, seed=seed)))
+    assert exact.sizes and all(m.error == 0 for m in exact.sizes)
+    calls = []
+    solve = optimizer._solve_workload
+    monkeypatch.setattr(optimizer, "_solve_workload", lambda *a, **k: calls.append(a) or solve(*a, **k))
+    for ws in (w, exact):
+        for mode in ("mqo", "shared"):
+            for p in ("single", "replicas"):
+                calls.clear()
+                r = optimize(ws, mode=mode, partitioning=p)
+                assert r.tie_break is None and len(calls) == (1 if mode == "mqo" else len(w.queries))
+                assert r.plan == optimize(ws, mode=mode, partitioning=p, memory_ties=False).plan
+
+
+def test_optimize_says_when_the_tie_break_changed_the_plan(tmp_path, capsys):
+    import json
+
+    from mqjoin.cli import main
+
+    path = tmp_path / "chain.yaml"
+    path.write_text(chain(0.3).to_yaml(), encoding="utf-8")
+    assert main(["optimize", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["probe_cost"], d["memory"]) == (450, 300)
+    assert d["tie_break"]["changed"] and d["tie_break"]["tolerance"] == pytest.approx(0.15)
+    assert (d["tie_break"]["optimum_probe_cost"], d["tie_break"]["optimum_memory"]) == (400, 400)
+    assert main(["optimize", str(path)]) == 0
+    assert "least memory chosen, probe cost +12.50%, memory -25.0%" in capsys.readouterr().out
+    path.write_text(chain().to_yaml(), encoding="utf-8")
+    assert main(["optimize", str(path), "--json"]) == 0
+    assert "tie_break" not in json.loads(capsys.readouterr().out)

@@ -218,3 +218,12 @@ def test_the_status_line_names_the_planner_that_ran():
         ex.model.set_options(planner=planner, tree_shape="best" if planner == "tree" else None)
         s = html.unescape(ex.status.summary.value)
         assert "ILP" not in s.replace("no ILP", "") and f"planned by {planner}" in s, s
+
+
+def test_the_status_line_says_when_a_tie_on_sampled_sizes_changed_the_plan():
+    from test_sizes import chain
+
+    ex = Explorer(chain(0.3), debounce=0, deploy=None)
+    s = html.unescape(ex.status.summary.value)
+    assert "tie on sampled sizes: cost +12.5%, memory -25.0%" in s and "least memory chosen" in s, s
+    assert "tie on" not in html.unescape(Explorer(chain(), debounce=0, deploy=None).status.summary.value)

@@ -39,6 +39,10 @@ class MeasuredSize:
     #: the join's results whose last tuple to arrive is that relation's (summing to 1); empty
     #: when not measured — every relation equally likely, ``1/|P|`` (docs/model.md §2, §4)
     last: tuple[tuple[str, float], ...] = ()
+    #: the relative standard error of ``value`` when it was measured on a sample of the data
+    #: (``stats --sizes F``); 0 for an exact count.  Probe costs that differ by less than the
+    #: error they carry are ties, broken towards less memory (docs/model.md §5)
+    error: float = 0.0
 
     @property
     def key(self) -> str:
@@ -56,12 +60,21 @@ class MeasuredSize:
 
     @property
     def spec(self) -> float | dict[str, Any]:
-        """The value as the YAML writes it: the size, or ``{size: …, last: {R: share, …}}``."""
-        return {"size": self.value, "last": dict(self.last)} if self.last else self.value
+        """The value as the YAML writes it: the size, or ``{size: …, error: …, last: {R: share, …}}``
+        with the parts that are measured.
+
+        >>> MeasuredSize(None, ("R", "S"), 40.0).spec, MeasuredSize(None, ("R", "S"), 40.0, error=0.02).spec
+        (40.0, {'size': 40.0, 'error': 0.02})
+        """
+        if not (self.last or self.error):
+            return self.value
+        return {"size": self.value, **({"error": self.error} if self.error else {}),
+                **({"last": dict(self.last)} if self.last else {})}
 
     def __str__(self) -> str:
+        error = f" ± {self.error:.2%}" if self.error else ""
         last = f" (last: {', '.join(f'{r} {v:.3g}' for r, v in self.last)})" if self.last else ""
-        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}{last}"
+        return f"{self.query + ': ' if self.query else ''}{self.key} = {self.value:g}{error}{last}"
 
 
 #: shares of an arrival split may miss summing to 1 by this much (rounding); they are rescaled
@@ -72,7 +85,7 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
                   declared: Iterable[str]) -> tuple[tuple[str, float], ...]:
     """The ``last`` of a measured size of ``relations`` checked (docs/model.md §2): a mapping
     of every relation of the set to its share in ``[0, 1]``, the shares summing to 1 (rescaled
-    to exactly 1); ordered as ``relations``.
+    to 1 when they miss it by more than float rounding); ordered as ``relations``.
 
     >>> arrival_split("sizes: 'R ⋈ S'", {"S": 0.25, "R": 0.75}, ("R", "S"), ("R", "S"))
     (('R', 0.75), ('S', 0.25))
@@ -104,7 +117,8 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
     if abs(total - 1) > SHARE_TOLERANCE:
         raise ValueRangeError(f"{where}: last: the shares sum to {total:g}; they are the shares of one join's results "
                               f"and must sum to 1")
-    return tuple((r, shares[r] / total) for r in relations)
+    scale = total if abs(total - 1) > 1e-9 else 1.0  # written shares that sum to 1 stay as written
+    return tuple((r, shares[r] / scale) for r in relations)
 
 
 def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
@@ -222,20 +236,41 @@ def _is_set_key(key: str) -> bool:
     return JOIN_SIGN in key or "," in key
 
 
-#: the keys of a size given with its order of arrival
-_SIZE_KEYS = ("size", "last")
+#: the keys of a size given with its error or order of arrival
+_SIZE_KEYS = ("size", "error", "last")
+
+
+def size_error(where: str, error: Any) -> float:
+    """The ``error`` of a measured size checked (docs/model.md §2): its relative standard error,
+    a finite number ≥ 0 (0: counted exactly).
+
+    >>> size_error("sizes: 'R ⋈ S'", 0.015)
+    0.015
+    >>> size_error("sizes: 'R ⋈ S'", -0.1)
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.ValueRangeError: sizes: 'R ⋈ S': error: the relative standard error of the size must be a finite number ≥ 0 (0.02 for 2 %; 0 when counted exactly), got -0.1
+    """
+    x = as_number(error, f"{where}: error")
+    if not (x >= 0) or math.isinf(x):
+        raise ValueRangeError(f"{where}: error: the relative standard error of the size must be a finite number "
+                              f"≥ 0 (0.02 for 2 %; 0 when counted exactly), got {error!r}")
+    return x
 
 
 def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str, Relation]) -> MeasuredSize:
     where = f"sizes: {query + ': ' if query else ''}{key!r}"
     last: Any = None
+    error = 0.0
     if isinstance(value, Mapping):
         for k in value:
             if k not in _SIZE_KEYS:
-                raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (a size is a number, or "
-                                          f"{{size: <tuples per time unit>, last: {{relation: share, …}}}})")
+                raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (a size is a number, or {{size: <tuples per "
+                                          f"time unit>, error: <relative standard error>, last: {{relation: share, …}}}})")
         if "size" not in value:
-            raise WorkloadSyntaxError(f"{where}: no size; write {{size: <tuples per time unit>, last: …}}")
+            raise WorkloadSyntaxError(f"{where}: no size; write {{size: <tuples per time unit>, error: …, last: …}}")
+        if "error" in value:
+            error = size_error(where, value["error"])
         value, last = value["size"], value.get("last")
     names = [n.strip() for n in re.split(rf"{JOIN_SIGN}|,", key)]
     if any(not IDENT_RE.match(n) for n in names):
@@ -259,4 +294,4 @@ def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str,
     order = list(relations)
     names = sorted(names, key=order.index)
     split = () if last is None else arrival_split(where, last, names, order)
-    return MeasuredSize(query, tuple(names), v, split)
+    return MeasuredSize(query, tuple(names), v, split, error)

@@ -55,7 +55,8 @@ from mqjoin.model.errors import (
 from mqjoin.model.filters import Selection
 from mqjoin.model.queries import (IDENT, IDENT_RE, Defaults, Query, Relation, as_number, check_filter_consistency,
                                    check_pair_consistency, parse_attr_ref, parse_selectivity_key, resolve_query)
-from mqjoin.model.sizes import MeasuredSize, arrival_split, rehome, resolve_sizes, size_entries, size_key, size_targets
+from mqjoin.model.sizes import (MeasuredSize, arrival_split, rehome, resolve_sizes, size_entries, size_error, size_key,
+                                size_targets)
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
 
 __all__ = ["Attr", "JoinClass", "Defaults", "MeasuredSize", "Query", "Relation", "Workload", "components",
@@ -300,7 +301,8 @@ class Workload:
     def with_sizes(self, sizes: Iterable[MeasuredSize], strict: bool = True) -> "Workload":
         """The workload with these measured sizes (docs/model.md §2) added; one of the same set
         and query replaces the given one (keeping its order of arrival when the new one has
-        none: a run measures sizes, not which relation arrives last).  ``strict``: a size that
+        none: a run measures sizes, not which relation arrives last; the error is the new one's,
+        0 for a run's exact count).  ``strict``: a size that
         does not apply is a typed error, otherwise it is left out (e.g. sizes a run measured
         for a changed workload).
 
@@ -322,7 +324,8 @@ class Workload:
             where = f"sizes: {m.query + ': ' if m.query else ''}{m.key!r}"
             last = arrival_split(where, dict(m.last), rels, order) if m.last else \
                 getattr(merged.get((m.query, frozenset(rels))), "last", ())
-            merged[m.query, frozenset(rels)] = MeasuredSize(m.query, rels, v, last)
+            error = size_error(where, m.error) if m.error else 0.0
+            merged[m.query, frozenset(rels)] = MeasuredSize(m.query, rels, v, last, error)
         return replace(self, sizes=resolve_sizes(merged.values(), self.queries, strict)[0])
 
     def with_groups(self, groups: Iterable[Iterable[str]]) -> "Workload":
@@ -479,6 +482,24 @@ class Workload:
                 if sel.relation in rels:
                     value *= sel.fraction
         return value
+
+    def size_error(self, relations: Iterable[str], classes: Iterable[JoinClass],
+                   selection: Iterable["Selection"] = ()) -> float:
+        """The relative standard error of the measured size of the join (docs/model.md §2; a
+        size scaled by pass fractions keeps it), 0 when the size was counted exactly or none is
+        given (the independence estimate has no sampling error).
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+        ... queries: {q: "R(a), S(a), T(a)"}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: {size: 40, error: 0.03}, S ⋈ T: 12}''')
+        >>> c = w.query("q").classes
+        >>> w.size_error({"R", "S"}, c), w.size_error({"S", "T"}, c), w.size_error({"R", "T"}, c)
+        (0.03, 0.0, 0.0)
+        """
+        m, _ = self._measured(frozenset(relations), classes, tuple(selection))
+        return 0.0 if m is None else m.error
 
     def arrival_share(self, relations: Iterable[str], classes: Iterable[JoinClass],
                       selection: Iterable["Selection"], start: str) -> float | None:

@@ -153,6 +153,27 @@ def unit_step_cost(workload: Workload, step: StepShape) -> float:
     return size / len(rels) if share is None else size * share
 
 
+def step_error(workload: Workload, step: StepShape) -> float:
+    """The relative standard error of a step's cost: that of the measured size of its prefix
+    (:meth:`~mqjoin.model.workload.Workload.size_error`), 0 for a prefix of one relation (its
+    rate) or a size counted exactly or estimated (docs/model.md §5, ties).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.planning.candidates import MIR, Step
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a), T(a)"}
+    ... selectivities: {R.a = S.a: 0.1}
+    ... sizes: {R ⋈ S: {size: 4, error: 0.05}}''')
+    >>> R, S, T = (MIR.of(w, [r], ()) for r in "RST")
+    >>> c = w.query("q").classes
+    >>> step_error(w, Step((R, S), T, c)), step_error(w, Step((R,), S, c))
+    (0.05, 0.0)
+    """
+    rels = step.prefix_relations
+    return workload.size_error(rels, step.classes, step.selection) if len(rels) > 1 else 0.0
+
+
 def step_cost(workload: Workload, step: StepShape, partition: Attr, parallelism: int) -> float:
     """Cost of one step whose target is partitioned by ``partition`` into ``parallelism``
     partitions (docs/model.md §4): ``|⋈P| / |P| · χ`` (``|⋈P| · o · χ`` with a measured order of arrival).

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
@@ -31,9 +32,10 @@ from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
-from mqjoin.planning.plan import Choice, build_plan
+from mqjoin.planning.plan import Choice, Plan, build_plan, mir_memory
 from mqjoin.planners.registry import check_planner, planner_of
-from mqjoin.planning.result import IlpStats, OptimizeResult  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
+from mqjoin.planning.result import IlpStats, OptimizeResult, TieBreak  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
+from mqjoin.planning.ties import memory_model, tolerance
 from mqjoin.model.workload import Attr, Workload
 
 
@@ -48,14 +50,11 @@ WARM_START_BINARIES = 2000
 WARM_START_LIMITED = 200
 
 
-
-
-
-
 def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
              solver: str = "highs", time_limit: float | None = None, mir_budget: float | None = None,
              replica_budget: float | None = None, planner: str = "clash", tree_shape: str | None = None,
-             decompose: bool = False, pmjoin=None, monitor: Monitor | None = None) -> OptimizeResult:
+             decompose: bool = False, pmjoin=None, monitor: Monitor | None = None,
+             memory_ties: bool = True) -> OptimizeResult:
     """Optimise a workload and return its plan (see the module docstring for modes).
     ``mir_budget``: at most this many tuples of MIR stores (docs/model.md §5 memory; per query in
     ``individual`` and ``shared`` mode, which optimise each query alone).
@@ -64,6 +63,10 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     ``pmjoin``, a :class:`~mqjoin.planners.pmjoin.PMJoinOptions`; no solver involved).
     ``monitor`` (:class:`mqjoin.planning.ilp.monitor.Monitor`): told the ILP's incumbent and
     bound as they improve (mode ``mqo``), and stopped, ends the solve with its best plan so far.
+    ``memory_ties``: when sizes measured on a sample (with an ``error``) cost the plan, plans
+    within that error of the optimum's probe cost tie and the one with the least memory is
+    returned (:mod:`mqjoin.planning.ties`; policies ``single`` and ``replicas`` with MIRs;
+    ``result.tie_break`` says what it changed); False returns the optimum of the probe cost.
 
     >>> from mqjoin.datasets.synthetic_paper import skewed_rates
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
@@ -92,30 +95,51 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     check_options(mode, partitioning, solver, time_limit, mir_budget, replica_budget)
     if not workload.queries:
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
+    ties = memory_ties and mirs and partitioning != BUDGET
     if mode == "mqo":
         choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
                                          replica_budget=replica_budget, monitor=monitor)
-        plan = build_plan(workload, choices, mode, partitioning)
+        optimum = build_plan(workload, choices, mode, partitioning)
+        tie = None
+        if ties:
+            choices, stats, tie = _least_memory(workload, mode, partitioning, solver, time_limit, "",
+                                                (choices, stats), optimum, mir_budget, replica_budget)
+        plan = optimum if tie is None else build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget,
+                              tie_break=tie)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
     all_choices: list[Choice] = []
+    optimum_choices: list[Choice] = []  # before the tie-break
     parts: list[IlpStats] = []
+    query_ties: list[TieBreak] = []
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     for k, q in enumerate(workload.queries):
         # a fair share of the remaining budget for each query still to solve
         left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
         ns = q.name if mode == "individual" else ""
-        choices, stats = _solve_workload(workload.restricted_to([q.name]), partitioning, mirs, solver, left, ns,
+        alone = workload.restricted_to([q.name])
+        choices, stats = _solve_workload(alone, partitioning, mirs, solver, left, ns,
                                          mir_budget, replica_budget=replica_budget,
                                          monitor=None if monitor is None else monitor.sharing_stop())
+        optimum_choices.extend(choices)
+        if ties:
+            choices, stats, tie = _least_memory(alone, mode, partitioning, solver, left, ns, (choices, stats),
+                                                build_plan(alone, choices, mode, partitioning), mir_budget,
+                                                replica_budget)
+            query_ties += [tie] if tie is not None else []
         all_choices.extend(choices)
         parts.append(stats)
     plan = build_plan(workload, all_choices, mode, partitioning)
+    tie = None
+    if query_ties:  # each query's own tie-break; reported against the plan of the per-query optima
+        optimum = build_plan(workload, optimum_choices, mode, partitioning)
+        tie = TieBreak(max(t.tolerance for t in query_ties), optimum.probe_cost, optimum.memory,
+                       sum(t.solves for t in query_ties), all(t.complete for t in query_ties))
     objective = sum(p.objective for p in parts)
     stats = IlpStats(
         variables=sum(p.variables for p in parts), constraints=sum(p.constraints for p in parts),
@@ -131,7 +155,41 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                  or (stats.status == "optimal" and not close)):
         raise InternalError(f"internal error: individual plan cost {plan.probe_cost} does not match the "
                              f"per-query ILP objectives {objective}; please report this workload")
-    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget)
+    return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget,
+                          tie_break=tie)
+
+
+def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str, time_limit: float | None,
+                  namespace: str, optimum: tuple[list[Choice], IlpStats], plan: Plan, mir_budget: float | None,
+                  replica_budget: float | None) -> tuple[list[Choice], IlpStats, TieBreak | None]:
+    """The tie-break of :mod:`mqjoin.planning.ties` after the optimum ``optimum`` (its ``plan``):
+    the choices and ILP statistics of the plan chosen (solve seconds summed over the solves)
+    and what it did; the optimum as it is, and ``None``, when its cost carries no sampling error
+    or it was not proven optimal."""
+    eps = tolerance(plan)
+    if eps <= 0 or optimum[1].status != "optimal":
+        return optimum[0], optimum[1], None
+    held = mir_memory(plan)
+    if held <= 0:  # no MIR memory to give up
+        return optimum[0], optimum[1], TieBreak(eps, plan.probe_cost, plan.memory, 0)
+    limit = plan.probe_cost * (1 + eps)
+    mdl = build_model(enumerate_candidates(workload, mirs=True), partitioning, mir_budget, replica_budget)
+    least = solve(memory_model(mdl, limit), solver=solver, time_limit=time_limit, canonical=False, branching=False,
+                  relax_orders=False)
+    seconds = optimum[1].solve_seconds + least.solve_seconds
+    if least.status != "optimal" or least.objective >= held * (1 - 1e-9):
+        return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
+            eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
+    # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
+    choices, stats = _solve_workload(workload, partitioning, True, solver, time_limit, namespace,
+                                     least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
+    stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
+    tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
+    chosen = build_plan(workload, choices, mode, partitioning)
+    if (stats.status != "optimal" or chosen.probe_cost > limit * (1 + 1e-6)
+            or chosen.memory >= plan.memory * (1 - 1e-9)):  # replicas: less MIR memory, not less in all
+        return optimum[0], replace(optimum[1], solve_seconds=stats.solve_seconds), tie
+    return choices, stats, tie
 
 
 @paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them

@@ -39,6 +39,42 @@ class IlpStats:
 
 
 @dataclass(frozen=True)
+class TieBreak:
+    """The least-memory pass over probe costs that tie within the error of sampled sizes
+    (:mod:`mqjoin.planning.ties`): the tolerance ``ε`` it used and the optimum it started from."""
+
+    tolerance: float  # relative: plans costing at most optimum · (1 + ε) tie
+    optimum_cost: float  # probe cost of the cheapest plan (the ILP optimum)
+    optimum_memory: float  # its memory
+    solves: int  # solves after the optimum's: the least MIR memory within ε, then the cheapest plan holding it
+    complete: bool = True  # False: a solve was cut short (time limit) before it was proven optimal
+
+    def changes(self, probe_cost: float, memory: float) -> str:
+        """One line: what the pass did to a plan of ``probe_cost`` and ``memory``.
+
+        >>> print(TieBreak(0.01, 100.0, 50.0, 2).changes(100.5, 40.0))
+        ties within 1.00% of the optimum's probe cost (sampled sizes): least memory chosen, probe cost +0.50%, memory -20.0%
+        >>> print(TieBreak(0.01, 100.0, 50.0, 1).changes(100.0, 50.0))
+        ties within 1.00% of the optimum's probe cost (sampled sizes): the optimum holds the least memory
+        """
+        head = f"ties within {self.tolerance:.2%} of the optimum's probe cost (sampled sizes): "
+        if self.changed(memory):
+            return (head + f"least memory chosen, probe cost {probe_cost / self.optimum_cost - 1:+.2%}, "
+                    f"memory {memory / self.optimum_memory - 1:+.1%}")
+        return head + "the optimum holds the least memory"
+
+    def changed(self, memory: float) -> bool:
+        return memory < self.optimum_memory * (1 - 1e-9)
+
+    def to_dict(self, probe_cost: float, memory: float) -> dict[str, Any]:
+        return {"tolerance": self.tolerance, "changed": self.changed(memory),
+                "optimum_probe_cost": self.optimum_cost, "optimum_memory": self.optimum_memory,
+                "probe_cost_change": probe_cost / self.optimum_cost - 1 if self.optimum_cost else 0.0,
+                "memory_change": memory / self.optimum_memory - 1 if self.optimum_memory else 0.0,
+                "solves": self.solves, "complete": self.complete}
+
+
+@dataclass(frozen=True)
 class OptimizeResult:
     """A plan with its probe cost, memory and the ILP statistics that produced it."""
 
@@ -55,6 +91,8 @@ class OptimizeResult:
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
     pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
     join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
+    #: the least-memory pass among probe costs within the sampled sizes' error (None: no sampled size)
+    tie_break: TieBreak | None = None
 
     @property
     def probe_cost(self) -> float:
@@ -86,6 +124,7 @@ class OptimizeResult:
                         "partition": str(s.partition), "parallelism": s.parallelism, "memory": s.memory}
                        for s in self.plan.stores],
             "ilp": self.ilp.to_dict(),
+            **({"tie_break": self.tie_break.to_dict(self.probe_cost, self.memory)} if self.tie_break else {}),
             **({"pmjoin": self.pmjoin.to_dict()} if self.pmjoin is not None else {}),
         }
 
@@ -120,6 +159,8 @@ class OptimizeResult:
         lines.append(f"ILP ({i.solver}): {i.variables} variables, {i.constraints} constraints, "
                      f"{i.components} components, build {i.build_seconds:.3f}s, solve {i.solve_seconds:.3f}s, "
                      f"status {i.status}{gap}")
+        if self.tie_break is not None:
+            lines.append(self.tie_break.changes(self.probe_cost, self.memory))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
