@@ -44,15 +44,14 @@ partition choices ``z`` and broadcasts ``b`` only (:func:`applies`); the shared 
 coupled part are fixed by the choice or, undecided, searched like the block's own.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
->>> from mqjoin.planning.candidates import enumerate_candidates
->>> from mqjoin.planning.ilp.branching import branch_and_bound
->>> from mqjoin.planning.ilp.model import build_model, components
->>> mdl = build_model(enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
->>> (cols, rows), = components(mdl)
+>>> from mqjoin.planning import candidates, ilp
+>>> mdl = ilp.build_model(candidates.enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+>>> (cols, rows), = ilp.components(mdl)
 >>> applies(mdl, rows)
 True
 >>> paths = BlockPaths(mdl, cols, mdl.tie)
 >>> cost, vals = paths.optimum({})
+>>> from mqjoin.planning.ilp.branching import branch_and_bound
 >>> round(cost, 6) == round(branch_and_bound(mdl, cols, rows, None)[1], 6)
 True
 >>> weight, canonical = paths.lexicographic({}, cost)
@@ -64,7 +63,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
@@ -114,11 +113,12 @@ class BlockPaths:
     """One block's prefix trees and its search (see the module docstring).  ``cols``: the
     block's columns; ``tie``: the tie-break weight of every model column; ``check``: called at
     every node of the search (it raises to stop it); ``limit``: the nodes of one search at most
-    (:class:`TooLarge` past them)."""
+    (:class:`TooLarge` past them; None: :data:`NODE_LIMIT`, ``math.inf``: no limit)."""
 
     def __init__(self, mdl: Model, cols: list[int], tie: list[float], check: Callable[[], object] = lambda: None,
-                 limit: int | None = NODE_LIMIT):
-        self.mdl, self.cols, self.tie, self.check, self.limit = mdl, cols, tie, check, limit
+                 limit: float | None = None):
+        self.mdl, self.cols, self.tie, self.check = mdl, cols, tie, check
+        self.limit = NODE_LIMIT if limit is None else limit
         inside = set(cols)
         self.mirs = [c for c in mdl.m.values() if c in inside]  # per MIR number: its m column
         mir_no = {c: n for n, c in enumerate(self.mirs)}
@@ -312,21 +312,15 @@ class BlockPaths:
         if used & ~on:  # the largest (its maintenance weighs most), the first of those
             return "mir", max((n for n in range(len(self.mirs)) if (used & ~on) >> n & 1),
                               key=lambda n: (-self.size[n], -n))
-        need: dict[int, int] = {}
-        for at in picks:
-            for o in at:
-                for s in o.steps:
-                    t = self.target[s]
-                    if self.bcost[s] and t >= 0 and z[t] < 0 and self.known[s]:
-                        need[t] = need.get(t, -1) & self.known[s]
+        need = self._needs(picks, z)
         for t in sorted(need):
             if not (need[t] >> self.zmin[t] & 1 if lexicographic else need[t]):
                 return "store", t
         return "", 0
 
-    def _settle(self, picks: Picks, z: tuple[int, ...], lexicographic: bool) -> tuple[int, ...]:
-        """The undecided stores' attributes of a solved node: the least weight (lexicographic),
-        else the first that serves every used step relying on the store."""
+    def _needs(self, picks: Picks, z: tuple[int, ...]) -> dict[int, int]:
+        """Per undecided store that a used step relies on (it knows one of its attributes and
+        would broadcast otherwise): the mask of the attributes that serve every such step."""
         need: dict[int, int] = {}
         for at in picks:
             for o in at:
@@ -334,6 +328,12 @@ class BlockPaths:
                     t = self.target[s]
                     if self.bcost[s] and t >= 0 and z[t] < 0 and self.known[s]:
                         need[t] = need.get(t, -1) & self.known[s]
+        return need
+
+    def _settle(self, picks: Picks, z: tuple[int, ...], lexicographic: bool) -> tuple[int, ...]:
+        """The undecided stores' attributes of a solved node: the least weight (lexicographic),
+        else the first that serves every used step relying on the store."""
+        need = self._needs(picks, z)
         out = list(z)
         for t, j in enumerate(z):
             if j < 0:
@@ -431,7 +431,7 @@ class BlockPaths:
 
     def _visit(self, nodes: int) -> int:
         self.check()
-        if self.limit is not None and nodes >= self.limit:
+        if nodes >= self.limit:
             raise TooLarge
         return nodes + 1
 
