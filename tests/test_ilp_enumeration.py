@@ -83,7 +83,7 @@ def test_plans_as_without_enumeration(queries, relations, size, seed, monkeypatc
     monkeypatch.setattr(paths, "NODE_LIMIT", 0)
     slow = solve(mdl)
     assert fast.canonical and slow.canonical
-    assert fast.objective == slow.objective
+    assert math.isclose(fast.objective, slow.objective, rel_tol=1e-9)  # (the LPs' values carry noise)
     chosen = [i for i in range(mdl.num_variables) if mdl.integer[i]]
     assert [round(fast.values[i]) for i in chosen] == [round(slow.values[i]) for i in chosen]
 

@@ -409,7 +409,13 @@ class BlockCosts:
         gave up on the block (too many nodes) or the block has rows it does not model."""
         if k not in self.searches:
             b = self.part.blocks[k]
-            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, self.left)
+            deadline, watch = self.deadline, self.watch
+
+            def check() -> None:  # (as left(), without a reference back to these costs)
+                if watch.stopped or (deadline is not None and time.perf_counter() > deadline):
+                    raise Stopped
+
+            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, check)
                                 if applies(self.part.mdl, b.rows) else None)
         return self.searches[k]
 

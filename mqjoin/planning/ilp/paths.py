@@ -252,6 +252,7 @@ class BlockPaths:
 
         if all(options):
             down(0, frozenset(), 0.0)
+        del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
         out = self._least[key] = (best[0], best[1])
         return out
 
@@ -287,6 +288,7 @@ class BlockPaths:
 
         if all(options):
             down(0, frozenset(), 0.0, 0.0)
+        del down
         out = _pareto(found)
         self._fronts[key] = (limit, out)
         return out
