@@ -102,7 +102,7 @@ Picks = tuple[tuple[_Order, ...], ...]
 
 #: nodes one search visits at most before it gives up (:class:`TooLarge`): past that the
 #: block's LPs are cheaper (its nodes cost about as much as an LP each)
-NODE_LIMIT = 400
+NODE_LIMIT = 1500
 
 
 class TooLarge(Exception):
