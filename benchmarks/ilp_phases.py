@@ -10,8 +10,10 @@ costed on one thread (``BLOCK_THREADS = 1``), so the phases add up to the run's 
     coupled_part     the coupled parts split into blocks (choices, classes, combinations)
     block enumeration  every combination of the blocks that are enumerated: optimum and
                      lexicographic optimum (mqjoin.planning.ilp.enumeration)
-    block cost LPs   every combination of the other blocks' choices costed by its LP
-    block tie LPs    their lexicographic optima (canonical tie-break) of the combinations kept
+    block costs      the other blocks' optima under the combinations the search asks for: by the
+                     search without LPs (mqjoin.planning.ilp.paths; "of which searches"), else LPs
+    block ties       their lexicographic optima (canonical tie-break), the same way
+    LP branch and bound (one query)  one query's parts the search without LPs gave up on
     master           the master ILP: built, solved, and its LP's dual for the tie-break
     build_plan       the chosen orders merged into probe trees (with extract_choices)
 
@@ -32,6 +34,8 @@ import _results
 import mqjoin.planning.ilp.blocks as blocks
 import mqjoin.planning.ilp.coupled as coupled
 import mqjoin.planning.ilp.master as master
+import mqjoin.planning.ilp.paths as paths
+import mqjoin.planning.ilp.solving as solving
 import mqjoin.planning.optimizer as optimizer
 from mqjoin.datasets.random_workloads import random_workload
 
@@ -59,8 +63,11 @@ def instrument() -> None:
     optimizer.build_plan = timed("build_plan", optimizer.build_plan)
     coupled.coupled_part = timed("coupled_part", coupled.coupled_part)
     blocks.BlockCosts.enumerate_blocks = timed("block enumeration", blocks.BlockCosts.enumerate_blocks)
-    blocks.BlockCosts.cost = timed("block cost LPs", blocks.BlockCosts.cost)
-    blocks.BlockCosts.weight = timed("block tie LPs", blocks.BlockCosts.weight)
+    blocks.BlockCosts.cost = timed("block costs", blocks.BlockCosts.cost)
+    blocks.BlockCosts.weight = timed("block ties", blocks.BlockCosts.weight)
+    paths.BlockPaths.optimum = timed("  of which searches", paths.BlockPaths.optimum)
+    paths.BlockPaths.lexicographic = timed("  of which tie searches", paths.BlockPaths.lexicographic)
+    solving.branch_and_bound = timed("LP branch and bound (one query)", solving.branch_and_bound)
     master.Master.__init__ = timed("master", master.Master.__init__)
     master.Master.run = timed("master", master.Master.run)
     master._ruled_out = timed("master", master._ruled_out)

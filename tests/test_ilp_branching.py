@@ -17,6 +17,7 @@ import mqjoin.planning.ilp.blocks as ilp_blocks
 import mqjoin.planning.ilp.branching as ilp_branching
 import mqjoin.planning.ilp.coupled as ilp_coupled
 import mqjoin.planning.ilp.master as ilp_master
+import mqjoin.planning.ilp.paths as ilp_paths
 import mqjoin.planning.ilp.solving as ilp_solving
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.model.errors import NoSolutionError
@@ -84,6 +85,8 @@ def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
     monkeypatch.setattr(ilp_solving, "branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols)) or bb(m, cols, *a, **k))
     w = random_workload(3, 100, 5, seed=0)  # three five-way queries sharing no store: three parts
     mdl = build_model(enumerate_candidates(w), "replicas")
+    assert solve(mdl).optimal and not calls  # solved without LPs (mqjoin.planning.ilp.paths)
+    monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 0)  # the search gives up at once: the branch and bound
     assert solve(mdl).optimal and len(calls) == 2 * 3  # the solve and the tie-break of each part
     calls.clear()
     assert solve(build_model(enumerate_candidates(random_workload(3, 100, 3, seed=0)), "replicas")).optimal
@@ -329,8 +332,8 @@ def feasible(mdl, values, tol=1e-6) -> bool:
 def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(monkeypatch):
     """From MASTER_MIN_STORES shared stores on, a part of five-way queries goes to the master
     ILP, whose columns are first priced by each combination's LP (unless there are more than
-    QUICK_MAX_COMBINATIONS): the optimum of the depth-first search and of the unpriced master,
-    with fewer branch and bounds than the unpriced master."""
+    QUICK_MAX_COMBINATIONS): the optimum of the depth-first search (blocks searched without
+    LPs) and of the unpriced master, with fewer branch and bounds than the unpriced master."""
     mdl = build_model(enumerate_candidates(FIVE), "single")
     assert any(ilp_branching.large_mirs(mdl, cols) and ilp_solving._couples(mdl, cols) for cols, _ in components(mdl))
     searched = solve(mdl)  # 8 shared stores: the depth-first search
@@ -339,6 +342,7 @@ def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(m
     for module in (ilp_solving, ilp_blocks):  # one query's parts, and the coupled search's blocks
         monkeypatch.setattr(module, "branch_and_bound", lambda *a, **k: calls.append(1) or branch_and_bound(*a, **k))
     monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
+    monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 0)  # the blocks by their LPs, not searched without them
     priced = solve(mdl)
     priced_calls = len(calls)
     monkeypatch.setattr(ilp_coupled, "QUICK_MAX_COMBINATIONS", 0)

@@ -15,6 +15,7 @@ import pytest
 
 import _ref_optimizer as ref
 import mqjoin.planning.ilp.enumeration as enumeration
+import mqjoin.planning.ilp.paths as paths
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.planning.ilp import build_model, components, solve
@@ -36,7 +37,8 @@ def parts(queries: int, relations: int, size: int, parallelism: int, seed: int):
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}x{s[2]}_{s[1]}rel_p{s[3]}")
-def test_every_combination_as_its_lp(spec):
+def test_every_combination_as_its_lp(spec, monkeypatch):
+    monkeypatch.setattr(paths, "NODE_LIMIT", 0)  # BlockCosts without its search: the LPs
     q, r, k, par, seeds = spec
     compared = enumerated = 0
     for seed in seeds:
@@ -69,23 +71,29 @@ def test_large_blocks_left_to_their_lps():
         assert all(t is None for t in enumeration.block_tables(part))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_plans_as_without_enumeration(seed, monkeypatch):
-    """The plan (every chosen probe order and partition attribute) is the one the blocks' LPs give."""
-    mdl = build_model(enumerate_candidates(random_workload(30, 20, 3, seed=seed)), "single")
+@pytest.mark.parametrize("queries,relations,size,seed", [(30, 20, 3, s) for s in range(6)]
+                         + [(4, 20, 5, s) for s in range(3)])
+def test_plans_as_without_enumeration(queries, relations, size, seed, monkeypatch):
+    """The plan (every chosen probe order and partition attribute) is the one the blocks' LPs
+    give: without the enumeration of three-way blocks and the search of larger ones
+    (``mqjoin.planning.ilp.paths``; five-way workloads: single-query and coupled parts)."""
+    mdl = build_model(enumerate_candidates(random_workload(queries, relations, size, seed=seed)), "single")
     fast = solve(mdl)
     monkeypatch.setattr(enumeration, "ENUMERATE_MAX", 0)
+    monkeypatch.setattr(paths, "NODE_LIMIT", 0)
     slow = solve(mdl)
     assert fast.canonical and slow.canonical
-    assert fast.objective == slow.objective
+    assert math.isclose(fast.objective, slow.objective, rel_tol=1e-9)  # (the LPs' values carry noise)
     chosen = [i for i in range(mdl.num_variables) if mdl.integer[i]]
     assert [round(fast.values[i]) for i in chosen] == [round(slow.values[i]) for i in chosen]
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_optimum_as_the_exhaustive_reference(seed):
-    """Small random workloads under ``single``: whatever the path, the exhaustive optimum."""
-    w = ref.random_workload(seed, n_q=(2, 4), q_size=(3, 3), n_rel=(3, 5))
+@pytest.mark.parametrize("size,seed", [(3, s) for s in range(40)] + [(4, s) for s in range(12)])
+def test_optimum_as_the_exhaustive_reference(size, seed):
+    """Small random workloads under ``single``: whatever the path, the exhaustive optimum
+    (four-way queries: blocks searched without LPs)."""
+    w = ref.random_workload(seed, n_q=(2, 4) if size == 3 else (1, 3), q_size=(size, size),
+                            n_rel=(3, 5) if size == 3 else (4, 6))
     res = optimize(w, partitioning="single")
     assert res.ilp.status == "optimal" and res.ilp.canonical
     assert math.isclose(res.plan.probe_cost, ref.optimum(w, "single"), rel_tol=1e-6, abs_tol=1e-7)

@@ -10,6 +10,8 @@ One module per job, each depending only on those above it::
     backends   HiGHS and CBC on one part: statuses, bounds, gaps
     branching  the LP branch and bound that branches on MIR materialisation first
     enumeration  a small block's optimum and lexicographic optimum under every combination at once
+    paths      a larger block's (or one query's) optimum and lexicographic optimum without LPs:
+               a branch and bound over MIRs and partitions, each node solved per start relation
     blocks     a coupled part split at its shared stores; each block's optimum under choices
     master     the master ILP over the shared stores' choices, and its canonical tie-break
     coupled    the coupled search: the master or depth first, by the part's shape
@@ -38,13 +40,14 @@ from mqjoin.planning.ilp.enumeration import ENUMERATE_MAX
 from mqjoin.planning.ilp.formats import export, lp_text, to_pulp
 from mqjoin.planning.ilp.model import (STRENGTHEN_MAX_ORDERS, TIE_BITS, TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model,
                                        build_model, components, tie_weight)
+from mqjoin.planning.ilp.paths import NODE_LIMIT
 from mqjoin.planning.ilp.solving import RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve
 from mqjoin.planning.options import (ALL_POLICIES, BUDGET, POLICIES, SOLVERS, check_budget, check_policy,
                                      check_solution_limit, check_solver, check_time_limit)
 
 __all__ = [
     "ALL_POLICIES", "BLOCK_THREADS", "BRANCH_MIN_MIR", "BUDGET", "ENUMERATE_MAX", "INTEGRALITY_TOLERANCE", "MASTER_MIN_STORES",
-    "Model", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS", "Solution",
+    "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS", "Solution",
     "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
     "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "lp_bound", "lp_text",
     "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp",

@@ -14,6 +14,10 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 * with few enough assignments (three-way queries), its exact optimum and lexicographic optimum
   under every combination at once, by enumeration (:mod:`mqjoin.planning.ilp.enumeration`,
   :meth:`BlockCosts.enumerate_blocks`): no LP at all;
+* else by its search without LPs (:mod:`mqjoin.planning.ilp.paths`, :meth:`BlockCosts.search`):
+  a branch and bound over its MIRs and partition attributes solved per start relation, exact,
+  unless it visits more than :data:`~mqjoin.planning.ilp.paths.NODE_LIMIT` nodes (then the block
+  keeps to the LPs below for every combination);
 * else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
   did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
   stage, warm from the previous combination: combinations are listed in reflected Gray order,
@@ -26,8 +30,8 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 The canonical tie-break works per block too: once the shared choices are fixed, cost and
 tie-break weight add up over the blocks, so each block's lexicographic optimum (least weight
 at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is the
-enumeration's, or is found on a second instance with the cost capped by a row
-(:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
+enumeration's or the search's, or is found on a second instance with the cost capped by a
+row (:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
 every block (``Part.tie``).
 
 Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
@@ -64,6 +68,7 @@ from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
+from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
 
 #: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
 #: every block has HiGHS instances of its own)
@@ -278,6 +283,7 @@ class BlockCosts:
     pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
     lps: dict[tuple[int, int], object] = field(default_factory=dict)  # one HiGHS instance per block and stage
     assigned: dict[tuple, tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
+    searches: dict[int, BlockPaths | None] = field(default_factory=dict)  # per block: its search (None: LPs)
     _integer: list = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
     _upper: list = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
 
@@ -389,7 +395,7 @@ class BlockCosts:
         """The block's LP under the choices: its optimum when integral (costed then), else a
         bound (``lp_bounds``); either way the best bound known (:meth:`lower`)."""
         key = self.part.key_of(k, choice)
-        if key not in self.costs and key not in self.lp_bounds:
+        if key not in self.costs and key not in self.lp_bounds and not self.searched(k, choice):
             b = self.part.blocks[k]
             res = self.block_lp(k, self.instance(k, 0, lambda: self.part.restricted(k, choice), b.rows), choice)
             if res is not None and res[1] is not None:
@@ -398,12 +404,46 @@ class BlockCosts:
                 self.lp_bounds[key] = res[0]
         return self.costs[key][0] if key in self.costs else self.lower(k, key)
 
+    def search(self, k: int) -> BlockPaths | None:
+        """The block's search without LPs (:mod:`mqjoin.planning.ilp.paths`), or None once it
+        gave up on the block (too many nodes) or the block has rows it does not model."""
+        if k not in self.searches:
+            b = self.part.blocks[k]
+            deadline, watch = self.deadline, self.watch
+
+            def check() -> None:  # (as left(), without a reference back to these costs)
+                if watch.stopped or (deadline is not None and time.perf_counter() > deadline):
+                    raise Stopped
+
+            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, check)
+                                if applies(self.part.mdl, b.rows) else None)
+        return self.searches[k]
+
+    def searched(self, k: int, choice: Choice) -> bool:
+        """Cost the block under the choices by its search (:meth:`search`); False when it has
+        none or the search gives up (then no other combination of the block tries it)."""
+        paths = self.search(k)
+        if paths is None:
+            return False
+        try:
+            obj, vals = paths.optimum(choice)
+        except TooLarge:
+            self.searches[k] = None
+            return False
+        key = self.part.key_of(k, choice)
+        self.costs[key] = (obj, vals)
+        self.known.setdefault(k, []).append((key[1], self.costs[key]))
+        return True
+
     def cost(self, k: int, choice: Choice) -> float:
-        """The block's optimum under the choices: its LP when integral (small MIRs, ``quick``,
-        or ``lp_priced``), else the best recosted known plan when it meets the best bound
-        known (exact then), else a branch and bound from it."""
+        """The block's optimum under the choices: by its search without LPs where it ends
+        within its nodes, else its LP when integral (small MIRs, ``quick``, or ``lp_priced``),
+        else the best recosted known plan when it meets the best bound known (exact then), else
+        a branch and bound from it."""
         part, b = self.part, self.part.blocks[k]
         key = part.key_of(k, choice)
+        if key not in self.costs and self.searched(k, choice):
+            return self.costs[key][0]
         if part.quick or self.lp_priced:  # one LP (integral as a rule with small MIRs) is cheaper than recosting
             self.lp_cost(k, choice)
         if key not in self.costs:
@@ -443,6 +483,14 @@ class BlockCosts:
             if not any(part.tie[c] for c in b.cols):
                 self.ties[key] = (0.0, vals, True)
                 return 0.0
+            paths = self.search(k)
+            if paths is not None:
+                try:
+                    w, vals2 = paths.lexicographic(choice, obj, vals)
+                    self.ties[key] = (w, vals2, True)
+                    return w
+                except TooLarge:
+                    self.searches[k] = None
             cap = obj * (1 + TIE_SLACK) + TIE_SLACK
             brows = b.rows + [len(part.mdl.rows)]
             h = self.instance(k, 1, lambda: self._capped(k, choice, cap), brows)

@@ -4,8 +4,9 @@ tie-break.
 :func:`solve` splits the model into its independent components and chooses per part:
 
 * one query's orders with an MIR of :data:`~mqjoin.planning.ilp.branching.BRANCH_MIN_MIR`
-  relations or more (five-way queries, HiGHS only): the LP branch and bound of
-  :mod:`mqjoin.planning.ilp.branching`;
+  relations or more (five-way queries, HiGHS only): the search without LPs of
+  :mod:`mqjoin.planning.ilp.paths` (its optimum, then its lexicographic optimum), or where it
+  gives up (too many nodes) the LP branch and bound of :mod:`mqjoin.planning.ilp.branching`;
 * several queries under ``single`` (coupled only through the partition choice of shared
   stores, HiGHS only): the coupled search of :mod:`mqjoin.planning.ilp.coupled`;
 * everything else: HiGHS's MIP or CBC (:mod:`mqjoin.planning.ilp.backends`), small parts batched
@@ -48,10 +49,12 @@ from dataclasses import dataclass, replace
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc_relaxation, solve_cbc,
                                           solve_highs)
+from mqjoin.planning.ilp.blocks import Stopped
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.coupled import solve_coupled
 from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
 from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
+from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
 from mqjoin.planning.options import check_solution_limit, check_solver, check_time_limit
 
 #: solve :func:`orders_relaxed` first (by default) when the model has an MIR of at least this
@@ -177,6 +180,15 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                 objective, bound, status = objective + obj, bound + bd, status if st == "optimal" else st
                 continue
         by_branching = method == "branch"
+        exact = _by_paths(mdl, cols, rows, deadline, canonical, watch) if by_branching else None
+        if exact is not None:  # the search without LPs ended (it gives up on too many nodes)
+            obj, vals, done = exact
+            watch.report(obj, obj)
+            is_canonical = is_canonical and done
+            for c, v in zip(cols, vals):
+                values[c] = v
+            objective, bound = objective + obj, bound + obj
+            continue
         try:
             st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
                                             solution_limit=solution_limit, relax_orders=relax_orders,
@@ -212,6 +224,31 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         status = "interrupted"
     return Solution(status, objective, min(bound, objective), tuple(values), solver,
                     time.perf_counter() - t0, len(comps), canonical and is_canonical)
+
+
+def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | None, canonical: bool,
+              watch: Watch) -> tuple[float, list[float], bool] | None:
+    """One query's part solved by :class:`~mqjoin.planning.ilp.paths.BlockPaths` (no LPs):
+    (optimum, values, canonical proven), or None when it gives up (too many nodes, rows it
+    does not model, or the time limit before the optimum: the branch and bound takes over)."""
+    if not applies(mdl, rows):
+        return None
+
+    def check() -> None:
+        if watch.stopped or (deadline is not None and time.perf_counter() > deadline):
+            raise Stopped
+
+    paths = BlockPaths(mdl, cols, mdl.tie, check)
+    try:
+        obj, vals = paths.optimum({})
+    except (TooLarge, Stopped):
+        return None
+    if not canonical or not any(mdl.tie[c] for c in cols):
+        return obj, vals, True
+    try:
+        return obj, paths.lexicographic({}, obj, vals)[1], True
+    except (TooLarge, Stopped):
+        return obj, vals, False
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,

@@ -1,0 +1,509 @@
+"""A block's exact optimum and lexicographic optimum without LPs: a branch and bound over which
+MIRs are materialised and how stores are partitioned, each node solved per start relation.
+
+A step's identity is its ordered prefix (which begins with the start relation), its target and
+its owner's classes, so the steps of different start relations are never shared: per start
+relation ``r`` the candidate probe orders of the query and of every MIR that contains ``r``
+are root paths of one *prefix tree* of steps rooted at ``r``, and a step costs once however
+many chosen orders run through it.  The starts of a block are coupled only by
+
+* the materialisation ``m`` of its MIRs: an order that probes the store of ``M`` needs
+  ``m_M = 1``, and then every start of ``M`` must choose an order of ``M`` (whose steps lie
+  in the prefix trees of ``M``'s starts, and may be shared with the query's orders there);
+* the partition attributes ``z`` of its stores: a step's broadcast surcharge ``c·(p − 1)`` is
+  paid unless the chosen attribute of its target is known to its prefix.
+
+With ``m`` and ``z`` fixed the block's cost is therefore a sum over start relations of
+independent, small problems: pick one root path per owner of that start (the queries and the
+materialised MIRs that contain it) and pay for the union of their steps.  :class:`BlockPaths`
+solves such a problem by a depth-first search over the owners' orders, cheapest first, pruned
+by the best union found.
+
+:meth:`BlockPaths.optimum` searches over ``m`` and ``z`` with a *relaxation* as bound: an MIR
+not decided yet may be probed by any order but need not be maintained, and a store whose
+attribute is not decided serves every step that knows one of its candidate attributes.  Every
+plan of a node costs at least the relaxation (dropping maintenance and broadcasts only lowers a
+cost, allowing more orders only lowers a minimum), so a node whose relaxation is no better than
+the incumbent is pruned.  When the relaxation's choice probes only MIRs decided to be
+materialised and every store it relies on has one attribute that serves all its used steps,
+that choice is a plan of the node at the relaxation's cost: the node is solved.  Else the
+search branches on an MIR the choice probes (materialised or not) or on a store's attribute.
+The search is exact: it ends only when every node is solved or pruned.
+
+The canonical tie-break (:meth:`BlockPaths.lexicographic`) is the same search with another
+objective: the least tie-break weight among the plans that cost at most ``cap`` (the optimum
+within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`, the rule of the LP path).  Per start the
+relaxation keeps the Pareto front of (cost, weight) of its choices within the cap, the fronts
+are combined over the starts, and a node's bound is the least weight of a combination within
+the cap (an MIR not maintained and a store's undecided attribute at its least weight only
+lower it).  Weights are integral, so a node whose bound is not below the incumbent's by one is
+pruned.
+
+A block holds the columns of a part: probe orders ``x``, steps ``y``, materialisations ``m``,
+partition choices ``z`` and broadcasts ``b`` only (:func:`applies`); the shared stores of a
+coupled part are fixed by the choice or, undecided, searched like the block's own.
+
+>>> from mqjoin.datasets.random_workloads import random_workload
+>>> from mqjoin.planning import candidates, ilp
+>>> mdl = ilp.build_model(candidates.enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+>>> (cols, rows), = ilp.components(mdl)
+>>> applies(mdl, rows)
+True
+>>> paths = BlockPaths(mdl, cols, mdl.tie)
+>>> cost, vals = paths.optimum({})
+>>> from mqjoin.planning.ilp.branching import branch_and_bound
+>>> round(cost, 6) == round(branch_and_bound(mdl, cols, rows, None)[1], 6)
+True
+>>> weight, canonical = paths.lexicographic({}, cost)
+>>> weight == math.fsum(mdl.tie[c] * v for c, v in zip(cols, canonical))
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mqjoin.planning.candidates import MIR
+from mqjoin.planning.ilp.model import TIE_SLACK, Model
+
+#: the kinds of rows a block may hold for :class:`BlockPaths` (by the prefix of their names,
+#: :func:`~mqjoin.planning.ilp.model.build_model`): probe orders, steps, MIR use and
+#: materialisation, partition choices and broadcasts
+ROW_KINDS = ("one_", "mat_", "use_", "link_", "bcast_", "gbcast_", "part_")
+
+
+def applies(mdl: Model, rows: list[int]) -> bool:
+    """Whether every row of a part is of the kinds :class:`BlockPaths` models (no memory
+    budget, no replica rows)."""
+    return mdl.policy in ("single", "replicas") and all(mdl.rows[r][0].startswith(ROW_KINDS) for r in rows)
+
+
+@dataclass(frozen=True)
+class _Order:
+    col: int  # its x column
+    steps: tuple[int, ...]  # its steps (numbers in the block)
+    mirs: int  # bit mask of the MIRs it probes
+    weight: float  # its tie-break weight
+
+
+@dataclass(frozen=True)
+class _Start:
+    owners: tuple[tuple[int, tuple[_Order, ...]], ...]  # (MIR number, or < 0 for a query; its orders here)
+    relevant: int  # mask of the MIRs probed here or owning orders here
+    owning: int  # mask of the MIRs owning orders here
+    stores: tuple[int, ...]  # the stores targeted by some step here
+
+
+#: per start: the chosen order of each owner there
+Picks = tuple[tuple[_Order, ...], ...]
+
+
+#: nodes one search visits at most before it gives up (:class:`TooLarge`): past that the
+#: block's LPs are cheaper (its nodes cost about as much as an LP each)
+NODE_LIMIT = 1500
+
+
+class TooLarge(Exception):
+    """A search visited :data:`NODE_LIMIT` nodes without ending: the caller uses the LPs."""
+
+
+class BlockPaths:
+    """One block's prefix trees and its search (see the module docstring).  ``cols``: the
+    block's columns; ``tie``: the tie-break weight of every model column; ``check``: called at
+    every node of the search (it raises to stop it); ``limit``: the nodes of one search at most
+    (:class:`TooLarge` past them; None: :data:`NODE_LIMIT`, ``math.inf``: no limit)."""
+
+    def __init__(self, mdl: Model, cols: list[int], tie: list[float], check: Callable[[], object] = lambda: None,
+                 limit: float | None = None):
+        self.mdl, self.cols, self.tie, self.check = mdl, cols, tie, check
+        self.limit = NODE_LIMIT if limit is None else limit
+        inside = set(cols)
+        self.mirs = [c for c in mdl.m.values() if c in inside]  # per MIR number: its m column
+        mir_no = {c: n for n, c in enumerate(self.mirs)}
+        self.size = [len(m.relations) for m, c in mdl.m.items() if c in inside]  # per MIR: its relations
+        self.stores: list[list[int]] = []  # per store number: its z columns (candidate order)
+        store_of = self.store_of = {}  # store → its number
+        attr_of = {}
+        for (st, a), c in mdl.z.items():
+            if c in inside:
+                if st not in store_of:
+                    store_of[st] = len(self.stores)
+                    self.stores.append([])
+                self.stores[store_of[st]].append(c)
+                attr_of[c] = a
+        self.cost: list[float] = []  # per step (numbered in the block)
+        self.bcost: list[float] = []  # its broadcast's cost (0: it never broadcasts)
+        self.ycol: list[int] = []
+        self.bcol: list[int] = []  # (−1: none)
+        self.target: list[int] = []  # its target's store number (−1: no z, broadcast whenever bcost)
+        self.known: list[int] = []  # mask of its target's z that it knows
+        step_no: dict[int, int] = {}
+        y_step = {c: s for s, c in mdl.y.items() if c in inside}
+        groups: dict[str, dict[int, list[_Order]]] = {}  # start → owner number → its orders there
+        query_no: dict[str, int] = {}  # (queries: −1, −2, …)
+        for (owner, start, _), xc in mdl.x.items():
+            if xc not in inside:
+                continue
+            ids = []
+            for yc in mdl.order_steps[xc]:
+                if yc not in step_no:
+                    step_no[yc] = len(self.ycol)
+                    s = y_step[yc]
+                    bc = mdl.b.get(s, -1)
+                    bc = bc if bc in inside else -1
+                    t = store_of.get(s.target, -1)
+                    self.ycol.append(yc)
+                    self.cost.append(mdl.cost[yc])
+                    self.bcol.append(bc)
+                    self.bcost.append(mdl.cost[bc] if bc >= 0 else 0.0)
+                    self.target.append(t)
+                    self.known.append(0 if t < 0 else sum(1 << j for j, zc in enumerate(self.stores[t])
+                                                          if attr_of[zc] in s.known))
+                ids.append(step_no[yc])
+            mask = sum(1 << mir_no[mc] for mc in mdl.order_mirs[xc])
+            n = -query_no.setdefault(owner, len(query_no) + 1) if isinstance(owner, str) else mir_no[mdl.m[owner]]
+            groups.setdefault(start, {}).setdefault(n, []).append(_Order(xc, tuple(ids), mask, tie[xc]))
+        self.can = 0  # the MIRs that may be materialised: every start of theirs has orders in the block
+        for m, c in mdl.m.items():
+            if c in mir_no:
+                starts = mdl.candidates.orders.get(m, {})
+                if starts and all(groups.get(s, {}).get(mir_no[c]) for s in starts):
+                    self.can |= 1 << mir_no[c]
+        self.starts: list[_Start] = []
+        for start in sorted(groups):
+            # queries first, then the MIRs from the largest: their orders share the queries' prefixes
+            owners = tuple(sorted(((n, tuple(os)) for n, os in groups[start].items()),
+                                  key=lambda t: (t[0] >= 0, -self.size[t[0]] if t[0] >= 0 else 0, t[0])))
+            relevant, stores = 0, set()
+            for n, orders in owners:
+                relevant |= (1 << n) if n >= 0 else 0
+                for o in orders:
+                    relevant |= o.mirs
+                    stores.update(self.target[s] for s in o.steps if self.target[s] >= 0)
+            owning = sum(1 << n for n, _ in owners if n >= 0)
+            self.starts.append(_Start(owners, relevant, owning, tuple(sorted(stores))))
+        self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
+        self._least: dict = {}
+        self._fronts: dict = {}
+        self._charge: dict = {}
+        self._ranked: dict = {}
+
+    # ---- one start -------------------------------------------------------------------------
+
+    def _charges(self, z: tuple[int, ...]) -> list[float]:
+        """Every step's cost under the stores' attributes ``z`` (−1: undecided, serving every
+        step that knows one of its candidates)."""
+        hit = self._charge.get(z)
+        if hit is not None:
+            return hit
+        out = list(self.cost)
+        for s, bc in enumerate(self.bcost):
+            if bc:
+                t = self.target[s]
+                j = -2 if t < 0 else z[t]
+                if j == -2 or not (self.known[s] if j < 0 else (self.known[s] >> j) & 1):
+                    out[s] += bc
+        self._charge[z] = out
+        return out
+
+    def _options(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> list[list[_Order]]:
+        """The owners that must choose an order at start ``ri``, each with the orders it may
+        choose, cheapest first under ``z``."""
+        sr = self.starts[ri]
+        zkey = (ri, tuple(z[t] for t in sr.stores))
+        ranked = self._ranked.get(zkey)
+        if ranked is None:
+            charge = self._charges(z)
+            ranked = self._ranked[zkey] = [sorted(orders, key=lambda o: (sum(charge[s] for s in o.steps), o.weight))
+                                           for _, orders in sr.owners]
+        return [[o for o in os if not o.mirs & ~allowed] for (n, _), os in zip(sr.owners, ranked)
+                if n < 0 or (on >> n) & 1]
+
+    def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...]]:
+        """The cheapest choice of one order per owner at start ``ri`` (the union of their steps
+        priced), by a depth-first search, cheapest orders first."""
+        sr = self.starts[ri]
+        key = (ri, on & sr.relevant, allowed & sr.relevant, tuple(z[t] for t in sr.stores))
+        hit = self._least.get(key)
+        if hit is not None:
+            return hit
+        charge = self._charges(z)
+        options = self._options(ri, on, allowed, z)
+        best: list = [math.inf, None]
+        picked: list[_Order] = []
+        last = len(options)
+
+        def down(i: int, used: frozenset, spent: float) -> None:
+            for o in options[i]:
+                more = spent
+                for s in o.steps:
+                    if s not in used:
+                        more += charge[s]
+                if more >= best[0]:
+                    continue
+                picked.append(o)
+                if i + 1 == last:
+                    best[0], best[1] = more, tuple(picked)
+                else:
+                    down(i + 1, used.union(o.steps), more)
+                picked.pop()
+
+        if all(options):
+            down(0, frozenset(), 0.0)
+        del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
+        out = self._least[key] = (best[0], best[1])
+        return out
+
+    def _front_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...],
+                  limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
+        """The Pareto front of (cost, weight) of the choices at start ``ri`` that cost at most
+        ``limit``, cheapest first."""
+        sr = self.starts[ri]
+        key = (ri, on & sr.relevant, allowed & sr.relevant, tuple(z[t] for t in sr.stores))
+        hit = self._fronts.get(key)
+        if hit is not None and hit[0] >= limit:  # a front up to a higher limit holds this one
+            return [e for e in hit[1] if e[0] <= limit]
+        charge = self._charges(z)
+        options = self._options(ri, on, allowed, z)
+        found: list[tuple[float, float, tuple[_Order, ...]]] = []
+        picked: list[_Order] = []
+        last = len(options)
+
+        def down(i: int, used: frozenset, spent: float, weight: float) -> None:
+            for o in options[i]:
+                more = spent
+                for s in o.steps:
+                    if s not in used:
+                        more += charge[s]
+                if more > limit:
+                    continue
+                picked.append(o)
+                if i + 1 == last:
+                    found.append((more, weight + o.weight, tuple(picked)))
+                else:
+                    down(i + 1, used.union(o.steps), more, weight + o.weight)
+                picked.pop()
+
+        if all(options):
+            down(0, frozenset(), 0.0, 0.0)
+        del down
+        out = _pareto(found)
+        self._fronts[key] = (limit, out)
+        return out
+
+    # ---- the search --------------------------------------------------------------------------
+
+    def _fixed(self, choice: dict[MIR, int]) -> tuple[int, ...]:
+        """The stores' attributes as given (store → index of its z), the others undecided."""
+        z = [-1] * len(self.stores)
+        for st, j in choice.items():
+            if j is not None and st in self.store_of:
+                z[self.store_of[st]] = j
+        return tuple(z)
+
+    def _branch(self, picks: Picks, on: int, z: tuple[int, ...], lexicographic: bool) -> tuple[str, int]:
+        """What a node's relaxed choice leaves open: ("mir", n) an MIR it probes that is not
+        decided yet, ("store", n) an undecided store none of whose attributes serves every
+        used step that relies on it, or ("", 0): the choice is a plan of the node."""
+        used = 0
+        for at in picks:
+            for o in at:
+                used |= o.mirs
+        if used & ~on:  # the largest (its maintenance weighs most), the first of those
+            return "mir", max((n for n in range(len(self.mirs)) if (used & ~on) >> n & 1),
+                              key=lambda n: (-self.size[n], -n))
+        need = self._needs(picks, z)
+        for t in sorted(need):
+            if not (need[t] >> self.zmin[t] & 1 if lexicographic else need[t]):
+                return "store", t
+        return "", 0
+
+    def _needs(self, picks: Picks, z: tuple[int, ...]) -> dict[int, int]:
+        """Per undecided store that a used step relies on (it knows one of its attributes and
+        would broadcast otherwise): the mask of the attributes that serve every such step."""
+        need: dict[int, int] = {}
+        for at in picks:
+            for o in at:
+                for s in o.steps:
+                    t = self.target[s]
+                    if self.bcost[s] and t >= 0 and z[t] < 0 and self.known[s]:
+                        need[t] = need.get(t, -1) & self.known[s]
+        return need
+
+    def _settle(self, picks: Picks, z: tuple[int, ...], lexicographic: bool) -> tuple[int, ...]:
+        """The undecided stores' attributes of a solved node: the least weight (lexicographic),
+        else the first that serves every used step relying on the store."""
+        need = self._needs(picks, z)
+        out = list(z)
+        for t, j in enumerate(z):
+            if j < 0:
+                out[t] = self.zmin[t] if lexicographic or t not in need else (need[t] & -need[t]).bit_length() - 1
+        return tuple(out)
+
+    def _children(self, how: str, n: int, on: int, off: int, z: tuple[int, ...]) -> list[tuple[int, int, tuple]]:
+        if how == "mir":
+            return [(on, off | (1 << n), z), (on | (1 << n), off, z)]
+        return [(on, off, z[:n] + (j,) + z[n + 1:]) for j in range(len(self.stores[n]))]
+
+    def _relaxed(self, on: int, off: int, z: tuple[int, ...], parent: tuple | None = None) -> tuple[float, list, list]:
+        """A node's relaxation: its bound and per start the least cost and the choice there.
+        ``parent``: the parent's (on, off, z, costs, choices); a start whose problem the branch
+        did not change — no new owner there, its choice probes no MIR newly ruled out, and
+        costs the same under a store's attribute newly decided (which only raises costs) —
+        keeps its choice (it stays the least)."""
+        allowed = self.can & ~off
+        costs, picks = [], []
+        for ri in range(len(self.starts)):
+            if parent is not None:
+                p_on, p_off, p_z, p_costs, p_picks = parent
+                sr, mine = self.starts[ri], p_picks[ri]
+                keep = not ((on ^ p_on) & sr.owning) and not any(o.mirs & (off & ~p_off) for o in mine)
+                if keep and z != p_z:
+                    charge = self._charges(z)
+                    keep = _union_cost(mine, charge) == p_costs[ri]
+                if keep:
+                    costs.append(p_costs[ri])
+                    picks.append(mine)
+                    continue
+            c, p = self._least_at(ri, on, allowed, z)
+            if p is None:
+                return math.inf, [], []
+            costs.append(c)
+            picks.append(p)
+        return math.fsum(costs), costs, picks
+
+    def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
+        """The block's optimum with the stores of ``choice`` partitioned as given (store →
+        index among its candidates) and the others searched: its cost and the values of the
+        block's columns."""
+        root = (0, 0, self._fixed(choice))
+        best, best_at = math.inf, None
+        stack = [(root, self._relaxed(*root))]
+        nodes = 0
+        while stack:
+            (on, off, z), (bound, costs, picks) = stack.pop()
+            if bound >= best - 1e-9 * max(1.0, abs(best)):
+                continue
+            nodes = self._visit(nodes)
+            how, n = self._branch(picks, on, z, False)
+            if not how:
+                best, best_at = bound, (on, picks, self._settle(picks, z, False))
+                continue
+            kids = [(self._relaxed(*kid, (on, off, z, costs, picks)), i, kid)
+                    for i, kid in enumerate(self._children(how, n, on, off, z))]
+            for relaxed, _, kid in sorted(kids, key=lambda t: (-t[0][0], -t[1])):
+                if relaxed[0] < best:
+                    stack.append((kid, relaxed))
+        vals = self.values(*best_at)
+        return math.fsum(self.mdl.cost[c] * v for c, v in zip(self.cols, vals)), vals
+
+    def lexicographic(self, choice: dict[MIR, int], optimum: float,
+                      start: list[float] | None = None) -> tuple[float, list[float]]:
+        """The least tie-break weight among the block's plans that cost at most the optimum
+        (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) under the choice, and that plan's
+        values.  ``start``: a plan within that cost (its weight is the first incumbent)."""
+        cap = optimum * (1 + TIE_SLACK) + TIE_SLACK
+        best, best_at = math.inf, None
+        if start is not None:
+            best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
+        stack = [((0, 0, self._fixed(choice)), -math.inf)]
+        nodes = 0
+        while stack:
+            (on, off, z), parent = stack.pop()
+            if parent > best - 0.5:
+                continue
+            nodes = self._visit(nodes)
+            bound, picks, zs = self._lightest(on, off, z, cap)
+            if bound > best - 0.5:
+                continue
+            how, n = self._branch(picks, on, z, True)
+            if not how:
+                best, best_at = bound, (on, picks, zs)
+                continue
+            kids = [(self._lightest(*kid, cap)[0], i, kid) for i, kid in enumerate(self._children(how, n, on, off, z))]
+            for b, _, kid in sorted(kids, reverse=True):
+                if b <= best - 0.5:
+                    stack.append((kid, b))
+        if best_at is None:
+            return best, list(start)
+        vals = self.values(*best_at)
+        return math.fsum(self.tie[c] * v for c, v in zip(self.cols, vals)), vals
+
+    def _visit(self, nodes: int) -> int:
+        self.check()
+        if nodes >= self.limit:
+            raise TooLarge
+        return nodes + 1
+
+    def _lightest(self, on: int, off: int, z: tuple[int, ...], cap: float) -> tuple[float, Picks, tuple]:
+        """A node's relaxed least weight within the cap: the starts' Pareto fronts combined, plus
+        the stores' weights (undecided ones at their least); inf when nothing fits."""
+        allowed = self.can & ~off
+        least = []
+        for ri in range(len(self.starts)):
+            c, p = self._least_at(ri, on, allowed, z)
+            if p is None:
+                return math.inf, (), z
+            least.append(c)
+        if math.fsum(least) > cap:
+            return math.inf, (), z
+        spare = cap - math.fsum(least)
+        combined: list[tuple[float, float, tuple]] = [(0.0, 0.0, ())]
+        for ri in range(len(self.starts)):
+            front = self._front_at(ri, on, allowed, z, least[ri] + spare)
+            rest = math.fsum(least[ri + 1:])
+            combined = _pareto([(c1 + c2, w1 + w2, p1 + (p2,)) for c1, w1, p1 in combined for c2, w2, p2 in front
+                                if c1 + c2 + rest <= cap])
+        if not combined:
+            return math.inf, (), z
+        zs = self._settle((), z, True)
+        own = math.fsum(self.tie[self.stores[t][j]] for t, j in enumerate(zs))
+        _, w, picks = min(combined, key=lambda e: (e[1], e[0]))
+        return w + own, picks, zs
+
+    def values(self, on: int, picks: Picks, z: tuple[int, ...]) -> list[float]:
+        """The block's columns under a plan: the chosen orders, the materialised MIRs, the
+        stores' attributes, the used steps and their broadcasts."""
+        pos = {c: i for i, c in enumerate(self.cols)}
+        vals = [0.0] * len(self.cols)
+        charge = self._charges(z)
+        for n, mc in enumerate(self.mirs):
+            if (on >> n) & 1:
+                vals[pos[mc]] = 1.0
+        for t, j in enumerate(z):
+            vals[pos[self.stores[t][j]]] = 1.0
+        for at in picks:
+            for o in at:
+                vals[pos[o.col]] = 1.0
+                for s in o.steps:
+                    vals[pos[self.ycol[s]]] = 1.0
+                    if self.bcol[s] >= 0 and charge[s] > self.cost[s]:
+                        vals[pos[self.bcol[s]]] = 1.0
+        return vals
+
+
+def _union_cost(picks: tuple[_Order, ...], charge: list[float]) -> float:
+    """The cost of the union of the orders' steps, in the order the search adds them."""
+    used: set[int] = set()
+    spent = 0.0
+    for o in picks:
+        for s in o.steps:
+            if s not in used:
+                used.add(s)
+                spent += charge[s]
+    return spent
+
+
+def _pareto(entries: list[tuple[float, float, object]]) -> list[tuple[float, float, object]]:
+    """The entries no other is cheaper and lighter than (both at most, one less), cheapest first.
+
+    >>> _pareto([(2.0, 5.0, "a"), (1.0, 7.0, "b"), (2.0, 4.0, "c"), (3.0, 4.0, "d")])
+    [(1.0, 7.0, 'b'), (2.0, 4.0, 'c')]
+    """
+    out: list[tuple[float, float, object]] = []
+    for e in sorted(entries, key=lambda e: (e[0], e[1])):
+        if not out or e[1] < out[-1][1]:
+            out.append(e)
+    return out

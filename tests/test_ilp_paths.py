@@ -1,0 +1,75 @@
+"""Blocks of four- and five-way queries solved without LPs (``mqjoin.planning.ilp.paths``)
+against their LPs and branch and bounds (whole plans: ``tests/test_ilp_enumeration.py``).
+
+Per block and per combination of its shared stores' attributes (and with every shared store
+left to the block, as the coupled search's root asks), the search's optimum and lexicographic
+optimum (least tie-break weight within ``TIE_SLACK`` of the optimum) must be those of the
+block's own model: its LP or branch and bound, and its tie-break LP or branch and bound with
+the cost capped (``BlockCosts`` with the search switched off, ``NODE_LIMIT = 0``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import mqjoin.planning.ilp.paths as paths
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.planning.ilp import build_model, components
+from mqjoin.planning.ilp.blocks import BlockCosts
+from mqjoin.planning.ilp.branching import branch_and_bound
+from mqjoin.planning.ilp.solving import _tie_break
+from test_ilp_enumeration import parts
+
+# (queries, relations, relations per query, seeds): few relations, so that queries share stores
+SPECS = [(4, 12, 4, range(3)), (3, 12, 5, range(2)), (6, 20, 4, range(2))]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}x{s[2]}_{s[1]}rel")
+def test_every_combination_as_its_lps(spec, monkeypatch):
+    q, r, k, seeds = spec
+    compared = 0
+    for seed in seeds:
+        for mdl, part in parts(q, r, k, 4, seed):
+            monkeypatch.setattr(paths, "NODE_LIMIT", 0)
+            lps = BlockCosts(part, deadline=None)
+            lps.enumerate_blocks()  # (three-way blocks: enumerated, not searched nor LP-costed)
+            for b, block in enumerate(part.blocks):
+                if not block.stores or part.keys[[kk for kk, _ in part.combinations].index(b)] in lps.costs:
+                    continue
+                search = paths.BlockPaths(mdl, block.cols, part.tie, limit=math.inf)
+                integer = [p for p, c in enumerate(block.cols) if mdl.integer[c]]
+                assert lps.cost(b, {}) == pytest.approx(search.optimum({})[0], rel=1e-9)  # shared stores free
+                for kk, t in part.combinations:
+                    if kk != b:
+                        continue
+                    choice = part.chosen_by(b, t)
+                    cost, values = search.optimum(choice)
+                    assert math.isclose(cost, lps.cost(b, choice), rel_tol=1e-9), (seed, b, t)
+                    assert math.fsum(mdl.cost[c] * v for c, v in zip(block.cols, values)) == cost
+                    weight, canonical = search.lexicographic(choice, cost, values)
+                    assert weight == lps.weight(b, choice), (seed, b, t)
+                    lp_values = lps.ties[part.key_of(b, choice)][1]
+                    assert [canonical[p] for p in integer] == [round(lp_values[p]) for p in integer], (seed, b, t)
+                    assert math.fsum(mdl.cost[c] * v for c, v in zip(block.cols, canonical)) <= cost * (1 + 1e-7) + 1e-7
+                    compared += 1
+    assert compared > 10
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_query_as_its_branch_and_bound(seed):
+    """One five-way query under ``single`` and ``replicas``: the optimum and the canonical plan
+    of the LP branch and bound and its capped tie-break."""
+    for policy in ("single", "replicas"):
+        mdl = build_model(enumerate_candidates(random_workload(1, 10, 5, seed=seed)), policy)
+        (cols, rows), = components(mdl)
+        search = paths.BlockPaths(mdl, cols, mdl.tie, limit=math.inf)
+        cost, values = search.optimum({})
+        st, obj, _, vals = branch_and_bound(mdl, cols, rows, None)
+        assert st == "optimal" and math.isclose(cost, obj, rel_tol=1e-9)
+        done, lp_canonical = _tie_break(mdl, cols, rows, obj, vals, "highs", None, None, branching=True)
+        _, canonical = search.lexicographic({}, cost, values)
+        integer = [p for p, c in enumerate(cols) if mdl.integer[c]]
+        assert done and [canonical[p] for p in integer] == [round(lp_canonical[p]) for p in integer], policy
