@@ -59,9 +59,10 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         for rb in route_input(spec, log.slice(lo, batch).to_batches()):
             for p, payload in zip(rb["shard"].to_pylist(), rb["payload"].to_pylist()):
                 inbox[p].append((p, (SENT, payload)))
-                got = pickle.loads(payload)
-                for lab in got if isinstance(got, dict) else ():
-                    sent_to.setdefault(lab, set()).add(p)
+                with open(pickle.loads(payload), "rb") as fh:  # the input partition's file for shard p
+                    for got in pickle.load(fh):
+                        for lab in got if isinstance(got, dict) else ():
+                            sent_to.setdefault(lab, set()).add(p)
         for w in range(1, last + 1):
             outbox: dict[int, list] = {p: [] for p in range(shards)}
             for p in range(shards):
@@ -162,9 +163,10 @@ def test_a_task_run_again_changes_nothing(seed, w, tables, mode, tmp_path):
     assert messages == {k: v for k, v in run_vector(plan, tables, batch=-(-total // 4)).probe_messages.items() if v}
 
 
-def test_a_batch_writes_only_the_segments_it_makes(tmp_path):
-    """Without windows the stores only grow: after many batches a shard still names segments
-    written by earlier batches (a batch does not rewrite the state it probes)."""
+def _three_way(seed: int, n: int, keys: int):
+    """A three-way join of R, S and T without windows: ``n`` tuples each, a random key of
+    ``keys`` values."""
+    from mqjoin.model.tables import Table
     from mqjoin.model.workload import parse_workload
 
     w = parse_workload('''
@@ -172,11 +174,15 @@ defaults: {selectivity: 0.5, parallelism: 2}
 relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
 queries: {q: "R(a), S(a), T(a)"}
 ''')
-    rng = np.random.default_rng(5)
-    from mqjoin.model.tables import Table
+    rng = np.random.default_rng(seed)
+    return w, {r: Table.from_columns(r, {"ts": [float(i) for i in range(n)],
+                                         "a": [int(x) for x in rng.integers(0, keys, n)]}) for r in ("R", "S", "T")}
 
-    tables = {r: Table.from_columns(r, {"ts": [float(i) for i in range(40)],
-                                        "a": [int(x) for x in rng.integers(0, 6, 40)]}) for r in ("R", "S", "T")}
+
+def test_a_batch_writes_only_the_segments_it_makes(tmp_path):
+    """Without windows the stores only grow: after many batches a shard still names segments
+    written by earlier batches (a batch does not rewrite the state it probes)."""
+    w, tables = _three_way(5, 40, 6)
     plan = optimize(w).plan
     results, _, _, (states, stores), _ = run_sharded(plan, tables, 10, 2, tmp_path)
     assert results == oracle_results(w, tables)
@@ -240,3 +246,20 @@ def test_shard_of_keeps_equal_keys_together_and_nulls_on_shard_0():
     assert got[0] == got[1] and got[3] == 0
     x = int(shard_of(np.array(["x"], dtype=object), 5)[0])
     assert shard_of(np.array(["x", "x", None], dtype=object), 5).tolist() == [x, x, 0]
+
+
+def test_a_merge_never_makes_a_segment_above_the_cap(tmp_path, monkeypatch):
+    """With the merge capped, no segment a merge made holds more entries than the cap (a
+    batch's own segment may), and the results and store rows stay the vectorised executor's."""
+    from mqjoin.runtime.spark import sharded
+
+    w, tables = _three_way(11, 60, 8)
+    plan = optimize(w).plan
+    monkeypatch.setattr(sharded, "MERGE_CAP", 8)
+    results, _, rows, (states, stores), _ = run_sharded(plan, tables, 6, 1, tmp_path)
+    assert results == oracle_results(w, tables)
+    assert rows == run_vector(plan, tables, batch=6).store_rows
+    segs = [seg.frame for ss in stores.values() for s in ss.values() for seg in s]
+    batches = [len(np.unique(f.seq // 6)) for f in segs]  # a merged segment holds entries of several batches
+    assert all(n == 1 for f, n in zip(segs, batches) if len(f) > 8), [(len(f), n) for f, n in zip(segs, batches)]
+    assert any(n > 1 for n in batches) and sum(map(len, segs)) > 3 * 8  # not vacuous: merges, entries above a cap
