@@ -38,6 +38,12 @@ CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in 
          + filtered_cases(2, start=7400, max_rows=15)]
 
 
+def _labels(payload: bytes) -> list[str]:
+    """The edges whose frames an exchanged element carries (in the exchange file it names)."""
+    with open(pickle.loads(payload), "rb") as fh:
+        return [lab for got in pickle.load(fh) if isinstance(got, dict) for lab in got]
+
+
 def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list | None = None, again: bool = False):
     """(results, probe messages per edge, store rows after the last batch, (shard states, their
     stores), the shards every edge's frames were sent to) of ``plan`` over ``tables`` in
@@ -59,10 +65,8 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         for rb in route_input(spec, log.slice(lo, batch).to_batches()):
             for p, payload in zip(rb["shard"].to_pylist(), rb["payload"].to_pylist()):
                 inbox[p].append((p, (SENT, payload)))
-                with open(pickle.loads(payload), "rb") as fh:  # the input partition's file for shard p
-                    for got in pickle.load(fh):
-                        for lab in got if isinstance(got, dict) else ():
-                            sent_to.setdefault(lab, set()).add(p)
+                for lab in _labels(payload):
+                    sent_to.setdefault(lab, set()).add(p)
         for w in range(1, last + 1):
             outbox: dict[int, list] = {p: [] for p in range(shards)}
             for p in range(shards):
@@ -71,7 +75,7 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
                 for key, (kind, payload) in run_wave(spec, w, p, inbox[p]):
                     outbox[key].append((key, (kind, payload)))
                     if kind == SENT:
-                        for lab in pickle.loads(payload):
+                        for lab in _labels(payload):
                             sent_to.setdefault(lab, set()).add(key)
             inbox = outbox
         states = tuple(next(v for _, (k, v) in inbox[p] if k == STATE) for p in range(shards))

@@ -425,10 +425,19 @@ def _dumps(obj) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def input_file(run: int | str, first_seq: int | str, shard: int | str) -> str:
-    """The name of the file holding what an input partition (its first arrival number) sends
-    to a shard in a run of a batch."""
-    return f"in-{run}-{first_seq}-{shard}.pkl"
+def exchange_file(run: int | str, origin: str, shard: int | str) -> str:
+    """The name of the file holding what ``origin`` (an input partition, ``i<first arrival
+    number>``, or a shard's wave, ``w<wave>.<shard>``) sends to ``shard`` in a run of a batch
+    (``*``: a pattern)."""
+    return f"x-{run}-{origin}-{shard}.pkl"
+
+
+def _send(where: Path, name: str, items: list) -> bytes:
+    """Write ``items`` to the exchange file ``name`` (atomically: a task run again writes the
+    same file) and return what the exchange carries instead: its pickled path."""
+    path = where / name
+    _write_atomic(path, _dumps(items))
+    return _dumps(str(path))
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -438,8 +447,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def _received(payload: bytes) -> list:
-    """What a SENT element carries: frames by edge or an :class:`InputInfo`, or the name of
-    an input file that holds a list of them."""
+    """What a SENT or STATE element carries — frames by edge, an :class:`InputInfo` or a
+    :class:`Shard` — as a list: the element itself, or what the exchange file it names holds."""
     got = pickle.loads(payload)
     if isinstance(got, str):
         try:
@@ -481,14 +490,10 @@ def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Itera
     info = InputInfo(len(seq), int(seq[0]), float(ts.min()), float(ts.max()), per_rel, *runs, clock.phases)
     where = batch.state_dir
     where.mkdir(parents=True, exist_ok=True)
-    names = []
-    for p in range(batch.shards):
-        # the partition's share of shard p in a file of its own (a task run again writes the same
-        # one): only its name crosses the JVM, whose rows would copy the frames several times
-        path = where / input_file(batch.run, info.first_seq, p)
-        _write_atomic(path, _dumps([info] + ([sent[p]] if p in sent else [])))
-        names.append(_dumps(str(path)))
-    clock.lap("pickle")
+    # the partition's share of shard p in a file of its own: only its name crosses the JVM,
+    # whose rows would copy the frames several times
+    names = [_send(where, exchange_file(batch.run, f"i{info.first_seq}", p), [info] + ([sent[p]] if p in sent else []))
+             for p in range(batch.shards)]
     yield pa.RecordBatch.from_pydict({"shard": pa.array(range(batch.shards), pa.int32()),
                                       "payload": pa.array(names, pa.binary())})
 
@@ -506,7 +511,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
         shard = pickle.loads(got) if got is not None else Shard(index)
     for _, (kind, payload) in items:
         if kind == STATE:
-            shard = pickle.loads(payload)
+            shard = _received(payload)[0]
         elif kind == SENT:
             received.extend(_received(payload))
         elif kind == TIMES:
@@ -550,7 +555,8 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     for lab, frames in sent.items():
         for p, f in prog.route(lab, Frame.concat(frames)):
             outbox.setdefault(p, {}).setdefault(lab, []).append(f)
-    outbox = {p: _dumps(frames) for p, frames in outbox.items()}
+    outbox = {p: _send(batch.state_dir, exchange_file(batch.run, f"w{wave}.{index}", p), [frames])
+              for p, frames in outbox.items()}
     clock.lap("route")
     report = None
     if wave == prog.last:
@@ -564,7 +570,10 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     else:
         shard.seconds.append(time.perf_counter() - t0)
     _unbind(ex, shard)
-    state = _dumps(shard)
+    if report is None:  # the batch's entries and pending frames: through a file to the next wave
+        state = _send(batch.state_dir, exchange_file(batch.run, f"w{wave}.{index}", f"{index}.state"), [shard])
+    else:
+        state = _dumps(shard)
     yield index, (STATE, state)
     if report is None:
         yield index, (TIMES, {"pickle": time.perf_counter() - clock.t})
