@@ -267,3 +267,16 @@ def test_a_merge_never_makes_a_segment_above_the_cap(tmp_path, monkeypatch):
     batches = [len(np.unique(f.seq // 6)) for f in segs]  # a merged segment holds entries of several batches
     assert all(n == 1 for f, n in zip(segs, batches) if len(f) > 8), [(len(f), n) for f, n in zip(segs, batches)]
     assert any(n > 1 for n in batches) and sum(map(len, segs)) > 3 * 8  # not vacuous: merges, entries above a cap
+
+
+def test_a_wave_without_input_on_its_shard_still_hands_its_state_on(tmp_path):
+    """A shard no input partition sent anything to (a paced batch of a few rows) runs its
+    first wave all the same: its state goes to the next wave through an exchange file, though
+    no input task made the state directory."""
+    w, tables = _three_way(3, 10, 4)
+    plan = optimize(w).plan
+    assert ShardProgram(plan, 2).last >= 2  # not vacuous: the state goes on to a later wave
+    spec = Batch(plan, f"test-{id(plan)}", 2, 0, str(tmp_path / "out"), str(tmp_path / "_state"), 1, ())
+    got = list(run_wave(spec, 1, 1, []))
+    assert [kind for _, (kind, _) in got if kind == STATE] == [STATE]
+    assert spec.state_dir.is_dir()

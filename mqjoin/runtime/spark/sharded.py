@@ -435,6 +435,7 @@ def exchange_file(run: int | str, origin: str, shard: int | str) -> str:
 def _send(where: Path, name: str, items: list) -> bytes:
     """Write ``items`` to the exchange file ``name`` (atomically: a task run again writes the
     same file) and return what the exchange carries instead: its pickled path."""
+    where.mkdir(parents=True, exist_ok=True)  # a batch without input rows made no directory yet
     path = where / name
     _write_atomic(path, _dumps(items))
     return _dumps(str(path))
