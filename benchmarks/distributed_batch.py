@@ -8,7 +8,7 @@ Usage::
 
     python benchmarks/distributed_batch.py [--workload tpch_fig7a.yaml] [--sf 0.01] [--seconds 1]
                                            [--batch 5000] [--master local[2]] [--mode distributed]
-                                           [--memory] [--every 1] [--no-warm-up] [--no-check]
+                                           [--memory] [--every 1] [--no-warm-up] [--no-check] [--stages]
 
 The input is the first ``--seconds`` of event time of the TPC-H streams (``mqjoin data
 tpch``), the plan the workload's mqo plan; the results are checked against the oracle
@@ -16,7 +16,15 @@ tpch``), the plan the workload's mqo plan; the results are checked against the o
 every batch, the driver's memory: the Python driver process's RSS, the JVM's RSS and its used
 heap (after a requested GC) and the RSS of the Python workers the JVM started (in local mode
 the executors' Python processes: where the distributed mode's tasks run).  ``--every k``
-prints every k-th batch (and the last); the summary covers all of them.
+prints every k-th batch (and the last); the summary covers all of them.  ``--stages`` adds,
+per batch, every stage of its Spark job from the Spark UI's REST API: its tasks, its wall
+seconds (submitted to completed) and the summed run time of its tasks.
+The phases named ``input …`` and ``shard …`` are the tasks' own timers (the slowest input
+partition's and shard's seconds per step, summed over the waves): ``read`` the input rows as
+Arrow, ``frames`` the source edges' frames routed, ``pickle``/``unpickle`` what crosses an
+exchange, ``bind`` the shard's segments mapped, ``edges`` the executor's own work,
+``results`` the result files, ``route`` the frames for other shards, ``finish`` the batch's
+entries into the stores (merges, expiry), ``segments`` the segment files written.
 """
 
 from __future__ import annotations
@@ -66,6 +74,36 @@ def memory_sampler(spark):
     return sample
 
 
+def print_stages(spark, since: float) -> None:
+    """Every stage of the Spark jobs submitted after ``since`` (epoch seconds), from the Spark
+    UI's REST API: job, stage, tasks, wall seconds and the tasks' summed run seconds."""
+    import json
+    import urllib.request
+    from datetime import datetime
+
+    sc = spark.sparkContext
+    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+
+    def get(path):
+        with urllib.request.urlopen(base + path, timeout=30) as r:
+            return json.load(r)
+
+    def when(text):
+        return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+    print(f"{'job':>5} {'stage':>6} {'tasks':>6} {'wall s':>8} {'task s':>8}  name")
+    for job in sorted(get("/jobs"), key=lambda j: j["jobId"]):
+        if "submissionTime" not in job or when(job["submissionTime"]) < since:
+            continue
+        for sid in sorted(job["stageIds"]):
+            for st in get(f"/stages/{sid}"):
+                if "submissionTime" not in st or "completionTime" not in st:
+                    continue
+                wall = when(st["completionTime"]) - when(st["submissionTime"])
+                print(f"{job['jobId']:>5} {sid:>6} {st['numTasks']:>6} {wall:>8.2f} {st['executorRunTime'] / 1e3:>8.2f}"
+                      f"  {st['name'][:60]}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="tpch_fig7a.yaml")
@@ -78,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=1, help="print every k-th batch")
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false")
     ap.add_argument("--no-check", dest="check", action="store_false", help="skip the oracle")
+    ap.add_argument("--stages", action="store_true", help="print each batch's Spark stages (REST API)")
     args = ap.parse_args(argv)
     _record_phases()
 
@@ -126,6 +165,8 @@ def main(argv=None) -> int:
             print(f"{r['batch']:>5} {r['rows']:>6} {r['seconds']:>8.2f} {int(x['jobs']):>5} {int(x['stages']):>6} "
                   f"{int(x['state_rows']):>11,}  " + " ".join(f"{r.get(k, 0.0):>11.2f}" for k in keys)
                   + "".join(f" {m.get(k, 0.0):>11.0f}" for k in mkeys))
+        if args.stages:
+            print_stages(spark, t0)
         busy = float(b["seconds"].sum())
         check = "" if equal is None else f"; results {'equal to' if equal else 'DIFFERENT from'} the oracle"
         print(f"tuples/s {n_tuples(tables) / busy:,.0f} (busy {busy:.1f} s, wall {wall:.1f} s); "

@@ -568,7 +568,8 @@ def report(key: str, res: dict, args) -> None:
         print(f"  {'engine':<16}{'rows':>7}{'batch s':>9}{'jobs':>6}{'stages':>8}  phases")
         for e, p in ph.items():
             parts = {k: v for k, v in p.items() if k not in ("seconds", "rows")}
-            other = p["seconds"] - sum(parts.values())
+            # the distributed mode's "waves" and its tasks' steps ("input …", "shard …") lie within its "job"
+            other = p["seconds"] - sum(v for k, v in parts.items() if k != "waves" and not k.startswith(("input ", "shard ")))
             print(f"  {e:<16}{p['rows']:>7,.0f}{p['seconds']:>9.2f}{_f(un[e].get('jobs_per_batch'), '.1f'):>6}"
                   f"{_f(un[e].get('stages_per_batch'), '.1f'):>8}  "
                   + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()) + f", other {other:.2f}")

@@ -38,6 +38,12 @@ CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in 
          + filtered_cases(2, start=7400, max_rows=15)]
 
 
+def _labels(payload: bytes) -> list[str]:
+    """The edges whose frames an exchanged element carries (in the exchange file it names)."""
+    with open(pickle.loads(payload), "rb") as fh:
+        return [lab for got in pickle.load(fh) if isinstance(got, dict) for lab in got]
+
+
 def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list | None = None, again: bool = False):
     """(results, probe messages per edge, store rows after the last batch, (shard states, their
     stores), the shards every edge's frames were sent to) of ``plan`` over ``tables`` in
@@ -59,8 +65,7 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         for rb in route_input(spec, log.slice(lo, batch).to_batches()):
             for p, payload in zip(rb["shard"].to_pylist(), rb["payload"].to_pylist()):
                 inbox[p].append((p, (SENT, payload)))
-                got = pickle.loads(payload)
-                for lab in got if isinstance(got, dict) else ():
+                for lab in _labels(payload):
                     sent_to.setdefault(lab, set()).add(p)
         for w in range(1, last + 1):
             outbox: dict[int, list] = {p: [] for p in range(shards)}
@@ -70,7 +75,7 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
                 for key, (kind, payload) in run_wave(spec, w, p, inbox[p]):
                     outbox[key].append((key, (kind, payload)))
                     if kind == SENT:
-                        for lab in pickle.loads(payload):
+                        for lab in _labels(payload):
                             sent_to.setdefault(lab, set()).add(key)
             inbox = outbox
         states = tuple(next(v for _, (k, v) in inbox[p] if k == STATE) for p in range(shards))
@@ -162,9 +167,10 @@ def test_a_task_run_again_changes_nothing(seed, w, tables, mode, tmp_path):
     assert messages == {k: v for k, v in run_vector(plan, tables, batch=-(-total // 4)).probe_messages.items() if v}
 
 
-def test_a_batch_writes_only_the_segments_it_makes(tmp_path):
-    """Without windows the stores only grow: after many batches a shard still names segments
-    written by earlier batches (a batch does not rewrite the state it probes)."""
+def _three_way(seed: int, n: int, keys: int):
+    """A three-way join of R, S and T without windows: ``n`` tuples each, a random key of
+    ``keys`` values."""
+    from mqjoin.model.tables import Table
     from mqjoin.model.workload import parse_workload
 
     w = parse_workload('''
@@ -172,11 +178,15 @@ defaults: {selectivity: 0.5, parallelism: 2}
 relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
 queries: {q: "R(a), S(a), T(a)"}
 ''')
-    rng = np.random.default_rng(5)
-    from mqjoin.model.tables import Table
+    rng = np.random.default_rng(seed)
+    return w, {r: Table.from_columns(r, {"ts": [float(i) for i in range(n)],
+                                         "a": [int(x) for x in rng.integers(0, keys, n)]}) for r in ("R", "S", "T")}
 
-    tables = {r: Table.from_columns(r, {"ts": [float(i) for i in range(40)],
-                                        "a": [int(x) for x in rng.integers(0, 6, 40)]}) for r in ("R", "S", "T")}
+
+def test_a_batch_writes_only_the_segments_it_makes(tmp_path):
+    """Without windows the stores only grow: after many batches a shard still names segments
+    written by earlier batches (a batch does not rewrite the state it probes)."""
+    w, tables = _three_way(5, 40, 6)
     plan = optimize(w).plan
     results, _, _, (states, stores), _ = run_sharded(plan, tables, 10, 2, tmp_path)
     assert results == oracle_results(w, tables)
@@ -240,3 +250,33 @@ def test_shard_of_keeps_equal_keys_together_and_nulls_on_shard_0():
     assert got[0] == got[1] and got[3] == 0
     x = int(shard_of(np.array(["x"], dtype=object), 5)[0])
     assert shard_of(np.array(["x", "x", None], dtype=object), 5).tolist() == [x, x, 0]
+
+
+def test_a_merge_never_makes_a_segment_above_the_cap(tmp_path, monkeypatch):
+    """With the merge capped, no segment a merge made holds more entries than the cap (a
+    batch's own segment may), and the results and store rows stay the vectorised executor's."""
+    from mqjoin.runtime.spark import sharded
+
+    w, tables = _three_way(11, 60, 8)
+    plan = optimize(w).plan
+    monkeypatch.setattr(sharded, "MERGE_CAP", 8)
+    results, _, rows, (states, stores), _ = run_sharded(plan, tables, 6, 1, tmp_path)
+    assert results == oracle_results(w, tables)
+    assert rows == run_vector(plan, tables, batch=6).store_rows
+    segs = [seg.frame for ss in stores.values() for s in ss.values() for seg in s]
+    batches = [len(np.unique(f.seq // 6)) for f in segs]  # a merged segment holds entries of several batches
+    assert all(n == 1 for f, n in zip(segs, batches) if len(f) > 8), [(len(f), n) for f, n in zip(segs, batches)]
+    assert any(n > 1 for n in batches) and sum(map(len, segs)) > 3 * 8  # not vacuous: merges, entries above a cap
+
+
+def test_a_wave_without_input_on_its_shard_still_hands_its_state_on(tmp_path):
+    """A shard no input partition sent anything to (a paced batch of a few rows) runs its
+    first wave all the same: its state goes to the next wave through an exchange file, though
+    no input task made the state directory."""
+    w, tables = _three_way(3, 10, 4)
+    plan = optimize(w).plan
+    assert ShardProgram(plan, 2).last >= 2  # not vacuous: the state goes on to a later wave
+    spec = Batch(plan, f"test-{id(plan)}", 2, 0, str(tmp_path / "out"), str(tmp_path / "_state"), 1, ())
+    got = list(run_wave(spec, 1, 1, []))
+    assert [kind for _, (kind, _) in got if kind == STATE] == [STATE]
+    assert spec.state_dir.is_dir()

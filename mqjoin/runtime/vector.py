@@ -20,7 +20,9 @@ all the arrivals of a batch at once, as column arrays (numpy):
   per access pattern, its entries grouped by key code with the distinct codes in a hash table
   (:class:`KeyIndex`, built on first use), so a probe costs a hash look-up per travelling
   tuple and a small batch does not pay for a large store.  Segments of similar size are
-  merged (a log-structured merge: a store of ``n`` entries has ``O(log n)`` segments);
+  merged (a log-structured merge: a store of ``n`` entries has ``O(log n)`` segments; with
+  ``merge_cap`` set, no merge makes a segment of more entries than that, so no batch rewrites
+  a large part of a store, for ``n / merge_cap`` more segments);
   entries outside every window are dropped when a quarter of a segment has expired (probes
   check windows themselves).
 * **Only what is read travels.**  A join gathers, per component, only the fields later edges
@@ -452,6 +454,8 @@ class BatchExecutor:
         self.received: Counter = Counter()  # travelling tuples each probe edge ran here (a shard's share)
         #: counts each probe per partition when set (:class:`mqjoin.runtime.partitions.PartitionTally`)
         self.tally = None
+        #: the most entries a merge of segments may make (None: merge whatever doubles)
+        self.merge_cap: int | None = None
         self.counts: Counter = Counter({q.name: 0 for q in self.w.queries})
         self.max_rows: Counter = Counter()
         self.T = -math.inf
@@ -616,9 +620,11 @@ class BatchExecutor:
     # -- state ------------------------------------------------------------------------------
 
     def _compact(self, layout: Layout) -> None:
-        """Merge the newest segments while the older of the two is less than twice the newer."""
-        segs = self.stores[layout]
-        while len(segs) >= 2 and len(segs[-2]) < 2 * len(segs[-1]):
+        """Merge the newest segments while the older of the two is less than twice the newer
+        (and their merge holds at most ``merge_cap`` entries)."""
+        segs, cap = self.stores[layout], self.merge_cap
+        while len(segs) >= 2 and len(segs[-2]) < 2 * len(segs[-1]) and (
+                cap is None or len(segs[-2]) + len(segs[-1]) <= cap):
             b = segs.pop()
             a = segs.pop()
             segs.append(Segment(Frame.concat([a.frame, b.frame])))

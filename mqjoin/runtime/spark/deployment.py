@@ -294,7 +294,7 @@ class Deployment:
         self.started_at: float | None = None
         self.total = 0
         self.engine: ShardedEngine | None = None
-        self.columns: dict[str, str] | None = None  # the packed log's attribute columns (driver mode)
+        self.columns: dict[str, str] | None = None  # the packed log's attribute columns (plan engines)
 
     def _read_inputs(self, data: str | Path) -> dict[str, Table]:
         return read_inputs(self.workload, data)
@@ -306,7 +306,7 @@ class Deployment:
             return self
         log = build_replay_log(self.workload, self.tables)
         self.total = len(log)
-        if self.mode == "driver":  # the driver reads every served column: serve few
+        if self.engine_name == "mqjoin":  # a plan's engine reads every served column: serve few
             log, self.columns = pack_replay_log(log)
         path = write_replay_log(log, self.checkpoint / "replay.parquet")
         opts = {"path": str(path), **self.pacing.options()}
@@ -346,7 +346,8 @@ class Deployment:
                                              on_batch=self._on_report, columns=self.columns)
         else:  # the stream resumes at the committed offset: the shards are rebuilt for it
             self.engine = ShardedEngine(self.spark, self.plan, opts["path"], str(self.out), on_batch=self._on_report,
-                                        start_seq=self._consumed["plan"])
+                                        start_seq=self._consumed["plan"], columns=self.columns)
+            opts = {**opts, "serve": "slices"}  # its tasks read the log's rows themselves
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)

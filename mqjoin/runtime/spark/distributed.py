@@ -9,11 +9,16 @@ filters, emits); :mod:`.sharded` says which entries a shard holds, in which *wav
 runs and where its frames go.  Probe messages are counted as the vectorised executor counts
 them, whatever the number of shards.
 
-**A batch is one Spark job of waves.**  A batch's input rows are turned into the frames of
-the plan's source edges where they are read (``mapInArrow``, :func:`.sharded.route_input`)
-and exchanged to their shards (``partitionBy`` on the shard number); wave 1 is one
-``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`) over them that runs the wave's edges
-on every shard.  A wave yields its shard's state keyed by the shard itself and the frames for
+**A batch is one Spark job of waves.**  The replay source serves this mode not the batch's
+rows but one row per input partition naming its range of arrival numbers
+(:func:`.source.slice_rows`); the task of a partition (``mapInArrow``,
+:func:`.sharded.route_input`) reads those rows from the replay log itself, turns them into
+the frames of the plan's source edges and writes each shard's share to a file of the state
+directory, so only the files' names pass through the JVM and the exchange (``partitionBy``
+on the shard number) — rows there are copied several times between the JVM and Python
+workers, a file once.  Wave 1 is one ``mapPartitionsWithIndex`` (:func:`.sharded.run_wave`)
+over them that runs the wave's edges on every shard; the driver deletes the input files
+once the batch's job is done.  A wave yields its shard's state keyed by the shard itself and the frames for
 other shards keyed by theirs, so the next exchange hands every shard its own state together
 with what was sent to it.  The whole batch is the DAG of one job — the input's stage and one
 stage per wave — a number of stages that follows the depth of the probe trees, not the number
@@ -39,7 +44,7 @@ bytes), the driver clears the batch's result directory before the batch and mark
 ``_SUCCESS`` after it, so a batch run again replaces its own output.  A batch's lineage
 starts at its input and its spec, and its segments live in a shared directory, so Spark
 recovers a lost executor by itself: it runs the lost tasks and map outputs again, and they
-map the same segment files.  A restarted deployment (``start_seq`` > 0, or a batch that does
+map the same segment files (and write and read the same input files).  A restarted deployment (``start_seq`` > 0, or a batch that does
 not start where the state ends) first rebuilds the shards from the replay log: the tuples
 before the batch that lie within the largest window, run as one batch that writes nothing;
 so does a batch whose segment files are gone (:func:`lost_state`), which then runs again.
@@ -70,7 +75,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.runtime.partitions import add_partitions
 from mqjoin.runtime.spark.session import session_cores, spark_message
 from mqjoin.runtime.spark.sharded import (LOST_SEGMENT, REPORT, SENT, STATE, Batch, ShardProgram, ShardReport,
-                                          route_input, run_wave)
+                                          exchange_file, route_input, run_wave)
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +137,18 @@ class ShardedEngine:
     ``replay_log``: the replay log's path (read back to rebuild the shards); ``start_seq``:
     the arrival number the stream resumes from (a restart); ``shards``: the number of shards
     (default: the session's task slots when the engine starts, :func:`.session.session_cores`); ``on_batch`` receives a
-    :class:`BatchReport` after every micro-batch."""
+    :class:`BatchReport` after every micro-batch; ``columns``: where a packed replay log
+    (:func:`.source.pack_replay_log`) holds each attribute column."""
 
     def __init__(self, spark: SparkSession, plan: Plan, replay_log: str, out_dir: str,
-                 on_batch: Callable[[BatchReport], None] | None = None, start_seq: int = 0, shards: int | None = None):
+                 on_batch: Callable[[BatchReport], None] | None = None, start_seq: int = 0, shards: int | None = None,
+                 columns: Mapping[str, str] | None = None):
         self.spark = spark
         self.plan = plan
         self.replay_log = replay_log
         self.out_dir = out_dir.rstrip("/")
         self.on_batch = on_batch
+        self.columns = dict(columns) if columns else None
         self.shards = max(int(shards or session_cores(spark)), 1)
         self.program = ShardProgram(plan, self.shards)  # the waves (and the plan checked) on the driver
         self.token = uuid.uuid4().hex
@@ -206,7 +214,7 @@ class ShardedEngine:
         P, last = self.shards, self.program.last
         self.runs += 1
         spec = Batch(self.shipped, self.token, P, batch_id, self.out_dir if write else None, self.state_dir,
-                     self.runs, self.shard_states or ())
+                     self.runs, self.shard_states or (), self.columns)
         if write:
             shutil.rmtree(spec.part_dir, ignore_errors=True)
             spec.part_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +226,11 @@ class ShardedEngine:
             out = state.mapPartitionsWithIndex(partial(run_wave, spec, w))
             if w < last:
                 state = out.partitionBy(P, _shard_key)
-        got = out.collect()
+        try:
+            got = out.collect()
+        finally:
+            for f in spec.state_dir.glob(exchange_file(spec.run, "*", "*")):  # what its waves sent, read by now
+                f.unlink(missing_ok=True)
         reports = [payload for _, (kind, payload) in got if kind == REPORT]
         states = {shard: payload for shard, (kind, payload) in got if kind == STATE}
         old = self.shard_states
@@ -227,7 +239,13 @@ class ShardedEngine:
         if write:
             (spec.part_dir / "_SUCCESS").touch()  # the batch's output is complete
         spent = [max((r.seconds[w] for r in reports if len(r.seconds) > w), default=0.0) for w in range(last)]
-        return reports, {"job": time.time() - t0, "waves": sum(spent)}
+        phases = {"job": time.time() - t0, "waves": sum(spent)}
+        # each step's seconds on the slowest shard (input partition), the tasks' own timers
+        for prefix, steps in (("input ", [i[5] for r in reports for i in r.inputs]),
+                              ("shard ", [r.phases for r in reports])):
+            for k in sorted({k for d in steps for k in d}):
+                phases[prefix + k] = max(d.get(k, 0.0) for d in steps)
+        return reports, phases
 
     def _forget(self, old: tuple | None, new: tuple | None) -> None:
         """Delete the segment files the shards held before a batch and no longer hold."""

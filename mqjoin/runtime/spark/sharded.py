@@ -72,6 +72,7 @@ A segment's file maps back to the same entries, read-only:
 from __future__ import annotations
 
 import copy
+import json
 import mmap
 import os
 import pickle
@@ -90,14 +91,20 @@ from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, partition_keys
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
+from mqjoin.runtime.spark.source import slice_rows
 
-# what an element of a wave's RDD carries: (shard, (kind, payload))
-STATE, SENT, REPORT = "state", "sent", "report"
+# what an element of a wave's RDD carries: (shard, (kind, payload)); TIMES: the seconds a shard
+# spent pickling its state for the next wave (which adds them to the shard's phases)
+STATE, SENT, REPORT, TIMES = "state", "sent", "report", "times"
 #: the executor's attributes that make up a shard's state (the rest is the plan's, rebuilt per process;
 #: the stores' segments are kept as files, :func:`save_segment`, and named in :attr:`Shard.files`)
 EXECUTOR_STATE = ("live", "T", "messages", "received", "counts", "max_rows", "delta", "sealed", "tally")
 #: result arrival times kept per query and shard for the latency percentile
 SAMPLE = 1000
+#: the most entries a merge of a shard's segments makes (:attr:`BatchExecutor.merge_cap`): a
+#: merge rewrites a segment file, and without a cap the doubling merge now and then rewrites
+#: most of a store in one batch
+MERGE_CAP = 1 << 18
 
 
 def shard_of(values: np.ndarray, shards: int) -> np.ndarray:
@@ -134,6 +141,7 @@ class ShardProgram:
         self.shards = shards
         self.ex = BatchExecutor(plan)
         self.ex.tally = PartitionTally(self.ex)  # a shard's messages per logical partition (in its state)
+        self.ex.merge_cap = MERGE_CAP
         self.wave = waves(self.ex)
         self.last = max(self.wave.values(), default=1)
         self.by_wave = {w: [lab for lab in self.ex.order if self.wave[lab] == w] for w in range(1, self.last + 1)}
@@ -191,6 +199,7 @@ class Batch:
     state: str = ""  # the directory of the shards' segment files (under it, one per ``token``)
     run: int = 0  # the engine's run of a batch (names the segment files it writes)
     shards_in: tuple = ()  # per shard: its pickled :class:`Shard` after the last batch (empty: new shards)
+    columns: dict | None = None  # where a packed replay log holds each attribute column (None: not packed)
 
     def program(self) -> ShardProgram:
         prog = _PROGRAMS.get(self.token)
@@ -211,8 +220,9 @@ class Batch:
 @dataclass(frozen=True)
 class InputInfo:
     """One input partition's share of a batch, sent to every shard: its rows, first arrival
-    number, ``ts`` range and rows per relation, and the arrival time of each of its tuples
-    (for the results' latency)."""
+    number, ``ts`` range and rows per relation, and the arrival times of its tuples (for the
+    results' latency) as runs: ``arrival[i]`` is the arrival time of the consecutive arrival
+    numbers from ``seq[i]`` up to the next run's start (:func:`arrival_runs`)."""
 
     rows: int
     first_seq: int
@@ -221,6 +231,7 @@ class InputInfo:
     per_relation: dict[str, int]
     seq: np.ndarray
     arrival: np.ndarray
+    phases: dict[str, float] = field(default_factory=dict)  # seconds of route_input's steps
 
 
 @dataclass(frozen=True)
@@ -228,7 +239,8 @@ class ShardReport:
     """What a shard tells the driver after a batch: counts, never rows."""
 
     shard: int
-    inputs: tuple[tuple[int, int, float, float, dict[str, int]], ...]  # shard 0 only: InputInfo without arrivals
+    inputs: tuple[tuple[int, int, float, float, dict[str, int], dict[str, float]], ...]  # shard 0: InputInfo
+    # without arrivals
     messages: dict[str, int]  # probe edge → messages counted here
     received: dict[str, int]  # probe edge → travelling tuples it ran on this shard
     store_rows: dict[str, int]  # store id → live entries on this shard
@@ -237,6 +249,7 @@ class ShardReport:
     arrivals: dict[str, tuple[float, float, float, np.ndarray, np.ndarray]]  # query → sum, min, max, sample, weights
     seconds: tuple[float, ...]  # per wave: time spent in the wave's edges
     partitions: dict = field(default_factory=dict)  # store id → this shard's share per logical partition
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step of the batch on this shard
 
 
 @dataclass
@@ -248,9 +261,11 @@ class Shard:
     files: dict = field(default_factory=dict)  # store layout → its segments' files (:func:`save_segment`)
     pending: dict[str, list[Frame]] = field(default_factory=dict)  # frames for edges of later waves
     inputs: list[InputInfo] = field(default_factory=list)
-    results: dict[str, list[np.ndarray]] = field(default_factory=dict)  # query → arrival times of its results
+    # query → the arrival times of its results: (distinct times, how many results each)
+    results: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     counted: dict[str, int] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step, summed over the batch's waves
 
 
 def _bind(prog: "ShardProgram", shard: Shard, where: Path) -> BatchExecutor:
@@ -263,20 +278,26 @@ def _bind(prog: "ShardProgram", shard: Shard, where: Path) -> BatchExecutor:
         setattr(prog.ex, k, shard.state[k])
     if str(where) not in {d for d, _ in _HELD}:  # a new deployment: forget those whose state is gone
         for d in {d for d, _ in _HELD if not os.path.isdir(d)}:
-            for key in [k for k in _SEGMENTS if k[0] == d]:
-                del _SEGMENTS[key]
-            for key in [k for k in _HELD if k[0] == d]:
-                del _HELD[key]
-    prog.ex.stores = {layout: [_view(_segment(where, name)) for name in names] for layout, names in shard.files.items()}
+            for cache in (_SEGMENTS, _VIEWS, _HELD, _TALLIES):
+                for key in [k for k in cache if k[0] == d]:
+                    del cache[key]
+    prog.ex.stores = {layout: [_held_view(where, name) for name in names] for layout, names in shard.files.items()}
+    # the rows per logical partition of the segments counted in earlier batches (the tally's cache
+    # refers to segments, so it is not pickled with the shard: this process keeps it)
+    prog.ex.tally.held = _TALLIES.setdefault((str(where), shard.index), {})
     held = _HELD.setdefault((str(where), shard.index), set())
     for name in held - {n for names in shard.files.values() for n in names}:
         _SEGMENTS.pop((str(where), name), None)  # a segment the shard no longer holds
+        _VIEWS.pop((str(where), name), None)
     held.clear()
     held.update(n for names in shard.files.values() for n in names)
     return prog.ex
 
 
 def _unbind(ex: BatchExecutor, shard: Shard) -> None:
+    # a sealed store's batch entries travel once: its segment stands for its delta (no insert
+    # into a store runs after a probe of it, so nothing is added to that delta any more)
+    ex.delta = {layout: [ex.sealed[layout].frame] if layout in ex.sealed else fs for layout, fs in ex.delta.items()}
     shard.state = {k: getattr(ex, k) for k in EXECUTOR_STATE}
     ex.stores = {layout: [] for layout in ex.stores}
     ex.deltas = {}  # the journal's, which this mode does not keep
@@ -287,6 +308,10 @@ def _unbind(ex: BatchExecutor, shard: Shard) -> None:
 #: their files only by a process that has not seen them yet
 _SEGMENTS: dict[tuple[str, str], Segment] = {}
 _HELD: dict[tuple[str, int], set[str]] = {}  # (state directory, shard) → its files this process read
+#: (state directory, file name) → the view the shard's executor saw in the last batch (the same
+#: object again while its entries are the file's: the partition counts' cache knows it)
+_VIEWS: dict[tuple[str, str], Segment] = {}
+_TALLIES: dict[tuple[str, int], dict] = {}  # (state directory, shard) → its tally's cache of row counts
 
 
 def _segment(where: Path, name: str) -> Segment:
@@ -295,6 +320,17 @@ def _segment(where: Path, name: str) -> Segment:
     if seg is None:
         seg = _SEGMENTS[key] = load_segment(where / name)
     return seg
+
+
+def _held_view(where: Path, name: str) -> Segment:
+    """The view of a segment file the executor sees: last batch's, unless its entries were
+    expired since (then a new one)."""
+    key = (str(where), name)
+    seg = _segment(where, name)
+    view = _VIEWS.get(key)
+    if view is None or view.frame is not seg.frame:
+        view = _VIEWS[key] = _view(seg)
+    return view
 
 
 def _view(seg: Segment) -> Segment:
@@ -389,30 +425,78 @@ def _dumps(obj) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def exchange_file(run: int | str, origin: str, shard: int | str) -> str:
+    """The name of the file holding what ``origin`` (an input partition, ``i<first arrival
+    number>``, or a shard's wave, ``w<wave>.<shard>``) sends to ``shard`` in a run of a batch
+    (``*``: a pattern)."""
+    return f"x-{run}-{origin}-{shard}.pkl"
+
+
+def _send(where: Path, name: str, items: list) -> bytes:
+    """Write ``items`` to the exchange file ``name`` (atomically: a task run again writes the
+    same file) and return what the exchange carries instead: its pickled path."""
+    where.mkdir(parents=True, exist_ok=True)  # a batch without input rows made no directory yet
+    path = where / name
+    _write_atomic(path, _dumps(items))
+    return _dumps(str(path))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _received(payload: bytes) -> list:
+    """What a SENT or STATE element carries — frames by edge, an :class:`InputInfo` or a
+    :class:`Shard` — as a list: the element itself, or what the exchange file it names holds."""
+    got = pickle.loads(payload)
+    if isinstance(got, str):
+        try:
+            with open(got, "rb") as fh:
+                return pickle.load(fh)
+        except FileNotFoundError as exc:
+            raise EngineError(f"{LOST_SEGMENT}: {got} is gone (the batch runs again)") from exc
+    return [got]
+
+
 def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """An input partition of a batch (replay-log rows as Arrow) as the frames of the plan's
-    source edges, each for its shard, plus its :class:`InputInfo` for every shard: rows of
-    ``(shard, payload)``, the payload a pickled ``(kind, …)``."""
+    source edges, each for its shard, plus its :class:`InputInfo` for every shard: both go
+    to a file per shard (:func:`input_file`, in the state directory), and the partition
+    yields a row ``(shard, payload)`` per shard, the payload the file's pickled name."""
+    clock = _Clock()
     parts = [b for b in record_batches if b.num_rows]
+    if parts and "_seq" not in parts[0].schema.names:  # the source's slices: the rows read here
+        slices = pa.Table.from_batches(parts).to_pylist()
+        parts = [b for s in slices for b in slice_rows(s["path"], s["start"], s["end"], json.loads(s["arrival"]))
+                 .to_batches() if b.num_rows]
     if not parts:
         return
     table = pa.Table.from_batches(parts).sort_by("_seq")
+    clock.lap("read")
     prog = batch.program()
     seq = table["_seq"].to_numpy()
     rel = table["_rel"].to_numpy()
     ts = table["_ts"].to_numpy()
-    frames = log_frames(table, seq, rel, ts, prog.names, prog.ex.source_need)
+    frames = log_frames(table, seq, rel, ts, prog.names, prog.ex.source_need, batch.columns)
     per_rel = {prog.names[k]: int(n) for k, n in zip(*np.unique(rel, return_counts=True))}
     write = batch.out is not None
-    info = InputInfo(len(seq), int(seq[0]), float(ts.min()), float(ts.max()), per_rel, seq if write else seq[:0],
-                     table["_arrival"].to_numpy() if write else ts[:0])
     sent: dict[int, dict[str, list[Frame]]] = {}
     for lab, fs in prog.ex.source_inputs(frames).items():
         for p, f in prog.route(lab, Frame.concat(fs)):
             sent.setdefault(p, {}).setdefault(lab, []).append(f)
-    dest = list(range(batch.shards)) + list(sent)
-    payload = [_dumps(info)] * batch.shards + [_dumps(frames) for frames in sent.values()]
-    yield pa.RecordBatch.from_pydict({"shard": pa.array(dest, pa.int32()), "payload": pa.array(payload, pa.binary())})
+    clock.lap("frames")
+    runs = arrival_runs(seq, table["_arrival"].to_numpy()) if write else (seq[:0], ts[:0])
+    info = InputInfo(len(seq), int(seq[0]), float(ts.min()), float(ts.max()), per_rel, *runs, clock.phases)
+    where = batch.state_dir
+    where.mkdir(parents=True, exist_ok=True)
+    # the partition's share of shard p in a file of its own: only its name crosses the JVM,
+    # whose rows would copy the frames several times
+    names = [_send(where, exchange_file(batch.run, f"i{info.first_seq}", p), [info] + ([sent[p]] if p in sent else []))
+             for p in range(batch.shards)]
+    yield pa.RecordBatch.from_pydict({"shard": pa.array(range(batch.shards), pa.int32()),
+                                      "payload": pa.array(names, pa.binary())})
 
 
 def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tuple[str, bytes]]]
@@ -420,20 +504,29 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     """Wave ``wave`` of a batch on shard ``index``: ``items`` what was sent to it and (after
     wave 1, which takes it from ``batch.shards_in``) its state; yields its new state, the
     frames for later waves by shard, and after the last wave its :class:`ShardReport`."""
+    clock = _Clock()
     prog = batch.program()
-    shard, received = None, []
+    shard, received, pickling = None, [], {}
     if wave == 1:
         got = batch.shards_in[index] if batch.shards_in else None
         shard = pickle.loads(got) if got is not None else Shard(index)
     for _, (kind, payload) in items:
         if kind == STATE:
-            shard = pickle.loads(payload)
+            shard = _received(payload)[0]
         elif kind == SENT:
-            received.append(pickle.loads(payload))
+            received.extend(_received(payload))
+        elif kind == TIMES:
+            pickling = payload
     if shard is None:
         raise EngineError(f"shard {index} of the distributed mode has no state in wave {wave} of batch "
                           f"{batch.batch}: its state did not come with the frames sent to it")
+    if wave == 1:
+        shard.phases = {}
+    clock.phases = shard.phases
+    clock.add(pickling)
+    clock.lap("unpickle")
     ex = _bind(prog, shard, batch.state_dir)
+    clock.lap("bind")
     if wave == 1:
         ex.begin()
         shard.pending, shard.inputs, shard.results, shard.counted, shard.seconds = {}, [], {}, {}, []
@@ -451,57 +544,107 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     inputs = {lab: shard.pending.pop(lab) for lab in labels if lab in shard.pending}
     out, sent = ex.run(labels, inputs, broadcasts=index == 0)
     results = {q: r for q, r in ex.results(out).items() if len(r[0])}
+    clock.lap("edges")
     if results and batch.out is not None:
         arrival = _arrivals(shard.inputs)
         table = result_table(results, arrival)
         write_part(table, batch.part_dir / f"part-{wave}-{index}.parquet")
-        for q, (trig, _) in results.items():
-            shard.results.setdefault(q, []).append(arrival(trig))
+        for q, (trig, _) in results.items():  # as distinct arrival times and their counts
+            shard.results.setdefault(q, []).append(np.unique(arrival(trig), return_counts=True))
+        clock.lap("results")
     outbox: dict[int, dict[str, list[Frame]]] = {}
     for lab, frames in sent.items():
         for p, f in prog.route(lab, Frame.concat(frames)):
             outbox.setdefault(p, {}).setdefault(lab, []).append(f)
+    outbox = {p: _send(batch.state_dir, exchange_file(batch.run, f"w{wave}.{index}", p), [frames])
+              for p, frames in outbox.items()}
+    clock.lap("route")
     report = None
     if wave == prog.last:
         ex.finish(max((i.max_ts for i in shard.inputs), default=-np.inf))
+        clock.lap("finish")
         _save_stores(ex, shard, batch)
+        clock.lap("segments")
         shard.seconds.append(time.perf_counter() - t0)
         report = _report(prog, ex, shard)
         shard.inputs, shard.results, shard.pending = [], {}, {}  # the batch's: the state is its stores
     else:
         shard.seconds.append(time.perf_counter() - t0)
     _unbind(ex, shard)
-    yield index, (STATE, _dumps(shard))
+    if report is None:  # the batch's entries and pending frames: through a file to the next wave
+        state = _send(batch.state_dir, exchange_file(batch.run, f"w{wave}.{index}", f"{index}.state"), [shard])
+    else:
+        state = _dumps(shard)
+    yield index, (STATE, state)
+    if report is None:
+        yield index, (TIMES, {"pickle": time.perf_counter() - clock.t})
     for p, frames in outbox.items():
-        yield p, (SENT, _dumps(frames))
+        yield p, (SENT, frames)
     if report is not None:
         yield index, (REPORT, report)
 
 
+class _Clock:
+    """Seconds per step of a task, added to ``phases`` (what :class:`ShardReport` reports)."""
+
+    def __init__(self):
+        self.t = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.t
+        self.t = now
+
+    def add(self, phases: dict[str, float]) -> None:
+        for k, v in phases.items():
+            self.phases[k] = self.phases.get(k, 0.0) + v
+
+
+def arrival_runs(seq: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The arrival times of sorted arrival numbers as runs of consecutive numbers with one
+    arrival time: (each run's first number, its arrival time) — one run per input partition
+    of an unpaced batch.
+
+    >>> arrival_runs(np.array([3, 4, 5, 8, 9]), np.array([1.0, 1.0, 2.0, 2.0, 2.0]))
+    (array([3, 5, 8]), array([1., 2., 2.]))
+    """
+    if not len(seq):
+        return seq, arrival
+    start = np.flatnonzero(np.r_[True, (arrival[1:] != arrival[:-1]) | (seq[1:] != seq[:-1] + 1)])
+    return seq[start], arrival[start]
+
+
 def _arrivals(inputs: list[InputInfo]):
+    """Arrival number → arrival time, for arrival numbers of the inputs' runs."""
     seq = np.concatenate([i.seq for i in inputs]) if inputs else np.empty(0, np.int64)
     arr = np.concatenate([i.arrival for i in inputs]) if inputs else np.empty(0)
     order = np.argsort(seq, kind="stable")
     seq, arr = seq[order], arr[order]
-    return lambda trig: arr[np.searchsorted(seq, trig)]
+    return lambda trig: arr[np.searchsorted(seq, trig, side="right") - 1]
 
 
 def _report(prog: ShardProgram, ex: BatchExecutor, shard: Shard) -> ShardReport:
     arrivals = {}
     for q, parts in shard.results.items():
-        a = np.sort(np.concatenate(parts))
-        if len(a) > SAMPLE:  # a sample of the sorted arrivals, each standing for its share
-            at = np.linspace(0, len(a) - 1, SAMPLE).round().astype(np.int64)
-            sample, weights = a[at], np.full(SAMPLE, len(a) / SAMPLE)
+        values = np.concatenate([v for v, _ in parts])
+        counts = np.concatenate([c for _, c in parts])
+        order = np.argsort(values, kind="stable")
+        values, counts = values[order], counts[order]
+        n = int(counts.sum())
+        if n > SAMPLE:  # a sample of the sorted arrivals, each standing for its share
+            at = np.linspace(0, n - 1, SAMPLE).round().astype(np.int64)
+            sample, weights = values[np.searchsorted(np.cumsum(counts), at, side="right")], np.full(SAMPLE, n / SAMPLE)
         else:
-            sample, weights = a, np.ones(len(a))
-        arrivals[q] = (float(a.sum()), float(a[0]), float(a[-1]), sample, weights)
-    inputs = tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation) for i in shard.inputs)
+            sample, weights = np.repeat(values, counts), np.ones(n)
+        arrivals[q] = (float(values @ counts), float(values[0]), float(values[-1]), sample, weights)
+    inputs = tuple((i.rows, i.first_seq, i.min_ts, i.max_ts, i.per_relation, i.phases) for i in shard.inputs)
     return ShardReport(shard=shard.index, inputs=inputs if shard.index == 0 else (),
                        messages={lab: int(n) for lab, n in ex.messages.items()},
                        received={lab: int(n) for lab, n in ex.received.items() if n},
                        store_rows={prog.store_ids[layout]: int(n) for layout, n in ex.live.items()
                                    if layout in prog.store_ids},
                        state_bytes=int(ex.state_bytes()),
-                       results={q: sum(len(p) for p in parts) for q, parts in shard.results.items()},
-                       arrivals=arrivals, seconds=tuple(shard.seconds), partitions=store_partitions(ex, ex.tally))
+                       results={q: sum(int(c.sum()) for _, c in parts) for q, parts in shard.results.items()},
+                       arrivals=arrivals, seconds=tuple(shard.seconds), partitions=store_partitions(ex, ex.tally),
+                       phases=dict(shard.phases))

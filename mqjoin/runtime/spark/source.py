@@ -18,10 +18,17 @@ Every served row gets ``_arrival``: the wall-clock time (epoch seconds) at which
 became available — from the pacing formula, or the time its micro-batch was planned when
 unpaced.  Result latency is measured against it.  The option ``relations`` (comma-separated
 ranks) serves only those relations (one stream per relation for the native baseline).
+
+With the option ``serve`` = ``slices`` the source serves, instead of the rows, one row per
+input partition that says which rows it holds (:data:`SLICE_SCHEMA`: the arrival numbers
+``start`` … ``end − 1`` and how their arrival times follow); :func:`slice_rows` reads them,
+``_arrival`` included, exactly as the source serves them — for a reader that runs in Python
+beside the log (the distributed mode's tasks), so the rows never become JVM rows.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -41,6 +48,8 @@ from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload
 
 SOURCE_NAME = "mqjoin_replay"
+#: the rows of a source with ``serve`` = ``slices``: one per input partition
+SLICE_SCHEMA = "path string, start bigint, end bigint, arrival string"
 META = ("_seq", "_rel", "_ts", "_row")
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string", pa.bool_(): "boolean"}
@@ -209,6 +218,35 @@ def _rows(path: str, start: int, end: int) -> pa.Table:
     return t.slice(start - int(firsts[lo]), end - start)
 
 
+def slice_rows(path: str, start: int, end: int, arrival, relations: frozenset[int] | None = None) -> pa.Table:
+    """The rows the source serves for arrival numbers ``start`` … ``end − 1`` of the log at
+    ``path`` (only those of ``relations``, when given), with their ``_arrival``: ``arrival``
+    says how it follows (``("rate", first, t0, rate)``, ``("speedup", ts0, t0, speedup)`` or
+    ``("fixed", t)``; a list, as JSON gives it back, is as good).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_replay_log(pa.table({"_seq": [0, 1, 2], "_rel": [0, 1, 0], "_ts": [0.0, 1.0, 2.0]}), d + "/l")
+    ...     t = slice_rows(str(p), 1, 3, ["rate", 0, 100.0, 2.0])
+    >>> t["_seq"].to_pylist(), t["_arrival"].to_pylist()
+    ([1, 2], [100.5, 101.0])
+    """
+    part = _rows(path, start, end)
+    if relations is not None and len(part):
+        mask = np.isin(part["_rel"].to_numpy(), list(relations))
+        part = part.filter(pa.array(mask))
+    kind = arrival[0]
+    if kind == "rate":
+        _, b, t0, rate = arrival
+        times = t0 + (part["_seq"].to_numpy() - b) / rate
+    elif kind == "speedup":
+        _, ts0, t0, speedup = arrival
+        times = t0 + (part["_ts"].to_numpy() - ts0) / speedup
+    else:
+        times = np.full(len(part), arrival[1])
+    return part.append_column("_arrival", pa.array(np.asarray(times, dtype=np.float64)))
+
+
 class _Slice(InputPartition):
     def __init__(self, start: int, end: int, arrival: tuple):
         super().__init__(None)
@@ -224,6 +262,7 @@ class _Reader(DataSourceStreamReader):
         self.relations = (frozenset(int(x) for x in options["relations"].split(","))
                           if options.get("relations") else None)
         self.splits = max(1, int(options.get("splits", "2")))
+        self.slices = options.get("serve") == "slices"
         self.ts = pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
         self.total = len(self.ts)
         self.base: tuple[int, float] | None = None  # (first offset served, wall time)
@@ -270,20 +309,11 @@ class _Reader(DataSourceStreamReader):
         return [_Slice(cuts[i], cuts[i + 1], arrival) for i in range(n)]
 
     def read(self, partition: _Slice) -> Iterator[pa.RecordBatch]:
-        part = _rows(self.path, partition.start, partition.end)
-        if self.relations is not None and len(part):
-            mask = np.isin(part["_rel"].to_numpy(), list(self.relations))
-            part = part.filter(pa.array(mask))
-        kind = partition.arrival[0]
-        if kind == "rate":
-            _, b, t0, rate = partition.arrival
-            arrival = t0 + (part["_seq"].to_numpy() - b) / rate
-        elif kind == "speedup":
-            _, ts0, t0, speedup = partition.arrival
-            arrival = t0 + (part["_ts"].to_numpy() - ts0) / speedup
-        else:
-            arrival = np.full(len(part), partition.arrival[1])
-        part = part.append_column("_arrival", pa.array(np.asarray(arrival, dtype=np.float64)))
+        if self.slices:
+            yield pa.RecordBatch.from_pydict({"path": [self.path], "start": [partition.start], "end": [partition.end],
+                                              "arrival": [json.dumps(partition.arrival)]})
+            return
+        part = slice_rows(self.path, partition.start, partition.end, partition.arrival, self.relations)
         yield from part.to_batches(max_chunksize=64 * 1024)
 
     def commit(self, end: dict) -> None:
@@ -298,6 +328,8 @@ class ReplaySource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
+        if self.options.get("serve") == "slices":
+            return SLICE_SCHEMA
         return spark_schema(pq.read_schema(self.options["path"]))
 
     def streamReader(self, schema) -> DataSourceStreamReader:
