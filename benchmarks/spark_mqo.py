@@ -424,7 +424,7 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
     ok = [r["throughput"] for e, r in unpaced.items() if e != "flink" and r.get("throughput") and not r.get("error")]
     rate = args.rate or (args.rate_fraction * min(ok) if ok else None)
     paced, paced_info = {}, {}
-    if rate:
+    if rate and args.latency_seconds > 0:
         # a prefix of the input: rate × --latency-seconds tuples, longer if that holds fewer than
         # --latency-results results, but at most rate × --latency-max-seconds tuples
         per_s = n / S  # input tuples per second of event time
@@ -638,7 +638,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate-fraction", type=float, default=0.5,
                     help="paced rate = this × the slowest engine's sustained throughput (default 0.5)")
     ap.add_argument("--latency-seconds", type=float,
-                    help="paced runs replay rate × this many tuples (default 15; --quick 8) …")
+                    help="paced runs replay rate × this many tuples (default 15; --quick 8; 0: no paced runs) …")
     ap.add_argument("--latency-results", type=int, default=200,
                     help="… or more, up to the first prefix with this many results (default 200) …")
     ap.add_argument("--latency-max-seconds", type=float, default=40,
@@ -678,7 +678,10 @@ def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.3 if q else 1.0)
     args.batch = args.batch or (1500 if q else 5000)
-    args.latency_seconds = args.latency_seconds or (8.0 if q else 15.0)
+    if args.latency_seconds is None:
+        args.latency_seconds = 8.0 if q else 15.0
+    elif args.latency_seconds < 0:
+        ap.error(f"--latency-seconds must be 0 (no paced runs) or more, not {args.latency_seconds:g}")
     args.workloads = [x.strip() for x in (args.workloads or ("fig7a" if q else "fig7a,10q")).split(",") if x.strip()]
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if args.native_10q is None:
