@@ -24,7 +24,7 @@ import itertools
 import math
 import time
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError, PlannerError
@@ -97,12 +97,13 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
         raise OptimizerError("the workload has no queries to optimise: add one under 'queries'")
     ties = memory_ties and mirs and partitioning != BUDGET
     if mode == "mqo":
+        deadline = None if time_limit is None else time.perf_counter() + time_limit  # the tie-break's too
         choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
                                          replica_budget=replica_budget, monitor=monitor)
         optimum = build_plan(workload, choices, mode, partitioning)
         tie = None
         if ties:
-            choices, stats, tie = _least_memory(workload, mode, partitioning, solver, time_limit, "",
+            choices, stats, tie = _least_memory(workload, mode, partitioning, solver, deadline, "",
                                                 (choices, stats), optimum, mir_budget, replica_budget)
         plan = optimum if tie is None else build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
@@ -121,6 +122,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
     for k, q in enumerate(workload.queries):
         # a fair share of the remaining budget for each query still to solve
         left = None if deadline is None else max(0.01, (deadline - time.perf_counter()) / (len(workload.queries) - k))
+        own = None if left is None else time.perf_counter() + left  # this query's share, its tie-break's too
         ns = q.name if mode == "individual" else ""
         alone = workload.restricted_to([q.name])
         choices, stats = _solve_workload(alone, partitioning, mirs, solver, left, ns,
@@ -128,7 +130,7 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                                          monitor=None if monitor is None else monitor.sharing_stop())
         optimum_choices.extend(choices)
         if ties:
-            choices, stats, tie = _least_memory(alone, mode, partitioning, solver, left, ns, (choices, stats),
+            choices, stats, tie = _least_memory(alone, mode, partitioning, solver, own, ns, (choices, stats),
                                                 build_plan(alone, choices, mode, partitioning), mir_budget,
                                                 replica_budget)
             query_ties += [tie] if tie is not None else []
@@ -159,13 +161,17 @@ def optimize(workload: Workload, mode: str = "mqo", partitioning: str = "single"
                           tie_break=tie)
 
 
-def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str, time_limit: float | None,
+def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str, deadline: float | None,
                   namespace: str, optimum: tuple[list[Choice], IlpStats], plan: Plan, mir_budget: float | None,
                   replica_budget: float | None) -> tuple[list[Choice], IlpStats, TieBreak | None]:
     """The tie-break of :mod:`mqjoin.planning.ties` after the optimum ``optimum`` (its ``plan``):
     the choices and ILP statistics of the plan chosen (solve seconds summed over the solves)
     and what it did; the optimum as it is, and ``None``, when its cost carries no sampling error
-    or it was not proven optimal."""
+    or it was not proven optimal.  ``deadline`` (``time.perf_counter()``): when the solve's time
+    limit ends; a tie-break it cuts short keeps the optimum."""
+    def left() -> float | None:
+        return None if deadline is None else max(0.01, deadline - time.perf_counter())
+
     eps = tolerance(plan)
     if eps <= 0 or optimum[1].status != "optimal":
         return optimum[0], optimum[1], None
@@ -174,14 +180,14 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
         return optimum[0], optimum[1], TieBreak(eps, plan.probe_cost, plan.memory, 0)
     limit = plan.probe_cost * (1 + eps)
     mdl = build_model(enumerate_candidates(workload, mirs=True), partitioning, mir_budget, replica_budget)
-    least = solve(memory_model(mdl, limit), solver=solver, time_limit=time_limit, canonical=False, branching=False,
+    least = solve(memory_model(mdl, limit), solver=solver, time_limit=left(), canonical=False, branching=False,
                   relax_orders=False)
     seconds = optimum[1].solve_seconds + least.solve_seconds
     if least.status != "optimal" or least.objective >= held * (1 - 1e-9):
         return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
             eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
     # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
-    choices, stats = _solve_workload(workload, partitioning, True, solver, time_limit, namespace,
+    choices, stats = _solve_workload(workload, partitioning, True, solver, left(), namespace,
                                      least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
     stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
     tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
