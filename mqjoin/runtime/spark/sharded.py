@@ -71,6 +71,7 @@ A segment's file maps back to the same entries, read-only:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import mmap
@@ -386,14 +387,12 @@ def save_segment(path: Path, seg: Segment) -> None:
         offset += -(-a.nbytes // _ALIGN) * _ALIGN
     header = pickle.dumps((f.rels, [sorted(c) for c in f.cols], layout), protocol=pickle.HIGHEST_PROTOCOL)
     start = -(-(_HEADER.size + len(header)) // _ALIGN) * _ALIGN
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as out:
+    with _atomic(path) as out:
         out.write(_HEADER.pack(len(header)) + header)
         for at, a in raw:
             out.seek(start + at)
             out.write(a.data)
         out.truncate(start + offset)
-    os.replace(tmp, path)
 
 
 def load_segment(path: Path) -> Segment:
@@ -437,13 +436,19 @@ def _send(where: Path, name: str, items: list) -> bytes:
     same file) and return what the exchange carries instead: its pickled path."""
     where.mkdir(parents=True, exist_ok=True)  # a batch without input rows made no directory yet
     path = where / name
-    _write_atomic(path, _dumps(items))
+    with _atomic(path) as out:
+        out.write(_dumps(items))
     return _dumps(str(path))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def _atomic(path: Path):
+    """A file to write ``path`` through: a temporary file of this process beside it, renamed
+    to ``path`` once written, so a reader sees the whole file or none (a task run again
+    replaces it with the same bytes)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    with open(tmp, "wb") as out:
+        yield out
     os.replace(tmp, path)
 
 
