@@ -193,7 +193,7 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
     tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
     chosen = build_plan(workload, choices, mode, partitioning)
     if (stats.status != "optimal" or chosen.probe_cost > limit * (1 + 1e-6)
-            or chosen.memory >= plan.memory * (1 - 1e-9)):  # replicas: less MIR memory, not less in all
+            or not tie.changed(chosen.memory)):  # replicas: less MIR memory, not less in all
         return optimum[0], replace(optimum[1], solve_seconds=stats.solve_seconds), tie
     return choices, stats, tie
 
