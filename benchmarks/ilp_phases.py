@@ -3,7 +3,8 @@
 Wraps the phases of ``mqjoin.planning.optimizer.optimize`` and of the ILP's coupled search with
 CPU timers (``time.process_time``, so that a loaded machine inflates them less than wall
 time) and prints the mean per run over several seeds (after one warm-up run).  The blocks are
-costed on one thread (``BLOCK_THREADS = 1``), so the phases add up to the run's CPU time:
+costed on one thread (``BLOCK_THREADS = 1``) and in this process (``MQJOIN_FORK=0``: no child
+takes half of the searches), so the phases add up to the run's CPU time:
 
     enumerate        candidate MIRs, probe orders and steps
     build_model      the ILP's variables and rows
@@ -74,6 +75,7 @@ def instrument() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ["MQJOIN_FORK"] = "0"  # every phase in this process, under its timer
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--size", type=int, default=3, help="relations per query")

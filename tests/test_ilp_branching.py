@@ -362,15 +362,15 @@ def test_a_master_stopped_before_its_first_plan_keeps_the_blocks_plans_recosted(
     mdl = build_model(enumerate_candidates(FIVE), "single")
     optimum = solve(mdl).objective
     monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
-    per_block, calls = ilp_coupled.per_block, []
+    spread, calls = ilp_blocks.BlockCosts.spread, []
 
-    def stop_after_the_first(*a, **k):
+    def stop_after_the_first(self, *a, **k):
         calls.append(1)
         if len(calls) > 1:
             raise ilp_blocks.Stopped
-        return per_block(*a, **k)
+        return spread(self, *a, **k)
 
-    monkeypatch.setattr(ilp_coupled, "per_block", stop_after_the_first)
+    monkeypatch.setattr(ilp_blocks.BlockCosts, "spread", stop_after_the_first)
     sol = solve(mdl, time_limit=600)
     assert sol.status == "time_limit" and not sol.canonical
     assert sol.bound <= optimum * (1 + 1e-9) <= sol.objective * (1 + 2e-9)

@@ -5,6 +5,7 @@ One module per job, each depending only on those above it::
 
     model      the formulation: x per probe order, y per step, m per MIR, z per (store,
                partition attribute), the broadcast indicators; tie-break weights; components
+    forked     half of a pure-Python computation in a forked child (the blocks' searches on two cores)
     monitor    a running solve's incumbent and bound as they improve, and its stop
     formats    the model as a PuLP problem, LP and MPS files
     backends   HiGHS and CBC on one part: statuses, bounds, gaps

@@ -36,7 +36,10 @@ every block (``Part.tie``).
 
 Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
 while it solves and every block has instances and cache entries of its own; each block's
-combinations go in their order on one thread, so the plans do not depend on the threads.
+combinations go in their order on one thread, so the plans do not depend on the threads.  The
+searches hold the GIL, so :meth:`BlockCosts.spread` gives about half the blocks with a search
+to a forked child process (:mod:`mqjoin.planning.ilp.forked`) and merges its cache entries
+back; there too a block is done whole, in order, on one side.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
 >>> from mqjoin.planning.candidates import enumerate_candidates
@@ -63,6 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from mqjoin.planning.candidates import MIR
+from mqjoin.planning.ilp import forked
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
@@ -75,8 +79,18 @@ from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
 BLOCK_THREADS = min(4, os.cpu_count() or 1)
 
 
+#: at least this many pairs of blocks with a search before :meth:`BlockCosts.spread` forks a
+#: child for half of them (fewer: the fork costs more than it saves)
+SPREAD_MIN = 4
+
+
 class Stopped(Exception):
     """The coupled search's time limit struck (raised by :meth:`BlockCosts.left` and the master)."""
+
+
+class _ParentOnly(Exception):
+    """A block needs HiGHS in a forked child (:meth:`BlockCosts.spread`): its solver threads
+    live in the parent only, so the parent does that block's pairs from there on."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +352,8 @@ class BlockCosts:
     def instance(self, k: int, stage: int, sub: Callable[[], Model], brows: list[int]):
         """The block's HiGHS instance of a stage (0: cost, 1: tie-break), built from ``sub()``
         (a model) the first time."""
+        if forked.in_child():
+            raise _ParentOnly
         if (k, stage) not in self.lps:
             import highspy
             import numpy as np
@@ -514,6 +530,81 @@ class BlockCosts:
         costed = [c for c in self.part.blocks[k].cols if self.part.mdl.cost[c]]
         return replace(self.part.restricted(k, choice), cost=self.part.tie, rows=self.part.mdl.rows + [
             ("canonical_cost", costed, [self.part.mdl.cost[c] for c in costed], -math.inf, cap)])
+
+    def spread(self, fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
+               skip: set[int] = frozenset()) -> list[float]:
+        """:func:`per_block` on two cores: about half the pairs of the blocks that have a
+        search go to a forked child (:func:`~mqjoin.planning.ilp.forked.split`), the rest stay
+        here.  The searches are pure Python, which threads cannot run side by side.
+
+        A block is done whole on one side, its pairs in their order, and the child's cache
+        entries for its blocks are merged here afterwards, so the results and every later
+        answer are those of :func:`per_block`.  HiGHS runs in the parent only: a block that
+        needs an LP in the child (its search gave up, or it has none) is left there from that
+        pair on and finished here, in order; so is all of the child's half should the child
+        die."""
+        groups: dict[int, list[int]] = {}
+        for i, (k, _) in enumerate(pairs):
+            if i not in skip:
+                groups.setdefault(k, []).append(i)
+        searchable = [k for k in groups if self.searches.get(k, True) is not None
+                      and applies(self.part.mdl, self.part.blocks[k].rows)]
+        if not forked.available() or sum(len(groups[k]) for k in searchable) < SPREAD_MIN:
+            return per_block(fn, pairs, skip)
+        theirs: set[int] = set()
+        load = [0, 0]  # pairs here, there
+        for k in sorted(searchable, key=lambda k: (-len(groups[k]), k)):
+            side = 1 if load[1] < load[0] else 0
+            load[side] += len(groups[k])
+            if side:
+                theirs.add(k)
+        given = {i for k in theirs for i in groups[k]}
+
+        def there() -> tuple[dict[int, float], list[int], tuple]:
+            out: dict[int, float] = {}
+            left: list[int] = []
+            for k in sorted(theirs):
+                for n, i in enumerate(groups[k]):
+                    try:
+                        out[i] = fn(*pairs[i])
+                    except _ParentOnly:
+                        left.extend(groups[k][n:])
+                        break
+            return out, left, self._entries(theirs)
+
+        try:
+            out, (done, left, entries) = forked.split(lambda: per_block(fn, pairs, set(skip) | given), there,
+                                                      self.left)
+        except forked.ChildFailed as e:  # the child died: its half here too
+            out, done, left, entries = e.here, {}, sorted(given), None
+        if entries is not None:
+            self._merge(entries)
+        for i, v in done.items():
+            out[i] = v
+        if left:
+            rest = per_block(fn, pairs, set(range(len(pairs))) - set(left))
+            for i in left:
+                out[i] = rest[i]
+        return out
+
+    def _entries(self, blocks: set[int]) -> tuple:
+        """What these blocks' pairs added to the caches (for :meth:`_merge` in the parent)."""
+        return ({key: v for key, v in self.costs.items() if key[0] in blocks},
+                {key: v for key, v in self.ties.items() if key[0] in blocks},
+                {key: v for key, v in self.lp_bounds.items() if key[0] in blocks},
+                {k: v for k, v in self.known.items() if k in blocks},
+                {k: v for k, v in self.pool.items() if k in blocks},
+                [k for k in blocks if k in self.searches and self.searches[k] is None])
+
+    def _merge(self, entries: tuple) -> None:
+        costs, ties, lp_bounds, known, pool, gave_up = entries
+        self.costs.update(costs)
+        self.ties.update(ties)
+        self.lp_bounds.update(lp_bounds)
+        self.known.update(known)
+        self.pool.update(pool)
+        for k in gave_up:
+            self.searches[k] = None
 
 
 def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],

@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 
 from mqjoin.model.errors import NoSolutionError
-from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, coupled_part, per_block
+from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, coupled_part
 from mqjoin.planning.ilp.master import Master
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
@@ -89,20 +89,20 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     try:
         if part.quick:  # every combination costed up front: the master's first choice is exact
             lp = set(costs.enumerate_blocks())
-            per_block(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
+            costs.spread(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
         else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
             def alone(k: int, _) -> float:
                 done[k] = costs.cost(k, {})
                 watch.report(math.inf, math.fsum(list(done.values())))
                 return done[k]
 
-            tree.root = dict(enumerate(per_block(alone, part.alone)))
+            tree.root = dict(enumerate(costs.spread(alone, part.alone)))
             root = math.fsum(tree.root.values())
             if by_master:  # a plan at once (the LPs take seconds on 30 five-way queries)
                 _first_plan(part, costs, best)
                 watch.report(best.cost, root)
             if costs.lp_priced:
-                per_block(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)
+                costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)
         master = Master(part, costs) if by_master else None
         if master is not None:
             master.optimise(best)

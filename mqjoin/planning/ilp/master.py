@@ -30,7 +30,7 @@ import math
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.backends import silent_highs
-from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, per_block
+from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped
 from mqjoin.planning.ilp.model import TIE_SLACK
 
 
@@ -124,7 +124,9 @@ class Master:
             lower_bound = float(self.h.getInfo().objective_function_value)
             best.current = [lower_bound]
             exact = all(part.key_of(k, pick) in self.costs.costs for k in range(len(part.blocks)))
-            total = math.fsum(per_block(lambda k, _: self.costs.cost(k, pick), part.alone))
+            self.costs.spread(lambda k, _: self.costs.cost(k, pick),
+                              [(k, ()) for k in range(len(part.blocks)) if part.key_of(k, pick) not in self.costs.costs])
+            total = math.fsum(self.costs.cost(k, pick) for k in range(len(part.blocks)))
             if total < best.cost:
                 best.cost, best.choice = total, dict(pick)
             self.costs.watch.report(best.cost, lower_bound)
@@ -150,11 +152,6 @@ class Master:
         out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
         skip = set(out.tolist())
         costs, ties = self.costs.costs, self.costs.ties
-
-        def weight(k: int, i: int) -> float:
-            key = part.keys[i]
-            return ties[key][0] if key in ties else self.costs.weight(k, part.chosen_by(k, part.combinations[i][1]))
-
         h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
         h.addRow(-highspy.kHighsInf, cap, len(part.combinations), self.lam_cols, prices)
         cap_row = h.getNumRow() - 1
@@ -163,7 +160,10 @@ class Master:
         own = [part.tie_of[st][j] for st in part.stores for j in range(len(part.shared[st]))]
         lazy = any(key not in costs for key in part.keys)
         if not lazy:
-            weights = per_block(weight, [(k, i) for i, (k, _) in enumerate(part.combinations)], skip)
+            weighed = {i for i, key in enumerate(part.keys) if key in ties}
+            self.costs.spread(lambda k, i: self.costs.weight(k, part.chosen_by(k, part.combinations[i][1])),
+                              [(k, i) for i, (k, _) in enumerate(part.combinations)], skip | weighed)
+            weights = [0.0 if i in skip else ties[key][0] for i, key in enumerate(part.keys)]
         else:
             least = self._least_weights()
         while True:
@@ -178,7 +178,7 @@ class Master:
             todo = [k for k in range(len(part.blocks)) if part.key_of(k, pick) not in ties]
             if not todo:
                 break
-            per_block(lambda k, _: self.costs.cost(k, pick) + self.costs.weight(k, pick), [(k, ()) for k in todo])
+            self.costs.spread(lambda k, _: self.costs.cost(k, pick) + self.costs.weight(k, pick), [(k, ()) for k in todo])
         best.weight, best.choice = float(h.getInfo().objective_function_value), pick
 
     def _least_weights(self) -> list[float]:

@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mqjoin.planning.ilp import forked
+
 
 def relative_gap(incumbent: float, bound: float) -> float:
     """``(incumbent − bound) / incumbent``, at least 0 (0 for an incumbent of 0).
@@ -165,7 +167,9 @@ class Watch:
         return self.monitor is not None and self.monitor.stopped
 
     def report(self, incumbent: float, bound: float) -> None:
-        if self.monitor is not None and self.part is not None:
+        """Tell the monitor the part's incumbent and bound (not from a forked child, whose
+        monitor is a copy: :mod:`mqjoin.planning.ilp.forked`)."""
+        if self.monitor is not None and self.part is not None and not forked.in_child():
             self.monitor.report(self.part, incumbent, bound)
 
     def bound(self, bound: float) -> float:

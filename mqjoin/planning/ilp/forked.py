@@ -1,0 +1,147 @@
+"""Two halves of a pure-Python computation at once: one here, one in a forked child process.
+
+The blocks' searches (:mod:`mqjoin.planning.ilp.paths`) are pure Python, so threads do not run
+them side by side (the GIL); a child made by ``fork`` does, and it starts with a copy of
+everything the parent knows — the model, the caches — at no cost of its own.  :func:`split`
+runs ``there`` in a child and ``here`` in this process, and returns both results: the child's
+comes back pickled through a pipe.
+
+* If ``here`` raises (a time limit, Ctrl-C, a bug), the child is killed before the error goes
+  on: no process is left behind.
+* While the parent waits for the child it calls ``poll`` every :data:`POLL_SECONDS`, so a stop
+  asked meanwhile (the solve's monitor) still ends the wait: ``poll`` raises, the child dies.
+* The child ignores Ctrl-C (the parent decides and kills it), never reports progress
+  (:func:`in_child`), and leaves with ``os._exit`` (no buffered output is written twice).
+* If the child raises, its exception is raised here; if it dies without an answer (killed,
+  out of memory), :class:`ChildFailed` is raised with ``here``'s result, and the caller can do
+  the child's half itself.
+
+Forking needs ``os.fork`` (Linux, macOS) and pays only with a second core:
+:func:`available` says whether to, and ``MQJOIN_FORK=0`` in the environment turns it off.
+Without it, :func:`split` runs both halves here, one after the other.
+
+>>> here, there = split(lambda: sum(range(10)), lambda: [i * i for i in range(4)])
+>>> here, there
+(45, [0, 1, 4, 9])
+>>> in_child()
+False
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+#: how often (seconds) the parent, its own half done, checks ``poll`` while the child works
+POLL_SECONDS = 0.05
+
+_child = False
+
+
+class ChildFailed(Exception):
+    """The child process ended without an answer (killed, or it could not pickle one);
+    ``here`` holds the parent's own result."""
+
+    def __init__(self, here: object) -> None:
+        super().__init__("the child process ended without an answer")
+        self.here = here
+
+
+def in_child() -> bool:
+    """Whether this process is a child made by :func:`split`."""
+    return _child
+
+
+def available() -> bool:
+    """Whether :func:`split` forks: ``os.fork`` exists, this process may run on two cores or
+    more, it is not a child already, and ``MQJOIN_FORK`` is not ``0``."""
+    if _child or not hasattr(os, "fork") or os.environ.get("MQJOIN_FORK", "1") == "0":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores >= 2
+
+
+def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], object] = lambda: None) -> tuple[A, B]:
+    """``(here(), there())``, ``there`` computed in a forked child while ``here`` runs in this
+    process (both here, in turn, when :func:`available` says no).  See the module docstring for
+    errors and stops."""
+    if not available():
+        return here(), there()
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, answer, leave
+        os.close(read)
+        _answer(write, there)
+    os.close(write)
+    try:
+        mine = here()
+        data = _receive(read, poll)
+    except BaseException:
+        _kill(pid)
+        raise
+    finally:
+        os.close(read)
+    os.waitpid(pid, 0)
+    try:
+        ok, theirs = pickle.loads(data)
+    except Exception as e:  # nothing, or half an answer
+        raise ChildFailed(mine) from e
+    if not ok:
+        raise theirs
+    return mine, theirs
+
+
+def _answer(write: int, there: Callable[[], object]) -> None:
+    """The child's whole life: ``there()`` (or its exception) pickled into the pipe, then exit."""
+    global _child
+    _child = True
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            data = pickle.dumps((True, there()), pickle.HIGHEST_PROTOCOL)
+        except BaseException as e:  # noqa: BLE001 — every error goes back to the parent
+            try:
+                data = pickle.dumps((False, e), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that does not pickle: the parent redoes the work
+                data, code = b"", 1
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view):]
+    except BaseException:  # noqa: BLE001 — the parent is gone or the pipe broke: just leave
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _receive(read: int, poll: Callable[[], object]) -> bytes:
+    """Everything the child writes, until it closes the pipe; ``poll`` called while waiting."""
+    chunks = []
+    while True:
+        ready, _, _ = select.select([read], [], [], POLL_SECONDS)
+        if not ready:
+            poll()
+            continue
+        chunk = os.read(read, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _kill(pid: int) -> None:
+    """End the child at once and reap it."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass

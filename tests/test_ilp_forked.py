@@ -1,0 +1,156 @@
+"""The blocks' searches on two cores (mqjoin.planning.ilp.forked, BlockCosts.spread): the
+child's half comes back, errors and stops end the child, and the plans are those of one core."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.ilp import blocks as ilp_blocks
+from mqjoin.planning.ilp import forked
+from mqjoin.planning.ilp import paths as ilp_paths
+from mqjoin.planning.optimizer import optimize
+
+needs_fork = pytest.mark.skipif(not forked.available(), reason="forking needs os.fork and two cores")
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+@needs_fork
+def test_the_child_computes_its_half_in_another_process():
+    here, there = forked.split(lambda: os.getpid(), lambda: (os.getpid(), forked.in_child()))
+    assert here == os.getpid() and there[0] != os.getpid() and there[1] is True
+    assert not forked.in_child() and _no_children_left()
+
+
+def test_without_fork_both_halves_run_here(monkeypatch):
+    monkeypatch.setenv("MQJOIN_FORK", "0")
+    assert not forked.available()
+    assert forked.split(lambda: os.getpid(), lambda: os.getpid()) == (os.getpid(), os.getpid())
+
+
+@needs_fork
+def test_an_error_of_the_child_is_raised_in_the_parent():
+    def there():
+        raise ValueError("from the child")
+
+    with pytest.raises(ValueError, match="from the child"):
+        forked.split(lambda: 1, there)
+    assert _no_children_left()
+
+
+@needs_fork
+def test_a_child_killed_without_an_answer_leaves_the_parents_half():
+    def there():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with pytest.raises(forked.ChildFailed) as e:
+        forked.split(lambda: "mine", there)
+    assert e.value.here == "mine" and _no_children_left()
+
+
+@needs_fork
+def test_an_error_in_the_parent_kills_the_child(tmp_path):
+    mark = tmp_path / "child-finished"
+
+    def there():
+        time.sleep(2)
+        mark.write_text("still alive")
+
+    def here():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        forked.split(here, there)
+    assert _no_children_left()
+    time.sleep(2.5)
+    assert not mark.exists()
+
+
+@needs_fork
+def test_a_stop_while_waiting_for_the_child_ends_the_wait():
+    calls = []
+
+    def poll():
+        calls.append(1)
+        if len(calls) > 2:
+            raise ilp_blocks.Stopped
+
+    t0 = time.perf_counter()
+    with pytest.raises(ilp_blocks.Stopped):
+        forked.split(lambda: None, lambda: time.sleep(30), poll)
+    assert time.perf_counter() - t0 < 10 and _no_children_left()
+
+
+def _plans(monkeypatch, fork: bool, specs) -> list[str]:
+    monkeypatch.setenv("MQJOIN_FORK", "1" if fork else "0")
+    out = []
+    for q, k, seed in specs:
+        res = optimize(random_workload(q, 100, k, seed=seed), mode="mqo", partitioning="single", mirs=True)
+        assert res.ilp.status == "optimal" and res.ilp.canonical
+        out.append(res.plan.to_json())
+    return out
+
+
+def _count_children(monkeypatch) -> list[int]:
+    forks, split = [], forked.split
+
+    def counting(*a, **k):
+        forks.append(1)
+        return split(*a, **k)
+
+    monkeypatch.setattr(forked, "split", counting)
+    return forks
+
+
+@needs_fork
+@pytest.mark.parametrize("specs", [[(10, 5, 0), (10, 5, 3)], [(40, 4, 1)]])
+def test_two_cores_give_the_plans_of_one(monkeypatch, specs):
+    alone = _plans(monkeypatch, False, specs)
+    forks = _count_children(monkeypatch)
+    assert _plans(monkeypatch, True, specs) == alone
+    assert forks
+
+
+@needs_fork
+def test_blocks_whose_search_gives_up_in_the_child_are_finished_by_the_parent(monkeypatch):
+    """With a tiny node limit most searches give up: their blocks need HiGHS, which the child
+    does not run; the parent takes them over where the child stopped, with the same plan."""
+    monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 3)
+    specs = [(10, 5, 0)]
+    alone = _plans(monkeypatch, False, specs)
+    left, split = [], forked.split
+
+    def watching(*a, **k):
+        here, there = split(*a, **k)
+        left.extend(there[1])  # the pairs the child left to the parent
+        return here, there
+
+    monkeypatch.setattr(forked, "split", watching)
+    assert _plans(monkeypatch, True, specs) == alone
+    assert left
+
+
+@needs_fork
+def test_a_child_that_dies_has_its_half_done_by_the_parent(monkeypatch):
+    specs = [(10, 5, 0)]
+    alone = _plans(monkeypatch, False, specs)
+    entries = ilp_blocks.BlockCosts._entries
+
+    def dying(self, blocks):
+        if forked.in_child():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return entries(self, blocks)
+
+    monkeypatch.setattr(ilp_blocks.BlockCosts, "_entries", dying)
+    forks = _count_children(monkeypatch)
+    assert _plans(monkeypatch, True, specs) == alone
+    assert forks
