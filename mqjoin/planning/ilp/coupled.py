@@ -8,11 +8,13 @@ by the blocks' optima with the undecided stores chosen by each block for itself 
 relaxation: blocks may choose differently).  Three ways through, by the part's shape:
 
 * **small MIRs** (three- and four-way queries; ``Part.quick``): every combination a block
-  tells apart is costed up front — by enumeration where the block is small enough (three-way
-  queries: the lexicographic optima come with it), else by one LP — so the master ILP
-  (:mod:`mqjoin.planning.ilp.master`) is exact at once, and the canonical tie-break is a second
-  master over the blocks' lexicographic optima — unless there are more than
-  :data:`QUICK_MAX_COMBINATIONS` combinations: then the part goes to HiGHS's MIP;
+  tells apart is priced up front — by enumeration where the block is small enough (three-way
+  queries: the lexicographic optima come with it), else by the block's search, else by one LP
+  (its optimum when integral, as a rule; else a bound) — so the master ILP
+  (:mod:`mqjoin.planning.ilp.master`) is exact at once or nearly: a combination priced by a
+  bound gets its branch and bound only once the master picks it.  The canonical tie-break is a
+  second master over the blocks' lexicographic optima.  More than
+  :data:`QUICK_MAX_COMBINATIONS` combinations: the part goes to HiGHS's MIP;
 * **large MIRs, few shared stores** (below :data:`MASTER_MIN_STORES`): depth first over the
   stores, most shared first, each node's children visited cheapest first and pruned by the
   incumbent; with ``canonical`` a second pass revisits every choice whose bound is within
@@ -87,9 +89,9 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     status, root, optimum = "optimal", 0.0, math.inf
     done: dict[int, float] = {}  # block → its optimum alone, as the root bound is computed
     try:
-        if part.quick:  # every combination costed up front: the master's first choice is exact
+        if part.quick:  # every combination priced up front (exact as a rule): the master's first choice is, nearly
             lp = set(costs.enumerate_blocks())
-            costs.spread(lambda k, t: costs.cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
+            costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
         else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
             def alone(k: int, _) -> float:
                 done[k] = costs.cost(k, {})

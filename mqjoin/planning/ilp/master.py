@@ -9,7 +9,7 @@ its combination when known, else the best bound known.  With every column priced
 the master's optimum is a lower bound of the part's; the blocks' optima under its choice
 (computed and cached) give a plan; the prices rise and the master is solved again until its
 choice is costed exactly everywhere — then the plan is optimal (:meth:`Master.optimise`).
-Where every combination is costed up front (small MIRs) the first master is already exact.
+Where every combination is costed up front (small MIRs, as a rule) the first master is already exact.
 
 The canonical tie-break is a second master (:meth:`Master.tie_break`): the same rows, the cost
 capped at the optimum (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) by one more row,
@@ -136,9 +136,10 @@ class Master:
     def tie_break(self, best: Incumbent) -> None:
         """The least weight at the optimal cost, by the master with the weights as objective and
         the cost capped at the optimum.  Columns that the master LP's dual rules out of every
-        plan within the cap are fixed at 0.  Every column is costed already (small MIRs): the
-        blocks' lexicographic optima under the columns left are its weights, and one master
-        solve ends it.  Else (large MIRs) the master is solved lazily, as :meth:`optimise` does:
+        plan within the cap are fixed at 0.  Every column costed already (small MIRs, as a
+        rule): the blocks' lexicographic optima under the columns left are its weights, and one
+        master solve ends it.  Else (large MIRs, or a block whose LPs are fractional) the master
+        is solved lazily, as :meth:`optimise` does:
         a column not costed is priced by its bound, a column not weighed by the least weight
         any plan of its block has (:meth:`_least_weights`); the blocks of the master's choice
         are costed and weighed exactly, and the master solved again, until its choice is exact
