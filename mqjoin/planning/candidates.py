@@ -72,7 +72,10 @@ class MIR:
     # MIRs key most of the optimiser's dicts: their hash and sort key are computed once
     # (:func:`_cached`; neither is pickled, as string hashes differ between processes)
     def __hash__(self) -> int:
-        return _cached(self, "_hash", lambda: hash((self.relations, self.classes, self.selection)))
+        try:  # (the cached hash without a call: hashing is that frequent)
+            return self.__dict__["_hash"]
+        except KeyError:
+            return _cached(self, "_hash", lambda: hash((self.relations, self.classes, self.selection)))
 
     def __getstate__(self) -> dict:
         return _state(self)
@@ -188,7 +191,10 @@ class Step:
     # slow to hash): steps of one prefix and target rarely differ in them, and equality tells
     # those apart.
     def __hash__(self) -> int:
-        return _cached(self, "_hash", lambda: hash((self.prefix, self.target)))
+        try:  # (as MIR.__hash__)
+            return self.__dict__["_hash"]
+        except KeyError:
+            return _cached(self, "_hash", lambda: hash((self.prefix, self.target)))
 
     def __getstate__(self) -> dict:
         return _state(self)
