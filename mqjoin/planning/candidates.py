@@ -467,6 +467,10 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
 
     step_cost: dict[Step, float] = {}
     targets: set[MIR] = set()
+    holding: dict[str, list[Query]] = {}  # the queries of a relation
+    for q in workload.queries:
+        for r in q.relation_set:
+            holding.setdefault(r, []).append(q)
     for by_start in steps.values():
         for seqs in by_start.values():
             for seq in seqs:
@@ -480,16 +484,19 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
         use_mirs=mirs,
         orders=orders,
         steps=steps,
-        partition_candidates={m: partition_candidates(workload, m) for m in sorted(targets, key=MIR.sort_key)},
+        partition_candidates={m: partition_candidates(workload, m, holding[m.relations[0]])
+                              for m in sorted(targets, key=MIR.sort_key)},
         step_cost=step_cost,
     )
 
 
-def partition_candidates(workload: Workload, store: MIR) -> tuple[Attr, ...]:
+def partition_candidates(workload: Workload, store: MIR, queries: Iterable[Query] | None = None) -> tuple[Attr, ...]:
     """Attributes ``X.a`` of the store whose class, in some query containing the store as an
-    MIR, has a member outside the store (canonical representatives, sorted)."""
+    MIR, has a member outside the store (canonical representatives, sorted).  ``queries``: the
+    queries to look in (all of the workload's by default; those holding one of the store's
+    relations are enough)."""
     out: set[Attr] = set()
-    for q in workload.queries:
+    for q in workload.queries if queries is None else queries:
         if not _contains_as_mir(q, store, workload):
             continue
         for c in q.classes:
