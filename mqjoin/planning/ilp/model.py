@@ -101,12 +101,12 @@ class Model:
         self.rows.append((self._name(name, step), idx, coef, lo, hi))
 
     def _name(self, name: str, step: Step | None) -> str:
-        """A unique name: ``name`` sanitized (:func:`_sanitize`), or with a step, that of
-        ``name_R``, ``R`` the step's rendering and ``name`` clean (its own :func:`_clean`).
+        """A unique name: :func:`_sanitize` of ``name``, or with a step, of ``name_R`` (``R``
+        the step's rendering; ``name`` clean already, its own :func:`_clean`).
 
         Sanitizing turns the run of other characters around the joint into one underscore, so
         ``name`` and ``R`` are cleaned apart and joined: ``R`` once per step (the names of
-        several variables and rows hold it), ``name`` once by the caller."""
+        several variables and rows hold it), ``name`` by the caller."""
         if step is None:
             return _unique(_sanitize(name), self._used)
         tail = self._step_names.get(step)
@@ -174,7 +174,12 @@ def _sanitize(name: str) -> str:
 
 
 def _clean(name: str) -> str:
-    """:func:`_sanitize` without its limits (length, non-empty)."""
+    """:func:`_sanitize` without its limits (length, non-empty).  Names joined by an underscore
+    are sanitized apart:
+
+    >>> _sanitize("link_q_R » S[a]→T") == "link_q_" + _clean("R » S[a]→T")
+    True
+    """
     s = name.replace("→", "_to_").replace("⋈", "")
     return _NOT_ALNUM.sub("_", s).strip("_")
 
