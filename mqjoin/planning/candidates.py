@@ -283,12 +283,14 @@ def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
 class _Join:
     """An owner's join while its candidates are enumerated: its relations, classes and
     selection, with the classes restricted once per relation set (its MIRs and the steps of
-    its probe orders ask for the same few sets again and again).  ``steps``, shared by the
-    owners of a workload, holds one object per distinct step (equal steps of several owners
-    are then one key of the costs and the model's columns, found by identity)."""
+    its probe orders ask for the same few sets again and again).  ``stores`` and ``steps``,
+    shared by the owners of a workload, hold one MIR per relation set, classes and selection
+    of a join, and one object per distinct step (equal ones of several owners are then found
+    by identity in the dicts they key)."""
 
-    def __init__(self, workload: Workload, owner: Owner, steps: dict[Step, Step]):
+    def __init__(self, workload: Workload, owner: Owner, stores: dict[tuple, MIR], steps: dict[Step, Step]):
         self.workload = workload
+        self.stores = stores
         self.steps = steps
         self.relations, self.classes, self.selection = _join_of(owner, workload)
         self._restricted: dict[frozenset[str], tuple[JoinClass, ...]] = {}
@@ -315,9 +317,14 @@ class _Join:
         step = Step(prefix, target, self.restricted(relations))
         return self.steps.setdefault(step, step)
 
-    def start(self, relation: str) -> MIR:
-        """The store of a start relation (its selection is the join's)."""
-        return MIR.of(self.workload, [relation], (), self.selection)
+    def store(self, relations: tuple[str, ...], classes: tuple[JoinClass, ...]) -> MIR:
+        """The MIR of some of the join's ``relations`` (sorted), ``classes`` the join's restricted
+        to them."""
+        key = (relations, classes, self.selection)
+        out = self.stores.get(key)
+        if out is None:
+            out = self.stores[key] = MIR.of(self.workload, relations, classes, self.selection)
+        return out
 
 
 def iter_mirs(join: _Join, max_size: int | None = None) -> Iterator[MIR]:
@@ -330,7 +337,7 @@ def iter_mirs(join: _Join, max_size: int | None = None) -> Iterator[MIR]:
         for subset in itertools.combinations(rels, k):
             restricted = join.restricted(frozenset(subset))
             if k == 1 or is_connected(subset, restricted):
-                yield MIR.of(join.workload, subset, restricted, join.selection)
+                yield join.store(subset, restricted)
 
 
 def probe_tree(join: _Join, start: str, mirs: Iterable[MIR]) -> list[tuple[ProbeOrder, tuple[Step, ...]]]:
@@ -355,7 +362,7 @@ def probe_tree(join: _Join, start: str, mirs: Iterable[MIR]) -> list[tuple[Probe
             else:
                 walk(new_head, prefix + (m,), path)
 
-    walk(frozenset([start]), (join.start(start),), ())
+    walk(frozenset([start]), (join.store((start,), ()),), ())
     return out
 
 
@@ -445,12 +452,13 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
     orders: dict[Owner, dict[str, tuple[ProbeOrder, ...]]] = {}
     steps: dict[Owner, dict[str, tuple[tuple[Step, ...], ...]]] = {}
     pending: list[Owner] = [q.name for q in workload.queries]
+    stores: dict[tuple, MIR] = {}
     distinct: dict[Step, Step] = {}
     while pending:
         owner = pending.pop(0)
         if owner in orders:
             continue
-        join = _Join(workload, owner, distinct)
+        join = _Join(workload, owner, stores, distinct)
         owner_mirs = list(iter_mirs(join, max_size))
         by_start: dict[str, tuple[ProbeOrder, ...]] = {}
         st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
