@@ -70,9 +70,12 @@ class MIR:
         return frozenset(self.relations)
 
     # MIRs key most of the optimiser's dicts: their hash and sort key are computed once
-    # (:func:`_cached_hash`; neither is pickled, as string hashes differ between processes)
+    # (:func:`_cached`; neither is pickled, as string hashes differ between processes)
     def __hash__(self) -> int:
-        return _cached_hash(self, lambda: (self.relations, self.classes, self.selection))
+        try:  # (the cached hash without a call: hashing is that frequent)
+            return self.__dict__["_hash"]
+        except KeyError:
+            return _cached(self, "_hash", lambda: hash((self.relations, self.classes, self.selection)))
 
     def __getstate__(self) -> dict:
         return _state(self)
@@ -113,25 +116,27 @@ class MIR:
         return f"MIR({self.label})"
 
     def sort_key(self) -> tuple:
-        key = self.__dict__.get("_sort_key")
-        if key is None:
-            key = self.__dict__["_sort_key"] = (len(self.relations), self.relations,
-                                                tuple(c.members for c in self.classes),
-                                                tuple(str(s) for s in self.selection))
-        return key
+        return _cached(self, "_sort_key", lambda: (len(self.relations), self.relations,
+                                                   tuple(c.members for c in self.classes),
+                                                   tuple(str(s) for s in self.selection)))
 
 
-def _cached_hash(obj: object, fields) -> int:
-    """The hash of a frozen value, computed from ``fields()`` once and kept in its ``__dict__``."""
-    h = obj.__dict__.get("_hash")
-    if h is None:
-        h = obj.__dict__["_hash"] = hash(fields())
-    return h
+#: what frozen values keep in their ``__dict__`` once computed (:func:`_cached`)
+_CACHES = ("_hash", "_sort_key", "_render")
+
+
+def _cached(obj: object, key: str, compute):
+    """``compute()`` of a frozen value, computed once and kept in its ``__dict__`` under ``key``
+    (one of :data:`_CACHES`)."""
+    value = obj.__dict__.get(key)
+    if value is None:
+        value = obj.__dict__[key] = compute()
+    return value
 
 
 def _state(obj: object) -> dict:
-    """What pickles of a value with cached hashes carry: not the caches."""
-    return {k: v for k, v in obj.__dict__.items() if k not in ("_hash", "_sort_key")}
+    """What pickles of a value with caches carry: not the caches."""
+    return {k: v for k, v in obj.__dict__.items() if k not in _CACHES}
 
 
 #: who a probe order answers: a query (by name) or a materialised MIR (its sub-query)
@@ -181,8 +186,15 @@ class Step:
     target: MIR
     classes: tuple[JoinClass, ...]
 
-    def __hash__(self) -> int:  # (steps key the costs and the model's columns)
-        return _cached_hash(self, lambda: (self.prefix, self.target, self.classes))
+    # steps key the costs and the model's columns: their hash, sort key and rendering are
+    # computed once (:func:`_cached`; not pickled).  The hash leaves the classes out (they are
+    # slow to hash): steps of one prefix and target rarely differ in them, and equality tells
+    # those apart.
+    def __hash__(self) -> int:
+        try:  # (as MIR.__hash__)
+            return self.__dict__["_hash"]
+        except KeyError:
+            return _cached(self, "_hash", lambda: hash((self.prefix, self.target)))
 
     def __getstate__(self) -> dict:
         return _state(self)
@@ -222,7 +234,7 @@ class Step:
         return tuple(out)
 
     def render(self) -> str:
-        return " » ".join(m.label for m in self.prefix) + " → " + self.target.label
+        return _cached(self, "_render", lambda: " » ".join(m.label for m in self.prefix) + " → " + self.target.label)
 
     __str__ = render
 
@@ -230,12 +242,12 @@ class Step:
         return f"Step({self.render()})"
 
     def sort_key(self) -> tuple:
-        return (len(self.prefix), tuple(m.sort_key() for m in self.prefix), self.target.sort_key(),
-                tuple(c.members for c in self.classes))
+        return _cached(self, "_sort_key", lambda: (len(self.prefix), tuple(m.sort_key() for m in self.prefix),
+                                                   self.target.sort_key(), tuple(c.members for c in self.classes)))
 
 
 # --------------------------------------------------------------------------------------------
-# enumeration (generators, like networkx's)
+# enumeration
 # --------------------------------------------------------------------------------------------
 
 
@@ -268,45 +280,90 @@ def owner_classes(owner: Owner, workload: Workload) -> tuple[JoinClass, ...]:
     return _join_of(owner, workload)[1]
 
 
-def iter_mirs(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
-              max_size: int | None = None, selection: Iterable[Selection] = ()) -> Iterator[MIR]:
+class _Join:
+    """An owner's join while its candidates are enumerated: its relations, classes and
+    selection, with the classes restricted once per relation set (its MIRs and the steps of
+    its probe orders ask for the same few sets again and again).  ``stores`` and ``steps``,
+    shared by the owners of a workload, hold one MIR per relation set, classes and selection
+    of a join, and one object per distinct step (equal ones of several owners are then found
+    by identity in the dicts they key)."""
+
+    def __init__(self, workload: Workload, owner: Owner, stores: dict[tuple, MIR], steps: dict[Step, Step]):
+        self.workload = workload
+        self.stores = stores
+        self.steps = steps
+        self.relations, self.classes, self.selection = _join_of(owner, workload)
+        self._restricted: dict[frozenset[str], tuple[JoinClass, ...]] = {}
+        self._reach: dict[frozenset[str], frozenset[str]] = {}
+
+    def restricted(self, relations: frozenset[str]) -> tuple[JoinClass, ...]:
+        """The join's classes restricted to ``relations`` (:func:`restrict_classes`)."""
+        out = self._restricted.get(relations)
+        if out is None:
+            out = self._restricted[relations] = restrict_classes(self.classes, relations)
+        return out
+
+    def reach(self, relations: frozenset[str]) -> frozenset[str]:
+        """The relations that share a class with ``relations`` (a set disjoint from
+        ``relations`` joins them when it holds one of these)."""
+        out = self._reach.get(relations)
+        if out is None:
+            out = self._reach[relations] = frozenset().union(*(c.relations for c in self.classes
+                                                               if c.relations & relations))
+        return out
+
+    def step(self, prefix: tuple[MIR, ...], target: MIR, relations: frozenset[str]) -> Step:
+        """The step of ``prefix`` into ``target`` (``relations``: theirs)."""
+        step = Step(prefix, target, self.restricted(relations))
+        return self.steps.setdefault(step, step)
+
+    def store(self, relations: tuple[str, ...], classes: tuple[JoinClass, ...]) -> MIR:
+        """The MIR of some of the join's ``relations`` (sorted), ``classes`` the join's restricted
+        to them."""
+        key = (relations, classes, self.selection)
+        out = self.stores.get(key)
+        if out is None:
+            out = self.stores[key] = MIR.of(self.workload, relations, classes, self.selection)
+        return out
+
+
+def iter_mirs(join: _Join, max_size: int | None = None) -> Iterator[MIR]:
     """MIRs of a join: its connected proper subsets with the classes (and the join's
-    ``selection``) restricted to them, smallest first.  ``max_size=1`` gives only the base
+    selection) restricted to them, smallest first.  ``max_size=1`` gives only the base
     relations (MIRs disabled)."""
-    selection = tuple(selection)
-    rels = sorted(set(relations))
-    classes = tuple(classes)
+    rels = sorted(join.relations)
     top = len(rels) - 1 if max_size is None else min(max_size, len(rels) - 1)
     for k in range(1, top + 1):
         for subset in itertools.combinations(rels, k):
-            restricted = restrict_classes(classes, subset)
+            restricted = join.restricted(frozenset(subset))
             if k == 1 or is_connected(subset, restricted):
-                yield MIR.of(workload, subset, restricted, selection)
+                yield join.store(subset, restricted)
 
 
-def iter_probe_orders(relations: Iterable[str], classes: Iterable[JoinClass], start: str,
-                      mirs: Iterable[MIR]) -> Iterator[ProbeOrder]:
-    """Algorithm 1: probe orders of the join for ``start``, built head to tail.
+def probe_tree(join: _Join, start: str, mirs: Iterable[MIR]) -> list[tuple[ProbeOrder, tuple[Step, ...]]]:
+    """Algorithm 1: probe orders of the join for ``start``, built head to tail, each with its
+    steps (:func:`steps_of`).
 
-    Each element is disjoint from the prefix and shares a class of the join with it."""
-    full = frozenset(relations)
-    classes = tuple(classes)
+    Each element is disjoint from the prefix and shares a class of the join with it.  The
+    orders are the leaves of a prefix tree, walked depth first: a prefix's step into an element
+    is built once and shared by every order that extends the prefix by it."""
     mirs = sorted(mirs, key=MIR.sort_key)
+    out: list[tuple[ProbeOrder, tuple[Step, ...]]] = []
 
-    def joinable(head: frozenset[str], m: MIR) -> bool:
-        return any(c.relations & head and c.relations & m.relation_set for c in classes)
-
-    def rec(head: frozenset[str], elements: tuple[MIR, ...]) -> Iterator[ProbeOrder]:
+    def walk(head: frozenset[str], prefix: tuple[MIR, ...], steps: tuple[Step, ...]) -> None:
+        reach = join.reach(head)
         for m in mirs:
-            if m.relation_set & head or not joinable(head, m):
+            if m.relation_set & head or not m.relation_set & reach:
                 continue
             new_head = head | m.relation_set
-            if new_head == full:
-                yield ProbeOrder(start, elements + (m,))
+            path = steps + (join.step(prefix, m, new_head),)
+            if new_head == join.relations:
+                out.append((ProbeOrder(start, prefix[1:] + (m,)), path))
             else:
-                yield from rec(new_head, elements + (m,))
+                walk(new_head, prefix + (m,), path)
 
-    yield from rec(frozenset([start]), ())
+    walk(frozenset([start]), (join.store((start,), ()),), ())
+    return out
 
 
 def steps_of(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload,
@@ -395,18 +452,20 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
     orders: dict[Owner, dict[str, tuple[ProbeOrder, ...]]] = {}
     steps: dict[Owner, dict[str, tuple[tuple[Step, ...], ...]]] = {}
     pending: list[Owner] = [q.name for q in workload.queries]
+    stores: dict[tuple, MIR] = {}
+    distinct: dict[Step, Step] = {}
     while pending:
         owner = pending.pop(0)
         if owner in orders:
             continue
-        rels, classes, selection = _join_of(owner, workload)
-        owner_mirs = list(iter_mirs(workload, rels, classes, max_size, selection))
+        join = _Join(workload, owner, stores, distinct)
+        owner_mirs = list(iter_mirs(join, max_size))
         by_start: dict[str, tuple[ProbeOrder, ...]] = {}
         st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
-        for start in sorted(rels):
-            os_ = tuple(iter_probe_orders(rels, classes, start, owner_mirs))
-            by_start[start] = os_
-            st_by_start[start] = tuple(steps_of(o, classes, workload, selection) for o in os_)
+        for start in sorted(join.relations):
+            pairs = probe_tree(join, start, owner_mirs)
+            by_start[start] = os_ = tuple(o for o, _ in pairs)
+            st_by_start[start] = tuple(st for _, st in pairs)
             for o in os_:
                 for m in o.elements:
                     if not m.is_base and m not in orders:
@@ -416,6 +475,10 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
 
     step_cost: dict[Step, float] = {}
     targets: set[MIR] = set()
+    holding: dict[str, list[Query]] = {}  # the queries of a relation
+    for q in workload.queries:
+        for r in q.relation_set:
+            holding.setdefault(r, []).append(q)
     for by_start in steps.values():
         for seqs in by_start.values():
             for seq in seqs:
@@ -429,16 +492,19 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
         use_mirs=mirs,
         orders=orders,
         steps=steps,
-        partition_candidates={m: partition_candidates(workload, m) for m in sorted(targets, key=MIR.sort_key)},
+        partition_candidates={m: partition_candidates(workload, m, holding[m.relations[0]])
+                              for m in sorted(targets, key=MIR.sort_key)},
         step_cost=step_cost,
     )
 
 
-def partition_candidates(workload: Workload, store: MIR) -> tuple[Attr, ...]:
+def partition_candidates(workload: Workload, store: MIR, queries: Iterable[Query] | None = None) -> tuple[Attr, ...]:
     """Attributes ``X.a`` of the store whose class, in some query containing the store as an
-    MIR, has a member outside the store (canonical representatives, sorted)."""
+    MIR, has a member outside the store (canonical representatives, sorted).  ``queries``: the
+    queries to look in (all of the workload's by default; those holding one of the store's
+    relations are enough)."""
     out: set[Attr] = set()
-    for q in workload.queries:
+    for q in workload.queries if queries is None else queries:
         if not _contains_as_mir(q, store, workload):
             continue
         for c in q.classes:

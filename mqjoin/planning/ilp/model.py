@@ -81,12 +81,14 @@ class Model:
     order_mirs: dict[int, list[int]] = field(default_factory=dict)  # x column → the m columns of its MIRs
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
+    _step_names: dict[Step, str] = field(default_factory=dict)  # a step's rendering, cleaned (see _name)
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
-            rank: int | None = None) -> int:
-        """A new variable; ``rank`` (binaries that stand for a choice) gives it a tie-break
-        weight (:func:`tie_weight`)."""
-        name = _unique(_sanitize(name), self._used)
+            rank: int | None = None, step: Step | None = None) -> int:
+        """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
+        ``rank`` (binaries that stand for a choice) gives it a tie-break weight
+        (:func:`tie_weight`)."""
+        name = self._name(name, step)
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
@@ -94,8 +96,23 @@ class Model:
         self.tie.append(0.0 if rank is None else tie_weight(rank, name))
         return len(self.names) - 1
 
-    def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float) -> None:
-        self.rows.append((_unique(_sanitize(name), self._used), idx, coef, lo, hi))
+    def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float,
+            step: Step | None = None) -> None:
+        self.rows.append((self._name(name, step), idx, coef, lo, hi))
+
+    def _name(self, name: str, step: Step | None) -> str:
+        """A unique name: :func:`_sanitize` of ``name``, or with a step, of ``name_R`` (``R``
+        the step's rendering; ``name`` clean already, its own :func:`_clean`).
+
+        Sanitizing turns the run of other characters around the joint into one underscore, so
+        ``name`` and ``R`` are cleaned apart and joined: ``R`` once per step (the names of
+        several variables and rows hold it), ``name`` by the caller."""
+        if step is None:
+            return _unique(_sanitize(name), self._used)
+        tail = self._step_names.get(step)
+        if tail is None:
+            tail = self._step_names[step] = _clean(step.render())
+        return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
 
     @property
     def num_variables(self) -> int:
@@ -142,6 +159,9 @@ def tie_weight(rank: int, name: str) -> float:
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 
+#: the longest name of a variable or row
+NAME_LENGTH = 200
+
 
 def _sanitize(name: str) -> str:
     """A name solvers and LP files accept: runs of other characters (underscores included)
@@ -150,8 +170,18 @@ def _sanitize(name: str) -> str:
     >>> _sanitize("y_R » S[a]→T"), _sanitize("m_R⋈S"), _sanitize("__")
     ('y_R_S_a_to_T', 'm_RS', 'v')
     """
+    return _clean(name)[:NAME_LENGTH] or "v"
+
+
+def _clean(name: str) -> str:
+    """:func:`_sanitize` without its limits (length, non-empty).  Names joined by an underscore
+    are sanitized apart:
+
+    >>> _sanitize("link_q_R » S[a]→T") == "link_q_" + _clean("R » S[a]→T")
+    True
+    """
     s = name.replace("→", "_to_").replace("⋈", "")
-    return _NOT_ALNUM.sub("_", s).strip("_")[:200] or "v"
+    return _NOT_ALNUM.sub("_", s).strip("_")
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -192,7 +222,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
 
     # steps
     for s, c in sorted(cands.step_cost.items(), key=lambda kv: kv[0].sort_key()):
-        mdl.y[s] = mdl.var(f"y_{s.render()}", cost=c)
+        mdl.y[s] = mdl.var("y", cost=c, step=s)
 
     if policy in ("single", BUDGET):
         _partition_rows(mdl, replica_budget)
@@ -220,7 +250,7 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
     if mdl.policy == BUDGET:
         for s, yi in mdl.y.items():
             if s.target in used:
-                mdl.row(f"used_{s.render()}", [used[s.target], yi], [1.0, -1.0], 0.0, math.inf)
+                mdl.row("used", [used[s.target], yi], [1.0, -1.0], 0.0, math.inf, step=s)
         if used and replica_budget is not None:
             zs = sorted(mdl.z.items(), key=lambda kv: kv[1])
             stores = sorted(used, key=lambda m: used[m])
@@ -232,10 +262,10 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
         p = cands.parallelism(s.target)
         if p == 1 or s.known >= set(attrs):
             continue
-        bi = mdl.b[s] = mdl.var(f"b_{s.render()}", cost=cands.step_cost[s] * (p - 1), upper=math.inf)
+        bi = mdl.b[s] = mdl.var("b", cost=cands.step_cost[s] * (p - 1), upper=math.inf, step=s)
         known = [mdl.z[(s.target, a)] for a in attrs if a in s.known]
         # b_s - y_s + Σ_known z ≥ 0
-        mdl.row(f"bcast_{s.render()}", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
+        mdl.row("bcast", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
 
 
 #: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
@@ -272,9 +302,10 @@ def _order_rows(mdl: Model) -> None:
                 mdl.row(f"use_{olabel}_{start}_{m.label}", xs + [mi], [1.0] * len(xs) + [-1.0], -math.inf, 0.0)
                 for xi in xs:
                     mdl.order_mirs[xi].append(mi)
+            link = _clean(f"link_{olabel}_{start}")
             for st, xs in step_users.items():
                 yi = mdl.y[st]
-                mdl.row(f"link_{olabel}_{start}_{st.render()}", [yi] + xs, [1.0] + [-1.0] * len(xs), 0.0, math.inf)
+                mdl.row(link, [yi] + xs, [1.0] + [-1.0] * len(xs), 0.0, math.inf, step=st)
                 for xi in xs:
                     mdl.order_steps[xi].append(yi)
             if mdl.b and strengthen:
