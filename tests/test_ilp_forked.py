@@ -16,19 +16,38 @@ from mqjoin.planning.optimizer import optimize
 needs_fork = pytest.mark.skipif(not forked.available(), reason="forking needs os.fork and two cores")
 
 
-def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+@pytest.fixture
+def children(monkeypatch) -> list[int]:
+    """The pids of the children forked during the test (other tests may leave processes of
+    their own, such as a JVM, so only these are checked)."""
+    pids, fork = [], os.fork
+
+    def recording() -> int:
+        pid = fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording)
+    return pids
+
+
+def _reaped(pids: list[int]) -> bool:
+    """Whether every one of these children has ended and been waited for."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(pids)
 
 
 @needs_fork
-def test_the_child_computes_its_half_in_another_process():
+def test_the_child_computes_its_half_in_another_process(children):
     here, there = forked.split(lambda: os.getpid(), lambda: (os.getpid(), forked.in_child()))
     assert here == os.getpid() and there[0] != os.getpid() and there[1] is True
-    assert not forked.in_child() and _no_children_left()
+    assert not forked.in_child() and _reaped(children)
 
 
 def test_without_fork_both_halves_run_here(monkeypatch):
@@ -38,27 +57,27 @@ def test_without_fork_both_halves_run_here(monkeypatch):
 
 
 @needs_fork
-def test_an_error_of_the_child_is_raised_in_the_parent():
+def test_an_error_of_the_child_is_raised_in_the_parent(children):
     def there():
         raise ValueError("from the child")
 
     with pytest.raises(ValueError, match="from the child"):
         forked.split(lambda: 1, there)
-    assert _no_children_left()
+    assert _reaped(children)
 
 
 @needs_fork
-def test_a_child_killed_without_an_answer_leaves_the_parents_half():
+def test_a_child_killed_without_an_answer_leaves_the_parents_half(children):
     def there():
         os.kill(os.getpid(), signal.SIGKILL)
 
     with pytest.raises(forked.ChildFailed) as e:
         forked.split(lambda: "mine", there)
-    assert e.value.here == "mine" and _no_children_left()
+    assert e.value.here == "mine" and _reaped(children)
 
 
 @needs_fork
-def test_an_error_in_the_parent_kills_the_child(tmp_path):
+def test_an_error_in_the_parent_kills_the_child(tmp_path, children):
     mark = tmp_path / "child-finished"
 
     def there():
@@ -70,13 +89,13 @@ def test_an_error_in_the_parent_kills_the_child(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         forked.split(here, there)
-    assert _no_children_left()
+    assert _reaped(children)
     time.sleep(2.5)
     assert not mark.exists()
 
 
 @needs_fork
-def test_a_stop_while_waiting_for_the_child_ends_the_wait():
+def test_a_stop_while_waiting_for_the_child_ends_the_wait(children):
     calls = []
 
     def poll():
@@ -87,7 +106,7 @@ def test_a_stop_while_waiting_for_the_child_ends_the_wait():
     t0 = time.perf_counter()
     with pytest.raises(ilp_blocks.Stopped):
         forked.split(lambda: None, lambda: time.sleep(30), poll)
-    assert time.perf_counter() - t0 < 10 and _no_children_left()
+    assert time.perf_counter() - t0 < 10 and _reaped(children)
 
 
 def _plans(monkeypatch, fork: bool, specs) -> list[str]:
