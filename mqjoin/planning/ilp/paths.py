@@ -197,7 +197,7 @@ class BlockPaths:
         self._fronts: dict = {}
         self._charge: dict = {}
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
-        self._prices: dict = {}  # (start, its orders' step charges) → (that number, per owner its ranked entries)
+        self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
         self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
         self._options_of: dict = {}  # (start, that mask, prices) → per owner its allowed entries, cheapest first
         self._rankings: list = []  # per number of prices (:meth:`_ranking`)
