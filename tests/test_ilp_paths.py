@@ -10,6 +10,7 @@ the cost capped (``BlockCosts`` with the search switched off, ``NODE_LIMIT = 0``
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -73,3 +74,50 @@ def test_one_query_as_its_branch_and_bound(seed):
         _, canonical = search.lexicographic({}, cost, values)
         integer = [p for p, c in enumerate(cols) if mdl.integer[c]]
         assert done and [canonical[p] for p in integer] == [round(lp_canonical[p]) for p in integer], policy
+
+
+def _brute_least(search, ri, on, allowed, z):
+    """Every choice of one order per owner that must choose at start ``ri``, each owner's orders
+    ranked by their steps' charges (then weight), the union priced in the owners' order step by
+    step: the least cost, then the least ranks."""
+    charge = search._charges(z)
+    sr = search.starts[ri]
+    ranked = []
+    for n, numbers in sr.owners:
+        if n >= 0 and not (on >> n) & 1:
+            continue
+        orders = sorted((sr.orders[i] for i in numbers), key=lambda o: (sum(charge[s] for s in o.steps), o.weight))
+        ranked.append([o for o in orders if not o.mirs & ~allowed])
+    best = (math.inf, None)
+    for combo in itertools.product(*ranked):
+        used, spent = set(), 0.0
+        for o in combo:
+            for s in o.steps:
+                if s not in used:
+                    used.add(s)
+                    spent += charge[s]
+        if spent < best[0]:
+            best = (spent, combo)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_least_at_as_every_combination(seed):
+    """The search per start (:meth:`BlockPaths._least_at`) against all choices, for every
+    materialisation of the MIRs, every MIR ruled out and every store's attribute in turn."""
+    mdl = build_model(enumerate_candidates(random_workload(2, 8, 4, seed=seed)), "single")
+    compared = 0
+    for cols, rows in components(mdl):
+        if not paths.applies(mdl, rows):
+            continue
+        search = paths.BlockPaths(mdl, cols, mdl.tie, limit=math.inf)
+        mirs = range(len(search.mirs))
+        zs = [(-1,) * len(search.stores)] + [tuple(j if u == t else -1 for u in range(len(search.stores)))
+                                              for t in range(len(search.stores)) for j in range(len(search.stores[t]))]
+        for ri in range(len(search.starts)):
+            for on, off in [(0, 0), (search.can, 0)] + [(search.can, 1 << n) for n in mirs] + [(1 << n, 0) for n in mirs]:
+                for z in zs:
+                    allowed = search.can & ~off
+                    assert search._least_at(ri, on, allowed, z) == _brute_least(search, ri, on, allowed, z), (ri, on, off, z)
+                    compared += 1
+    assert compared > 100

@@ -90,10 +90,12 @@ class _Order:
 
 @dataclass(frozen=True)
 class _Start:
-    owners: tuple[tuple[int, tuple[_Order, ...]], ...]  # (MIR number, or < 0 for a query; its orders here)
+    orders: tuple[_Order, ...]  # its orders (numbered here by their position)
+    owners: tuple[tuple[int, tuple[int, ...]], ...]  # (MIR number, or < 0 for a query; the numbers of its orders)
     relevant: int  # mask of the MIRs probed here or owning orders here
     owning: int  # mask of the MIRs owning orders here
     stores: tuple[int, ...]  # the stores targeted by some step here
+    shared: tuple[tuple[int, ...], ...]  # per two orders: how many leading steps they share
 
 
 #: per start: the chosen order of each owner there
@@ -174,21 +176,31 @@ class BlockPaths:
         self.starts: list[_Start] = []
         for start in sorted(groups):
             # queries first, then the MIRs from the largest: their orders share the queries' prefixes
-            owners = tuple(sorted(((n, tuple(os)) for n, os in groups[start].items()),
-                                  key=lambda t: (t[0] >= 0, -self.size[t[0]] if t[0] >= 0 else 0, t[0])))
+            owners = sorted(groups[start].items(),
+                            key=lambda t: (t[0] >= 0, -self.size[t[0]] if t[0] >= 0 else 0, t[0]))
+            orders = tuple(o for _, os in owners for o in os)
             relevant, stores = 0, set()
-            for n, orders in owners:
+            for n, os in owners:
                 relevant |= (1 << n) if n >= 0 else 0
-                for o in orders:
+                for o in os:
                     relevant |= o.mirs
                     stores.update(self.target[s] for s in o.steps if self.target[s] >= 0)
             owning = sum(1 << n for n, _ in owners if n >= 0)
-            self.starts.append(_Start(owners, relevant, owning, tuple(sorted(stores))))
+            numbers, first = [], 0
+            for n, os in owners:
+                numbers.append((n, tuple(range(first, first + len(os)))))
+                first += len(os)
+            self.starts.append(_Start(orders, tuple(numbers), relevant, owning, tuple(sorted(stores)),
+                                      tuple(tuple(_shared(a.steps, b.steps) for b in orders) for a in orders)))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
         self._least: dict = {}
         self._fronts: dict = {}
         self._charge: dict = {}
-        self._ranked: dict = {}
+        self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
+        self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
+        self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
+        self._options_of: dict = {}  # (start, that mask, prices) → per owner its allowed entries, cheapest first
+        self._rankings: list = []  # per number of prices (:meth:`_ranking`)
 
     # ---- one start -------------------------------------------------------------------------
 
@@ -208,89 +220,67 @@ class BlockPaths:
         self._charge[z] = out
         return out
 
-    def _options(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> list[list[_Order]]:
-        """The owners that must choose an order at start ``ri``, each with the orders it may
-        choose, cheapest first under ``z``."""
-        sr = self.starts[ri]
-        zkey = (ri, tuple(z[t] for t in sr.stores))
-        ranked = self._ranked.get(zkey)
-        if ranked is None:
+    def _ranking(self, ri: int, z: tuple[int, ...]) -> int:
+        """The number of start ``ri``'s prices under ``z`` (the same for every ``z`` that charges
+        its steps alike); ``self._rankings[number]``: per owner there its orders' entries
+        (order, its number, the charge of its steps, each step's charge, the steps it shares with
+        every order there), cheapest first."""
+        number = self._priced.get((ri, z))
+        if number is None:
+            sr = self.starts[ri]
             charge = self._charges(z)
-            ranked = self._ranked[zkey] = [sorted(orders, key=lambda o: (sum(charge[s] for s in o.steps), o.weight))
-                                           for _, orders in sr.owners]
-        return [[o for o in os if not o.mirs & ~allowed] for (n, _), os in zip(sr.owners, ranked)
-                if n < 0 or (on >> n) & 1]
+            prices = tuple(tuple(charge[s] for s in o.steps) for o in sr.orders)
+            number = self._prices.get((ri, prices))
+            if number is None:
+                number = self._prices[(ri, prices)] = len(self._rankings)
+                entries = [(o, i, sum(p), p, sr.shared[i]) for i, (o, p) in enumerate(zip(sr.orders, prices))]
+                self._rankings.append([sorted((entries[i] for i in numbers), key=lambda e: (e[2], e[0].weight))
+                                       for _, numbers in sr.owners])
+            self._priced[(ri, z)] = number
+        return number
+
+    def _problem(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """What the choice at start ``ri`` depends on: the start, the owners there that must
+        choose (mask of MIRs), the orders allowed there (mask of their numbers) and its prices."""
+        sr = self.starts[ri]
+        number = self._ranking(ri, z)
+        akey = (ri, allowed)
+        ok = self._allowed.get(akey)
+        if ok is None:
+            ok = self._allowed[akey] = sum(1 << i for i, o in enumerate(sr.orders) if not o.mirs & ~allowed)
+        return ri, on & sr.owning, ok, number
+
+    def _options(self, problem: tuple[int, int, int, int]) -> list[list[tuple]]:
+        """The owners that must choose an order in a problem (:meth:`_problem`), each with the
+        entries of the orders it may choose, cheapest first."""
+        ri, on, ok, number = problem
+        okey = (ri, ok, number)
+        allowed = self._options_of.get(okey)
+        if allowed is None:
+            allowed = self._options_of[okey] = [[e for e in es if ok >> e[1] & 1] for es in self._rankings[number]]
+        return [es for (n, _), es in zip(self.starts[ri].owners, allowed) if n < 0 or (on >> n) & 1]
 
     def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...]]:
         """The cheapest choice of one order per owner at start ``ri`` (the union of their steps
-        priced), by a depth-first search, cheapest orders first."""
-        sr = self.starts[ri]
-        key = (ri, on & sr.relevant, allowed & sr.relevant, tuple(z[t] for t in sr.stores))
-        hit = self._least.get(key)
-        if hit is not None:
-            return hit
-        charge = self._charges(z)
-        options = self._options(ri, on, allowed, z)
-        best: list = [math.inf, None]
-        picked: list[_Order] = []
-        last = len(options)
-
-        def down(i: int, used: frozenset, spent: float) -> None:
-            for o in options[i]:
-                more = spent
-                for s in o.steps:
-                    if s not in used:
-                        more += charge[s]
-                if more >= best[0]:
-                    continue
-                picked.append(o)
-                if i + 1 == last:
-                    best[0], best[1] = more, tuple(picked)
-                else:
-                    down(i + 1, used.union(o.steps), more)
-                picked.pop()
-
-        if all(options):
-            down(0, frozenset(), 0.0)
-        del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
-        out = self._least[key] = (best[0], best[1])
-        return out
+        priced), by a depth-first search, cheapest orders first (:func:`_least`)."""
+        problem = self._problem(ri, on, allowed, z)
+        hit = self._least.get(problem)
+        if hit is None:
+            options = self._options(problem)
+            hit = self._least[problem] = _least(options) if all(options) else (math.inf, None)
+        return hit
 
     def _front_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...],
                   limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
         """The Pareto front of (cost, weight) of the choices at start ``ri`` that cost at most
-        ``limit``, cheapest first."""
-        sr = self.starts[ri]
-        key = (ri, on & sr.relevant, allowed & sr.relevant, tuple(z[t] for t in sr.stores))
-        hit = self._fronts.get(key)
+        ``limit``, cheapest first (:func:`_front`)."""
+        problem = self._problem(ri, on, allowed, z)
+        hit = self._fronts.get(problem)
         if hit is not None and hit[0] >= limit:  # a front up to a higher limit holds this one
             return [e for e in hit[1] if e[0] <= limit]
-        charge = self._charges(z)
-        options = self._options(ri, on, allowed, z)
-        found: list[tuple[float, float, tuple[_Order, ...]]] = []
-        picked: list[_Order] = []
-        last = len(options)
-
-        def down(i: int, used: frozenset, spent: float, weight: float) -> None:
-            for o in options[i]:
-                more = spent
-                for s in o.steps:
-                    if s not in used:
-                        more += charge[s]
-                if more > limit:
-                    continue
-                picked.append(o)
-                if i + 1 == last:
-                    found.append((more, weight + o.weight, tuple(picked)))
-                else:
-                    down(i + 1, used.union(o.steps), more, weight + o.weight)
-                picked.pop()
-
-        if all(options):
-            down(0, frozenset(), 0.0, 0.0)
-        del down
-        out = _pareto(found)
-        self._fronts[key] = (limit, out)
+        options = self._options(problem)
+        out = _front(options, limit) if all(options) else []
+        self._fronts[problem] = (limit, out)
         return out
 
     # ---- the search --------------------------------------------------------------------------
@@ -351,18 +341,20 @@ class BlockPaths:
         """A node's relaxation: its bound and per start the least cost and the choice there.
         ``parent``: the parent's (on, off, z, costs, choices); a start whose problem the branch
         did not change — no new owner there, its choice probes no MIR newly ruled out, and
-        costs the same under a store's attribute newly decided (which only raises costs) —
-        keeps its choice (it stays the least)."""
+        costs the same under a store's attribute newly decided (which only raises costs; the
+        same, when no step there targets that store) — keeps its choice (it stays the least)."""
         allowed = self.can & ~off
         costs, picks = [], []
-        for ri in range(len(self.starts)):
-            if parent is not None:
-                p_on, p_off, p_z, p_costs, p_picks = parent
-                sr, mine = self.starts[ri], p_picks[ri]
-                keep = not ((on ^ p_on) & sr.owning) and not any(o.mirs & (off & ~p_off) for o in mine)
-                if keep and z != p_z:
-                    charge = self._charges(z)
-                    keep = _union_cost(mine, charge) == p_costs[ri]
+        if parent is not None:
+            p_on, p_off, p_z, p_costs, p_picks = parent
+            owners, ruled = on ^ p_on, off & ~p_off
+            decided = {t for t, (j, p_j) in enumerate(zip(z, p_z)) if j != p_j}
+        for ri, sr in enumerate(self.starts):
+            if parent is not None and not owners & sr.owning:
+                mine = p_picks[ri]
+                keep = not ruled or not any(o.mirs & ruled for o in mine)
+                if keep and decided and not decided.isdisjoint(sr.stores):
+                    keep = _union_cost(mine, self._charges(z)) == p_costs[ri]
                 if keep:
                     costs.append(p_costs[ri])
                     picks.append(mine)
@@ -482,6 +474,104 @@ class BlockPaths:
                     if self.bcol[s] >= 0 and charge[s] > self.cost[s]:
                         vals[pos[self.bcol[s]]] = 1.0
         return vals
+
+
+def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many leading steps two root paths share."""
+    n = 0
+    for s, t in zip(a, b):
+        if s != t:
+            break
+        n += 1
+    return n
+
+
+def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
+    """The cheapest choice of one entry (:meth:`BlockPaths._ranking`) per owner, the union of
+    their steps priced: a depth-first search over the owners' entries, cheapest first, that keeps
+    a choice only when it is strictly cheaper than the best one before it, so that the least
+    cost is found with the least ranks (in the owners' order).  The steps of a start form a
+    tree whose root paths are its orders, so the steps that the orders chosen before share with
+    an order are its first ones, as many as it shares with one of them at most; its other steps
+    are added one by one (the sum of the union in the owners' order, step after step)."""
+    if len(options) == 1:  # the cheapest order alone
+        return options[0][0][2], (options[0][0][0],)
+    best: list = [math.inf, None]
+    picked: list[_Order] = []
+    numbers: list[int] = []  # the chosen entries' numbers
+    last = len(options) - 1
+    final = options[last]
+
+    def down(i: int, spent: float) -> None:
+        for e in options[i]:
+            row = e[4]
+            d = 0
+            for n in numbers:
+                if row[n] > d:
+                    d = row[n]
+            more = spent
+            for c in e[3][d:]:
+                more += c
+            if more >= best[0]:
+                if i == 0:  # (the later ones cost at least as much alone)
+                    break
+                continue
+            picked.append(e[0])
+            numbers.append(e[1])
+            if i + 1 == last:
+                leaf(more)
+            else:
+                down(i + 1, more)
+            picked.pop()
+            numbers.pop()
+
+    def leaf(spent: float) -> None:  # the last owner
+        for e in final:
+            row = e[4]
+            d = 0
+            for n in numbers:
+                if row[n] > d:
+                    d = row[n]
+            more = spent
+            for c in e[3][d:]:
+                more += c
+            if more < best[0]:
+                best[0], best[1] = more, (*picked, e[0])
+
+    down(0, 0.0)
+    del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
+    return best[0], best[1]
+
+
+def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
+    """The Pareto front (:func:`_pareto`) of (cost, weight) of the choices of one entry per
+    owner that cost at most ``limit``, found and priced as :func:`_least` does."""
+    found: list[tuple[float, float, tuple[_Order, ...]]] = []
+    chosen: list[tuple] = []
+    last = len(options) - 1
+
+    def down(i: int, spent: float, weight: float) -> None:
+        for e in options[i]:
+            row = e[4]
+            d = 0
+            for c in chosen:
+                if row[c[1]] > d:
+                    d = row[c[1]]
+            more = spent
+            for c in e[3][d:]:
+                more += c
+            if more > limit:
+                continue
+            if i == last:
+                found.append((more, weight + e[0].weight, tuple(c[0] for c in chosen) + (e[0],)))
+            else:
+                chosen.append(e)
+                down(i + 1, more, weight + e[0].weight)
+                chosen.pop()
+
+    down(0, 0.0, 0.0)
+    del down
+    return _pareto(found)
 
 
 def _union_cost(picks: tuple[_Order, ...], charge: list[float]) -> float:
