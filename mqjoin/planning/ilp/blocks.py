@@ -543,13 +543,14 @@ class BlockCosts:
         needs an LP in the child (its search gave up, or it has none) is left there from that
         pair on and finished here, in order; so is all of the child's half should the child
         die."""
+        if not forked.available():
+            return per_block(fn, pairs, skip)
         groups: dict[int, list[int]] = {}
         for i, (k, _) in enumerate(pairs):
             if i not in skip:
                 groups.setdefault(k, []).append(i)
-        searchable = [k for k in groups if self.searches.get(k, True) is not None
-                      and applies(self.part.mdl, self.part.blocks[k].rows)]
-        if not forked.available() or sum(len(groups[k]) for k in searchable) < SPREAD_MIN:
+        searchable = [k for k in groups if self.search(k) is not None]  # (built here: the child inherits it)
+        if sum(len(groups[k]) for k in searchable) < SPREAD_MIN:
             return per_block(fn, pairs, skip)
         theirs: set[int] = set()
         load = [0, 0]  # pairs here, there
