@@ -50,6 +50,18 @@ def test_the_child_computes_its_half_in_another_process(children):
     assert not forked.in_child() and _reaped(children)
 
 
+@needs_fork
+def test_a_thread_other_than_the_main_one_forks_too(children):
+    """The explorer optimises on a thread of its own."""
+    import threading
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(forked.split(lambda: "here", lambda: forked.in_child())))
+    t.start()
+    t.join()
+    assert out == [("here", True)] and _reaped(children)
+
+
 def test_without_fork_both_halves_run_here(monkeypatch):
     monkeypatch.setenv("MQJOIN_FORK", "0")
     assert not forked.available()

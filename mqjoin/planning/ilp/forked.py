@@ -33,7 +33,6 @@ import os
 import pickle
 import select
 import signal
-import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -76,8 +75,6 @@ def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], obje
     if not available():
         return here(), there()
     read, write = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: compute, answer, leave
         os.close(read)
