@@ -121,6 +121,15 @@ def test_a_stop_while_waiting_for_the_child_ends_the_wait(children):
     assert time.perf_counter() - t0 < 10 and _reaped(children)
 
 
+@needs_fork
+def test_a_child_far_behind_is_killed_and_its_half_left_to_the_caller(monkeypatch, children):
+    monkeypatch.setattr(forked, "PATIENCE_MIN", 0.5)
+    t0 = time.perf_counter()
+    with pytest.raises(forked.ChildFailed) as e:
+        forked.split(lambda: "mine", lambda: time.sleep(30))
+    assert e.value.here == "mine" and time.perf_counter() - t0 < 10 and _reaped(children)
+
+
 def _plans(monkeypatch, fork: bool, specs) -> list[str]:
     monkeypatch.setenv("MQJOIN_FORK", "1" if fork else "0")
     out = []

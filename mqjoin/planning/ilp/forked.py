@@ -13,8 +13,9 @@ comes back pickled through a pipe.
 * The child ignores Ctrl-C (the parent decides and kills it), never reports progress
   (:func:`in_child`), and leaves with ``os._exit`` (no buffered output is written twice).
 * If the child raises, its exception is raised here; if it dies without an answer (killed,
-  out of memory), :class:`ChildFailed` is raised with ``here``'s result, and the caller can do
-  the child's half itself.
+  out of memory) or is far behind the parent (:data:`PATIENCE_MIN`, :data:`PATIENCE_FACTOR`:
+  a child that hangs is killed), :class:`ChildFailed` is raised with ``here``'s result, and
+  the caller can do the child's half itself.
 
 Forking needs ``os.fork`` (Linux, macOS) and pays only with a second core:
 :func:`available` says whether to, and ``MQJOIN_FORK=0`` in the environment turns it off.
@@ -33,6 +34,7 @@ import os
 import pickle
 import select
 import signal
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -41,6 +43,11 @@ B = TypeVar("B")
 
 #: how often (seconds) the parent, its own half done, checks ``poll`` while the child works
 POLL_SECONDS = 0.05
+
+#: the parent, its own half done, waits for the child at most this many seconds, or this many
+#: times as long as its own half took if that is longer; then the child is killed
+PATIENCE_MIN = 60.0
+PATIENCE_FACTOR = 10.0
 
 _child = False
 
@@ -81,13 +88,18 @@ def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], obje
         _answer(write, there)
     os.close(write)
     try:
+        t0 = time.perf_counter()
         mine = here()
-        data = _receive(read, poll)
+        took = time.perf_counter() - t0
+        data = _receive(read, poll, time.perf_counter() + max(PATIENCE_MIN, PATIENCE_FACTOR * took))
     except BaseException:
         _kill(pid)
         raise
     finally:
         os.close(read)
+    if data is None:  # far behind: the child's half is the caller's
+        _kill(pid)
+        raise ChildFailed(mine)
     os.waitpid(pid, 0)
     try:
         ok, theirs = pickle.loads(data)
@@ -121,13 +133,16 @@ def _answer(write: int, there: Callable[[], object]) -> None:
         os._exit(code)
 
 
-def _receive(read: int, poll: Callable[[], object]) -> bytes:
-    """Everything the child writes, until it closes the pipe; ``poll`` called while waiting."""
+def _receive(read: int, poll: Callable[[], object], deadline: float) -> bytes | None:
+    """Everything the child writes, until it closes the pipe; ``poll`` called while waiting;
+    None once ``deadline`` (``time.perf_counter()``) has passed."""
     chunks = []
     while True:
         ready, _, _ = select.select([read], [], [], POLL_SECONDS)
         if not ready:
             poll()
+            if time.perf_counter() > deadline:
+                return None
             continue
         chunk = os.read(read, 1 << 20)
         if not chunk:
