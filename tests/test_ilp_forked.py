@@ -13,7 +13,7 @@ from mqjoin.planning.ilp import forked
 from mqjoin.planning.ilp import paths as ilp_paths
 from mqjoin.planning.optimizer import optimize
 
-needs_fork = pytest.mark.skipif(not forked.available(), reason="forking needs os.fork and two cores")
+needs_fork = pytest.mark.skipif(not forked.available(), reason="the searches fork on Linux with two cores only")
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ comes back pickled through a pipe.
   a child that hangs is killed), :class:`ChildFailed` is raised with ``here``'s result, and
   the caller can do the child's half itself.
 
-Forking needs ``os.fork`` (Linux, macOS) and pays only with a second core:
-:func:`available` says whether to, and ``MQJOIN_FORK=0`` in the environment turns it off.
+Forking is used on Linux only (on macOS, system libraries such as Accelerate are not safe in
+a forked child of a process that used them) and pays only with a second core: :func:`available`
+says whether to fork, and ``MQJOIN_FORK=0`` in the environment turns it off.
 Without it, :func:`split` runs both halves here, one after the other.
 
 >>> here, there = split(lambda: sum(range(10)), lambda: [i * i for i in range(4)])
@@ -34,6 +35,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -67,12 +69,11 @@ def in_child() -> bool:
 
 
 def available() -> bool:
-    """Whether :func:`split` forks: ``os.fork`` exists, this process may run on two cores or
-    more, it is not a child already, and ``MQJOIN_FORK`` is not ``0``."""
-    if _child or not hasattr(os, "fork") or os.environ.get("MQJOIN_FORK", "1") == "0":
+    """Whether :func:`split` forks: on Linux, where this process may run on two cores or more,
+    when it is not a child already and ``MQJOIN_FORK`` is not ``0``."""
+    if _child or not sys.platform.startswith("linux") or os.environ.get("MQJOIN_FORK", "1") == "0":
         return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores >= 2
+    return len(os.sched_getaffinity(0)) >= 2
 
 
 def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], object] = lambda: None) -> tuple[A, B]:
