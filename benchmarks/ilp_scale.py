@@ -222,7 +222,7 @@ def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
     return 0
 
 
-#: issue #27's goals for --spread (queries, query size) → (median, worst) seconds of build + solve
+#: the speed goals for --spread: (queries, query size) → (median, worst) seconds of build + solve
 SPREAD_GOALS = {(100, 3): (0.3, 0.6), (10, 5): (1.0, 1.0), (30, 5): (3.0, 3.0), (100, 4): (10.0, 10.0),
                 (60, 5): (10.0, 10.0)}
 
