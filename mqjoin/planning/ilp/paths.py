@@ -500,7 +500,6 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
     picked: list[_Order] = []
     numbers: list[int] = []  # the chosen entries' numbers
     last = len(options) - 1
-    final = options[last]
 
     def down(i: int, spent: float) -> None:
         for e in options[i]:
@@ -516,27 +515,14 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
                 if i == 0:  # (the later ones cost at least as much alone)
                     break
                 continue
+            if i == last:
+                best[0], best[1] = more, (*picked, e[0])
+                continue
             picked.append(e[0])
             numbers.append(e[1])
-            if i + 1 == last:
-                leaf(more)
-            else:
-                down(i + 1, more)
+            down(i + 1, more)
             picked.pop()
             numbers.pop()
-
-    def leaf(spent: float) -> None:  # the last owner
-        for e in final:
-            row = e[4]
-            d = 0
-            for n in numbers:
-                if row[n] > d:
-                    d = row[n]
-            more = spent
-            for c in e[3][d:]:
-                more += c
-            if more < best[0]:
-                best[0], best[1] = more, (*picked, e[0])
 
     down(0, 0.0)
     del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
