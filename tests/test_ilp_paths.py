@@ -78,24 +78,27 @@ def test_one_query_as_its_branch_and_bound(seed):
 
 def _brute_least(search, ri, on, allowed, z):
     """Every choice of one order per owner that must choose at start ``ri``, each owner's orders
-    ranked by their steps' charges (then weight), the union priced in the owners' order step by
-    step: the least cost, then the least ranks."""
+    ranked by their steps' charges (then weight), the union priced in the owners' order, each
+    order's new steps summed from its last one back (the search's floating-point sums): the
+    least cost, then the least ranks."""
     charge = search._charges(z)
     sr = search.starts[ri]
+
+    def added(o, used):
+        return sum(reversed([charge[s] for s in o.steps if s not in used]))
+
     ranked = []
     for n, numbers in sr.owners:
         if n >= 0 and not (on >> n) & 1:
             continue
-        orders = sorted((sr.orders[i] for i in numbers), key=lambda o: (sum(charge[s] for s in o.steps), o.weight))
+        orders = sorted((sr.orders[i] for i in numbers), key=lambda o: (added(o, ()), o.weight))
         ranked.append([o for o in orders if not o.mirs & ~allowed])
     best = (math.inf, None)
     for combo in itertools.product(*ranked):
         used, spent = set(), 0.0
         for o in combo:
-            for s in o.steps:
-                if s not in used:
-                    used.add(s)
-                    spent += charge[s]
+            spent += added(o, used)
+            used.update(o.steps)
         if spent < best[0]:
             best = (spent, combo)
     return best

@@ -223,8 +223,8 @@ class BlockPaths:
     def _ranking(self, ri: int, z: tuple[int, ...]) -> int:
         """The number of start ``ri``'s prices under ``z`` (the same for every ``z`` that charges
         its steps alike); ``self._rankings[number]``: per owner there its orders' entries
-        (order, its number, the charge of its steps, each step's charge, the steps it shares with
-        every order there), cheapest first."""
+        (order, its number, the charge of its steps, the charge of its steps from each step on,
+        the steps it shares with every order there), cheapest first."""
         number = self._priced.get((ri, z))
         if number is None:
             sr = self.starts[ri]
@@ -233,7 +233,7 @@ class BlockPaths:
             number = self._prices.get((ri, prices))
             if number is None:
                 number = self._prices[(ri, prices)] = len(self._rankings)
-                entries = [(o, i, sum(p), p, sr.shared[i]) for i, (o, p) in enumerate(zip(sr.orders, prices))]
+                entries = [(o, i, t[0], t, sr.shared[i]) for i, (o, t) in enumerate(zip(sr.orders, map(_tails, prices)))]
                 self._rankings.append([sorted((entries[i] for i in numbers), key=lambda e: (e[2], e[0].weight))
                                        for _, numbers in sr.owners])
             self._priced[(ri, z)] = number
@@ -476,6 +476,19 @@ class BlockPaths:
         return vals
 
 
+def _tails(prices: tuple[float, ...]) -> tuple[float, ...]:
+    """Per step of an order, the charge of its steps from that one on (and 0.0 past the last):
+    what the order adds to a union that holds its first ``d`` steps is ``tails[d]``.
+
+    >>> _tails((1.0, 2.0, 4.0))
+    (7.0, 6.0, 4.0, 0.0)
+    """
+    out = [0.0]
+    for c in reversed(prices):
+        out.append(out[-1] + c)
+    return tuple(reversed(out))
+
+
 def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     """How many leading steps two root paths share."""
     n = 0
@@ -492,8 +505,8 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
     a choice only when it is strictly cheaper than the best one before it, so that the least
     cost is found with the least ranks (in the owners' order).  The steps of a start form a
     tree whose root paths are its orders, so the steps that the orders chosen before share with
-    an order are its first ones, as many as it shares with one of them at most; its other steps
-    are added one by one (the sum of the union in the owners' order, step after step)."""
+    an order are its first ones, as many as it shares with one of them at most, and it adds the
+    charge of its other steps (:func:`_tails`)."""
     if len(options) == 1:  # the cheapest order alone
         return options[0][0][2], (options[0][0][0],)
     best: list = [math.inf, None]
@@ -508,9 +521,7 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
             for n in numbers:
                 if row[n] > d:
                     d = row[n]
-            more = spent
-            for c in e[3][d:]:
-                more += c
+            more = spent + e[3][d]
             if more >= best[0]:
                 if i == 0:  # (the later ones cost at least as much alone)
                     break
@@ -543,9 +554,7 @@ def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float,
             for c in chosen:
                 if row[c[1]] > d:
                     d = row[c[1]]
-            more = spent
-            for c in e[3][d:]:
-                more += c
+            more = spent + e[3][d]
             if more > limit:
                 continue
             if i == last:
@@ -561,14 +570,11 @@ def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float,
 
 
 def _union_cost(picks: tuple[_Order, ...], charge: list[float]) -> float:
-    """The cost of the union of the orders' steps, in the order the search adds them."""
-    used: set[int] = set()
+    """The cost of the union of the orders' steps, summed as :func:`_least` sums it."""
     spent = 0.0
-    for o in picks:
-        for s in o.steps:
-            if s not in used:
-                used.add(s)
-                spent += charge[s]
+    for i, o in enumerate(picks):
+        d = max((_shared(o.steps, p.steps) for p in picks[:i]), default=0)
+        spent += _tails(tuple(charge[s] for s in o.steps))[d]
     return spent
 
 
