@@ -96,6 +96,7 @@ class _Start:
     owning: int  # mask of the MIRs owning orders here
     stores: tuple[int, ...]  # the stores targeted by some step here
     shared: tuple[tuple[int, ...], ...]  # per two orders: how many leading steps they share
+    probing: tuple[tuple[int, int], ...]  # (mask of MIRs, mask of the numbers of the orders that probe just those)
 
 
 #: per start: the chosen order of each owner there
@@ -190,8 +191,12 @@ class BlockPaths:
             for n, os in owners:
                 numbers.append((n, tuple(range(first, first + len(os)))))
                 first += len(os)
+            probing: dict[int, int] = {}
+            for i, o in enumerate(orders):
+                probing[o.mirs] = probing.get(o.mirs, 0) | 1 << i
             self.starts.append(_Start(orders, tuple(numbers), relevant, owning, tuple(sorted(stores)),
-                                      tuple(tuple(_shared(a.steps, b.steps) for b in orders) for a in orders)))
+                                      tuple(tuple(_shared(a.steps, b.steps) for b in orders) for a in orders),
+                                      tuple(probing.items())))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
         self._least: dict = {}
         self._fronts: dict = {}
@@ -247,7 +252,7 @@ class BlockPaths:
         akey = (ri, allowed)
         ok = self._allowed.get(akey)
         if ok is None:
-            ok = self._allowed[akey] = sum(1 << i for i, o in enumerate(sr.orders) if not o.mirs & ~allowed)
+            ok = self._allowed[akey] = sum(bits for mirs, bits in sr.probing if not mirs & ~allowed)
         return ri, on & sr.owning, ok, number
 
     def _options(self, problem: tuple[int, int, int, int]) -> list[list[tuple]]:
