@@ -533,54 +533,69 @@ class BlockCosts:
 
     def spread(self, fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
                skip: set[int] = frozenset()) -> list[float]:
-        """:func:`per_block` on two cores: about half the pairs of the blocks that have a
-        search go to a forked child (:func:`~mqjoin.planning.ilp.forked.split`), the rest stay
-        here.  The searches are pure Python, which threads cannot run side by side.
+        """:func:`per_block` on two cores: the blocks that have a search are shared out between
+        this process and a forked child (:func:`~mqjoin.planning.ilp.forked.split`), each side
+        taking the next block from one list (:class:`~mqjoin.planning.ilp.forked.Shares`, those
+        with the most pairs first) once it is done with the last, so neither side idles while
+        the other still has a long list; the blocks without one stay here, on the threads.  The
+        searches are pure Python, which threads cannot run side by side.
 
         A block is done whole on one side, its pairs in their order, and the child's cache
         entries for its blocks are merged here afterwards, so the results and every later
         answer are those of :func:`per_block`.  HiGHS runs in the parent only: a block that
         needs an LP in the child (its search gave up, or it has none) is left there from that
-        pair on and finished here, in order; so is all of the child's half should the child
-        die."""
+        pair on and finished here, in order; so is every block the parent did not take should
+        the child die."""
         if not forked.available():
             return per_block(fn, pairs, skip)
         groups: dict[int, list[int]] = {}
         for i, (k, _) in enumerate(pairs):
             if i not in skip:
                 groups.setdefault(k, []).append(i)
-        searchable = [k for k in groups if self.search(k) is not None]  # (built here: the child inherits it)
-        if sum(len(groups[k]) for k in searchable) < SPREAD_MIN:
+        searchable = sorted((k for k in groups if self.search(k) is not None),  # (built here: the child inherits them)
+                            key=lambda k: (-len(groups[k]), k))
+        if sum(len(groups[k]) for k in searchable) < SPREAD_MIN or len(searchable) > forked.MAX_SHARES:
             return per_block(fn, pairs, skip)
-        theirs: set[int] = set()
-        load = [0, 0]  # pairs here, there
-        for k in sorted(searchable, key=lambda k: (-len(groups[k]), k)):
-            side = 1 if load[1] < load[0] else 0
-            load[side] += len(groups[k])
-            if side:
-                theirs.add(k)
-        given = {i for k in theirs for i in groups[k]}
+        shares = forked.Shares(list(range(len(searchable))))
+        ours: list[int] = []  # the blocks this process took
+        given = {i for k in searchable for i in groups[k]}
+        done_here: dict[int, float] = {}
+
+        def take() -> int | None:
+            n = shares.take()
+            return None if n is None else searchable[n]
+
+        def here_too() -> None:  # beside the threads' blocks: the searches this side takes
+            while (k := take()) is not None:
+                ours.append(k)
+                for i in groups[k]:
+                    done_here[i] = fn(*pairs[i])
 
         def there() -> tuple[dict[int, float], list[int], tuple]:
             out: dict[int, float] = {}
             left: list[int] = []
-            for k in sorted(theirs):
+            taken = set()
+            while (k := take()) is not None:
+                taken.add(k)
                 for n, i in enumerate(groups[k]):
                     try:
                         out[i] = fn(*pairs[i])
                     except _ParentOnly:
                         left.extend(groups[k][n:])
                         break
-            return out, left, self._entries(theirs)
+            return out, left, self._entries(taken)
 
         try:
-            out, (done, left, entries) = forked.split(lambda: per_block(fn, pairs, set(skip) | given), there,
-                                                      self.left)
-        except forked.ChildFailed as e:  # the child died: its half here too
-            out, done, left, entries = e.here, {}, sorted(given), None
+            out, (done, left, entries) = forked.split(lambda: per_block(fn, pairs, set(skip) | given, here_too),
+                                                      there, self.left)
+        except forked.ChildFailed as e:  # the child died: every block this side did not take, here too
+            out, done, entries = e.here, {}, None
+            left = sorted(i for k in searchable if k not in ours for i in groups[k])
+        finally:
+            shares.close()
         if entries is not None:
             self._merge(entries)
-        for i, v in done.items():
+        for i, v in (*done_here.items(), *done.items()):
             out[i] = v
         if left:
             rest = per_block(fn, pairs, set(range(len(pairs))) - set(left))
@@ -609,10 +624,11 @@ class BlockCosts:
 
 
 def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
-              skip: set[int] = frozenset()) -> list[float]:
+              skip: set[int] = frozenset(), beside: Callable[[], None] | None = None) -> list[float]:
     """``fn(block, combination)`` for every pair (0.0 for the indices in ``skip``), the blocks
     spread over :data:`BLOCK_THREADS` threads, each block's pairs in their order (so the results
-    do not depend on the threads).  The first exception raised is raised here.
+    do not depend on the threads); ``beside``, when given, runs as one more task among them.
+    The first exception raised is raised here.
 
     >>> per_block(lambda k, t: 10 * k + t[0], [(0, (1,)), (1, (2,)), (0, (3,))], skip={1})
     [1, 0.0, 3]
@@ -627,12 +643,15 @@ def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
         for i in indices:
             out[i] = fn(*pairs[i])
 
-    if BLOCK_THREADS < 2 or len(groups) < 2:
-        for indices in groups.values():
-            run(indices)
+    tasks = [lambda indices=indices: run(indices) for indices in sorted(groups.values(), key=len, reverse=True)]
+    if beside is not None:  # (first: it takes the searches, the others wait on HiGHS as a rule)
+        tasks.insert(0, beside)
+    if BLOCK_THREADS < 2 or len(tasks) < 2:
+        for task in tasks:
+            task()
     else:  # the longest first, so that no thread is left with one at the end
         with ThreadPoolExecutor(BLOCK_THREADS) as pool:
-            list(pool.map(run, sorted(groups.values(), key=len, reverse=True)))
+            list(pool.map(lambda task: task(), tasks))
     return out
 
 

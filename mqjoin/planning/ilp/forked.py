@@ -17,6 +17,9 @@ comes back pickled through a pipe.
   a child that hangs is killed), :class:`ChildFailed` is raised with ``here``'s result, and
   the caller can do the child's half itself.
 
+Where the halves are many items of uneven cost, a :class:`Shares` list taken from by both
+sides (each item by one) keeps either side from idling while the other still has a long list.
+
 Forking is used on Linux only (on macOS, system libraries such as Accelerate are not safe in
 a forked child of a process that used them) and pays only with a second core: :func:`available`
 says whether to fork, and ``MQJOIN_FORK=0`` in the environment turns it off.
@@ -109,6 +112,41 @@ def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], obje
     if not ok:
         raise theirs
     return mine, theirs
+
+
+class Shares:
+    """At most :data:`MAX_SHARES` items (numbers below 65536) that the parent and a child forked
+    after this was made take one at a time, in order, each item by one of them: a pipe filled at
+    once and closed for writing, read two bytes at a time (a pipe read is atomic under the
+    pipe's lock, and what is left in it is always whole items).  ``take()`` gives None once all
+    are taken.
+
+    >>> shares = Shares([3, 1, 2])
+    >>> [shares.take() for _ in range(4)]
+    [3, 1, 2, None]
+    >>> shares.close()
+    """
+
+    def __init__(self, items: list[int]) -> None:
+        if len(items) > MAX_SHARES or any(not 0 <= i < 1 << 16 for i in items):
+            raise ValueError(f"Shares holds at most {MAX_SHARES} numbers below 65536")
+        self._read, write = os.pipe()
+        try:
+            os.write(write, b"".join(i.to_bytes(2, "little") for i in items))
+        finally:
+            os.close(write)
+
+    def take(self) -> int | None:
+        data = os.read(self._read, 2)
+        return int.from_bytes(data, "little") if data else None
+
+    def close(self) -> None:
+        os.close(self._read)
+
+
+#: the most items a :class:`Shares` holds: two bytes each, within the one page of buffer that
+#: every pipe has (filled before anyone reads it)
+MAX_SHARES = 2048
 
 
 def _answer(write: int, there: Callable[[], object]) -> None:
