@@ -41,11 +41,16 @@ def _feasible(res) -> None:
     assert math.isclose(res.probe_cost, res.ilp.objective, rel_tol=1e-6)
 
 
+def _long():
+    """A workload whose optimum takes the solver over a minute to prove (60 five-way queries)."""
+    return random_workload(60, 100, 5, seed=0)
+
+
 def test_time_limited_large_solve_reports_progress_and_returns_a_plan():
-    """30 five-way queries in 2 s: not proven optimal, a plan with gap ≥ 0, and progress that
+    """60 five-way queries in 2 s: not proven optimal, a plan with gap ≥ 0, and progress that
     ends at the plan returned."""
     m = Monitor()
-    res = optimize(random_workload(30, 100, 5, seed=0), time_limit=2.0, monitor=m)
+    res = optimize(_long(), time_limit=2.0, monitor=m)
     assert res.ilp.status == "time_limit" and 0 <= res.ilp.gap <= 1
     _feasible(res)
     assert m.reports, "no progress reported"
@@ -71,7 +76,7 @@ def test_stop_returns_the_best_plan_so_far():
     timer = threading.Timer(1.0, m.stop)
     timer.start()
     try:
-        res = optimize(random_workload(30, 100, 5, seed=1), time_limit=120.0, monitor=m)
+        res = optimize(_long(), time_limit=120.0, monitor=m)
     finally:
         timer.cancel()
     assert res.ilp.status == "interrupted" and 0 <= res.ilp.gap <= 1
@@ -103,7 +108,7 @@ def test_cli_ctrl_c_returns_the_best_plan_so_far(tmp_path):
     """SIGINT to ``mqjoin optimize``: exit 0, the JSON of the best plan so far with status
     interrupted, its gap and the progress, and a one-line note on stderr."""
     path = tmp_path / "w.yaml"
-    path.write_text(random_workload(30, 100, 5, seed=2).to_yaml(), encoding="utf-8")
+    path.write_text(_long().to_yaml(), encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "mqjoin.cli", "optimize", str(path), "--time-limit", "120",
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -126,7 +131,7 @@ def test_cli_prints_progress_lines_on_a_long_solve(tmp_path):
     """A time-limited ``mqjoin optimize`` of a large workload prints its progress on stderr
     in the format of anytime.Progress.describe, and ``--json`` carries it."""
     path = tmp_path / "w.yaml"
-    path.write_text(random_workload(30, 100, 5, seed=0).to_yaml(), encoding="utf-8")
+    path.write_text(_long().to_yaml(), encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", str(path), "--time-limit", "2", "--json"],
                        capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent)
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,9 @@ tree that branches on ``m`` first closes it in a few dozen LPs of milliseconds. 
 previous node's basis on the same instance), goes depth first towards the rounded LP value,
 branches on the fractional variable nearest ½ of the first tier that has one — the ``m``,
 then the partition choices ``z``, then the other binaries (probe orders) — and prunes a node
-whose LP bound cannot beat the incumbent.  It is exact: every binary is branched on until the
+whose LP bound cannot beat the incumbent.  Once there is an incumbent, a node's reduced costs
+fix, for its whole subtree, every binary whose flip alone would lift the LP bound to where
+nothing beats the incumbent (:func:`_fixings`).  It is exact: every binary is branched on until the
 LP optimum is integral.
 
 :func:`mqjoin.planning.ilp.solving.solve` gives it the parts that hold one query's orders and an
@@ -41,6 +43,25 @@ from mqjoin.planning.ilp.monitor import Watch
 #: solve a part by :func:`branch_and_bound` (HiGHS only) when it holds an MIR of at least this
 #: many relations and the probe orders of at most one query (four-way MIRs: five-way queries)
 BRANCH_MIN_MIR = 4
+
+
+def _fixings(reduced, vals, bound: float, lo, up, is_binary, threshold: float) -> tuple[tuple[int, float], ...]:
+    """The binaries a node's LP fixes for its whole subtree (reduced-cost fixing): a free binary
+    at 0 in the LP whose reduced cost ``d`` lifts the LP bound of any solution with it at 1 to
+    ``bound + d`` or more, at or above ``threshold`` (the bound at which nothing improves the
+    incumbent), stays 0; one at 1 with ``bound − d`` there stays 1.  Pairs (column, value).
+
+    >>> import numpy as np
+    >>> _fixings(np.array([5.0, 1.0, 0.0, -4.0]), np.array([0.0, 0.0, 0.5, 1.0]), 10.0,
+    ...          np.zeros(4), np.ones(4), np.ones(4, dtype=bool), threshold=13.0)
+    ((0, 0.0), (3, 1.0))
+    """
+    import numpy as np
+
+    free = is_binary & (lo < up)
+    at0 = free & (vals <= INTEGRALITY_TOLERANCE) & (bound + reduced >= threshold)
+    at1 = free & (vals >= 1 - INTEGRALITY_TOLERANCE) & (bound - reduced >= threshold)
+    return tuple((int(j), 0.0) for j in np.flatnonzero(at0)) + tuple((int(j), 1.0) for j in np.flatnonzero(at1))
 
 
 def large_mirs(mdl: Model, cols: list[int]) -> bool:
@@ -80,6 +101,8 @@ def branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: f
     zs = set(local[i] for i in mdl.z.values() if i in local)
     tiers = [ms, [j for j in binaries if j in zs], [j for j in binaries if j not in zs]]
     must = set(binaries)
+    is_binary = np.zeros(n, dtype=bool)
+    is_binary[binaries] = True
     tol = INTEGRALITY_TOLERANCE
 
     best, best_vals = math.inf, None
@@ -124,6 +147,9 @@ def branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: f
             best = math.fsum(mdl.cost[c] * v for c, v in zip(cols, best_vals))
             watch.report(best, max(0.0, min([best, bound] + [b for _, b in stack])))
             continue
+        if math.isfinite(best):
+            fixed = fixed + _fixings(np.asarray(h.getSolution().col_dual), vals, bound, lo, up, is_binary,
+                                     best - (0.99 if integral_objective else 1e-9 * max(1.0, abs(best))))
         near = 1.0 if vals[pick] >= 0.5 else 0.0
         stack.append((fixed + ((pick, 1.0 - near),), bound))
         stack.append((fixed + ((pick, near),), bound))
