@@ -19,7 +19,7 @@ import mqjoin.planning.ilp.paths as paths
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.planning.ilp import build_model, components
-from mqjoin.planning.ilp.blocks import BlockCosts
+from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
 from mqjoin.planning.ilp.branching import branch_and_bound
 from mqjoin.planning.ilp.solving import _tie_break
 from test_ilp_enumeration import parts
@@ -124,3 +124,31 @@ def test_least_at_as_every_combination(seed):
                     assert search._least_at(ri, on, allowed, z) == _brute_least(search, ri, on, allowed, z), (ri, on, off, z)
                     compared += 1
     assert compared > 100
+
+
+def test_a_search_gives_up_by_its_work_where_queries_share_their_mirs(monkeypatch):
+    """The block of 10 x 5 seed 1 whose two queries share 28 MIRs: its search gives up on its
+    work (WORK_LIMIT) well before NODE_LIMIT nodes; without limits it ends, at the optimum of
+    the LP branch and bound; and the blocks of single queries there end within the limits."""
+    mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=1)), "single")
+    part = next(p for p in (coupled_part(mdl, *c) for c in components(mdl)) if p is not None)
+    visited, hard = [], None
+    for k, b in enumerate(part.blocks):
+        search = paths.BlockPaths(mdl, b.cols, part.tie)
+        visited.clear()
+        visit = search._visit
+        monkeypatch.setattr(search, "_visit", lambda n, visit=visit: visited.append(n) or visit(n))
+        try:
+            search.optimum({})
+            assert search.work <= paths.WORK_LIMIT
+            continue
+        except paths.TooLarge:
+            pass
+        assert search.work > paths.WORK_LIMIT and max(visited) < paths.NODE_LIMIT / 2
+        unlimited = paths.BlockPaths(mdl, b.cols, part.tie, limit=math.inf)
+        cost, _ = unlimited.optimum({})
+        assert unlimited.work > paths.WORK_LIMIT
+        st, obj, _, _ = branch_and_bound(part.restricted(k, {}), b.cols, b.rows, None)
+        assert st == "optimal" and math.isclose(cost, obj, rel_tol=1e-9)
+        hard = k
+    assert len(part.blocks) == 4 and hard == 1

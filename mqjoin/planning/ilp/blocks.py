@@ -16,8 +16,9 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
   :meth:`BlockCosts.enumerate_blocks`): no LP at all;
 * else by its search without LPs (:mod:`mqjoin.planning.ilp.paths`, :meth:`BlockCosts.search`):
   a branch and bound over its MIRs and partition attributes solved per start relation, exact,
-  unless it visits more than :data:`~mqjoin.planning.ilp.paths.NODE_LIMIT` nodes (then the block
-  keeps to the LPs below for every combination);
+  unless it visits more than :data:`~mqjoin.planning.ilp.paths.NODE_LIMIT` nodes or does more
+  than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work (then the block keeps to the LPs
+  below for every combination);
 * else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
   did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
   stage, warm from the previous combination: combinations are listed in reflected Gray order,

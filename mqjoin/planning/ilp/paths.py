@@ -108,20 +108,30 @@ Picks = tuple[tuple[_Order, ...], ...]
 NODE_LIMIT = 1500
 
 
+#: the work of one search (the partial choices its per-start searches extended, :func:`_least`)
+#: past which it gives up as past :data:`NODE_LIMIT` nodes: where queries share their MIRs, a
+#: start holds many owners and a node costs several times as much (on the random workloads
+#: measured, a search that ends does so within half of this)
+WORK_LIMIT = 300_000
+
+
 class TooLarge(Exception):
-    """A search visited :data:`NODE_LIMIT` nodes without ending: the caller uses the LPs."""
+    """A search visited :data:`NODE_LIMIT` nodes, or did :data:`WORK_LIMIT` work, without
+    ending: the caller uses the LPs."""
 
 
 class BlockPaths:
     """One block's prefix trees and its search (see the module docstring).  ``cols``: the
     block's columns; ``tie``: the tie-break weight of every model column; ``check``: called at
     every node of the search (it raises to stop it); ``limit``: the nodes of one search at most
-    (:class:`TooLarge` past them; None: :data:`NODE_LIMIT`, ``math.inf``: no limit)."""
+    (:class:`TooLarge` past them; None: :data:`NODE_LIMIT`, and :data:`WORK_LIMIT` work;
+    ``math.inf``: no limit)."""
 
     def __init__(self, mdl: Model, cols: list[int], tie: list[float], check: Callable[[], object] = lambda: None,
                  limit: float | None = None):
         self.mdl, self.cols, self.tie, self.check = mdl, cols, tie, check
         self.limit = NODE_LIMIT if limit is None else limit
+        self.work_limit = WORK_LIMIT if limit is None else math.inf
         inside = set(cols)
         self.mirs = [c for c in mdl.m.values() if c in inside]  # per MIR number: its m column
         mir_no = {c: n for n, c in enumerate(self.mirs)}
@@ -199,6 +209,7 @@ class BlockPaths:
                                       tuple(probing.items())))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
         self._least: dict = {}
+        self.work = 0  # partial choices the per-start searches extended, this search (:func:`_least`)
         self._fronts: dict = {}
         self._charge: dict = {}
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
@@ -272,7 +283,9 @@ class BlockPaths:
         hit = self._least.get(problem)
         if hit is None:
             options = self._options(problem)
-            hit = self._least[problem] = _least(options) if all(options) else (math.inf, None)
+            cost, choice, work = _least(options) if all(options) else (math.inf, None, 0)
+            hit = self._least[problem] = cost, choice
+            self.work += work
         return hit
 
     def _front_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...],
@@ -378,7 +391,7 @@ class BlockPaths:
         root = (0, 0, self._fixed(choice))
         best, best_at = math.inf, None
         stack = [(root, self._relaxed(*root))]
-        nodes = 0
+        nodes = self.work = 0
         while stack:
             (on, off, z), (bound, costs, picks) = stack.pop()
             if bound >= best - 1e-9 * max(1.0, abs(best)):
@@ -406,7 +419,7 @@ class BlockPaths:
         if start is not None:
             best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
         stack = [((0, 0, self._fixed(choice)), -math.inf)]
-        nodes = 0
+        nodes = self.work = 0
         while stack:
             (on, off, z), parent = stack.pop()
             if parent > best - 0.5:
@@ -430,7 +443,7 @@ class BlockPaths:
 
     def _visit(self, nodes: int) -> int:
         self.check()
-        if nodes >= self.limit:
+        if nodes >= self.limit or self.work > self.work_limit:
             raise TooLarge
         return nodes + 1
 
@@ -504,17 +517,18 @@ def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return n
 
 
-def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
+def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
     """The cheapest choice of one entry (:meth:`BlockPaths._ranking`) per owner, the union of
     their steps priced: a depth-first search over the owners' entries, cheapest first, that keeps
     a choice only when it is strictly cheaper than the best one before it, so that the least
     cost is found with the least ranks (in the owners' order).  The steps of a start form a
     tree whose root paths are its orders, so the steps that the orders chosen before share with
     an order are its first ones, as many as it shares with one of them at most, and it adds the
-    charge of its other steps (:func:`_tails`)."""
+    charge of its other steps (:func:`_tails`).  Returns the cost, the choice and how many
+    partial choices the search extended (its work)."""
     if len(options) == 1:  # the cheapest order alone
-        return options[0][0][2], (options[0][0][0],)
-    best: list = [math.inf, None]
+        return options[0][0][2], (options[0][0][0],), 0
+    best: list = [math.inf, None, 0]
     picked: list[_Order] = []
     numbers: list[int] = []  # the chosen entries' numbers
     last = len(options) - 1
@@ -536,13 +550,14 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...]]:
                 continue
             picked.append(e[0])
             numbers.append(e[1])
+            best[2] += 1
             down(i + 1, more)
             picked.pop()
             numbers.pop()
 
     down(0, 0.0)
     del down  # (a recursive closure is a reference cycle: left to the collector otherwise)
-    return best[0], best[1]
+    return best[0], best[1], best[2]
 
 
 def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
