@@ -144,7 +144,7 @@ def test_a_search_gives_up_by_its_work_where_queries_share_their_mirs(monkeypatc
             continue
         except paths.TooLarge:
             pass
-        assert search.work > paths.WORK_LIMIT and max(visited) < paths.NODE_LIMIT / 2
+        assert search.work > paths.WORK_LIMIT and max(visited) < 0.6 * paths.NODE_LIMIT
         unlimited = paths.BlockPaths(mdl, b.cols, part.tie, limit=math.inf)
         cost, _ = unlimited.optimum({})
         assert unlimited.work > paths.WORK_LIMIT

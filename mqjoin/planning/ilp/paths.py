@@ -108,11 +108,12 @@ Picks = tuple[tuple[_Order, ...], ...]
 NODE_LIMIT = 1500
 
 
-#: the work of one search (the partial choices its per-start searches extended, :func:`_least`)
-#: past which it gives up as past :data:`NODE_LIMIT` nodes: where queries share their MIRs, a
-#: start holds many owners and a node costs several times as much (on the random workloads
-#: measured, a search that ends does so within half of this)
-WORK_LIMIT = 300_000
+#: the work of one search (the partial choices its per-start searches extend, :func:`_least`,
+#: counted whether their results are cached or not) past which it gives up as past
+#: :data:`NODE_LIMIT` nodes: where queries share their MIRs, a start holds many owners and a
+#: node costs several times as much (on the random workloads measured, every search that ends
+#: does so within two thirds of this)
+WORK_LIMIT = 400_000
 
 
 class TooLarge(Exception):
@@ -209,7 +210,7 @@ class BlockPaths:
                                       tuple(probing.items())))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
         self._least: dict = {}
-        self.work = 0  # partial choices the per-start searches extended, this search (:func:`_least`)
+        self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
         self._fronts: dict = {}
         self._charge: dict = {}
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
@@ -283,10 +284,9 @@ class BlockPaths:
         hit = self._least.get(problem)
         if hit is None:
             options = self._options(problem)
-            cost, choice, work = _least(options) if all(options) else (math.inf, None, 0)
-            hit = self._least[problem] = cost, choice
-            self.work += work
-        return hit
+            hit = self._least[problem] = _least(options) if all(options) else (math.inf, None, 0)
+        self.work += hit[2]  # (cached or not: what a search may do does not depend on the caches)
+        return hit[0], hit[1]
 
     def _front_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...],
                   limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
