@@ -558,45 +558,44 @@ class BlockCosts:
         if sum(len(groups[k]) for k in searchable) < SPREAD_MIN or len(searchable) > forked.MAX_SHARES:
             return per_block(fn, pairs, skip)
         shares = forked.Shares(list(range(len(searchable))))
-        ours: list[int] = []  # the blocks this process took
         given = {i for k in searchable for i in groups[k]}
-        done_here: dict[int, float] = {}
 
-        def take() -> int | None:
-            n = shares.take()
-            return None if n is None else searchable[n]
-
-        def here_too() -> None:  # beside the threads' blocks: the searches this side takes
-            while (k := take()) is not None:
-                ours.append(k)
-                for i in groups[k]:
-                    done_here[i] = fn(*pairs[i])
-
-        def there() -> tuple[dict[int, float], list[int], tuple]:
+        def taking() -> tuple[dict[int, float], list[int], set[int]]:
+            """Blocks taken from the shares until none is left: the results, the pairs left to
+            the parent (:class:`_ParentOnly`, in the child only) and the blocks taken."""
             out: dict[int, float] = {}
             left: list[int] = []
-            taken = set()
-            while (k := take()) is not None:
+            taken: set[int] = set()
+            while (n := shares.take()) is not None:
+                k = searchable[n]
                 taken.add(k)
-                for n, i in enumerate(groups[k]):
+                for m, i in enumerate(groups[k]):
                     try:
                         out[i] = fn(*pairs[i])
                     except _ParentOnly:
-                        left.extend(groups[k][n:])
+                        left.extend(groups[k][m:])
                         break
+            return out, left, taken
+
+        here: list[tuple] = []  # this side's taking(), run beside the threads' blocks
+
+        def there() -> tuple[dict[int, float], list[int], tuple]:
+            out, left, taken = taking()
             return out, left, self._entries(taken)
 
         try:
-            out, (done, left, entries) = forked.split(lambda: per_block(fn, pairs, set(skip) | given, here_too),
-                                                      there, self.left)
-        except forked.ChildFailed as e:  # the child died: every block this side did not take, here too
-            out, done, entries = e.here, {}, None
-            left = sorted(i for k in searchable if k not in ours for i in groups[k])
+            out, (done, left, entries) = forked.split(
+                lambda: per_block(fn, pairs, set(skip) | given, lambda: here.append(taking())), there, self.left)
+        except forked.ChildFailed as e:
+            out, done, left, entries = e.here, {}, None, None
         finally:
             shares.close()
+        ours, _, taken_here = here[0]
+        if left is None:  # the child died: every block this side did not take, here too
+            left = sorted(i for k in searchable if k not in taken_here for i in groups[k])
         if entries is not None:
             self._merge(entries)
-        for i, v in (*done_here.items(), *done.items()):
+        for i, v in (*ours.items(), *done.items()):
             out[i] = v
         if left:
             rest = per_block(fn, pairs, set(range(len(pairs))) - set(left))

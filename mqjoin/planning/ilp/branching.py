@@ -100,7 +100,6 @@ def branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: f
     binaries = [j for j, c in enumerate(cols) if mdl.integer[c]]
     zs = set(local[i] for i in mdl.z.values() if i in local)
     tiers = [ms, [j for j in binaries if j in zs], [j for j in binaries if j not in zs]]
-    must = set(binaries)
     is_binary = np.zeros(n, dtype=bool)
     is_binary[binaries] = True
     tol = INTEGRALITY_TOLERANCE
@@ -143,7 +142,7 @@ def branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: f
                 pick = min(frac)[1]
                 break
         if pick is None:  # integral: the new incumbent
-            best_vals = [float(round(v)) if j in must else float(v) for j, v in enumerate(vals)]
+            best_vals = [float(round(v)) if binary else float(v) for binary, v in zip(is_binary, vals)]
             best = math.fsum(mdl.cost[c] * v for c, v in zip(cols, best_vals))
             watch.report(best, max(0.0, min([best, bound] + [b for _, b in stack])))
             continue
