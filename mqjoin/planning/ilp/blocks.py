@@ -17,8 +17,10 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 * else by its search without LPs (:mod:`mqjoin.planning.ilp.paths`, :meth:`BlockCosts.search`):
   a branch and bound over its MIRs and partition attributes solved per start relation, exact,
   unless it visits more than :data:`~mqjoin.planning.ilp.paths.NODE_LIMIT` nodes or does more
-  than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work (then the block keeps to the LPs
-  below for every combination);
+  than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work;
+* else, for a block of several queries, by its seam (:mod:`mqjoin.planning.ilp.seams`): one
+  search per query under every assignment of what the queries share (where that gives up too,
+  the block keeps to the LPs below for every combination);
 * else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
   did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
   stage, warm from the previous combination: combinations are listed in reflected Gray order,
@@ -74,6 +76,7 @@ from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
 from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
+from mqjoin.planning.ilp.seams import SeamSearch, find_seam
 
 #: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
 #: every block has HiGHS instances of its own)
@@ -421,20 +424,36 @@ class BlockCosts:
                 self.lp_bounds[key] = res[0]
         return self.costs[key][0] if key in self.costs else self.lower(k, key)
 
-    def search(self, k: int) -> BlockPaths | None:
-        """The block's search without LPs (:mod:`mqjoin.planning.ilp.paths`), or None once it
-        gave up on the block (too many nodes) or the block has rows it does not model."""
+    def search(self, k: int) -> BlockPaths | SeamSearch | None:
+        """The block's search without LPs (:mod:`mqjoin.planning.ilp.paths`), or once that
+        gave up on the block (too many nodes), its search by its seam
+        (:mod:`mqjoin.planning.ilp.seams`: several queries), or None once that gave up too or
+        the block has none, or has rows the search does not model."""
         if k not in self.searches:
             b = self.part.blocks[k]
-            deadline, watch = self.deadline, self.watch
-
-            def check() -> None:  # (as left(), without a reference back to these costs)
-                if watch.stopped or (deadline is not None and time.perf_counter() > deadline):
-                    raise Stopped
-
-            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, check)
+            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, self._check())
                                 if applies(self.part.mdl, b.rows) else None)
         return self.searches[k]
+
+    def _check(self) -> Callable[[], None]:
+        """A check for the searches: raises :class:`Stopped` as :meth:`left` does (without a
+        reference back to these costs)."""
+        deadline, watch = self.deadline, self.watch
+
+        def check() -> None:
+            if watch.stopped or (deadline is not None and time.perf_counter() > deadline):
+                raise Stopped
+
+        return check
+
+    def _gave_up(self, k: int) -> None:
+        """The block's search gave up: its seam's next, if it has one and has not given up."""
+        seam = None
+        if isinstance(self.searches[k], BlockPaths):
+            b = self.part.blocks[k]
+            seam = find_seam(self.part.mdl, b.cols, b.rows, self.part.tie)
+        self.searches[k] = None if seam is None else SeamSearch(self.part.mdl, b.cols, seam, self.part.tie,
+                                                                 self._check())
 
     def searched(self, k: int, choice: Choice) -> bool:
         """Cost the block under the choices by its search (:meth:`search`); False when it has
@@ -445,8 +464,8 @@ class BlockCosts:
         try:
             obj, vals = paths.optimum(choice)
         except TooLarge:
-            self.searches[k] = None
-            return False
+            self._gave_up(k)
+            return self.searched(k, choice)
         key = self.part.key_of(k, choice)
         self.costs[key] = (obj, vals)
         self.known.setdefault(k, []).append((key[1], self.costs[key]))
@@ -507,7 +526,8 @@ class BlockCosts:
                     self.ties[key] = (w, vals2, True)
                     return w
                 except TooLarge:
-                    self.searches[k] = None
+                    self._gave_up(k)
+                    return self.weight(k, choice)
             cap = obj * (1 + TIE_SLACK) + TIE_SLACK
             brows = b.rows + [len(part.mdl.rows)]
             h = self.instance(k, 1, lambda: self._capped(k, choice, cap), brows)
@@ -610,7 +630,7 @@ class BlockCosts:
                 {key: v for key, v in self.lp_bounds.items() if key[0] in blocks},
                 {k: v for k, v in self.known.items() if k in blocks},
                 {k: v for k, v in self.pool.items() if k in blocks},
-                [k for k in blocks if k in self.searches and self.searches[k] is None])
+                {k: type(self.searches[k]) for k in blocks if k in self.searches})
 
     def _merge(self, entries: tuple) -> None:
         costs, ties, lp_bounds, known, pool, gave_up = entries
@@ -619,8 +639,9 @@ class BlockCosts:
         self.lp_bounds.update(lp_bounds)
         self.known.update(known)
         self.pool.update(pool)
-        for k in gave_up:
-            self.searches[k] = None
+        for k, kind in gave_up.items():  # (the child's search of the block gave up: so does this side's)
+            while k in self.searches and self.searches[k] is not None and not isinstance(self.searches[k], kind):
+                self._gave_up(k)
 
 
 def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],

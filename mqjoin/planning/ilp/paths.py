@@ -126,10 +126,13 @@ class BlockPaths:
     block's columns; ``tie``: the tie-break weight of every model column; ``check``: called at
     every node of the search (it raises to stop it); ``limit``: the nodes of one search at most
     (:class:`TooLarge` past them; None: :data:`NODE_LIMIT`, and :data:`WORK_LIMIT` work;
-    ``math.inf``: no limit)."""
+    ``math.inf``: no limit).  Columns whose upper bound is 0 are ruled out (an order with such
+    a step, MIR or bound of its own is not a choice); ``given``: the ``m`` columns of MIRs
+    maintained outside the block (:mod:`mqjoin.planning.ilp.seams`), materialised from the
+    root on and probed without an order of their own here."""
 
     def __init__(self, mdl: Model, cols: list[int], tie: list[float], check: Callable[[], object] = lambda: None,
-                 limit: float | None = None):
+                 limit: float | None = None, given: frozenset[int] = frozenset()):
         self.mdl, self.cols, self.tie, self.check = mdl, cols, tie, check
         self.limit = NODE_LIMIT if limit is None else limit
         self.work_limit = WORK_LIMIT if limit is None else math.inf
@@ -158,8 +161,9 @@ class BlockPaths:
         groups: dict[str, dict[int, list[_Order]]] = {}  # start → owner number → its orders there
         query_no: dict[str, int] = {}  # (queries: −1, −2, …)
         for (owner, start, _), xc in mdl.x.items():
-            if xc not in inside:
-                continue
+            if xc not in inside or not mdl.upper[xc] or not all(mdl.upper[c] for c in mdl.order_steps[xc]) \
+                    or not all(mdl.upper[c] for c in mdl.order_mirs[xc]):
+                continue  # (ruled out by a bound at 0)
             ids = []
             for yc in mdl.order_steps[xc]:
                 if yc not in step_no:
@@ -180,10 +184,14 @@ class BlockPaths:
             n = -query_no.setdefault(owner, len(query_no) + 1) if isinstance(owner, str) else mir_no[mdl.m[owner]]
             groups.setdefault(start, {}).setdefault(n, []).append(_Order(xc, tuple(ids), mask, tie[xc]))
         self.can = 0  # the MIRs that may be materialised: every start of theirs has orders in the block
+        self.given = 0  # the MIRs maintained outside the block (``given``): probed at no charge here
         for m, c in mdl.m.items():
-            if c in mir_no:
+            if c in mir_no and mdl.upper[c]:
                 starts = mdl.candidates.orders.get(m, {})
-                if starts and all(groups.get(s, {}).get(mir_no[c]) for s in starts):
+                if c in given:
+                    self.given |= 1 << mir_no[c]
+                    self.can |= 1 << mir_no[c]
+                elif starts and all(groups.get(s, {}).get(mir_no[c]) for s in starts):
                     self.can |= 1 << mir_no[c]
         self.starts: list[_Start] = []
         for start in sorted(groups):
@@ -388,7 +396,7 @@ class BlockPaths:
         """The block's optimum with the stores of ``choice`` partitioned as given (store →
         index among its candidates) and the others searched: its cost and the values of the
         block's columns."""
-        root = (0, 0, self._fixed(choice))
+        root = (self.given, 0, self._fixed(choice))
         best, best_at = math.inf, None
         stack = [(root, self._relaxed(*root))]
         nodes = self.work = 0
@@ -418,7 +426,7 @@ class BlockPaths:
         best, best_at = math.inf, None
         if start is not None:
             best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
-        stack = [((0, 0, self._fixed(choice)), -math.inf)]
+        stack = [((self.given, 0, self._fixed(choice)), -math.inf)]
         nodes = self.work = 0
         while stack:
             (on, off, z), parent = stack.pop()

@@ -1,0 +1,313 @@
+"""A block of several queries, split where they meet: one search per query under every
+assignment of what they share.
+
+A block of a coupled part holds one query with its MIRs, or several queries that share an MIR
+(two five-way queries over a common pair of relations share that pair's MIR).  Such a block
+is hard for one search over all its MIRs: each query's MIRs leave a gap between the search's
+bound and the optimum, and a search over both queries' MIRs at once visits about the product
+of the nodes each query alone needs.  But the queries meet only at a few columns, the *seam*:
+the MIRs that more than one query probes (their materialisation ``m``, their own probe orders
+``x`` and partition choices ``z``), the steps that more than one query's orders share (their
+``y`` and broadcasts ``b``), and the partition choices of stores that steps of more than one
+query target.  Fix every binary of the seam and the rest of the block falls apart into
+*families*, one per query with the MIRs only it probes, and each family is an ordinary block
+for :class:`~mqjoin.planning.ilp.paths.BlockPaths`.
+
+:func:`find_seam` finds the seam and lists its *assignments*: every 0-1 value of its binaries
+(``m``, ``y``, ``x``, ``z``) that satisfies the rows that hold only seam columns, with each
+broadcast at the least value its rows allow, and what the seam's own columns cost and weigh
+under it.  Under an assignment a family sees a seam column as
+
+* ruled out where the assignment has it at 0 (an order through a step at 0 is not a choice, a
+  store's attribute at 0 is not its attribute, an MIR at 0 may not be probed);
+* paid for already where it is at 1: a step costs the family nothing, an MIR may be probed
+  without the family maintaining it (``given``), a store has that attribute.
+
+That is exact because every row that holds seam columns and family columns only gets looser as
+a seam column grows (:func:`find_seam` checks it): the family's least cost under the
+assignment plus the seam's own cost is the block's least cost under it, and the block's
+optimum is the least of those sums over the assignments (:meth:`SeamSearch.optimum`).  The
+lexicographic optimum is the least seam weight plus family weights over the assignments whose
+sum is within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum, each family at its
+own lexicographic optimum there.
+
+>>> from mqjoin.datasets.random_workloads import random_workload
+>>> from mqjoin.planning.candidates import enumerate_candidates
+>>> from mqjoin.planning.ilp.model import build_model, components
+>>> from mqjoin.planning.ilp.blocks import coupled_part
+>>> from mqjoin.planning.ilp.branching import branch_and_bound
+>>> mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=1)), "single")
+>>> part = next(p for p in (coupled_part(mdl, c, r) for c, r in components(mdl)) if p)
+>>> k = next(k for k, b in enumerate(part.blocks) if find_seam(mdl, b.cols, b.rows))
+>>> seam = find_seam(mdl, part.blocks[k].cols, part.blocks[k].rows)
+>>> len(seam.families), [mdl.names[c] for c in seam.cols if mdl.names[c].startswith("m_")]
+(2, ['m_R64R97'])
+>>> search = SeamSearch(mdl, part.blocks[k].cols, seam, part.tie)
+>>> choice = part.chosen_by(k, part.combinations[[kk for kk, _ in part.combinations].index(k)][1])
+>>> cost, values = search.optimum(choice)
+>>> sub = part.restricted(k, choice)
+>>> round(cost, 6) == round(branch_and_bound(sub, part.blocks[k].cols, part.blocks[k].rows, None)[1], 6)
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from mqjoin.planning.candidates import MIR
+from mqjoin.planning.ilp.model import TIE_SLACK, Model
+from mqjoin.planning.ilp.paths import BlockPaths
+
+#: a seam with more binaries than this is not split (its assignments are enumerated)
+SEAM_MAX_BINARIES = 14
+
+
+@dataclass(frozen=True)
+class Seam:
+    """Where the queries of a block meet (see the module docstring)."""
+
+    cols: tuple[int, ...]  # the seam's columns
+    families: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]  # per family: its own columns, its rows
+    assignments: tuple[tuple[float, float, tuple[float, ...]], ...]  # (cost, weight, value per seam column)
+    stores: dict[int, tuple[MIR, int]]  # seam z column → (its store, its index among the store's candidates)
+
+
+def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | None = None) -> Seam | None:
+    """The seam of a block (``cols``, ``rows``) with its feasible assignments, or None when the
+    block does not split into families that way (one query, a row the split would change, or
+    more than :data:`SEAM_MAX_BINARIES` binaries to enumerate).  ``tie``: the weights of the
+    seam's columns (the model's by default)."""
+    tie = mdl.tie if tie is None else tie
+    inside = set(cols)
+    m_col = {m: c for m, c in mdl.m.items() if c in inside}
+    owner = {c: key[0] for key, c in mdl.x.items() if c in inside}
+    # the queries that probe each MIR, directly or through MIRs that probe it
+    probed_by: dict[int, set[str]] = {c: set() for c in m_col.values()}
+    grew = True
+    while grew:
+        grew = False
+        for xc, o in owner.items():
+            by = {o} if isinstance(o, str) else probed_by[m_col[o]]
+            for mc in mdl.order_mirs[xc]:
+                if not by <= probed_by[mc]:
+                    probed_by[mc] |= by
+                    grew = True
+    fam: dict[int, set[str]] = {c: set() for c in cols}
+    for xc, o in owner.items():
+        fam[xc] = {o} if isinstance(o, str) else set(probed_by[m_col[o]])
+        for yc in mdl.order_steps[xc]:
+            fam[yc] |= fam[xc]
+    for mc in m_col.values():
+        fam[mc] |= probed_by[mc]
+    for s, bc in mdl.b.items():
+        if bc in inside:
+            fam[bc] |= fam[mdl.y[s]]
+    z_cols = {c for c in mdl.z.values() if c in inside}
+    for r in rows:
+        idx = mdl.rows[r][1]
+        near = set().union(*(fam[i] for i in idx if i not in z_cols))
+        for i in idx:
+            if i in z_cols:
+                fam[i] |= near
+    by_store: dict[MIR, set[str]] = {}  # a store's candidates go together (their row Σ z = 1)
+    for (st, _), c in mdl.z.items():
+        if c in inside:
+            by_store.setdefault(st, set()).update(fam[c])
+    for (st, _), c in mdl.z.items():
+        if c in inside:
+            fam[c] = by_store[st]
+    seam = sorted(c for c in cols if len(fam[c]) > 1)
+    if not seam or len({q for f in fam.values() for q in f}) < 2:
+        return None
+    in_seam = set(seam)
+    # the families: the block's other columns linked through rows
+    parent = {c: c for c in cols if c not in in_seam}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    seam_rows, fam_rows = [], []
+    for r in rows:
+        _, idx, coef, lo, hi = mdl.rows[r]
+        own = [i for i in idx if i not in in_seam]
+        if not own:
+            seam_rows.append(r)
+            continue
+        fam_rows.append(r)
+        for j in own[1:]:
+            a, b = find(j), find(own[0])
+            if a != b:
+                parent[a] = b
+        for i, a in zip(idx, coef):  # a seam column must only loosen the rows it shares with a family
+            if i in in_seam and not ((hi == math.inf and a > 0) or (lo == -math.inf and a < 0)):
+                return None
+    roots = sorted({find(c) for c in parent})
+    if len(roots) < 2:
+        return None
+    number = {r: n for n, r in enumerate(roots)}
+    f_cols: list[list[int]] = [[] for _ in roots]
+    f_rows: list[list[int]] = [[] for _ in roots]
+    for c in parent:
+        f_cols[number[find(c)]].append(c)
+    for r in fam_rows:
+        f_rows[number[find(next(i for i in mdl.rows[r][1] if i not in in_seam))]].append(r)
+    # the seam's binaries; its broadcasts follow them
+    m_cols, y_cols = set(m_col.values()), set(mdl.y.values())
+    binaries = [c for c in seam if mdl.integer[c] or c in m_cols or c in y_cols]
+    b_cols = [c for c in seam if c not in set(binaries)]
+    if len(binaries) > SEAM_MAX_BINARIES or any(not mdl.names[c].startswith("b_") for c in b_cols):
+        return None
+    assignments = []
+    for bits in itertools.product((0.0, 1.0), repeat=len(binaries)):
+        val = dict(zip(binaries, bits))
+        for bc in b_cols:  # the least broadcast the seam's rows allow
+            need = 0.0
+            for r in seam_rows:
+                _, idx, coef, lo, hi = mdl.rows[r]
+                if bc in idx and lo > -math.inf:
+                    a = coef[idx.index(bc)]
+                    rest = math.fsum(v * val[i] for i, v in zip(idx, coef) if i != bc and i in val)
+                    need = max(need, (lo - rest) / a)
+            val[bc] = need
+        if all(_holds(mdl.rows[r], val) for r in seam_rows):
+            values = tuple(val[c] for c in seam)
+            assignments.append((math.fsum(mdl.cost[c] * val[c] for c in seam),
+                                math.fsum(tie[c] * val[c] for c in seam), values))
+    z_at, seen = {}, {}
+    for (st, _), c in mdl.z.items():  # (candidate order per store)
+        z_at[c] = (st, seen.get(st, 0))
+        seen[st] = seen.get(st, 0) + 1
+    return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)),
+                tuple(sorted(assignments, key=lambda a: a[:2])), {c: z_at[c] for c in seam if c in z_cols})
+
+
+def _holds(row: tuple, val: dict[int, float]) -> bool:
+    _, idx, coef, lo, hi = row
+    s = math.fsum(a * val[i] for i, a in zip(idx, coef))
+    return lo - 1e-9 <= s <= hi + 1e-9
+
+
+class SeamSearch:
+    """A block's optimum and lexicographic optimum by its seam: one
+    :class:`~mqjoin.planning.ilp.paths.BlockPaths` per family and assignment (the interface of
+    ``BlockPaths``: :meth:`optimum`, :meth:`lexicographic`; :class:`~mqjoin.planning.ilp.paths.TooLarge`
+    when a family's search gives up)."""
+
+    def __init__(self, mdl: Model, cols: list[int], seam: Seam, tie: list[float],
+                 check: Callable[[], object] = lambda: None):
+        self.mdl, self.cols, self.seam, self.check, self.weights = mdl, cols, seam, check, tie
+        in_seam = set(seam.cols)
+        self.tie = [0.0 if i in in_seam else w for i, w in enumerate(tie)]  # the seam weighs once, here
+        self.pos = {c: n for n, c in enumerate(cols)}
+        # per family: the seam columns its rows hold (with every candidate of a seam store)
+        self.touch = []
+        for own, rows in seam.families:
+            near = {i for r in rows for i in mdl.rows[r][1] if i in in_seam}
+            stores = {seam.stores[c][0] for c in near if c in seam.stores}
+            near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}
+            self.touch.append(tuple(sorted(near)))
+        self.at = {c: n for n, c in enumerate(seam.cols)}
+        self._paths: dict[tuple, BlockPaths] = {}
+        self._optima: dict[tuple, tuple[float, list[float]]] = {}
+        self._weights: dict[tuple, tuple[float, list[float]]] = {}
+
+    def _family(self, f: int, values: tuple[float, ...]) -> tuple[BlockPaths, dict[MIR, int]]:
+        """Family ``f``'s search under an assignment's values, and the seam stores' attributes."""
+        key = (f, tuple(values[self.at[c]] for c in self.touch[f] if c not in self.seam.stores))
+        on = [self.seam.stores[c] for c in self.touch[f] if c in self.seam.stores and values[self.at[c]] > 0.5]
+        count: dict[MIR, int] = {}
+        for st, _ in on:
+            count[st] = count.get(st, 0) + 1
+        fixed = {st: j for st, j in on if count[st] == 1}  # (every attribute of a store on: undecided)
+        if key not in self._paths:
+            mdl = self.mdl
+            cost, upper = list(mdl.cost), list(mdl.upper)
+            for c in self.touch[f]:  # (a store's attributes are fixed by the choice the search is given)
+                cost[c] = 0.0
+                if values[self.at[c]] < 0.5 and c not in self.seam.stores:
+                    upper[c] = 0.0
+            given = frozenset(c for c in self.touch[f] if c in set(mdl.m.values()) and values[self.at[c]] > 0.5)
+            self._paths[key] = BlockPaths(replace(mdl, cost=cost, upper=upper),
+                                          sorted(self.seam.families[f][0] + self.touch[f]), self.tie, self.check,
+                                          given=given)
+        return self._paths[key], fixed
+
+    def _fits(self, values: tuple[float, ...], choice: dict[MIR, int]) -> bool:
+        """Whether an assignment agrees with the stores decided by the choice."""
+        return all(choice.get(st) is None or (values[self.at[c]] > 0.5) == (choice[st] == j)
+                   for c, (st, j) in self.seam.stores.items())
+
+    def _solve(self, f: int, values: tuple[float, ...], choice: dict[MIR, int]) -> tuple[float, list[float]]:
+        paths, fixed = self._family(f, values)
+        key = (f, tuple(values[self.at[c]] for c in self.touch[f]),
+               tuple(sorted((st.sort_key(), j) for st, j in choice.items() if st in paths.store_of)))
+        if key not in self._optima:
+            self._optima[key] = paths.optimum({**choice, **fixed})
+        return self._optima[key]
+
+    def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
+        """The block's optimum under the choice (store → index of its attribute): the least
+        over the assignments of the seam's cost plus every family's optimum."""
+        best, best_at = math.inf, None
+        loose = tuple(1.0 for _ in self.seam.cols)  # every seam column paid for: a bound per family
+        bound = math.fsum(self._solve(f, loose, choice)[0] for f in range(len(self.seam.families)))
+        for cost, _, values in self.seam.assignments:
+            if cost + bound >= best - 1e-9 * max(1.0, abs(best)):
+                break  # (the assignments come cheapest first)
+            if not self._fits(values, choice):
+                continue
+            total, parts = cost, []
+            for f in range(len(self.seam.families)):
+                obj, vals = self._solve(f, values, choice)
+                total += obj
+                parts.append(vals)
+                if total >= best:
+                    break
+            else:
+                best, best_at = total, (values, parts)
+        vals = self._values(*best_at)
+        return math.fsum(self.mdl.cost[c] * v for c, v in zip(self.cols, vals)), vals
+
+    def lexicographic(self, choice: dict[MIR, int], optimum: float,
+                      start: list[float] | None = None) -> tuple[float, list[float]]:
+        """The least tie-break weight among the block's plans within the optimum (and
+        :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) under the choice, and that plan's values."""
+        cap = optimum * (1 + TIE_SLACK) + TIE_SLACK
+        best, best_at = math.inf, None
+        for cost, weight, values in self.seam.assignments:
+            if not self._fits(values, choice):
+                continue
+            optima = [self._solve(f, values, choice) for f in range(len(self.seam.families))]
+            if cost + math.fsum(o for o, _ in optima) > cap:
+                continue
+            total, parts = weight, []
+            for f, (obj, vals) in enumerate(optima):
+                paths, fixed = self._family(f, values)
+                w, v = paths.lexicographic({**choice, **fixed}, obj, vals)
+                total += w
+                parts.append(v)
+            if total < best:
+                best, best_at = total, (values, parts)
+        if best_at is None:
+            return math.inf, list(start) if start is not None else []
+        vals = self._values(*best_at)
+        return math.fsum(self.weights[c] * v for c, v in zip(self.cols, vals)), vals
+
+    def _values(self, values: tuple[float, ...], parts: list[list[float]]) -> list[float]:
+        """The block's columns: the seam's as assigned, each family's own from its plan."""
+        out = [0.0] * len(self.cols)
+        for c, v in zip(self.seam.cols, values):
+            out[self.pos[c]] = v
+        for f, vals in enumerate(parts):
+            fcols = sorted(self.seam.families[f][0] + self.touch[f])
+            own = set(self.seam.families[f][0])
+            for c, v in zip(fcols, vals):
+                if c in own:
+                    out[self.pos[c]] = v
+        return out

@@ -1,0 +1,106 @@
+"""Blocks of several queries solved by their seam (``mqjoin.planning.ilp.seams``) against the
+block's own LP branch and bound and its capped tie-break (``BlockCosts`` with the searches
+off), and the bounds and given MIRs of ``BlockPaths`` that the families rely on.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import mqjoin.planning.ilp.paths as paths
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.planning.ilp import build_model, components
+from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+from mqjoin.planning.ilp.branching import branch_and_bound
+from mqjoin.planning.ilp.seams import SeamSearch, find_seam
+
+
+def _seamed(q: int, k: int, seed: int):
+    """The model, its coupled part and the blocks of several queries (with their seams)."""
+    mdl = build_model(enumerate_candidates(random_workload(q, 100, k, seed=seed)), "single")
+    part = next(p for p in (coupled_part(mdl, *c) for c in components(mdl)) if p is not None)
+    return mdl, part, [(b, s) for b, s in ((b, find_seam(mdl, blk.cols, blk.rows, part.tie))
+                                           for b, blk in enumerate(part.blocks)) if s is not None]
+
+
+def _feasible(mdl, cols, rows, values) -> bool:
+    at = dict(zip(cols, values))
+    return all(lo - 1e-6 <= math.fsum(a * at[i] for i, a in zip(idx, coef)) <= hi + 1e-6
+               for _, idx, coef, lo, hi in (mdl.rows[r] for r in rows))
+
+
+def test_a_seamed_block_as_its_branch_and_bound():
+    """10 x 5 seed 1: two queries that share the MIR of their common pair of relations.  Under
+    the block's first combinations and with its shared stores left to it, the seam's optimum
+    is the branch and bound's, its plan satisfies every row and costs that, and its
+    lexicographic optimum weighs what the capped tie-break finds (and keeps the cost)."""
+    mdl, part, seamed = _seamed(10, 5, 1)
+    (k, seam), = seamed
+    assert len(seam.families) == 2
+    assert [mdl.names[c] for c in seam.cols if mdl.names[c].startswith("m_")] == ["m_R64R97"]
+    block = part.blocks[k]
+    search = SeamSearch(mdl, block.cols, seam, part.tie)
+    lps = BlockCosts(part, deadline=None)
+    lps.searches[k] = None  # the LPs only
+    combos = [t for kk, t in part.combinations if kk == k][:4]
+    for choice in [{}] + [part.chosen_by(k, t) for t in combos]:
+        cost, values = search.optimum(choice)
+        assert math.isclose(cost, lps.cost(k, choice), rel_tol=1e-9), choice
+        assert _feasible(mdl, block.cols, block.rows, values)
+        assert math.fsum(mdl.cost[c] * v for c, v in zip(block.cols, values)) == cost
+        if not choice:
+            continue
+        weight, canonical = search.lexicographic(choice, cost, values)
+        assert weight == lps.weight(k, choice), choice
+        assert _feasible(mdl, block.cols, block.rows, canonical)
+        assert math.fsum(mdl.cost[c] * v for c, v in zip(block.cols, canonical)) <= cost * (1 + 1e-7) + 1e-7
+
+
+def test_one_query_has_no_seam():
+    """A block of one query (with its MIRs) does not split."""
+    mdl = build_model(enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+    (cols, rows), = components(mdl)
+    assert find_seam(mdl, cols, rows) is None
+
+
+def test_seam_assignments_satisfy_the_seam_rows():
+    """Every assignment listed satisfies the rows that hold only seam columns, costs what its
+    columns cost, and an MIR of the seam on has an order chosen at each of its starts."""
+    mdl, part, seamed = _seamed(10, 5, 1)
+    (k, seam), = seamed
+    inside = set(seam.cols)
+    seam_rows = [r for r in part.blocks[k].rows if set(mdl.rows[r][1]) <= inside]
+    assert seam.assignments and seam_rows
+    for cost, _, values in seam.assignments:
+        at = dict(zip(seam.cols, values))
+        assert _feasible(mdl, seam.cols, seam_rows, values)
+        assert cost == math.fsum(mdl.cost[c] * v for c, v in at.items())
+    m = next(c for c in seam.cols if mdl.names[c].startswith("m_"))
+    assert {at_m for _, _, v in seam.assignments for at_m in [dict(zip(seam.cols, v))[m]]} == {0.0, 1.0}
+
+
+def test_bounds_at_zero_and_given_mirs_in_the_search():
+    """``BlockPaths`` drops the orders that a bound at 0 rules out (as the branch and bound does
+    with the same bounds), and probes a ``given`` MIR without maintaining it."""
+    mdl = build_model(enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+    (cols, rows), = components(mdl)
+    upper = list(mdl.upper)
+    for c in mdl.m.values():
+        upper[c] = 0.0
+    no_mirs = mdl.__class__(**{**mdl.__dict__, "upper": upper})
+    cost, values = paths.BlockPaths(no_mirs, cols, mdl.tie, limit=math.inf).optimum({})
+    st, obj, _, _ = branch_and_bound(no_mirs, cols, rows, None)
+    assert st == "optimal" and math.isclose(cost, obj, rel_tol=1e-9)
+    assert all(values[cols.index(c)] == 0.0 for c in mdl.m.values())
+    full = paths.BlockPaths(mdl, cols, mdl.tie, limit=math.inf).optimum({})[0]
+    assert full < cost  # (MIRs pay on this query)
+    # every MIR given (maintained outside: its orders are not among the columns): probed for free
+    owners = {c: key[0] for key, c in mdl.x.items()}
+    probing = [c for c in cols if isinstance(owners.get(c, ""), str)]
+    given = frozenset(mdl.m.values())
+    free_cost, free_values = paths.BlockPaths(mdl, probing, mdl.tie, limit=math.inf, given=given).optimum({})
+    assert free_cost < full
+    assert any(free_values[probing.index(c)] for c in mdl.m.values())
