@@ -104,3 +104,23 @@ def test_bounds_at_zero_and_given_mirs_in_the_search():
     free_cost, free_values = paths.BlockPaths(mdl, probing, mdl.tie, limit=math.inf, given=given).optimum({})
     assert free_cost < full
     assert any(free_values[probing.index(c)] for c in mdl.m.values())
+
+
+def test_block_costs_turn_to_the_seam_where_the_search_struggles():
+    """In the coupled search, a block of several queries searches with the smaller work limit,
+    turns to its seam once that search gives up, and costs what its LPs cost; blocks of one
+    query keep the full limit."""
+    from mqjoin.planning.ilp.blocks import WORK_LIMIT_SEVERAL
+
+    mdl, part, seamed = _seamed(10, 5, 1)
+    (k, _), = seamed
+    costs = BlockCosts(part, deadline=None)
+    assert costs.search(k).work_limit == WORK_LIMIT_SEVERAL
+    assert all(costs.search(j).work_limit == paths.WORK_LIMIT for j in range(len(part.blocks))
+               if j != k and costs.search(j) is not None)
+    choice = part.chosen_by(k, next(t for kk, t in part.combinations if kk == k))
+    lps = BlockCosts(part, deadline=None)
+    lps.searches[k] = None
+    assert math.isclose(costs.cost(k, choice), lps.cost(k, choice), rel_tol=1e-9)
+    assert isinstance(costs.searches[k], SeamSearch)
+    assert costs.weight(k, choice) == lps.weight(k, choice)

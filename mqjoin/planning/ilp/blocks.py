@@ -75,12 +75,19 @@ from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
-from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
+from mqjoin.planning.ilp.paths import WORK_LIMIT, BlockPaths, TooLarge, applies
 from mqjoin.planning.ilp.seams import SeamSearch, find_seam
 
 #: threads that cost the blocks' combinations (HiGHS releases the GIL while it solves, and
 #: every block has HiGHS instances of its own)
 BLOCK_THREADS = min(4, os.cpu_count() or 1)
+
+
+#: the work (:data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`) past which the search of a block of
+#: several queries gives way to its seam (:mod:`mqjoin.planning.ilp.seams`), which is cheaper
+#: where the search struggles; the searches of such blocks that ended on the random workloads
+#: measured did at most 79 k work with two queries
+WORK_LIMIT_SEVERAL = 100_000
 
 
 #: at least this many pairs of blocks with a search before :meth:`BlockCosts.spread` forks a
@@ -431,8 +438,10 @@ class BlockCosts:
         the block has none, or has rows the search does not model."""
         if k not in self.searches:
             b = self.part.blocks[k]
-            self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, self._check())
-                                if applies(self.part.mdl, b.rows) else None)
+            paths = self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, self._check())
+                                        if applies(self.part.mdl, b.rows) else None)
+            if paths is not None and paths.queries > 1:  # (the seam's way is cheaper where this one struggles)
+                paths.work_limit = min(paths.work_limit, WORK_LIMIT_SEVERAL)
         return self.searches[k]
 
     def _check(self) -> Callable[[], None]:
@@ -447,13 +456,20 @@ class BlockCosts:
         return check
 
     def _gave_up(self, k: int) -> None:
-        """The block's search gave up: its seam's next, if it has one and has not given up."""
-        seam = None
-        if isinstance(self.searches[k], BlockPaths):
+        """The block's search gave up: its seam's next, if it has one and has not given up;
+        without one, a search of several queries tries again up to the full
+        :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`."""
+        paths = self.searches[k]
+        if isinstance(paths, BlockPaths):
             b = self.part.blocks[k]
             seam = find_seam(self.part.mdl, b.cols, b.rows, self.part.tie)
-        self.searches[k] = None if seam is None else SeamSearch(self.part.mdl, b.cols, seam, self.part.tie,
-                                                                 self._check())
+            if seam is not None:
+                self.searches[k] = SeamSearch(self.part.mdl, b.cols, seam, self.part.tie, self._check())
+                return
+            if paths.work_limit < WORK_LIMIT:
+                paths.work_limit = WORK_LIMIT
+                return
+        self.searches[k] = None
 
     def searched(self, k: int, choice: Choice) -> bool:
         """Cost the block under the choices by its search (:meth:`search`); False when it has

@@ -183,6 +183,7 @@ class BlockPaths:
             mask = sum(1 << mir_no[mc] for mc in mdl.order_mirs[xc])
             n = -query_no.setdefault(owner, len(query_no) + 1) if isinstance(owner, str) else mir_no[mdl.m[owner]]
             groups.setdefault(start, {}).setdefault(n, []).append(_Order(xc, tuple(ids), mask, tie[xc]))
+        self.queries = len(query_no)  # the block's queries
         self.can = 0  # the MIRs that may be materialised: every start of theirs has orders in the block
         self.given = 0  # the MIRs maintained outside the block (``given``): probed at no charge here
         for m, c in mdl.m.items():

@@ -61,8 +61,8 @@ from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.paths import BlockPaths
 
-#: a seam with more binaries than this is not split (its assignments are enumerated)
-SEAM_MAX_BINARIES = 14
+#: a seam with more candidate assignments than this is not split (they are enumerated)
+SEAM_MAX_CANDIDATES = 5000
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Seam:
 def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | None = None) -> Seam | None:
     """The seam of a block (``cols``, ``rows``) with its feasible assignments, or None when the
     block does not split into families that way (one query, a row the split would change, or
-    more than :data:`SEAM_MAX_BINARIES` binaries to enumerate).  ``tie``: the weights of the
+    more than :data:`SEAM_MAX_CANDIDATES` assignments to enumerate).  ``tie``: the weights of the
     seam's columns (the model's by default)."""
     tie = mdl.tie if tie is None else tie
     inside = set(cols)
@@ -161,11 +161,14 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | N
     m_cols, y_cols = set(m_col.values()), set(mdl.y.values())
     binaries = [c for c in seam if mdl.integer[c] or c in m_cols or c in y_cols]
     b_cols = [c for c in seam if c not in set(binaries)]
-    if len(binaries) > SEAM_MAX_BINARIES or any(not mdl.names[c].startswith("b_") for c in b_cols):
+    if any(not mdl.names[c].startswith("b_") for c in b_cols):
+        return None
+    factors = _factors(mdl, binaries, [mdl.rows[r] for r in seam_rows])
+    if math.prod(len(f) for f in factors) > SEAM_MAX_CANDIDATES:
         return None
     assignments = []
-    for bits in itertools.product((0.0, 1.0), repeat=len(binaries)):
-        val = dict(zip(binaries, bits))
+    for parts in itertools.product(*factors):
+        val = {c: v for part in parts for c, v in part}
         for bc in b_cols:  # the least broadcast the seam's rows allow
             need = 0.0
             for r in seam_rows:
@@ -185,6 +188,43 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | N
         seen[st] = seen.get(st, 0) + 1
     return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)),
                 tuple(sorted(assignments, key=lambda a: a[:2])), {c: z_at[c] for c in seam if c in z_cols})
+
+
+def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tuple[tuple[int, float], ...]]]:
+    """The seam's binaries in independent factors, each the list of its partial assignments,
+    so that their product holds every assignment the rows ``Σ x = 1`` (one attribute per store)
+    and ``Σ x = m`` (one order per start of a materialised MIR) allow: a store's ``z`` one at 1;
+    an MIR's ``m`` at 0 with its orders, or at 1 with one order per start; any other binary 0
+    or 1.
+
+    >>> from mqjoin.planning.ilp.model import Model
+    >>> rows = [("part_S", [0, 1], [1.0, 1.0], 1.0, 1.0), ("mat_M_R", [2, 3, 4], [1.0, 1.0, -1.0], 0.0, 0.0)]
+    >>> [len(f) for f in _factors(Model(None, "single"), [0, 1, 2, 3, 4, 5], rows)]
+    [2, 3, 2]
+    """
+    left = set(binaries)
+    factors = []
+    for _, idx, coef, lo, hi in rows:  # one attribute per store
+        if lo == hi == 1.0 and all(a == 1.0 for a in coef) and left.issuperset(idx):
+            factors.append([tuple((i, float(i == j)) for i in idx) for j in idx])
+            left -= set(idx)
+    by_m: dict[int, list[list[int]]] = {}  # an MIR's m → its orders per start
+    for _, idx, coef, lo, hi in rows:
+        if lo == hi == 0.0 and sorted(coef)[0] == -1.0 and coef.count(-1.0) == 1 and all(a in (1.0, -1.0) for a in coef):
+            m = idx[coef.index(-1.0)]
+            xs = [i for i, a in zip(idx, coef) if a == 1.0]
+            if m in left and left.issuperset(xs):
+                by_m.setdefault(m, []).append(xs)
+    for m, starts in by_m.items():
+        xs = [i for group in starts for i in group]
+        if len(set(xs)) != len(xs):
+            continue
+        off = ((m, 0.0),) + tuple((i, 0.0) for i in xs)
+        factors.append([off] + [((m, 1.0),) + tuple((i, float(i in pick)) for i in xs)
+                                for pick in itertools.product(*starts)])
+        left -= {m, *xs}
+    factors.extend([((c, 0.0),), ((c, 1.0),)] for c in binaries if c in left)
+    return factors
 
 
 def _holds(row: tuple, val: dict[int, float]) -> bool:
@@ -213,18 +253,26 @@ class SeamSearch:
             near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}
             self.touch.append(tuple(sorted(near)))
         self.at = {c: n for n, c in enumerate(seam.cols)}
+        z_store = {c: st for (st, _), c in mdl.z.items()}
+        self.f_stores = [sorted({z_store[c] for c in own + self.touch[f] if c in z_store}, key=MIR.sort_key)
+                         for f, (own, _) in enumerate(seam.families)]  # per family: the stores it searches
+        self.seam_stores = sorted({st for st, _ in seam.stores.values()}, key=MIR.sort_key)
         self._paths: dict[tuple, BlockPaths] = {}
+        self._fixed: dict[tuple, dict[MIR, int]] = {}
         self._optima: dict[tuple, tuple[float, list[float]]] = {}
-        self._weights: dict[tuple, tuple[float, list[float]]] = {}
+        self._fits: dict[tuple, list[tuple[float, float, tuple[float, ...]]]] = {}
 
     def _family(self, f: int, values: tuple[float, ...]) -> tuple[BlockPaths, dict[MIR, int]]:
         """Family ``f``'s search under an assignment's values, and the seam stores' attributes."""
+        touch = (f, tuple(values[self.at[c]] for c in self.touch[f]))
+        fixed = self._fixed.get(touch)
+        if fixed is None:
+            on = [self.seam.stores[c] for c in self.touch[f] if c in self.seam.stores and values[self.at[c]] > 0.5]
+            count: dict[MIR, int] = {}
+            for st, _ in on:
+                count[st] = count.get(st, 0) + 1
+            fixed = self._fixed[touch] = {st: j for st, j in on if count[st] == 1}  # (all on: undecided)
         key = (f, tuple(values[self.at[c]] for c in self.touch[f] if c not in self.seam.stores))
-        on = [self.seam.stores[c] for c in self.touch[f] if c in self.seam.stores and values[self.at[c]] > 0.5]
-        count: dict[MIR, int] = {}
-        for st, _ in on:
-            count[st] = count.get(st, 0) + 1
-        fixed = {st: j for st, j in on if count[st] == 1}  # (every attribute of a store on: undecided)
         if key not in self._paths:
             mdl = self.mdl
             cost, upper = list(mdl.cost), list(mdl.upper)
@@ -238,18 +286,23 @@ class SeamSearch:
                                           given=given)
         return self._paths[key], fixed
 
-    def _fits(self, values: tuple[float, ...], choice: dict[MIR, int]) -> bool:
-        """Whether an assignment agrees with the stores decided by the choice."""
-        return all(choice.get(st) is None or (values[self.at[c]] > 0.5) == (choice[st] == j)
-                   for c, (st, j) in self.seam.stores.items())
+    def _fitting(self, choice: dict[MIR, int]) -> list[tuple[float, float, tuple[float, ...]]]:
+        """The assignments that agree with the stores decided by the choice (cheapest first)."""
+        key = tuple(choice.get(st) for st in self.seam_stores)
+        out = self._fits.get(key)
+        if out is None:
+            out = self._fits[key] = [a for a in self.seam.assignments
+                                     if all(choice.get(st) is None or (a[2][self.at[c]] > 0.5) == (choice[st] == j)
+                                            for c, (st, j) in self.seam.stores.items())]
+        return out
 
     def _solve(self, f: int, values: tuple[float, ...], choice: dict[MIR, int]) -> tuple[float, list[float]]:
-        paths, fixed = self._family(f, values)
-        key = (f, tuple(values[self.at[c]] for c in self.touch[f]),
-               tuple(sorted((st.sort_key(), j) for st, j in choice.items() if st in paths.store_of)))
-        if key not in self._optima:
-            self._optima[key] = paths.optimum({**choice, **fixed})
-        return self._optima[key]
+        key = (f, tuple(values[self.at[c]] for c in self.touch[f]), tuple(choice.get(st) for st in self.f_stores[f]))
+        hit = self._optima.get(key)
+        if hit is None:
+            paths, fixed = self._family(f, values)
+            hit = self._optima[key] = paths.optimum({**choice, **fixed})
+        return hit
 
     def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
         """The block's optimum under the choice (store → index of its attribute): the least
@@ -257,11 +310,9 @@ class SeamSearch:
         best, best_at = math.inf, None
         loose = tuple(1.0 for _ in self.seam.cols)  # every seam column paid for: a bound per family
         bound = math.fsum(self._solve(f, loose, choice)[0] for f in range(len(self.seam.families)))
-        for cost, _, values in self.seam.assignments:
+        for cost, _, values in self._fitting(choice):
             if cost + bound >= best - 1e-9 * max(1.0, abs(best)):
                 break  # (the assignments come cheapest first)
-            if not self._fits(values, choice):
-                continue
             total, parts = cost, []
             for f in range(len(self.seam.families)):
                 obj, vals = self._solve(f, values, choice)
@@ -280,9 +331,7 @@ class SeamSearch:
         :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) under the choice, and that plan's values."""
         cap = optimum * (1 + TIE_SLACK) + TIE_SLACK
         best, best_at = math.inf, None
-        for cost, weight, values in self.seam.assignments:
-            if not self._fits(values, choice):
-                continue
+        for cost, weight, values in self._fitting(choice):
             optima = [self._solve(f, values, choice) for f in range(len(self.seam.families))]
             if cost + math.fsum(o for o, _ in optima) > cap:
                 continue
