@@ -20,7 +20,8 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
   than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work;
 * else, for a block of several queries, by its seam (:mod:`mqjoin.planning.ilp.seams`): one
   search per query under every assignment of what the queries share (where that gives up too,
-  the block keeps to the LPs below for every combination);
+  the block keeps to the LPs below for every combination); under a choice that leaves shared
+  stores undecided, each query may choose them for itself, a bound like the block's own;
 * else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
   did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
   stage, warm from the previous combination: combinations are listed in reflected Gray order,
@@ -462,7 +463,7 @@ class BlockCosts:
         paths = self.searches[k]
         if isinstance(paths, BlockPaths):
             b = self.part.blocks[k]
-            seam = find_seam(self.part.mdl, b.cols, b.rows, self.part.tie)
+            seam = find_seam(self.part.mdl, b.cols, b.rows, frozenset(self.part.shared))
             if seam is not None:
                 self.searches[k] = SeamSearch(self.part.mdl, b.cols, seam, self.part.tie, self._check())
                 return

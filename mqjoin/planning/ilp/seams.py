@@ -16,7 +16,10 @@ for :class:`~mqjoin.planning.ilp.paths.BlockPaths`.
 :func:`find_seam` finds the seam and lists its *assignments*: every 0-1 value of its binaries
 (``m``, ``y``, ``x``, ``z``) that satisfies the rows that hold only seam columns, with each
 broadcast at the least value its rows allow, and what the seam's own columns cost and weigh
-under it.  Under an assignment a family sees a seam column as
+under it.  The attributes of the coupled part's shared stores are not enumerated: the choice
+the block is costed under sets them (:meth:`SeamSearch._fitting`); a shared store the choice
+leaves undecided is chosen by each family for itself, which bounds the block's optimum (the
+coupled search asks for such bounds only: at its root and on its way down).  Under an assignment a family sees a seam column as
 
 * ruled out where the assignment has it at 0 (an order through a step at 0 is not a choice, a
   store's attribute at 0 is not its attribute, an MIR at 0 may not be probed);
@@ -29,7 +32,9 @@ assignment plus the seam's own cost is the block's least cost under it, and the 
 optimum is the least of those sums over the assignments (:meth:`SeamSearch.optimum`).  The
 lexicographic optimum is the least seam weight plus family weights over the assignments whose
 sum is within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum, each family at its
-own lexicographic optimum there.
+own lexicographic optimum there.  The assignments are tried most promising first: by the seam's
+cost plus the families' optima with only the seam's MIRs decided (a bound, as every other seam
+column paid for), and none is solved whose bound cannot beat the best sum found.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
 >>> from mqjoin.planning.candidates import enumerate_candidates
@@ -38,8 +43,8 @@ own lexicographic optimum there.
 >>> from mqjoin.planning.ilp.branching import branch_and_bound
 >>> mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=1)), "single")
 >>> part = next(p for p in (coupled_part(mdl, c, r) for c, r in components(mdl)) if p)
->>> k = next(k for k, b in enumerate(part.blocks) if find_seam(mdl, b.cols, b.rows))
->>> seam = find_seam(mdl, part.blocks[k].cols, part.blocks[k].rows)
+>>> k = next(k for k, b in enumerate(part.blocks) if find_seam(mdl, b.cols, b.rows, frozenset(part.shared)))
+>>> seam = find_seam(mdl, part.blocks[k].cols, part.blocks[k].rows, frozenset(part.shared))
 >>> len(seam.families), [mdl.names[c] for c in seam.cols if mdl.names[c].startswith("m_")]
 (2, ['m_R64R97'])
 >>> search = SeamSearch(mdl, part.blocks[k].cols, seam, part.tie)
@@ -71,16 +76,17 @@ class Seam:
 
     cols: tuple[int, ...]  # the seam's columns
     families: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]  # per family: its own columns, its rows
-    assignments: tuple[tuple[float, float, tuple[float, ...]], ...]  # (cost, weight, value per seam column)
+    rows: tuple[int, ...]  # the rows that hold seam columns only
+    bases: tuple[tuple[float, ...], ...]  # the assignments but for the shared stores' z and the broadcasts (-1)
     stores: dict[int, tuple[MIR, int]]  # seam z column → (its store, its index among the store's candidates)
+    shared: dict[MIR, tuple[int, ...]]  # the coupled part's shared stores here → their z columns
 
 
-def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | None = None) -> Seam | None:
-    """The seam of a block (``cols``, ``rows``) with its feasible assignments, or None when the
-    block does not split into families that way (one query, a row the split would change, or
-    more than :data:`SEAM_MAX_CANDIDATES` assignments to enumerate).  ``tie``: the weights of the
-    seam's columns (the model's by default)."""
-    tie = mdl.tie if tie is None else tie
+def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MIR] = frozenset()) -> Seam | None:
+    """The seam of a block (``cols``, ``rows``) with the assignments of its binaries but the
+    ``z`` of the stores in ``shared`` (the coupled part's, set by the choice each time), or
+    None when the block does not split into families that way (one query, a row the split
+    would change, or more than :data:`SEAM_MAX_CANDIDATES` assignments to enumerate)."""
     inside = set(cols)
     m_col = {m: c for m, c in mdl.m.items() if c in inside}
     owner = {c: key[0] for key, c in mdl.x.items() if c in inside}
@@ -158,36 +164,32 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | N
     for r in fam_rows:
         f_rows[number[find(next(i for i in mdl.rows[r][1] if i not in in_seam))]].append(r)
     # the seam's binaries; its broadcasts follow them
+    z_at, seen = {}, {}
+    for (st, _), c in mdl.z.items():  # (candidate order per store)
+        z_at[c] = (st, seen.get(st, 0))
+        seen[st] = seen.get(st, 0) + 1
+    stores = {c: z_at[c] for c in seam if c in z_cols}
+    by_choice = {c for c, (st, _) in stores.items() if st in shared}
     m_cols, y_cols = set(m_col.values()), set(mdl.y.values())
-    binaries = [c for c in seam if mdl.integer[c] or c in m_cols or c in y_cols]
-    b_cols = [c for c in seam if c not in set(binaries)]
+    binaries = [c for c in seam if (mdl.integer[c] or c in m_cols or c in y_cols) and c not in by_choice]
+    b_cols = {c for c in seam if c not in set(binaries) and c not in by_choice}
     if any(not mdl.names[c].startswith("b_") for c in b_cols):
         return None
     factors = _factors(mdl, binaries, [mdl.rows[r] for r in seam_rows])
     if math.prod(len(f) for f in factors) > SEAM_MAX_CANDIDATES:
         return None
-    assignments = []
+    plain = [mdl.rows[r] for r in seam_rows if not b_cols.intersection(mdl.rows[r][1])
+             and not by_choice.intersection(mdl.rows[r][1])]  # (the others: per choice, SeamSearch)
+    bases = []
     for parts in itertools.product(*factors):
         val = {c: v for part in parts for c, v in part}
-        for bc in b_cols:  # the least broadcast the seam's rows allow
-            need = 0.0
-            for r in seam_rows:
-                _, idx, coef, lo, hi = mdl.rows[r]
-                if bc in idx and lo > -math.inf:
-                    a = coef[idx.index(bc)]
-                    rest = math.fsum(v * val[i] for i, v in zip(idx, coef) if i != bc and i in val)
-                    need = max(need, (lo - rest) / a)
-            val[bc] = need
-        if all(_holds(mdl.rows[r], val) for r in seam_rows):
-            values = tuple(val[c] for c in seam)
-            assignments.append((math.fsum(mdl.cost[c] * val[c] for c in seam),
-                                math.fsum(tie[c] * val[c] for c in seam), values))
-    z_at, seen = {}, {}
-    for (st, _), c in mdl.z.items():  # (candidate order per store)
-        z_at[c] = (st, seen.get(st, 0))
-        seen[st] = seen.get(st, 0) + 1
-    return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)),
-                tuple(sorted(assignments, key=lambda a: a[:2])), {c: z_at[c] for c in seam if c in z_cols})
+        if all(_holds(row, val) for row in plain):
+            bases.append(tuple(val.get(c, -1.0) for c in seam))
+    by_store: dict[MIR, list[int]] = {}
+    for c in sorted(by_choice, key=lambda c: stores[c][1]):
+        by_store.setdefault(stores[c][0], []).append(c)
+    return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)), tuple(seam_rows),
+                tuple(bases), stores, {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
 
 
 def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tuple[tuple[int, float], ...]]]:
@@ -253,10 +255,10 @@ class SeamSearch:
             near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}
             self.touch.append(tuple(sorted(near)))
         self.at = {c: n for n, c in enumerate(seam.cols)}
+        self.m_cols = {c for c in seam.cols if c in set(mdl.m.values())}
         z_store = {c: st for (st, _), c in mdl.z.items()}
         self.f_stores = [sorted({z_store[c] for c in own + self.touch[f] if c in z_store}, key=MIR.sort_key)
                          for f, (own, _) in enumerate(seam.families)]  # per family: the stores it searches
-        self.seam_stores = sorted({st for st, _ in seam.stores.values()}, key=MIR.sort_key)
         self._paths: dict[tuple, BlockPaths] = {}
         self._fixed: dict[tuple, dict[MIR, int]] = {}
         self._optima: dict[tuple, tuple[float, list[float]]] = {}
@@ -287,13 +289,41 @@ class SeamSearch:
         return self._paths[key], fixed
 
     def _fitting(self, choice: dict[MIR, int]) -> list[tuple[float, float, tuple[float, ...]]]:
-        """The assignments that agree with the stores decided by the choice (cheapest first)."""
-        key = tuple(choice.get(st) for st in self.seam_stores)
+        """The assignments under the choice, cheapest (then lightest) first, as (cost, weight,
+        values): each base with the shared stores' ``z`` as chosen (an undecided store: every
+        attribute on and its row ``Σ z = 1`` left out, so that each broadcast takes the
+        attribute that serves it: a relaxation) and the least broadcasts the seam's rows allow;
+        those that satisfy the rows."""
+        key = tuple(choice.get(st) for st in self.seam.shared)
         out = self._fits.get(key)
         if out is None:
-            out = self._fits[key] = [a for a in self.seam.assignments
-                                     if all(choice.get(st) is None or (a[2][self.at[c]] > 0.5) == (choice[st] == j)
-                                            for c, (st, j) in self.seam.stores.items())]
+            seam, mdl = self.seam, self.mdl
+            fill, left_out = {}, set()
+            for st, zs in seam.shared.items():
+                j = choice.get(st)
+                for jj, c in enumerate(zs):
+                    fill[c] = 1.0 if j is None or jj == j else 0.0
+                if j is None:
+                    left_out.add(frozenset(zs))
+            rows = [mdl.rows[r] for r in seam.rows if frozenset(mdl.rows[r][1]) not in left_out]
+            b_cols = [c for c, v in zip(seam.cols, seam.bases[0]) if v < 0 and c not in fill] if seam.bases else []
+            out = []
+            for base in seam.bases:
+                val = dict(zip(seam.cols, base))
+                val.update(fill)
+                for bc in b_cols:  # the least broadcast the seam's rows allow
+                    need = 0.0
+                    for _, idx, coef, lo, _ in rows:
+                        if bc in idx and lo > -math.inf:
+                            rest = math.fsum(v * val[i] for i, v in zip(idx, coef) if i != bc)
+                            need = max(need, (lo - rest) / coef[idx.index(bc)])
+                    val[bc] = need
+                if all(_holds(row, val) for row in rows):
+                    values = tuple(val[c] for c in seam.cols)
+                    out.append((math.fsum(mdl.cost[c] * v for c, v in zip(seam.cols, values)),
+                                math.fsum(self.weights[c] * v for c, v in zip(seam.cols, values)), values))
+            out.sort(key=lambda a: a[:2])
+            self._fits[key] = out
         return out
 
     def _solve(self, f: int, values: tuple[float, ...], choice: dict[MIR, int]) -> tuple[float, list[float]]:
@@ -308,11 +338,22 @@ class SeamSearch:
         """The block's optimum under the choice (store → index of its attribute): the least
         over the assignments of the seam's cost plus every family's optimum."""
         best, best_at = math.inf, None
+        families = range(len(self.seam.families))
         loose = tuple(1.0 for _ in self.seam.cols)  # every seam column paid for: a bound per family
-        bound = math.fsum(self._solve(f, loose, choice)[0] for f in range(len(self.seam.families)))
-        for cost, _, values in self._fitting(choice):
-            if cost + bound >= best - 1e-9 * max(1.0, abs(best)):
+        bound = math.fsum(self._solve(f, loose, choice)[0] for f in families)
+        bounds: dict[tuple, float] = {}  # the MIRs' values → the families' optima with only those decided
+        ranked = []
+        for n, (cost, _, values) in enumerate(self._fitting(choice)):
+            if cost + bound >= best:
                 break  # (the assignments come cheapest first)
+            mirs = tuple(v if c in self.m_cols else 1.0 for c, v in zip(self.seam.cols, values))
+            if mirs not in bounds:
+                bounds[mirs] = math.fsum(self._solve(f, mirs, choice)[0] for f in families)
+            ranked.append((cost + bounds[mirs], n, cost, values))
+        ranked.sort(key=lambda t: t[:2])  # the most promising first
+        for low, _, cost, values in ranked:
+            if low >= best - 1e-9 * max(1.0, abs(best)):
+                break
             total, parts = cost, []
             for f in range(len(self.seam.families)):
                 obj, vals = self._solve(f, values, choice)
