@@ -574,7 +574,8 @@ class BlockCosts:
         """:func:`per_block` on two cores: the blocks that have a search are shared out between
         this process and a forked child (:func:`~mqjoin.planning.ilp.forked.split`), each side
         taking the next block from one list (:class:`~mqjoin.planning.ilp.forked.Shares`, those
-        with the most pairs first) once it is done with the last, so neither side idles while
+        with the most pairs times columns first, a rough measure of their work) once it is done
+        with the last, so neither side idles while
         the other still has a long list; the blocks without one stay here, on the threads.  The
         searches are pure Python, which threads cannot run side by side.
 
@@ -591,7 +592,7 @@ class BlockCosts:
             if i not in skip:
                 groups.setdefault(k, []).append(i)
         searchable = sorted((k for k in groups if self.search(k) is not None),  # (built here: the child inherits them)
-                            key=lambda k: (-len(groups[k]), k))
+                            key=lambda k: (-len(groups[k]) * len(self.part.blocks[k].cols), k))
         if sum(len(groups[k]) for k in searchable) < SPREAD_MIN or len(searchable) > forked.MAX_SHARES:
             return per_block(fn, pairs, skip)
         shares = forked.Shares(list(range(len(searchable))))
