@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 
 import mqjoin.planning.ilp.paths as paths
 from mqjoin.datasets.random_workloads import random_workload

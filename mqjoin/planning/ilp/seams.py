@@ -255,7 +255,7 @@ class SeamSearch:
             near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}
             self.touch.append(tuple(sorted(near)))
         self.at = {c: n for n, c in enumerate(seam.cols)}
-        self.m_cols = {c for c in seam.cols if c in set(mdl.m.values())}
+        self.m_cols = set(seam.cols).intersection(mdl.m.values())  # the seam's MIRs
         z_store = {c: st for (st, _), c in mdl.z.items()}
         self.f_stores = [sorted({z_store[c] for c in own + self.touch[f] if c in z_store}, key=MIR.sort_key)
                          for f, (own, _) in enumerate(seam.families)]  # per family: the stores it searches
@@ -282,7 +282,7 @@ class SeamSearch:
                 cost[c] = 0.0
                 if values[self.at[c]] < 0.5 and c not in self.seam.stores:
                     upper[c] = 0.0
-            given = frozenset(c for c in self.touch[f] if c in set(mdl.m.values()) and values[self.at[c]] > 0.5)
+            given = frozenset(c for c in self.touch[f] if c in self.m_cols and values[self.at[c]] > 0.5)
             self._paths[key] = BlockPaths(replace(mdl, cost=cost, upper=upper),
                                           sorted(self.seam.families[f][0] + self.touch[f]), self.tie, self.check,
                                           given=given)
