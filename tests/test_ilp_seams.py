@@ -128,3 +128,27 @@ def test_block_costs_turn_to_the_seam_where_the_search_struggles():
     assert math.isclose(costs.cost(k, choice), lps.cost(k, choice), rel_tol=1e-9)
     assert isinstance(costs.searches[k], SeamSearch)
     assert costs.weight(k, choice) == lps.weight(k, choice)
+
+
+def test_a_query_left_without_orders_has_no_plan():
+    """Bounds at 0 that rule out every order of the query at one of its starts leave the block
+    no plan: the search says so (``math.inf``), as the branch and bound finds the LP
+    infeasible, instead of pricing the block without that start."""
+    from mqjoin.model.errors import InfeasibleError
+
+    mdl = build_model(enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+    (cols, rows), = components(mdl)
+    start = next(key[1] for key in mdl.x if isinstance(key[0], str))
+    upper = list(mdl.upper)
+    for key, c in mdl.x.items():
+        if isinstance(key[0], str) and key[1] == start:
+            upper[mdl.order_steps[c][0]] = 0.0  # every first step from that start
+    cut = mdl.__class__(**{**mdl.__dict__, "upper": upper})
+    search = paths.BlockPaths(cut, cols, mdl.tie, limit=math.inf)
+    assert search.optimum({}) == (math.inf, [])
+    try:
+        branch_and_bound(cut, cols, rows, None)
+    except InfeasibleError:
+        pass
+    else:
+        raise AssertionError("the branch and bound found a plan")

@@ -184,6 +184,9 @@ class BlockPaths:
             n = -query_no.setdefault(owner, len(query_no) + 1) if isinstance(owner, str) else mir_no[mdl.m[owner]]
             groups.setdefault(start, {}).setdefault(n, []).append(_Order(xc, tuple(ids), mask, tie[xc]))
         self.queries = len(query_no)  # the block's queries
+        # a query left without an order at one of its starts (bounds at 0 ruled them out): no plan
+        self.stranded = any(not groups.get(s, {}).get(-n) for q, n in query_no.items()
+                            for s in mdl.candidates.orders.get(q, {}))
         self.can = 0  # the MIRs that may be materialised: every start of theirs has orders in the block
         self.given = 0  # the MIRs maintained outside the block (``given``): probed at no charge here
         for m, c in mdl.m.items():
@@ -396,14 +399,14 @@ class BlockPaths:
     def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
         """The block's optimum with the stores of ``choice`` partitioned as given (store →
         index among its candidates) and the others searched: its cost and the values of the
-        block's columns."""
+        block's columns (``math.inf`` and no values when bounds at 0 leave it no plan)."""
         root = (self.given, 0, self._fixed(choice))
         best, best_at = math.inf, None
-        stack = [(root, self._relaxed(*root))]
+        stack = [] if self.stranded else [(root, self._relaxed(*root))]
         nodes = self.work = 0
         while stack:
             (on, off, z), (bound, costs, picks) = stack.pop()
-            if bound >= best - 1e-9 * max(1.0, abs(best)):
+            if bound == math.inf or bound >= best - 1e-9 * max(1.0, abs(best)):
                 continue
             nodes = self._visit(nodes)
             how, n = self._branch(picks, on, z, False)
@@ -415,6 +418,8 @@ class BlockPaths:
             for relaxed, _, kid in sorted(kids, key=lambda t: (-t[0][0], -t[1])):
                 if relaxed[0] < best:
                     stack.append((kid, relaxed))
+        if best_at is None:  # (no plan: ``math.inf`` and no values)
+            return math.inf, []
         vals = self.values(*best_at)
         return math.fsum(self.mdl.cost[c] * v for c, v in zip(self.cols, vals)), vals
 
@@ -427,7 +432,7 @@ class BlockPaths:
         best, best_at = math.inf, None
         if start is not None:
             best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
-        stack = [((self.given, 0, self._fixed(choice)), -math.inf)]
+        stack = [] if self.stranded else [((self.given, 0, self._fixed(choice)), -math.inf)]
         nodes = self.work = 0
         while stack:
             (on, off, z), parent = stack.pop()
@@ -435,7 +440,7 @@ class BlockPaths:
                 continue
             nodes = self._visit(nodes)
             bound, picks, zs = self._lightest(on, off, z, cap)
-            if bound > best - 0.5:
+            if bound == math.inf or bound > best - 0.5:
                 continue
             how, n = self._branch(picks, on, z, True)
             if not how:

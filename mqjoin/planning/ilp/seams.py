@@ -19,10 +19,12 @@ broadcast at the least value its rows allow, and what the seam's own columns cos
 under it.  The attributes of the coupled part's shared stores are not enumerated: the choice
 the block is costed under sets them (:meth:`SeamSearch._fitting`); a shared store the choice
 leaves undecided is chosen by each family for itself, which bounds the block's optimum (the
-coupled search asks for such bounds only: at its root and on its way down).  Under an assignment a family sees a seam column as
+coupled search asks for such bounds only: at its root and on its way down).  Under an
+assignment a family sees a seam column as
 
 * ruled out where the assignment has it at 0 (an order through a step at 0 is not a choice, a
-  store's attribute at 0 is not its attribute, an MIR at 0 may not be probed);
+  store's attribute at 0 is not its attribute, an MIR at 0 may not be probed; a query left
+  without an order at one of its starts leaves the family, and the assignment, no plan);
 * paid for already where it is at 1: a step costs the family nothing, an MIR may be probed
   without the family maintaining it (``given``), a store has that attribute.
 
@@ -352,8 +354,8 @@ class SeamSearch:
             ranked.append((cost + bounds[mirs], n, cost, values))
         ranked.sort(key=lambda t: t[:2])  # the most promising first
         for low, _, cost, values in ranked:
-            if low >= best - 1e-9 * max(1.0, abs(best)):
-                break
+            if low == math.inf or low >= best - 1e-9 * max(1.0, abs(best)):
+                break  # (inf: a family without a plan there)
             total, parts = cost, []
             for f in range(len(self.seam.families)):
                 obj, vals = self._solve(f, values, choice)
