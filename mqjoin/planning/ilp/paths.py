@@ -160,10 +160,17 @@ class BlockPaths:
         y_step = {c: s for s, c in mdl.y.items() if c in inside}
         groups: dict[str, dict[int, list[_Order]]] = {}  # start → owner number → its orders there
         query_no: dict[str, int] = {}  # (queries: −1, −2, …)
+        present, kept = set(), set()  # the (query, start) with orders here; those with orders not ruled out
         for (owner, start, _), xc in mdl.x.items():
-            if xc not in inside or not mdl.upper[xc] or not all(mdl.upper[c] for c in mdl.order_steps[xc]) \
+            if xc not in inside:
+                continue
+            if isinstance(owner, str):
+                present.add((owner, start))
+            if not mdl.upper[xc] or not all(mdl.upper[c] for c in mdl.order_steps[xc]) \
                     or not all(mdl.upper[c] for c in mdl.order_mirs[xc]):
                 continue  # (ruled out by a bound at 0)
+            if isinstance(owner, str):
+                kept.add((owner, start))
             ids = []
             for yc in mdl.order_steps[xc]:
                 if yc not in step_no:
@@ -184,9 +191,8 @@ class BlockPaths:
             n = -query_no.setdefault(owner, len(query_no) + 1) if isinstance(owner, str) else mir_no[mdl.m[owner]]
             groups.setdefault(start, {}).setdefault(n, []).append(_Order(xc, tuple(ids), mask, tie[xc]))
         self.queries = len(query_no)  # the block's queries
-        # a query left without an order at one of its starts (bounds at 0 ruled them out): no plan
-        self.stranded = any(not groups.get(s, {}).get(-n) for q, n in query_no.items()
-                            for s in mdl.candidates.orders.get(q, {}))
+        # a query left without an order at one of its starts here (bounds at 0 ruled them out): no plan
+        self.stranded = present != kept
         self.can = 0  # the MIRs that may be materialised: every start of theirs has orders in the block
         self.given = 0  # the MIRs maintained outside the block (``given``): probed at no charge here
         for m, c in mdl.m.items():
