@@ -74,7 +74,7 @@ from mqjoin.planning.ilp import forked
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
-from mqjoin.planning.ilp.model import TIE_SLACK, Model
+from mqjoin.planning.ilp.model import TIE_SLACK, Model, linked
 from mqjoin.planning.ilp.monitor import Watch
 from mqjoin.planning.ilp.paths import WORK_LIMIT, BlockPaths, TooLarge, applies
 from mqjoin.planning.ilp.seams import SeamSearch, find_seam
@@ -121,21 +121,8 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
     lie in the rows of several blocks (shared stores: store → its ``z`` columns in candidate
     order).  None when that leaves one block."""
     zs = {i: store for (store, _), i in mdl.z.items()}
-    parent = {c: c for c in cols}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for r in rows:
-        idx = [i for i in mdl.rows[r][1] if i not in zs]
-        for j in idx[1:]:
-            a, b = find(j), find(idx[0])
-            if a != b:
-                parent[a] = b
-    roots = sorted({find(c) for c in cols if c not in zs})
+    root = linked(cols, ([i for i in mdl.rows[r][1] if i not in zs] for r in rows))
+    roots = sorted({root[c] for c in cols if c not in zs})
     if len(roots) < 2:
         return None
     number = {r: k for k, r in enumerate(roots)}
@@ -146,17 +133,17 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
         if plain:
             for i in idx:
                 if i in zs:
-                    touch.setdefault(zs[i], set()).add(number[find(plain[0])])
+                    touch.setdefault(zs[i], set()).add(number[root[plain[0]]])
     zcols: dict[MIR, list[int]] = {}
     for (store, _), i in mdl.z.items():
-        if i in parent:
+        if i in root:
             zcols.setdefault(store, []).append(i)
     shared = {st: zc for st, zc in zcols.items() if len(touch.get(st, ())) > 1}
     b_cols: list[list[int]] = [[] for _ in roots]
     b_rows: list[list[int]] = [[] for _ in roots]
     for c in cols:
         if c not in zs:
-            b_cols[number[find(c)]].append(c)
+            b_cols[number[root[c]]].append(c)
         elif zs[c] in shared:
             for k in touch[zs[c]]:
                 b_cols[k].append(c)
@@ -166,7 +153,7 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
         idx = mdl.rows[r][1]
         plain = [i for i in idx if i not in zs]
         if plain:
-            b_rows[number[find(plain[0])]].append(r)
+            b_rows[number[root[plain[0]]]].append(r)
         elif zs[idx[0]] in shared:  # Σ_A z = 1 of a shared store: in every block it touches
             for k in touch[zs[idx[0]]]:
                 b_rows[k].append(r)

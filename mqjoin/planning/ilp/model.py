@@ -53,6 +53,7 @@ import hashlib
 import math
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mqjoin.model.schema import Attr
@@ -113,6 +114,16 @@ class Model:
         if tail is None:
             tail = self._step_names[step] = _clean(step.render())
         return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
+
+    def z_index(self) -> dict[int, tuple[MIR, int]]:
+        """Each ``z`` column → its store and its index among the store's candidates (the order
+        the model lists them in, which every choice ``store → index`` refers to)."""
+        out: dict[int, tuple[MIR, int]] = {}
+        seen: dict[MIR, int] = {}
+        for (st, _), c in self.z.items():
+            out[c] = (st, seen.get(st, 0))
+            seen[st] = out[c][1] + 1
+        return out
 
     @property
     def num_variables(self) -> int:
@@ -345,9 +356,16 @@ def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[in
                     [1.0] * len(xs) + [-1.0] * (len(zs) + len(bs)), -math.inf, 0.0)
 
 
-def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
-    """Independent parts of the model: (variable indices, row indices) per component."""
-    parent = list(range(mdl.num_variables))
+def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
+    """Each column → the root of its group: columns are linked when a row holds both
+    (``rows``: each row's columns, all among ``cols``; every column of a row joins the group of
+    its first).  The root is one column of the group, the same for the same input.
+
+    >>> root = linked([0, 1, 2, 3], [[0, 2], [3, 2]])
+    >>> root[0] == root[2] == root[3] != root[1]
+    True
+    """
+    parent = {c: c for c in cols}
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -355,15 +373,22 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
             i = parent[i]
         return i
 
-    for _, idx, _, _, _ in mdl.rows:
-        r0 = find(idx[0])
-        for j in idx[1:]:
-            rj = find(j)
-            if rj != r0:
-                parent[rj] = r0
+    for idx in rows:
+        if idx:
+            r0 = find(idx[0])
+            for j in idx[1:]:
+                rj = find(j)
+                if rj != r0:
+                    parent[rj] = r0
+    return {c: find(c) for c in parent}
+
+
+def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
+    """Independent parts of the model: (variable indices, row indices) per component."""
+    root = linked(range(mdl.num_variables), (idx for _, idx, _, _, _ in mdl.rows))
     groups: dict[int, tuple[list[int], list[int]]] = {}
     for v in range(mdl.num_variables):
-        groups.setdefault(find(v), ([], []))[0].append(v)
+        groups.setdefault(root[v], ([], []))[0].append(v)
     for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
-        groups[find(idx[0])][1].append(ri)
+        groups[root[idx[0]]][1].append(ri)
     return sorted(groups.values(), key=lambda g: g[0][0])

@@ -65,7 +65,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mqjoin.planning.candidates import MIR
-from mqjoin.planning.ilp.model import TIE_SLACK, Model
+from mqjoin.planning.ilp.model import TIE_SLACK, Model, linked
 from mqjoin.planning.ilp.paths import BlockPaths
 
 #: a seam with more candidate assignments than this is not split (they are enumerated)
@@ -80,6 +80,7 @@ class Seam:
     families: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]  # per family: its own columns, its rows
     rows: tuple[int, ...]  # the rows that hold seam columns only
     bases: tuple[tuple[float, ...], ...]  # the assignments but for the shared stores' z and the broadcasts (-1)
+    broadcasts: tuple[int, ...]  # the seam's broadcast columns (set per choice to the least its rows allow)
     stores: dict[int, tuple[MIR, int]]  # seam z column → (its store, its index among the store's candidates)
     shared: dict[MIR, tuple[int, ...]]  # the coupled part's shared stores here → their z columns
 
@@ -131,45 +132,31 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MI
     if not seam or len({q for f in fam.values() for q in f}) < 2:
         return None
     in_seam = set(seam)
-    # the families: the block's other columns linked through rows
-    parent = {c: c for c in cols if c not in in_seam}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     seam_rows, fam_rows = [], []
     for r in rows:
         _, idx, coef, lo, hi = mdl.rows[r]
-        own = [i for i in idx if i not in in_seam]
-        if not own:
+        if all(i in in_seam for i in idx):
             seam_rows.append(r)
             continue
         fam_rows.append(r)
-        for j in own[1:]:
-            a, b = find(j), find(own[0])
-            if a != b:
-                parent[a] = b
         for i, a in zip(idx, coef):  # a seam column must only loosen the rows it shares with a family
             if i in in_seam and not ((hi == math.inf and a > 0) or (lo == -math.inf and a < 0)):
                 return None
-    roots = sorted({find(c) for c in parent})
+    # the families: the block's other columns linked through rows
+    root = linked([c for c in cols if c not in in_seam],
+                  ([i for i in mdl.rows[r][1] if i not in in_seam] for r in fam_rows))
+    roots = sorted(set(root.values()))
     if len(roots) < 2:
         return None
     number = {r: n for n, r in enumerate(roots)}
     f_cols: list[list[int]] = [[] for _ in roots]
     f_rows: list[list[int]] = [[] for _ in roots]
-    for c in parent:
-        f_cols[number[find(c)]].append(c)
+    for c, r in root.items():
+        f_cols[number[r]].append(c)
     for r in fam_rows:
-        f_rows[number[find(next(i for i in mdl.rows[r][1] if i not in in_seam))]].append(r)
+        f_rows[number[root[next(i for i in mdl.rows[r][1] if i not in in_seam)]]].append(r)
     # the seam's binaries; its broadcasts follow them
-    z_at, seen = {}, {}
-    for (st, _), c in mdl.z.items():  # (candidate order per store)
-        z_at[c] = (st, seen.get(st, 0))
-        seen[st] = seen.get(st, 0) + 1
+    z_at = mdl.z_index()
     stores = {c: z_at[c] for c in seam if c in z_cols}
     by_choice = {c for c, (st, _) in stores.items() if st in shared}
     m_cols, y_cols = set(m_col.values()), set(mdl.y.values())
@@ -191,7 +178,7 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MI
     for c in sorted(by_choice, key=lambda c: stores[c][1]):
         by_store.setdefault(stores[c][0], []).append(c)
     return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)), tuple(seam_rows),
-                tuple(bases), stores, {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
+                tuple(bases), tuple(sorted(b_cols)), stores, {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
 
 
 def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tuple[tuple[int, float], ...]]]:
@@ -256,10 +243,12 @@ class SeamSearch:
             stores = {seam.stores[c][0] for c in near if c in seam.stores}
             near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}
             self.touch.append(tuple(sorted(near)))
+        # per family: the columns its searches hold, its own and the seam's it touches
+        self.f_cols = [sorted(own + self.touch[f]) for f, (own, _) in enumerate(seam.families)]
         self.at = {c: n for n, c in enumerate(seam.cols)}
         self.m_cols = set(seam.cols).intersection(mdl.m.values())  # the seam's MIRs
-        z_store = {c: st for (st, _), c in mdl.z.items()}
-        self.f_stores = [sorted({z_store[c] for c in own + self.touch[f] if c in z_store}, key=MIR.sort_key)
+        z_at = mdl.z_index()
+        self.f_stores = [sorted({z_at[c][0] for c in self.f_cols[f] if c in z_at}, key=MIR.sort_key)
                          for f, (own, _) in enumerate(seam.families)]  # per family: the stores it searches
         self._paths: dict[tuple, BlockPaths] = {}
         self._fixed: dict[tuple, dict[MIR, int]] = {}
@@ -285,8 +274,7 @@ class SeamSearch:
                 if values[self.at[c]] < 0.5 and c not in self.seam.stores:
                     upper[c] = 0.0
             given = frozenset(c for c in self.touch[f] if c in self.m_cols and values[self.at[c]] > 0.5)
-            self._paths[key] = BlockPaths(replace(mdl, cost=cost, upper=upper),
-                                          sorted(self.seam.families[f][0] + self.touch[f]), self.tie, self.check,
+            self._paths[key] = BlockPaths(replace(mdl, cost=cost, upper=upper), self.f_cols[f], self.tie, self.check,
                                           given=given)
         return self._paths[key], fixed
 
@@ -308,12 +296,11 @@ class SeamSearch:
                 if j is None:
                     left_out.add(frozenset(zs))
             rows = [mdl.rows[r] for r in seam.rows if frozenset(mdl.rows[r][1]) not in left_out]
-            b_cols = [c for c, v in zip(seam.cols, seam.bases[0]) if v < 0 and c not in fill] if seam.bases else []
             out = []
             for base in seam.bases:
                 val = dict(zip(seam.cols, base))
                 val.update(fill)
-                for bc in b_cols:  # the least broadcast the seam's rows allow
+                for bc in seam.broadcasts:  # the least broadcast the seam's rows allow
                     need = 0.0
                     for _, idx, coef, lo, _ in rows:
                         if bc in idx and lo > -math.inf:
@@ -397,9 +384,8 @@ class SeamSearch:
         for c, v in zip(self.seam.cols, values):
             out[self.pos[c]] = v
         for f, vals in enumerate(parts):
-            fcols = sorted(self.seam.families[f][0] + self.touch[f])
             own = set(self.seam.families[f][0])
-            for c, v in zip(fcols, vals):
+            for c, v in zip(self.f_cols[f], vals):
                 if c in own:
                     out[self.pos[c]] = v
         return out
