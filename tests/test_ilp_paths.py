@@ -15,7 +15,9 @@ import math
 
 import pytest
 
+import mqjoin.planning.ilp.blocks as blocks
 import mqjoin.planning.ilp.paths as paths
+import mqjoin.planning.ilp.seams as seams
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.planning.ilp import build_model, components
@@ -126,10 +128,10 @@ def test_least_at_as_every_combination(seed):
     assert compared > 100
 
 
-def test_a_search_gives_up_by_its_work_where_queries_share_their_mirs(monkeypatch):
-    """The block of 10 x 5 seed 1 whose two queries share 28 MIRs: its search gives up on its
-    work (WORK_LIMIT) well before NODE_LIMIT nodes; without limits it ends, at the optimum of
-    the LP branch and bound; and the blocks of single queries there end within the limits."""
+def test_a_search_gives_up_where_queries_share_their_mirs(monkeypatch):
+    """The block of 10 x 5 seed 1 whose two queries share 28 MIRs: its search gives up at its
+    limits (NODE_LIMIT nodes or WORK_LIMIT work); without limits it ends past them, at the
+    optimum of the LP branch and bound; and the blocks of single queries there end within them."""
     mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=1)), "single")
     part = next(p for p in (coupled_part(mdl, *c) for c in components(mdl)) if p is not None)
     visited, hard = [], None
@@ -140,15 +142,39 @@ def test_a_search_gives_up_by_its_work_where_queries_share_their_mirs(monkeypatc
         monkeypatch.setattr(search, "_visit", lambda n, visit=visit: visited.append(n) or visit(n))
         try:
             search.optimum({})
-            assert search.work <= paths.WORK_LIMIT
+            assert search.work <= paths.WORK_LIMIT and len(visited) <= paths.NODE_LIMIT
             continue
         except paths.TooLarge:
             pass
-        assert search.work > paths.WORK_LIMIT and max(visited) < 0.6 * paths.NODE_LIMIT
+        assert search.work > paths.WORK_LIMIT or max(visited) == paths.NODE_LIMIT
         unlimited = paths.BlockPaths(mdl, b.cols, part.tie, limit=math.inf)
+        visited.clear()
+        visit = unlimited._visit
+        monkeypatch.setattr(unlimited, "_visit", lambda n, visit=visit: visited.append(n) or visit(n))
         cost, _ = unlimited.optimum({})
-        assert unlimited.work > paths.WORK_LIMIT
+        assert unlimited.work > paths.WORK_LIMIT or len(visited) > paths.NODE_LIMIT
         st, obj, _, _ = branch_and_bound(part.restricted(k, {}), b.cols, b.rows, None)
         assert st == "optimal" and math.isclose(cost, obj, rel_tol=1e-9)
         hard = k
     assert len(part.blocks) == 4 and hard == 1
+
+
+def test_a_search_of_several_queries_gives_up_by_its_work():
+    """The block of 60 x 5 seed 12 whose three queries share two MIRs: every start holds many
+    owners, so a node costs several times as much, and its search (as the coupled search makes
+    it, with WORK_LIMIT_SEVERAL) gives up on its work after a few hundred nodes, far from
+    NODE_LIMIT; the block then turns to its seam."""
+    mdl = build_model(enumerate_candidates(random_workload(60, 100, 5, seed=12)), "single")
+    part = next(p for p in (coupled_part(mdl, *c) for c in components(mdl)) if p is not None)
+    costs = BlockCosts(part, deadline=None)
+    k = max(range(len(part.blocks)), key=lambda k: len(part.blocks[k].cols))
+    search = costs.search(k)
+    assert isinstance(search, paths.BlockPaths) and search.queries == 3
+    nodes = []
+    visit = search._visit
+    search._visit = lambda n: nodes.append(n) or visit(n)
+    with pytest.raises(paths.TooLarge):
+        search.optimum({})
+    assert search.work > blocks.WORK_LIMIT_SEVERAL and len(nodes) < paths.NODE_LIMIT / 3
+    costs.searched(k, {})
+    assert isinstance(costs.searches[k], seams.SeamSearch)

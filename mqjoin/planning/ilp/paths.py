@@ -205,9 +205,9 @@ class BlockPaths:
                     self.can |= 1 << mir_no[c]
         self.starts: list[_Start] = []
         for start in sorted(groups):
-            # queries first, then the MIRs from the largest: their orders share the queries' prefixes
-            owners = sorted(groups[start].items(),
-                            key=lambda t: (t[0] >= 0, -self.size[t[0]] if t[0] >= 0 else 0, t[0]))
+            # the owners with the fewest orders first: the search of a choice there (:func:`_least`)
+            # branches least near its root
+            owners = sorted(groups[start].items(), key=lambda t: (len(t[1]), t[0] < 0, t[0]))
             orders = tuple(o for _, os in owners for o in os)
             relevant, stores = 0, set()
             for n, os in owners:
