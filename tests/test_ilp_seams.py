@@ -152,3 +152,24 @@ def test_a_query_left_without_orders_has_no_plan():
         pass
     else:
         raise AssertionError("the branch and bound found a plan")
+
+
+def test_searches_below_a_held_plan():
+    """``below``: a search (a block's, or a seamed block's) returns only a plan cheaper than the
+    one its caller holds — none at the optimum itself, the optimum just above it — and the
+    block costs priced from the last plan recosted are those of searches from scratch."""
+    mdl, part, seamed = _seamed(10, 5, 1)
+    (k, seam), = seamed
+    combos = [part.chosen_by(k, t) for kk, t in part.combinations if kk == k][:3]
+    single = next(kk for kk in range(len(part.blocks)) if kk != k and part.blocks[kk].stores)
+    single_combos = [part.chosen_by(single, t) for kk, t in part.combinations if kk == single][:3]
+    held = BlockCosts(part, deadline=None)
+    for kk, choices, fresh in [(k, combos, lambda: SeamSearch(mdl, part.blocks[k].cols, seam, part.tie)),
+                               (single, single_combos, lambda: paths.BlockPaths(mdl, part.blocks[single].cols, part.tie))]:
+        search = fresh()
+        for choice in choices:
+            cost, values = search.optimum(choice)
+            assert search.optimum(choice, cost) == (math.inf, [])
+            assert search.optimum(choice, cost + 1.0)[0] == cost
+            assert held.cost(kk, choice) == fresh().optimum(choice)[0] == cost
+        assert len(held.known[kk]) == len(choices)

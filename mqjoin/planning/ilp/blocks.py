@@ -17,7 +17,8 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 * else by its search without LPs (:mod:`mqjoin.planning.ilp.paths`, :meth:`BlockCosts.search`):
   a branch and bound over its MIRs and partition attributes solved per start relation, exact,
   unless it visits more than :data:`~mqjoin.planning.ilp.paths.NODE_LIMIT` nodes or does more
-  than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work;
+  than :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT` work; it looks only for a plan cheaper than
+  the block's last plan recosted under the combination (which it keeps otherwise);
 * else, for a block of several queries, by its seam (:mod:`mqjoin.planning.ilp.seams`): one
   search per query under every assignment of what the queries share (where that gives up too,
   the block keeps to the LPs below for every combination); under a choice that leaves shared
@@ -87,7 +88,7 @@ BLOCK_THREADS = min(4, os.cpu_count() or 1)
 #: the work (:data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`) past which the search of a block of
 #: several queries gives way to its seam (:mod:`mqjoin.planning.ilp.seams`), which is cheaper
 #: where the search struggles; the searches of such blocks that ended on the random workloads
-#: measured did at most 79 k work with two queries
+#: measured stayed well below it
 WORK_LIMIT_SEVERAL = 100_000
 
 
@@ -460,16 +461,23 @@ class BlockCosts:
         self.searches[k] = None
 
     def searched(self, k: int, choice: Choice) -> bool:
-        """Cost the block under the choices by its search (:meth:`search`); False when it has
-        none or the search gives up (then no other combination of the block tries it)."""
+        """Cost the block under the choices by its search (:meth:`search`), which need only beat
+        the block's last plan recosted there; False when it has none or the search gives up
+        (then no other combination of the block tries it)."""
         paths = self.search(k)
         if paths is None:
             return False
+        # the plan of the block's last combination, recosted here: the search need only beat it
+        # (combinations come one store apart, so it is near the optimum as a rule)
+        last = next((vals for _, (_, vals) in reversed(self.known.get(k, [])) if vals), None)
+        held = (math.inf, []) if last is None else self.recost(k, last, choice)
         try:
-            obj, vals = paths.optimum(choice)
+            obj, vals = paths.optimum(choice, held[0])
         except TooLarge:
             self._gave_up(k)
             return self.searched(k, choice)
+        if obj == math.inf and held[1]:
+            obj, vals = held
         key = self.part.key_of(k, choice)
         self.costs[key] = (obj, vals)
         self.known.setdefault(k, []).append((key[1], self.costs[key]))

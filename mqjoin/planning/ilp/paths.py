@@ -402,12 +402,13 @@ class BlockPaths:
             picks.append(p)
         return math.fsum(costs), costs, picks
 
-    def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
+    def optimum(self, choice: dict[MIR, int], below: float = math.inf) -> tuple[float, list[float]]:
         """The block's optimum with the stores of ``choice`` partitioned as given (store →
         index among its candidates) and the others searched: its cost and the values of the
-        block's columns (``math.inf`` and no values when bounds at 0 leave it no plan)."""
+        block's columns (``math.inf`` and no values when bounds at 0 leave it no plan, or when
+        it has none cheaper than ``below``, the cost of a plan the caller holds)."""
         root = (self.given, 0, self._fixed(choice))
-        best, best_at = math.inf, None
+        best, best_at = below, None
         stack = [] if self.stranded else [(root, self._relaxed(*root))]
         nodes = self.work = 0
         while stack:

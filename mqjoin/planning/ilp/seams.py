@@ -36,7 +36,10 @@ lexicographic optimum is the least seam weight plus family weights over the assi
 sum is within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum, each family at its
 own lexicographic optimum there.  The assignments are tried most promising first: by the seam's
 cost plus the families' optima with only the seam's MIRs decided (a bound, as every other seam
-column paid for), and none is solved whose bound cannot beat the best sum found.
+column paid for), and none is solved whose bound cannot beat the best sum found; within one,
+the families are solved in turn, each one's bound giving way to its optimum, and the rest is
+skipped once what is known cannot beat it either.  A caller that holds a plan already passes its
+cost (``below``): only a cheaper plan is looked for.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
 >>> from mqjoin.planning.candidates import enumerate_candidates
@@ -178,7 +181,8 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MI
     for c in sorted(by_choice, key=lambda c: stores[c][1]):
         by_store.setdefault(stores[c][0], []).append(c)
     return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)), tuple(seam_rows),
-                tuple(bases), tuple(sorted(b_cols)), stores, {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
+                tuple(bases), tuple(sorted(b_cols)), stores,
+                {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
 
 
 def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tuple[tuple[int, float], ...]]]:
@@ -323,35 +327,40 @@ class SeamSearch:
             hit = self._optima[key] = paths.optimum({**choice, **fixed})
         return hit
 
-    def optimum(self, choice: dict[MIR, int]) -> tuple[float, list[float]]:
+    def optimum(self, choice: dict[MIR, int], below: float = math.inf) -> tuple[float, list[float]]:
         """The block's optimum under the choice (store → index of its attribute): the least
-        over the assignments of the seam's cost plus every family's optimum."""
-        best, best_at = math.inf, None
+        over the assignments of the seam's cost plus every family's optimum (``math.inf`` and
+        no values when it has none cheaper than ``below``)."""
+        best, best_at = below, None
         families = range(len(self.seam.families))
         loose = tuple(1.0 for _ in self.seam.cols)  # every seam column paid for: a bound per family
         bound = math.fsum(self._solve(f, loose, choice)[0] for f in families)
-        bounds: dict[tuple, float] = {}  # the MIRs' values → the families' optima with only those decided
+        bounds: dict[tuple, list[float]] = {}  # the MIRs' values → the families' optima with only those decided
         ranked = []
         for n, (cost, _, values) in enumerate(self._fitting(choice)):
             if cost + bound >= best:
                 break  # (the assignments come cheapest first)
             mirs = tuple(v if c in self.m_cols else 1.0 for c, v in zip(self.seam.cols, values))
             if mirs not in bounds:
-                bounds[mirs] = math.fsum(self._solve(f, mirs, choice)[0] for f in families)
-            ranked.append((cost + bounds[mirs], n, cost, values))
+                bounds[mirs] = [self._solve(f, mirs, choice)[0] for f in families]
+            ranked.append((cost + math.fsum(bounds[mirs]), n, cost, values, bounds[mirs]))
         ranked.sort(key=lambda t: t[:2])  # the most promising first
-        for low, _, cost, values in ranked:
+        for low, _, cost, values, lows in ranked:
             if low == math.inf or low >= best - 1e-9 * max(1.0, abs(best)):
                 break  # (inf: a family without a plan there)
-            total, parts = cost, []
-            for f in range(len(self.seam.families)):
+            # each family's bound replaced by its optimum in turn; the others' bounds prune
+            total, low, parts = cost, low - 1e-9 * max(1.0, abs(best)), []
+            for f in families:
                 obj, vals = self._solve(f, values, choice)
                 total += obj
+                low += obj - lows[f]
                 parts.append(vals)
-                if total >= best:
+                if total >= best or low >= best:
                     break
             else:
                 best, best_at = total, (values, parts)
+        if best_at is None:
+            return math.inf, []
         vals = self._values(*best_at)
         return math.fsum(self.mdl.cost[c] * v for c, v in zip(self.cols, vals)), vals
 
