@@ -253,7 +253,7 @@ class SeamSearch:
         self.m_cols = set(seam.cols).intersection(mdl.m.values())  # the seam's MIRs
         z_at = mdl.z_index()
         self.f_stores = [sorted({z_at[c][0] for c in self.f_cols[f] if c in z_at}, key=MIR.sort_key)
-                         for f, (own, _) in enumerate(seam.families)]  # per family: the stores it searches
+                         for f in range(len(seam.families))]  # per family: the stores it searches
         self._paths: dict[tuple, BlockPaths] = {}
         self._fixed: dict[tuple, dict[MIR, int]] = {}
         self._optima: dict[tuple, tuple[float, list[float]]] = {}
