@@ -168,7 +168,7 @@ def test_searches_below_a_held_plan():
                                (single, single_combos, lambda: paths.BlockPaths(mdl, part.blocks[single].cols, part.tie))]:
         search = fresh()
         for choice in choices:
-            cost, values = search.optimum(choice)
+            cost, _ = search.optimum(choice)
             assert search.optimum(choice, cost) == (math.inf, [])
             assert search.optimum(choice, cost + 1.0)[0] == cost
             assert held.cost(kk, choice) == fresh().optimum(choice)[0] == cost
