@@ -178,3 +178,21 @@ def test_a_search_of_several_queries_gives_up_by_its_work():
     assert search.work > blocks.WORK_LIMIT_SEVERAL and len(nodes) < paths.NODE_LIMIT / 3
     costs.searched(k, {})
     assert isinstance(costs.searches[k], seams.SeamSearch)
+
+
+def test_shared_rows_as_every_pair():
+    """The leading steps every two root paths share, by their prefixes, as ``_shared`` gives them
+    pair by pair: random paths over few steps (many shared prefixes, repeated paths, empty ones)
+    and the orders of every start of a 10 x 5 block."""
+    import random
+
+    rng = random.Random(1)
+    for _ in range(300):
+        ps = [tuple(rng.choice((1, 2, 3)) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 12))]
+        assert paths._shared_rows(ps) == tuple(tuple(paths._shared(a, b) for b in ps) for a in ps), ps
+    mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=0)), "single")
+    part = next(p for p in (coupled_part(mdl, *c) for c in components(mdl)) if p is not None)
+    search = paths.BlockPaths(mdl, part.blocks[0].cols, part.tie)
+    for sr in search.starts:
+        assert sr.shared == tuple(tuple(paths._shared(a.steps, b.steps) for b in sr.orders) for a in sr.orders)
+        assert any(0 < d < len(o.steps) for o, row in zip(sr.orders, sr.shared) for d in row)

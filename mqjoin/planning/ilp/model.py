@@ -83,6 +83,7 @@ class Model:
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
     _step_names: dict[Step, str] = field(default_factory=dict)  # a step's rendering, cleaned (see _name)
+    _keys: dict = field(default_factory=dict)  # (kind, number of variables) → column → key (see keys_of)
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
@@ -114,6 +115,15 @@ class Model:
         if tail is None:
             tail = self._step_names[step] = _clean(step.render())
         return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
+
+    def keys_of(self, kind: str) -> dict:
+        """Each column of ``self.x`` or ``self.y`` (``kind``: ``"x"`` or ``"y"``) → its key there,
+        in column order; computed once per model (a model made from it by ``replace`` shares
+        the cache, as it shares the variables)."""
+        at = (kind, len(self.names))
+        if at not in self._keys:
+            self._keys[at] = {c: key for key, c in getattr(self, kind).items()}
+        return self._keys[at]
 
     def z_index(self) -> dict[int, tuple[MIR, int]]:
         """Each ``z`` column → its store and its index among the store's candidates (the order

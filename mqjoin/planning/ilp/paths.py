@@ -157,13 +157,12 @@ class BlockPaths:
         self.target: list[int] = []  # its target's store number (−1: no z, broadcast whenever bcost)
         self.known: list[int] = []  # mask of its target's z that it knows
         step_no: dict[int, int] = {}
-        y_step = {c: s for s, c in mdl.y.items() if c in inside}
+        y_step, x_key = mdl.keys_of("y"), mdl.keys_of("x")
         groups: dict[str, dict[int, list[_Order]]] = {}  # start → owner number → its orders there
         query_no: dict[str, int] = {}  # (queries: −1, −2, …)
         present, kept = set(), set()  # the (query, start) with orders here; those with orders not ruled out
-        for (owner, start, _), xc in mdl.x.items():
-            if xc not in inside:
-                continue
+        for xc in sorted(c for c in inside if c in x_key):  # (in the model's order)
+            owner, start, _ = x_key[xc]
             if isinstance(owner, str):
                 present.add((owner, start))
             if not mdl.upper[xc] or not all(mdl.upper[c] for c in mdl.order_steps[xc]) \
@@ -224,8 +223,7 @@ class BlockPaths:
             for i, o in enumerate(orders):
                 probing[o.mirs] = probing.get(o.mirs, 0) | 1 << i
             self.starts.append(_Start(orders, tuple(numbers), relevant, owning, tuple(sorted(stores)),
-                                      tuple(tuple(_shared(a.steps, b.steps) for b in orders) for a in orders),
-                                      tuple(probing.items())))
+                                      _shared_rows([o.steps for o in orders]), tuple(probing.items())))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
         self._least: dict = {}
         self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
@@ -536,6 +534,35 @@ def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
             break
         n += 1
     return n
+
+
+def _shared_rows(paths: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """:func:`_shared` of every two root paths, by their prefixes: the paths that share their
+    first ``d`` steps are those with the same prefix of length ``d``, so each group of those is
+    visited once per depth (a path alone in its group shares no further step with another).
+
+    >>> _shared_rows([(1, 2, 5), (1, 3), (4,), (1, 2)])
+    ((3, 1, 0, 2), (1, 2, 0, 1), (0, 0, 1, 0), (2, 1, 0, 2))
+    """
+    rows = [[0] * len(paths) for _ in paths]
+    depth, groups = 1, {}
+    for i, p in enumerate(paths):
+        if p:
+            groups.setdefault(p[:1], []).append(i)
+    while groups:
+        deeper: dict[tuple[int, ...], list[int]] = {}
+        for members in groups.values():
+            if len(members) == 1:
+                rows[members[0]][members[0]] = len(paths[members[0]])
+                continue
+            for a in members:
+                row = rows[a]
+                for b in members:
+                    row[b] = depth
+                if len(paths[a]) > depth:
+                    deeper.setdefault(paths[a][:depth + 1], []).append(a)
+        depth, groups = depth + 1, deeper
+    return tuple(map(tuple, rows))
 
 
 def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
