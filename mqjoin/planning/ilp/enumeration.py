@@ -108,7 +108,7 @@ class BlockTable:
 def block_tables(part) -> list[BlockTable | None]:
     """:func:`block_table` of every block of a coupled part (a ``blocks.Part``)."""
     mdl = part.mdl
-    x_at = {c: key for key, c in mdl.x.items()}
+    x_at = mdl.keys_of("x")
     own = {}  # z column → its store
     for (store, _), c in mdl.z.items():
         own[c] = store

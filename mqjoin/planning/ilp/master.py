@@ -187,7 +187,7 @@ class Master:
         start) chooses one probe order and every store of the block alone one attribute (MIRs
         need not be materialised, and the shared stores weigh in the master)."""
         part, mdl = self.part, self.part.mdl
-        x_at = {c: key for key, c in mdl.x.items()}
+        x_at = mdl.keys_of("x")
         z_at = {c: store for (store, _), c in mdl.z.items()}
         out = []
         for b in part.blocks:

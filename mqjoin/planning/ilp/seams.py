@@ -95,7 +95,8 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MI
     would change, or more than :data:`SEAM_MAX_CANDIDATES` assignments to enumerate)."""
     inside = set(cols)
     m_col = {m: c for m, c in mdl.m.items() if c in inside}
-    owner = {c: key[0] for key, c in mdl.x.items() if c in inside}
+    x_key = mdl.keys_of("x")
+    owner = {c: x_key[c][0] for c in sorted(inside) if c in x_key}
     # the queries that probe each MIR, directly or through MIRs that probe it
     probed_by: dict[int, set[str]] = {c: set() for c in m_col.values()}
     grew = True
