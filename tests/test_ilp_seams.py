@@ -173,3 +173,44 @@ def test_searches_below_a_held_plan():
             assert search.optimum(choice, cost + 1.0)[0] == cost
             assert held.cost(kk, choice) == fresh().optimum(choice)[0] == cost
         assert len(held.known[kk]) == len(choices)
+
+
+def test_choices_alike_to_a_family_share_its_search():
+    """A family sees few of the block's steps, so choices the block tells apart are often alike
+    to it: one search of the family serves them all.  Over every combination of 10 x 5 seed
+    1's seamed block, one seam search shared by all of them gives each combination the cost
+    and the values (its shared stores as chosen) of a seam search of its own, with fewer
+    family searches than (family, assignment, choice) asked."""
+    mdl, part, seamed = _seamed(10, 5, 1)
+    (k, seam), = seamed
+    block = part.blocks[k]
+    shared = SeamSearch(mdl, block.cols, seam, part.tie)
+    for t in [t for kk, t in part.combinations if kk == k]:
+        choice = part.chosen_by(k, t)
+        cost, values = shared.optimum(choice)
+        assert (cost, values) == SeamSearch(mdl, block.cols, seam, part.tie).optimum(choice), choice
+        assert _feasible(mdl, block.cols, block.rows, values)
+    assert len(shared._alike) < len(shared._optima)
+
+
+def test_served_and_chosen():
+    """``BlockPaths.served``: two attributes of a store that spare the same steps' broadcasts
+    give one search — the same cost, and the same plan once ``chosen`` sets the store's
+    ``z`` — and the block's classes of attributes are never coarser."""
+    mdl, part, _ = _seamed(10, 5, 1)
+    found = 0
+    for k, b in enumerate(part.blocks):
+        search = paths.BlockPaths(mdl, b.cols, part.tie)
+        for st in b.stores:
+            by: dict[tuple, list[int]] = {}
+            for j in range(len(part.shared[st])):
+                by.setdefault(search.served({st: j}), []).append(j)
+            assert len(by) <= len(part.classes[(k, st)])  # (the block's classes count broadcasts at no cost too)
+            for alike in (js for js in by.values() if len(js) > 1):
+                first_cost, first_vals = paths.BlockPaths(mdl, b.cols, part.tie).optimum({st: alike[0]})
+                for j in alike[1:]:
+                    cost, vals = paths.BlockPaths(mdl, b.cols, part.tie).optimum({st: j})
+                    assert cost == first_cost
+                    assert search.chosen(first_vals, {st: j}) == vals
+                    found += 1
+    assert found

@@ -229,6 +229,7 @@ class BlockPaths:
         self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
         self._fronts: dict = {}
         self._charge: dict = {}
+        self._spared: dict = {}  # (store number, attribute) → the mask of the steps it spares a broadcast
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
         self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
         self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
@@ -326,6 +327,48 @@ class BlockPaths:
             if j is not None and st in self.store_of:
                 z[self.store_of[st]] = j
         return tuple(z)
+
+    def served(self, choice: dict[MIR, int]) -> tuple[int, ...]:
+        """What a search of this block depends on of a choice of its stores: per store, −1
+        when undecided, else the mask of the steps (numbered in the block) whose broadcast its
+        attribute spares.  Choices alike here have the same optimum and the same plan but for
+        those stores' ``z`` (:meth:`chosen`).  Memoised per (store, attribute).
+
+        >>> from mqjoin.datasets.random_workloads import random_workload
+        >>> from mqjoin.planning import candidates, ilp
+        >>> mdl = ilp.build_model(candidates.enumerate_candidates(random_workload(1, 10, 5, seed=4)), "single")
+        >>> (cols, rows), = ilp.components(mdl)
+        >>> paths = BlockPaths(mdl, cols, mdl.tie)
+        >>> store = next(iter(paths.store_of))  # (the relation R7: attribute 0 or 1)
+        >>> spare = [paths.served({store: j}) for j in (0, 1)]
+        >>> [s.count(-1) for s in spare], spare[0] == spare[1]  # the 8 other stores undecided
+        ([8, 8], False)
+        >>> cost, vals = paths.optimum({store: 0})
+        >>> zs = [cols.index(c) for c in paths.stores[paths.store_of[store]]]
+        >>> [vals[i] for i in zs], [paths.chosen(vals, {store: 1})[i] for i in zs]
+        ([1.0, 0.0], [0.0, 1.0])
+        """
+        out = []
+        for t, j in enumerate(self._fixed(choice)):
+            if j >= 0:
+                mask = self._spared.get((t, j))
+                if mask is None:
+                    mask = self._spared[(t, j)] = sum(1 << s for s, bc in enumerate(self.bcost)
+                                                      if bc and self.target[s] == t and (self.known[s] >> j) & 1)
+                j = mask
+            out.append(j)
+        return tuple(out)
+
+    def chosen(self, vals: list[float], choice: dict[MIR, int]) -> list[float]:
+        """A plan's values (:meth:`values`) with the stores decided by the choice partitioned
+        as it says."""
+        pos = {c: i for i, c in enumerate(self.cols)}
+        vals = list(vals)
+        for t, j in enumerate(self._fixed(choice)):
+            if j >= 0:
+                for jj, c in enumerate(self.stores[t]):
+                    vals[pos[c]] = 1.0 if jj == j else 0.0
+        return vals
 
     def _branch(self, picks: Picks, on: int, z: tuple[int, ...], lexicographic: bool) -> tuple[str, int]:
         """What a node's relaxed choice leaves open: ("mir", n) an MIR it probes that is not

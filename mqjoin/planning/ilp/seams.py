@@ -34,7 +34,9 @@ assignment plus the seam's own cost is the block's least cost under it, and the 
 optimum is the least of those sums over the assignments (:meth:`SeamSearch.optimum`).  The
 lexicographic optimum is the least seam weight plus family weights over the assignments whose
 sum is within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum, each family at its
-own lexicographic optimum there.  The assignments are tried most promising first: by the seam's
+own lexicographic optimum there.  A family's optimum depends on the choice only through the
+broadcasts of its own steps that the choice spares, so choices alike to it share one search
+(:meth:`~mqjoin.planning.ilp.paths.BlockPaths.served`).  The assignments are tried most promising first: by the seam's
 cost plus the families' optima with only the seam's MIRs decided (a bound, as every other seam
 column paid for), and none is solved whose bound cannot beat the best sum found; within one,
 the families are solved in turn, each one's bound giving way to its optimum, and the rest is
@@ -257,7 +259,8 @@ class SeamSearch:
                          for f in range(len(seam.families))]  # per family: the stores it searches
         self._paths: dict[tuple, BlockPaths] = {}
         self._fixed: dict[tuple, dict[MIR, int]] = {}
-        self._optima: dict[tuple, tuple[float, list[float]]] = {}
+        self._optima: dict[tuple, tuple[float, list[float]]] = {}  # (family, assignment, choice) → optimum
+        self._alike: dict[tuple, tuple[float, list[float]]] = {}  # (family's search, what it serves) → optimum
         self._fits: dict[tuple, list[tuple[float, float, tuple[float, ...]]]] = {}
 
     def _family(self, f: int, values: tuple[float, ...]) -> tuple[BlockPaths, dict[MIR, int]]:
@@ -321,11 +324,23 @@ class SeamSearch:
         return out
 
     def _solve(self, f: int, values: tuple[float, ...], choice: dict[MIR, int]) -> tuple[float, list[float]]:
-        key = (f, tuple(values[self.at[c]] for c in self.touch[f]), tuple(choice.get(st) for st in self.f_stores[f]))
+        """Family ``f``'s optimum under an assignment and the choice, with its values.  A
+        family's steps are a few of the block's, so choices that the block tells apart are
+        often alike to a family (:meth:`~mqjoin.planning.ilp.paths.BlockPaths.served`): one
+        search serves them all, its plan given each choice's attributes."""
+        touched = tuple(values[self.at[c]] for c in self.touch[f])
+        key = (f, touched, tuple(choice.get(st) for st in self.f_stores[f]))
         hit = self._optima.get(key)
         if hit is None:
             paths, fixed = self._family(f, values)
-            hit = self._optima[key] = paths.optimum({**choice, **fixed})
+            here = {**choice, **fixed}
+            alike = (paths, paths.served(here))
+            hit = self._alike.get(alike)
+            if hit is None:
+                hit = self._alike[alike] = paths.optimum(here)
+            elif hit[1]:
+                hit = (hit[0], paths.chosen(hit[1], here))
+            self._optima[key] = hit
         return hit
 
     def optimum(self, choice: dict[MIR, int], below: float = math.inf) -> tuple[float, list[float]]:
