@@ -127,13 +127,17 @@ class Model:
 
     def z_index(self) -> dict[int, tuple[MIR, int]]:
         """Each ``z`` column → its store and its index among the store's candidates (the order
-        the model lists them in, which every choice ``store → index`` refers to)."""
-        out: dict[int, tuple[MIR, int]] = {}
-        seen: dict[MIR, int] = {}
-        for (st, _), c in self.z.items():
-            out[c] = (st, seen.get(st, 0))
-            seen[st] = out[c][1] + 1
-        return out
+        the model lists them in, which every choice ``store → index`` refers to); computed once
+        per model, as :meth:`keys_of`."""
+        at = ("z", len(self.names))
+        if at not in self._keys:
+            out: dict[int, tuple[MIR, int]] = {}
+            seen: dict[MIR, int] = {}
+            for (st, _), c in self.z.items():
+                out[c] = (st, seen.get(st, 0))
+                seen[st] = out[c][1] + 1
+            self._keys[at] = out
+        return self._keys[at]
 
     @property
     def num_variables(self) -> int:
@@ -394,11 +398,20 @@ def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
 
 
 def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
-    """Independent parts of the model: (variable indices, row indices) per component."""
+    """Independent parts of the model: (variable indices, row indices) per component; computed
+    once per list of rows (kept with the model's cache, which models made by ``replace`` share:
+    one that keeps the rows gets the same parts)."""
+    hit = mdl._keys.get(("components", id(mdl.rows)))
+    if hit is not None and hit[0] is mdl.rows and hit[1] == (len(mdl.rows), mdl.num_variables):
+        return [(list(c), list(r)) for c, r in hit[2]]
     root = linked(range(mdl.num_variables), (idx for _, idx, _, _, _ in mdl.rows))
     groups: dict[int, tuple[list[int], list[int]]] = {}
     for v in range(mdl.num_variables):
         groups.setdefault(root[v], ([], []))[0].append(v)
     for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
         groups[root[idx[0]]][1].append(ri)
-    return sorted(groups.values(), key=lambda g: g[0][0])
+    out = sorted(groups.values(), key=lambda g: g[0][0])
+    # (the rows kept with the entry: their id is not reused while it lives)
+    mdl._keys[("components", id(mdl.rows))] = (mdl.rows, (len(mdl.rows), mdl.num_variables),
+                                               [(tuple(c), tuple(r)) for c, r in out])
+    return out

@@ -378,7 +378,7 @@ class BlockPaths:
         for at in picks:
             for o in at:
                 used |= o.mirs
-        if used & ~on:  # the largest (its maintenance weighs most), the first of those
+        if used & ~on:  # the smallest (fewest relations), the first of those
             return "mir", max((n for n in range(len(self.mirs)) if (used & ~on) >> n & 1),
                               key=lambda n: (-self.size[n], -n))
         need = self._needs(picks, z)
@@ -480,24 +480,22 @@ class BlockPaths:
         best, best_at = math.inf, None
         if start is not None:
             best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
-        stack = [] if self.stranded else [((self.given, 0, self._fixed(choice)), -math.inf)]
+        root = (self.given, 0, self._fixed(choice))
+        stack = [] if self.stranded else [(root, self._lightest(*root, cap))]
         nodes = self.work = 0
         while stack:
-            (on, off, z), parent = stack.pop()
-            if parent > best - 0.5:
-                continue
-            nodes = self._visit(nodes)
-            bound, picks, zs = self._lightest(on, off, z, cap)
+            (on, off, z), (bound, picks, zs) = stack.pop()
             if bound == math.inf or bound > best - 0.5:
                 continue
+            nodes = self._visit(nodes)
             how, n = self._branch(picks, on, z, True)
             if not how:
                 best, best_at = bound, (on, picks, zs)
                 continue
-            kids = [(self._lightest(*kid, cap)[0], i, kid) for i, kid in enumerate(self._children(how, n, on, off, z))]
-            for b, _, kid in sorted(kids, reverse=True):
-                if b <= best - 0.5:
-                    stack.append((kid, b))
+            kids = [(self._lightest(*kid, cap), i, kid) for i, kid in enumerate(self._children(how, n, on, off, z))]
+            for light, _, kid in sorted(kids, key=lambda t: (t[0][0], t[1]), reverse=True):
+                if light[0] <= best - 0.5:
+                    stack.append((kid, light))
         if best_at is None:
             return best, list(start)
         vals = self.values(*best_at)

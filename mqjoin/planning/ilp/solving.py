@@ -284,20 +284,19 @@ def _branches(mdl: Model, cols: list[int]) -> bool:
     HiGHS spends seconds in cuts and heuristics on a root gap that is all in ``m``) and holds
     one query's orders only (parts coupled by shared stores carry the partition choices ``z``
     of several queries, whose gap plain LP branching does not close)."""
-    if not large_mirs(mdl, cols):
-        return False
-    inside = set(cols)
-    queries = {owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}
-    return len(queries) <= 1
+    return large_mirs(mdl, cols) and len(_queries(mdl, cols)) <= 1
 
 
 def _couples(mdl: Model, cols: list[int]) -> bool:
     """Whether a part is solved by the coupled search: policy ``single`` and the orders of
     several queries (coupled through the partition choices of the stores they share)."""
-    if mdl.policy != "single":
-        return False
-    inside = set(cols)
-    return len({owner for (owner, _, _), i in mdl.x.items() if isinstance(owner, str) and i in inside}) > 1
+    return mdl.policy == "single" and len(_queries(mdl, cols)) > 1
+
+
+def _queries(mdl: Model, cols: list[int]) -> set[str]:
+    """The queries whose probe orders are among a part's columns."""
+    x_at = mdl.keys_of("x")
+    return {x_at[c][0] for c in cols if c in x_at and isinstance(x_at[c][0], str)}
 
 
 def searched(mdl: Model) -> bool:
