@@ -39,8 +39,8 @@ broadcasts of its own steps that the choice spares, so choices alike to it share
 (:meth:`~mqjoin.planning.ilp.paths.BlockPaths.served`).  The assignments are tried most promising first: by the seam's
 cost plus the families' optima with only the seam's MIRs decided (a bound, as every other seam
 column paid for), and none is solved whose bound cannot beat the best sum found; within one,
-the families are solved in turn, each one's bound giving way to its optimum, and the rest is
-skipped once what is known cannot beat it either.  A caller that holds a plan already passes its
+the families are solved in turn, the smallest (the cheapest searches) first, each one's bound
+giving way to its optimum, and the rest is skipped once what is known cannot beat it either.  A caller that holds a plan already passes its
 cost (``below``): only a cheaper plan is looked for.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
@@ -252,6 +252,7 @@ class SeamSearch:
             self.touch.append(tuple(sorted(near)))
         # per family: the columns its searches hold, its own and the seam's it touches
         self.f_cols = [sorted(own + self.touch[f]) for f, (own, _) in enumerate(seam.families)]
+        self.by_size = sorted(range(len(seam.families)), key=lambda f: (len(self.f_cols[f]), f))  # fewest columns first
         self.at = {c: n for n, c in enumerate(seam.cols)}
         self.m_cols = set(seam.cols).intersection(mdl.m.values())  # the seam's MIRs
         z_at = mdl.z_index()
@@ -364,17 +365,19 @@ class SeamSearch:
         for low, _, cost, values, lows in ranked:
             if low == math.inf or low >= best - 1e-9 * max(1.0, abs(best)):
                 break  # (inf: a family without a plan there)
-            # each family's bound replaced by its optimum in turn; the others' bounds prune
-            total, low, parts = cost, low - 1e-9 * max(1.0, abs(best)), []
-            for f in families:
-                obj, vals = self._solve(f, values, choice)
-                total += obj
-                low += obj - lows[f]
-                parts.append(vals)
+            # each family's bound replaced by its optimum in turn, the smallest families (the
+            # cheapest searches) first; the others' bounds prune
+            total, low, objs, parts = cost, low - 1e-9 * max(1.0, abs(best)), [0.0] * len(lows), [[]] * len(lows)
+            for f in self.by_size:
+                objs[f], parts[f] = self._solve(f, values, choice)
+                total += objs[f]
+                low += objs[f] - lows[f]
                 if total >= best or low >= best:
                     break
             else:
-                best, best_at = total, (values, parts)
+                total = cost + math.fsum(objs)  # (the same whatever the order the families came in)
+                if total < best:
+                    best, best_at = total, (values, parts)
         if best_at is None:
             return math.inf, []
         vals = self._values(*best_at)
