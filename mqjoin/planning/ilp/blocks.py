@@ -300,6 +300,7 @@ class BlockCosts:
     searches: dict[int, BlockPaths | None] = field(default_factory=dict)  # per block: its search (None: LPs)
     _integer: list = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
     _upper: list = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
+    _costed: list = field(init=False, repr=False)  # per block: (position, cost) of its columns that cost
 
     def __post_init__(self) -> None:
         import highspy
@@ -310,6 +311,7 @@ class BlockCosts:
                          for b in self.part.blocks]
         self._upper = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
                        for b in self.part.blocks]
+        self._costed = [[(i, mdl.cost[c]) for i, c in enumerate(b.cols) if mdl.cost[c]] for b in self.part.blocks]
 
     def enumerate_blocks(self) -> list[int]:
         """Cost every combination of every block that :func:`~mqjoin.planning.ilp.enumeration.block_tables`
@@ -370,8 +372,8 @@ class BlockCosts:
         part = self.part
         vals = part.patched(k, vals, choice)
         for b, y, zs in part.bcast_in[k]:
-            vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs))
-        return math.fsum(part.mdl.cost[c] * v for c, v in zip(part.blocks[k].cols, vals)), vals
+            vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs)) if vals[y] else 0.0  # (a step not used: none)
+        return math.fsum(c * vals[i] for i, c in self._costed[k]), vals
 
     def block_lp(self, k: int, h, choice: Choice) -> tuple[float, list[float] | None] | None:
         """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
