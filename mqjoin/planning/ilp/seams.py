@@ -36,12 +36,13 @@ lexicographic optimum is the least seam weight plus family weights over the assi
 sum is within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum, each family at its
 own lexicographic optimum there.  A family's optimum depends on the choice only through the
 broadcasts of its own steps that the choice spares, so choices alike to it share one search
-(:meth:`~mqjoin.planning.ilp.paths.BlockPaths.served`).  The assignments are tried most promising first: by the seam's
-cost plus the families' optima with only the seam's MIRs decided (a bound, as every other seam
-column paid for), and none is solved whose bound cannot beat the best sum found; within one,
-the families are solved in turn, the smallest (the cheapest searches) first, each one's bound
-giving way to its optimum, and the rest is skipped once what is known cannot beat it either.  A caller that holds a plan already passes its
-cost (``below``): only a cheaper plan is looked for.
+(:meth:`~mqjoin.planning.ilp.paths.BlockPaths.served`).  The assignments are tried most
+promising first: by the seam's cost plus the families' optima with only the seam's MIRs
+decided (a bound, as every other seam column paid for), and none is solved whose bound cannot
+beat the best sum found; within one, the families are solved in turn, the smallest (the
+cheapest searches) first, each one's bound giving way to its optimum, and the rest is skipped
+once what is known cannot beat it either.  A caller that holds a plan already passes its cost
+(``below``): only a cheaper plan is looked for.
 
 >>> from mqjoin.datasets.random_workloads import random_workload
 >>> from mqjoin.planning.candidates import enumerate_candidates
