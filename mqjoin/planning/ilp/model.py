@@ -83,7 +83,7 @@ class Model:
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
     _step_names: dict[Step, str] = field(default_factory=dict)  # a step's rendering, cleaned (see _name)
-    _keys: dict = field(default_factory=dict)  # (kind, number of variables) → column → key (see keys_of)
+    _keys: dict = field(default_factory=dict)  # keys_of, z_index and the last components()
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
@@ -398,10 +398,10 @@ def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
 
 
 def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
-    """Independent parts of the model: (variable indices, row indices) per component; computed
-    once per list of rows (kept with the model's cache, which models made by ``replace`` share:
-    one that keeps the rows gets the same parts)."""
-    hit = mdl._keys.get(("components", id(mdl.rows)))
+    """Independent parts of the model: (variable indices, row indices) per component.  The
+    last answer is kept with the model's cache (which models made by ``replace`` share) for its
+    list of rows: asked again for the same rows, the parts come without a second pass."""
+    hit = mdl._keys.get("components")
     if hit is not None and hit[0] is mdl.rows and hit[1] == (len(mdl.rows), mdl.num_variables):
         return [(list(c), list(r)) for c, r in hit[2]]
     root = linked(range(mdl.num_variables), (idx for _, idx, _, _, _ in mdl.rows))
@@ -411,7 +411,5 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
     for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
         groups[root[idx[0]]][1].append(ri)
     out = sorted(groups.values(), key=lambda g: g[0][0])
-    # (the rows kept with the entry: their id is not reused while it lives)
-    mdl._keys[("components", id(mdl.rows))] = (mdl.rows, (len(mdl.rows), mdl.num_variables),
-                                               [(tuple(c), tuple(r)) for c, r in out])
+    mdl._keys["components"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), [(tuple(c), tuple(r)) for c, r in out])
     return out
