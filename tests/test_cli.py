@@ -201,6 +201,10 @@ def test_demo_on_the_reference_engine_checks_every_plan_against_the_oracle(capsy
     w = load_workload(WORKLOADS / "demo.yaml")
     assert read_results(w, tmp_path / "demo") == oracle_results(w, uniform_streams(w, duration=0.3, seed=0))
     assert "probe trees:" in out and "on Spark Structured Streaming" not in out  # --engine reference: no JVM
+    # shared/single beats mqo/single on probe cost only by keeping replicas, and the demo says so
+    cost = {line.split()[0]: float(line.split()[1].replace(",", "")) for line in rows}
+    assert cost["shared/single"] < cost["mqo/single"] and cost["mqo/replicas"] <= cost["shared/single"]
+    assert "keeps S[a] and S[b]; T[b] and T[c]: replicas" in out
 
 
 @pytest.mark.slow

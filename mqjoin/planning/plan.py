@@ -240,6 +240,27 @@ class Plan:
         return {q: dict(sorted(d.items(), key=lambda kv: self.workload.relation_rank[kv[0]]))
                 for q, d in sorted(out.items(), key=lambda kv: self.workload.query_names.index(kv[0]))}
 
+    def kept_twice(self) -> list[list[str]]:
+        """The MIRs kept under more than one partition attribute in one namespace, each as its
+        stores' renderings: replicas.  Under ``replicas`` that is the policy; under ``single``
+        only mode ``shared`` has them, as it merges plans that each query made for itself.
+
+        >>> from pathlib import Path
+        >>> import mqjoin
+        >>> from mqjoin.model.workload import load_workload
+        >>> from mqjoin.planning.optimizer import optimize
+        >>> demo = load_workload(Path(mqjoin.__file__).parent / "workloads" / "demo.yaml")
+        >>> optimize(demo, mode="shared").plan.kept_twice()
+        [['S[a]', 'S[b]'], ['T[b]', 'T[c]']]
+        >>> optimize(demo).plan.kept_twice()
+        []
+        """
+        by: dict[tuple[str, MIR], list[Store]] = {}
+        for st in self.stores:
+            by.setdefault((st.namespace, st.mir), []).append(st)
+        return [[st.mir.render_partition(st.partition) for st in sorted(group, key=lambda st: st.partition.name)]
+                for group in by.values() if len(group) > 1]
+
     def materializations(self) -> dict[str, dict[str, str]]:
         """MIR store (with namespace) → start relation → rendered probe order that maintains it."""
         out: dict[str, dict[str, str]] = {}
