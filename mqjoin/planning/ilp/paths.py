@@ -134,6 +134,7 @@ class BlockPaths:
     def __init__(self, mdl: Model, cols: list[int], tie: list[float], check: Callable[[], object] = lambda: None,
                  limit: float | None = None, given: frozenset[int] = frozenset()):
         self.mdl, self.cols, self.tie, self.check = mdl, cols, tie, check
+        self.pos = {c: i for i, c in enumerate(cols)}  # column → its position among the block's
         self.limit = NODE_LIMIT if limit is None else limit
         self.work_limit = WORK_LIMIT if limit is None else math.inf
         inside = set(cols)
@@ -362,7 +363,7 @@ class BlockPaths:
     def chosen(self, vals: list[float], choice: dict[MIR, int]) -> list[float]:
         """A plan's values (:meth:`values`) with the stores decided by the choice partitioned
         as it says."""
-        pos = {c: i for i, c in enumerate(self.cols)}
+        pos = self.pos
         vals = list(vals)
         for t, j in enumerate(self._fixed(choice)):
             if j >= 0:
@@ -536,7 +537,7 @@ class BlockPaths:
     def values(self, on: int, picks: Picks, z: tuple[int, ...]) -> list[float]:
         """The block's columns under a plan: the chosen orders, the materialised MIRs, the
         stores' attributes, the used steps and their broadcasts."""
-        pos = {c: i for i, c in enumerate(self.cols)}
+        pos = self.pos
         vals = [0.0] * len(self.cols)
         charge = self._charges(z)
         for n, mc in enumerate(self.mirs):
