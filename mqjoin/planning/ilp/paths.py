@@ -625,6 +625,8 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
 
     def down(i: int, spent: float) -> None:
         for e in options[i]:
+            if e[2] >= best[0]:  # (a union costs at least each of its orders: so do the later ones)
+                break
             row = e[4]
             d = 0
             for n in numbers:
@@ -632,8 +634,6 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
                     d = row[n]
             more = spent + e[3][d]
             if more >= best[0]:
-                if i == 0:  # (the later ones cost at least as much alone)
-                    break
                 continue
             if i == last:
                 best[0], best[1] = more, (*picked, e[0])
