@@ -196,3 +196,33 @@ def test_shared_rows_as_every_pair():
     for sr in search.starts:
         assert sr.shared == tuple(tuple(paths._shared(a.steps, b.steps) for b in sr.orders) for a in sr.orders)
         assert any(0 < d < len(o.steps) for o, row in zip(sr.orders, sr.shared) for d in row)
+
+
+@pytest.mark.parametrize("spec", [(10, 100, 5, 0), (6, 20, 4, 0)], ids=lambda s: f"{s[0]}x{s[2]}_{s[1]}rel_s{s[3]}")
+def test_weights_started_from_the_last_lexicographic_optimum(spec):
+    """``BlockCosts.weight`` starts a block's lexicographic search from its last lexicographic
+    optimum recosted, when that is lighter than the block's own plan and within the cap: under
+    every combination the weight is that of a search started from the block's own plan, on a
+    search of its own (no caches shared), and the start taken is a plan within the cap."""
+    q, r, k, seed = spec
+    taken = compared = 0
+    for mdl, part in parts(q, r, k, 4, seed):
+        costs = BlockCosts(part, deadline=None)
+        costs.enumerate_blocks()
+        for b, block in enumerate(part.blocks):
+            if not isinstance(costs.search(b), paths.BlockPaths) or not block.stores:
+                continue
+            alone = paths.BlockPaths(mdl, block.cols, part.tie, limit=math.inf)
+            for (kk, t), key in zip(part.combinations, part.keys):
+                if kk != b or key in costs.ties:
+                    continue
+                choice = part.chosen_by(b, t)
+                cost = costs.cost(b, choice)
+                own = part.patched(b, costs.costs[key][1], choice)
+                start = costs._lighter(b, own, choice, cost)
+                if start is not own:
+                    taken += 1
+                    assert costs.recost(b, start, choice)[0] <= cost * (1 + 1e-7) + 1e-7
+                assert costs.weight(b, choice) == alone.lexicographic(choice, cost, own)[0], (seed, b, t)
+                compared += 1
+    assert compared > 30 and taken > 10, (compared, taken)

@@ -35,8 +35,9 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 The canonical tie-break works per block too: once the shared choices are fixed, cost and
 tie-break weight add up over the blocks, so each block's lexicographic optimum (least weight
 at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is the
-enumeration's or the search's, or is found on a second instance with the cost capped by a
-row (:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
+enumeration's or the search's (started from the block's last lexicographic optimum, recosted,
+when that is lighter than its plan and still optimal: :meth:`BlockCosts._lighter`), or is
+found on a second instance with the cost capped by a row (:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
 every block (``Part.tie``).
 
 Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
@@ -295,6 +296,7 @@ class BlockCosts:
     lp_bounds: dict[tuple, float] = field(default_factory=dict)  # key → its LP optimum, when fractional
     known: dict[int, list] = field(default_factory=dict)  # per block: (choices it saw, (optimum, values))
     pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
+    lightest: dict[int, list[float]] = field(default_factory=dict)  # per block: its last search's lexicographic optimum
     lps: dict[tuple[int, int], object] = field(default_factory=dict)  # one HiGHS instance per block and stage
     assigned: dict[tuple, tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
     searches: dict[int, BlockPaths | None] = field(default_factory=dict)  # per block: its search (None: LPs)
@@ -536,8 +538,9 @@ class BlockCosts:
             paths = self.search(k)
             if paths is not None:
                 try:
-                    w, vals2 = paths.lexicographic(choice, obj, vals)
+                    w, vals2 = paths.lexicographic(choice, obj, self._lighter(k, vals, choice, obj))
                     self.ties[key] = (w, vals2, True)
+                    self.lightest[k] = vals2
                     return w
                 except TooLarge:
                     self._gave_up(k)
@@ -558,6 +561,21 @@ class BlockCosts:
                                                integral_objective=True, highs=h, watch=self.watch.quiet())
             self.ties[key] = (w, vals2, st == "optimal")
         return self.ties[key][0]
+
+    def _lighter(self, k: int, vals: list[float], choice: Choice, optimum: float) -> list[float]:
+        """The first incumbent of a block's lexicographic search under the choices: its plan
+        ``vals`` or, when lighter and still optimal there, its last lexicographic optimum
+        recosted (combinations come one store apart, and a store's attribute often leaves the
+        lightest plan as it was)."""
+        last = self.lightest.get(k)
+        if last is None:
+            return vals
+        cost, again = self.recost(k, last, choice)
+        if cost > optimum * (1 + TIE_SLACK) + TIE_SLACK:
+            return vals
+        cols, tie = self.part.blocks[k].cols, self.part.tie
+        weigh = lambda v: math.fsum(tie[c] * x for c, x in zip(cols, v))  # noqa: E731
+        return again if weigh(again) < weigh(vals) else vals
 
     def _capped(self, k: int, choice: Choice, cap: float) -> Model:
         """The block's tie-break model under the choices: the tie-break weights as costs and
@@ -645,15 +663,17 @@ class BlockCosts:
                 {key: v for key, v in self.lp_bounds.items() if key[0] in blocks},
                 {k: v for k, v in self.known.items() if k in blocks},
                 {k: v for k, v in self.pool.items() if k in blocks},
+                {k: v for k, v in self.lightest.items() if k in blocks},
                 {k: type(self.searches[k]) for k in blocks if k in self.searches})
 
     def _merge(self, entries: tuple) -> None:
-        costs, ties, lp_bounds, known, pool, gave_up = entries
+        costs, ties, lp_bounds, known, pool, lightest, gave_up = entries
         self.costs.update(costs)
         self.ties.update(ties)
         self.lp_bounds.update(lp_bounds)
         self.known.update(known)
         self.pool.update(pool)
+        self.lightest.update(lightest)
         for k, kind in gave_up.items():  # (the child's search of the block gave up: so does this side's)
             while k in self.searches and self.searches[k] is not None and not isinstance(self.searches[k], kind):
                 self._gave_up(k)
