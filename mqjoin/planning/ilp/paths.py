@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
@@ -482,7 +483,7 @@ class BlockPaths:
         if start is not None:
             best = math.fsum(self.tie[c] * v for c, v in zip(self.cols, start))
         root = (self.given, 0, self._fixed(choice))
-        stack = [] if self.stranded else [(root, self._lightest(*root, cap))]
+        stack = [] if self.stranded else [(root, self._lightest(*root, cap, best - 0.5))]
         nodes = self.work = 0
         while stack:
             (on, off, z), (bound, picks, zs) = stack.pop()
@@ -493,7 +494,8 @@ class BlockPaths:
             if not how:
                 best, best_at = bound, (on, picks, zs)
                 continue
-            kids = [(self._lightest(*kid, cap), i, kid) for i, kid in enumerate(self._children(how, n, on, off, z))]
+            kids = [(self._lightest(*kid, cap, best - 0.5), i, kid)
+                    for i, kid in enumerate(self._children(how, n, on, off, z))]
             for light, _, kid in sorted(kids, key=lambda t: (t[0][0], t[1]), reverse=True):
                 if light[0] <= best - 0.5:
                     stack.append((kid, light))
@@ -508,9 +510,12 @@ class BlockPaths:
             raise TooLarge
         return nodes + 1
 
-    def _lightest(self, on: int, off: int, z: tuple[int, ...], cap: float) -> tuple[float, Picks, tuple]:
+    def _lightest(self, on: int, off: int, z: tuple[int, ...], cap: float,
+                  limit: float = math.inf) -> tuple[float, Picks, tuple]:
         """A node's relaxed least weight within the cap: the starts' Pareto fronts combined, plus
-        the stores' weights (undecided ones at their least); inf when nothing fits."""
+        the stores' weights (undecided ones at their least); inf when nothing fits or when that
+        weight would pass ``limit`` (a partial combination is dropped once its weight with the
+        least weights of the fronts still to come passes it)."""
         allowed = self.can & ~off
         least = []
         for ri in range(len(self.starts)):
@@ -521,17 +526,35 @@ class BlockPaths:
         if math.fsum(least) > cap:
             return math.inf, (), z
         spare = cap - math.fsum(least)
-        combined: list[tuple[float, float, tuple]] = [(0.0, 0.0, ())]
-        for ri in range(len(self.starts)):
-            front = self._front_at(ri, on, allowed, z, least[ri] + spare)
-            rest = math.fsum(least[ri + 1:])
-            combined = _pareto([(c1 + c2, w1 + w2, p1 + (p2,)) for c1, w1, p1 in combined for c2, w2, p2 in front
-                                if c1 + c2 + rest <= cap])
-        if not combined:
-            return math.inf, (), z
         zs = self._settle((), z, True)
         own = math.fsum(self.tie[self.stores[t][j]] for t, j in enumerate(zs))
-        _, w, picks = min(combined, key=lambda e: (e[1], e[0]))
+        fronts = [self._front_at(ri, on, allowed, z, least[ri] + spare) for ri in range(len(self.starts))]
+        if not all(fronts):
+            return math.inf, (), z
+        after = [0.0] * len(fronts)  # per start: the least weights of the later fronts, and the stores'
+        lightest = own
+        for ri in range(len(fronts) - 1, -1, -1):
+            after[ri] = lightest
+            lightest += fronts[ri][-1][1]  # (a front's weights fall as its costs rise)
+        combined: list[tuple[float, float, tuple]] = [(0.0, 0.0, ())]
+        for ri, front in enumerate(fronts):
+            rest, heaviest = math.fsum(least[ri + 1:]), limit - after[ri]
+            pairs = []  # (cost, weight, the positions of the two): the picks built for the front only
+            for a, (c1, w1, _) in enumerate(combined):
+                for b, (c2, w2, _) in enumerate(front):
+                    if c1 + c2 + rest > cap:  # (a front comes cheapest first)
+                        break
+                    if w1 + w2 <= heaviest:
+                        pairs.append((c1 + c2, w1 + w2, a, b))
+            pairs.sort()
+            kept: list[tuple[float, float, tuple]] = []  # (as :func:`_pareto` keeps them)
+            for c, w, a, b in pairs:
+                if not kept or w < kept[-1][1]:
+                    kept.append((c, w, combined[a][2] + (front[b][2],)))
+            if not kept:
+                return math.inf, (), z
+            combined = kept
+        _, w, picks = combined[-1]
         return w + own, picks, zs
 
     def values(self, on: int, picks: Picks, z: tuple[int, ...]) -> list[float]:
@@ -659,6 +682,8 @@ def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float,
 
     def down(i: int, spent: float, weight: float) -> None:
         for e in options[i]:
+            if e[2] > limit:  # (as in :func:`_least`: so do the later ones)
+                break
             row = e[4]
             d = 0
             for c in chosen:
@@ -695,7 +720,7 @@ def _pareto(entries: list[tuple[float, float, object]]) -> list[tuple[float, flo
     [(1.0, 7.0, 'b'), (2.0, 4.0, 'c')]
     """
     out: list[tuple[float, float, object]] = []
-    for e in sorted(entries, key=lambda e: (e[0], e[1])):
+    for e in sorted(entries, key=itemgetter(0, 1)):
         if not out or e[1] < out[-1][1]:
             out.append(e)
     return out
