@@ -37,7 +37,8 @@ relaxation keeps the Pareto front of (cost, weight) of its choices within the ca
 are combined over the starts, and a node's bound is the least weight of a combination within
 the cap (an MIR not maintained and a store's undecided attribute at its least weight only
 lower it).  Weights are integral, so a node whose bound is not below the incumbent's by one is
-pruned.
+pruned; so is, while the fronts are combined, a partial combination whose weight with the
+least weights of the fronts still to come is not.
 
 A block holds the columns of a part: probe orders ``x``, steps ``y``, materialisations ``m``,
 partition choices ``z`` and broadcasts ``b`` only (:func:`applies`); the shared stores of a
