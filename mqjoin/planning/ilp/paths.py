@@ -631,6 +631,12 @@ def _shared_rows(paths: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
     return tuple(map(tuple, rows))
 
 
+#: an order's charge (summed from its last step back) and a union's that holds it (summed order by
+#: order) are sums of the same charges in different orders: the first may exceed the second by
+#: a rounding error, far below this factor
+_ROUNDING = 1 + 1e-12
+
+
 def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
     """The cheapest choice of one entry (:meth:`BlockPaths._ranking`) per owner, the union of
     their steps priced: a depth-first search over the owners' entries, cheapest first, that keeps
@@ -649,7 +655,7 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
 
     def down(i: int, spent: float) -> None:
         for e in options[i]:
-            if e[2] >= best[0]:  # (a union costs at least each of its orders: so do the later ones)
+            if e[2] >= best[0] * _ROUNDING:  # (a union costs at least each of its orders: so do the later ones)
                 break
             row = e[4]
             d = 0
@@ -683,7 +689,7 @@ def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float,
 
     def down(i: int, spent: float, weight: float) -> None:
         for e in options[i]:
-            if e[2] > limit:  # (as in :func:`_least`: so do the later ones)
+            if e[2] > limit * _ROUNDING:  # (as in :func:`_least`: so do the later ones)
                 break
             row = e[4]
             d = 0
