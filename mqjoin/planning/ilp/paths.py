@@ -228,6 +228,9 @@ class BlockPaths:
             self.starts.append(_Start(orders, tuple(numbers), relevant, owning, tuple(sorted(stores)),
                                       _shared_rows([o.steps for o in orders]), tuple(probing.items())))
         self.zmin = [min(range(len(zc)), key=lambda j: (tie[zc[j]], j)) for zc in self.stores]
+        # per start: each MIR owner's position among its owners, and the queries' positions
+        self._slots = [({n: i for i, (n, _) in enumerate(sr.owners) if n >= 0},
+                        tuple(i for i, (n, _) in enumerate(sr.owners) if n < 0)) for sr in self.starts]
         self._least: dict = {}
         self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
         self._fronts: dict = {}
@@ -295,7 +298,15 @@ class BlockPaths:
         allowed = self._options_of.get(okey)
         if allowed is None:
             allowed = self._options_of[okey] = [[e for e in es if ok >> e[1] & 1] for es in self._rankings[number]]
-        return [es for (n, _), es in zip(self.starts[ri].owners, allowed) if n < 0 or (on >> n) & 1]
+        slots, at = self._slots[ri]
+        if on:
+            at = list(at)
+            while on:  # (the MIRs that must choose here: few of the owners, as a rule)
+                low = on & -on
+                at.append(slots[low.bit_length() - 1])
+                on ^= low
+            at.sort()
+        return [allowed[i] for i in at]
 
     def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...]]:
         """The cheapest choice of one order per owner at start ``ri`` (the union of their steps
@@ -428,7 +439,7 @@ class BlockPaths:
         if parent is not None:
             p_on, p_off, p_z, p_costs, p_picks = parent
             owners, ruled = on ^ p_on, off & ~p_off
-            decided = {t for t, (j, p_j) in enumerate(zip(z, p_z)) if j != p_j}
+            decided = () if z == p_z else {t for t, (j, p_j) in enumerate(zip(z, p_z)) if j != p_j}
         for ri, sr in enumerate(self.starts):
             if parent is not None and not owners & sr.owning:
                 mine = p_picks[ri]
