@@ -231,6 +231,8 @@ class BlockPaths:
         # per start: each MIR owner's position among its owners, and the queries' positions
         self._slots = [({n: i for i, (n, _) in enumerate(sr.owners) if n >= 0},
                         tuple(i for i, (n, _) in enumerate(sr.owners) if n < 0)) for sr in self.starts]
+        # per start and owner there: the mask of the numbers of its orders
+        self._masks = [[sum(1 << i for i in numbers) for _, numbers in sr.owners] for sr in self.starts]
         self._least: dict = {}
         self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
         self._fronts: dict = {}
@@ -239,7 +241,7 @@ class BlockPaths:
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
         self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
         self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
-        self._options_of: dict = {}  # (start, that mask, prices) → per owner its allowed entries, cheapest first
+        self._options_of: dict = {}  # (start, that mask, prices) → per owner its allowed entries, cheapest first (None: not asked for yet)
         self._rankings: list = []  # per number of prices (:meth:`_ranking`)
 
     # ---- one start -------------------------------------------------------------------------
@@ -296,8 +298,8 @@ class BlockPaths:
         ri, on, ok, number = problem
         okey = (ri, ok, number)
         allowed = self._options_of.get(okey)
-        if allowed is None:
-            allowed = self._options_of[okey] = [[e for e in es if ok >> e[1] & 1] for es in self._rankings[number]]
+        if allowed is None:  # (each owner's list filtered when first asked for)
+            allowed = self._options_of[okey] = [None] * len(self.starts[ri].owners)
         slots, at = self._slots[ri]
         if on:
             at = list(at)
@@ -306,7 +308,16 @@ class BlockPaths:
                 at.append(slots[low.bit_length() - 1])
                 on ^= low
             at.sort()
-        return [allowed[i] for i in at]
+        out = []
+        for i in at:
+            es = allowed[i]
+            if es is None:
+                es = self._rankings[number][i]
+                if ok & self._masks[ri][i] != self._masks[ri][i]:  # (else all allowed: the ranking itself)
+                    es = [e for e in es if ok >> e[1] & 1]
+                allowed[i] = es
+            out.append(es)
+        return out
 
     def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...]]:
         """The cheapest choice of one order per owner at start ``ri`` (the union of their steps
