@@ -185,10 +185,10 @@ def test_a_child_that_dies_has_its_half_done_by_the_parent(monkeypatch):
     alone = _plans(monkeypatch, False, specs)
     entries = ilp_blocks.BlockCosts._entries
 
-    def dying(self, blocks):
+    def dying(self, blocks, before):
         if forked.in_child():
             os.kill(os.getpid(), signal.SIGKILL)
-        return entries(self, blocks)
+        return entries(self, blocks, before)
 
     monkeypatch.setattr(ilp_blocks.BlockCosts, "_entries", dying)
     forks = _count_children(monkeypatch)

@@ -633,8 +633,9 @@ class BlockCosts:
         here: list[tuple] = []  # this side's taking(), run beside the threads' blocks
 
         def there() -> tuple[dict[int, float], list[int], tuple]:
+            before = self._mark()
             out, left, taken = taking()
-            return out, left, self._entries(taken)
+            return out, left, self._entries(taken, before)
 
         try:
             out, (done, left, entries) = forked.split(
@@ -656,14 +657,22 @@ class BlockCosts:
                 out[i] = rest[i]
         return out
 
-    def _entries(self, blocks: set[int]) -> tuple:
-        """What these blocks' pairs added to the caches (for :meth:`_merge` in the parent)."""
-        return ({key: v for key, v in self.costs.items() if key[0] in blocks},
-                {key: v for key, v in self.ties.items() if key[0] in blocks},
-                {key: v for key, v in self.lp_bounds.items() if key[0] in blocks},
-                {k: v for k, v in self.known.items() if k in blocks},
-                {k: v for k, v in self.pool.items() if k in blocks},
-                {k: v for k, v in self.lightest.items() if k in blocks},
+    def _mark(self) -> tuple:
+        """Where the caches stand (for :meth:`_entries`): the keys costed, weighed and bounded,
+        and per block its known plans, its pool and its last lexicographic optimum."""
+        return (set(self.costs), set(self.ties), set(self.lp_bounds), {k: len(v) for k, v in self.known.items()},
+                {k: len(v) for k, v in self.pool.items()}, dict(self.lightest))
+
+    def _entries(self, blocks: set[int], before: tuple) -> tuple:
+        """What these blocks' pairs added to the caches since :meth:`_mark` gave ``before`` (for
+        :meth:`_merge` in the parent, which holds the rest already)."""
+        costs, ties, lp_bounds, known, pool, lightest = before
+        return ({key: v for key, v in self.costs.items() if key[0] in blocks and key not in costs},
+                {key: v for key, v in self.ties.items() if key[0] in blocks and key not in ties},
+                {key: v for key, v in self.lp_bounds.items() if key[0] in blocks and key not in lp_bounds},
+                {k: v for k, v in self.known.items() if k in blocks and len(v) != known.get(k)},
+                {k: v for k, v in self.pool.items() if k in blocks and len(v) != pool.get(k)},
+                {k: v for k, v in self.lightest.items() if k in blocks and v is not lightest.get(k)},
                 {k: type(self.searches[k]) for k in blocks if k in self.searches})
 
     def _merge(self, entries: tuple) -> None:
