@@ -404,8 +404,14 @@ class BlockPaths:
             for o in at:
                 used |= o.mirs
         if used & ~on:  # the smallest (fewest relations), the first of those
-            return "mir", max((n for n in range(len(self.mirs)) if (used & ~on) >> n & 1),
-                              key=lambda n: (-self.size[n], -n))
+            open_, pick = used & ~on, -1
+            while open_:  # (its bits, lowest first)
+                low = open_ & -open_
+                n = low.bit_length() - 1
+                if pick < 0 or self.size[n] < self.size[pick]:
+                    pick = n
+                open_ ^= low
+            return "mir", pick
         need = self._needs(picks, z)
         for t in sorted(need):
             if not (need[t] >> self.zmin[t] & 1 if lexicographic else need[t]):
@@ -454,7 +460,12 @@ class BlockPaths:
         for ri, sr in enumerate(self.starts):
             if parent is not None and not owners & sr.owning:
                 mine = p_picks[ri]
-                keep = not ruled or not any(o.mirs & ruled for o in mine)
+                keep = True
+                if ruled:
+                    for o in mine:
+                        if o.mirs & ruled:
+                            keep = False
+                            break
                 if keep and decided and not decided.isdisjoint(sr.stores):
                     keep = _union_cost(mine, self._charges(z)) == p_costs[ri]
                 if keep:
