@@ -37,8 +37,8 @@ tie-break weight add up over the blocks, so each block's lexicographic optimum (
 at a cost within :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of its optimum) is the
 enumeration's or the search's (started from the block's last lexicographic optimum, recosted,
 when that is lighter than its plan and still optimal: :meth:`BlockCosts._lighter`), or is
-found on a second instance with the cost capped by a row (:meth:`BlockCosts.weight`).  The shared stores' own ``z`` weigh once, in the search, not in
-every block (``Part.tie``).
+found on a second instance with the cost capped by a row (:meth:`BlockCosts.weight`).  The
+shared stores' own ``z`` weigh once, in the search, not in every block (``Part.tie``).
 
 Blocks are costed on :data:`BLOCK_THREADS` threads (:func:`per_block`): HiGHS releases the GIL
 while it solves and every block has instances and cache entries of its own; each block's

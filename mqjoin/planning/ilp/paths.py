@@ -241,7 +241,8 @@ class BlockPaths:
         self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
         self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
         self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
-        self._options_of: dict = {}  # (start, that mask, prices) → per owner its allowed entries, cheapest first (None: not asked for yet)
+        # (start, that mask, prices) → per owner its allowed entries, cheapest first (None: not asked for yet)
+        self._options_of: dict = {}
         self._rankings: list = []  # per number of prices (:meth:`_ranking`)
 
     # ---- one start -------------------------------------------------------------------------
