@@ -219,7 +219,7 @@ def test_weights_started_from_the_last_lexicographic_optimum(spec):
                 choice = part.chosen_by(b, t)
                 cost = costs.cost(b, choice)
                 own = part.patched(b, costs.costs[key][1], choice)
-                start = costs._lighter(b, own, choice, cost)
+                start = costs._lighter(b, own, choice, cost * (1 + 1e-7) + 1e-7)
                 if start is not own:
                     taken += 1
                     assert costs.recost(b, start, choice)[0] <= cost * (1 + 1e-7) + 1e-7

@@ -535,24 +535,24 @@ class BlockCosts:
             if not any(part.tie[c] for c in b.cols):
                 self.ties[key] = (0.0, vals, True)
                 return 0.0
+            cap = obj * (1 + TIE_SLACK) + TIE_SLACK
             paths = self.search(k)
             if paths is not None:
                 try:
-                    w, vals2 = paths.lexicographic(choice, obj, self._lighter(k, vals, choice, obj))
+                    w, vals2 = paths.lexicographic(choice, obj, self._lighter(k, vals, choice, cap))
                     self.ties[key] = (w, vals2, True)
                     self.lightest[k] = vals2
                     return w
                 except TooLarge:
                     self._gave_up(k)
                     return self.weight(k, choice)
-            cap = obj * (1 + TIE_SLACK) + TIE_SLACK
             brows = b.rows + [len(part.mdl.rows)]
             h = self.instance(k, 1, lambda: self._capped(k, choice, cap), brows)
             h.changeRowBounds(len(b.rows), -highspy.kHighsInf, cap)
             res = self.block_lp(k, h, choice) if part.quick else None
             vals2 = None if res is None else res[1]
             if vals2 is not None:
-                self.ties[key] = (math.fsum(part.tie[c] * v for c, v in zip(b.cols, vals2)), vals2, True)
+                self.ties[key] = (self._weigh(k, vals2), vals2, True)
                 return self.ties[key][0]
             start = [0.0] * part.mdl.num_variables
             for c, v in zip(b.cols, vals):
@@ -562,20 +562,22 @@ class BlockCosts:
             self.ties[key] = (w, vals2, st == "optimal")
         return self.ties[key][0]
 
-    def _lighter(self, k: int, vals: list[float], choice: Choice, optimum: float) -> list[float]:
+    def _weigh(self, k: int, vals: list[float]) -> float:
+        """The tie-break weight of a plan of the block (its columns' values)."""
+        return math.fsum(self.part.tie[c] * v for c, v in zip(self.part.blocks[k].cols, vals))
+
+    def _lighter(self, k: int, vals: list[float], choice: Choice, cap: float) -> list[float]:
         """The first incumbent of a block's lexicographic search under the choices: its plan
-        ``vals`` or, when lighter and still optimal there, its last lexicographic optimum
-        recosted (combinations come one store apart, and a store's attribute often leaves the
-        lightest plan as it was)."""
+        ``vals`` or, when lighter and within the cap there (still optimal), its last
+        lexicographic optimum recosted (combinations come one store apart, and a store's
+        attribute often leaves the lightest plan as it was)."""
         last = self.lightest.get(k)
         if last is None:
             return vals
         cost, again = self.recost(k, last, choice)
-        if cost > optimum * (1 + TIE_SLACK) + TIE_SLACK:
+        if cost > cap:
             return vals
-        cols, tie = self.part.blocks[k].cols, self.part.tie
-        weigh = lambda v: math.fsum(tie[c] * x for c, x in zip(cols, v))  # noqa: E731
-        return again if weigh(again) < weigh(vals) else vals
+        return again if self._weigh(k, again) < self._weigh(k, vals) else vals
 
     def _capped(self, k: int, choice: Choice, cap: float) -> Model:
         """The block's tie-break model under the choices: the tie-break weights as costs and

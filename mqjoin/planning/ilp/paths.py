@@ -580,15 +580,10 @@ class BlockPaths:
                     if c1 + c2 + rest > cap:  # (a front comes cheapest first)
                         break
                     if w1 + w2 <= heaviest:
-                        pairs.append((c1 + c2, w1 + w2, a, b))
-            pairs.sort()
-            kept: list[tuple[float, float, tuple]] = []  # (as :func:`_pareto` keeps them)
-            for c, w, a, b in pairs:
-                if not kept or w < kept[-1][1]:
-                    kept.append((c, w, combined[a][2] + (front[b][2],)))
-            if not kept:
+                        pairs.append((c1 + c2, w1 + w2, (a, b)))
+            combined = [(c, w, combined[a][2] + (front[b][2],)) for c, w, (a, b) in _pareto(pairs)]
+            if not combined:
                 return math.inf, (), z
-            combined = kept
         _, w, picks = combined[-1]
         return w + own, picks, zs
 
