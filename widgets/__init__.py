@@ -57,13 +57,8 @@ from mqjoin.widgets.tree_figures import probe_tree_figure
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
-from mqjoin.widgets.model import (
-    ExplorerModel,
-    SelectivityGroup,
-    as_workload,
-    selectivity_groups,
-    with_class_selectivity,
-)
+from mqjoin.model.statistics import SelectivityGroup, selectivity_groups
+from mqjoin.widgets.model import ExplorerModel, as_workload, with_class_selectivity
 from mqjoin.widgets.adaptivity import AdaptivityPanel, paper_scenarios
 from mqjoin.widgets.query_changes import QueryChangesPanel
 from mqjoin.widgets.timeline import EpochTimeline, EpochView, epoch_view

@@ -38,7 +38,8 @@ from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.planning.diff import plan_signature
 from mqjoin.widgets.figures import PALETTE, fmt, new_figure_widget, sync_figure
-from mqjoin.widgets.model import ModelView, selectivity_groups, with_class_selectivity
+from mqjoin.model.statistics import selectivity_groups
+from mqjoin.widgets.model import ModelView, with_class_selectivity
 
 #: probe orders listed per plan in the legend table (the rest: click its region)
 MAX_APART = 4

@@ -44,7 +44,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.datasets.commands import load_named_workload
@@ -52,9 +51,9 @@ from mqjoin.model.errors import MqjoinError, PlannerError
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
 from mqjoin.planners.registry import check_planner
+from mqjoin.model.statistics import SelectivityGroup, selectivity_groups
 from mqjoin.model.workload import (
     Attr,
-    JoinClass,
     Workload,
     iter_pairs,
     load_workload,
@@ -96,58 +95,6 @@ def as_workload(workload: Workload | str) -> Workload:
 # --------------------------------------------------------------------------------------------
 # selectivity groups: what one selectivity slider edits
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SelectivityGroup:
-    """Classes (of any queries) that must share one selectivity because they share a pair of
-    attributes (docs/model.md §1): editing one selectivity edits the whole group.
-
-    ``label`` is the equality text (``"R.a = S.a"``) that :meth:`Workload.with_selectivity`
-    accepts; ``members`` the union of the classes' attributes."""
-
-    label: str
-    members: tuple[Attr, ...]
-    selectivity: float
-    queries: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return self.label
-
-
-def selectivity_groups(workload: Workload) -> tuple[SelectivityGroup, ...]:
-    """The selectivity groups of a workload, in the order of their first attribute.
-
-    >>> w = as_workload("tpch_fig7a.yaml")
-    >>> [g.label for g in selectivity_groups(w)][:2]
-    ['lineitem.orderkey = orders.orderkey', 'lineitem.partkey = part.partkey = partsupp.partkey']
-    """
-    classes: list[tuple[JoinClass, str]] = [(c, q.name) for q in workload.queries for c in q.classes]
-    parent = list(range(len(classes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[tuple[Attr, Attr], int] = {}
-    for i, (c, _) in enumerate(classes):
-        for pair in iter_pairs(c.members):
-            if pair in owner:
-                parent[find(i)] = find(owner[pair])
-            else:
-                owner[pair] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(classes)):
-        groups.setdefault(find(i), []).append(i)
-    out = []
-    for idx in groups.values():
-        members = tuple(sorted({a for i in idx for a in classes[i][0].members}))
-        queries = tuple(dict.fromkeys(classes[i][1] for i in idx))
-        out.append(SelectivityGroup(" = ".join(str(a) for a in members), members,
-                                    classes[idx[0]][0].selectivity, queries))
-    return tuple(sorted(out, key=lambda g: g.members))
 
 
 def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, value: float) -> Workload:
