@@ -51,14 +51,8 @@ from mqjoin.model.errors import MqjoinError, PlannerError
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
 from mqjoin.planners.registry import check_planner
-from mqjoin.model.statistics import SelectivityGroup, selectivity_groups
-from mqjoin.model.workload import (
-    Attr,
-    Workload,
-    iter_pairs,
-    load_workload,
-    parse_workload,
-)
+from mqjoin.model.statistics import SelectivityGroup, with_class_selectivity
+from mqjoin.model.workload import Workload, load_workload, parse_workload
 
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.support.gcpause import paused_gc
@@ -90,29 +84,6 @@ def as_workload(workload: Workload | str) -> Workload:
     if "\n" in text or ":" in text and not text.endswith((".yaml", ".yml")):
         return parse_workload(workload)
     return load_named_workload(text)  # a file, else a bundled workload, else the "file not found" error
-
-
-# --------------------------------------------------------------------------------------------
-# selectivity groups: what one selectivity slider edits
-# --------------------------------------------------------------------------------------------
-
-
-def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, value: float) -> Workload:
-    """The workload with a new selectivity for a class and every class that shares a pair of
-    attributes with it (one :class:`SelectivityGroup`), so the result stays consistent.
-
-    >>> w = as_workload("tpch_fig7a.yaml")
-    >>> w2 = with_class_selectivity(w, "part.partkey = partsupp.partkey", 0.001)
-    >>> sorted({c.selectivity for q in w2.queries for c in q.classes if any(a.name == "partkey" for a in c.members)})
-    [0.001]
-    """
-    label = group.label if isinstance(group, SelectivityGroup) else str(group)
-    for g in selectivity_groups(workload):
-        if label == g.label or _pairs_of(label) & _pairs_of(g.label):
-            if set(_attrs_of(label)) <= set(g.members):
-                label = g.label
-            break
-    return workload.with_selectivity(label, value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -570,16 +541,3 @@ def _thread(job: Callable[[], None]) -> threading.Thread:
     t = threading.Thread(target=job, name="mqjoin-anytime", daemon=True)
     t.start()
     return t
-
-
-def _attrs_of(label: str) -> list[Attr]:
-    out = []
-    for part in label.split("="):
-        rel, _, name = part.strip().partition(".")
-        out.append(Attr(rel, name))
-    return out
-
-
-def _pairs_of(label: str) -> set[tuple[Attr, Attr]]:
-    attrs = sorted(set(_attrs_of(label)))
-    return set(iter_pairs(tuple(attrs)))

@@ -216,6 +216,42 @@ def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ..
     return out
 
 
+def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, value: float) -> Workload:
+    """The workload with a new selectivity for a class and every class that shares a pair of
+    attributes with it (one :class:`SelectivityGroup`), so the result stays consistent.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
+    ... queries: {q1: "R(a), S(a), T(a)", q2: "S(a), T(a)"}
+    ... ''')
+    >>> w2 = with_class_selectivity(w, "S.a = T.a", 0.001)
+    >>> [c.selectivity for q in w2.queries for c in q.classes]
+    [0.001, 0.001]
+    """
+    label = group.label if isinstance(group, SelectivityGroup) else str(group)
+    for g in selectivity_groups(workload):
+        if label == g.label or _pairs_of(label) & _pairs_of(g.label):
+            if set(_attrs_of(label)) <= set(g.members):
+                label = g.label
+            break
+    return workload.with_selectivity(label, value)
+
+
+def _attrs_of(label: str) -> list[Attr]:
+    out = []
+    for part in label.split("="):
+        rel, _, name = part.strip().partition(".")
+        out.append(Attr(rel, name))
+    return out
+
+
+def _pairs_of(label: str) -> set[tuple[Attr, Attr]]:
+    attrs = sorted(set(_attrs_of(label)))
+    return set(iter_pairs(tuple(attrs)))
+
+
 # --------------------------------------------------------------------------------------------
 # writing statistics into a workload
 # --------------------------------------------------------------------------------------------
