@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from mqjoin.model.errors import WorkloadError
 from mqjoin.model.workload import Attr, JoinClass, Workload, iter_pairs
+from mqjoin.support.unionfind import UnionFind
 
 #: fewer agreeing sample pairs than this make the normal interval unreliable
 FEW_MATCHES = 10
@@ -173,26 +174,13 @@ def selectivity_groups(workload: Workload) -> tuple[SelectivityGroup, ...]:
     [('R.a = S.a = T.a', 2, 3, ('q1', 'q2')), ('T.a = U.a', 1, 1, ('q3',))]
     """
     classes: list[tuple[JoinClass, str]] = [(c, q.name) for q in workload.queries for c in q.classes]
-    parent = list(range(len(classes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    uf = UnionFind(range(len(classes)))
     owner: dict[tuple[Attr, Attr], int] = {}
     for i, (c, _) in enumerate(classes):
         for pair in iter_pairs(c.members):
-            if pair in owner:
-                parent[find(i)] = find(owner[pair])
-            else:
-                owner[pair] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(classes)):
-        groups.setdefault(find(i), []).append(i)
+            uf.union(owner.setdefault(pair, i), i)
     out = []
-    for idx in groups.values():
+    for idx in uf.groups():
         members = tuple(sorted({a for i in idx for a in classes[i][0].members}))
         sets = tuple(sorted({classes[i][0].members for i in idx}))
         out.append(SelectivityGroup(" = ".join(str(a) for a in members), members, classes[idx[0]][0].selectivity,
