@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mqjoin.planning.candidates import MIR, owner_label, steps_of
+from mqjoin.planning.candidates import MIR, order_steps, owner_label, probe_order_cost
 from mqjoin.planning.plan import Node, Plan, ProbeRule
 
 
@@ -135,9 +135,11 @@ def order_costs(plan: Plan) -> list[OrderCost]:
         if isinstance(c.owner, MIR):
             continue
         classes = w.query(c.owner).classes
-        nodes = [key.get((c.namespace, s, a)) for s, a in zip(steps_of(c.order, classes, w), c.order.partitions or ())]
-        nodes = [n for n in nodes if n is not None]
-        out.append(OrderCost(c.owner, c.order.start, c.order.render(), sum(n.cost for n in nodes),
+        ns = c.namespace
+        steps = [(s, a) for s, a in order_steps(c.order, classes, w) if (ns, s, a) in key]
+        nodes = [key[(ns, s, a)] for s, a in steps]
+        cost = probe_order_cost(steps, lambda step, partition: key[(ns, step, partition)].cost)
+        out.append(OrderCost(c.owner, c.order.start, c.order.render(), cost,
                              tuple(n.edge for n in nodes), tuple(n.edge for n in nodes if len(n.owners) > 1)))
     rank = w.relation_rank
     names = w.query_names
