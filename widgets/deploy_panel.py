@@ -81,6 +81,7 @@ from mqjoin.support.threads import join_threads
 from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._kernel import spawn, unbound
 from mqjoin.widgets._html import esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
@@ -402,10 +403,9 @@ class DeployPanel(GuardedPanel, W.VBox):
         return label
 
     def _spawn(self, target, name: str, *args) -> threading.Thread:
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
-        with self._lock:
+        with self._lock:  # started under the lock: close() joins it
+            t = spawn(target, name, *args)
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
-        t.start()
         return t
 
     def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float) -> None:
@@ -453,7 +453,8 @@ class DeployPanel(GuardedPanel, W.VBox):
             if ev.get("kind") == "batch":
                 produced[0] += int(ev.get("results") or 0)
                 budget(produced[0], float(ev.get("state_rows") or 0))
-            self._on_event(label, d, ev)
+            with unbound():  # on the deployment's threads, which no request of the page started
+                self._on_event(label, d, ev)
 
         total = getattr(d, "total", None)
         # the model's estimate describes the synthetic input (a given data set has its own size)
@@ -640,9 +641,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         with self._lock:
             if self._clock is not None and self._clock.is_alive():
                 return
-            self._clock = threading.Thread(target=self._run_clock, name="mqjoin-deploy-clock", daemon=True)
+            self._clock = spawn(self._run_clock, "mqjoin-deploy-clock")
             self._threads = [x for x in self._threads if x.is_alive()] + [self._clock]
-        self._clock.start()
 
     def _run_clock(self) -> None:
         while not self._closed.wait(1.0):
