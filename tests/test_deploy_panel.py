@@ -582,3 +582,44 @@ def test_a_run_that_ends_after_a_reload_leaves_deploy_routed_to_the_live_page(ke
     assert not button.disabled
     assert button.comm._reply_subshell_for({}, None) == "new"
     panel.close()
+
+
+def test_pyspark_that_fails_to_import_is_said_with_its_cause_not_as_missing(monkeypatch):
+    pytest.importorskip("pyspark")
+    import importlib.util
+
+    import mqjoin.runtime.spark.session as session
+
+    monkeypatch.setattr(session, "PYSPARK_MODULES", (*session.PYSPARK_MODULES, "pyspark.sql.half_initialised"))
+    with pytest.raises(EngineError, match="installed but failed to import .*half_initialised") as e:
+        session.import_pyspark()
+    assert e.value.__cause__ is not None  # the real error, with its traceback
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(EngineError, match="needs pyspark: pip install"):
+        session.import_pyspark()
+
+
+def test_a_start_ahead_that_failed_does_not_say_spark_is_ready_and_logs_why(monkeypatch, caplog):
+    """The start ahead's error (here pyspark's half-initialised module) is logged as a warning
+    with its traceback, and the status line says Spark did not start, not that it is ready."""
+    import logging
+    import math
+
+    pytest.importorskip("pyspark")
+    import mqjoin.runtime.spark.session as session
+    import mqjoin.widgets.deploy_panel as dp
+
+    def broken():
+        raise ImportError("cannot import name 'SparkSession' from partially initialized module 'pyspark.sql'")
+
+    monkeypatch.setattr(session, "spark_session", broken)
+    monkeypatch.setattr(dp, "_session_running", lambda: False)
+    monkeypatch.setattr(dp, "_warmed", [-math.inf])
+    panel = DeployPanel(lambda: optimize(W).plan, refresh_seconds=0)
+    with caplog.at_level(logging.WARNING, logger=dp.__name__):
+        assert panel.prepare() and panel.wait_idle()
+    assert "Spark is ready" not in panel.status.value
+    assert "did not start ahead" in panel.status.value and "partially initialized" in panel.status.value
+    [rec] = [r for r in caplog.records if "ahead of a deploy" in r.getMessage()]
+    assert rec.levelno == logging.WARNING and rec.exc_info is not None
+    panel.close()

@@ -103,6 +103,9 @@ ADVICE = ("press Deploy to try again; if it fails the same way, restart the kern
 
 
 def _default_deploy(plan, data, out, **kw):
+    from mqjoin.runtime.spark.session import import_pyspark
+
+    import_pyspark()  # before the modules that import it (another thread may be importing it)
     from mqjoin.runtime.spark.launch import deploy
 
     return deploy(plan, data, out, **kw)
@@ -156,24 +159,31 @@ _warmed = [-math.inf]
 _deploys_waiting = [0]  # deploys waiting for the start ahead (see _after_prepare)
 
 
-def _prepare_session() -> None:
-    """The local Spark session and its Python workers, started ahead of a deploy (a failure is
-    the deploy's to report)."""
-    from mqjoin.runtime.spark.session import spark_session, warm_up
+def _prepare_session() -> str | None:
+    """The local Spark session and its Python workers, started ahead of a deploy; returns why
+    the session is not up (None when it is).  A start ahead under way in another panel is
+    waited for.  A failure is logged with its traceback; the deploy reports it again."""
+    from mqjoin.runtime.spark.session import import_pyspark
 
-    if not _PREPARING.acquire(blocking=False):
-        return  # another panel's start ahead is under way
-    try:
-        if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
-            return
-        spark = spark_session()
-        if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
-            warm_up(spark)
-            _warmed[0] = time.monotonic()
-    except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
-        _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
-    finally:
-        _PREPARING.release()
+    with _PREPARING:
+        try:
+            if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
+                return None
+            import_pyspark()
+            from mqjoin.runtime.spark.session import spark_session, warm_up
+
+            spark = spark_session()
+            if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
+                warm_up(spark)
+                _warmed[0] = time.monotonic()
+        except MqjoinError as e:  # not installed, no Java: said in words, as the deploy will say it
+            _log.warning("the Spark session was not started ahead of a deploy: %s", e,
+                         exc_info=e.__cause__ is not None)
+            return str(e)
+        except Exception as e:  # noqa: BLE001 — Deploy starts it again and says why it fails
+            _log.warning("starting the Spark session ahead of a deploy failed", exc_info=True)
+            return f"{type(e).__name__}: {e}"
+    return None if _session_running() else "the Spark session is not running"
 
 
 def _after_prepare(cancelled: threading.Event) -> bool:
@@ -482,6 +492,9 @@ class DeployPanel(GuardedPanel, W.VBox):
             text = "Spark mode: native — Spark's own stream-stream joins, no stores of the plan"
         else:
             try:
+                from mqjoin.runtime.spark.session import import_pyspark
+
+                import_pyspark()  # before the module that imports it (the start ahead may be importing it)
                 from mqjoin.runtime.spark.deployment import mode_choice
 
                 plan = plan if plan is not None else self.plan_provider()
@@ -547,9 +560,10 @@ class DeployPanel(GuardedPanel, W.VBox):
                     f"the background (the JVM and its Python workers, ~{WARMING_S} s on a busy 2-core machine; a "
                     "Deploy meanwhile waits for it)")
             self.status.value = said
-        _prepare_session()
+        why = _prepare_session()
         if said is not None and self.status.value == said:  # no run started meanwhile
-            self._set_status("idle", "press Deploy to run the current plan on Spark · Spark is ready")
+            self._set_status("idle", "press Deploy to run the current plan on Spark · " + (
+                "Spark is ready" if why is None else f"Spark did not start ahead: {why} — Deploy tries again"))
 
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
