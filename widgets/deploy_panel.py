@@ -381,6 +381,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._set_status("error", f"{e} — {ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("checking the deploy against the guard failed")
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
         if refusal is not None and not force:
@@ -424,6 +425,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * BATCH_SECONDS)))
             d = self.deploy_fn(plan, data, out, engine=engine, rate=rate, **kw)
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("the deploy of %s failed", label)
             with self._lock:
                 self._starts.pop(label, None)
                 cancelled = start.cancelled.is_set()
@@ -490,7 +492,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                                      span=None if tables else self.duration.value)
                 text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
             except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
-                _log.debug("no Spark mode to show before the deploy: %s", e)
+                _log.debug("no Spark mode to show before the deploy: %s", e, exc_info=True)
                 text = ""
         if not self._busy():
             self.mode_line.value = text
