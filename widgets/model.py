@@ -563,11 +563,6 @@ class ExplorerModel:
             self._notify("result", old, p.result)
         self._set("progress", self.progress + (p,))
 
-    def cancel_improving(self) -> None:
-        """Stop the background improvement (its running round finishes, unreported)."""
-        self.generation += 1
-        self._set("improving", False)
-
     def close(self, timeout: float | None = None) -> bool:
         """Stop the background work: the debounced recomputation is cancelled (the edit stays,
         unsolved until the next one), the anytime improvement too (its running round finishes
