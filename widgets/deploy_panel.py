@@ -23,7 +23,8 @@ fake deployment and no Spark.
   first batch with input is drawn at once.
 * **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
   :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
-  of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
+  of half a second of input kept a run that fell behind from ever catching up:
+  ``benchmarks/RESULTS.md``, "Deploy → first point, and whether the default run keeps up").
 * **One run at a time.**  Deploy is disabled while a run is live; finished runs stay and the
   next one overlays them.  Every run has its own row in the run table: its state, what
   happened (warnings and errors in words), tuples, tuples/s, result latency p50/p95, state
