@@ -26,6 +26,7 @@ from typing import Any
 import ipywidgets as W
 
 from mqjoin.widgets._html import esc
+from mqjoin.widgets._kernel import spawn
 from mqjoin.widgets.charts import PLAN_COLOURS
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 
@@ -84,8 +85,7 @@ class PartitionsView(W.VBox):
         """Run the projection on a thread of its own (the figure follows when it ends)."""
         self.button.disabled = True
         self.status.value = "counting rows per partition on the input …"
-        self.thread = threading.Thread(target=self._run, name="mqjoin-partitions", daemon=True)
-        self.thread.start()
+        self.thread = spawn(self._run, "mqjoin-partitions")
         return self.thread
 
     def _run(self) -> None:
