@@ -257,7 +257,7 @@ def test_without_sampled_sizes_nothing_is_re_solved(seed, monkeypatch):
     """Held-out random workloads, with no sizes or with exact ones: ε = 0, no tie-break, and
     the ILP solved once per mode (the plans the optimiser always returned)."""
     from mqjoin.datasets.random_workloads import random_workload
-    from mqjoin.planning import optimizer
+    from mqjoin.planning import clash as optimizer
 
     from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.uniform import uniform_streams

@@ -24,7 +24,7 @@ def _store_labels(fig) -> list[str]:
 
 def test_planner_switch_changes_the_plan_every_view_shows():
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin"]
+    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin", "jaqpot"]
     assert ex.options.tree_shape.disabled
     clash = ex.model.result
     trees_before = _store_labels(ex.trees.figure)

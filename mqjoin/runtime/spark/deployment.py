@@ -32,6 +32,7 @@ from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 from mqjoin.model.tables import Table, read_inputs, time_range, write_results
+from mqjoin.runtime.contracts import BatchEngine
 from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
@@ -293,7 +294,7 @@ class Deployment:
         self._stopping = False
         self.started_at: float | None = None
         self.total = 0
-        self.engine: ShardedEngine | None = None
+        self.engine: BatchEngine | None = None
         self.columns: dict[str, str] | None = None  # the packed log's attribute columns (plan engines)
 
     def _read_inputs(self, data: str | Path) -> dict[str, Table]:
@@ -587,6 +588,11 @@ class Deployment:
         for q, rows in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
             out[q].add(tuple(rows))
         return out
+
+    def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
+        """:meth:`results` under the name of the :class:`~mqjoin.runtime.contracts.EngineRun`
+        contract (a finished deployment is an engine's run)."""
+        return self.results()
 
     def _result_queries(self) -> list[str]:
         return [q.name for q in self.workload.queries]
