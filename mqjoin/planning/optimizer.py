@@ -34,7 +34,7 @@ from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import ALL_POLICIES, BUDGET, MODES, POLICIES, SOLVERS, check_options  # noqa: F401  (re-exported)
 from mqjoin.planning.plan import Choice, Plan, build_plan, mir_memory
 from mqjoin.planners.registry import check_planner, planner_of
-from mqjoin.planning.result import IlpStats, OptimizeResult, TieBreak  # noqa: F401  (re-exported: mqjoin.OptimizeResult)
+from mqjoin.planning.result import IlpStats, OptimizeResult, TieBreak  # re-exported: mqjoin.OptimizeResult
 from mqjoin.planning.ties import memory_model, tolerance
 from mqjoin.model.workload import Attr, Workload
 
@@ -248,7 +248,7 @@ def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
     for owner, by_start in cands.orders.items():
         if isinstance(owner, MIR):
             continue
-        for start, orders in by_start.items():
+        for orders in by_start.values():
             o = next(o for o in orders if all(m.is_base for m in o.elements))
             attrs = tuple(cands.partition_candidates[m][0] for m in o.elements)
             out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))

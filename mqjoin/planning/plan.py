@@ -43,7 +43,7 @@ from typing import Any, Iterable, Mapping
 
 from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, owner_selection, steps_of
 from mqjoin.model.filters import Selection, parse_where
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
+from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # re-exported here
 from mqjoin.model.errors import MqjoinError, PlanError
 from mqjoin.model.workload import Attr, JoinClass, Workload
 
