@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import figure_messages, frontend_picks, frontend_sets, recording_comm  # noqa: E402,F401  (the fixture)
+from test_widgets import figure_messages, frontend_picks, frontend_sets, recording_comm  # noqa: F401  (the fixture)
 
-from mqjoin.widgets import Explorer  # noqa: E402
-from mqjoin.widgets.figures import trace_by_name  # noqa: E402
+from mqjoin.widgets import Explorer
+from mqjoin.widgets.figures import trace_by_name
 
 # --------------------------------------------------------------------------------------------
 # plan families and the JAQPOT panel

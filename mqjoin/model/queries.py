@@ -152,7 +152,9 @@ _PAPER_ITEM = re.compile(rf"\s*({IDENT})\s*\(([^()]*)\)\s*")
 
 def _split_top(text: str) -> list[str]:
     """Split at commas that are not inside parentheses."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -297,7 +299,7 @@ def _class_selectivity(where: str, group: list[Attr],
 def check_filter_consistency(queries: list[Query]) -> None:
     """Queries with the same filter on a relation must give it one pass fraction: their
     filtered stores are one store (docs/model.md §7), with one size."""
-    seen: dict[tuple, tuple[float, str]] = {}
+    seen: dict[tuple[Any, ...], tuple[float, str]] = {}
     for q in queries:
         for f in q.filters:
             key = (f.relation, f.comparisons)

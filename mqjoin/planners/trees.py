@@ -241,7 +241,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
         best = min(costs.values())
         chosen[m] = min(a for a, c in costs.items() if is_close(c, best))
     out = []
-    for (owner, order), ss in zip(owned, steps):
+    for (_owner, order), ss in zip(owned, steps):
         if partitioning == "single":
             parts = tuple(chosen[s.target] for s in ss)
         else:

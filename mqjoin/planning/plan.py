@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 from mqjoin.planning.candidates import (MIR, Owner, ProbeOrder, Step, order_steps, owner_classes, owner_label,
                                        owner_selection)
 from mqjoin.model.filters import Selection, parse_where
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
+from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # re-exported here
 from mqjoin.model.errors import MqjoinError, PlanError
 from mqjoin.model.workload import Attr, JoinClass, Workload
 

@@ -318,7 +318,7 @@ class Deployment:
                 self._start_mqjoin(opts, listener)
             else:
                 self._start_native(opts, listener)
-        except Exception as exc:  # noqa: BLE001 — recorded as the deployment's error, raised with its cause
+        except Exception as exc:  # recorded as the deployment's error, raised with its cause
             self._fail(exc)
             if self.error is None or self.error is exc:  # stopped meanwhile, or already an EngineError
                 raise
