@@ -23,7 +23,8 @@ fake deployment and no Spark.
   first batch with input is drawn at once.
 * **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
   :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
-  of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
+  of half a second of input kept a run that fell behind from ever catching up:
+  ``benchmarks/RESULTS.md``, "Deploy → first point, and whether the default run keeps up").
 * **One run at a time.**  Deploy is disabled while a run is live; finished runs stay and the
   next one overlays them.  Every run has its own row in the run table: its state, what
   happened (warnings and errors in words), tuples, tuples/s, result latency p50/p95, state
@@ -392,6 +393,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._set_status("error", f"{e} — {ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("checking the deploy against the guard failed")
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
         if refusal is not None and not force:
@@ -434,6 +436,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * BATCH_SECONDS)))
             d = self.deploy_fn(plan, data, out, engine=engine, rate=rate, **kw)
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("the deploy of %s failed", label)
             with self._lock:
                 self._starts.pop(label, None)
                 cancelled = start.cancelled.is_set()
@@ -504,7 +507,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                                      span=None if tables else self.duration.value)
                 text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
             except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
-                _log.debug("no Spark mode to show before the deploy: %s", e)
+                _log.debug("no Spark mode to show before the deploy: %s", e, exc_info=True)
                 text = ""
         if not self._busy():
             self.mode_line.value = text

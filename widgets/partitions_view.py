@@ -18,6 +18,7 @@ over the input once, off the kernel's thread, when **Project** is clicked.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,6 +29,8 @@ from mqjoin.widgets._html import esc
 from mqjoin.widgets._kernel import spawn
 from mqjoin.widgets.charts import PLAN_COLOURS
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
+
+_log = logging.getLogger(__name__)
 
 #: the partition counts projected by default
 COUNTS = (8, 32, 128)
@@ -96,6 +99,7 @@ class PartitionsView(W.VBox):
             self.status.value = ("done" + (": capped by few distinct values — " + ", ".join(
                 f"{esc(s)} ({d})" for s, d in capped) if capped else ""))
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("projecting the partitions failed")
             self.status.value = f"<b>error</b> — {esc(str(e))}"
         finally:
             self.button.disabled = False
