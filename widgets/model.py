@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mqjoin.datasets.commands import load_named_workload
-from mqjoin.model.errors import MqjoinError, PlannerError
+from mqjoin.model.errors import FilterError, MissingFractionError, MqjoinError, PlannerError
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
 from mqjoin.planners.registry import check_planner
@@ -320,7 +320,20 @@ class ExplorerModel:
             self._set("error", str(e))
             return False
         spec = {"join": text, "where": where} if where.strip() else text
-        return self.edit(lambda w: w.with_query(name, spec, given))
+
+        def added(w: Workload) -> Workload:
+            try:
+                new = w.with_query(name, spec, given)
+                new.selections(name)  # its filter's pass fractions, checked now: not when the plan is solved
+                return new
+            except MissingFractionError as e:  # say where the fraction goes here, not in YAML
+                if e.query != name:
+                    raise
+                raise FilterError(f"query {name}: the filter on {e.relation} needs its pass fraction (the share of "
+                                  f"{e.relation}'s tuples that pass, in (0, 1]): type '{e.relation}: 0.2' in the "
+                                  "'pass f' box beside the filter") from None
+
+        return self.edit(added)
 
     def remove_query(self, name: str) -> bool:
         """Remove a query (the last one cannot be removed: a plan needs a query)."""

@@ -22,6 +22,7 @@ from mqjoin.adaptive.policy import AdaptivePolicy
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.workload import Attr, Workload, iter_pairs
 from mqjoin.support.valuesample import sampled
+from mqjoin.support.units import number
 
 
 EMPTY_EPOCH_TUPLES = 0.5
@@ -121,20 +122,20 @@ class EpochStats:
         for (a, b), v in sorted(self.pairs.items()):
             old = None if before is None else before.selectivity_of(a, b)
             if old is None:
-                parts.append(f"{a} = {b} {v:.3g}")
+                parts.append(f"{a} = {b} {number(v)}")
             elif not math.isclose(old, v, rel_tol=0.05):
-                parts.append(f"{a} = {b} {old:.3g} → {v:.3g}")
+                parts.append(f"{a} = {b} {number(old)} → {number(v)}")
         if before is not None:
             for r, v in sorted(self.rates.items()):
                 old = before.rate(r)
                 if not math.isclose(old, v, rel_tol=0.05):
-                    parts.append(f"rate {r} {old:.3g} → {v:.3g}")
+                    parts.append(f"rate {r} {number(old)} → {number(v)}")
         for m in self.sizes:
             est = None if before is None else estimated_size(before, m)
             if est is None:
-                parts.append(f"|{m.key}| {m.value:.3g}")
+                parts.append(f"|{m.key}| {number(m.value)}")
             elif not math.isclose(est, m.value, rel_tol=0.05):
-                parts.append(f"|{m.key}| {est:.3g} → {m.value:.3g}")
+                parts.append(f"|{m.key}| {number(est)} → {number(m.value)}")
         if len(parts) > limit:
             parts = parts[:limit] + [f"… {len(parts) - limit} more"]
         return "; ".join(parts) if parts else "no change beyond 5 %"
