@@ -246,8 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
     if args.engine == "native":
         _clash_only(args, "--engine native (Spark's own joins, no plan)")
-    res = _optimize(args)
-    tables = read_inputs(res.workload, args.data)
+    tables, fitted = _fitted(args)
+    res = _optimize(args, fitted.workload)
     if args.engine == "reference":
         run = run_reference(res.plan, tables, **budget)
         write_results(res.workload, run.results, args.out)
@@ -256,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
-                   "predicted": check.to_dict()}
+                   "statistics": fitted.to_dict(), "predicted": check.to_dict()}
         sets, counts = run.result_sets(), run.counts
         if budget:
             from mqjoin.runtime.shedding import deficit
@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         counts = {q: len(r) for q, r in sets.items()}
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
-                   **d.summary(), "out": str(args.out)}
+                   **d.summary(), "out": str(args.out), "statistics": fitted.to_dict()}
         check = _spark_check(res.plan, d, tables) if args.engine == "spark" else None
         if check is not None:
             summary["predicted"] = check.to_dict()
@@ -304,6 +304,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.check:
             print(summary["check"])
     return 0
+
+
+def _fitted(args: argparse.Namespace):
+    """``run``'s inputs and the workload to plan on for them (:mod:`mqjoin.datasets.fitting`):
+    the horizon the data's span and, unless ``--workload-stats``, statistics measured again when
+    the data contradicts the workload's (said in one line on stderr)."""
+    from mqjoin.datasets.fitting import Fit, fit_to_data
+    from mqjoin.model.tables import read_inputs
+
+    w = load_named_workload(args.workload)
+    tables = read_inputs(w, args.data)
+    if args.workload_stats:
+        fit = fit_to_data(w, tables, check=False)
+    else:
+        fit = fit_to_data(w, tables, source=str(args.data), command=args.workload)
+    if fit.message:
+        print(f"mqjoin: {fit.message}", file=sys.stderr)
+    return tables, fit
 
 
 def _spark_check(plan, deployment, tables):
@@ -694,6 +712,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("workload")
     r.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
     r.add_argument("--out", required=True, metavar="DIR", help="output: DIR/<query>.parquet")
+    r.add_argument("--workload-stats", action="store_true",
+                   help="plan on the workload's rates, selectivities and sizes as written, even where the data "
+                        "contradicts them (default: measure them again then; the horizon is the data's span)")
     r.add_argument("--engine", choices=("reference", "spark", "native"), default="reference",
                    help="reference (in-process), spark (the plan on Spark Structured Streaming) or native "
                         "(Spark's own stream-stream joins, one query each: the baseline)")
