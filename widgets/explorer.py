@@ -32,14 +32,15 @@ the widgets' state from the kernel within the browser's wait (4 s in ipywidgets 
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
 
-Responsiveness: a notebook kernel with plotly imported holds ~250k long-lived objects
-(plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
-a full garbage collection rescans them all, which takes longer than the rest of a slider's
+Responsiveness: a notebook kernel with plotly imported holds a great many long-lived objects
+(plotly imports nbformat and jsonschema, whose URI grammar alone is a large parser), and a
+full garbage collection rescans them all, which takes longer than the rest of a slider's
 round trip.  The model pauses the collector for the round trip only
 (:func:`~mqjoin.support.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
 redraw die by reference counting instead of being promoted to the oldest generation, and full
 collections become rare (``benchmarks/explorer_latency.py`` measures the round trip; the
-numbers are in ``benchmarks/RESULTS.md``).  The kernel's collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
+figures are in ``benchmarks/RESULTS.md``, "Explorer: a slider's round trip and the garbage
+collector").  The kernel's collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
 objects that exist then to Python's permanent generation once per process (``gc.freeze()``:
 then no round trip ever rescans them); it is off by default because it changes the whole
 kernel — objects frozen that later become garbage are not reclaimed until ``gc.unfreeze()``.
@@ -148,16 +149,21 @@ class OptionsBar(W.HBox):
 
 
 class StatusLine(W.VBox):
-    """The model's current plan in one line, plus its error (if any)."""
+    """The model's current plan in one line, plus its error (if any) — unless ``shown_beside()``
+    says a control's edit made it and its view shows it beside that control."""
 
-    def __init__(self, model: ExplorerModel):
+    def __init__(self, model: ExplorerModel, shown_beside: Callable[[], bool] = lambda: False):
         self.model = model
+        self.shown_beside = shown_beside
         self.summary = W.HTML("")
         self.error = W.HTML("")
+        model.observe(self._on_error, "error")
         model.observe(lambda _: self.refresh(), ["result", "busy"])
-        model.observe(lambda ch: setattr(self.error, "value", error_box(ch["new"])), "error")
         super().__init__([self.summary, self.error])
         self.refresh()
+
+    def _on_error(self, change) -> None:
+        self.error.value = "" if self.shown_beside() else error_box(change["new"])
 
     def refresh(self) -> None:
         m = self.model
@@ -200,8 +206,9 @@ class Explorer(ModelView, W.VBox):
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
-        self.status = StatusLine(self.model)
-        self.graph = QueryGraphView(self.model, errors=False)  # the status line shows each error once
+        # an edit's error shows beside its control; the status line shows the others (a failed solve)
+        self.status = StatusLine(self.model, shown_beside=lambda: self.graph.editing)
+        self.graph = QueryGraphView(self.model, errors=False)
         self.trees = ProbeTreeView(self.model)
         self.ilp = IlpView(self.model)
         self.compare = ComparisonView(self.model)
