@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from mqjoin.model.tables import Table, time_range
@@ -108,6 +108,7 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
     contradicts its statistics (:func:`disagreement`; not checked with ``check=False``), its
     statistics measured again on the data (module docstring).  ``source`` names the data and
     ``command`` the workload in the message."""
+    from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.stats import DEFAULT_SAMPLE, estimate_statistics
 
     span = time_range(tables)[1]
@@ -120,10 +121,15 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
         return Fit(w, seconds=time.perf_counter() - t0)
     rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
     fraction = 1.0 if rows <= EXACT_SIZES_ROWS else SIZES_FRACTION
-    st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, sizes=fraction, source=source)
-    w = st.apply(workload)
-    if not math.isclose(w.defaults.horizon, span, rel_tol=1e-9):
-        w = w.with_defaults(horizon=span)
+    st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, source=source)
+    # rates over the data's span, so that a relation that arrives in a burst is counted as the
+    # tuples it brings to the run; the sizes measured in that unit (count / Π λ_R over n_R)
+    st = replace(st, rates=tuple(replace(r, horizon=span) for r in st.rates))
+    spec = workload.to_spec()
+    spec.pop("sizes", None)  # sizes of the other data: every set the optimiser uses is measured again
+    bare = Workload.from_spec(spec)
+    st = replace(st, sizes=measure_sizes(st.apply(bare), tables, fraction))
+    w = st.apply(bare)
     seconds = time.perf_counter() - t0
     sized = f", {len(st.sizes)} join sizes" + ("" if fraction == 1 else f" on {fraction:.0%} of join values")
     keep = (f"; to keep them: mqjoin stats {command} --data {source} --sizes --write OUT.yaml"

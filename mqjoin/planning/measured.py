@@ -354,10 +354,13 @@ def replan_report(before: Plan, after: Plan) -> Replan:
     return Replan(w.sizes, diff, before.probe_cost, before.memory)
 
 
-def memory_on(plan: Plan, workload: Workload) -> float:
-    """The memory of ``plan``'s stores (every replica) under ``workload``'s statistics — the
-    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes."""
-    return sum(memory_tuples(workload, s.mir.relations, s.mir.classes, s.mir.selection) for s in plan.stores)
+def memory_on(plan: Plan, workload: Workload | None = None, span: float | None = None) -> float:
+    """The rows ``plan``'s stores (every replica) hold at the end of a run over ``span`` time
+    units (default the horizon) under ``workload``'s statistics (default the plan's own) — the
+    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes, or the state a
+    run of another span predicts (what ``--spark-mode auto`` decides on)."""
+    w = plan.workload if workload is None else workload
+    return sum(memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection, span) for s in plan.stores)
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:
