@@ -256,10 +256,19 @@ class Statistics:
         """The value written for the class containing ``equality``."""
         return self.group(equality).value
 
+    @property
+    def span(self) -> float:
+        """The event-time span of the data (first to last tuple of any relation; 0 without tuples)."""
+        seen = [r for r in self.rates if r.tuples]
+        return max(r.last for r in seen) - min(r.first for r in seen) if seen else 0.0
+
     def apply(self, workload: Workload) -> Workload:
-        """The workload with the estimated rates and one explicit selectivity per class
-        (existing explicit selectivities of estimated pairs are replaced)."""
+        """The workload with the estimated rates, one explicit selectivity per class (existing
+        explicit selectivities of estimated pairs are replaced) and the data's span as its
+        horizon (docs/model.md §4: its totals are then the counts of a run over the data)."""
         spec = workload.to_spec()
+        if self.span > 0:
+            spec["defaults"]["horizon"] = significant(self.span)
         for r in self.rates:
             if r.rate is not None and r.relation in spec["relations"]:
                 spec["relations"][r.relation]["rate"] = significant(r.rate)

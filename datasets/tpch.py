@@ -387,14 +387,15 @@ def base_spec(queries: Mapping[str, str | Mapping[str, str]]) -> dict[str, Any]:
 
 
 def tpch_workload(queries: Mapping[str, str | Mapping[str, str]], data_dir: str | Path, sample: int | None = None,
-                  seed: int = 0):
+                  seed: int = 0, sizes: float | None = None):
     """``(workload, statistics)``: TPC-H ``queries`` with rates and selectivities estimated
-    from the streams in ``data_dir`` (exact by default)."""
+    from the streams in ``data_dir`` (exact by default), the data's span as horizon and, with
+    ``sizes``, the join sizes of every set the optimiser uses (1: counted exactly)."""
     from mqjoin.datasets.stats import statistics_from_data
 
     spec = base_spec(queries)
     w = Workload.build(spec["relations"], spec["queries"], {}, spec["defaults"])
-    st = statistics_from_data(w, data_dir, sample=sample, seed=seed)
+    st = statistics_from_data(w, data_dir, sample=sample, seed=seed, sizes=sizes)
     return st.apply(w).with_defaults(selectivity=None), st
 
 
@@ -426,9 +427,10 @@ def write_bundled_workloads(data_dir: str | Path, out_dir: str | Path = WORKLOAD
     for name, (title, queries) in BUNDLED.items():
         if names is not None and name not in names:
             continue
-        w, st = tpch_workload(queries, data_dir)
-        text = st.to_yaml(w, title + f"\nRates and selectivities: 'mqjoin stats' over {note}.\n"
-                                     f"Re-estimate them for other data: mqjoin stats {name} --data DIR --write OUT.yaml\n")
+        w, st = tpch_workload(queries, data_dir, sizes=1.0)
+        text = st.to_yaml(w, title + f"\nRates, selectivities, join sizes (exact) and horizon (the data's span): "
+                                     f"'mqjoin stats --sizes' over {note}.\nA command given other data measures "
+                                     f"them again; to keep them: mqjoin stats {name} --data DIR --sizes --write OUT.yaml\n")
         text = text.replace(f"statistics of {st.source} ", "statistics of the data ")
         p = ensure_dir(out_dir) / name
         p.write_text(text, encoding="utf-8")

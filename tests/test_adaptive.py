@@ -329,9 +329,9 @@ def test_skewed_rates_introduce_the_stu_store_under_a_memory_budget():
 
     d = skewed_rates(high_rate=500, low_rate=10, fanout=5)
     tables = d.tables()
-    # per epoch before the change: STU ~50 tuples/s (250 in a 5 s window) does not fit the budget,
-    # TU (50) does; after it STU holds ~1 tuple/s and fits
-    run = run_adaptive(d.workload, tables, AdaptivePolicy(epoch=1.0, mir_budget=100))
+    # memory over the workload's 1-s horizon: before the change STU holds ~50 tuples and does not
+    # fit the budget, TU (~10) does; after it STU holds ~0.2 and fits
+    run = run_adaptive(d.workload, tables, AdaptivePolicy(epoch=1.0, mir_budget=20))
     assert run.result_sets() == oracle_results(d.workload, tables)
     stores = [[s.id for s in run.plans[e.plan].stores] for e in run.epochs]
     assert not any(s.startswith("STU") for s in stores[10]) and any(s.startswith("STU") for s in stores[25])

@@ -12,13 +12,13 @@ from mqjoin.cli.adaptive import run_adaptive
 from mqjoin.cli.budget import budget_line, budget_options
 from mqjoin.cli.options import clash_only, optimize_args
 from mqjoin.cli.spark import run_spark, spark_check, spark_line
-from mqjoin.datasets.commands import load_named_workload
+from mqjoin.datasets.commands import fitted_inputs, load_named_workload
 from mqjoin.model.errors import OptionError, ResultMismatchError
 from mqjoin.planners.registry import planner_of
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mqjoin.model.tables import read_inputs, write_results
+    from mqjoin.model.tables import write_results
     from mqjoin.runtime.reference import run_reference
 
     budget = budget_options(args)
@@ -33,8 +33,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
     if args.engine == "native":
         clash_only(args, "--engine native (Spark's own joins, no plan)")
-    res = optimize_args(args)
-    tables = read_inputs(res.workload, args.data)
+    tables, fit = fitted_inputs(args.workload, args.data, args.workload_stats)
+    res = optimize_args(args, fit.workload)
     if args.engine == "reference":
         run = run_reference(res.plan, tables, **budget)
         write_results(res.workload, run.results, args.out)
@@ -43,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
-                   "predicted": check.to_dict()}
+                   "statistics": fit.to_dict(), "predicted": check.to_dict()}
         sets, counts = run.result_sets(), run.counts
         if budget:
             from mqjoin.runtime.shedding import deficit
@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         counts = {q: len(r) for q, r in sets.items()}
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
-                   **d.summary(), "out": str(args.out)}
+                   **d.summary(), "out": str(args.out), "statistics": fit.to_dict()}
         check = spark_check(res.plan, d, tables) if args.engine == "spark" else None
         if check is not None:
             summary["predicted"] = check.to_dict()

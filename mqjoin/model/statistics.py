@@ -64,6 +64,10 @@ class RateEstimate:
     tuples: int
     first: float
     last: float
+    #: the span of the whole data set when the rate is counted over it: ``n / horizon``, the rate
+    #: at which the model's totals over the horizon are the relation's tuples however they
+    #: arrive within it (docs/model.md §4); 0: the relation's own rate ``(n − 1) / span``
+    horizon: float = 0.0
 
     @property
     def span(self) -> float:
@@ -71,7 +75,13 @@ class RateEstimate:
 
     @property
     def rate(self) -> float | None:
-        """``(n − 1) / span``, or ``None`` when the tuples span no time."""
+        """``(n − 1) / span`` (``n / horizon`` over a horizon), or ``None`` when the tuples span no time.
+
+        >>> RateEstimate("R", 10, 0.0, 0.9, horizon=5.0).rate
+        2.0
+        """
+        if self.horizon > 0:
+            return self.tuples / self.horizon if self.tuples else None
         if self.tuples < 2 or not self.span > 0:
             return None
         return (self.tuples - 1) / self.span
@@ -80,7 +90,8 @@ class RateEstimate:
         if self.rate is None:
             return (f"{self.relation}: {self.tuples} tuple(s) spanning no event time; rate not estimated "
                     f"(the declared rate is kept)")
-        return f"{self.relation}: {self.rate:.6g} tuples/s ({self.tuples} tuples over {self.span:.6g} s)"
+        over = f"the data's {self.horizon:.6g} s" if self.horizon > 0 else f"{self.span:.6g} s"
+        return f"{self.relation}: {self.rate:.6g} tuples/s ({self.tuples} tuples over {over})"
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
     >>> plan = optimize(w).plan
     >>> round(mir_memory(plan), 3), round(mir_memory(plan, w.with_relation("S", rate=100)), 3)
-    (4.444, 14.444)
+    (0.889, 2.889)
     """
     w = workload or plan.workload
     selectivity = _selectivities(w)

@@ -120,16 +120,13 @@ def spark_mode(mode: str, master: str) -> str:
 def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
     """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
     units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
-    store over the input's event-time span ``S`` (measured ``sizes`` of the workload where it
-    has them; the predictions of :func:`mqjoin.planning.measured.check_run`), or
-    docs/model.md §5's memory of the plan without either."""
-    from mqjoin.planning.measured import check_run
+    store over the input's event-time span ``S`` (:func:`mqjoin.planning.measured.memory_on`),
+    or over the plan's horizon without either — its memory (docs/model.md §5)."""
+    from mqjoin.planning.measured import memory_on
 
     if tables:
         span = time_range(tables)[1]
-    if not span or span <= 0:
-        return float(plan.memory)
-    return float(check_run(plan, {}, {}, span).total("rows")[0])
+    return float(memory_on(plan, span=span if span and span > 0 else None))
 
 
 def available_memory() -> float | None:
