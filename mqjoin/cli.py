@@ -231,8 +231,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mqjoin.model.tables import read_inputs, write_results
+    from mqjoin.model.tables import read_inputs, read_results, write_results
     from mqjoin.runtime.reference import run_reference
+    from mqjoin.support.phases import Phases
 
     budget = _budget_options(args)
     if budget and (args.adaptive or args.changes or args.static):
@@ -246,37 +247,43 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
     if args.engine == "native":
         _clash_only(args, "--engine native (Spark's own joins, no plan)")
-    res = _optimize(args)
-    tables = read_inputs(res.workload, args.data)
+    phases = Phases()
+    starting = _start_spark_ahead(args) if args.engine != "reference" else None
+    with phases("optimise"):
+        res = _optimize(args)
+    with phases("input"):
+        tables = read_inputs(res.workload, args.data)
     if args.engine == "reference":
-        run = run_reference(res.plan, tables, **budget)
-        write_results(res.workload, run.results, args.out)
+        with phases("batches"):
+            run = run_reference(res.plan, tables, **budget)
+        with phases("output"):
+            write_results(res.workload, run.results, args.out)
         from mqjoin.planning.measured import check_run
 
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
                    "predicted": check.to_dict()}
-        sets, counts = run.result_sets(), run.counts
+        counts = dict(run.counts)
         if budget:
             from mqjoin.runtime.shedding import deficit
 
             full = run_reference(res.plan, tables, collect=False).counts
             summary["budget"].update(unbounded_results=full, deficit=deficit(counts, full))
     else:
-        d = _run_spark(args, res.plan, tables)
-        sets = d.results()
-        counts = {q: len(r) for q, r in sets.items()}
+        d = _run_spark(args, res.plan, tables, spark=starting, phases=phases)
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
                    **d.summary(), "out": str(args.out)}
+        counts = summary["results"]
         check = _spark_check(res.plan, d, tables) if args.engine == "spark" else None
         if check is not None:
             summary["predicted"] = check.to_dict()
+    summary["phases"] = phases.to_dict()
     if args.check:
         from mqjoin.runtime.oracle import oracle_results
 
-        want = oracle_results(res.workload, tables)
+        want, sets = oracle_results(res.workload, tables), read_results(res.workload, args.out)
         if budget:
             ok = all(sets[q] <= want[q] for q in want)
             summary["check"] = "a subset of the oracle" if ok else "NOT a subset of the oracle"
@@ -301,9 +308,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(check.render())
         for q, n in counts.items():
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
+        print(f"whole command {_phases_line(summary['phases'])}")
         if args.check:
             print(summary["check"])
     return 0
+
+
+def _phases_line(p: dict) -> str:
+    """``run``'s phases in one line (``start``: Spark's start, in a thread beside optimise and input)."""
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in p.items() if k != "whole")
+    return f"{p['whole']:.1f} s: {parts} (s)"
+
+
+def _start_spark_ahead(args: argparse.Namespace):
+    """Spark's session started in a thread (after the options that need no data are checked),
+    to run while the plan is optimised and the input read and packed."""
+    from mqjoin.runtime.spark.deployment import Pacing
+    from mqjoin.runtime.spark.session import install_java, start_ahead
+
+    Pacing(args.rate, args.speedup, args.max_rows_per_batch).options()  # bad pacing: before Spark starts
+    install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
+    return start_ahead(args.master)
 
 
 def _spark_check(plan, deployment, tables):
@@ -400,14 +425,19 @@ def _spark_line(s: dict) -> str:
             f"{s['busy_seconds']:.1f}s{thr}{lat}{state}; Spark UI {s.get('ui')}")
 
 
-def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
+def _run_spark(args: argparse.Namespace, plan, tables, spark=None, phases=None, **adaptive):
     """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
     ``adaptive`` (``policy=``, ``changes=``, ``optimizer=``): an adaptive deployment of the
-    workload ``plan`` reading its inputs from ``--data`` (relations added queries join included)."""
+    workload ``plan`` reading its inputs from ``--data`` (relations added queries join included).
+    ``spark``: a session (or one starting, :func:`_start_spark_ahead`); ``phases``
+    (:class:`~mqjoin.support.phases.Phases`) learns where the seconds went."""
     from mqjoin.runtime.spark.launch import deploy
     from mqjoin.runtime.spark.session import install_java
+    from mqjoin.support.phases import Phases
 
-    install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
+    phases = phases if phases is not None else Phases()
+    if spark is None:
+        install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
     quiet = getattr(args, "json", False)
     if adaptive:
         tables = args.data
@@ -415,9 +445,15 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                     "optimizer": adaptive.get("optimizer")}
     if not adaptive:
         adaptive = {"mode": getattr(args, "spark_mode", "auto")}
-    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
+    t0 = time.perf_counter()
+    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native", spark=spark,
                master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
                max_rows_per_batch=args.max_rows_per_batch, **adaptive)
+    timings = getattr(d, "timings", {})
+    phases.add("start", getattr(spark, "seconds", None))  # in a thread, beside optimise and input
+    phases.add("pack", timings.get("replay_log"))
+    phases.add("start_wait", timings.get("session_wait"))
+    phases.add("deploy", time.perf_counter() - t0 - sum(timings.values()))
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
         if d.engine_name == "mqjoin":
@@ -435,6 +471,7 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
             elif ev["kind"] == "switch":
                 print(f"  switch: plan {ev['plan']} from epoch {ev['active_from']} — {ev['reason']}", file=sys.stderr)
         d.subscribe(show)
+    t0 = time.perf_counter()
     try:
         try:
             finished = d.wait(args.timeout)
@@ -448,7 +485,9 @@ def _run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     finally:
         d.stop()
         d.cleanup()
-    d.write_results()
+        phases.add("batches", time.perf_counter() - t0)
+    with phases("output"):
+        d.write_results()
     return d
 
 
