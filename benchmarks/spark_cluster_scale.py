@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
 
-    from test_spark_cluster import START_TIMEOUT, Cluster, _free_port
+    from test_spark_cluster import START_TIMEOUT, Cluster
 
     from mqjoin.datasets.tpch import tpch_streams
     from mqjoin.model.tables import read_inputs
@@ -77,12 +77,7 @@ def main(argv=None) -> int:
               f"({os.cpu_count()} cores)", flush=True)
         for workers in (1, 2):
             if workers == 2:
-                work = root / "work" / "w1"
-                work.mkdir(parents=True, exist_ok=True)
-                cluster.workers.append(cluster._spawn(
-                    "worker1", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port",
-                    str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g",
-                    "--work-dir", str(work), cluster.url))
+                cluster.add_worker("worker1")
                 deadline = time.time() + START_TIMEOUT
                 while session_cores(spark) < 2:
                     if time.time() > deadline:

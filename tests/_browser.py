@@ -52,10 +52,22 @@ def say(config, message: str) -> None:
         sys.stderr.flush()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def reserved_port() -> int:
+    """A port on 127.0.0.1 that no other process is given for the next minute, yet a server that
+    binds it with ``SO_REUSEADDR`` (as JupyterLab's does) can take: a connection to it is made
+    and closed from the listening side first, which leaves the port in TIME_WAIT.  A port only
+    bound and released could be taken by another process before the server binds it (and with
+    ``port_retries=0`` the server would then exit)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the accepting side closes first: it is the one left in TIME_WAIT
+            client.recv(1)  # wait for its FIN before closing this side
+    return port
 
 
 def descendants(pid: int) -> list[int]:
@@ -140,7 +152,7 @@ def start_lab(tmp_path: Path, log: Path, notebooks: dict[str, str]):
     (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
-    port, token = free_port(), secrets.token_hex(24)
+    port, token = reserved_port(), secrets.token_hex(24)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",

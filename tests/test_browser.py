@@ -4,7 +4,7 @@ One end-to-end test on the tour notebook (``notebooks/01_tour.ipynb``), marked `
 (about 1–2 minutes: JupyterLab's start, the tour's cells, a cold Spark session):
 
 1. JupyterLab serves a copy of the tour from a temporary root on 127.0.0.1 (the harness,
-   ``tests/_browser.py``: a free port, a token, announcements and update checks off,
+   ``tests/_browser.py``: a reserved port, a token, announcements and update checks off,
    temporary settings, workspaces, runtime and IPython directories — nothing is written to
    the user's home).  Its only ``python3`` kernel
    is this interpreter (a kernel spec in a temporary ``JUPYTER_PATH`` whose ``argv[0]`` is

@@ -3,7 +3,10 @@ child's half comes back, errors and stops end the child, and the plans are those
 
 import os
 import signal
+import sys
+import threading
 import time
+import types
 
 import pytest
 
@@ -50,16 +53,54 @@ def test_the_child_computes_its_half_in_another_process(children):
     assert not forked.in_child() and _reaped(children)
 
 
-@needs_fork
-def test_a_thread_other_than_the_main_one_forks_too(children):
-    """The explorer optimises on a thread of its own."""
-    import threading
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests fork: no other thread may run (a test that leaves one behind is named here)."""
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    assert not others, f"threads left running by an earlier test: {others}"
 
+
+def _busy_thread():
+    """A thread that runs until the returned function is called (which waits for its end)."""
+    done = threading.Event()
+    t = threading.Thread(target=done.wait, name="busy", daemon=True)
+    t.start()
+
+    def stop() -> None:
+        done.set()
+        t.join()
+
+    return stop
+
+
+def test_no_fork_while_another_thread_runs(children):
+    """A child would copy a lock another thread holds, and hang on it: both halves run here.
+    The explorer optimises on a thread of its own, and a Jupyter kernel has threads of its own."""
+    stop = _busy_thread()
+    try:
+        assert not forked.available() and "busy" in forked.fork_hazard()
+        here, there = forked.split(lambda: os.getpid(), lambda: (os.getpid(), forked.in_child()))
+    finally:
+        stop()
+    assert here == os.getpid() and there == (os.getpid(), False) and not children
     out = []
     t = threading.Thread(target=lambda: out.append(forked.split(lambda: "here", lambda: forked.in_child())))
     t.start()
     t.join()
-    assert out == [("here", True)] and _reaped(children)
+    assert out == [("here", False)] and not children  # the main thread waits: two threads
+
+
+def test_no_fork_in_a_jupyter_kernel_or_a_spark_driver(monkeypatch, children):
+    kernel = types.ModuleType("ipykernel.kernelapp")
+    kernel.IPKernelApp = types.SimpleNamespace(initialized=lambda: True)
+    monkeypatch.setitem(sys.modules, "ipykernel.kernelapp", kernel)
+    assert forked.fork_hazard() == "a Jupyter kernel" and not forked.available()
+    monkeypatch.delitem(sys.modules, "ipykernel.kernelapp")
+    spark = types.ModuleType("pyspark")
+    spark.SparkContext = types.SimpleNamespace(_active_spark_context=object())
+    monkeypatch.setitem(sys.modules, "pyspark", spark)
+    assert forked.fork_hazard() == "a Spark driver" and not forked.available()
+    assert forked.split(lambda: os.getpid(), lambda: os.getpid()) == (os.getpid(), os.getpid()) and not children
 
 
 def test_without_fork_both_halves_run_here(monkeypatch):

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,12 +54,6 @@ RUNS = [("spark", "driver"), ("native", None)]
 KILL_RUNS = RUNS + [("spark", "distributed")]
 START_TIMEOUT = 120  # seconds for the master and both workers to come up
 RUN_TIMEOUT = 900  # seconds per deployment (a loaded 2-core machine is slow)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -90,15 +84,19 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 class Cluster:
-    """A standalone master and its workers, started by this test module."""
+    """A standalone master and its workers, started by this test module.
+
+    Every service binds port 0 (the system picks a free port as it binds, so no other process
+    can take it in between); the master's ports are read back from its log, the workers' are
+    never needed (the master's JSON lists them)."""
 
     def __init__(self, root: Path) -> None:
         import pyspark
 
         self.root = root
         self.home = Path(pyspark.__file__).parent
-        self.port, self.ui = _free_port(), _free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
+        self.url = ""  # spark://127.0.0.1:<port>, known once the master has bound it
+        self.ui = 0  # the master's web UI port, likewise
         self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
                     "SPARK_MASTER_HOST": "127.0.0.1", "SPARK_LOG_DIR": str(root / "logs"),
                     "SPARK_PID_DIR": str(root / "pids"), "SPARK_WORKER_DIR": str(root / "work"),
@@ -110,30 +108,53 @@ class Cluster:
         self.workers: list[subprocess.Popen] = []
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.root / "logs" / f"{name}.log", "ab")
-        return subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+        with open(self.root / "logs" / f"{name}.log", "ab") as log:  # the child holds its own descriptor
+            return subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=log,
+                                    stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+
+    def _logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted((self.root / "logs").glob("*.log")))
+
+    def _await(self, what: str, ready, deadline: float):
+        """Poll ``ready()`` until it returns something true; fail with the logs if a process died
+        or the deadline passed."""
+        while not (got := ready()):
+            dead = [p for p in [self.master, *self.workers] if p is not None and p.poll() is not None]
+            if dead or time.time() > deadline:
+                raise RuntimeError(f"the standalone cluster did not come up ({what}):\n{self._logs()}")
+            time.sleep(0.5)
+        return got
+
+    def _master_ports(self) -> tuple[str, int] | None:
+        """The master's URL and web UI port as it logged them once bound, or None before."""
+        text = (self.root / "logs" / "master.log").read_text(errors="replace")
+        url = re.search(r"Starting Spark master at (spark://\S+)", text)
+        ui = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+        return (url.group(1), int(ui.group(1))) if url and ui else None
+
+    def add_worker(self, name: str) -> subprocess.Popen:
+        """One more worker (one core, 1 GB) registering with the master."""
+        work = self.root / "work" / name
+        work.mkdir(parents=True, exist_ok=True)
+        worker = self._spawn(name, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
+                             "--webui-port", "0", "--cores", "1", "--memory", "1g", "--work-dir", str(work), self.url)
+        self.workers.append(worker)
+        return worker
+
+    def await_workers(self, n: int) -> None:
+        """Wait until the master lists ``n`` workers ALIVE."""
+        self._await(f"{len(self.alive_workers())} of {n} workers alive", lambda: len(self.alive_workers()) >= n,
+                    time.time() + START_TIMEOUT)
 
     def start(self, workers: int = 2) -> "Cluster":
         for d in ("logs", "pids", "work", "local"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                  "--port", str(self.port), "--webui-port", str(self.ui))
+                                  "--port", "0", "--webui-port", "0")
+        self.url, self.ui = self._await("the master's ports", self._master_ports, time.time() + START_TIMEOUT)
         for i in range(workers):
-            work = self.root / "work" / f"w{i}"
-            work.mkdir(parents=True, exist_ok=True)
-            self.workers.append(self._spawn(
-                f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                "--port", str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1",
-                "--memory", "1g", "--work-dir", str(work), self.url))
-        deadline = time.time() + START_TIMEOUT
-        while len(self.alive_workers()) < workers:
-            dead = [p for p in [self.master, *self.workers] if p.poll() is not None]
-            if dead or time.time() > deadline:
-                logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "logs").glob("*.log"))
-                raise RuntimeError(f"the standalone cluster did not come up ({len(self.alive_workers())} of "
-                                   f"{workers} workers alive):\n{logs}")
-            time.sleep(0.5)
+            self.add_worker(f"worker{i}")
+        self.await_workers(workers)
         return self
 
     def state(self) -> dict:
@@ -255,17 +276,8 @@ def test_deployment_on_a_standalone_cluster_equals_the_oracle(cluster, truth, tm
 def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, truth, tmp_path, engine, mode):
     if len(cluster.alive_workers()) < 2:  # a previous kill: bring the cluster back to two workers
         cluster.workers = [p for p in cluster.workers if p.poll() is None]
-        i = len(cluster.workers) + int(time.time())
-        work = cluster.root / "work" / f"w{i}"
-        work.mkdir(parents=True)
-        cluster.workers.append(cluster._spawn(
-            f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port",
-            str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g",
-            "--work-dir", str(work), cluster.url))
-        deadline = time.time() + START_TIMEOUT
-        while len(cluster.alive_workers()) < 2:
-            assert time.time() < deadline, "a replacement worker did not register"
-            time.sleep(0.5)
+        cluster.add_worker(f"worker{len(cluster.workers)}-{int(time.time())}")
+        cluster.await_workers(2)
     out, log = tmp_path / "out", tmp_path / "run.log"
     proc = _start_run(_command(engine, mode, cluster, out, tmp_path / "ckpt", 100), cluster, log)
     root = out / ("_native" if engine == "native" else "_batches")

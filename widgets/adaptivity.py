@@ -18,6 +18,7 @@ while it is live; the speed-up follows the data chosen until a person moves it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import ENDED, Redraw, snapshot, status_of
 from mqjoin.widgets.query_changes import QueryChangesPanel
 from mqjoin.widgets.timeline import EpochTimeline
+
+_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,6 +304,7 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
             self.error.value = error_box(str(e))
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("starting the adaptive run failed")
             self.error.value = error_box(f"{type(e).__name__}: {e}")
             return None
         base = "adaptive" if policy.adapt else "static"

@@ -23,7 +23,8 @@ fake deployment and no Spark.
   first batch with input is drawn at once.
 * **Keeps up by default.**  A micro-batch takes whatever input has arrived, up to
   :data:`BATCH_SECONDS` of it, so a run that fell behind catches up in bigger batches (a cap
-  of half a second of input held every batch to it: ~700 of 2,000 tuples/s on TPC-H).
+  of half a second of input kept a run that fell behind from ever catching up:
+  ``benchmarks/RESULTS.md``, "Deploy → first point, and whether the default run keeps up").
 * **One run at a time.**  Deploy is disabled while a run is live; finished runs stay and the
   next one overlays them.  Every run has its own row in the run table: its state, what
   happened (warnings and errors in words), tuples, tuples/s, result latency p50/p95, state
@@ -81,6 +82,7 @@ from mqjoin.support.threads import join_threads
 from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._kernel import spawn, unbound
 from mqjoin.widgets._html import esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
@@ -102,6 +104,9 @@ ADVICE = ("press Deploy to try again; if it fails the same way, restart the kern
 
 
 def _default_deploy(plan, data, out, **kw):
+    from mqjoin.runtime.spark.session import import_pyspark
+
+    import_pyspark()  # before the modules that import it (another thread may be importing it)
     from mqjoin.runtime.spark.launch import deploy
 
     return deploy(plan, data, out, **kw)
@@ -155,24 +160,31 @@ _warmed = [-math.inf]
 _deploys_waiting = [0]  # deploys waiting for the start ahead (see _after_prepare)
 
 
-def _prepare_session() -> None:
-    """The local Spark session and its Python workers, started ahead of a deploy (a failure is
-    the deploy's to report)."""
-    from mqjoin.runtime.spark.session import spark_session, warm_up
+def _prepare_session() -> str | None:
+    """The local Spark session and its Python workers, started ahead of a deploy; returns why
+    the session is not up (None when it is).  A start ahead under way in another panel is
+    waited for.  A failure is logged with its traceback; the deploy reports it again."""
+    from mqjoin.runtime.spark.session import import_pyspark
 
-    if not _PREPARING.acquire(blocking=False):
-        return  # another panel's start ahead is under way
-    try:
-        if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
-            return
-        spark = spark_session()
-        if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
-            warm_up(spark)
-            _warmed[0] = time.monotonic()
-    except Exception:  # noqa: BLE001 — Deploy starts it again and says why it fails
-        _log.info("starting the Spark session ahead of a deploy failed", exc_info=True)
-    finally:
-        _PREPARING.release()
+    with _PREPARING:
+        try:
+            if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
+                return None
+            import_pyspark()
+            from mqjoin.runtime.spark.session import spark_session, warm_up
+
+            spark = spark_session()
+            if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
+                warm_up(spark)
+                _warmed[0] = time.monotonic()
+        except MqjoinError as e:  # not installed, no Java: said in words, as the deploy will say it
+            _log.warning("the Spark session was not started ahead of a deploy: %s", e,
+                         exc_info=e.__cause__ is not None)
+            return str(e)
+        except Exception as e:  # noqa: BLE001 — Deploy starts it again and says why it fails
+            _log.warning("starting the Spark session ahead of a deploy failed", exc_info=True)
+            return f"{type(e).__name__}: {e}"
+    return None if _session_running() else "the Spark session is not running"
 
 
 def _after_prepare(cancelled: threading.Event) -> bool:
@@ -381,6 +393,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._set_status("error", f"{e} — {ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("checking the deploy against the guard failed")
             self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
             return None
         if refusal is not None and not force:
@@ -402,10 +415,9 @@ class DeployPanel(GuardedPanel, W.VBox):
         return label
 
     def _spawn(self, target, name: str, *args) -> threading.Thread:
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
-        with self._lock:
+        with self._lock:  # started under the lock: close() joins it
+            t = spawn(target, name, *args)
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
-        t.start()
         return t
 
     def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float) -> None:
@@ -424,6 +436,7 @@ class DeployPanel(GuardedPanel, W.VBox):
             kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * BATCH_SECONDS)))
             d = self.deploy_fn(plan, data, out, engine=engine, rate=rate, **kw)
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("the deploy of %s failed", label)
             with self._lock:
                 self._starts.pop(label, None)
                 cancelled = start.cancelled.is_set()
@@ -453,7 +466,8 @@ class DeployPanel(GuardedPanel, W.VBox):
             if ev.get("kind") == "batch":
                 produced[0] += int(ev.get("results") or 0)
                 budget(produced[0], float(ev.get("state_rows") or 0))
-            self._on_event(label, d, ev)
+            with unbound():  # on the deployment's threads, which no request of the page started
+                self._on_event(label, d, ev)
 
         total = getattr(d, "total", None)
         # the model's estimate describes the synthetic input (a given data set has its own size)
@@ -481,6 +495,9 @@ class DeployPanel(GuardedPanel, W.VBox):
             text = "Spark mode: native — Spark's own stream-stream joins, no stores of the plan"
         else:
             try:
+                from mqjoin.runtime.spark.session import import_pyspark
+
+                import_pyspark()  # before the module that imports it (the start ahead may be importing it)
                 from mqjoin.runtime.spark.deployment import mode_choice
 
                 plan = plan if plan is not None else self.plan_provider()
@@ -490,7 +507,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                                      span=None if tables else self.duration.value)
                 text = f"Spark mode on Deploy: <b>{esc(choice.mode)}</b> — {esc(choice.reason)}"
             except Exception as e:  # noqa: BLE001 — a hint only: Deploy says what is wrong
-                _log.debug("no Spark mode to show before the deploy: %s", e)
+                _log.debug("no Spark mode to show before the deploy: %s", e, exc_info=True)
                 text = ""
         if not self._busy():
             self.mode_line.value = text
@@ -546,9 +563,10 @@ class DeployPanel(GuardedPanel, W.VBox):
                     f"the background (the JVM and its Python workers, ~{WARMING_S} s on a busy 2-core machine; a "
                     "Deploy meanwhile waits for it)")
             self.status.value = said
-        _prepare_session()
+        why = _prepare_session()
         if said is not None and self.status.value == said:  # no run started meanwhile
-            self._set_status("idle", "press Deploy to run the current plan on Spark · Spark is ready")
+            self._set_status("idle", "press Deploy to run the current plan on Spark · " + (
+                "Spark is ready" if why is None else f"Spark did not start ahead: {why} — Deploy tries again"))
 
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
@@ -640,9 +658,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         with self._lock:
             if self._clock is not None and self._clock.is_alive():
                 return
-            self._clock = threading.Thread(target=self._run_clock, name="mqjoin-deploy-clock", daemon=True)
+            self._clock = spawn(self._run_clock, "mqjoin-deploy-clock")
             self._threads = [x for x in self._threads if x.is_alive()] + [self._clock]
-        self._clock.start()
 
     def _run_clock(self) -> None:
         while not self._closed.wait(1.0):

@@ -32,14 +32,15 @@ the widgets' state from the kernel within the browser's wait (4 s in ipywidgets 
 Each view is also usable alone (``QueryGraphView(w)``, ``ProbeTreeView(w)``, …) or on a
 shared model (``ProbeTreeView(explorer.model)``).
 
-Responsiveness: a notebook kernel with plotly imported holds ~250k long-lived objects
-(plotly imports nbformat and jsonschema, whose URI grammar alone is ~60k parser objects), and
-a full garbage collection rescans them all, which takes longer than the rest of a slider's
+Responsiveness: a notebook kernel with plotly imported holds a great many long-lived objects
+(plotly imports nbformat and jsonschema, whose URI grammar alone is a large parser), and a
+full garbage collection rescans them all, which takes longer than the rest of a slider's
 round trip.  The model pauses the collector for the round trip only
 (:func:`~mqjoin.support.gcpause.paused_gc`), so the short-lived objects of an optimisation and a
 redraw die by reference counting instead of being promoted to the oldest generation, and full
 collections become rare (``benchmarks/explorer_latency.py`` measures the round trip; the
-numbers are in ``benchmarks/RESULTS.md``).  The kernel's collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
+figures are in ``benchmarks/RESULTS.md``, "Explorer: a slider's round trip and the garbage
+collector").  The kernel's collector is left as it was.  ``Explorer(..., gc_freeze=True)`` additionally moves the
 objects that exist then to Python's permanent generation once per process (``gc.freeze()``:
 then no round trip ever rescans them); it is off by default because it changes the whole
 kernel — objects frozen that later become garbage are not reclaimed until ``gc.unfreeze()``.

@@ -29,6 +29,7 @@ from typing import Any
 
 from mqjoin.planning.guard import RunEstimate, RunLimits, RunTooLargeError, check_run, estimate_run, over_budget
 from mqjoin.support.threads import join_threads
+from mqjoin.widgets._kernel import spawn
 
 
 #: seconds a closing widget waits for its background threads (ipywidgets also closes a widget
@@ -99,10 +100,8 @@ class RunGuard:
                 finally:
                     on_stop(msg)
 
-            t = threading.Thread(target=halt, name="mqjoin-budget-stop", daemon=True)
             with self._lock:
-                self._threads = [x for x in self._threads if x.is_alive()] + [t]
-            t.start()
+                self._threads = [x for x in self._threads if x.is_alive()] + [spawn(halt, "mqjoin-budget-stop")]
 
         return report
 

@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mqjoin.widgets._kernel import unbound
+
 _log = logging.getLogger(__name__)
 
 #: states of a live source after which nothing changes any more
@@ -167,7 +169,8 @@ class Redraw:
             self._last = time.monotonic()
             self.count += 1
             try:
-                self.draw()
+                with unbound():  # a draw answers no request of the page (see mqjoin.widgets._kernel)
+                    self.draw()
             except Exception:  # noqa: BLE001 - a failing redraw must not kill the source's thread
                 _log.exception("a redraw failed")
 

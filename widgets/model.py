@@ -350,6 +350,7 @@ class ExplorerModel:
             self._set("error", str(e))
             return False
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("an edit of the workload failed")
             self._set("error", f"{type(e).__name__}: {e}")
             return False
         old = self.workload
@@ -492,6 +493,7 @@ class ExplorerModel:
             self._set("error", str(e))
             return None
         except Exception as e:  # noqa: BLE001 — never a traceback in a widget
+            _log.exception("optimising the workload failed")
             self._set("busy", False)
             self._set("error", f"{type(e).__name__}: {e}")
             return None
@@ -533,6 +535,7 @@ class ExplorerModel:
                                  start=first, optimize_fn=self.optimize_fn, on_report=reported, **options):
                     self._post(lambda p=p: self._improved(gen, p))
             except Exception as e:  # noqa: BLE001 — never a traceback in a widget
+                _log.exception("improving the plan in the background failed")
                 self._post(lambda e=e: stale() or self._set("error", f"{type(e).__name__}: {e}"))
             self._post(lambda: stale() or self._set("improving", False))
 
@@ -559,11 +562,6 @@ class ExplorerModel:
             self.revision += 1
             self._notify("result", old, p.result)
         self._set("progress", self.progress + (p,))
-
-    def cancel_improving(self) -> None:
-        """Stop the background improvement (its running round finishes, unreported)."""
-        self.generation += 1
-        self._set("improving", False)
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop the background work: the debounced recomputation is cancelled (the edit stays,

@@ -18,6 +18,7 @@ over the input once, off the kernel's thread, when **Project** is clicked.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,8 +26,11 @@ from typing import Any
 import ipywidgets as W
 
 from mqjoin.widgets._html import esc
+from mqjoin.widgets._kernel import spawn
 from mqjoin.widgets.charts import PLAN_COLOURS
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
+
+_log = logging.getLogger(__name__)
 
 #: the partition counts projected by default
 COUNTS = (8, 32, 128)
@@ -81,8 +85,7 @@ class PartitionsView(W.VBox):
         """Run the projection on a thread of its own (the figure follows when it ends)."""
         self.button.disabled = True
         self.status.value = "counting rows per partition on the input …"
-        self.thread = threading.Thread(target=self._run, name="mqjoin-partitions", daemon=True)
-        self.thread.start()
+        self.thread = spawn(self._run, "mqjoin-partitions")
         return self.thread
 
     def _run(self) -> None:
@@ -96,6 +99,7 @@ class PartitionsView(W.VBox):
             self.status.value = ("done" + (": capped by few distinct values — " + ", ".join(
                 f"{esc(s)} ({d})" for s, d in capped) if capped else ""))
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("projecting the partitions failed")
             self.status.value = f"<b>error</b> — {esc(str(e))}"
         finally:
             self.button.disabled = False

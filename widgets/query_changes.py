@@ -13,6 +13,7 @@ it shows the current event time and epoch and every change with its activation e
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ from mqjoin.model.queries import split_query_name
 
 from mqjoin.widgets._html import error_box, esc, info_box, table
 from mqjoin.widgets.live import ENDED, Redraw, is_live, snapshot, status_of
+
+_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,6 +138,7 @@ class QueryChangesPanel(W.VBox):
         except MqjoinError as e:
             self.message.value = error_box(str(e))
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
+            _log.exception("submitting a query change failed")
             self.message.value = error_box(f"{type(e).__name__}: {e}")
         return None
 
@@ -201,6 +205,8 @@ class QueryChangesPanel(W.VBox):
         try:
             run = snapshot(src)
         except Exception as e:  # noqa: BLE001 — shown inline, never a traceback
+            if not isinstance(e, MqjoinError):
+                _log.exception("reading the run failed")
             self.clock.value = error_box(f"the run cannot be read ({st}): "
                                          + (str(e) if isinstance(e, MqjoinError) else f"{type(e).__name__}: {e}"))
             self._enable(False)

@@ -36,6 +36,7 @@ True
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,6 +52,8 @@ from mqjoin.planning.plan import Plan
 from mqjoin.widgets._html import error_box, esc, info_box, state_html, table
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.live import Redraw, default_label, is_live, snapshot, status_of
+
+_log = logging.getLogger(__name__)
 
 #: the rows of the timeline's figure (keys of :data:`mqjoin.widgets.charts.EPOCH_PANELS`)
 TIMELINE_PANELS = ("plans", "latency", "throughput", "state", "messages")
@@ -279,6 +282,8 @@ class EpochTimeline(W.VBox):
             try:
                 snaps[label] = snapshot(src)
             except Exception as e:  # noqa: BLE001 — shown in the status line, never a traceback
+                if not isinstance(e, MqjoinError):
+                    _log.exception("reading the run %r failed", label)
                 self._errors[label] = str(e) if isinstance(e, MqjoinError) else f"{type(e).__name__}: {e}"
                 if label in self._snaps:
                     snaps[label] = self._snaps[label]  # the last good snapshot

@@ -1,8 +1,8 @@
 """No garbage collection in the middle of a redraw or a micro-batch, and the collector exactly
 as it was after the last of them.
 
-A notebook kernel with plotly holds ~250k long-lived objects; a full collection rescans them
-all, which takes longer than the rest of a slider's round trip.  Python starts one when enough
+A notebook kernel with plotly holds a great many long-lived objects; a full collection rescans
+them all, which takes longer than the rest of a slider's round trip.  Python starts one when enough
 objects have been promoted to the oldest generation since the last — and an optimisation plus a redraw allocates enough
 short-lived objects that gen-0/gen-1 collections *during* it promote thousands of them, only
 for them to die a moment later.  :func:`paused_gc` turns the collector off for the round trip
@@ -11,7 +11,8 @@ collection) and restores it as it was, so far fewer objects reach the oldest gen
 full collections become rare — unlike ``gc.freeze()``, nothing of the user's process changes
 after the round trip.  The Spark driver mode pauses it for a micro-batch the same way: the
 executor allocates millions of entries and partial results in one, and collections during it
-cost about a quarter of the batch's CPU time (measured in ``benchmarks/RESULTS.md``).
+would cost a good share of the batch's CPU time (``benchmarks/RESULTS.md``, "Spark driver mode:
+what a micro-batch costs").
 
 The collector is the process's, so a pause holds for every thread while it is open: pauses
 are counted across threads and the collector is restored when the last one ends.  A pause

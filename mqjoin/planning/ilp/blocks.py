@@ -24,7 +24,7 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
   the block keeps to the LPs below for every combination); under a choice that leaves shared
   stores undecided, each query may choose them for itself, a bound like the block's own;
 * else its LP optimum when the LP comes out integral (with MIRs of at most three relations it
-  did on every workload measured; one LP of ~0.15 ms on a HiGHS instance kept per block and
+  did on every workload measured; one small LP on a HiGHS instance kept per block and
   stage, warm from the previous combination: combinations are listed in reflected Gray order,
   each one store away from the last, :func:`_reflected`);
 * else the best plan the block found under other choices, recosted (every plan is feasible

@@ -22,8 +22,13 @@ sides (each item by one) keeps either side from idling while the other still has
 
 Forking is used on Linux only (on macOS, system libraries such as Accelerate are not safe in
 a forked child of a process that used them) and pays only with a second core: :func:`available`
-says whether to fork, and ``MQJOIN_FORK=0`` in the environment turns it off.
-Without it, :func:`split` runs both halves here, one after the other.
+says whether to fork, and ``MQJOIN_FORK=0`` in the environment turns it off.  Nor does it fork
+while another thread runs in this process (:func:`fork_hazard`): the child gets a copy of every
+lock as it was, held by threads that do not exist in the child, so a lock another thread held
+at that moment (the logging module's, an import's, a py4j connection's) would hang the child.  A
+Jupyter kernel (its heartbeat and I/O threads) and a Spark driver (its py4j gateway) are such
+processes, and are named as such.  Without a fork, :func:`split` runs both halves here, one
+after the other.
 
 >>> here, there = split(lambda: sum(range(10)), lambda: [i * i for i in range(4)])
 >>> here, there
@@ -39,6 +44,7 @@ import pickle
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -73,10 +79,33 @@ def in_child() -> bool:
 
 def available() -> bool:
     """Whether :func:`split` forks: on Linux, where this process may run on two cores or more,
-    when it is not a child already and ``MQJOIN_FORK`` is not ``0``."""
+    when it is not a child already, ``MQJOIN_FORK`` is not ``0`` and :func:`fork_hazard` finds
+    nothing."""
     if _child or not sys.platform.startswith("linux") or os.environ.get("MQJOIN_FORK", "1") == "0":
         return False
-    return len(os.sched_getaffinity(0)) >= 2
+    return len(os.sched_getaffinity(0)) >= 2 and fork_hazard() is None
+
+
+def fork_hazard() -> str | None:
+    """Why forking this process now could hang the child, or None: a running Jupyter kernel, a
+    live Spark context, or any other thread than the one asking (see the module docstring).
+
+    >>> import threading
+    >>> done = threading.Event()
+    >>> busy = threading.Thread(target=done.wait, name="busy")
+    >>> busy.start()
+    >>> "busy" in fork_hazard()
+    True
+    >>> done.set(); busy.join()
+    """
+    kernel = sys.modules.get("ipykernel.kernelapp")
+    if kernel is not None and kernel.IPKernelApp.initialized():
+        return "a Jupyter kernel"
+    spark = sys.modules.get("pyspark")
+    if spark is not None and getattr(spark.SparkContext, "_active_spark_context", None) is not None:
+        return "a Spark driver"
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    return f"other threads run ({', '.join(sorted(others))})" if others else None
 
 
 def split(here: Callable[[], A], there: Callable[[], B], poll: Callable[[], object] = lambda: None) -> tuple[A, B]:

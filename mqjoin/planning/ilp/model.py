@@ -157,8 +157,8 @@ TIE_BITS = 20
 
 #: time of the tie-break solve by HiGHS's or CBC's MIP: at most TIE_SHARE × the first solve's,
 #: or TIE_MIN_SECONDS (proving the canonical optimum can take far longer than finding an
-#: optimum: 72 s against 1.3 s for 100 three-way queries over 100 relations under ``single``,
-#: by HiGHS's MIP; the coupled search and the branch and bound break ties without a budget)
+#: optimum by HiGHS's MIP — ``benchmarks/RESULTS.md``, section ILP; the coupled search and the
+#: branch and bound break ties without a budget)
 TIE_SHARE = 0.25
 TIE_MIN_SECONDS = 0.25
 

@@ -122,14 +122,6 @@ def _sent(row) -> tuple[int, tuple[str, bytes]]:
     return row[0], (SENT, row[1])
 
 
-def _is_report(kv) -> bool:
-    return kv[1][0] == REPORT
-
-
-def _payload(kv):
-    return kv[1][1]
-
-
 class ShardedEngine:
     """Runs a :class:`~mqjoin.planning.plan.Plan` as a ``foreachBatch`` function over the
     replay stream with its stores sharded over the executors (see the module doc).

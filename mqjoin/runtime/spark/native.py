@@ -2,7 +2,7 @@
 every query a chain of Spark's built-in stream-stream inner joins, all queries in ONE
 streaming query (:func:`native_union`: the union of the per-query results, tagged by query,
 into one ``foreachBatch`` sink), one replay source shared by every relation and query,
-shuffle partitions sized to the session's cores and the state store measured best
+shuffle partitions sized to the session's cores and the state store that suits this state
 (:func:`native_settings`).
 
 The whole workload (see :func:`native_union`):
@@ -46,8 +46,8 @@ previous batch.  A joined row produced now contains a tuple newer than the previ
 watermark ``W``; since every pair satisfies ``ts_k − ts_c ≤ window(c)``, ``ts_c > W −
 window(c)``, which the propagated watermark (at most ``W − window(c)``) never reaches — so no
 joined row is ever dropped.  With an *unbounded* anchor a joined row may carry an arbitrarily
-old ``et_c`` and Spark would drop it (measured: a 3-way join with an unbounded first relation
-lost results).  A query whose windows are all unbounded has no watermark at all (no state can
+old ``et_c`` and Spark would drop it (a 3-way join with an unbounded first relation loses
+results).  A query whose windows are all unbounded has no watermark at all (no state can
 ever be evicted, nothing is late).
 
 Watermark delay (default 1 ms of event time, ``watermark_delay``): Spark's global watermark is
@@ -352,7 +352,7 @@ class _Builder:
                          (F.greatest(*arrs) if len(arrs) > 1 else arrs[0]).alias("_arrival"))
 
 
-# The state store of the joins, measured on Figure 7(a) SF 0.01 (benchmarks/RESULTS.md):
+# The state store of the joins (compared in benchmarks/RESULTS.md, "Spark native baseline"):
 _PROVIDERS = "org.apache.spark.sql.execution.streaming.state."
 STATE_STORE = {  # name → the settings that select it
     "hdfs": {"spark.sql.streaming.stateStore.providerClass": _PROVIDERS + "HDFSBackedStateStoreProvider"},

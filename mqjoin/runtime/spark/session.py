@@ -34,11 +34,41 @@ DEFAULT_MASTER = "local[*]"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
-def _require_pyspark() -> None:
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise EngineError("the Spark engine needs pyspark: pip install 'mqjoin[spark]'") from None
+#: held while pyspark is imported: two threads importing its packages at once (a start ahead of a
+#: deploy, the deploy panel's mode line) can each see the other's half-initialised module
+_IMPORT_LOCK = threading.Lock()
+#: the parts of pyspark the engine imports (lazily, from any thread), imported first in one go
+PYSPARK_MODULES = ("pyspark", "pyspark.sql", "pyspark.sql.functions", "pyspark.sql.streaming",
+                   "pyspark.sql.datasource", "pyspark.sql.streaming.datasource")
+
+
+def import_pyspark() -> None:
+    """Import pyspark (the parts in :data:`PYSPARK_MODULES`) once per process, one thread at a
+    time: call it on any thread before importing a module of this package that imports pyspark
+    (deployment, launch, distributed, source).  pyspark not installed is an :class:`EngineError`
+    saying how to install it; pyspark installed but failing to import is one carrying the real
+    error (chained, with its traceback).
+
+    >>> import_pyspark()  # a second call returns at once
+    >>> "pyspark.sql.streaming" in sys.modules
+    True
+    """
+    import importlib
+    import importlib.util
+
+    with _IMPORT_LOCK:
+        if all(m in sys.modules for m in PYSPARK_MODULES):
+            return
+        if importlib.util.find_spec("pyspark") is None:
+            raise EngineError("the Spark engine needs pyspark: pip install 'mqjoin[spark]'")
+        try:
+            for m in PYSPARK_MODULES:
+                importlib.import_module(m)
+        except Exception as e:  # noqa: BLE001 — installed, yet failing: say what failed
+            raise EngineError(f"pyspark is installed but failed to import ({type(e).__name__}: {e}); "
+                              "restart the kernel, and if it fails again reinstall it: "
+                              "pip install --force-reinstall 'mqjoin[spark]'") from e
+
 
 
 def java_available() -> bool:
@@ -77,11 +107,10 @@ def session_running() -> bool:
     >>> isinstance(session_running(), bool)
     True
     """
-    if "pyspark" not in sys.modules:  # pyspark not even imported: no session
-        return False
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context is not None
+    # no import: pyspark not imported has no session, and one being imported on another thread
+    # (in sys.modules, half initialised) has none yet
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    return getattr(context, "_active_spark_context", None) is not None
 
 
 def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
@@ -92,7 +121,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     One process has one Spark context: with one running, ``master=None`` reuses it, and a
     ``master`` other than the running one's is an :class:`EngineError` (Spark itself would
     hand back the running session and silently ignore the master asked for)."""
-    _require_pyspark()
+    import_pyspark()
     _require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -93,6 +93,7 @@ from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, partition_keys
 from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
 from mqjoin.runtime.spark.source import slice_rows
+from mqjoin.support.lru import LRU
 
 # what an element of a wave's RDD carries: (shard, (kind, payload)); TIMES: the seconds a shard
 # spent pickling its state for the next wave (which adds them to the shard's phases)
@@ -182,7 +183,11 @@ class ShardProgram:
                 yield p, f.take(order[bounds[p]:bounds[p + 1]])
 
 
-_PROGRAMS: dict[str, ShardProgram] = {}  # one per plan and process: built once, reused by every task
+#: plan token → its :class:`ShardProgram`, built once per process and reused by every task of the
+#: plan; the programs of the last :data:`PROGRAMS_KEPT` plans are kept (a Python worker outlives
+#: deployments, and a program holds its plan's executor)
+PROGRAMS_KEPT = 4
+_PROGRAMS: LRU[str, ShardProgram] = LRU(PROGRAMS_KEPT)
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,8 @@ class Batch:
         prog = _PROGRAMS.get(self.token)
         if prog is None:
             plan = self.plan if isinstance(self.plan, Plan) else self.plan.value
-            prog = _PROGRAMS[self.token] = ShardProgram(plan, self.shards)
+            prog = ShardProgram(plan, self.shards)
+            _PROGRAMS[self.token] = prog
         return prog
 
     @property

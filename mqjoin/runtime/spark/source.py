@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from mqjoin.model.errors import DataError
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload
+from mqjoin.support.lru import LRU
 
 SOURCE_NAME = "mqjoin_replay"
 #: the rows of a source with ``serve`` = ``slices``: one per input partition
@@ -174,10 +175,15 @@ def spark_schema(schema: pa.Schema) -> str:
     return ", ".join(cols + ["`_arrival` double"])
 
 
-#: path → (version, file, first arrival number of each row group); a log rewritten at the same
-#: path (a restarted deployment writes its replay log again) has another version and is read anew
-_FILES: dict[str, tuple[tuple[int, int, int], pq.ParquetFile, np.ndarray]] = {}
-_GROUPS: dict[tuple[str, int], pa.Table] = {}  # the row groups read last, per process
+#: path → (version, open file, first arrival number of each row group) of the replay logs read
+#: last in this process, at most :data:`FILES_KEPT` (a Python worker outlives deployments: each
+#: new log would keep one more file open); a file is closed when it leaves.  A log rewritten at
+#: the same path (a restarted deployment writes its replay log again) has another version and
+#: is read anew
+FILES_KEPT = 8
+_FILES: LRU[str, tuple[tuple[int, int, int], pq.ParquetFile, np.ndarray]] = LRU(FILES_KEPT,
+                                                                                  evicted=lambda e: e[1].close())
+_GROUPS: LRU[tuple[str, int], pa.Table] = LRU(4)  # the row groups read last, per process
 _CACHE_LOCK = threading.Lock()
 
 
@@ -197,10 +203,11 @@ def _rows(path: str, start: int, end: int) -> pa.Table:
         got = _FILES.get(path)
         if got is None or got[0] != version:
             for key in [k for k in _GROUPS if k[0] == path]:
-                del _GROUPS[key]
+                _GROUPS.pop(key)
             f = pq.ParquetFile(path)
             sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
-            got = _FILES[path] = (version, f, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+            got = (version, f, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+            _FILES[path] = got
         _, f, firsts = got
         lo = max(0, int(np.searchsorted(firsts, start, side="right")) - 1)
         hi = int(np.searchsorted(firsts, end, side="left"))
@@ -208,12 +215,11 @@ def _rows(path: str, start: int, end: int) -> pa.Table:
         for g in range(lo, hi):
             t = _GROUPS.get((path, g))
             if t is None:
-                t = _GROUPS[(path, g)] = f.read_row_group(g, use_threads=False)
-                while len(_GROUPS) > 4:
-                    del _GROUPS[next(iter(_GROUPS))]
+                t = f.read_row_group(g, use_threads=False)
+                _GROUPS[(path, g)] = t
             parts.append(t)
-    if not parts:
-        return f.schema_arrow.empty_table()
+        if not parts:
+            return f.schema_arrow.empty_table()
     t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     return t.slice(start - int(firsts[lo]), end - start)
 
