@@ -231,7 +231,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mqjoin.model.tables import read_inputs, read_results, write_results
+    from mqjoin.model.tables import ResultWriter, read_inputs, read_results
     from mqjoin.runtime.reference import run_reference
     from mqjoin.support.phases import Phases
 
@@ -254,10 +254,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     with phases("input"):
         tables = read_inputs(res.workload, args.data)
     if args.engine == "reference":
-        with phases("batches"):
-            run = run_reference(res.plan, tables, **budget)
-        with phases("output"):
-            write_results(res.workload, run.results, args.out)
+        with ResultWriter(res.workload, args.out) as put:
+            def sink(q, entries):  # the results, handed over as the run goes: their writing is output's
+                with phases("output"):
+                    put.add(q, entries)
+            t0 = time.perf_counter()
+            run = run_reference(res.plan, tables, sink=sink, **budget)
+            phases.add("batches", time.perf_counter() - t0 - phases.seconds.get("output", 0.0))
+            with phases("output"):
+                put.close()
         from mqjoin.planning.measured import check_run
 
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)

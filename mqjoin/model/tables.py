@@ -242,6 +242,7 @@ class ResultWriter:
         self.dir = _out_dir(out_dir)
         self.relations = {q.name: q.relations for q in workload.queries}
         self._writers: dict[str, Any] = {}
+        self._closed = False
 
     def _schema(self, query: str):
         import pyarrow as pa
@@ -263,8 +264,12 @@ class ResultWriter:
         self._writers[query].write_table(pa.Table.from_arrays(cols, schema=self._schema(query)))
 
     def close(self) -> Path:
+        """Finish every file (once: closing again changes nothing)."""
         import pyarrow.parquet as pq
 
+        if self._closed:
+            return self.dir
+        self._closed = True
         for q in self.relations:
             w = self._writers.pop(q, None)
             if w is not None:
