@@ -215,7 +215,7 @@ def run_flink(w, tables, truth, parallelism: int = 2, out: Path | None = None) -
         row["results_by_query"] = {k: len(v) for k, v in got.items()}
         row["equal"] = got == truth
         row["state_rows"] = join_state_rows(w, tables)
-    except Exception as exc:  # Flink is optional: its failure must not stop the benchmark
+    except Exception as exc:  # noqa: BLE001 — Flink is optional: its failure must not stop the benchmark
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         row["equal"] = False
     finally:

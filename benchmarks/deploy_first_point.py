@@ -152,7 +152,7 @@ def main(argv=None) -> int:
             panel.wait_idle(args.timeout)
             print(f"run {run + 1}: Spark started ahead in {time.monotonic() - t_ahead:.1f} s (load {os.getloadavg()[0]:.1f})")
         seen: list[str] = []
-        panel.status.observe(lambda ch: seen.append(re.sub("<[^>]+>", "", ch["new"])), "value")
+        panel.status.observe(lambda ch, seen=seen: seen.append(re.sub("<[^>]+>", "", ch["new"])), "value")
         t0 = time.monotonic()
         label = panel.deploy()
         clicked = time.monotonic() - t0

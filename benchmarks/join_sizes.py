@@ -134,7 +134,7 @@ def compare(estimated, sized, tables, executor: str = "reference") -> None:
         for m in ("individual", "shared", "mqo"):
             try:
                 plans.append((f"sizes: {planner} {m}", optimize(sized, mode=m, planner=planner)))
-            except Exception as e:  # a planner without this mode
+            except Exception as e:  # noqa: BLE001 — a planner without this mode
                 print(f"    ({planner} {m}: {e})")
     tie = dict(plans)[chosen].tie_break
     if tie is not None:

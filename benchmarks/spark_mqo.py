@@ -320,7 +320,7 @@ def run_once(engine: str, plan, tables, spark, truth, *, timeout: float, **pacin
         row["wall_s"] = time.time() - t0
         if not finished:
             row["error"] = f"did not finish within {timeout:g} s"
-    except Exception as exc:  # one engine's failure must not hide the others' figures
+    except Exception as exc:  # noqa: BLE001 — one engine's failure must not hide the others' figures
         row["error"] = str(exc).splitlines()[0][:300]
         row["wall_s"] = time.time() - t0
     finally:

@@ -15,7 +15,7 @@ from mqjoin.runtime.oracle import oracle_results
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.tables import Table
-from mqjoin.model.workload import parse_workload
+from mqjoin.model.workload import Workload, parse_workload
 
 from _cases import cases, filtered_cases
 
@@ -28,7 +28,7 @@ relations:
 '''
 
 
-def wl(queries: str, filters: str = "") -> "Workload":
+def wl(queries: str, filters: str = "") -> Workload:
     return parse_workload(BASE + "queries:\n" + queries + ("\nfilters: " + filters if filters else ""))
 
 

@@ -396,7 +396,8 @@ def test_reduced_cost_fixing_keeps_the_optimum_and_fixes_only_what_cannot_pay(mo
     fixings, checked = ilp_branching._fixings, []
     for sub, cols, rows in problems:
         nodes = []
-        monkeypatch.setattr(ilp_branching, "_fixings", lambda *a: nodes.append((a, fixings(*a))) or nodes[-1][1])
+        monkeypatch.setattr(ilp_branching, "_fixings",
+                            lambda *a, nodes=nodes: nodes.append((a, fixings(*a))) or nodes[-1][1])
         with_fixing = ilp_branching.branch_and_bound(sub, cols, rows, None)
         monkeypatch.setattr(ilp_branching, "_fixings", lambda *a: ())
         without = ilp_branching.branch_and_bound(sub, cols, rows, None)

@@ -59,7 +59,7 @@ def _params():
     for p in NOTEBOOKS:
         try:
             slow = is_slow(_read(p))
-        except Exception:  # an unreadable notebook fails in the test itself, with its error
+        except Exception:  # noqa: BLE001 — an unreadable notebook fails in the test itself, with its error
             slow = False
         out.append(pytest.param(p, id=p.name, marks=[pytest.mark.slow] if slow else []))
     return out
@@ -133,7 +133,7 @@ def test_notebook_runs(path: Path, monkeypatch, tmp_path):
     failure = None
     try:
         client.execute()
-    except Exception as exc:  # CellExecutionError, CellTimeoutError, DeadKernelError …
+    except Exception as exc:  # noqa: BLE001 — CellExecutionError, CellTimeoutError, DeadKernelError …
         failure = _failure_message(path, nb, current["index"], exc)
     if failure:  # outside the except block: no chained traceback in the report
         pytest.fail(failure, pytrace=False)

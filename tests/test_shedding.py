@@ -127,3 +127,25 @@ def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
         assert main(["run", *args, *bad]) == 2
         err = capsys.readouterr().err
         assert msg in err and err.count("\n") == 1
+
+
+def test_every_class_at_selectivity_one_gives_states_of_selectivity_one_not_a_rounding_error():
+    """The explorer's selectivity slider at its maximum (1) on a TPC-H class: every state's
+    selectivity is a ratio of products of the same selectivities, 1 up to rounding — a state
+    of 1.0000000000000002 was refused as 'above 1'."""
+    from mqjoin.datasets.commands import load_named_workload
+    from mqjoin.planners.trees import binary_tree
+    from mqjoin.runtime.shedding import tree_model
+
+    w = load_named_workload("tpch_fig7a.yaml")
+    spec = w.to_spec()
+    spec["defaults"]["selectivity"] = 1.0
+    for q in spec["queries"].values():
+        if isinstance(q, dict):
+            q.pop("selectivities", None)
+    spec.pop("selectivities", None)
+    ones = w.respecified(spec)
+    for q in ones.query_names:
+        for shape in ("deep", "bushy"):
+            m = tree_model(ones, q, binary_tree(ones, q, shape))
+            assert all(0 < v <= 1 for v in m.selectivities.values()), (q, shape, m.selectivities)

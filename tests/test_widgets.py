@@ -103,6 +103,11 @@ def frontend_picks(dropdown, option) -> None:
     frontend_sets(dropdown, index=list(dropdown.options).index(option))
 
 
+def frontend_enters(box):
+    """Enter pressed in a text box (the page has sent the value typed before)."""
+    box._handle_msg({"content": {"data": {"method": "custom", "content": {"event": "submit"}}}, "buffers": []})
+
+
 def frontend_clicks(button):
     button._handle_msg({"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []})
 
@@ -373,18 +378,21 @@ def test_bad_query_text_shows_error_inline_and_keeps_workload():
     frontend_sets(view.query_name, value="q3")
     frontend_sets(view.query_text, value="R(a), Nope(a)")
     frontend_clicks(view.add_button)
-    assert "query q3: relation 'Nope' is not declared (declared: R, S, T, U)" in html.unescape(view.error.value)
-    assert "Traceback" not in view.error.value and "mqjoin-error" in view.error.value
-    assert any("Nope" in v for v in sent_values(view.error))  # the frontend got the message
+    # under the query boxes, not in the view's bottom error area; "what changed" says nothing did
+    assert "query q3: relation 'Nope' is not declared (declared: R, S, T, U)" in html.unescape(view.query_error.value)
+    assert "Traceback" not in view.query_error.value and "mqjoin-error" in view.query_error.value
+    assert view.error.value == "" and view.relation_error.value == "" and view.selectivity_error.value == ""
+    assert "nothing changed" in view.changes.value
+    assert any("Nope" in v for v in sent_values(view.query_error))  # the frontend got the message
     assert view.model.workload is w and view.model.result is res
     # a disconnected query: the engine's message, verbatim
     frontend_sets(view.query_text, value="R.a = S.a, T.c = U.c")
     frontend_clicks(view.add_button)
-    assert "not connected" in view.error.value and view.model.workload is w
+    assert "not connected" in view.query_error.value and view.model.workload is w
     # a good one clears the error, adds the query, re-optimizes and redraws
     frontend_sets(view.query_text, value="R.a = S.a AND S.b = T.b AND T.c = U.c")
     frontend_clicks(view.add_button)
-    assert view.error.value == ""
+    assert view.query_error.value == ""
     assert view.model.workload.query_names == ("q1", "q2", "q3")
     assert set(view.model.result.probe_orders()) == {"q1", "q2", "q3"}
     assert [t.name for t in view.figure.data][:3] == ["q1", "q2", "q3"]

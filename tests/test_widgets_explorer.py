@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import figure_messages, frontend_sets, recording_comm, tpch  # noqa: E402,F401  (the fixture)
+from test_widgets import figure_messages, frontend_enters, frontend_sets, recording_comm, tpch  # noqa: E402,F401  (the fixture)
 
 from mqjoin.model.errors import MqjoinError  # noqa: E402
 from mqjoin.planning.optimizer import optimize  # noqa: E402
@@ -126,8 +126,10 @@ def test_explorer_freezes_the_long_lived_heap_only_when_asked():
 def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_values():
     view = QueryGraphView("paper_v2.yaml", debounce=0)
     assert view.query_name.placeholder == "q3" and view.query_name.value == ""
-    frontend_sets(view.query_text, value="R(a), S(a)")  # the browser sends the value on Enter
-    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.error.value == ""
+    frontend_sets(view.query_text, value="R(a), S(a)")  # typed; the box lost focus: nothing added yet
+    assert view.model.workload.query_names == ("q1", "q2")
+    frontend_enters(view.query_text)
+    assert view.model.workload.query_names == ("q1", "q2", "q3") and view.query_error.value == ""
     assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
     # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
     row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
@@ -198,17 +200,20 @@ def test_the_query_box_takes_the_list_notation_and_shows_each_error_once():
     listed = dict((v, label) for label, v in g.queries.options)["q3"]  # 'q3: supplier(suppkey), …'
     frontend_sets(g.query_name, value="")
     frontend_sets(g.query_text, value=listed.replace("q3:", "q6:", 1))
+    frontend_enters(g.query_text)
     assert ex.model.error == "" and "q6" in ex.model.workload.query_names
     assert ex.model.workload.query("q6").classes == ex.model.workload.query("q3").classes
     assert g.query_name.value == "q6"
     # a prefix naming another query than the name box: a typed error naming both, shown once
     frontend_sets(g.query_name, value="q7")
     frontend_sets(g.query_text, value="q8: orders(orderkey), lineitem(orderkey)")
-    assert "named q8" in ex.model.error and "q7" in ex.model.error and "q8" not in ex.model.workload.query_names
+    frontend_enters(g.query_text)
+    assert "named q8" in g.query_error.value and "q7" in g.query_error.value and "q8" not in ex.model.workload.query_names
     assert len(_htmls(ex, "named q8")) == 1
     frontend_sets(g.query_name, value="q9")
     frontend_sets(g.query_text, value="orders(orderkey), Nope(orderkey)")
-    assert len(_htmls(ex, "Nope")) == 1  # the status line's, not the graph's too
+    frontend_enters(g.query_text)
+    assert len(_htmls(ex, "Nope")) == 1 and "Nope" in g.query_error.value  # beside the box, not in the status line
 
 
 def test_the_status_line_names_the_planner_that_ran():

@@ -122,6 +122,6 @@ def test_the_relation_editor_places_a_stream_at_a_node():
     assert view.model.workload.relation("S4").node == "n0"
     assert list(trace_by_name(view.figure, "node labels").hovertext)[0] == "node n0: S0, S1, S4"
     frontend_sets(view.node, value="not a name")
-    assert "must be a name" in view.error.value and view.node.value == "n0"  # refused, shown again
+    assert "must be a name" in view.relation_error.value and view.node.value == "n0"  # refused, shown again
     frontend_sets(view.node, value="")
     assert view.model.workload.relation("S4").node is None

@@ -446,7 +446,7 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
         extent.append(max(x))
         line = {"color": colour}
 
-        def scatter(panel: str, name: str, y, **style) -> None:
+        def scatter(panel: str, name: str, y, x=x, label=label, line=line, **style) -> None:
             if panel in row:
                 fig.add_scatter(x=x, y=y, name=f"{label} {name}", line={**line, **style}, legendgroup=label,
                                 row=row[panel], col=1)

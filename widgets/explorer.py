@@ -149,16 +149,21 @@ class OptionsBar(W.HBox):
 
 
 class StatusLine(W.VBox):
-    """The model's current plan in one line, plus its error (if any)."""
+    """The model's current plan in one line, plus its error (if any) — unless ``shown_beside()``
+    says a control's edit made it and its view shows it beside that control."""
 
-    def __init__(self, model: ExplorerModel):
+    def __init__(self, model: ExplorerModel, shown_beside: Callable[[], bool] = lambda: False):
         self.model = model
+        self.shown_beside = shown_beside
         self.summary = W.HTML("")
         self.error = W.HTML("")
+        model.observe(self._on_error, "error")
         model.observe(lambda _: self.refresh(), ["result", "busy"])
-        model.observe(lambda ch: setattr(self.error, "value", error_box(ch["new"])), "error")
         super().__init__([self.summary, self.error])
         self.refresh()
+
+    def _on_error(self, change) -> None:
+        self.error.value = "" if self.shown_beside() else error_box(change["new"])
 
     def refresh(self) -> None:
         m = self.model
@@ -201,8 +206,9 @@ class Explorer(ModelView, W.VBox):
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce)
         self.options = OptionsBar(self.model)
-        self.status = StatusLine(self.model)
-        self.graph = QueryGraphView(self.model, errors=False)  # the status line shows each error once
+        # an edit's error shows beside its control; the status line shows the others (a failed solve)
+        self.status = StatusLine(self.model, shown_beside=lambda: self.graph.editing)
+        self.graph = QueryGraphView(self.model, errors=False)
         self.trees = ProbeTreeView(self.model)
         self.ilp = IlpView(self.model)
         self.compare = ComparisonView(self.model)

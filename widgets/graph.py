@@ -9,9 +9,14 @@ notation or as equalities — also as the list shows it, ``q6: R(a), S(a)`` — 
 Every edit goes through the
 :class:`~mqjoin.widgets.model.ExplorerModel`: the graph redraws at once, the plan is
 re-optimised after the model's debounce, and the *what changed* line shows the plan diff.
-An edit the engine rejects shows its message in the error area and changes nothing
-(``errors=False``: the view shows none, for a container that shows the model's errors once,
-as the Explorer's status line does).
+An edit the engine rejects changes nothing: its message shows right under the editor whose
+control made it (the relation, selectivity or query editor), and *what changed* says that
+nothing did.  Errors no control of the view made (a re-optimisation that failed) show in the
+view's error area at the bottom (``errors=False``: not at all, for a container that shows the
+model's errors itself, as the Explorer's status line does).
+
+A query is added on **Add / replace** or Enter in one of its boxes, not when a box loses focus
+(its ``where`` may not be typed yet).
 
 Click a relation in the graph to edit it; click a class label to edit its selectivity.
 
@@ -23,11 +28,16 @@ Click a relation in the graph to edit it; click a class label to edit its select
 0.5
 >>> view.query_name.value, view.query_text.value = "q3", "R(a), Nope(a)"
 >>> view.add_button.click()
->>> "Nope" in view.error.value, view.model.workload.query_names
-(True, ('q1', 'q2'))
+>>> "Nope" in view.query_error.value, view.error.value, view.model.workload.query_names
+(True, '', ('q1', 'q2'))
+>>> "nothing changed" in view.changes.value
+True
 >>> view.query_name.value, view.query_text.value = "", "q4: R(a), S(a)"  # the list's notation
->>> view.model.workload.query("q4"), view.query_name.value
-(Query(q4: R(a), S(a)), 'q4')
+>>> view.model.workload.query_names                 # typed, not yet added
+('q1', 'q2')
+>>> view.submit()                                   # Enter in the query box
+>>> view.model.workload.query("q4"), view.query_name.value, view.query_error.value
+(Query(q4: R(a), S(a)), 'q4', '')
 
 A query with a filter (docs/model.md §7): its where clause and pass fractions beside the query.
 
@@ -41,6 +51,8 @@ Query(q3: R(a), S(a) WHERE R.a < 5)
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import ipywidgets as W
 
@@ -100,14 +112,19 @@ class QueryGraphView(ModelView, W.VBox):
         self.remove_button = W.Button(description="Remove query", icon="trash", button_style="warning")
         self.query_name = W.Text(description="name", placeholder=fresh_name(self.model.workload),
                                  layout=W.Layout(width="160px"), tooltip="empty: the fresh name shown")
+        # the boxes send as typed: a query is added on Add / replace or Enter (see submit), and
+        # Enter must find the value typed already in the kernel
         self.query_text = W.Text(description="query", placeholder="R(a), S(a,b), T(b)   or   R.a = S.a AND S.b = T.b",
-                                 layout=W.Layout(width="auto", flex="1"), continuous_update=False)
+                                 layout=W.Layout(width="auto", flex="1"))
         self.query_where = W.Text(description="where", placeholder="optional filter: R.x < 10 AND S.y IN (1, 2)",
-                                  layout=W.Layout(width="auto", flex="1"), continuous_update=False)
+                                  layout=W.Layout(width="auto", flex="1"))
         self.query_fractions = W.Text(description="pass f", placeholder="R: 0.2, S: 0.5",
-                                      layout=W.Layout(width="220px"), continuous_update=False,
+                                      layout=W.Layout(width="220px"),
                                       tooltip="pass fraction of the filter on each relation (docs/model.md §7)")
         self.add_button = W.Button(description="Add / replace", icon="plus", button_style="primary")
+        #: the errors of each editor's controls, shown under it
+        self.relation_error, self.selectivity_error, self.query_error = W.HTML(""), W.HTML(""), W.HTML("")
+        self._error_at: W.HTML | None = None  # the area of the editor whose edit is under way
         self.error = W.HTML("")
         self.changes = W.HTML("")
         self.status = W.HTML("")
@@ -124,7 +141,8 @@ class QueryGraphView(ModelView, W.VBox):
         self.queries.observe(self._on_query_selected, "value")
         self.remove_button.on_click(lambda _: self.remove_selected())
         self.add_button.on_click(lambda _: self.add_from_inputs())
-        self.query_text.observe(self._on_query_entered, "value")  # Enter in the query box adds it
+        for box in (self.query_name, self.query_text, self.query_where, self.query_fractions):
+            box.on_msg(self._on_box_message)  # Enter in a query box adds the query
 
         self.model.observe(self._on_workload, "workload")
         self.model.observe(self._on_result, "result")
@@ -134,11 +152,12 @@ class QueryGraphView(ModelView, W.VBox):
         self.rate.layout.width = self.selectivity.layout.width = "310px"
         relation_box = W.VBox([W.HTML("<b>relation</b>"), self.relation, typeable(self.rate, decades=2),
                                W.HBox([self.window, self.unbounded], layout=W.Layout(overflow="visible")),
-                               self.parallelism, self.node, self.mir_parallelism])
-        class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2)])
+                               self.parallelism, self.node, self.mir_parallelism, self.relation_error])
+        class_box = W.VBox([W.HTML("<b>selectivity</b>"), self.class_, typeable(self.selectivity, decades=2),
+                            self.selectivity_error])
         query_box = W.VBox([W.HTML("<b>queries</b>"), self.queries, self.remove_button,
                             W.HBox([self.query_name, self.query_text, self.add_button]),
-                            W.HBox([self.query_where, self.query_fractions])])
+                            W.HBox([self.query_where, self.query_fractions]), self.query_error])
         editors = W.VBox([relation_box, class_box], layout=W.Layout(width="460px", overflow="visible"))
         graph_box = W.Box([self.figure], layout=W.Layout(flex="1 1 0%", min_width="420px"))
         super().__init__([W.HBox([graph_box, editors]), query_box, self.error, self.status, self.changes])
@@ -170,8 +189,36 @@ class QueryGraphView(ModelView, W.VBox):
         self.status.value = ""
 
     def _on_error(self, change) -> None:
-        if self.show_errors:
-            self.error.value = error_box(change["new"])
+        message = change["new"]
+        if self._error_at is not None:  # an edit of this view's: said under its editor
+            self._show_error(self._error_at, message)
+        elif not message:
+            self._show_error(None, "")
+        if self.show_errors and (self._error_at is None or not message):
+            self.error.value = error_box("" if self._error_at is not None else message)
+
+    @property
+    def editing(self) -> bool:
+        """Whether an edit made by one of this view's controls is under way (its error, if any,
+        is shown beside the control)."""
+        return self._error_at is not None
+
+    @contextmanager
+    def _edit_at(self, area: W.HTML):
+        """Within the block, the model's errors are the edit's: shown in ``area``."""
+        outer, self._error_at = self._error_at, area
+        try:
+            yield
+        finally:
+            self._error_at = outer
+
+    def _show_error(self, area: W.HTML | None, message: str) -> None:
+        """``message`` under the editor of ``area`` (the others' cleared); an error also says
+        that the plan did not change."""
+        for a in (self.relation_error, self.selectivity_error, self.query_error):
+            a.value = error_box(message) if a is area else ""
+        if message:
+            self.changes.value = info_box("what changed — nothing changed: the edit was not applied")
 
     def _on_busy(self, change) -> None:
         self.status.value = "<i>optimizing …</i>" if change["new"] else ""
@@ -230,37 +277,40 @@ class QueryGraphView(ModelView, W.VBox):
 
     # -- view → model ---------------------------------------------------------------------------
 
-    def _after(self, ok: bool) -> None:
+    def _after(self, area: W.HTML, edit, *args) -> None:
+        """Make the model edit ``edit(*args)``, its error shown in ``area``."""
+        with self._edit_at(area):
+            ok = edit(*args)
         if not ok:  # the model kept its workload: show its values again
             self._sync_relation()
             self._sync_class()
 
     def _on_rate(self, change) -> None:
         if not self._syncing:
-            self._after(self.model.set_rate(self.relation.value, float(change["new"])))
+            self._after(self.relation_error, self.model.set_rate, self.relation.value, float(change["new"]))
 
     def _on_window(self, change) -> None:
         if self._syncing:
             return
         self.window.disabled = self.unbounded.value
         value = None if self.unbounded.value else float(self.window.value)
-        self._after(self.model.set_window(self.relation.value, value))
+        self._after(self.relation_error, self.model.set_window, self.relation.value, value)
 
     def _on_parallelism(self, change) -> None:
         if not self._syncing:
-            self._after(self.model.set_parallelism(self.relation.value, int(change["new"])))
+            self._after(self.relation_error, self.model.set_parallelism, self.relation.value, int(change["new"]))
 
     def _on_node(self, change) -> None:
         if not self._syncing:
-            self._after(self.model.set_node(self.relation.value, change["new"].strip()))
+            self._after(self.relation_error, self.model.set_node, self.relation.value, change["new"].strip())
 
     def _on_mir_parallelism(self, change) -> None:
         if not self._syncing:
-            self._after(self.model.set_mir_parallelism(int(change["new"])))
+            self._after(self.relation_error, self.model.set_mir_parallelism, int(change["new"]))
 
     def _on_selectivity(self, change) -> None:
         if not self._syncing and self.class_.value:
-            self._after(self.model.set_selectivity(self.class_.value, float(change["new"])))
+            self._after(self.selectivity_error, self.model.set_selectivity, self.class_.value, float(change["new"]))
 
     def _on_query_selected(self, change) -> None:
         if self._syncing:
@@ -280,22 +330,28 @@ class QueryGraphView(ModelView, W.VBox):
                 self._syncing = False
         self.redraw()
 
-    def _on_query_entered(self, change) -> None:
-        if not self._syncing and change["new"].strip():
+    def _on_box_message(self, box, content, buffers) -> None:
+        if content.get("event") == "submit":  # Enter (the page sends the value typed before)
+            self.submit()
+
+    def submit(self) -> None:
+        """What Enter in a query box does: add the query typed, if any."""
+        if self.query_text.value.strip():
             self.add_from_inputs()
 
     def add_from_inputs(self) -> bool:
         """Add (or replace) the query typed into the name and query boxes (an empty name: the
-        fresh name shown as the placeholder)."""
+        fresh name shown as the placeholder); an error shows under the query boxes."""
         if self._syncing:
             return False
         try:
             name, text = split_query_name(self.query_text.value, self.query_name.value.strip() or None)
         except MqjoinError as e:
-            self.model._set("error", str(e))
+            self._show_error(self.query_error, str(e))
             return False
         name = name or self.query_name.placeholder
-        ok = self.model.add_query(name, text, self.query_where.value, self.query_fractions.value)
+        with self._edit_at(self.query_error):
+            ok = self.model.add_query(name, text, self.query_where.value, self.query_fractions.value)
         if ok:
             self._syncing = True
             try:
@@ -312,9 +368,10 @@ class QueryGraphView(ModelView, W.VBox):
         """Remove the query selected in the list."""
         name = self.queries.value
         if name is None:
-            self.model._set("error", "select a query to remove")
+            self._show_error(self.query_error, "select a query to remove")
             return False
-        ok = self.model.remove_query(name)
+        with self._edit_at(self.query_error):
+            ok = self.model.remove_query(name)
         if ok:
             self._highlight = None
             self.redraw()

@@ -138,7 +138,7 @@ def read_parquet(path: Path, relation: str) -> Table:
         t = pq.read_table(path)
     except ImportError:  # pragma: no cover
         raise DataError("reading Parquet needs pyarrow: pip install pyarrow") from None
-    except Exception as e:  # pyarrow raises many types for corrupt files
+    except Exception as e:  # noqa: BLE001 — pyarrow raises many types for corrupt files
         raise DataError(f"cannot read {path}: {e}") from None
     data = {}
     for name in t.column_names:

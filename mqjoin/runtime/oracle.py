@@ -160,7 +160,8 @@ def adaptive_oracle_results(workload: Workload, tables: Mapping[str, Table], cha
         q = full.query(name)
         available: dict[tuple[str, int], bool] = {}  # (relation, epoch of the tuple) → available
 
-        def is_available(relation: str, e: int) -> bool:
+        def is_available(relation: str, e: int, added: float = added,
+                         available: dict[tuple[str, int], bool] = available) -> bool:
             if e >= added:
                 return True
             if (relation, e) not in available:

@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from mqjoin.planning.cost import join_size, window_of
+from mqjoin.planning.cost import is_close, join_size, window_of
 from mqjoin.model.errors import JaqpotError
 from mqjoin.planners.jaqpot import BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label, refresh_rates, staleness
 from mqjoin.planning.plan import Plan
@@ -150,8 +150,10 @@ def tree_model(workload: Workload, query: str, tree: Tree | JoinTree) -> BinaryP
             rate = w.rate(node)
         else:
             (left, right), (lx, rx) = node, (_relations(node[0]), _relations(node[1]))
-            sel[label(left)] = sel[label(right)] = \
-                join_size(w, x, classes) / (join_size(w, lx, classes) * join_size(w, rx, classes))
+            ratio = join_size(w, x, classes) / (join_size(w, lx, classes) * join_size(w, rx, classes))
+            # the ratio of two products of the same selectivities: 1 (every class at 1) comes out
+            # 1.0000000000000002 by rounding, which is 1, not a selectivity above 1
+            sel[label(left)] = sel[label(right)] = 1.0 if is_close(ratio, 1.0) else ratio
             rl, rr = rec(left), rec(right)
             rate = rl * sel[label(right)] * sizes[label(right)] + rr * sel[label(left)] * sizes[label(left)]
         if node is not tree:

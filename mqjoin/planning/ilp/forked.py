@@ -190,7 +190,7 @@ def _answer(write: int, there: Callable[[], object]) -> None:
         except BaseException as e:  # noqa: BLE001 — every error goes back to the parent
             try:
                 data = pickle.dumps((False, e), pickle.HIGHEST_PROTOCOL)
-            except Exception:  # an exception that does not pickle: the parent redoes the work
+            except Exception:  # noqa: BLE001 — an exception that does not pickle: the parent redoes the work
                 data, code = b"", 1
         view = memoryview(data)
         while view:

@@ -124,7 +124,7 @@ class Master:
             lower_bound = float(self.h.getInfo().objective_function_value)
             best.current = [lower_bound]
             exact = all(part.key_of(k, pick) in self.costs.costs for k in range(len(part.blocks)))
-            self.costs.spread(lambda k, _: self.costs.cost(k, pick),
+            self.costs.spread(lambda k, _, pick=pick: self.costs.cost(k, pick),
                               [(k, ()) for k in range(len(part.blocks)) if part.key_of(k, pick) not in self.costs.costs])
             total = math.fsum(self.costs.cost(k, pick) for k in range(len(part.blocks)))
             if total < best.cost:
@@ -179,7 +179,8 @@ class Master:
             todo = [k for k in range(len(part.blocks)) if part.key_of(k, pick) not in ties]
             if not todo:
                 break
-            self.costs.spread(lambda k, _: self.costs.cost(k, pick) + self.costs.weight(k, pick), [(k, ()) for k in todo])
+            self.costs.spread(lambda k, _, pick=pick: self.costs.cost(k, pick) + self.costs.weight(k, pick),
+                              [(k, ()) for k in todo])
         best.weight, best.choice = float(h.getInfo().objective_function_value), pick
 
     def _least_weights(self) -> list[float]:

@@ -700,7 +700,7 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
             picked.append(e[0])
             numbers.append(e[1])
             best[2] += 1
-            down(i + 1, more)
+            down(i + 1, more)  # noqa: F821 — itself (its name is deleted once the search is over)
             picked.pop()
             numbers.pop()
 
@@ -732,7 +732,7 @@ def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float,
                 found.append((more, weight + e[0].weight, tuple(c[0] for c in chosen) + (e[0],)))
             else:
                 chosen.append(e)
-                down(i + 1, more, weight + e[0].weight)
+                down(i + 1, more, weight + e[0].weight)  # noqa: F821 — itself (deleted once over)
                 chosen.pop()
 
     down(0, 0.0, 0.0)

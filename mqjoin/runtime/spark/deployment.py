@@ -343,9 +343,11 @@ class Deployment:
                 self._start_mqjoin(opts, listener)
             else:
                 self._start_native(opts, listener)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — recorded as the deployment's error, raised with its cause
             self._fail(exc)
-            raise self.error from None
+            if self.error is None or self.error is exc:  # stopped meanwhile, or already an EngineError
+                raise
+            raise self.error from exc
         self.status = "running"
         self._emit({"kind": "status", "status": self.status, "ui": self.ui_url})
         return self
@@ -478,7 +480,7 @@ class Deployment:
         for name, q in self._queries.items():
             try:
                 q.stop()
-            except Exception as exc:  # stop the others all the same, and say which one is left
+            except Exception as exc:  # noqa: BLE001 — stop the others all the same, and say which one is left
                 log.warning("could not stop the streaming query %r of the %s deployment: %s",
                             name, self.engine_name, spark_message(exc))
         if self.engine:

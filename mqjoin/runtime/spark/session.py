@@ -206,7 +206,7 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
     try:
         with _quiet_jvm_stderr(launch):
             spark = builder.getOrCreate()
-    except Exception as exc:  # Java failed to start, bad master URL, …
+    except Exception as exc:  # noqa: BLE001 — Java failed to start, bad master URL, …
         reason = launch.reason() or spark_message(exc)
         raise EngineError(f"could not start Spark ({master or DEFAULT_MASTER}): {reason}") from None
     for k, v in settings.items():  # an existing session: apply the SQL settings at least
@@ -275,7 +275,7 @@ def session_cores(spark) -> int:
     sc = spark.sparkContext._jsc.sc()
     try:
         return max(1, int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile())))
-    except Exception:  # a Spark without that (private) method: the configured parallelism
+    except Exception:  # noqa: BLE001 — a Spark without that (private) method: the configured parallelism
         return max(1, int(spark.sparkContext.defaultParallelism))
 
 
