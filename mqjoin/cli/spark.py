@@ -29,6 +29,19 @@ def spark_line(s: dict) -> str:
             f"{s['busy_seconds']:.1f}s{thr}{lat}{state}; Spark UI {s.get('ui')}")
 
 
+#: input tuples per micro-batch of an unpaced run without --max-rows-per-batch: the whole input
+#: in one batch would hold all its results at once (at TPC-H SF 1 Figure 7(a), 37.6 million)
+BATCH_ROWS = 1_000_000
+
+
+def batch_rows(args: argparse.Namespace) -> int | None:
+    """The micro-batch cap of a run: ``--max-rows-per-batch``, else :data:`BATCH_ROWS` when the
+    input is not paced (``--rate``/``--speedup`` pace it: a batch is what arrived meanwhile)."""
+    if args.max_rows_per_batch is not None or args.rate or args.speedup:
+        return args.max_rows_per_batch
+    return BATCH_ROWS
+
+
 def start_spark_ahead(args: argparse.Namespace):
     """Spark's session started in a thread (after the options that need no data are checked),
     to run while the plan is optimised and the input read and packed."""
@@ -63,7 +76,7 @@ def run_spark(args: argparse.Namespace, plan, tables, spark=None, phases=None, *
     t0 = time.perf_counter()
     d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native", spark=spark,
                master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
-               max_rows_per_batch=args.max_rows_per_batch, **adaptive)
+               max_rows_per_batch=batch_rows(args), **adaptive)
     timings = getattr(d, "timings", {})
     phases.add("start", getattr(spark, "seconds", None))  # in a thread, beside optimise and input
     phases.add("pack", timings.get("replay_log"))
