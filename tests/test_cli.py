@@ -320,6 +320,7 @@ def test_a_failed_deployment_is_an_engine_error_with_exit_4_unless_the_data_caus
         cause = DataError("value 'x' of column a is not a number")
     d = _FailingDeployment(cause)
     monkeypatch.setattr(session, "install_java", lambda: None)
+    monkeypatch.setattr(session, "start_ahead", lambda *a, **k: None)  # no JVM: the deployment is a stand-in
     monkeypatch.setattr(launch, "deploy", lambda *a, **k: d)
     got, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--engine", "spark", "--json")
     assert got == code and err.count("\n") == 1 and err.startswith(f"mqjoin: {prefix}: the mqjoin deployment failed")
