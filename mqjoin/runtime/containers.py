@@ -48,6 +48,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.runtime.codegen import compile_function, key_expr, null_test
 from mqjoin.runtime.rules import (Layout, MirKey, field_positions, int_partition_expr, layout_of, mir_key, partition_of,
                                   windows_of)
+from mqjoin.runtime.windows import expiry, within
 
 
 class Container:
@@ -138,12 +139,12 @@ class Container:
             if self.fifo:
                 (c, w), = self.windows
                 expired = []
-                while q and T - q[0][c][1] > w:
+                while q and not within(T, q[0][c][1], w):
                     expired.append(q.popleft())
             else:
                 live, expired = [], []
                 for e in q:
-                    (expired if any(T - e[c][1] > w for c, w in self.windows) else live).append(e)
+                    (live if all(within(T, e[c][1], w) for c, w in self.windows) else expired).append(e)
                 q[:] = live
             for e in expired:
                 for dicts, pat in keys:
@@ -187,7 +188,7 @@ class ContainerIndex:
         """The oldest epoch whose container of ``mk`` may hold a tuple within a window of ``T``
         (one epoch of margin: epoch boundaries are computed in floating point)."""
         mw = self.maxwin(mk)
-        return -math.inf if mw is None else self.epoch_of(T - mw) - 1
+        return -math.inf if mw is None else self.epoch_of(expiry(T, mw)) - 1
 
     def _changed(self) -> None:
         self._missing = {}

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 from mqjoin.model.errors import AdaptiveError
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import Query, Workload
+from mqjoin.runtime.windows import in_window
 
 
 def query_results(workload: Workload, query: Query, tables: Mapping[str, Table]) -> set[tuple[int, ...]]:
@@ -91,7 +92,7 @@ def _passing(query: Query, relation: str, table: Table) -> range | list[int]:
 
 def _windows_ok(p: Mapping[str, int], tables: Mapping[str, Table], windows: Mapping[str, float | None]) -> bool:
     T = max(tables[r].ts[i] for r, i in p.items())
-    return all(windows[r] is None or T - tables[r].ts[i] <= windows[r] for r, i in p.items())
+    return all(in_window(T, tables[r].ts[i], windows[r]) for r, i in p.items())
 
 
 def oracle_results(workload: Workload, tables: Mapping[str, Table]) -> dict[str, set[tuple[int, ...]]]:

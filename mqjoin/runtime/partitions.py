@@ -59,6 +59,7 @@ from mqjoin.model.tables import Table, time_range
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.rules import Layout, Probe, arrival_order, base_tuples, field_positions, layout_of, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, batch_frames, partition_keys
+from mqjoin.runtime.windows import window_mask
 from mqjoin.support.units import number
 
 
@@ -122,10 +123,7 @@ def partition_rows(ex: BatchExecutor, layout: Layout, counts: Iterable[int],
         if col is None:
             return None
         if wins:
-            ok = np.ones(len(seg), dtype=bool)
-            for comp, win in wins:
-                ok &= (ex.T - seg.frame.cols[comp][1]) <= win
-            col = col[ok]
+            col = col[window_mask(ex.T, ((seg.frame.cols[c][1], win) for c, win in wins), len(seg))]
         keys = partition_keys(col)
         got = {P: np.bincount(keys % P, minlength=P) for P in counts}
         for P in counts:

@@ -65,6 +65,7 @@ from mqjoin.runtime.rules import (
     windows_of,
 )
 from mqjoin.runtime.schedule import StaticSchedule
+from mqjoin.runtime.windows import outside_source
 
 
 class ProbeCompiler(ContainerStore):
@@ -167,7 +168,7 @@ class ProbeCompiler(ContainerStore):
         key, null = key_expr("t", rule.key), null_test("t", rule.key)
         emit = []
         for i, (c, _) in enumerate(rule.windows):
-            emit += [f"if T - m[{c}][1] > w{i}:", "    continue"]
+            emit += [f"if {outside_source('T', f'm[{c}][1]', f'w{i}')}:", "    continue"]
         emit += ["r = t + m"] + [f"f{i}(r)" for i in range(len(outs))]
         if self.ops is not None and onward:
             emit.insert(len(emit) - len(outs), "ops[3] += 1")

@@ -78,6 +78,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
 from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
                                   PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
+from mqjoin.runtime.windows import window_mask
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -600,9 +601,7 @@ class BatchExecutor:
             if first is not None and seg.max_seq >= first:  # entries of the batch: of earlier arrivals only
                 keep &= e.seq[si] < f.seq[pi]
             if rule.windows:
-                T = f.T[pi]
-                for comp, win in rule.windows:
-                    keep &= (T - e.cols[comp][1][si]) <= win
+                keep &= window_mask(f.T[pi], ((e.cols[c][1][si], win) for c, win in rule.windows), len(pi))
             if not keep.all():
                 k = np.flatnonzero(keep)
                 pi, si = pi[k], si[k]
@@ -641,9 +640,7 @@ class BatchExecutor:
                 if not wins or not n:
                     live += n
                     continue
-                ok = np.ones(n, dtype=bool)
-                for comp, win in wins:
-                    ok &= (T - seg.frame.cols[comp][1]) <= win
+                ok = window_mask(T, ((seg.frame.cols[c][1], win) for c, win in wins), n)
                 alive = int(ok.sum())
                 live += alive
                 if alive < n and (n - alive) * 4 >= n:

@@ -98,6 +98,7 @@ from mqjoin.model.errors import EngineError
 from mqjoin.model.filters import sql_condition
 from mqjoin.model.workload import Attr, Query, Workload
 from mqjoin.runtime.spark.source import SOURCE_NAME, attr_col, row_col, ts_col
+from mqjoin.runtime.windows import within
 
 WATERMARK_DELAY = 0.001  # event-time seconds (see the module doc)
 SLACK = 0.001  # seconds added to the event-time range conditions (rounding to microseconds)
@@ -329,9 +330,9 @@ class _Builder:
             for i in joined:  # the exact window conditions (doubles, as the reference computes them)
                 ki, wi = rank[i], w.window(i)
                 if wi is not None:
-                    cond.append(F.col(ts_col(k)) - F.col(ts_col(ki)) <= F.lit(float(wi)))
+                    cond.append(within(F.col(ts_col(k)), F.col(ts_col(ki)), F.lit(float(wi))))
                 if wk is not None:
-                    cond.append(F.col(ts_col(ki)) - F.col(ts_col(k)) <= F.lit(float(wk)))
+                    cond.append(within(F.col(ts_col(ki)), F.col(ts_col(k)), F.lit(float(wk))))
             if windowed:  # event-time ranges with the anchor: what lets Spark evict join state
                 if wa is not None:
                     cond.append(F.col(_et(ka)) >= F.col(_et(k)) - interval(wa))
