@@ -312,7 +312,7 @@ def figure_8b_budget(data: PaperData, policy: Any = None) -> MirBudget:
     """
     from mqjoin.adaptive.policy import AdaptivePolicy
     from mqjoin.planning.optimizer import optimize
-    from mqjoin.planning.plan import mir_memory
+    from mqjoin.planning.recost import mir_memory
 
     policy = policy or AdaptivePolicy(epoch=1.0)
     before = sampled_workload(data, 1, policy.epoch)

@@ -26,7 +26,7 @@ from mqjoin.adaptive.sampling import EpochSample, epoch_stats
 from mqjoin.model.errors import AdaptiveError, OptionError, UnknownRelationError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import adaptive_oracle_results, oracle_results
-from mqjoin.planning.plan import recost
+from mqjoin.planning.recost import recost
 from mqjoin.runtime.epochs import run_adaptive
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import Attr, parse_workload

@@ -15,7 +15,8 @@ from mqjoin.cli import main
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
-from mqjoin.planning.plan import Choice, build_plan
+from mqjoin.planning.plan import Choice
+from mqjoin.planning.probe_trees import build_plan
 from mqjoin.planners.mjoin import decomposition_costs, mjoin_tree
 from mqjoin.planners.registry import operator_trees
 from mqjoin.planners.trees import binary_tree, tree_cost

@@ -219,7 +219,7 @@ def test_a_run_of_the_adaptivity_tab_that_ends_colours_the_probe_trees():
 
 def test_compare_gains_measured_columns_once_a_run_exists():
     from mqjoin.planning.measured import measured_workload
-    from mqjoin.planning.plan import recost
+    from mqjoin.planning.recost import recost
     from mqjoin.widgets.compare import ComparisonView
 
     w, tables = foreign_keys()

@@ -42,7 +42,7 @@ from mqjoin.model.workload import Workload
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.planning.diff import plan_diff
 from mqjoin.planning.measured import measured_workload
-from mqjoin.planning.plan import recost
+from mqjoin.planning.recost import recost
 from mqjoin.support.units import memory_basis, percent_change
 
 from mqjoin.widgets.charts import PROJECTOR_FONT, projector

@@ -5,9 +5,9 @@ which queries are active when is :mod:`.policy`.
 
 **Hysteresis.**  A re-optimised plan replaces the running one only if it differs (other
 probe orders or stores) and the running plan, re-costed under the new statistics
-(:func:`mqjoin.planning.plan.recost`), would cost more than ``1 + threshold`` times as much — so
+(:func:`mqjoin.planning.recost.recost`), would cost more than ``1 + threshold`` times as much — so
 sampling noise does not make plans flap — or, with an MIR memory budget, if the running
-plan's MIR stores no longer fit it under the new statistics (:func:`mqjoin.planning.plan.mir_memory`).  Every decision, kept or switched, is a
+plan's MIR stores no longer fit it under the new statistics (:func:`mqjoin.planning.recost.mir_memory`).  Every decision, kept or switched, is a
 :class:`Decision` with its reason.
 
 **Join sizes measured by the running plan.**  Besides one selectivity per class, the
@@ -38,7 +38,8 @@ from mqjoin.adaptive.sampling import EpochSample, EpochStats, epoch_stats, estim
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.errors import AdaptiveError, MqjoinError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
-from mqjoin.planning.plan import Plan, mir_memory, recost
+from mqjoin.planning.plan import Plan
+from mqjoin.planning.recost import mir_memory, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number, percent_change
 
 #: rate written for a retained relation without any tuple in an epoch: half a tuple per epoch
@@ -237,7 +238,7 @@ class AdaptiveController:
         w = self.workload(epoch)
         t0 = time.perf_counter()
         if not w.queries:  # every query removed: nothing to store or probe until one is added
-            from mqjoin.planning.plan import build_plan
+            from mqjoin.planning.probe_trees import build_plan
 
             return build_plan(w, (), self.policy.mode, self.policy.partitioning), 0.0
         try:

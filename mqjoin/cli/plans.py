@@ -110,7 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     chosen = None
     if args.stats_from:  # every plan costed on the join sizes the run measured, and which are on their front
         from mqjoin.planning.measured import memory_on, pareto_front
-        from mqjoin.planning.plan import recost
+        from mqjoin.planning.recost import recost
 
         sized = stats_from(args)[1]
         for row, r in zip(rows, plans.values()):

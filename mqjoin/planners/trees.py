@@ -5,7 +5,7 @@ The systems it is compared with execute one query at a time with a fixed operato
 operator tree (:class:`JoinTree`: a leaf or an n-ary join of subtrees) describes that shape —
 an MJoin is one flat node (:mod:`mqjoin.planners.mjoin`), a binary tree has two children per
 node.  :func:`tree_choices` turns any tree into probe orders and :func:`plan_trees` into a plan
-handed to :func:`mqjoin.planning.plan.build_plan`, so it runs on every engine and is costed by
+handed to :func:`mqjoin.planning.probe_trees.build_plan`, so it runs on every engine and is costed by
 docs/model.md §4/§5 like any plan.
 
 * **Probing sequences.**  Inside a node, each input probes the other inputs "most selective
@@ -51,7 +51,9 @@ from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_class
 from mqjoin.planning.cost import is_close, join_size, prefix_messages
 from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.errors import PlannerError
-from mqjoin.planning.plan import Choice, Plan, build_plan, step_cost, store_parallelism
+from mqjoin.planning.plan import Choice, Plan
+from mqjoin.planning.probe_trees import build_plan
+from mqjoin.planning.cost import step_cost, store_parallelism
 from mqjoin.model.workload import Attr, Query, Workload, is_connected, restrict_classes
 
 

@@ -33,7 +33,9 @@ from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumer
 from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import BUDGET, OptimizeOptions
-from mqjoin.planning.plan import Choice, Plan, build_plan, mir_memory
+from mqjoin.planning.plan import Choice, Plan
+from mqjoin.planning.probe_trees import build_plan
+from mqjoin.planning.recost import mir_memory
 from mqjoin.planning.result import IlpStats, OptimizeResult, TieBreak
 from mqjoin.planning.ties import memory_model, tolerance
 from mqjoin.support.gcpause import paused_gc

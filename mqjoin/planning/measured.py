@@ -50,7 +50,8 @@ from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.planning.cost import exposure, held_volume, is_close, last_share, memory_tuples, step_messages
 from mqjoin.planning.diff import PlanDiff, plan_diff
-from mqjoin.planning.plan import Node, Plan, recost
+from mqjoin.planning.plan import Node, Plan
+from mqjoin.planning.recost import recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
 
 

@@ -14,6 +14,9 @@ deterministic label; every store gets rules keyed by the incoming edge label:
 In ``individual`` mode every query has its own stores and trees (a *namespace* per query);
 in ``shared`` mode the individual orders are merged, so identical steps run once.
 
+The forest is built by :func:`mqjoin.planning.probe_trees.build_plan` and priced anew under
+other statistics by :mod:`mqjoin.planning.recost`.
+
 Plans are plain values and round-trip through JSON (:meth:`Plan.to_json`, :meth:`Plan.from_json`);
 a plan read back is validated (:func:`check_plan`): every edge label, store, relation and query
 it names exists, or :class:`~mqjoin.model.errors.PlanError` says which does not.
@@ -41,10 +44,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from mqjoin.planning.candidates import (MIR, Owner, ProbeOrder, Step, order_steps, owner_classes, owner_label,
-                                       owner_selection)
+from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step
 from mqjoin.model.filters import Selection, parse_where
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # re-exported here
 from mqjoin.model.errors import MqjoinError, PlanError
 from mqjoin.model.workload import Attr, JoinClass, Workload
 
@@ -130,76 +131,10 @@ def output_query(target: str) -> str:
     return query
 
 
-def _selectivities(workload: Workload):
-    """A function from class members to their selectivity in ``workload`` (a restricted class
-    takes the value of any query class containing it: linked classes agree)."""
-    values: dict[tuple[Attr, ...], float] = {}
-    for q in workload.queries:
-        for c in q.classes:
-            values[c.members] = c.selectivity
-
-    def selectivity(members: tuple[Attr, ...]) -> float:
-        if members in values:
-            return values[members]
-        for full, v in values.items():
-            if set(members) <= set(full):
-                return v
-        raise PlanError(f"no query of the workload has the class {{{'='.join(map(str, members))}}} that the "
-                        "plan joins on; re-optimise instead of re-costing")
-
-    return selectivity
 
 
-def recost(plan: "Plan", workload: Workload) -> float:
-    """The probe cost of ``plan``'s steps under the statistics (rates, selectivities) of
-    ``workload`` — the same queries with other numbers, e.g. statistics sampled in an epoch.
-    The adaptive controller compares it with a re-optimised plan's cost.
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.planning.optimizer import optimize
-    >>> w = parse_workload('''
-    ... defaults: {rate: 100}
-    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
-    ... queries: {q: "R(a), S(a,b), T(b)"}
-    ... selectivities: {R.a = S.a: 0.01, S.b = T.b: 0.02}
-    ... ''')
-    >>> plan = optimize(w, mirs=False).plan
-    >>> recost(plan, w) == plan.probe_cost
-    True
-    >>> recost(plan, w.with_relation("R", rate=200)) > plan.probe_cost
-    True
-    """
-    selectivity = _selectivities(workload)
-    total = 0.0
-    for n in plan.nodes:
-        st = plan.store[n.store]
-        classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in n.step.classes)
-        total += step_cost(workload, Step(n.step.prefix, n.step.target, classes), st.partition, st.parallelism)
-    return total
 
 
-def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
-    """Memory (docs/model.md §5, tuples) of the MIRs ``plan`` materialises, one replica each — what
-    an MIR budget limits — under ``workload``'s statistics (default: the plan's own).
-
-    >>> from mqjoin.datasets.synthetic_paper import skewed_rates
-    >>> from mqjoin.planning.optimizer import optimize
-    >>> w = skewed_rates(high_rate=100, low_rate=10).workload
-    >>> plan = optimize(w).plan
-    >>> round(mir_memory(plan), 3), round(mir_memory(plan, w.with_relation("S", rate=100)), 3)
-    (0.889, 2.889)
-    """
-    w = workload or plan.workload
-    selectivity = _selectivities(w)
-    seen: dict[tuple, float] = {}
-    for s in plan.stores:
-        if s.mir.is_base:
-            continue
-        key = (s.namespace, s.mir.relations, tuple(c.members for c in s.mir.classes), s.mir.selection)
-        if key not in seen:
-            classes = tuple(JoinClass(c.members, selectivity(c.members)) for c in s.mir.classes)
-            seen[key] = memory_tuples(w, s.mir.relations, classes, s.mir.selection)
-    return sum(seen.values())
 
 
 @dataclass(frozen=True)
@@ -617,203 +552,3 @@ def _step_json(s: Step) -> dict:
 
 def _step_from(d: Mapping, w: Workload) -> Step:
     return Step(tuple(_mir_from(m, w) for m in d["prefix"]), _mir_from(d["target"], w), _classes_from(d["classes"]))
-
-
-# --------------------------------------------------------------------------------------------
-# building a plan from chosen orders
-# --------------------------------------------------------------------------------------------
-
-
-def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
-    """The travelling attribute whose class holds the target's partition attribute."""
-    rels = set(travelling)
-    for c in classes:
-        if any(target.canonical(a) == partition for a in c.members if a.relation in target.relation_set):
-            for a in c.members:
-                if a.relation in rels:
-                    return a
-    return None
-
-
-def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
-    """Merge chosen partitioned probe orders into probe trees with stores, labels and rules:
-    the stores (:func:`_plan_stores`), the probe tree nodes with their sinks
-    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal."""
-    choices = normalise_choices(choices)
-    rank = workload.relation_rank
-    stores, replicas = _plan_stores(workload, choices)
-    node_info, sinks = _plan_nodes(workload, choices, stores, replicas)
-    NodeKey = tuple
-
-    # deterministic traversal: namespaces, then start relations, then children by step/partition
-    children: dict[NodeKey, list[NodeKey]] = {}
-    for key, info in node_info.items():
-        children.setdefault(info["parent"], []).append(key)
-
-    def child_order(k: NodeKey) -> tuple:
-        _, s, a = k
-        return (s.target.sort_key(), a, tuple(c.members for c in s.classes))
-
-    roots = sorted({(c.namespace, c.order.start) for c in choices}, key=lambda r: (r[0], rank[r[1]]))
-    edges: list[Edge] = []
-    nodes: list[Node] = []
-    rules: dict[str, dict[str, StoreRule | ProbeRule]] = {s.id: {} for s in stores.values()}
-    sources: dict[str, list[str]] = {}
-    counter = [0]
-
-    def label() -> str:
-        counter[0] += 1
-        return f"e{counter[0]}"
-
-    def add_probe(key: NodeKey, parent_edge: str | None, root: str) -> str:
-        info = node_info[key]
-        store: Store = info["store"]
-        lab = label()
-        src = source_id(info["step"].prefix[0].relations[0]) if parent_edge is None \
-            else node_info[info["parent"]]["store"].id
-        edges.append(Edge(lab, src, store.id, "probe", info["layout"], info["route"]))
-        nodes.append(Node(lab, parent_edge, root, info["step"], store.id, info["cost"], info["broadcast"],
-                          tuple(info["owners"])))
-        out: list[str] = []
-        result_layout = info["layout"] + store.mir.relations
-        for k in sorted(children.get(key, []), key=child_order):
-            out.append(add_probe(k, lab, root))
-        for sink in sinks.get(key, {}):
-            ol = label()
-            if sink.startswith("output:"):
-                edges.append(Edge(ol, store.id, sink, "output", result_layout, None))
-            else:
-                target = by_id[sink]
-                edges.append(Edge(ol, store.id, sink, "insert", result_layout,
-                                  _find_attr(result_layout, target.partition)))
-                rules[sink][ol] = StoreRule(ol)
-            out.append(ol)
-        pred = tuple(info["step"].predicate())
-        rules[store.id][lab] = ProbeRule(lab, pred, tuple(out))
-        return lab
-
-    by_id: dict[str, Store] = {}
-    for s in stores.values():
-        by_id.setdefault(s.id, s)
-    base_replicas: dict[tuple[str, str], list[Store]] = {}  # (namespace, relation) → its base stores
-    for (ns, m), reps in replicas.items():
-        if m.is_base:
-            base_replicas.setdefault((ns, m.relations[0]), []).extend(reps)
-    for ns, start in roots:
-        root = f"{ns}:{start}" if ns else start
-        outs = sources.setdefault(start, [])
-        bases = base_replicas.get((ns, start), [])
-        for rep in sorted(bases, key=lambda s: (s.partition, s.mir.sort_key())):
-            lab = label()
-            edges.append(Edge(lab, source_id(start), rep.id, "ingest", (start,), rep.partition))
-            rules[rep.id][lab] = StoreRule(lab)
-            outs.append(lab)
-        for k in sorted(children.get((ns, start), []), key=child_order):
-            outs.append(add_probe(k, None, root))
-    # base stores of relations that start no order in that namespace still need ingestion
-    for (ns, m), reps in sorted(replicas.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
-        if m.is_base and (ns, m.relations[0]) not in roots:
-            for rep in sorted(reps, key=lambda s: s.partition):
-                lab = label()
-                edges.append(Edge(lab, source_id(m.relations[0]), rep.id, "ingest", m.relations, rep.partition))
-                rules[rep.id][lab] = StoreRule(lab)
-                sources.setdefault(m.relations[0], []).append(lab)
-
-    ordered_sources = {r: tuple(sources[r]) for r in sorted(sources, key=lambda r: rank[r])}
-    return Plan(workload, mode, partitioning, choices, tuple(stores.values()), tuple(edges), tuple(nodes),
-                ordered_sources, rules)
-
-
-
-def _plan_stores(workload: Workload, choices: tuple[Choice, ...]
-                 ) -> tuple[dict[tuple[str, MIR, Attr], Store], dict[tuple[str, MIR], list[Store]]]:
-    """The stores: every (namespace, MIR, partition) some step targets, with unique ids; and
-    the replicas of each (namespace, MIR)."""
-    store_keys: dict[tuple[str, MIR, Attr], None] = {}
-    for c in choices:
-        for m, a in zip(c.order.elements, c.order.partitions or ()):
-            store_keys[(c.namespace, m, a)] = None
-    stores: dict[tuple[str, MIR, Attr], Store] = {}
-    used_ids: dict[str, tuple[str, MIR, Attr]] = {}
-    for ns, m, a in sorted(store_keys, key=lambda k: (k[0], k[1].sort_key(), k[2])):
-        sid = (f"{ns}:" if ns else "") + m.render_partition(a)
-        if sid in used_ids:
-            k = 2
-            while f"{sid}#{k}" in used_ids:
-                k += 1
-            sid = f"{sid}#{k}"
-        used_ids[sid] = (ns, m, a)
-        stores[(ns, m, a)] = Store(sid, m, a, store_parallelism(workload, m.relations),
-                                   memory_tuples(workload, m.relations, m.classes, m.selection), ns)
-    replicas: dict[tuple[str, MIR], list[Store]] = {}
-    for (ns, m, _), s in stores.items():
-        replicas.setdefault((ns, m), []).append(s)
-
-    return stores, replicas
-
-
-def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping[tuple[str, MIR, Attr], Store],
-                replicas: Mapping[tuple[str, MIR], list[Store]]
-                ) -> tuple[dict[tuple, dict[str, Any]], dict[tuple, dict[str, None]]]:
-    """The probe tree nodes (their parent, step, store, layout, route, owners, cost) and each
-    node's sinks (``output:q`` or the ids of the MIR stores it fills).
-
-    Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
-    run — and are paid — once.  Orders can reach the same step through differently
-    partitioned prefixes (in shared mode); those prefixes compute the same partial results,
-    so the node hangs off the first of them.  Keys: (namespace, start) for a root,
-    (namespace, step, partition) for a node."""
-    NodeKey = tuple
-    node_info: dict[NodeKey, dict[str, Any]] = {}
-    sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
-    for c in choices:
-        classes = owner_classes(c.owner, workload)
-        key: tuple = (c.namespace, c.order.start)
-        layout: tuple[str, ...] = (c.order.start,)
-        selection = owner_selection(c.owner, workload)
-        for (s, a), m in zip(order_steps(c.order, classes, workload, selection), c.order.elements):
-            parent, key = key, (c.namespace, s, a)
-            info = node_info.get(key)
-            if info is None:
-                store = stores[(c.namespace, m, a)]
-                node_info[key] = info = {
-                    "parent": parent, "step": s, "store": store, "layout": layout,
-                    "route": route_attribute(s.classes, layout, m, a), "owners": {},
-                    "cost": step_cost(workload, s, a, store.parallelism),
-                    "broadcast": a not in s.known and store.parallelism > 1,
-                }
-            info["owners"][owner_label(c.owner)] = None
-            layout = layout + tuple(r for r in m.relations)
-        if isinstance(c.owner, MIR):
-            for rep in replicas.get((c.namespace, c.owner), []):
-                sinks.setdefault(key, {})[rep.id] = None
-        else:
-            sinks.setdefault(key, {})[output_id(c.owner)] = None
-    return node_info, sinks
-
-
-def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:
-    """Keep one materialisation order per (namespace, MIR, start) — the first — and only MIRs
-    that the namespace's query orders use, directly or through other materialised MIRs.
-
-    (An ILP solution may materialise an MIR nobody uses when its steps are paid anyway, and
-    the individual plans merged in ``shared`` mode may each bring an order for one MIR.)"""
-    choices = tuple(choices)
-    first: dict[tuple[str, MIR, str], Choice] = {}
-    for c in choices:
-        if isinstance(c.owner, MIR):
-            first.setdefault((c.namespace, c.owner, c.order.start), c)
-    needed: set[tuple[str, MIR]] = set()
-    frontier = [c for c in choices if not isinstance(c.owner, MIR)]
-    while frontier:
-        c = frontier.pop()
-        for m in c.order.elements:
-            if not m.is_base and (c.namespace, m) not in needed:
-                needed.add((c.namespace, m))
-                frontier.extend(mc for (ns, mir, _), mc in first.items() if ns == c.namespace and mir == m)
-    return tuple(c for c in choices if not isinstance(c.owner, MIR)
-                 or ((c.namespace, c.owner) in needed and first[(c.namespace, c.owner, c.order.start)] is c))
-
-
-def _find_attr(layout: Iterable[str], attr: Attr) -> Attr | None:
-    return attr if attr.relation in set(layout) else None

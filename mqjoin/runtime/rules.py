@@ -56,7 +56,8 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from mqjoin.planning.candidates import MIR
 from mqjoin.model.errors import DataError, PlanError
 from mqjoin.model.filters import Comparison, Selection
-from mqjoin.planning.plan import Plan, ProbeRule, Store, output_query, route_attribute
+from mqjoin.planning.plan import Plan, ProbeRule, Store, output_query
+from mqjoin.planning.probe_trees import route_attribute
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import Attr, JoinClass, Workload
 
