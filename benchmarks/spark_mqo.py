@@ -576,8 +576,8 @@ def report(key: str, res: dict, args) -> None:
 
     ph = {e: r["phases"] for e, r in un.items() if r.get("phases")}
     if ph or n:
-        print(f"\n  mean cost of an unpaced micro-batch (our engine: BatchReport phases in seconds; Spark jobs and "
-              f"stages per batch; 'other' = the rest of the batch)")
+        print("\n  mean cost of an unpaced micro-batch (our engine: BatchReport phases in seconds; Spark jobs and "
+              "stages per batch; 'other' = the rest of the batch)")
         print(f"  {'engine':<16}{'rows':>7}{'batch s':>9}{'jobs':>6}{'stages':>8}  phases")
         for e, p in ph.items():
             parts = {k: v for k, v in p.items() if k not in ("seconds", "rows")}
@@ -602,7 +602,7 @@ def report(key: str, res: dict, args) -> None:
                 continue
             _msg_row(mode, sid + (" (bcast)" if x["broadcast"] else ""), x)
         _msg_row(mode, "total", v["total"])
-    print(f"  (a linear scaling cost × S would predict "
+    print("  (a linear scaling cost × S would predict "
           + ", ".join(f"{m} {v['total']['model_linear']:,.0f}" for m, v in res["messages"].items())
           + " messages on the slice: wrong for k > 1 with full-history windows)")
 

@@ -37,6 +37,8 @@ def test_optimize_json_contract(capsys):
     assert ilp["variables"] > 0 and ilp["constraints"] > 0 and ilp["status"] == "optimal"
     assert ilp["build_seconds"] >= 0 and ilp["solve_seconds"] >= 0
     assert {r for s in d["stores"] for r in s["relations"]} == {"R", "S", "T", "U"}
+    # each query's share of the probe cost (own steps, shares of shared ones) sums to it
+    assert {q: v["total"] for q, v in d["cost_by_query"].items()} == {"q1": 400.0, "q2": 400.0}
 
 
 @pytest.mark.parametrize("mode,mirs,cost", [("individual", False, 950.0), ("mqo", False, 800.0),

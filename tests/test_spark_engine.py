@@ -29,16 +29,16 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import random_case  # noqa: E402
-from _spark import TIMEOUT  # noqa: E402
-from test_reference import W3  # noqa: E402  (3 relations, windows 1, 2 and null)
+from _cases import random_case
+from _spark import TIMEOUT
+from test_reference import W3  # 3 relations, windows 1, 2 and null
 
-from mqjoin.model.errors import EngineError  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.runtime.reference import run_reference  # noqa: E402
-from mqjoin.model.tables import Table, read_inputs, read_results, result_counts, write_inputs  # noqa: E402
-from mqjoin.model.workload import load_workload, parse_workload  # noqa: E402
+from mqjoin.model.errors import EngineError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.runtime.reference import run_reference
+from mqjoin.model.tables import Table, read_inputs, read_results, result_counts, write_inputs
+from mqjoin.model.workload import load_workload, parse_workload
 
 pytestmark = pytest.mark.slow
 
@@ -277,7 +277,7 @@ def test_probe_messages_equal_the_reference(key, spark_mode, spark, tmp_path_fac
     assert {s: int(m) for s, m in per_store.items() if m} == {s: m for s, m in r.ref.store_messages.items() if m}
     # per micro-batch: what the reference sends for the same prefix of arrivals
     cumulative = list(itertools.accumulate(int(x) for x in b["probe_messages"]))
-    for (s0, s1), got in zip(batch_ranges(r.d), cumulative):
+    for (_s0, s1), got in zip(batch_ranges(r.d), cumulative):
         want = run_reference(r.plan, prefix_tables(r.w, r.tables, s1), collect=False).total_probe_messages
         assert got == want, f"messages after {s1} arrivals"
     assert r.ref.total_probe_messages > 0
@@ -627,7 +627,7 @@ def test_metrics_batches_queries_stores_summary(key, spark_mode, spark, tmp_path
     assert len(st) == len(sizes) * len(r.plan.stores)
     assert list(b["state_rows"]) == list(st.groupby("batch")["rows"].sum())
     windowed_nonempty = 0
-    for (s0, s1), (_, row) in zip(batch_ranges(d), b.iterrows()):
+    for (_s0, s1), (_, row) in zip(batch_ranges(d), b.iterrows()):
         for store in r.plan.stores:
             rows = int(st[(st["batch"] == row["batch"]) & (st["store"] == store.id)]["rows"].iloc[0])
             # t_kept: min ts of the last batch up to this one with tuples of the store's relations

@@ -12,13 +12,13 @@ from mqjoin.cli.adaptive import run_adaptive
 from mqjoin.cli.budget import budget_line, budget_options
 from mqjoin.cli.options import clash_only, optimize_args
 from mqjoin.cli.spark import run_spark, spark_check, spark_line, start_spark_ahead
-from mqjoin.datasets.commands import load_named_workload
+from mqjoin.datasets.commands import fitted_inputs, load_named_workload
 from mqjoin.model.errors import OptionError, ResultMismatchError
 from mqjoin.planners.registry import planner_of
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mqjoin.model.tables import ResultWriter, read_inputs, read_results
+    from mqjoin.model.tables import ResultWriter, read_results
     from mqjoin.runtime.reference import run_reference
     from mqjoin.support.phases import Phases
 
@@ -36,10 +36,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         clash_only(args, "--engine native (Spark's own joins, no plan)")
     phases = Phases()
     starting = start_spark_ahead(args) if args.engine != "reference" else None
-    with phases("optimise"):
-        res = optimize_args(args)
     with phases("input"):
-        tables = read_inputs(res.workload, args.data)
+        tables, fit = fitted_inputs(args.workload, args.data, args.workload_stats)
+    with phases("optimise"):
+        res = optimize_args(args, fit.workload)
     if args.engine == "reference":
         with ResultWriter(res.workload, args.out) as put:
             def sink(q, entries):  # the results, handed over as the run goes: their writing is output's
@@ -55,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
-                   "predicted": check.to_dict()}
+                   "statistics": fit.to_dict(), "predicted": check.to_dict()}
         counts = dict(run.counts)
         if budget:
             from mqjoin.runtime.shedding import deficit
@@ -66,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         d = run_spark(args, res.plan, tables, spark=starting, phases=phases)
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
-                   **d.summary(), "out": str(args.out)}
+                   **d.summary(), "out": str(args.out), "statistics": fit.to_dict()}
         counts = summary["results"]
         check = spark_check(res.plan, d, tables) if args.engine == "spark" else None
         if check is not None:

@@ -33,6 +33,7 @@ from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 from mqjoin.model.tables import ResultWriter, Table, read_inputs, result_counts, time_range
+from mqjoin.runtime.contracts import BatchEngine
 from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
@@ -120,16 +121,13 @@ def spark_mode(mode: str, master: str) -> str:
 def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
     """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
     units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
-    store over the input's event-time span ``S`` (measured ``sizes`` of the workload where it
-    has them; the predictions of :func:`mqjoin.planning.measured.check_run`), or
-    docs/model.md §5's memory of the plan without either."""
-    from mqjoin.planning.measured import check_run
+    store over the input's event-time span ``S`` (:func:`mqjoin.planning.measured.memory_on`),
+    or over the plan's horizon without either — its memory (docs/model.md §5)."""
+    from mqjoin.planning.measured import memory_on
 
     if tables:
         span = time_range(tables)[1]
-    if not span or span <= 0:
-        return float(plan.memory)
-    return float(check_run(plan, {}, {}, span).total("rows")[0])
+    return float(memory_on(plan, span=span if span and span > 0 else None))
 
 
 def available_memory() -> float | None:
@@ -301,7 +299,7 @@ class Deployment:
         self._stopping = False
         self.started_at: float | None = None
         self.total = 0
-        self.engine: ShardedEngine | None = None
+        self.engine: BatchEngine | None = None
         self.columns: dict[str, str] | None = None  # the packed log's attribute columns (plan engines)
         self._written = False  # OUT/<query>.parquet written from every committed batch
 
@@ -343,7 +341,7 @@ class Deployment:
                 self._start_mqjoin(opts, listener)
             else:
                 self._start_native(opts, listener)
-        except Exception as exc:  # noqa: BLE001 — recorded as the deployment's error, raised with its cause
+        except Exception as exc:  # recorded as the deployment's error, raised with its cause
             self._fail(exc)
             if self.error is None or self.error is exc:  # stopped meanwhile, or already an EngineError
                 raise
@@ -617,6 +615,11 @@ class Deployment:
         for q, rows in read_parts(self._parts()):
             out[q].update(map(tuple, rows.tolist()))
         return out
+
+    def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
+        """:meth:`results` under the name of the :class:`~mqjoin.runtime.contracts.EngineRun`
+        contract (a finished deployment is an engine's run)."""
+        return self.results()
 
     def _result_queries(self) -> list[str]:
         return [q.name for q in self.workload.queries]

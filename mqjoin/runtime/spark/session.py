@@ -64,7 +64,7 @@ def import_pyspark() -> None:
         try:
             for m in PYSPARK_MODULES:
                 importlib.import_module(m)
-        except Exception as e:  # noqa: BLE001 — installed, yet failing: say what failed
+        except Exception as e:  # installed, yet failing: say what failed
             raise EngineError(f"pyspark is installed but failed to import ({type(e).__name__}: {e}); "
                               "restart the kernel, and if it fails again reinstall it: "
                               "pip install --force-reinstall 'mqjoin[spark]'") from e
