@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.model.workload import Attr, Workload, load_workload
+from mqjoin.support.unionfind import UnionFind
 from mqjoin.datasets.arrivals import Arrival, arrival_times
 from mqjoin.datasets.streams import cache_root, ensure_dir, read_manifest, write_manifest, write_stream
 
@@ -130,24 +131,12 @@ def implied_pairs(joins: Sequence[PotentialJoin] = POTENTIAL_JOINS) -> tuple[tup
     >>> [f"{a} = {b}" for a, b in implied_pairs()]
     ['customer.custkey = supplier.nationkey', 'customer.nationkey = orders.custkey', 'nation.nationkey = orders.custkey', 'orders.custkey = supplier.nationkey']
     """
-    parent: dict[Attr, Attr] = {}
-
-    def find(x: Attr) -> Attr:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            x = parent[x]
-        return x
-
+    uf: UnionFind[Attr] = UnionFind()
     for j in joins:
-        a, b = find(j.left), find(j.right)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
+        uf.union(j.left, j.right)
     direct = {frozenset((j.left, j.right)) for j in joins}
-    comps: dict[Attr, list[Attr]] = {}
-    for x in sorted(parent):
-        comps.setdefault(find(x), []).append(x)
     out = []
-    for members in comps.values():
+    for members in uf.groups():
         for i, a in enumerate(members):
             for b in members[i + 1:]:
                 if a.relation != b.relation and frozenset((a, b)) not in direct:

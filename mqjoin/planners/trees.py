@@ -49,6 +49,7 @@ from typing import Iterable, Mapping
 
 from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
 from mqjoin.planning.cost import is_close, join_size, prefix_messages
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from mqjoin.model.workload import Attr, Query, Workload, is_connected, restrict_classes
@@ -240,7 +241,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
         best = min(costs.values())
         chosen[m] = min(a for a, c in costs.items() if is_close(c, best))
     out = []
-    for (owner, order), ss in zip(owned, steps):
+    for (_owner, order), ss in zip(owned, steps):
         if partitioning == "single":
             parts = tuple(chosen[s.target] for s in ss)
         else:
@@ -383,6 +384,12 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
     return best[rels][1]
 
 
+def tree_rule(workload: Workload, query: str, options: OptimizeOptions) -> JoinTree:
+    """The ``tree`` planner's :class:`~mqjoin.planners.contract.TreeRule`: the cheapest binary
+    tree of the options' shape (``best`` unless given)."""
+    return binary_tree(workload, query, options.tree_shape or "best")
+
+
 # --------------------------------------------------------------------------------------------
 # plans
 # --------------------------------------------------------------------------------------------
@@ -401,7 +408,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
-    >>> from mqjoin.planners.dispatch import operator_trees
+    >>> from mqjoin.planners.registry import operator_trees
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')
