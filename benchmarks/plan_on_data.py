@@ -22,7 +22,7 @@ from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.tables import read_inputs
 from mqjoin.planning.measured import memory_on
 from mqjoin.planning.optimizer import optimize
-from mqjoin.planning.plan import recost
+from mqjoin.planning.recost import recost
 
 
 def main() -> None:
