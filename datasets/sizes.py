@@ -67,7 +67,8 @@ import numpy as np
 from mqjoin.model.errors import DataError
 from mqjoin.model.filters import Filter, Selection
 from mqjoin.model.tables import Table
-from mqjoin.model.workload import Attr, JoinClass, Query, Workload, independent_size, is_connected, restrict_classes
+from mqjoin.model.sizes import independent_size
+from mqjoin.model.workload import Attr, JoinClass, Query, Workload, is_connected, restrict_classes
 from mqjoin.model.sizes import JOIN_SIGN
 from mqjoin.support.valuesample import sampled_mask
 

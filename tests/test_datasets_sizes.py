@@ -15,7 +15,8 @@ from mqjoin.cli import main
 from mqjoin.datasets import tpch
 from mqjoin.datasets.sizes import measure_sizes, size_sets
 from mqjoin.model.tables import Table
-from mqjoin.model.workload import independent_size, load_workload, parse_workload
+from mqjoin.model.sizes import independent_size
+from mqjoin.model.workload import load_workload, parse_workload
 from mqjoin.planning.cost import join_size
 from mqjoin.planning.optimizer import optimize
 

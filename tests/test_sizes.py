@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from mqjoin.model.workload import independent_size, parse_workload
+from mqjoin.model.sizes import independent_size
+from mqjoin.model.workload import parse_workload
 from mqjoin.planning.cost import join_size, memory_tuples
 from mqjoin.planning.optimizer import optimize
 

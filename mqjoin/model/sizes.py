@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
 from mqjoin.model.errors import (DisconnectedQueryError, SizeError, UnknownRelationError, ValueRangeError, WorkloadError,
                                  WorkloadSyntaxError)
@@ -295,3 +295,36 @@ def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str,
     names = sorted(names, key=order.index)
     split = () if last is None else arrival_split(where, last, names, order)
     return MeasuredSize(query, tuple(names), v, split, error)
+
+
+class Rates(Protocol):
+    """What the independence estimate reads of a workload: each relation's rate."""
+
+    def rate(self, relation: str) -> float: ...
+
+
+def independent_size(workload: Rates, relations: Iterable[str], classes: Iterable[JoinClass],
+                     selection: Iterable["Selection"] = ()) -> float:
+    """The independence estimate ``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes
+    with ``k_c(P) ≥ 2`` (docs/model.md §2, §7): ``f_R`` the pass fraction of ``R``'s selection,
+    1 for an unfiltered relation.  :func:`mqjoin.planning.cost.join_size` uses it where no
+    size is measured.
+
+    >>> from mqjoin.model.workload import Workload
+    >>> w = Workload.build({"R": {"attributes": ["a"], "rate": 10}, "S": {"attributes": ["a"], "rate": 20}},
+    ...                    {"q": "R(a), S(a)"}, {"R.a = S.a": 0.1})
+    >>> independent_size(w, {"R", "S"}, w.query("q").classes)
+    20.0
+    """
+    rels = frozenset(relations)
+    size = 1.0
+    for r in sorted(rels):
+        size *= workload.rate(r)
+    for sel in selection:
+        if sel.relation in rels:
+            size *= sel.fraction
+    for c in classes:
+        k = c.count_in(rels)
+        if k >= 2:
+            size *= c.selectivity ** (k - 1)
+    return size

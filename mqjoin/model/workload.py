@@ -6,7 +6,7 @@ A workload is an immutable value.  Build one from YAML (:func:`load_workload`,
 re-validated workload.
 
 Join sizes come from rates and one selectivity per class, as if the classes were independent
-(:func:`independent_size`), unless the workload gives a **measured size** of the set under
+(:func:`~mqjoin.model.sizes.independent_size`), unless the workload gives a **measured size** of the set under
 ``sizes`` (:class:`MeasuredSize`, :meth:`Workload.measured_size`): keys are relation sets
 ``"lineitem ⋈ partsupp"`` (the unfiltered join, for every query that joins the set through
 the same classes) or, under a query's name, sets joined with that query's own filters.
@@ -37,44 +37,27 @@ True
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import (
-    FilterError,
     MissingFractionError,
-    SelectivityError,
     UnknownRelationError,
     ValueRangeError,
     WorkloadError,
-    WorkloadSyntaxError,
 )
 
 from mqjoin.model.filters import Selection
-from mqjoin.model.queries import (IDENT, IDENT_RE, Defaults, Query, Relation, as_number, check_filter_consistency,
-                                   check_pair_consistency, parse_attr_ref, parse_selectivity_key, resolve_query)
-from mqjoin.model.sizes import (MeasuredSize, arrival_split, rehome, resolve_sizes, size_entries, size_error, size_key,
+from mqjoin.model.queries import (Defaults, Query, Relation, as_number, parse_attr_ref, parse_selectivity_key)
+from mqjoin.model.sizes import (MeasuredSize, independent_size, arrival_split, rehome, resolve_sizes, size_error, size_key,
                                 size_targets)
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
+from mqjoin.model.spec import DEFAULT_KEYS, RELATION_KEYS, check_keys, read_yaml, validate_spec
 
 __all__ = ["Attr", "JoinClass", "Defaults", "MeasuredSize", "Query", "Relation", "Workload", "components",
-           "independent_size", "is_connected", "iter_pairs", "load_workload", "parse_attr_ref", "parse_workload", "restrict_classes"]
-
-
-# --------------------------------------------------------------------------------------------
-# values
-# --------------------------------------------------------------------------------------------
-
-
-_DEFAULT_KEYS = ("rate", "window", "parallelism", "selectivity", "horizon")
-_RELATION_KEYS = ("attributes", "rate", "window", "parallelism", "node")
-_TOP_KEYS = ("defaults", "relations", "queries", "selectivities", "filters", "groups", "sizes")
-#: the join sign between the relations of a ``sizes`` key (``,`` is read too)
-_QUERY_KEYS = ("join", "where")
-
+           "is_connected", "iter_pairs", "load_workload", "parse_attr_ref", "parse_workload", "restrict_classes"]
 
 
 
@@ -179,7 +162,7 @@ class Workload:
         """The workload as the plain structure of the YAML format (round-trips through :meth:`from_spec`)."""
         d = self.defaults
         spec: dict[str, Any] = {
-            "defaults": {k: getattr(d, k) for k in _DEFAULT_KEYS},
+            "defaults": {k: getattr(d, k) for k in DEFAULT_KEYS},
             "relations": {
                 r.name: {"attributes": list(r.attributes), "rate": r.rate, "window": r.window,
                          "parallelism": r.parallelism, **({"node": r.node} if r.node is not None else {})}
@@ -247,9 +230,7 @@ class Workload:
         """
         self.relation(name)
         spec = self.to_spec()
-        for k in changes:
-            if k not in _RELATION_KEYS:
-                raise WorkloadSyntaxError(f"relation {name}: unknown key {k!r} (allowed: {', '.join(_RELATION_KEYS)})")
+        check_keys(changes, RELATION_KEYS, f"relation {name}")
         spec["relations"][name].update(changes)
         return self.respecified(spec)
 
@@ -403,9 +384,7 @@ class Workload:
 
     def with_defaults(self, **changes: Any) -> "Workload":
         spec = self.to_spec()
-        for k in changes:
-            if k not in _DEFAULT_KEYS:
-                raise WorkloadSyntaxError(f"defaults: unknown key {k!r} (allowed: {', '.join(_DEFAULT_KEYS)})")
+        check_keys(changes, DEFAULT_KEYS, "defaults")
         spec["defaults"].update(changes)
         return self.respecified(spec)
 
@@ -546,26 +525,10 @@ class Workload:
                 f"<th>window</th><th>parallelism</th></tr>{rows}</table><ul>{qs}</ul>")
 
 
-# --------------------------------------------------------------------------------------------
-# parsing
-# --------------------------------------------------------------------------------------------
-
 
 def parse_workload(text: str) -> Workload:
     """Parse a workload from YAML text (docs/model.md §1)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise WorkloadSyntaxError(f"workload is not valid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise WorkloadSyntaxError("workload must be a YAML mapping with keys relations, queries "
-                                  "(and optionally defaults, selectivities)")
-    return _build(data)
+    return _build(read_yaml(text))
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -583,220 +546,7 @@ def load_workload(path: str | Path) -> Workload:
         raise type(e)(f"{p.name}: {e}") from None
 
 
-
-
-def _positive_rate(value: Any, what: str) -> float:
-    v = as_number(value, what)
-    if not (v > 0) or math.isinf(v):
-        raise ValueRangeError(f"{what} must be a positive finite number, got {value!r}")
-    return v
-
-
-def _window(value: Any, what: str) -> float | None:
-    if value is None:
-        return None
-    v = as_number(value, what)
-    if v < 0:
-        raise ValueRangeError(f"{what} must be >= 0 or null (unbounded), got {value!r}")
-    return None if math.isinf(v) else v
-
-
-def _parallelism(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise ValueRangeError(f"{what} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueRangeError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _node(value: Any, what: str) -> str | None:
-    """A processing node's name (PMJoin's placement of a stream), or ``None`` when not placed.
-
-    >>> _node("n1", "relation S: node"), _node(None, "relation S: node")
-    ('n1', None)
-    >>> _node(3, "relation S: node")
-    Traceback (most recent call last):
-    ...
-    mqjoin.model.errors.WorkloadSyntaxError: relation S: node must be a name such as n1 (letters, digits, _), got 3
-    """
-    if value is None:
-        return None
-    if not isinstance(value, str) or not IDENT_RE.match(value):
-        raise WorkloadSyntaxError(f"{what} must be a name such as n1 (letters, digits, _), got {value!r}")
-    return value
-
-
-def _selectivity(value: Any, what: str) -> float:
-    v = as_number(value, what)
-    if not (0 < v <= 1):
-        raise SelectivityError(f"{what} must lie in (0, 1], got {value!r}")
-    return v
-
-
-def _check_keys(d: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for k in d:
-        if k not in allowed:
-            raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (allowed: {', '.join(allowed)})")
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise WorkloadSyntaxError(f"{where} must be a mapping, got {type(value).__name__}")
-    return value
-
-
 def _build(data: Mapping[str, Any]) -> Workload:
-    _check_keys(data, _TOP_KEYS, "workload")
-    dspec = _mapping(data.get("defaults"), "defaults")
-    _check_keys(dspec, _DEFAULT_KEYS, "defaults")
-    defaults = Defaults(
-        rate=_positive_rate(dspec.get("rate", 1.0), "defaults.rate"),
-        window=_window(dspec.get("window"), "defaults.window"),
-        parallelism=_parallelism(dspec.get("parallelism", 1), "defaults.parallelism"),
-        selectivity=None if dspec.get("selectivity") is None
-        else _selectivity(dspec["selectivity"], "defaults.selectivity"),
-        horizon=_positive_rate(dspec.get("horizon", 1.0), "defaults.horizon"),
-    )
-
-    rspec = _mapping(data.get("relations"), "relations")
-    if not rspec:
-        raise WorkloadSyntaxError("workload declares no relations: add a 'relations' mapping "
-                                  "such as 'R: {attributes: [a]}'")
-    relations: list[Relation] = []
-    for name, r in rspec.items():
-        name = str(name)
-        if not IDENT_RE.match(name):
-            raise WorkloadSyntaxError(f"relation name {name!r} is not an identifier (letters, digits, _)")
-        r = _mapping(r, f"relation {name}")
-        _check_keys(r, _RELATION_KEYS, f"relation {name}")
-        attrs = r.get("attributes")
-        if not isinstance(attrs, (list, tuple)) or not attrs:
-            raise WorkloadSyntaxError(f"relation {name}: 'attributes' must be a non-empty list of names")
-        attrs = tuple(str(a) for a in attrs)
-        for a in attrs:
-            if not IDENT_RE.match(a) or a == "ts":
-                raise WorkloadSyntaxError(
-                    f"relation {name}: attribute {a!r} is not a valid name"
-                    + (" ('ts' is reserved for the event time)" if a == "ts" else " (letters, digits, _)"))
-        if len(set(attrs)) != len(attrs):
-            raise WorkloadSyntaxError(f"relation {name}: attributes {list(attrs)} contain a duplicate")
-        relations.append(Relation(
-            name=name,
-            attributes=attrs,
-            rate=_positive_rate(r.get("rate", defaults.rate), f"relation {name}: rate"),
-            window=_window(r.get("window", defaults.window), f"relation {name}: window"),
-            parallelism=_parallelism(r.get("parallelism", defaults.parallelism), f"relation {name}: parallelism"),
-            node=_node(r.get("node"), f"relation {name}: node"),
-        ))
-    by_name = {r.name: r for r in relations}
-
-    sspec = _mapping(data.get("selectivities"), "selectivities")
-    explicit: dict[tuple[Attr, Attr], tuple[float, str]] = {}
-    for key, value in sspec.items():
-        key = str(key)
-        v = _selectivity(value, f"selectivity of {key!r}")
-        for pair in parse_selectivity_key(key, by_name):
-            if pair in explicit and explicit[pair][0] != v:
-                raise SelectivityError(
-                    f"selectivities {explicit[pair][1]!r} ({explicit[pair][0]}) and {key!r} ({v}) "
-                    f"give different values for {pair[0]} = {pair[1]}; keep one")
-            explicit[pair] = (v, key)
-
-    qspec = _mapping(data.get("queries"), "queries")
-    texts: dict[str, tuple[str, str | None]] = {}
-    for qname, text in qspec.items():
-        qname = str(qname)
-        if not IDENT_RE.match(qname):
-            hint = (" — in a {...} flow mapping, quote a query that contains commas: q1: \"R(a), S(a)\""
-                    if text is None else "")
-            raise WorkloadSyntaxError(f"query name {qname!r} is not an identifier (letters, digits, _){hint}")
-        texts[qname] = _query_texts(qname, text)
-    fractions = _filter_fractions(_mapping(data.get("filters"), "filters"), texts)
-    queries = [resolve_query(n, j, by_name, explicit, defaults, w, fractions) for n, (j, w) in texts.items()]
-
-    check_pair_consistency(queries)
-    check_filter_consistency(queries)
-    sel = tuple(sorted(((pair, v) for pair, (v, _) in explicit.items()), key=lambda t: t[0]))
-    groups = data.get("groups") or ()
-    if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
-        raise WorkloadSyntaxError(f"groups must be a list of lists of query names, got {groups!r}")
-    entries = size_entries(_mapping(data.get("sizes"), "sizes"), by_name)
-    sizes = resolve_sizes(entries, queries, strict=True)[0]
-    return Workload(tuple(relations), tuple(queries), sel, defaults, sizes=sizes).with_groups(groups)
-
-
-def independent_size(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
-                     selection: Iterable["Selection"] = ()) -> float:
-    """The independence estimate ``|⋈P| = Π f_R · λ_R · Π s_c^(k_c(P) − 1)`` over the classes
-    with ``k_c(P) ≥ 2`` (docs/model.md §2, §7): ``f_R`` the pass fraction of ``R``'s selection,
-    1 for an unfiltered relation.  :func:`mqjoin.planning.cost.join_size` uses it where no
-    size is measured.
-
-    >>> w = Workload.build({"R": {"attributes": ["a"], "rate": 10}, "S": {"attributes": ["a"], "rate": 20}},
-    ...                    {"q": "R(a), S(a)"}, {"R.a = S.a": 0.1})
-    >>> independent_size(w, {"R", "S"}, w.query("q").classes)
-    20.0
-    """
-    rels = frozenset(relations)
-    size = 1.0
-    for r in sorted(rels):
-        size *= workload.rate(r)
-    for sel in selection:
-        if sel.relation in rels:
-            size *= sel.fraction
-    for c in classes:
-        k = c.count_in(rels)
-        if k >= 2:
-            size *= c.selectivity ** (k - 1)
-    return size
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
-    """A query's ``join`` text and ``where`` text (``None``: no filter) from its YAML value."""
-    if isinstance(value, str):
-        return value, None
-    if isinstance(value, Mapping):
-        _check_keys(value, _QUERY_KEYS, f"query {name}")
-        join, where = value.get("join"), value.get("where")
-        if not isinstance(join, str):
-            raise WorkloadSyntaxError(f"query {name}: 'join' must be a string such as 'R(a), S(a,b)', got {join!r}")
-        if where is not None and not isinstance(where, str):
-            raise FilterError(f"query {name}: 'where' must be a string such as 'R.x < 10', got {where!r}")
-        return join, where
-    raise WorkloadSyntaxError(
-        f"query {name}: expected a string such as 'R(a), S(a,b)' or 'R.a = S.a', or a mapping "
-        f"{{join: ..., where: ...}}, got {value!r}")
-
-
-def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, str | None]]) -> dict[tuple[str, str], float]:
-    """``filters: {q4.V: 0.2}`` → {(query, relation): pass fraction}, checked."""
-    out = {}
-    for key, value in spec.items():
-        m = re.fullmatch(rf"\s*({IDENT})\s*\.\s*({IDENT})\s*", str(key))
-        if not m:
-            raise FilterError(f"filters: {str(key)!r} is not a key like 'q4.V' (query.relation)")
-        if m.group(1) not in texts:
-            raise FilterError(f"filters: {key!r} names query {m.group(1)!r}, which does not exist")
-        if texts[m.group(1)][1] is None:
-            raise FilterError(f"filters: {key!r} gives a pass fraction, but query {m.group(1)} has no filter")
-        v = as_number(value, f"pass fraction of {key!r}")
-        if not (0 < v <= 1):
-            raise FilterError(f"pass fraction of {key!r} must lie in (0, 1], got {value!r}")
-        out[m.group(1), m.group(2)] = v
-    return out
-
-
+    """The workload ``data`` describes, checked (:func:`~mqjoin.model.spec.validate_spec`)."""
+    p = validate_spec(data)
+    return Workload(p.relations, p.queries, p.selectivities, p.defaults, sizes=p.sizes).with_groups(p.groups)

@@ -35,7 +35,8 @@ import math
 from typing import Any, Iterable, Protocol, Sequence
 
 from mqjoin.model.filters import Selection
-from mqjoin.model.workload import Attr, JoinClass, Workload, independent_size
+from mqjoin.model.sizes import independent_size
+from mqjoin.model.workload import Attr, JoinClass, Workload
 
 
 class StepShape(Protocol):
@@ -43,8 +44,11 @@ class StepShape(Protocol):
     the prefix (its first element the start relation) and its relations, the classes and
     selections they join under, and the attributes whose values a probing tuple knows."""
 
-    classes: tuple[JoinClass, ...]
-    prefix: tuple[Any, ...]
+    @property
+    def classes(self) -> tuple[JoinClass, ...]: ...
+
+    @property
+    def prefix(self) -> tuple[Any, ...]: ...
 
     @property
     def prefix_relations(self) -> frozenset[str]: ...
@@ -72,7 +76,7 @@ def join_size(workload: Workload, relations: Iterable[str], classes: Iterable[Jo
     """``|⋈P|`` in tuples per time unit (docs/model.md §2, §7): the workload's measured size of
     the set (:meth:`~mqjoin.model.workload.Workload.measured_size`) where one is given, else
     the independence estimate ``Π f_R · λ_R · Π s_c^(k_c(P) − 1)``
-    (:func:`~mqjoin.model.workload.independent_size`).  Every cost, memory figure and plan
+    (:func:`~mqjoin.model.sizes.independent_size`).  Every cost, memory figure and plan
     comes from here, so a measured size reaches all of them.
 
     >>> from mqjoin.model.workload import parse_workload

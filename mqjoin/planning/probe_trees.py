@@ -26,6 +26,8 @@ from mqjoin.planning.candidates import MIR, order_steps, owner_classes, owner_la
 from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism
 from mqjoin.planning.plan import Choice, Edge, Node, Plan, ProbeRule, Store, StoreRule, output_id, source_id
 
+NodeKey = tuple  # a node of the forest: (namespace, start) for a root, (namespace, step, partition) else
+
 
 def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
     """The travelling attribute whose class holds the target's partition attribute."""
@@ -46,7 +48,6 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     rank = workload.relation_rank
     stores, replicas = _plan_stores(workload, choices)
     node_info, sinks = _plan_nodes(workload, choices, stores, replicas)
-    NodeKey = tuple
 
     # deterministic traversal: namespaces, then start relations, then children by step/partition
     children: dict[NodeKey, list[NodeKey]] = {}
@@ -165,7 +166,6 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
     partitioned prefixes (in shared mode); those prefixes compute the same partial results,
     so the node hangs off the first of them.  Keys: (namespace, start) for a root,
     (namespace, step, partition) for a node."""
-    NodeKey = tuple
     node_info: dict[NodeKey, dict[str, Any]] = {}
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
     for c in choices:
