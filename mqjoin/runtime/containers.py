@@ -48,7 +48,7 @@ from mqjoin.planning.plan import Plan
 from mqjoin.runtime.codegen import compile_function, key_expr, null_test
 from mqjoin.runtime.rules import (Layout, MirKey, field_positions, int_partition_expr, layout_of, mir_key, partition_of,
                                   windows_of)
-from mqjoin.runtime.windows import expiry, within
+from mqjoin.runtime.windows import compile_expired, expiry
 
 
 class Container:
@@ -63,6 +63,7 @@ class Container:
         self.p = p
         self.part_pos = part_pos
         self.windows = windows
+        self.expired = compile_expired(windows)
         self.fifo = len(layout.mir.relations) == 1  # base entries expire in insertion order
         self.entries: list = [deque() if self.fifo else [] for _ in range(p)]
         self.indexes: dict[tuple, list[dict]] = {}
@@ -137,14 +138,13 @@ class Container:
         for part in range(self.p):
             q = self.entries[part]
             if self.fifo:
-                (c, w), = self.windows
                 expired = []
-                while q and not within(T, q[0][c][1], w):
+                while q and self.expired(q[0], T):
                     expired.append(q.popleft())
             else:
                 live, expired = [], []
                 for e in q:
-                    (live if all(within(T, e[c][1], w) for c, w in self.windows) else expired).append(e)
+                    (expired if self.expired(e, T) else live).append(e)
                 q[:] = live
             for e in expired:
                 for dicts, pat in keys:

@@ -12,7 +12,7 @@ doubles, then compared — ``ts ≥ T − w`` would round differently):
 * :func:`in_window` — the scalar form with the null window;
 * :func:`window_mask` — the numpy form over several components of a stored entry;
 * :func:`outside_source` — the source text of the negated rule, for generated probes whose
-  windows are constants;
+  windows are constants, and :func:`compile_expired`, a stored entry's test built from it;
 * :func:`expiry` — the oldest timestamp a window reaches, ``T − w``, a bound for pruning whole
   epochs (callers keep a margin: it rounds unlike the rule).
 
@@ -28,6 +28,9 @@ array([False,  True,  True])
 array([False, False,  True])
 >>> outside_source("T", "m[1][1]", "w0")
 'not (T - m[1][1] <= w0)'
+>>> expired = compile_expired(((0, 2.0), (1, 1.0)))  # (component, window) of a stored entry
+>>> expired(((7, 1.5), (8, 2.5)), 3.0), expired(((7, 1.5), (8, 1.5)), 3.0)
+(False, True)
 >>> expiry(3.0, 2.0), expiry(3.0, None)
 (1.0, -inf)
 """
@@ -54,6 +57,14 @@ def outside_source(T: str, ts: str, w: str) -> str:
     return f"not ({within_source(T, ts, w)})"
 
 
+def compile_expired(windows: tuple[tuple[int, float], ...]) -> Any:
+    """A function ``(entry, T) → bool``: whether some component ``c`` of a stored entry (its
+    timestamp at ``entry[c][1]``) is outside its window at ``T``; the windows are constants
+    of its source, so a purge pays one call per entry."""
+    tests = " or ".join(outside_source("T", f"e[{c}][1]", repr(float(w))) for c, w in windows) or "False"
+    return compile_function(f"def expired(e, T):\n    return {tests}\n", "expired", {})
+
+
 within = compile_function(f"def within(T, ts, w):\n    return {within_source('T', 'ts', 'w')}\n", "within", {})
 within.__doc__ = """``T − ts ≤ w`` for a finite window ``w``: floats, numpy arrays or Spark columns."""
 
@@ -67,11 +78,16 @@ def window_mask(T: Any, stamped: Iterable[tuple[Any, float]], n: int) -> Any:
     """The entries (``n`` of them) whose every component is within its window at ``T`` (a
     scalar or one time per entry): ``stamped`` pairs each component's timestamp array with
     its finite window."""
-    import numpy as np
-
-    ok = np.ones(n, dtype=bool)
+    ok = None
     for ts, w in stamped:
-        ok &= within(T, ts, w)
+        if ok is None:
+            ok = within(T, ts, w)  # a new array: the next windows narrow it in place
+        else:
+            ok &= within(T, ts, w)
+    if ok is None:
+        import numpy as np
+
+        return np.ones(n, dtype=bool)
     return ok
 
 
