@@ -98,7 +98,7 @@ def adaptive_args(p: argparse.ArgumentParser) -> None:
 
 
 def budget_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("CPU budget (JAQPOT; reference engine, one query, --planner tree)")
+    g = p.add_argument_group(f"CPU budget (JAQPOT; reference engine, one query, --planner {' or '.join(named('cpu_budget'))})")
     g.add_argument("--cpu-budget", type=float, default=None, metavar="N",
                    help="at most N probes per second of event time; probes beyond an allocation are shed, tuples "
                         "never (the summary reports the result deficit against the unbounded run and staleness)")

@@ -93,6 +93,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from mqjoin.planning.comparison import COMPARED_PLANNERS, compare, settings
+    from mqjoin.planning.options import OptimizeOptions
     from mqjoin.planners.registry import check_planner
 
     w = load_named_workload(args.workload)
@@ -100,8 +101,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
     pmjoin = pmjoin_options(args, w, args.planner or "clash")
-    plans = compare(w, settings(planners, args.tree_shape, args.decompose), mirs=not args.no_mirs, solver=args.solver,
-                    time_limit=args.time_limit, pmjoin=pmjoin)
+    plans = compare(w, settings(planners, args.tree_shape, args.decompose),
+                    OptimizeOptions(mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit, pmjoin=pmjoin))
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
     chosen = None

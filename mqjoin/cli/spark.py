@@ -32,7 +32,7 @@ def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
     ``adaptive`` (``policy=``, ``changes=``, ``optimizer=``): an adaptive deployment of the
     workload ``plan`` reading its inputs from ``--data`` (relations added queries join included)."""
-    from mqjoin.runtime.spark.launch import deploy
+    from mqjoin.runtime.spark.launch import DeployOptions, deploy
     from mqjoin.runtime.spark.session import install_java
 
     install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
@@ -43,9 +43,10 @@ def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                     "optimizer": adaptive.get("optimizer")}
     if not adaptive:
         adaptive = {"mode": getattr(args, "spark_mode", "auto")}
-    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
-               master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
-               max_rows_per_batch=args.max_rows_per_batch, **adaptive)
+    options = DeployOptions(engine="mqjoin" if args.engine == "spark" else "native", master=args.master,
+                            checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
+                            max_rows_per_batch=args.max_rows_per_batch, **adaptive)
+    d = deploy(plan, tables, args.out, options)
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
         if d.engine_name == "mqjoin":
