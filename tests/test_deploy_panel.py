@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from mqjoin.model.errors import EngineError  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.model.tables import Table  # noqa: E402
-from mqjoin.widgets.deploy_panel import DeployPanel  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
+from mqjoin.model.errors import EngineError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.tables import Table
+from mqjoin.widgets.deploy_panel import DeployPanel
+from mqjoin.model.workload import parse_workload
 
 W = parse_workload("""
 defaults: {selectivity: 0.5}

@@ -112,8 +112,8 @@ def test_written_workloads_keep_their_sizes():
 
 def test_statistics_sampled_anew_move_sizes_like_an_edit():
     """The adaptive controller's epochs re-estimate rates and selectivities
-    (mqjoin.datasets.stats.with_pair_values): a measured size keeps its ratio to the estimate."""
-    from mqjoin.datasets.stats import with_pair_values
+    (mqjoin.model.statistics.with_pair_values): a measured size keeps its ratio to the estimate."""
+    from mqjoin.model.statistics import with_pair_values
     from mqjoin.model.workload import Attr
 
     w = parse_workload(BASE + 'sizes: {"R ⋈ S": 40}')

@@ -308,7 +308,7 @@ def join_trees(workload: Workload, fixed: Mapping[str, JoinTree] | None = None) 
                 if n in served:
                     continue
                 q = workload.query(n)
-                for k, a, b, t in cands[n]:
+                for k, _a, _b, t in cands[n]:
                     sharers = (available[k] - served) | existing.get(k, set())
                     scost = join_size(workload, t.relations, q.classes, workload.selections(n)) / len(sharers)
                     order = (scost, min(rank[r] for r in t.relations), k[0], n)

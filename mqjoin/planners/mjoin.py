@@ -39,7 +39,7 @@ class UnitCosts:
     comp: float = 1.0
 
 
-def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
+def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],  # noqa: E741 — the paper's k, l
                         unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
     """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
     MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``

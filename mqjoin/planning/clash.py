@@ -214,7 +214,7 @@ def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
     for owner, by_start in cands.orders.items():
         if isinstance(owner, MIR):
             continue
-        for start, orders in by_start.items():
+        for orders in by_start.values():
             o = next(o for o in orders if all(m.is_base for m in o.elements))
             attrs = tuple(cands.partition_candidates[m][0] for m in o.elements)
             out.append(Choice(owner, ProbeOrder(o.start, o.elements, attrs), namespace))

@@ -143,13 +143,13 @@ class OptimizeResult:
                  f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
                  "probe orders:"]
         for q, by_start in self.probe_orders().items():
-            for start, o in by_start.items():
+            for o in by_start.values():
                 lines.append(f"  {q:>8}  {o}")
         mats = self.plan.materializations()
         if mats:
             lines.append("materialised MIRs:")
             for m, by_start in mats.items():
-                for start, o in by_start.items():
+                for o in by_start.values():
                     lines.append(f"  {m:>8}  {o}")
         lines.append("stores:")
         for s in self.plan.stores:

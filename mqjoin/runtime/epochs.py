@@ -383,7 +383,7 @@ class AdaptiveReplay:
             self.run = self._ex.snapshot()
             self.error = str(e)
             self.status = "stopped"
-        except Exception as e:  # noqa: BLE001 - a live run reports its error instead of dying silently
+        except Exception as e:  # a live run reports its error instead of dying silently
             log.exception("the adaptive replay failed")
             self.error = f"{type(e).__name__}: {e}"
             self.status = "failed"
