@@ -623,10 +623,10 @@ def test_compare_tab_lists_every_plan_family_with_the_optimisers_costs():
     ex.show("Compare")
     rows = html_rows(ex.compare.table.value)
     got = {(r[0], r[1], r[2]): (r[3], r[5]) for r, _ in rows}
-    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin"}
+    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin", "jaqpot (best)"}
     w = ex.model.workload
     for planner, label in (("clash", "clash"), ("mjoin", "mjoin"), ("tree", "tree (best)"), ("ajoin", "ajoin"),
-                           ("pmjoin", "pmjoin")):
+                           ("pmjoin", "pmjoin"), ("jaqpot", "jaqpot (best)")):
         for pol in ("single", "replicas"):
             modes = ("mqo", "individual", "shared") if planner in ("clash", "ajoin") else ("individual", "shared")
             for mode in modes:
