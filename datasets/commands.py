@@ -32,9 +32,9 @@ def load_named_workload(path: str):
 
 def fitted_inputs(workload: str, data: str, as_written: bool = False):
     """``(tables, fit)``: the inputs in ``data`` of the workload named ``workload``, and the
-    workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): its horizon the
-    data's span and, unless ``as_written``, its statistics measured again where the data
-    contradicts them — said in one line on stderr."""
+    workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): unless
+    ``as_written``, its horizon the data's span and its statistics measured again where the
+    data contradicts them — said in one line on stderr."""
     from mqjoin.datasets.fitting import fit_to_data
     from mqjoin.model.tables import read_inputs
 

@@ -105,17 +105,17 @@ def disagreement(workload: Workload, tables: Mapping[str, Table], source: str = 
 def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "", command: str = "",
                 check: bool = True) -> Fit:
     """``workload`` for a run over ``tables``: its horizon the data's span and, when the data
-    contradicts its statistics (:func:`disagreement`; not checked with ``check=False``), its
-    statistics measured again on the data (module docstring).  ``source`` names the data and
+    contradicts its statistics (:func:`disagreement`), its statistics measured again on the data
+    (module docstring); with ``check=False`` the workload as written.  ``source`` names the data and
     ``command`` the workload in the message."""
     from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.stats import DEFAULT_SAMPLE, estimate_statistics
 
     span = time_range(tables)[1]
-    if not span > 0:
+    if not (span > 0 and check):
         return Fit(workload)
     t0 = time.perf_counter()
-    why = disagreement(workload, tables, source) if check else ""
+    why = disagreement(workload, tables, source)
     if not why:
         w = workload if math.isclose(workload.defaults.horizon, span, rel_tol=1e-9) else workload.with_defaults(horizon=span)
         return Fit(w, seconds=time.perf_counter() - t0)

@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
     r.add_argument("--out", required=True, metavar="DIR", help="output: DIR/<query>.parquet")
     r.add_argument("--workload-stats", action="store_true",
-                   help="plan on the workload's rates, selectivities and sizes as written, even where the data "
-                        "contradicts them (default: measure them again then; the horizon is the data's span)")
+                   help="plan on the workload as written (rates, selectivities, sizes, horizon), even where the "
+                        "data contradicts it (default: the horizon is the data's span, and statistics the data "
+                        "contradicts are measured again)")
     r.add_argument("--engine", choices=("reference", "spark", "native"), default="reference",
                    help="reference (in-process), spark (the plan on Spark Structured Streaming) or native "
                         "(Spark's own stream-stream joins, one query each: the baseline)")

@@ -15,7 +15,7 @@ def spark_check(plan, deployment, tables):
     count messages per store and rows held after each batch); ``None`` when it counted none."""
     from mqjoin.planning.measured import store_counts
 
-    counts = store_counts("spark", plan, deployment.stores, tables)
+    counts = store_counts("spark", plan, deployment.stores, tables, deployment.batches)
     return None if counts is None else counts.check()
 
 

@@ -212,15 +212,21 @@ class RunCounts:
         return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
 
 
-def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any]) -> RunCounts | None:
+def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any], batches: Any = None) -> RunCounts | None:
     """The counts of an engine that reports per micro-batch and store (``stores``: a frame with
     columns ``store``, ``messages``, ``rows``, e.g. a Spark deployment's) over ``tables``:
-    messages summed, the most rows a store held after a batch; ``None`` when it counted none."""
+    messages summed, the most rows a store held after a batch; ``None`` when it counted none.
+    ``batches`` (a frame with a column ``max_ts`` per micro-batch, the deployment's): the run
+    is compared over the event time it reached — a run stopped early with the prediction for
+    the part that ran, not for the whole input."""
     if stores is None or not len(stores):
         return None
     messages = {k: int(v) for k, v in stores.groupby("store")["messages"].sum().items()}
     rows = {k: int(v) for k, v in stores.groupby("store")["rows"].max().items()}
-    return RunCounts(label, plan, messages, rows, time_range(tables)[1], per_store=True)
+    first, span = time_range(tables)
+    if batches is not None and len(batches) and "max_ts" in batches and batches["max_ts"].notna().any():
+        span = min(span, float(batches["max_ts"].max()) - first)
+    return RunCounts(label, plan, messages, rows, span, per_store=True)
 
 
 def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSize, ...]:
