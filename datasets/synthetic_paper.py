@@ -132,7 +132,8 @@ def _workload(name: str, rates: Mapping[str, float], window: float, parallelism:
     spec_w = st.apply(w)
     for r, v in rates.items():
         spec_w = spec_w.with_relation(r, rate=v)
-    return spec_w.with_defaults(selectivity=None)
+    # the statistics of the prefix before the change, not of the whole data: the horizon stays the default
+    return spec_w.with_defaults(selectivity=None, horizon=w.defaults.horizon)
 
 
 def selectivity_change(scale: float = 100.0, duration: float = 30.0, change_at: float = 15.0,

@@ -329,9 +329,9 @@ def test_skewed_rates_introduce_the_stu_store_under_a_memory_budget():
 
     d = skewed_rates(high_rate=500, low_rate=10, fanout=5)
     tables = d.tables()
-    # per epoch before the change: STU ~50 tuples/s (250 in a 5 s window) does not fit the budget,
-    # TU (50) does; after it STU holds ~1 tuple/s and fits
-    run = run_adaptive(d.workload, tables, AdaptivePolicy(epoch=1.0, mir_budget=100))
+    # memory over the workload's 1-s horizon: before the change STU holds ~50 tuples and does not
+    # fit the budget, TU (~10) does; after it STU holds ~0.2 and fits
+    run = run_adaptive(d.workload, tables, AdaptivePolicy(epoch=1.0, mir_budget=20))
     assert run.result_sets() == oracle_results(d.workload, tables)
     stores = [[s.id for s in run.plans[e.plan].stores] for e in run.epochs]
     assert not any(s.startswith("STU") for s in stores[10]) and any(s.startswith("STU") for s in stores[25])
@@ -554,3 +554,17 @@ selectivities: {R.a = S.a: 0.005, S.b = T.b: 0.005, T.c = U.c: 0.005}
     for m in last.statistics.sizes:
         assert m.value == pytest.approx(estimated_size(w, m), rel=0.25)
     assert len(run.plans) == 1 and not run.switches[1:]
+
+
+def test_decisions_read_numbers_in_the_explorers_one_style():
+    """Costs with separators (never 2.978e+04), a change that rounds to nothing as 0.0 %
+    (never −0.0 %), the threshold as a percentage."""
+    import re
+
+    c = AdaptiveController(parse_workload(W3), AdaptivePolicy(epoch=1.0, threshold=10.0))
+    c.enter(0)
+    c.enter(2, {0: sample(0, 0.9, 0.01)})  # a better plan, below the threshold: kept
+    reason = c.decisions[1].reason
+    assert reason.startswith("kept: predicted probe cost"), reason
+    assert not re.search(r"\de[+-]\d", reason) and "−0.0 %" not in reason and "threshold 1000 %)" in reason, reason
+    assert re.search(r"cost [\d,.]+ → [\d,.]+ tuples/s \(−\d+\.\d %", reason), reason

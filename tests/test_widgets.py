@@ -723,3 +723,18 @@ def test_a_view_closes_the_model_it_made_and_leaves_no_thread(view):
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()]
     v.close()
     assert v.model.closed and [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_a_filter_without_its_pass_fraction_is_refused_at_add_naming_the_pass_f_box():
+    view = QueryGraphView("tpch_fig7a.yaml", debounce=0)
+    w = view.model.workload
+    frontend_sets(view.query_name, value="q8")
+    frontend_sets(view.query_text, value="orders(orderkey), lineitem(orderkey)")
+    frontend_sets(view.query_where, value="orders.orderstatus = 1")
+    frontend_clicks(view.add_button)
+    said = html.unescape(view.query_error.value)
+    assert "the filter on orders needs its pass fraction" in said and "'pass f' box" in said, said
+    assert "filters: {" not in said and view.model.workload is w
+    frontend_sets(view.query_fractions, value="orders: 0.2")
+    frontend_enters(view.query_fractions)
+    assert view.query_error.value == "" and "q8" in view.model.workload.query_names

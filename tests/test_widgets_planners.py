@@ -3,6 +3,8 @@ in tests/test_widgets.py)."""
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -11,7 +13,7 @@ pytest.importorskip("plotly")
 from test_widgets import figure_messages, frontend_picks, frontend_sets, recording_comm  # noqa: F401  (the fixture)
 
 from mqjoin.widgets import Explorer
-from mqjoin.widgets.figures import trace_by_name
+from mqjoin.widgets.figures import fmt, trace_by_name
 
 # --------------------------------------------------------------------------------------------
 # plan families and the JAQPOT panel
@@ -24,7 +26,7 @@ def _store_labels(fig) -> list[str]:
 
 def test_planner_switch_changes_the_plan_every_view_shows():
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin"]
+    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin", "jaqpot"]
     assert ex.options.tree_shape.disabled
     clash = ex.model.result
     trees_before = _store_labels(ex.trees.figure)
@@ -152,3 +154,25 @@ def test_jaqpot_tab_on_tpch_shows_the_policies_apart():
     assert view.mu.value == pytest.approx(500.0) and view.allocations["GrePP"].mu == pytest.approx(500.0)
     frontend_sets(view.mu, value=123.456789012)  # a drag: the box reads as the labels do, not 12 digits
     assert box.value == 123.5 and not view.mu.readout
+
+
+def test_jaqpot_says_when_mu_moves_or_is_kept_in_range_and_titles_its_axes():
+    """Another query moves μ and the note says from where to where; μ = 0 typed is kept at
+    the range's start and said; the chart's axes have titles (plotly.js 3 reads only
+    ``{"text": …}``); the μ box never shows 16 digits."""
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
+    view = ex.jaqpot
+    names = list(view.query.options)
+    frontend_picks(view.query, names[1])
+    before = view.mu.value
+    frontend_picks(view.query, names[2])
+    note = html.unescape(view.mu_note.value)
+    assert "another query" in note and ("μ moved from " in note) == (fmt(before) != fmt(view.mu.value))
+    layout = view.figure.layout
+    assert layout.xaxis.title.text.startswith("μ (tuples processed per second") and "throughput" in layout.yaxis.title.text
+    box = view.children[0].children[1].children[1]
+    frontend_sets(box, value=0.0)
+    low = 10 ** view.mu.min
+    assert view.mu.value == pytest.approx(low) and "0 is out of range" in html.unescape(view.mu_note.value)
+    assert f"kept at {fmt(low)}" in html.unescape(view.mu_note.value)
+    assert len(repr(box.value)) <= 8, box.value

@@ -125,3 +125,13 @@ def test_the_relation_editor_places_a_stream_at_a_node():
     assert "must be a name" in view.relation_error.value and view.node.value == "n0"  # refused, shown again
     frontend_sets(view.node, value="")
     assert view.model.workload.relation("S4").node is None
+
+
+def test_groups_outside_1_to_1024_are_kept_in_range_and_said():
+    view = PMJoinView("tpch_fig7a.yaml", debounce=0)
+    note = view.children[0].children[0].children[1]
+    for typed, kept in ((0, 1), (5000, 1024)):
+        frontend_sets(view.groups, value=typed)
+        assert view.groups.value == kept and f"kept at {kept:,}" in note.value and "out of range" in note.value
+    frontend_sets(view.groups, value=4)
+    assert view.groups.value == 4 and note.value == ""

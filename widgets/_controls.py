@@ -22,17 +22,20 @@ current value, re-centred after every change, within its original bounds.
 >>> set_slider(s, 2e-9)      # set by the model (beyond the track): the box follows
 >>> box.value, (s.min, s.max)
 (2e-09, (-9.0, -6.0))
->>> box.value = 7.0          # beyond the slider's bounds: kept at the bound
->>> s.value, box.value
-(1.0, 1.0)
+>>> box.value = 7.0          # beyond the slider's bounds: kept at the bound, and said
+>>> s.value, box.value, row.children[2].value
+(1.0, 1.0, '<span ...>7 is out of range (1e-09 … 1): kept at 1</span>')
 >>> s.readout
 False
 >>> mu = W.FloatSlider(value=0.0, min=0.0, max=1.0)
 >>> mu_box = typeable(mu).children[1]
 >>> mu.max = 5000.0          # re-ranged by code: the box accepts the new range
 >>> mu_box.value = 1200.0
->>> mu.value, mu_box.max
-(1200.0, 5000.0)
+>>> mu.value, mu_box.tooltip
+(1200.0, 'type a value (0 … 5,000)')
+
+:func:`checked_box` is a number box alone that does the same: a value outside its range is
+kept at the nearest bound, and the note beside it says so.
 """
 
 from __future__ import annotations
@@ -40,6 +43,61 @@ from __future__ import annotations
 import math
 
 import ipywidgets as W
+
+from mqjoin.support.units import number
+from mqjoin.widgets._html import esc
+
+#: the style of the note beside a box that kept a typed value in range
+NOTE_STYLE = "font-size:13px;color:#8a4b00;margin-left:6px"
+
+
+def out_of_range(value: float, lo: float, hi: float) -> str:
+    """What a box says of a typed ``value`` outside ``[lo, hi]`` ('' inside it).
+
+    >>> out_of_range(0, 0.977, 3818.2), out_of_range(12, 1, 1024)
+    ('0 is out of range (0.977 … 3,818): kept at 0.977', '')
+    """
+    if lo <= value <= hi:
+        return ""
+    return f"{number(value)} is out of range ({number(lo)} … {number(hi)}): kept at {number(lo if value < lo else hi)}"
+
+
+def note_html(text: str) -> str:
+    """The note's content (empty for no note)."""
+    return f'<span style="{NOTE_STYLE}">{esc(text)}</span>' if text else ""
+
+
+def checked_box(box: W.Widget, lo: float, hi: float) -> W.HBox:
+    """``HBox([box, note])``: a number box whose typed values outside ``[lo, hi]`` are kept
+    at the nearest bound, with a note saying so (a bounded box of ipywidgets would change them
+    without a word).
+
+    >>> d = W.IntText(value=4, description="groups D")
+    >>> row = checked_box(d, 1, 1024)
+    >>> d.value = 5000
+    >>> d.value, row.children[1].value
+    (1024, '<span ...>5,000 is out of range (1 … 1,024): kept at 1,024</span>')
+    >>> d.value = 8
+    >>> row.children[1].value
+    ''
+    """
+    note = W.HTML("")
+    busy = [False]
+
+    def check(change) -> None:
+        if busy[0]:
+            return
+        v = change["new"]
+        note.value = note_html(out_of_range(v, lo, hi))
+        if not lo <= v <= hi:
+            busy[0] = True
+            try:
+                box.value = type(v)(min(max(v, lo), hi))
+            finally:
+                busy[0] = False
+
+    box.observe(check, "value")
+    return W.HBox([box, note], layout=W.Layout(align_items="center"))
 
 
 def shown(value):
@@ -84,9 +142,12 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
         bounds = (slider.base ** lo, slider.base ** hi)
     else:
         bounds = (slider.min, slider.max)
-    box_cls = W.BoundedIntText if isinstance(slider, W.IntSlider) else W.BoundedFloatText
-    box = box_cls(value=shown(slider.value), min=bounds[0], max=bounds[1], layout=W.Layout(width=width),
-                  continuous_update=False, tooltip=f"type a value ({bounds[0]:g} … {bounds[1]:g})")
+    # an unbounded box: a value typed outside the range reaches the kernel, which keeps it at the
+    # bound and says so in the note (a bounded box would change it in the page without a word)
+    box_cls = W.IntText if isinstance(slider, W.IntSlider) else W.FloatText
+    box = box_cls(value=shown(slider.value), layout=W.Layout(width=width), continuous_update=False,
+                  tooltip=f"type a value ({number(bounds[0])} … {number(bounds[1])})")
+    note = W.HTML("")
     syncing = [False]
 
     def from_slider(change) -> None:
@@ -105,6 +166,7 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
         syncing[0] = True
         try:
             v = change["new"]
+            note.value = note_html(out_of_range(v, *bounds))
             set_slider(slider, min(max(v, bounds[0]), bounds[1]))
             if log and decades:
                 _recentre(slider, lo, hi, decades)
@@ -120,12 +182,10 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
         bounds = (lo_, hi_)
         syncing[0] = True
         try:
-            box.min, box.max = min(lo_, box.max), max(hi_, box.min)
-            box.min, box.max = lo_, hi_
-            box.value = min(max(shown(slider.value), lo_), hi_)
+            box.value = shown(slider.value)
         finally:
             syncing[0] = False
-        box.tooltip = f"type a value ({lo_:g} … {hi_:g})"
+        box.tooltip = f"type a value ({number(lo_)} … {number(hi_)})"
 
     slider.readout = False
     slider.observe(from_slider, "value")
@@ -134,4 +194,4 @@ def typeable(slider: W.Widget, *, decades: float | None = None, width: str = "96
     if log and decades:
         _recentre(slider, lo, hi, decades)
     slider.layout.width = slider.layout.width or "330px"
-    return W.HBox([slider, box], layout=W.Layout(align_items="center", overflow="visible"))
+    return W.HBox([slider, box, note], layout=W.Layout(align_items="center", overflow="visible"))

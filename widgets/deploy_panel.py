@@ -646,7 +646,8 @@ class DeployPanel(GuardedPanel, W.VBox):
                 st["measured"] = "yes"
                 ended.append((label, d))
         for label, d in ended:
-            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}))
+            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}),
+                                  getattr(d, "batches", None))
             for f in self.on_measured if counts is not None else ():
                 f(counts)
 

@@ -17,7 +17,10 @@ has output) to the saturation resources, on a log scale: on real statistics a fe
 productive paths (a dimension table's) saturate at a few tuples/s while a fact table's path
 needs thousands, and a linear axis hides the first.  The chart draws all three policies'
 throughput over that range (the discrete DP's from one knapsack table, for every μ at
-once), and the slider starts where the policies lie furthest apart (:func:`apart`).
+once), and the slider starts where the policies lie furthest apart (:func:`apart`) — for each
+query chosen, and the note beside the μ box says that μ moved and why.  An edit of the
+workload keeps μ while it lies in the new range (else it moves, and says so); a typed μ outside
+the range is kept at its end, and the note says that too.
 
 >>> from mqjoin.planners.jaqpot import running_example
 >>> view = JaqpotView(running_example(), mu=20)
@@ -40,7 +43,7 @@ from mqjoin.planners.jaqpot import (Allocation, BinaryPlan, bundle_period, discr
 from mqjoin.planners.trees import binary_tree
 from mqjoin.runtime.shedding import tree_model
 
-from mqjoin.widgets._controls import typeable
+from mqjoin.widgets._controls import note_html, typeable
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.charts import projector
 from mqjoin.widgets.figures import fmt, new_figure_widget, sync_figure
@@ -135,8 +138,8 @@ def throughput_traces(plan: BinaryPlan, mu: float, current: dict[str, Allocation
                                                                                                   "width": 2}}})
     per = "" if period == 1 else f"; whole bundles per {fmt(period)} s"
     layout = projector({"height": 420, "margin": {"l": 80, "r": 20, "t": 20, "b": 70},
-                        "xaxis": {"title": f"μ (tuples processed per second{per})", "type": "log"},
-                        "yaxis": {"title": "throughput (results per second)", "rangemode": "tozero"},
+                        "xaxis": {"title": {"text": f"μ (tuples processed per second{per})"}, "type": "log"},
+                        "yaxis": {"title": {"text": "throughput (results per second)"}, "rangemode": "tozero"},
                         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom"}})
     return traces, layout
 
@@ -167,14 +170,18 @@ class JaqpotView(ModelView, W.VBox):
         self.paths = W.HTML("")
         self.allocation = W.HTML("")
         self.figure = new_figure_widget([], {})
-        self.query.observe(lambda _: self.rebuild(), "value")
+        self.query.observe(lambda _: self.rebuild(moved="another query"), "value")
         self._quiet = False  # rebuild() sets the slider and redraws once itself
         self.mu.observe(lambda _: self._quiet or self.redraw(), "value")
         if self.model is not None:
             self.model.observe(lambda _: self._on_workload(), "workload")
             self.model.observe(lambda _: self.rebuild(), "options")
-        super().__init__([W.HBox([self.query, typeable(self.mu, width="120px")]), self.error, self.tree, self.figure,
+        mu_row = typeable(self.mu, width="120px")
+        #: beside the μ box: why μ is not the value typed or the one before
+        self.mu_note = mu_row.children[2]
+        super().__init__([W.HBox([self.query, mu_row]), self.error, self.tree, self.figure,
                           self.allocation, W.HBox([self.halfway, self.paths], layout=W.Layout(flex_flow="row wrap"))])
+        self._shown_mu: float | None = None  # the μ shown before a rebuild (None: none yet)
         self.rebuild(mu)
 
     def _queries(self) -> list[str]:
@@ -197,10 +204,12 @@ class JaqpotView(ModelView, W.VBox):
         w = self.model.workload
         return tree_model(w, q, binary_tree(w, q, self.model.tree_shape or "best"))
 
-    def rebuild(self, mu: float | None = None) -> None:
+    def rebuild(self, mu: float | None = None, moved: str = "") -> None:
         """Recompute the binary plan (query, workload or tree shape changed), its bundle
-        period, μ range and curves, and redraw; μ starts where the policies lie furthest apart
-        (:func:`apart`) unless given."""
+        period, μ range and curves, and redraw.  μ is ``mu`` if given, else the μ shown before;
+        outside the new range, at the first build, or for ``moved`` (why it moves: another
+        query) it is where the policies lie furthest apart (:func:`apart`) — said in the note
+        beside the box unless it is the first build."""
         try:
             self.plan = self._binary_plan()
         except MqjoinError as e:
@@ -213,7 +222,15 @@ class JaqpotView(ModelView, W.VBox):
         self.period = bundle_period(self.plan)
         low, high = mu_range(self.plan, self.period)
         self.curve = curves(self.plan, self.period)
-        start = apart(*self.curve) if mu is None else min(max(mu, low), high)
+        wanted = self._shown_mu if mu is None else mu
+        note = ""
+        if wanted is not None and low <= wanted <= high and not moved:
+            start = wanted
+        else:
+            start = apart(*self.curve)
+            why = moved or f"out of this plan's range ({fmt(low)} … {fmt(high)})"
+            if wanted is not None and fmt(wanted) != fmt(start):
+                note = f"μ moved from {fmt(wanted)} to {fmt(start)} ({why}), where the policies differ most"
         self._quiet = True
         try:
             lo, hi = math.log10(low), math.log10(high)
@@ -223,6 +240,7 @@ class JaqpotView(ModelView, W.VBox):
             self.mu.value = start
         finally:
             self._quiet = False
+        self.mu_note.value = note_html(note)
         sat_mu, sat_out = self.plan.saturation()
         self.tree.value = (f"<b>binary plan</b> {esc(_render(self.plan.tree))} · saturation: "
                            f"{fmt(sat_mu)} tuples/s of probing → {fmt(sat_out)} results/s")
@@ -241,7 +259,7 @@ class JaqpotView(ModelView, W.VBox):
         """The allocations at the slider's μ: the table and the chart's markers."""
         if self.plan is None:
             return
-        mu = self.mu.value
+        mu = self._shown_mu = self.mu.value
         self.allocations = allocations(self.plan, mu, self.period)
         names = list(self.allocations)
         rows = [[h.render()] + [fmt(self.allocations[n].allowances[h.render()]) for n in names]

@@ -39,6 +39,7 @@ from mqjoin.model.errors import MqjoinError
 from mqjoin.planners.pmjoin import (METHODS, SIZES, GroupPlan, Operator, PMJoinOptions, PMJoinReport, QueryPMJoin, ValueRates,
                                     pmjoin_report, value_rates)
 
+from mqjoin.widgets._controls import checked_box
 from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.charts import projector
 from mqjoin.widgets.figures import PALETTE, fmt, new_figure_widget, sync_figure
@@ -46,6 +47,8 @@ from mqjoin.widgets.model import ModelView
 
 #: tuples of the streams generated to measure per-value rates (all relations together)
 GENERATED_TUPLES = 50_000
+#: the most value groups D the view offers
+MAX_GROUPS = 1024
 #: the traces of :func:`placement_figure`, in order
 PLACEMENT_TRACES = ("shipped", "local", "group of", "streams", "operators", "PMJoin operators", "value groups")
 
@@ -196,8 +199,9 @@ class PMJoinView(ModelView, W.VBox):
         #: per-value rates given by the caller (None: measured from generated streams when D > 1)
         self.rates = rates
         self._measured: tuple[Any, ValueRates, str] | None = None  # (workload, rates, note)
-        self.groups = W.BoundedIntText(value=1, min=1, max=1024, description="groups D", continuous_update=False,
-                                       layout=W.Layout(width="170px"))
+        self.groups = W.IntText(value=1, description="groups D", continuous_update=False,
+                                layout=W.Layout(width="170px"))
+        groups_row = checked_box(self.groups, 1, MAX_GROUPS)  # D = 0 or 5000 kept at 1 or 1,024, and said
         self.method = W.Dropdown(options=METHODS, value="rate", description="partition",
                                  layout=W.Layout(width="200px"))
         self.sizes = W.Dropdown(options=SIZES, value="sum", description="tuple sizes", layout=W.Layout(width="200px"))
@@ -213,7 +217,7 @@ class PMJoinView(ModelView, W.VBox):
             c.observe(lambda _: self.refresh(), "value")
         self.query.observe(lambda _: self.draw(), "value")
         self.model.observe(lambda _: self._on_workload(), "workload")
-        super().__init__([W.HBox([self.groups, self.method, self.sizes, self.query]), self.error, self.note,
+        super().__init__([W.HBox([groups_row, self.method, self.sizes, self.query]), self.error, self.note,
                           self.costs, self.figure, self.plans])
         self._on_workload()
 

@@ -39,6 +39,7 @@ from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.errors import AdaptiveError, MqjoinError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.plan import Plan, mir_memory, recost
+from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number, percent_change
 
 #: rate written for a retained relation without any tuple in an epoch: half a tuple per epoch
 
@@ -172,7 +173,7 @@ class AdaptiveController:
         return w.with_sizes(sizes, strict=False) if sizes else w
 
     def _sampled(self, epoch: int) -> Workload:
-        from mqjoin.datasets.stats import with_pair_values
+        from mqjoin.model.statistics import with_pair_values
 
         w = self.full.restricted_to(self.queries(epoch))
         if not self.pair_values and not self.rates:
@@ -300,20 +301,20 @@ class AdaptiveController:
         saving = (old - new) / old if old > 0 else 0.0
         moved = stats.describe(before)
         diff = plan_diff(running, plan)
-        head = (f"predicted probe cost {old:.4g} → {new:.4g} tuples/s "
-                f"({-saving:+.1%} {'>' if saving > self.policy.threshold else '≤'} threshold "
-                f"{self.policy.threshold:.0%})").replace("-", "−").replace("%", " %")
+        head = (f"predicted probe cost {number(old)} → {number(new)} {PROBE_COST_UNIT} "
+                f"({percent_change(-saving)} {'>' if saving > self.policy.threshold else '≤'} threshold "
+                f"{percent_change(self.policy.threshold, 0).lstrip('+')})")
         budget = self.policy.mir_budget
         over = budget is not None and mir_memory(running, w) > budget * (1 + 1e-9)
         if diff.plan_changed and (saving > self.policy.threshold or over):
             changes = "; ".join(diff.summary(max_lines=4).splitlines()[1:])
             if over:
-                head = (f"the running plan's MIR stores would hold {mir_memory(running, w):.4g} tuples, over the "
-                        f"budget of {budget:g}; {head}")
+                head = (f"the running plan's MIR stores would hold {number(mir_memory(running, w))} {MEMORY_UNIT}, "
+                        f"over the budget of {number(budget)}; {head}")
             self._schedule(target, (plan, seconds), stats, f"{head}; statistics of epoch {epoch - 1}: {moved}; "
                            f"{changes}", old, new)
             return
-        why = head if diff.plan_changed else f"re-optimised plan is the running one (cost {new:.4g} tuples/s)"
+        why = head if diff.plan_changed else f"re-optimised plan is the running one (cost {number(new)} {PROBE_COST_UNIT})"
         self.plan_of[target] = running_idx
         self.decisions.append(Decision(epoch, stats.epoch, target, False, f"kept: {why}; statistics of epoch "
                                        f"{epoch - 1}: {moved}", running_idx, queries, old, new, seconds, stats))

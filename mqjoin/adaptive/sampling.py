@@ -4,7 +4,7 @@ optionally on a consistent sample of join values, and the statistics the optimis
 **Statistics of an epoch.**  ``rate(R) = n_R / epoch`` (an epoch without a tuple of ``R``
 gives half a tuple per epoch: the model needs positive rates); the selectivity of a pair
 ``X.a = Y.b`` is ``agreeing pairs / (n_X · n_Y)`` over the epoch's tuples (one agreeing pair
-when none agree, as :mod:`mqjoin.datasets.stats` writes it), and linked pairs of one class get
+when none agree, as :mod:`mqjoin.model.statistics` writes it), and linked pairs of one class get
 their geometric mean (the same grouping as ``mqjoin stats``).  A class whose relations had no
 tuple in the epoch keeps its previous value.  With ``policy.sample < 1`` only join values whose
 hash falls below the fraction are counted (the same values in every relation, so agreeing
@@ -22,6 +22,7 @@ from mqjoin.adaptive.policy import AdaptivePolicy
 from mqjoin.model.sizes import MeasuredSize
 from mqjoin.model.workload import Attr, Workload, iter_pairs
 from mqjoin.support.valuesample import sampled
+from mqjoin.support.units import number
 
 
 EMPTY_EPOCH_TUPLES = 0.5
@@ -109,7 +110,7 @@ class EpochStats:
     def apply(self, workload: Workload) -> Workload:
         """``workload`` with these rates and selectivities (classes without a sampled pair keep
         their values) and join sizes (those of sets it joins as the plan that measured them)."""
-        from mqjoin.datasets.stats import with_pair_values
+        from mqjoin.model.statistics import with_pair_values
 
         w = with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
                                                            if r in workload.relation_rank})
@@ -121,20 +122,20 @@ class EpochStats:
         for (a, b), v in sorted(self.pairs.items()):
             old = None if before is None else before.selectivity_of(a, b)
             if old is None:
-                parts.append(f"{a} = {b} {v:.3g}")
+                parts.append(f"{a} = {b} {number(v)}")
             elif not math.isclose(old, v, rel_tol=0.05):
-                parts.append(f"{a} = {b} {old:.3g} → {v:.3g}")
+                parts.append(f"{a} = {b} {number(old)} → {number(v)}")
         if before is not None:
             for r, v in sorted(self.rates.items()):
                 old = before.rate(r)
                 if not math.isclose(old, v, rel_tol=0.05):
-                    parts.append(f"rate {r} {old:.3g} → {v:.3g}")
+                    parts.append(f"rate {r} {number(old)} → {number(v)}")
         for m in self.sizes:
             est = None if before is None else estimated_size(before, m)
             if est is None:
-                parts.append(f"|{m.key}| {m.value:.3g}")
+                parts.append(f"|{m.key}| {number(m.value)}")
             elif not math.isclose(est, m.value, rel_tol=0.05):
-                parts.append(f"|{m.key}| {est:.3g} → {m.value:.3g}")
+                parts.append(f"|{m.key}| {number(est)} → {number(m.value)}")
         if len(parts) > limit:
             parts = parts[:limit] + [f"… {len(parts) - limit} more"]
         return "; ".join(parts) if parts else "no change beyond 5 %"
@@ -157,7 +158,7 @@ def estimated_size(workload: Workload, m: MeasuredSize) -> float | None:
 def epoch_stats(sample: EpochSample, policy: AdaptivePolicy, relations: Iterable[str]) -> EpochStats:
     """Rates of ``relations`` and selectivities of the sampled pairs whose relations both had
     tuples (see the module doc)."""
-    from mqjoin.datasets.stats import PairEstimate
+    from mqjoin.model.statistics import PairEstimate
 
     n = dict(sample.tuples)
     rates = {r: max(n.get(r, 0), EMPTY_EPOCH_TUPLES) / policy.epoch for r in relations}

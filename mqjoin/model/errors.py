@@ -73,6 +73,15 @@ class FilterError(WorkloadError):
     """A query filter (docs/model.md §7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
 
 
+class MissingFractionError(FilterError):
+    """A query's filter on a relation has no pass fraction; ``query`` and ``relation`` name it
+    (an editor can then point at the box where the fraction goes)."""
+
+    def __init__(self, message: str, query: str, relation: str):
+        super().__init__(message)
+        self.query, self.relation = query, relation
+
+
 class SizeError(WorkloadError):
     """A measured join size (``sizes:``, docs/model.md §2) names a relation set no query joins,
     is ambiguous between queries, or contradicts another."""

@@ -45,6 +45,7 @@ from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import (
     FilterError,
+    MissingFractionError,
     SelectivityError,
     UnknownRelationError,
     ValueRangeError,
@@ -369,9 +370,10 @@ class Workload:
         for q in self.queries:
             for f in q.filters:
                 if f.fraction is None:
-                    raise FilterError(
+                    raise MissingFractionError(
                         f"query {q.name}: no pass fraction for the filter on {f.relation}; add 'filters: "
-                        f"{{{q.name}.{f.relation}: <value in (0,1]>}}' or estimate it from data with 'mqjoin stats'")
+                        f"{{{q.name}.{f.relation}: <value in (0,1]>}}' or estimate it from data with 'mqjoin stats'",
+                        q.name, f.relation)
             members = [self.query(n) for n in self.group_of(q.name)]
             for r in q.relations:
                 filters = [m.filter_of(r) for m in members if r in m.relation_set]

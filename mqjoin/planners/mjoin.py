@@ -25,6 +25,7 @@ from typing import Iterable
 
 from mqjoin.model.workload import Workload
 from mqjoin.planning.cost import is_close, join_size
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.planners.trees import JoinTree, splits
 
 
@@ -106,3 +107,9 @@ def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: Un
         return JoinTree.join(JoinTree.leaf(r) for r in rels)
 
     return build(tuple(q.relations))
+
+
+def mjoin_rule(workload: Workload, query: str, options: OptimizeOptions) -> JoinTree:
+    """The ``mjoin`` planner's :class:`~mqjoin.planners.contract.TreeRule`: :func:`mjoin_tree`,
+    decomposed when ``options.decompose``."""
+    return mjoin_tree(workload, query, options.decompose)

@@ -321,7 +321,7 @@ def searched(mdl: Model) -> bool:
     """Whether :func:`solve` (HiGHS, default ``branching``) searches every part of the model
     itself (:func:`_branches`, :func:`_couples`) rather than handing one to HiGHS's MIP: then a
     start is only the plan kept should a time limit strike before the search has one (see
-    ``optimizer._solve_workload``)."""
+    ``mqjoin.planning.clash._solve_workload``)."""
     return all(_branches(mdl, cols) or _couples(mdl, cols) for cols, _ in components(mdl))
 
 

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -126,6 +127,46 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _START_LOCK:  # one start at a time: threads would interleave their stderr redirections
         return _start_session(master, conf, shuffle_partitions)
+
+
+class Starting(Future):
+    """A session starting in a thread (:func:`start_ahead`): a future with the ``seconds`` the
+    start took (None until it ends)."""
+
+    seconds: float | None = None
+
+
+def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None) -> Starting:
+    """Start :func:`spark_session` in a thread and return its future: a command reads its
+    input and optimises its plan meanwhile, and :class:`~.deployment.Deployment` takes the
+    future as its ``spark`` and waits for it only when the replay log is written.  The future's
+    ``seconds`` is how long the start took (None until it ends).
+
+    While the JVM starts, file descriptor 2 points at Spark's log (:func:`_quiet_jvm_stderr`);
+    ``sys.stderr`` is moved to a copy of the original descriptor first, so the command's own
+    messages written meanwhile still reach the terminal."""
+    fut = Starting()
+    try:
+        if sys.stderr is not None and sys.stderr.fileno() == 2:
+            sys.stderr.flush()
+            sys.stderr = open(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding,
+                              errors=sys.stderr.errors, closefd=True)
+    except (AttributeError, OSError, ValueError):  # a replaced stderr (tests, notebooks): nothing to keep
+        pass
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            spark = spark_session(master, conf)
+        except BaseException as exc:  # noqa: BLE001 -- every failure goes to the waiting thread, re-raised there
+            fut.seconds = time.perf_counter() - t0
+            fut.set_exception(exc)
+            return
+        fut.seconds = time.perf_counter() - t0
+        fut.set_result(spark)
+
+    threading.Thread(target=run, name="mqjoin-spark-start", daemon=True).start()
+    return fut
 
 
 def driver_memory_setting(conf: Mapping[str, Any] | None = None) -> str:
