@@ -625,3 +625,69 @@ def test_a_start_ahead_that_failed_does_not_say_spark_is_ready_and_logs_why(monk
     [rec] = [r for r in caplog.records if "ahead of a deploy" in r.getMessage()]
     assert rec.levelno == logging.WARNING and rec.exc_info is not None
     panel.close()
+
+
+def _deploying(calls):
+    def fake_deploy(plan, data, out, engine, rate, **kw):
+        calls.append(data)
+        return FakeDeployment(plan, engine)
+
+    return fake_deploy
+
+
+def test_deploy_replays_a_folder_of_the_users_files_and_says_so(tmp_path):
+    from mqjoin.model.tables import write_inputs
+
+    write_inputs(TABLES, tmp_path, fmt="csv")
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), refresh_seconds=0)
+    assert panel.input.value == "synthetic" and panel.folder.layout.display == "none"
+    panel.input.value = "folder"
+    assert panel.folder.layout.display is None
+    panel.deploy_button.click()  # no folder typed: said, with where to type it
+    assert "folder box" in html.unescape(panel.status.value) and calls == []
+    panel.folder.value = str(tmp_path)
+    assert str(tmp_path) in panel.input_line.value
+    click_deploy(panel)
+    assert calls == [str(tmp_path)]
+    assert set(panel.partitions.data_provider()) == {"R", "S"}  # the Partitions view reads the same files
+    panel.close()
+
+
+def test_deploy_replays_tpch_at_the_chosen_scale_with_progress(monkeypatch, tmp_path):
+    import mqjoin.datasets.tpch as tpch
+
+    said = []
+
+    class Streams:
+        directory, rows = tmp_path, 86_000
+
+    def fake_streams(sf, progress=None, **kw):
+        said.append(sf)
+        progress("generating the tables with tpchgen-cli …")
+        return Streams()
+
+    monkeypatch.setattr(tpch, "tpch_streams", fake_streams)
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), refresh_seconds=0)
+    panel.input.value = "tpch"
+    panel.sf.value = 0.1
+    assert "scale factor 0.1" in panel.input_line.value
+    click_deploy(panel)
+    assert said == [0.1] and calls == [str(tmp_path)]
+    assert "86,000 tuples" in panel.input_line.value and str(tmp_path) in panel.input_line.value
+    panel.deployments[0][1].finish()
+    assert panel.wait_idle()
+    panel.sf.value = 0
+    panel.deploy_button.click()  # a scale factor of 0: the typed error, no run
+    assert "scale factor must be a positive number" in html.unescape(panel.status.value) and len(calls) == 1
+    panel.close()
+
+
+def test_a_panel_given_data_replays_it_and_says_so():
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), data=TABLES, refresh_seconds=0)
+    assert panel.input.value == "given" and "given to the panel" in panel.input_line.value
+    click_deploy(panel)
+    assert calls == [TABLES]
+    panel.close()

@@ -40,6 +40,12 @@ fake deployment and no Spark.
 * **Guarded.**  Before a deploy the model estimates results and memory
   (:mod:`mqjoin.planning.guard`); past the limits the deploy is refused with what to change (and a
   **Deploy anyway** button), and a live run is stopped once past its budget.
+* **Replays the data the workload describes.**  The *input* menu chooses what a Deploy replays:
+  synthetic uniform streams at the workload's rates (the event seconds chosen), the bundled
+  TPC-H data at a chosen scale factor (generated once with ``tpchgen-cli`` and cached, as
+  ``mqjoin data tpch`` does, the progress on the input line), a folder of the user's own files
+  (``R.csv`` or ``R.parquet`` per relation, with a ``ts`` column), or the data given to the
+  panel; the line under the menu says which one the runs replay.
 * **Transient Spark warnings are not errors.**  A failure report that Spark recovers from
   (a Python worker slow to connect back, a socket time-out) while the run goes on is shown as
   a warning of that run; a real failure says what to do.
@@ -56,6 +62,10 @@ fake deployment and no Spark.
 '<b>idle</b> — press Deploy to run the current plan on Spark'
 >>> [t.name for t in panel.figure.data]
 ['input rate target (2,000 tuples/s)']
+>>> panel.input.value, panel.input_line.value
+('synthetic', 'replays synthetic uniform streams at the workload’s rates (the event seconds chosen)')
+>>> panel.input.value = "tpch"; panel.input_line.value
+'replays the bundled TPC-H data at scale factor 0.01 (generated on the first Deploy, then cached)'
 """
 
 from __future__ import annotations
@@ -214,6 +224,27 @@ def _waiting_message(running: str, elapsed: float | None = None) -> str:
     return f"{running} — waiting for the first micro-batch (its Python workers start with it) …{waited}"
 
 
+#: the inputs a Deploy can replay: (menu label, value); "given" is the data given to the panel
+INPUTS = (("synthetic uniform streams", "synthetic"), ("TPC-H at a scale factor", "tpch"),
+          ("a folder of CSV / Parquet files", "folder"))
+
+
+def input_words(choice: str, sf: float | None = None, folder: str = "") -> str:
+    """What the input line says a Deploy replays.
+
+    >>> input_words("folder", folder="~/clicks")
+    'replays the files in ~/clicks (R.csv or R.parquet per relation, with a ts column)'
+    """
+    if choice == "tpch":
+        return (f"replays the bundled TPC-H data at scale factor {sf:g} (generated on the first Deploy, "
+                "then cached)")
+    if choice == "folder":
+        return f"replays the files in {folder or '…'} (R.csv or R.parquet per relation, with a ts column)"
+    if choice == "given":
+        return "replays the data given to the panel"
+    return "replays synthetic uniform streams at the workload’s rates (the event seconds chosen)"
+
+
 def _synthetic_data(plan, duration: float):
     from mqjoin.datasets.uniform import uniform_streams
 
@@ -299,6 +330,17 @@ class DeployPanel(GuardedPanel, W.VBox):
                                       continuous_update=False)
         self.per_query = W.Checkbox(value=False, description="per-query latency", indent=False,
                                     layout=W.Layout(width="150px"))
+        #: what a Deploy replays (see the module doc), its scale factor or folder, and the line saying it
+        given = [("the data given to the panel", "given")] if data is not None else []
+        self.input = W.Dropdown(options=[*given, *INPUTS], value="given" if given else "synthetic",
+                                description="input", layout=W.Layout(width="360px"))
+        self.sf = W.FloatText(value=0.01, description="SF", layout=W.Layout(width="150px", display="none"),
+                              tooltip="TPC-H scale factor (0.01: about 86,000 tuples)")
+        self.folder = W.Text(description="folder", placeholder="a folder with R.csv or R.parquet per relation",
+                             layout=W.Layout(width="420px", display="none"))
+        self.input_line = W.HTML("")
+        for c in (self.input, self.sf, self.folder):
+            c.observe(lambda _: self._show_input(), "value")
         self.deploy_button = W.Button(description="Deploy", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.anyway_button = W.Button(description="Deploy anyway (stops at the budget)", button_style="warning",
@@ -322,12 +364,15 @@ class DeployPanel(GuardedPanel, W.VBox):
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
                           layout=W.Layout(flex_flow="row wrap"))
+        inputs = W.VBox([W.HBox([self.input, self.sf, self.folder], layout=W.Layout(flex_flow="row wrap")),
+                         self.input_line])
         #: every store's rows per partition at 8, 32 and 128 partitions, on the panel's input
         self.partitions = PartitionsView(plan_provider, self._input_tables)
         more = W.Accordion([self.partitions], selected_index=None)
         more.set_title(0, "Partitions: the skew a cluster would see")
-        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure,
-                          more])
+        super().__init__([controls, inputs, settings, self.status, self.mode_line, self.runs_table, self.ui_link,
+                          self.figure, more])
+        self._show_input()
 
     # -- the chart --------------------------------------------------------------------------------
 
@@ -385,9 +430,10 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._set_status("running", f"{busy[0]} is still running: stop it or wait for it to finish")
             return None
         try:
+            source = self._chosen_input()
             plan = self.plan_provider()
             # tables: their span; a data directory: the event seconds chosen (its statistics are the workload's)
-            duration = tables_duration(self.data) if isinstance(self.data, Mapping) else self.duration.value
+            duration = tables_duration(source) if isinstance(source, Mapping) else self.duration.value
             refusal = self.guard.check(plan.workload, duration, plan)
         except MqjoinError as e:
             self._set_status("error", f"{e} — {ADVICE}")
@@ -410,7 +456,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._set_status("starting", _starting_message(engine, start.on_spark, cold=start.cold))
         self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
         self.stop_button.disabled = False
-        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds)
+        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds, source)
         self._tick()
         return label
 
@@ -420,11 +466,12 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
         return t
 
-    def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float) -> None:
-        """The start of a run (on its own thread): its input, then the deploy function."""
+    def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float, source: Any = None) -> None:
+        """The start of a run (on its own thread): its input (``source``, see :meth:`_chosen_input`),
+        then the deploy function."""
         label = start.label
         try:
-            data = self.data if self.data is not None else _synthetic_data(plan, seconds)
+            data = self._input_data(source, plan, seconds)
             if start.on_spark and not _after_prepare(start.cancelled):
                 with self._lock:  # Stop cancelled it while Spark warmed up: nothing was started
                     self._starts.pop(label, None)
@@ -471,7 +518,9 @@ class DeployPanel(GuardedPanel, W.VBox):
 
         total = getattr(d, "total", None)
         # the model's estimate describes the synthetic input (a given data set has its own size)
-        expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
+        # one estimate on the screen: the mode line's, when the deployment says where its stores live
+        expect = (f" · {self.guard.estimate.summary()}" if source is None and getattr(d, "mode_choice", None) is None
+                  else "")
         running = (f"{label} running — {count(total)} input tuples at {count(rate)} tuples/s{expect}"
                    if total else f"{label} running")
         with self._lock:
@@ -501,7 +550,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                 from mqjoin.runtime.spark.deployment import mode_choice
 
                 plan = plan if plan is not None else self.plan_provider()
-                tables = self.data if isinstance(self.data, Mapping) else None
+                tables = self.data if self.input.value == "given" and isinstance(self.data, Mapping) else None
                 kw = self.deploy_kwargs
                 choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"),
                                      span=None if tables else self.duration.value)
@@ -518,17 +567,59 @@ class DeployPanel(GuardedPanel, W.VBox):
         if not self._closed.is_set():
             self._spawn(self.refresh_mode, "mqjoin-spark-mode")
 
-    def _input_tables(self) -> Mapping[str, Any]:
-        """The input a Deploy would run: the panel's tables, its data directory read, or the
-        synthetic streams of the chosen event seconds."""
-        if isinstance(self.data, Mapping):
-            return self.data
-        plan = self.plan_provider()
-        if self.data is not None:
-            from mqjoin.model.tables import read_inputs
+    def _show_input(self) -> None:
+        choice = self.input.value
+        self.sf.layout.display = None if choice == "tpch" else "none"
+        self.folder.layout.display = None if choice == "folder" else "none"
+        self.input_line.value = esc(input_words(choice, self.sf.value, self.folder.value.strip()))
 
-            return read_inputs(plan.workload, self.data)
-        return _synthetic_data(plan, self.duration.value)
+    def _chosen_input(self) -> Any:
+        """What the input menu chose, checked (on the kernel's thread, at the click): None for
+        synthetic streams, the panel's data, ``("tpch", SF)``, or a folder's path."""
+        choice = self.input.value
+        if choice == "given":
+            return self.data
+        if choice == "tpch":
+            from mqjoin.datasets.tpch import check_sf
+
+            return ("tpch", check_sf(self.sf.value))
+        if choice == "folder":
+            from mqjoin.model.errors import DataError
+
+            folder = os.path.expanduser(self.folder.value.strip())
+            if not folder or not os.path.isdir(folder):
+                raise DataError(f"no folder {folder!r}: type the path of a folder with R.csv or R.parquet per "
+                                "relation in the folder box")
+            return folder
+        return None
+
+    def _input_data(self, source: Any, plan, seconds: float) -> Any:
+        """The data a run replays (off the kernel's thread: TPC-H is generated the first time,
+        its progress on the input line)."""
+        if source is None:
+            return _synthetic_data(plan, seconds)
+        if isinstance(source, tuple):
+            from mqjoin.datasets.tpch import sf_label, tpch_streams
+
+            def progress(message: str) -> None:
+                self.input_line.value = esc(f"TPC-H SF {sf_label(source[1])}: {message.strip()}")
+
+            streams = tpch_streams(source[1], progress=progress)
+            self.input_line.value = esc(f"replays the bundled TPC-H data at scale factor {sf_label(source[1])}: "
+                                        f"{count(streams.rows)} tuples in {streams.directory}")
+            return str(streams.directory)
+        return source
+
+    def _input_tables(self) -> Mapping[str, Any]:
+        """The input a Deploy would run, as tables: the panel's tables, a data directory read,
+        or the synthetic streams of the chosen event seconds."""
+        plan = self.plan_provider()
+        data = self._input_data(self._chosen_input(), plan, self.duration.value)
+        if isinstance(data, Mapping):
+            return data
+        from mqjoin.model.tables import read_inputs
+
+        return read_inputs(plan.workload, data)
 
     def _show_mode(self, label: str, d: Any) -> None:
         """The mode a started deployment runs in, and why (its ``mode_choice``)."""
