@@ -168,11 +168,14 @@ def join_state_rows(w, tables, results_by_prefix=None) -> int:
     return total
 
 
-def run_flink(w, tables, truth, parallelism: int = 2) -> dict:
-    """Run the workload on a local Flink mini-cluster; the figures of one benchmark row."""
+def run_flink(w, tables, truth, parallelism: int = 2, out: Path | None = None) -> dict:
+    """Run the workload on a local Flink mini-cluster; the figures of one benchmark row.
+    ``truth`` None: the results are left in ``out/<query>/`` (CSV parts) and not read back
+    (``spark_mqo.py --whole`` compares them with DuckDB's)."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     root = Path(tempfile.mkdtemp(prefix="mqjoin-flink-"))
+    sinks = out if out is not None else root / "out"
     row: dict = {"engine": "flink", "input_tuples": sum(len(t) for t in tables.values())}
     try:
         cols = _csv_inputs(w, tables, root / "in")
@@ -190,7 +193,7 @@ def run_flink(w, tables, truth, parallelism: int = 2) -> dict:
         for q in w.queries:
             fields = ", ".join(f"c{i} BIGINT" for i in range(len(q.relations)))
             env.execute_sql(f"CREATE TABLE `out_{q.name}` ({fields}) WITH ('connector' = 'filesystem', "
-                            f"'path' = '{root / 'out' / q.name}', 'format' = 'csv')")
+                            f"'path' = '{sinks / q.name}', 'format' = 'csv')")
             stmts.add_insert_sql(query_sql(w, q, f"out_{q.name}"))
         t0 = time.perf_counter()
         result = stmts.execute()
@@ -198,10 +201,12 @@ def run_flink(w, tables, truth, parallelism: int = 2) -> dict:
         row["wall_s"] = time.perf_counter() - t0
         row["busy_s"] = job.get_net_runtime() / 1000.0
         row["throughput"] = row["input_tuples"] / row["busy_s"] if row["busy_s"] > 0 else None
+        if truth is None:
+            return row
         got = {}
         for q in w.queries:
             rows = set()
-            for f in (root / "out" / q.name).rglob("*"):
+            for f in (sinks / q.name).rglob("*"):
                 if f.is_file() and not f.name.startswith("."):
                     with open(f, newline="") as fh:
                         rows.update(tuple(int(x) for x in line) for line in csv.reader(fh) if line)
@@ -223,9 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the Flink row of benchmarks/spark_mqo.py (run by it)")
     ap.add_argument("root", type=Path, help="the directory run_flink_isolated prepared")
     ap.add_argument("--parallelism", type=int, default=2)
+    ap.add_argument("--whole", nargs=2, type=Path, metavar=("DATA", "OUT"),
+                    help="root is a workload file: run it over DATA, leave the results in OUT/<query>/ and print "
+                         "the row (a whole process, timed from outside by spark_mqo.py --whole)")
     args = ap.parse_args(argv)
     from mqjoin.model.tables import read_inputs
-    from mqjoin.model.workload import parse_workload
+    from mqjoin.model.workload import load_workload, parse_workload
+
+    if args.whole:
+        w = load_workload(args.root)
+        row = run_flink(w, read_inputs(w, args.whole[0]), None, parallelism=args.parallelism, out=args.whole[1])
+        print(json.dumps(row, default=str))
+        return 0 if "error" not in row else 1
 
     w = parse_workload((args.root / "workload.yaml").read_text())
     tables = read_inputs(w, args.root / "inputs")

@@ -42,7 +42,7 @@ from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spark_mqo import _PHASE_ROWS, _record_phases, n_tuples, time_slice, workload_file  # noqa: E402
+from spark_mqo import _PHASE_ROWS, _record_phases, n_tuples, time_slice, workload_file
 
 MB = 1 << 20
 

@@ -1,6 +1,6 @@
 """Where the optimiser's time goes: CPU seconds per phase of ``optimize()`` on random workloads.
 
-Wraps the phases of ``mqjoin.planning.optimizer.optimize`` and of the ILP's coupled search with
+Wraps the phases of ``mqjoin.planning.clash.plan_clash`` and of the ILP's coupled search with
 CPU timers (``time.process_time``, so that a loaded machine inflates them less than wall
 time) and prints the mean per run over several seeds (after one warm-up run).  The blocks are
 costed on one thread (``BLOCK_THREADS = 1``) and in this process (``MQJOIN_FORK=0``: no child
@@ -37,6 +37,7 @@ import mqjoin.planning.ilp.coupled as coupled
 import mqjoin.planning.ilp.master as master
 import mqjoin.planning.ilp.paths as paths
 import mqjoin.planning.ilp.solving as solving
+import mqjoin.planning.clash as clash
 import mqjoin.planning.optimizer as optimizer
 from mqjoin.datasets.random_workloads import random_workload
 
@@ -57,11 +58,11 @@ def timed(name: str, fn):
 
 def instrument() -> None:
     blocks.BLOCK_THREADS = 1
-    optimizer.enumerate_candidates = timed("enumerate", optimizer.enumerate_candidates)
-    optimizer.build_model = timed("build_model", optimizer.build_model)
-    optimizer.solve = timed("solve (all)", optimizer.solve)
-    optimizer.extract_choices = timed("build_plan", optimizer.extract_choices)
-    optimizer.build_plan = timed("build_plan", optimizer.build_plan)
+    clash.enumerate_candidates = timed("enumerate", clash.enumerate_candidates)
+    clash.build_model = timed("build_model", clash.build_model)
+    clash.solve = timed("solve (all)", clash.solve)
+    clash.extract_choices = timed("build_plan", clash.extract_choices)
+    clash.build_plan = timed("build_plan", clash.build_plan)
     coupled.coupled_part = timed("coupled_part", coupled.coupled_part)
     blocks.BlockCosts.enumerate_blocks = timed("block enumeration", blocks.BlockCosts.enumerate_blocks)
     blocks.BlockCosts.cost = timed("block costs", blocks.BlockCosts.cost)

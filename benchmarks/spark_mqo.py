@@ -85,6 +85,17 @@ average at the start of every run is printed next to it; compare figures within 
     python benchmarks/spark_mqo.py [--quick] [--sf 0.01] [--seconds S] [--batch N]
         [--workloads fig7a,10q] [--engines mqo,shared,individual,mjoin,tree,native] [--tree-shape S] [--rate R]
         [--rate-fraction F] [--latency-seconds D] [--no-native-10q] [--json FILE]
+
+**What a user waits for** (``--whole``, :mod:`_whole`): the same workloads over the whole
+``mqjoin data tpch`` folder of ``--sf``, every engine one whole process timed from outside
+(prompt to prompt) with its process tree's peak RSS — ``mqjoin run --engine spark`` (default
+flags, and ``--spark-mode distributed``), the default ``mqjoin run``, Pathway (all queries in
+one computation, ``benchmarks/_pathway.py`` in an environment of its own) and Flink — beside
+the busy throughput the ``--json`` of ``mqjoin run`` reports and where its seconds went, each
+output compared with a DuckDB batch join of the same result sets (the floor)::
+
+    python benchmarks/spark_mqo.py --whole --sf 0.1 --workloads fig7a,10q --rounds 2 \
+        --pathway-python PATHWAY_VENV/bin/python [--rss-limit 8] [--engines spark,pathway,…]
 """
 
 from __future__ import annotations
@@ -103,6 +114,8 @@ from pathlib import Path
 import numpy as np
 
 import _results
+from _flink import MISSING
+from _whole import WHOLE_ENGINES
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
@@ -563,8 +576,8 @@ def report(key: str, res: dict, args) -> None:
 
     ph = {e: r["phases"] for e, r in un.items() if r.get("phases")}
     if ph or n:
-        print(f"\n  mean cost of an unpaced micro-batch (our engine: BatchReport phases in seconds; Spark jobs and "
-              f"stages per batch; 'other' = the rest of the batch)")
+        print("\n  mean cost of an unpaced micro-batch (our engine: BatchReport phases in seconds; Spark jobs and "
+              "stages per batch; 'other' = the rest of the batch)")
         print(f"  {'engine':<16}{'rows':>7}{'batch s':>9}{'jobs':>6}{'stages':>8}  phases")
         for e, p in ph.items():
             parts = {k: v for k, v in p.items() if k not in ("seconds", "rows")}
@@ -589,7 +602,7 @@ def report(key: str, res: dict, args) -> None:
                 continue
             _msg_row(mode, sid + (" (bcast)" if x["broadcast"] else ""), x)
         _msg_row(mode, "total", v["total"])
-    print(f"  (a linear scaling cost × S would predict "
+    print("  (a linear scaling cost × S would predict "
           + ", ".join(f"{m} {v['total']['model_linear']:,.0f}" for m, v in res["messages"].items())
           + " messages on the slice: wrong for k > 1 with full-history windows)")
 
@@ -664,10 +677,36 @@ def main(argv=None) -> int:
                     help="skip the reference executor's run of every plan over the whole stream (the "
                          "messages table's 'full' columns then cover the slice)")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--whole", action="store_true",
+                    help="instead: every engine as one whole process timed from outside, with peak RSS, beside "
+                         "Pathway, Flink and a DuckDB batch join (benchmarks/_whole.py; engines: "
+                         + ",".join(WHOLE_ENGINES) + ")")
+    ap.add_argument("--rounds", type=int, default=1, help="--whole: rounds, the engines' order rotated (default 1)")
+    ap.add_argument("--rss-limit", type=float, help="--whole: kill a run whose process tree passes this many GB")
+    ap.add_argument("--pathway-python", default="python3",
+                    help="--whole: the interpreter of an environment with pathway and duckdb (default python3)")
+    ap.add_argument("--data", help="--whole: the TPC-H folder (default: mqjoin data tpch's cache for --sf)")
     _results.add_flag(ap)
     args = ap.parse_args(argv)
-    with _results.recorded('spark_mqo', 'Spark engines on TPC-H (benchmarks/spark_mqo.py)', args.results,
-                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+    argv_ = [__file__, *(sys.argv[1:] if argv is None else argv)]
+    if args.whole:
+        import _whole
+        from _flink import available
+
+        asked = args.engines is not None
+        args.engines = [e.strip() for e in (args.engines or ",".join(WHOLE_ENGINES)).split(",") if e.strip()]
+        bad = [e for e in args.engines if e not in WHOLE_ENGINES]
+        if bad:
+            ap.error(f"unknown --whole engine: {', '.join(bad)} (choose from {', '.join(WHOLE_ENGINES)})")
+        if "flink" in args.engines and not available():
+            if asked:
+                ap.error(MISSING)
+            args.engines.remove("flink")
+        args.workloads = [x.strip() for x in (args.workloads or "fig7a,10q").split(",") if x.strip()]
+        with _results.recorded('spark_mqo_whole', 'The whole command, prompt to prompt (spark_mqo.py --whole)',
+                               args.results, argv_):
+            return _whole.main(args)
+    with _results.recorded('spark_mqo', 'Spark engines on TPC-H (benchmarks/spark_mqo.py)', args.results, argv_):
         return _bench(ap, args)
 
 
@@ -689,7 +728,7 @@ def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     bad = [x for x in args.workloads if x not in WORKLOADS] + [e for e in args.engines if e not in ENGINES]
     if bad:
         ap.error(f"unknown workload/engine: {', '.join(bad)}")
-    from _flink import MISSING, available
+    from _flink import available
 
     if "flink" in args.engines and not available():
         if engines_asked:

@@ -30,6 +30,22 @@ def load_named_workload(path: str):
     return load_workload(p)
 
 
+def fitted_inputs(workload: str, data: str, as_written: bool = False):
+    """``(tables, fit)``: the inputs in ``data`` of the workload named ``workload``, and the
+    workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): its horizon the
+    data's span and, unless ``as_written``, its statistics measured again where the data
+    contradicts them — said in one line on stderr."""
+    from mqjoin.datasets.fitting import fit_to_data
+    from mqjoin.model.tables import read_inputs
+
+    w = load_named_workload(workload)
+    tables = read_inputs(w, data)
+    fit = fit_to_data(w, tables, source=str(data), command=workload, check=not as_written)
+    if fit.message:
+        progress(f"mqjoin: {fit.message}")
+    return tables, fit
+
+
 def write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path``; a typed error naming the file when it cannot be written."""
     try:

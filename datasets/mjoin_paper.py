@@ -118,7 +118,7 @@ def table1_plans(workload: Workload) -> dict[str, Plan]:
     least selective predicate first; and ``deep, §4`` — the cheapest deep tree under docs/model.md §4,
     ``(S1 ⋈ S3) ⋈ S2``."""
     from mqjoin.planning.optimizer import optimize
-    from mqjoin.planners.dispatch import operator_trees
+    from mqjoin.planners.registry import operator_trees
     from mqjoin.planners.trees import JoinTree, plan_trees
 
     leaf = JoinTree.leaf

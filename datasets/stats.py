@@ -92,9 +92,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mqjoin.model.errors import DataError, WorkloadError
+from mqjoin.model.errors import DataError
+from mqjoin.model.statistics import (FEW_MATCHES, PairEstimate, RateEstimate, covering_classes, selectivity_groups,
+                                     significant, with_group_values, with_pair_values)
 from mqjoin.model.tables import Table, read_inputs
-from mqjoin.model.workload import Attr, Workload, iter_pairs
+from mqjoin.model.workload import Attr, Workload
 from mqjoin.datasets.arrivals import relation_rng
 from mqjoin.datasets.sizes import SizeEstimate, measure_sizes
 
@@ -102,103 +104,11 @@ from mqjoin.datasets.sizes import SizeEstimate, measure_sizes
 DEFAULT_SAMPLE = 100_000
 #: z-value of the two-sided 95 % normal interval
 Z95 = 1.959963984540054
-#: fewer agreeing sample pairs than this make the normal interval unreliable
-FEW_MATCHES = 10
-
-
-def _sig(x: float, digits: int = 6) -> float:
-    """``x`` rounded to ``digits`` significant digits (what is written into workload files).
-
-    >>> _sig(1 / 3), _sig(12345678.9)
-    (0.333333, 12345700.0)
-    """
-    return float(f"{x:.{digits}g}")
 
 
 # --------------------------------------------------------------------------------------------
 # values
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RateEstimate:
-    """The observed rate of one relation (exact: computed over all rows).
-
-    >>> RateEstimate("R", 11, 0.0, 5.0).rate
-    2.0
-    >>> RateEstimate("R", 1, 3.0, 3.0).rate is None
-    True
-    """
-
-    relation: str
-    tuples: int
-    first: float
-    last: float
-
-    @property
-    def span(self) -> float:
-        return self.last - self.first
-
-    @property
-    def rate(self) -> float | None:
-        """``(n − 1) / span``, or ``None`` when the tuples span no time."""
-        if self.tuples < 2 or not self.span > 0:
-            return None
-        return (self.tuples - 1) / self.span
-
-    def describe(self) -> str:
-        if self.rate is None:
-            return (f"{self.relation}: {self.tuples} tuple(s) spanning no event time; rate not estimated "
-                    f"(the declared rate is kept)")
-        return f"{self.relation}: {self.rate:.6g} tuples/s ({self.tuples} tuples over {self.span:.6g} s)"
-
-
-@dataclass(frozen=True)
-class PairEstimate:
-    """The selectivity of one equality ``left = right`` with its precision."""
-
-    left: Attr
-    right: Attr
-    value: float
-    stderr: float
-    low: float
-    high: float
-    sizes: tuple[int, int]  # |X|, |Y| (all rows)
-    samples: tuple[int, int]  # rows used: m, n (equal to sizes when exact)
-    matches: int  # agreeing pairs among the rows used
-
-    @property
-    def exact(self) -> bool:
-        return self.samples == self.sizes
-
-    @property
-    def key(self) -> str:
-        return f"{self.left} = {self.right}"
-
-    @property
-    def floor(self) -> float:
-        """The smallest positive selectivity: one agreeing pair in the full data."""
-        return 1.0 / max(1, self.sizes[0] * self.sizes[1])
-
-    @property
-    def written(self) -> float:
-        """The value written into a workload (positive: ``floor`` when no pair agrees)."""
-        return self.value if self.value > 0 else self.floor
-
-    @property
-    def few_matches(self) -> bool:
-        """True when sampled and fewer than :data:`FEW_MATCHES` sample pairs agree."""
-        return not self.exact and self.matches < FEW_MATCHES
-
-    def describe(self) -> str:
-        if self.exact:
-            how = "exact"
-        else:
-            how = (f"sampled {self.samples[0]}/{self.sizes[0]} × {self.samples[1]}/{self.sizes[1]} rows, "
-                   f"SE {self.stderr:.3g}, 95% CI [{self.low:.4g}, {self.high:.4g}]")
-            if self.few_matches:
-                how += f"; only {self.matches} agreeing sample pairs: interval unreliable, raise --sample"
-        return f"{self.key}: {self.value:.6g} ({how})"
 
 
 @dataclass(frozen=True)
@@ -269,7 +179,7 @@ def filter_estimate(query: str, f: Any, table: Table, rows: np.ndarray | None) -
         low, high = 0.0, min(1.0, 3.0 / m)
     else:
         low, high = max(0.0, p - Z95 * se), min(1.0, p + Z95 * se)
-    return FilterEstimate(query, f.relation, str(f), _sig(p), se, low, high, len(table), m, passing)
+    return FilterEstimate(query, f.relation, str(f), significant(p), se, low, high, len(table), m, passing)
 
 
 @dataclass(frozen=True)
@@ -346,22 +256,31 @@ class Statistics:
         """The value written for the class containing ``equality``."""
         return self.group(equality).value
 
+    @property
+    def span(self) -> float:
+        """The event-time span of the data (first to last tuple of any relation; 0 without tuples)."""
+        seen = [r for r in self.rates if r.tuples]
+        return max(r.last for r in seen) - min(r.first for r in seen) if seen else 0.0
+
     def apply(self, workload: Workload) -> Workload:
-        """The workload with the estimated rates and one explicit selectivity per class
-        (existing explicit selectivities of estimated pairs are replaced)."""
+        """The workload with the estimated rates, one explicit selectivity per class (existing
+        explicit selectivities of estimated pairs are replaced) and the data's span as its
+        horizon (docs/model.md §4: its totals are then the counts of a run over the data)."""
         spec = workload.to_spec()
+        if self.span > 0:
+            spec["defaults"]["horizon"] = significant(self.span)
         for r in self.rates:
             if r.rate is not None and r.relation in spec["relations"]:
-                spec["relations"][r.relation]["rate"] = _sig(r.rate)
-        spec.setdefault("filters", {}).update({f.key: _sig(f.written) for f in self.filters})
+                spec["relations"][r.relation]["rate"] = significant(r.rate)
+        spec.setdefault("filters", {}).update({f.key: significant(f.written) for f in self.filters})
         if self.sizes:  # measured on every set the optimiser uses: they replace earlier ones
             spec["sizes"] = {}
             for m in self.sizes:
                 (spec["sizes"] if m.query is None else spec["sizes"].setdefault(m.query, {}))[m.key] = (
-                    {"size": _sig(m.value), **({"error": _sig(m.error, 3)} if m.error else {}),
+                    {"size": significant(m.value), **({"error": significant(m.error, 3)} if m.error else {}),
                      **({"last": _shares(m.last)} if m.last else {})}
-                    if m.last or m.error else _sig(m.value))
-        return _with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
+                    if m.last or m.error else significant(m.value))
+        return with_group_values(workload, spec, [(g.classes, g.value) for g in self.groups], keep_sizes=not self.sizes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for ``--json``."""
@@ -504,48 +423,6 @@ def pair_estimate(left: Attr, right: Attr, cx: Counter, cy: Counter, sizes: tupl
     return PairEstimate(left, right, u, se, low, high, sizes, samples, matches)
 
 
-def selectivity_groups(workload: Workload) -> list[tuple[tuple[tuple[Attr, ...], ...], tuple[tuple[Attr, Attr], ...]]]:
-    """Groups of linked pairs over all queries: ``(distinct class member sets, pairs)``.
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... defaults: {selectivity: 0.1}
-    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}}
-    ... queries: {q1: "R(a), S(a), T(a)", q2: "S(a), T(a)", q3: "R(a), S(a)"}
-    ... ''')
-    >>> [(len(cs), len(ps)) for cs, ps in selectivity_groups(w)]
-    [(3, 3)]
-    """
-    parent: dict[tuple[Attr, Attr], tuple[Attr, Attr]] = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    classes: list[tuple[Attr, ...]] = []
-    for q in workload.queries:
-        for c in q.classes:
-            pairs = list(iter_pairs(c.members))
-            for p in pairs:
-                find(p)
-            for p in pairs[1:]:
-                a, b = find(pairs[0]), find(p)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-            if c.members not in classes:
-                classes.append(c.members)
-    out: dict[tuple[Attr, Attr], tuple[list, set]] = {}
-    for members in classes:
-        root = find(next(iter_pairs(members)))
-        cs, ps = out.setdefault(root, ([], set()))
-        cs.append(members)
-        ps.update(iter_pairs(members))
-    return [(tuple(sorted(cs)), tuple(sorted(ps))) for _, (cs, ps) in sorted(out.items())]
-
-
 def group_estimate(classes: tuple[tuple[Attr, ...], ...], pairs: Sequence[PairEstimate]) -> GroupEstimate:
     """One value for linked pairs: geometric means of values and interval ends (see above).
 
@@ -562,9 +439,9 @@ def group_estimate(classes: tuple[tuple[Attr, ...], ...], pairs: Sequence[PairEs
     high = math.exp(sum(math.log(max(p.high, p.floor)) for p in pairs) / len(pairs))
     if len(pairs) == 1:
         p = pairs[0]
-        return GroupEstimate(classes, tuple(pairs), _sig(g), p.stderr, p.low, p.high)
+        return GroupEstimate(classes, tuple(pairs), significant(g), p.stderr, p.low, p.high)
     rel = sum(p.stderr / v for p, v in zip(pairs, vals)) / len(pairs)
-    return GroupEstimate(classes, tuple(pairs), _sig(g), g * rel, min(low, g), max(high, g))
+    return GroupEstimate(classes, tuple(pairs), significant(g), g * rel, min(low, g), max(high, g))
 
 
 def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample: int | None = DEFAULT_SAMPLE,
@@ -601,15 +478,15 @@ def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample:
 
     pair_est: dict[tuple[Attr, Attr], PairEstimate] = {}
     groups = []
-    for classes, pairs in selectivity_groups(workload):
+    for g in selectivity_groups(workload):
         est = []
-        for x, y in pairs:
+        for x, y in g.pairs:
             if (x, y) not in pair_est:
                 cx, cy = counts_of(x), counts_of(y)
                 pair_est[(x, y)] = pair_estimate(x, y, cx, cy, (len(tables[x.relation]), len(tables[y.relation])),
                                                  (used(x.relation), used(y.relation)))
             est.append(pair_est[(x, y)])
-        groups.append(group_estimate(classes, est))
+        groups.append(group_estimate(g.classes, est))
     filters = []
     for q in workload.queries:
         for f in q.filters:
@@ -640,39 +517,6 @@ def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int |
 # --------------------------------------------------------------------------------------------
 
 
-def _with_group_values(workload: Workload, spec: dict[str, Any],
-                       values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]], keep_sizes: bool = True) -> Workload:
-    """``spec`` with one selectivity per group of ``values``, as a workload; ``keep_sizes``:
-    ``workload``'s measured sizes move with the new statistics (their ratio to the estimate
-    kept, :meth:`~mqjoin.model.workload.Workload.respecified`), else ``spec``'s sizes are taken."""
-    values = list(values)
-    covered = {p for classes, _ in values for c in classes for p in iter_pairs(c)}
-    kept = {}
-    for (a, b), v in workload.selectivities:
-        if (a, b) not in covered:
-            kept[f"{a} = {b}"] = v
-    for classes, v in values:
-        for c in covering_classes(classes):
-            kept[" = ".join(str(a) for a in c)] = v
-    spec["selectivities"] = kept
-    return workload.respecified(spec) if keep_sizes else Workload.from_spec(spec)
-
-
-def covering_classes(classes: Sequence[tuple[Attr, ...]]) -> list[tuple[Attr, ...]]:
-    """The classes whose pairs no other (larger) class of ``classes`` contains.
-
-    >>> a, b, c = Attr("R", "a"), Attr("S", "a"), Attr("T", "a")
-    >>> covering_classes([(a, b), (a, b, c), (b, c)])
-    [(R.a, S.a, T.a)]
-    """
-    out = []
-    for c in classes:
-        mine = set(c)
-        if not any(o != c and mine <= set(o) for o in classes):
-            out.append(c)
-    return out
-
-
 def _shares(last: Iterable[tuple[str, float]]) -> dict[str, float]:
     """An order of arrival as written: 4 significant digits, the largest share the rest of 1
     (so that the written shares sum to 1 and are read back as written).
@@ -680,7 +524,7 @@ def _shares(last: Iterable[tuple[str, float]]) -> dict[str, float]:
     >>> _shares([("R", 0.50955), ("S", 0.124212), ("T", 0.366238)])
     {'R': 0.5096, 'S': 0.1242, 'T': 0.3662}
     """
-    shares = {r: _sig(o, 4) for r, o in last}
+    shares = {r: significant(o, 4) for r, o in last}
     top = max(shares, key=shares.__getitem__)
     shares[top] = round(1 - sum(v for r, v in shares.items() if r != top), 10)
     return shares
@@ -769,38 +613,3 @@ def assign_selectivities(workload: Workload, pair_values: Mapping[tuple[Attr, At
     0.02
     """
     return with_pair_values(workload, pair_values, missing="error")
-
-
-def with_pair_values(workload: Workload, pair_values: Mapping[tuple[Attr, Attr], float],
-                     rates: Mapping[str, float] | None = None, missing: str = "keep") -> Workload:
-    """The workload with new ``rates`` (relation → tuples/s) and the selectivities of every
-    group of linked pairs (:func:`selectivity_groups`) whose pairs all have a value in
-    ``pair_values`` (geometric mean, as for estimates).  A group with a pair without a value
-    keeps its current selectivity (``missing="keep"``) or is an error (``"error"``).
-
-    >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload('''
-    ... defaults: {selectivity: 0.5}
-    ... relations: {R: {attributes: [a]}, S: {attributes: [a, b]}, T: {attributes: [b]}}
-    ... queries: {q: "R(a), S(a,b), T(b)"}
-    ... ''')
-    >>> w2 = with_pair_values(w, {(Attr("R", "a"), Attr("S", "a")): 0.01}, rates={"T": 7.0})
-    >>> [c.selectivity for c in w2.query("q").classes], w2.rate("T")
-    ([0.01, 0.5], 7.0)
-    """
-    if missing not in ("keep", "error"):
-        raise ValueError(f"missing must be 'keep' or 'error', not {missing!r}")
-    values = []
-    for classes, pairs in selectivity_groups(workload):
-        unknown = [p for p in pairs if p not in pair_values and (p[1], p[0]) not in pair_values]
-        if unknown:
-            if missing == "error":
-                raise WorkloadError(f"no selectivity known for {unknown[0][0]} = {unknown[0][1]}; add it to the "
-                                    f"pair values (e.g. estimate it from data with 'mqjoin stats')")
-            continue
-        vals = [pair_values.get(p, pair_values.get((p[1], p[0]))) for p in pairs]
-        values.append((classes, _sig(math.exp(sum(math.log(v) for v in vals) / len(vals)))))
-    spec = workload.to_spec()
-    for r, v in (rates or {}).items():
-        spec["relations"][r]["rate"] = _sig(v)
-    return _with_group_values(workload, spec, values)

@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.model.workload import Attr, Workload, load_workload
+from mqjoin.support.unionfind import UnionFind
 from mqjoin.datasets.arrivals import Arrival, arrival_times
 from mqjoin.datasets.streams import cache_root, ensure_dir, read_manifest, write_manifest, write_stream
 
@@ -130,24 +131,12 @@ def implied_pairs(joins: Sequence[PotentialJoin] = POTENTIAL_JOINS) -> tuple[tup
     >>> [f"{a} = {b}" for a, b in implied_pairs()]
     ['customer.custkey = supplier.nationkey', 'customer.nationkey = orders.custkey', 'nation.nationkey = orders.custkey', 'orders.custkey = supplier.nationkey']
     """
-    parent: dict[Attr, Attr] = {}
-
-    def find(x: Attr) -> Attr:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            x = parent[x]
-        return x
-
+    uf: UnionFind[Attr] = UnionFind()
     for j in joins:
-        a, b = find(j.left), find(j.right)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
+        uf.union(j.left, j.right)
     direct = {frozenset((j.left, j.right)) for j in joins}
-    comps: dict[Attr, list[Attr]] = {}
-    for x in sorted(parent):
-        comps.setdefault(find(x), []).append(x)
     out = []
-    for members in comps.values():
+    for members in uf.groups():
         for i, a in enumerate(members):
             for b in members[i + 1:]:
                 if a.relation != b.relation and frozenset((a, b)) not in direct:
@@ -398,14 +387,15 @@ def base_spec(queries: Mapping[str, str | Mapping[str, str]]) -> dict[str, Any]:
 
 
 def tpch_workload(queries: Mapping[str, str | Mapping[str, str]], data_dir: str | Path, sample: int | None = None,
-                  seed: int = 0):
+                  seed: int = 0, sizes: float | None = None):
     """``(workload, statistics)``: TPC-H ``queries`` with rates and selectivities estimated
-    from the streams in ``data_dir`` (exact by default)."""
+    from the streams in ``data_dir`` (exact by default), the data's span as horizon and, with
+    ``sizes``, the join sizes of every set the optimiser uses (1: counted exactly)."""
     from mqjoin.datasets.stats import statistics_from_data
 
     spec = base_spec(queries)
     w = Workload.build(spec["relations"], spec["queries"], {}, spec["defaults"])
-    st = statistics_from_data(w, data_dir, sample=sample, seed=seed)
+    st = statistics_from_data(w, data_dir, sample=sample, seed=seed, sizes=sizes)
     return st.apply(w).with_defaults(selectivity=None), st
 
 
@@ -437,9 +427,10 @@ def write_bundled_workloads(data_dir: str | Path, out_dir: str | Path = WORKLOAD
     for name, (title, queries) in BUNDLED.items():
         if names is not None and name not in names:
             continue
-        w, st = tpch_workload(queries, data_dir)
-        text = st.to_yaml(w, title + f"\nRates and selectivities: 'mqjoin stats' over {note}.\n"
-                                     f"Re-estimate them for other data: mqjoin stats {name} --data DIR --write OUT.yaml\n")
+        w, st = tpch_workload(queries, data_dir, sizes=1.0)
+        text = st.to_yaml(w, title + f"\nRates, selectivities, join sizes (exact) and horizon (the data's span): "
+                                     f"'mqjoin stats --sizes' over {note}.\nA command given other data measures "
+                                     f"them again; to keep them: mqjoin stats {name} --data DIR --sizes --write OUT.yaml\n")
         text = text.replace(f"statistics of {st.source} ", "statistics of the data ")
         p = ensure_dir(out_dir) / name
         p.write_text(text, encoding="utf-8")

@@ -125,11 +125,37 @@ def join_size(workload, rels: frozenset, classes: Iterable) -> float:
     return size
 
 
+def held(workload, rels) -> float:
+    """A5: the time volume a store holds at the end of the horizon H: Π min(w_R, H)."""
+    h = workload.defaults.horizon
+    out = 1.0
+    for r in rels:
+        w = workload.window(r)
+        out *= h if w is None else min(w, h)
+    return out
+
+
 def memory(workload, store: Join) -> float:
-    """A5: one replica holds |⋈M| · w_M tuples (w_M the smallest finite window, else the horizon)."""
-    windows = [workload.window(r) for r in store.rels]
-    finite = [x for x in windows if x is not None]
-    return join_size(workload, store.rels, store.classes) * (min(finite) if finite else workload.defaults.horizon)
+    """A5: one replica holds |⋈M| · Π min(w_R, H) tuples at the end of the horizon H."""
+    return join_size(workload, store.rels, store.classes) * held(workload, store.rels)
+
+
+def history(workload, rels, start, steps: int = 4000) -> float:
+    """A2/A4 over the horizon H: ∫₀^H Π_{R ≠ start} min(w_R, t) dt, H^k/k in closed form without
+    windows, else by the midpoint rule."""
+    h = workload.defaults.horizon
+    windows = [workload.window(r) for r in rels if r != start]
+    if all(w is None for w in windows):
+        return h ** len(rels) / len(rels)
+    dt = h / steps
+    total = 0.0
+    for i in range(steps):
+        t = (i + 0.5) * dt
+        v = 1.0
+        for w in windows:
+            v *= t if w is None else min(w, t)
+        total += v * dt
+    return total
 
 
 def parallelism(workload, store: Join) -> int:
@@ -185,9 +211,11 @@ def prefix_rels(step: StepKey) -> frozenset:
 
 
 def base_cost(workload, step: StepKey) -> float:
-    """A4 with χ = 1: |⋈P| / |P|."""
+    """A4 with χ = 1, over the horizon: |⋈P| / |P| · |P| · ∫₀^H Π min(w_R, t) dt (|⋈P| / |P| · H^|P|
+    under full history)."""
     p = prefix_rels(step)
-    return join_size(workload, p, step.classes) / len(p)
+    start = next(iter(step.prefix[0].rels))
+    return join_size(workload, p, step.classes) * history(workload, p, start)
 
 
 def knows(step: StepKey, attr) -> bool:

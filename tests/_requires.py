@@ -16,7 +16,7 @@ import pytest
 #: modules whose absence is a missing part of the stack (``pytest.importorskip`` of one of them)
 REQUIRED_MODULES = frozenset({
     "pyspark", "playwright", "ipywidgets", "plotly", "anywidget", "jupyterlab", "nbformat", "nbclient",
-    "ipykernel",
+    "ipykernel", "ruff", "mypy",
 })
 #: prefix of a skip reason that reports a missing piece other than a module (e.g. Chromium)
 MISSING = "missing test dependency: "

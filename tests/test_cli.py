@@ -37,6 +37,8 @@ def test_optimize_json_contract(capsys):
     assert ilp["variables"] > 0 and ilp["constraints"] > 0 and ilp["status"] == "optimal"
     assert ilp["build_seconds"] >= 0 and ilp["solve_seconds"] >= 0
     assert {r for s in d["stores"] for r in s["relations"]} == {"R", "S", "T", "U"}
+    # each query's share of the probe cost (own steps, shares of shared ones) sums to it
+    assert {q: v["total"] for q, v in d["cost_by_query"].items()} == {"q1": 400.0, "q2": 400.0}
 
 
 @pytest.mark.parametrize("mode,mirs,cost", [("individual", False, 950.0), ("mqo", False, 800.0),
@@ -318,6 +320,7 @@ def test_a_failed_deployment_is_an_engine_error_with_exit_4_unless_the_data_caus
         cause = DataError("value 'x' of column a is not a number")
     d = _FailingDeployment(cause)
     monkeypatch.setattr(session, "install_java", lambda: None)
+    monkeypatch.setattr(session, "start_ahead", lambda *a, **k: None)  # no JVM: the deployment is a stand-in
     monkeypatch.setattr(launch, "deploy", lambda *a, **k: d)
     got, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--engine", "spark", "--json")
     assert got == code and err.count("\n") == 1 and err.startswith(f"mqjoin: {prefix}: the mqjoin deployment failed")

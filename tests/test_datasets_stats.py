@@ -15,8 +15,9 @@ from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.model.tables import Table, write_inputs
 from mqjoin.model.workload import Attr, load_workload, parse_workload
-from mqjoin.datasets.stats import (assign_selectivities, estimate_statistics, pair_estimate, selectivity_groups,
-                                   statistics_from_data, value_counts, workload_yaml)
+from mqjoin.model.statistics import selectivity_groups
+from mqjoin.datasets.stats import (assign_selectivities, estimate_statistics, pair_estimate, statistics_from_data,
+                                   value_counts, workload_yaml)
 from mqjoin.datasets import tpch
 
 TWO = parse_workload("""
@@ -87,7 +88,7 @@ relations: {R: {attributes: [a]}, S: {attributes: [a]}, T: {attributes: [a]}, U:
 queries: {q1: "R(a), S(a), T(a)", q2: "S(a), T(a)", q3: "T(a), U(a)"}
 """)
     groups = selectivity_groups(w)
-    assert [len(ps) for _, ps in groups] == [3, 1]  # {R,S,T} with {S,T}; {T,U} alone
+    assert [len(g.pairs) for g in groups] == [3, 1]  # {R,S,T} with {S,T}; {T,U} alone
     tables = {r: _table(r, [i % k for i in range(30)]) for r, k in zip("RSTU", (3, 5, 2, 7))}
     w2 = estimate_statistics(w, tables, sample=None).apply(w)
     assert w2.query("q1").classes[0].selectivity == w2.query("q2").classes[0].selectivity

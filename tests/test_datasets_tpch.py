@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqjoin.cli import main
+from mqjoin.planning.measured import check_run
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.tables import read_inputs
@@ -195,14 +196,38 @@ def test_tpch_workloads_run_equal_to_pandas_sql(sf001, frames, name):
             assert len(rows) == len(set(rows)), f"{mode}: duplicate results in {q}"
         assert run.result_sets() == want, f"{mode} plan differs from the pandas evaluation"
         costs[mode] = res.probe_cost
+        assert_predicted(check_run(res.plan, run.probe_messages, run.store_rows, run.duration))
     assert costs["mqo"] < costs["individual"]
+
+
+def assert_predicted(check) -> None:
+    """The bounds of docs/model.md's promise for the bundled workloads on the data they describe:
+    total probe messages and store rows within ±10 % of the run's counts, every store holding
+    ≥ 1 % of its kind's total within ±25 %."""
+    for kind in ("messages", "rows"):
+        predicted, measured = check.total(kind)
+        assert measured == pytest.approx(predicted, rel=0.10), kind
+    for c in check.worst(n=1_000, share=0.01):
+        assert 0.8 <= c.ratio <= 1.25, (c.store, c.kind, c.predicted, c.measured)
 
 
 def test_fig7a_on_the_shipped_sample_through_the_cli(tmp_path, capsys):
     """Fast path without tpchgen: the shipped sample, run through `mqjoin run --check`."""
     code = main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path), "--check", "--json"])
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
     assert code == 0 and out["check"] == "equal to the oracle"
+    # the sample is other data than the SF 0.01 the workload describes: its statistics are measured
+    # again, said in one line, and the prediction is then of this run
+    (line,) = captured.err.splitlines()
+    assert line.startswith("mqjoin: the workload's statistics describe other data than") and "measured again" in line
+    assert "mqjoin stats tpch_fig7a.yaml --data" in line
+    assert out["statistics"]["remeasured"] and out["statistics"]["horizon"] == pytest.approx(out["predicted"]["span"], rel=1e-4)
+    assert out["predicted"]["total_rows"]["ratio"] == pytest.approx(1, rel=0.10)
+    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path), "--json",
+                 "--workload-stats"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and not json.loads(captured.out)["statistics"]["remeasured"]
     frames = {r.name: pd.read_csv(tpch.SAMPLE / f"{r.name}.csv") for r in RELATIONS}
     w = load_workload(WORKLOADS / "tpch_fig7a.yaml")
     for q in w.queries:

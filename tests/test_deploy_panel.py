@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from mqjoin.model.errors import EngineError  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.model.tables import Table  # noqa: E402
-from mqjoin.widgets.deploy_panel import DeployPanel  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
+from mqjoin.model.errors import EngineError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.model.tables import Table
+from mqjoin.widgets.deploy_panel import DeployPanel
+from mqjoin.model.workload import parse_workload
 
 W = parse_workload("""
 defaults: {selectivity: 0.5}
@@ -25,6 +25,9 @@ TABLES = {"R": Table.from_columns("R", {"ts": [0.0], "a": [1]}), "S": Table.from
 
 
 class FakeDeployment:
+    """The Deploy panel's interface and nothing else (mqjoin.runtime.contracts.Deployment,
+    checked in test_contracts.py), with the events a test feeds it."""
+
     def __init__(self, plan, engine):
         self.plan, self.engine_name, self.total, self.done = plan, engine, 2, False
         self.ui_url = "http://172.17.0.5:4040"  # where the driver binds in a container
@@ -42,8 +45,8 @@ class FakeDeployment:
     def progress(self):
         return pd.DataFrame()
 
-    def subscribe(self, f):
-        self.subs.append(f)
+    def subscribe(self, callback):
+        self.subs.append(callback)
 
     def stop(self):
         self.stopped = True

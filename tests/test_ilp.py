@@ -177,7 +177,7 @@ def test_a_stopped_solver_reports_its_status_and_an_honest_gap(monkeypatch):
     solution (a wall-clock limit would depend on the machine: a fast one proves the optimum in
     time, a loaded one finds no plan): the status, the gap and the summary say so, and the plan
     is still a valid one whose cost the bound does not exceed."""
-    import mqjoin.planning.optimizer as optimizer
+    import mqjoin.planning.clash as optimizer
 
     solve_ = optimizer.solve
     monkeypatch.setattr(optimizer, "solve", lambda mdl, **kw: solve_(mdl, **{**kw, "solution_limit": 1}))

@@ -20,7 +20,8 @@ from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.planning.ilp import build_model, solve
 from mqjoin.planning.ilp.monitor import Monitor
-from mqjoin.planning.optimizer import first_orders, optimize, warm_start
+from mqjoin.planning.clash import first_orders, warm_start
+from mqjoin.planning.optimizer import optimize
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

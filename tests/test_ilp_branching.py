@@ -286,7 +286,7 @@ def test_a_time_limited_three_way_search_reports_a_real_bound(limit):
 def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     """optimize() gives a searched model the first MIR-free orders as its start (the plan kept
     should a time limit strike first) instead of solving the model without MIRs: same plan."""
-    import mqjoin.planning.optimizer as opt
+    import mqjoin.planning.clash as opt
 
     w = QUICK[2][1]
     cands = enumerate_candidates(w)

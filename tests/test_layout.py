@@ -1,6 +1,7 @@
 """The package's arrows point one way: no import cycle between mqjoin's modules (at module
 level, in ``TYPE_CHECKING`` blocks or inside functions), no private name imported across
-modules, and each heavy library behind its one stage.
+modules, each heavy library behind its one stage, and the core (every module of ``mqjoin``
+but the command line) free of the add-ons ``mqjoin.datasets`` and ``mqjoin.widgets``.
 
 The walk reads the source (AST), so it sees the imports a running test would never trigger.
 """
@@ -24,6 +25,15 @@ HEAVY = {
     "plotly": ("mqjoin.widgets",),
     "ipywidgets": ("mqjoin.widgets",),
 }
+
+#: the add-ons: installed with mqjoin, built on the core, never imported by it
+ADDONS = ("mqjoin.datasets", "mqjoin.widgets")
+#: the command line, the one package of mqjoin's own that may import the add-ons
+CLI = "mqjoin.cli"
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def _modules() -> dict[str, Path]:
@@ -112,6 +122,34 @@ def test_heavy_library_behind_its_stage(library):
            if (target == library or target.startswith(library + "."))
            and not any(m == p or m.startswith(p + ".") for p in HEAVY[library])]
     assert not bad, f"{library} imported outside {HEAVY[library]}: {bad}"
+
+
+def _core_imports_of_addons(modules: dict[str, Path]) -> list[str]:
+    """``path:line imports module`` for every import of an add-on by a core module of
+    ``modules`` (doctests may import them: the walk does not read docstrings)."""
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line} imports {target}"
+            for m, path in modules.items()
+            if not any(_within(m, p) for p in (CLI, *ADDONS))
+            for target, _, line in _imports(m, path) if any(_within(target, a) for a in ADDONS)]
+
+
+def test_core_imports_no_addon():
+    bad = _core_imports_of_addons(MODULES)
+    assert not bad, "the core imports an add-on (move what it needs into the core):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("source", [
+    "from mqjoin.datasets.stats import with_pair_values\n",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mqjoin.widgets.model\n",
+    "def f():\n    from mqjoin import widgets\n",
+    "def f():\n    from ...datasets import stats\n",
+])
+def test_the_addon_check_can_fail(tmp_path, source):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert _core_imports_of_addons({"mqjoin.planning.ilp.m": path})  # module level, TYPE_CHECKING, in a function
+    assert not _core_imports_of_addons({"mqjoin.cli.m": path})  # the command line may
+    assert not _core_imports_of_addons({"mqjoin.widgets.m": path})  # and so may the add-ons
 
 
 def test_every_package_is_installed():

@@ -69,9 +69,9 @@ def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
     from mqjoin.model.tables import Table
 
     w, tables = foreign_keys()
-    p, l = tables["P"], tables["L"]
+    p, li = tables["P"], tables["L"]
     tables = {**tables, "P": Table.from_columns("P", {**p.columns, "ts": [i / 200 for i in range(200)]}),
-              "L": Table.from_columns("L", {**l.columns, "ts": [pk / 200 + 0.001 for pk in l.columns["pk"]]})}
+              "L": Table.from_columns("L", {**li.columns, "ts": [pk / 200 + 0.001 for pk in li.columns["pk"]]})}
     sizes = measure_sizes(w, tables)
     assert any(m.last for m in sizes)
     worst = {}

@@ -17,7 +17,7 @@ from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.planning.plan import Choice, build_plan
 from mqjoin.planners.mjoin import decomposition_costs, mjoin_tree
-from mqjoin.planners.dispatch import operator_trees
+from mqjoin.planners.registry import operator_trees
 from mqjoin.planners.trees import binary_tree, tree_cost
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import is_connected, parse_workload, restrict_classes
@@ -262,7 +262,7 @@ queries: {q: "A(a), B(a,b), C(b)"}
     ({"planner": "volcano"}, "volcano"),
     ({"planner": "tree", "tree_shape": "zigzag"}, "zigzag"),
     ({"planner": "clash", "tree_shape": "deep"}, "deep"),
-    ({"planner": "mjoin", "tree_shape": "deep"}, "tree planner only"),
+    ({"planner": "mjoin", "tree_shape": "deep"}, "tree and jaqpot planners only"),
     ({"planner": "tree", "decompose": True}, "mjoin planner only"),
     ({"planner": "tree", "mirs": False}, "MIR"),
     ({"planner": "mjoin", "mirs": False, "decompose": True}, "MIR"),
@@ -299,11 +299,11 @@ def test_cli_optimize_json_keeps_its_contract(capsys, planner, extra):
 
 
 @pytest.mark.parametrize("args,culprit", [
-    (["optimize", "--tree-shape", "deep"], "tree planner only"),
+    (["optimize", "--tree-shape", "deep"], "tree and jaqpot planners only"),
     (["optimize", "--planner", "tree", "--no-mirs"], "MIR"),
     (["optimize", "--planner", "mjoin", "--export", "x.lp"], "--export"),
     (["optimize", "--planner", "tree", "--decompose"], "mjoin planner only"),
-    (["compare", "--planner", "clash", "--tree-shape", "deep"], "tree planner only"),
+    (["compare", "--planner", "clash", "--tree-shape", "deep"], "tree and jaqpot planners only"),
 ])
 def test_cli_bad_combinations_one_line_exit_2(capsys, tmp_path, args, culprit):
     args = [a if a != "x.lp" else str(tmp_path / "x.lp") for a in args]

@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-from test_widgets import recording_comm  # noqa: E402,F401  (the fixture)
+from test_widgets import recording_comm  # noqa: F401  (the fixture)
 
-from mqjoin.widgets.figures import new_figure_widget, sync_figure  # noqa: E402
-from mqjoin.widgets.plotly_view import library  # noqa: E402
+from mqjoin.widgets.figures import new_figure_widget, sync_figure
+from mqjoin.widgets.plotly_view import library
 
 
 def scatter(name, n, **kw):

@@ -41,6 +41,38 @@ def test_results_equal_oracle_larger(seed, workload, tables):
         assert run.result_sets() == want, f"seed {seed}: {mode}/{pol}/mirs={mirs}"
 
 
+@pytest.mark.parametrize("seed,workload,tables", cases(8, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+def test_output_files_hold_the_oracle_sets_written_in_parts_and_counted_from_metadata(seed, workload, tables, tmp_path,
+                                                                                     monkeypatch):
+    """``OUT/<query>.parquet`` from the reference run (tuples converted in bulk) and from the
+    same results handed over in parts as arrays (:class:`ResultWriter`, as a streaming engine
+    does) read back as the oracle's sets; counts are the files' metadata."""
+    import numpy as np
+
+    from mqjoin.model.tables import ResultWriter, read_results, result_counts, write_results
+
+    want = oracle_results(workload, tables)
+    run = run_reference(optimize(workload).plan, tables)
+    write_results(workload, run.results, tmp_path / "whole")
+    assert read_results(workload, tmp_path / "whole") == want
+    assert result_counts(workload, tmp_path / "whole") == {q: len(s) for q, s in want.items()} == dict(run.counts)
+    rng = np.random.default_rng(seed)
+    with ResultWriter(workload, tmp_path / "parts") as put:
+        for q in workload.queries:
+            rows = np.array(sorted(want[q.name]), dtype=np.int64).reshape(-1, len(q.relations))
+            for part in np.array_split(rows, sorted(rng.integers(0, len(rows) + 1, size=3))):
+                put.add(q.name, part)
+    assert read_results(workload, tmp_path / "parts") == want
+    assert result_counts(workload, tmp_path / "parts") == result_counts(workload, tmp_path / "whole")
+    import mqjoin.runtime.reference as reference
+
+    monkeypatch.setattr(reference, "SINK_EVERY", 3)  # many hand-overs on a small input
+    with ResultWriter(workload, tmp_path / "sunk") as put:
+        sunk = run_reference(optimize(workload).plan, tables, sink=put.add)
+    assert read_results(workload, tmp_path / "sunk") == want and dict(sunk.counts) == dict(run.counts)
+    assert not any(sunk.results.values())  # handed over, not kept
+
+
 W3 = """
 defaults: {selectivity: 0.5, parallelism: 2}
 relations:

@@ -23,16 +23,16 @@ import pytest
 
 pytest.importorskip("pyspark")  # the module lives with the Spark engine (its tasks run it)
 
-from _cases import cases, filtered_cases  # noqa: E402
+from _cases import cases, filtered_cases
 
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions_summary, store_partitions  # noqa: E402
-from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of  # noqa: E402
-from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,  # noqa: E402
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions_summary, store_partitions
+from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of
+from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,
                                           load_segment, route_input, run_wave, shard_of)
-from mqjoin.runtime.spark.source import build_replay_log  # noqa: E402
-from mqjoin.runtime.vector import BatchExecutor, batch_frames, run_vector  # noqa: E402
+from mqjoin.runtime.spark.source import build_replay_log
+from mqjoin.runtime.vector import BatchExecutor, batch_frames, run_vector
 
 CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in cases(3, start=7300, max_rows=15)
          + filtered_cases(2, start=7400, max_rows=15)]

@@ -13,7 +13,7 @@ from mqjoin.datasets.jaqpot_paper import table3_linear
 from mqjoin.model.errors import JaqpotError
 from mqjoin.planners.jaqpot import BASELINES
 from mqjoin.runtime.oracle import oracle_results
-from mqjoin.planners.dispatch import optimize_planner
+from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import load_workload
 from mqjoin.runtime.shedding import ALLOCATIONS, ProbeBudget, binary_model, deficit
@@ -98,10 +98,10 @@ def test_bad_budgets_are_typed_errors(small, kwargs, culprit):
 
 
 def test_a_budget_needs_one_binary_tree(small):
-    mjoin = optimize_planner(small.workload, "mjoin").plan
+    mjoin = optimize(small.workload, planner="mjoin").plan
     with pytest.raises(JaqpotError, match="planner 'tree'"):
         ProbeBudget(mjoin, 10)
-    clash = optimize_planner(small.workload, "tree").plan  # the tree planner's own best tree also works
+    clash = optimize(small.workload, planner="tree").plan  # the tree planner's own best tree also works
     assert ProbeBudget(clash, 10).allocation.mu == 10
 
 

@@ -112,8 +112,8 @@ def test_written_workloads_keep_their_sizes():
 
 def test_statistics_sampled_anew_move_sizes_like_an_edit():
     """The adaptive controller's epochs re-estimate rates and selectivities
-    (mqjoin.datasets.stats.with_pair_values): a measured size keeps its ratio to the estimate."""
-    from mqjoin.datasets.stats import with_pair_values
+    (mqjoin.model.statistics.with_pair_values): a measured size keeps its ratio to the estimate."""
+    from mqjoin.model.statistics import with_pair_values
     from mqjoin.model.workload import Attr
 
     w = parse_workload(BASE + 'sizes: {"R ⋈ S": 40}')
@@ -257,7 +257,7 @@ def test_without_sampled_sizes_nothing_is_re_solved(seed, monkeypatch):
     """Held-out random workloads, with no sizes or with exact ones: ε = 0, no tie-break, and
     the ILP solved once per mode (the plans the optimiser always returned)."""
     from mqjoin.datasets.random_workloads import random_workload
-    from mqjoin.planning import optimizer
+    from mqjoin.planning import clash as optimizer
 
     from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.uniform import uniform_streams

@@ -25,17 +25,17 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import cases  # noqa: E402
-from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes  # noqa: E402
-from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions  # noqa: E402
+from _cases import cases
+from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes
+from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions
 
-import mqjoin.adaptive.controller as adaptive  # noqa: E402
-from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes  # noqa: E402
-from mqjoin.model.errors import AdaptiveError, DataError, EngineError, UnknownRelationError  # noqa: E402
-from mqjoin.runtime.oracle import adaptive_oracle_results  # noqa: E402
-from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
-from mqjoin.model.tables import Table, read_results, write_inputs  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
+import mqjoin.adaptive.controller as adaptive
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes
+from mqjoin.model.errors import AdaptiveError, DataError, EngineError, UnknownRelationError
+from mqjoin.runtime.oracle import adaptive_oracle_results
+from mqjoin.runtime.epochs import run_adaptive
+from mqjoin.model.tables import Table, read_results, write_inputs
+from mqjoin.model.workload import parse_workload
 
 pytestmark = pytest.mark.slow
 

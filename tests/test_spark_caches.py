@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("pyspark")  # the modules live with the Spark engine (its tasks run them)
 
-from mqjoin.runtime.spark import sharded, source  # noqa: E402
-from mqjoin.support.lru import LRU  # noqa: E402
+from mqjoin.runtime.spark import sharded, source
+from mqjoin.support.lru import LRU
 
 
 def test_the_least_recently_used_entry_leaves_first_and_is_handed_over():
@@ -37,7 +37,7 @@ def test_replay_logs_beyond_the_bound_are_closed_and_forgotten(tmp_path, monkeyp
     monkeypatch.setattr(source, "_GROUPS", LRU(4))
     paths = [_log(tmp_path / f"log{i}", 3 + i) for i in range(source.FILES_KEPT + 3)]
     opened = []
-    for i, p in enumerate(paths):
+    for p in paths:
         assert source._rows(p, 1, 3)["_seq"].to_pylist() == [1, 2]
         opened.append(source._FILES.get(p)[1])
     assert len(source._FILES) == source.FILES_KEPT and len(source._GROUPS) <= 4

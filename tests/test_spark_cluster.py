@@ -40,9 +40,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.model.tables import read_inputs  # noqa: E402
-from mqjoin.model.workload import load_workload  # noqa: E402
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.model.tables import read_inputs
+from mqjoin.model.workload import load_workload
 
 pytestmark = pytest.mark.slow
 

@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import random_case  # noqa: E402
-from _spark import TIMEOUT  # noqa: E402
+from _cases import random_case
+from _spark import TIMEOUT
 
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ def test_a_batch_is_one_job_of_waves_and_no_store_row_reaches_the_driver(key, sp
         assert got and all(isinstance(r, ShardReport) for r in got)
         for r in got:
             assert all(isinstance(v, int) for v in [*r.messages.values(), *r.store_rows.values(), *r.results.values()])
-            for _, _, _, sample, weights in r.arrivals.values():
+            for _, _, _, sample, _weights in r.arrivals.values():
                 assert isinstance(sample, np.ndarray) and sample.dtype.kind == "f" and len(sample) <= SAMPLE
         assert sum(len(a[3]) for r in got for a in r.arrivals.values()) <= SAMPLE * queries * len(got)
     # per shard (``mqjoin run --json``): every store's rows after the last batch, and the probe

@@ -29,16 +29,16 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import random_case  # noqa: E402
-from _spark import TIMEOUT  # noqa: E402
-from test_reference import W3  # noqa: E402  (3 relations, windows 1, 2 and null)
+from _cases import random_case
+from _spark import TIMEOUT
+from test_reference import W3  # 3 relations, windows 1, 2 and null
 
-from mqjoin.model.errors import EngineError  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.runtime.reference import run_reference  # noqa: E402
-from mqjoin.model.tables import Table, read_inputs, read_results, write_inputs  # noqa: E402
-from mqjoin.model.workload import load_workload, parse_workload  # noqa: E402
+from mqjoin.model.errors import EngineError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.runtime.reference import run_reference
+from mqjoin.model.tables import Table, read_inputs, read_results, result_counts, write_inputs
+from mqjoin.model.workload import load_workload, parse_workload
 
 pytestmark = pytest.mark.slow
 
@@ -200,6 +200,8 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
 
     rows = ds.dataset(str(r.out / "_batches"), format="parquet").to_table(columns=["query"]).to_pylist()
     assert len(rows) == sum(map(len, got.values()))
+    # OUT/<query>.parquet holds each result once, and the counts are its metadata
+    assert r.d.result_counts() == {q: len(s) for q, s in got.items()} == result_counts(r.w, r.out)
     # every result in the batch of its latest tuple (docs/model.md §6: produced by that arrival)
     trig = trigger_seqs(r.w, r.tables, r.ref.result_sets())
     q = r.d.queries
@@ -209,6 +211,35 @@ def test_spark_results_equal_reference_and_oracle(key, spark_mode, spark, tmp_pa
             want = sum(s0 <= s < s1 for s in by.values())
             row = q[(q["batch"] == b) & (q["query"] == qname)]
             assert int(row["results"].sum()) == want, f"batch {b}, {qname}"
+
+
+@pytest.mark.parametrize("engine,spark_mode", [("mqjoin", "driver"), ("mqjoin", "distributed"), ("native", "auto")])
+def test_output_files_are_the_oracle_sets_and_counts_come_from_their_metadata(engine, spark_mode, spark, tmp_path,
+                                                                             monkeypatch):
+    """Every engine writes ``OUT/<query>.parquet`` (streamed from the committed batches, never a
+    set of tuples) holding exactly the oracle's results, each once; once written, the counts
+    are the files' metadata (the committed batches are not read again)."""
+    import pyarrow.parquet as pq
+
+    import mqjoin.runtime.spark.frames as frames
+    from mqjoin.runtime.spark.launch import run_spark
+
+    w, tables = random_case(6041, MAX_ROWS)
+    want = oracle_results(w, tables)
+    total = sum(len(t) for t in tables.values())
+    d = run_spark(optimize(w).plan, tables, tmp_path / "out", spark=spark, engine=engine, mode=spark_mode,
+                  max_rows_per_batch=-(-total // 2), timeout=TIMEOUT)
+    assert sum(map(len, want.values())) > 0
+    assert read_results(w, tmp_path / "out") == want
+    for q in w.queries:
+        assert pq.ParquetFile(tmp_path / "out" / f"{q.name}.parquet").metadata.num_rows == len(want[q.name])
+
+    def unread(*a, **k):
+        raise AssertionError("counts read the committed batches again")
+
+    monkeypatch.setattr(frames, "read_parts", unread)
+    monkeypatch.setattr(frames, "count_parts", unread)
+    assert d.result_counts() == {q: len(s) for q, s in want.items()} == d.summary()["results"]
 
 
 def test_hand_case_window_boundaries_and_ties(spark, tmp_path):
@@ -246,7 +277,7 @@ def test_probe_messages_equal_the_reference(key, spark_mode, spark, tmp_path_fac
     assert {s: int(m) for s, m in per_store.items() if m} == {s: m for s, m in r.ref.store_messages.items() if m}
     # per micro-batch: what the reference sends for the same prefix of arrivals
     cumulative = list(itertools.accumulate(int(x) for x in b["probe_messages"]))
-    for (s0, s1), got in zip(batch_ranges(r.d), cumulative):
+    for (_s0, s1), got in zip(batch_ranges(r.d), cumulative):
         want = run_reference(r.plan, prefix_tables(r.w, r.tables, s1), collect=False).total_probe_messages
         assert got == want, f"messages after {s1} arrivals"
     assert r.ref.total_probe_messages > 0
@@ -596,7 +627,7 @@ def test_metrics_batches_queries_stores_summary(key, spark_mode, spark, tmp_path
     assert len(st) == len(sizes) * len(r.plan.stores)
     assert list(b["state_rows"]) == list(st.groupby("batch")["rows"].sum())
     windowed_nonempty = 0
-    for (s0, s1), (_, row) in zip(batch_ranges(d), b.iterrows()):
+    for (_s0, s1), (_, row) in zip(batch_ranges(d), b.iterrows()):
         for store in r.plan.stores:
             rows = int(st[(st["batch"] == row["batch"]) & (st["store"] == store.id)]["rows"].iloc[0])
             # t_kept: min ts of the last batch up to this one with tuples of the store's relations

@@ -7,15 +7,15 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import filtered_cases  # noqa: E402
-from _spark import TIMEOUT  # noqa: E402
-from test_spark_native import run_native  # noqa: E402
+from _cases import filtered_cases
+from _spark import TIMEOUT
+from test_spark_native import run_native
 
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.planners.registry import PLANNERS  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.model.tables import Table  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planners.registry import PLANNERS
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
 
 pytestmark = pytest.mark.slow
 

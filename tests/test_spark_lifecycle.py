@@ -8,23 +8,22 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import time
 import types
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
 
-from mqjoin.runtime.spark import deployment, source  # noqa: E402
+from mqjoin.runtime.spark import deployment, source
 
 
 class FakeStreams:
     def __init__(self) -> None:
         self.listeners: list = []
 
-    def addListener(self, listener) -> None:  # noqa: N802 — pyspark's name
+    def addListener(self, listener) -> None:  # pyspark's name
         self.listeners.append(listener)
 
 

@@ -6,12 +6,12 @@ import pytest
 
 pytest.importorskip("pyspark")  # the deployment module is Spark's; no session starts here
 
-from mqjoin.model.errors import EngineError  # noqa: E402
-from mqjoin.model.tables import Table  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.spark import deployment  # noqa: E402
-from mqjoin.runtime.spark.deployment import (STATE_BYTES_PER_ROW, ModeChoice, choose_mode,  # noqa: E402
+from mqjoin.model.errors import EngineError
+from mqjoin.model.tables import Table
+from mqjoin.model.workload import parse_workload
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.spark import deployment
+from mqjoin.runtime.spark.deployment import (STATE_BYTES_PER_ROW, ModeChoice, choose_mode,
                                              estimated_state_rows, mode_choice)
 
 W = parse_workload('''

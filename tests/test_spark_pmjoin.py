@@ -7,13 +7,13 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from _cases import cases  # noqa: E402
-from _spark import TIMEOUT  # noqa: E402
-from test_pmjoin import with_nodes  # noqa: E402
+from _cases import cases
+from _spark import TIMEOUT
+from test_pmjoin import with_nodes
 
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.runtime.oracle import oracle_results  # noqa: E402
-from mqjoin.runtime.spark.launch import run_spark  # noqa: E402
+from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.oracle import oracle_results
+from mqjoin.runtime.spark.launch import run_spark
 
 pytestmark = pytest.mark.slow
 

@@ -365,8 +365,9 @@ def test_invalid_changes_show_inline_errors_and_keep_the_text():
 
 
 class FakeLive:
-    """The live-source interface and nothing else (what a Spark adaptive deployment offers):
-    ``subscribe``, ``snapshot``, ``submit``, ``status``, ``error``, ``event_time``."""
+    """The live-source interface and nothing else (mqjoin.runtime.contracts.AdaptiveSource, what
+    a Spark adaptive deployment offers): ``subscribe``, ``snapshot``, ``submit``, ``status``,
+    ``error``, ``event_time``, ``stop``."""
 
     def __init__(self, run):
         self.run, self.shown, self.subs, self.submitted = run, 0, [], []
@@ -375,6 +376,9 @@ class FakeLive:
     def subscribe(self, callback):
         self.subs.append(callback)
 
+    def stop(self):
+        self.status = "stopped"
+
     def snapshot(self):
         if self.broken:
             raise self.broken
@@ -382,8 +386,9 @@ class FakeLive:
         return replace(self.run, epochs=self.run.epochs[:self.shown],
                        decisions=tuple(d for d in self.run.decisions if d.epoch < self.shown))
 
-    def submit(self, **change):
-        self.submitted.append(change)
+    def submit(self, change=None, *, add=None, remove=(), selectivities=None):
+        self.submitted.append({k: v for k, v in (("change", change), ("add", add), ("remove", remove),
+                                                 ("selectivities", selectivities)) if v})
         return self.run.policy.epoch_of(self.event_time) + 2
 
     def advance(self, epochs: int):

@@ -11,12 +11,12 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import figure_messages, frontend_enters, frontend_sets, recording_comm, tpch  # noqa: E402,F401  (the fixture)
+from test_widgets import figure_messages, frontend_enters, frontend_sets, recording_comm, tpch  # noqa: F401  (the fixture)
 
-from mqjoin.model.errors import MqjoinError  # noqa: E402
-from mqjoin.planning.optimizer import optimize  # noqa: E402
-from mqjoin.widgets import Explorer, ExplorerModel, ProbeTreeView, QueryGraphView, as_workload  # noqa: E402
-from mqjoin.widgets.figures import trace_by_name  # noqa: E402
+from mqjoin.model.errors import MqjoinError
+from mqjoin.planning.optimizer import optimize
+from mqjoin.widgets import Explorer, ExplorerModel, ProbeTreeView, QueryGraphView, as_workload
+from mqjoin.widgets.figures import trace_by_name
 
 # --------------------------------------------------------------------------------------------
 # Explorer

@@ -14,21 +14,21 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from _foreign_keys import foreign_keys  # noqa: E402
-from mqjoin.adaptive.policy import AdaptivePolicy  # noqa: E402
-from mqjoin.cli import main  # noqa: E402
-from mqjoin.datasets import tpch  # noqa: E402
-from mqjoin.model.tables import read_inputs  # noqa: E402
-from mqjoin.planning.measured import RunCounts, check_run  # noqa: E402
-from mqjoin.planning.plan import Plan  # noqa: E402
-from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
-from mqjoin.runtime.reference import run_reference  # noqa: E402
-from mqjoin.widgets.deploy_panel import DeployPanel  # noqa: E402
-from mqjoin.widgets.explorer import Explorer  # noqa: E402
-from mqjoin.widgets.figures import query_colors, trace_by_name  # noqa: E402
-from mqjoin.widgets.model import ExplorerModel  # noqa: E402
-from mqjoin.widgets.tree_figures import RATIO_TEXT_SCALE, probe_tree_figure, ratio_color  # noqa: E402
-from mqjoin.widgets.trees import ProbeTreeView  # noqa: E402
+from _foreign_keys import foreign_keys
+from mqjoin.adaptive.policy import AdaptivePolicy
+from mqjoin.cli import main
+from mqjoin.datasets import tpch
+from mqjoin.model.tables import read_inputs
+from mqjoin.planning.measured import RunCounts, check_run
+from mqjoin.planning.plan import Plan
+from mqjoin.runtime.epochs import run_adaptive
+from mqjoin.runtime.reference import run_reference
+from mqjoin.widgets.deploy_panel import DeployPanel
+from mqjoin.widgets.explorer import Explorer
+from mqjoin.widgets.figures import query_colors, trace_by_name
+from mqjoin.widgets.model import ExplorerModel
+from mqjoin.widgets.tree_figures import RATIO_TEXT_SCALE, probe_tree_figure, ratio_color
+from mqjoin.widgets.trees import ProbeTreeView
 
 
 def reference_counts(plan, tables, label="reference"):
@@ -234,8 +234,9 @@ def test_compare_gains_measured_columns_once_a_run_exists():
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)[1:]
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S) for r in rows]
     sized = measured_workload(w, counts.check().to_dict())
-    for (s, r), row in zip(view.plans.items(), cells):
-        assert row[8] == f"{recost(r.plan, sized):,.0f}" or numbers(row[8])[0] == pytest.approx(recost(r.plan, sized), rel=1e-3)
+    for r, row in zip(view.plans.values(), cells):
+        assert row[8] == f"{recost(r.plan, sized):,.0f}" or numbers(row[8])[0] == pytest.approx(recost(r.plan, sized),
+                                                                                                rel=1e-3)
         ran = counts.check(r.plan)
         assert (row[9] == "—") == (ran is None)
     got = sum(counts.messages.values())

@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import figure_messages, frontend_picks, frontend_sets, recording_comm  # noqa: E402,F401  (the fixture)
+from test_widgets import figure_messages, frontend_picks, frontend_sets, recording_comm  # noqa: F401  (the fixture)
 
-from mqjoin.widgets import Explorer  # noqa: E402
-from mqjoin.widgets.figures import fmt, trace_by_name  # noqa: E402
+from mqjoin.widgets import Explorer
+from mqjoin.widgets.figures import fmt, trace_by_name
 
 # --------------------------------------------------------------------------------------------
 # plan families and the JAQPOT panel
@@ -26,7 +26,7 @@ def _store_labels(fig) -> list[str]:
 
 def test_planner_switch_changes_the_plan_every_view_shows():
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=None)
-    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin"]
+    assert list(ex.options.planner.options) == ["clash", "mjoin", "tree", "ajoin", "pmjoin", "jaqpot"]
     assert ex.options.tree_shape.disabled
     clash = ex.model.result
     trees_before = _store_labels(ex.trees.figure)

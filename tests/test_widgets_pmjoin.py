@@ -9,12 +9,12 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import frontend_sets, recording_comm, sent_values  # noqa: E402,F401  (the fixture)
+from test_widgets import frontend_sets, recording_comm, sent_values  # noqa: F401  (the fixture)
 
-from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2  # noqa: E402
-from mqjoin.widgets import Explorer, PMJoinView, QueryGraphView, query_graph_figure  # noqa: E402
-from mqjoin.widgets.figures import trace_by_name  # noqa: E402
-from mqjoin.model.workload import parse_workload  # noqa: E402
+from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2
+from mqjoin.widgets import Explorer, PMJoinView, QueryGraphView, query_graph_figure
+from mqjoin.widgets.figures import trace_by_name
+from mqjoin.model.workload import parse_workload
 
 
 def test_query_graph_draws_the_nodes_around_their_relations():

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from mqjoin.widgets.charts import PROJECTOR_FONT  # noqa: E402
-from mqjoin.widgets.figures import query_graph_traces, trace_by_name, to_figure  # noqa: E402
-from mqjoin.widgets.model import as_workload  # noqa: E402
+from mqjoin.widgets.charts import PROJECTOR_FONT
+from mqjoin.widgets.figures import query_graph_traces, trace_by_name, to_figure
+from mqjoin.widgets.model import as_workload
 
 
 def _sizes(layout: dict) -> list[float]:

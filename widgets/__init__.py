@@ -42,28 +42,18 @@ True
 """
 
 from mqjoin.widgets.compare import ComparisonView, compare_plans
-from mqjoin.widgets.diagram import (
-    PlanDiagram,
-    PlanDiagramView,
-    SweepParam,
-    log_grid,
-    plan_diagram,
-    plan_diagram_figure,
-)
+from mqjoin.planning.diagram import PlanDiagram, SweepParam, log_grid, plan_diagram
+from mqjoin.widgets.diagram import PlanDiagramView, plan_diagram_figure
 from mqjoin.planning.diff import PlanDiff, plan_diff, plan_signature
 from mqjoin.widgets.explorer import Explorer
 from mqjoin.widgets.figures import query_graph_figure
 from mqjoin.widgets.tree_figures import probe_tree_figure
 from mqjoin.widgets.graph import QueryGraphView
 from mqjoin.widgets.pmjoin_view import PMJoinView
-from mqjoin.widgets.ilp_view import IlpView, cost_by_query, cost_by_step, lp_model_text, order_costs
-from mqjoin.widgets.model import (
-    ExplorerModel,
-    SelectivityGroup,
-    as_workload,
-    selectivity_groups,
-    with_class_selectivity,
-)
+from mqjoin.planning.attribution import cost_by_query, cost_by_step, order_costs
+from mqjoin.widgets.ilp_view import IlpView, lp_model_text
+from mqjoin.model.statistics import SelectivityGroup, selectivity_groups, with_class_selectivity
+from mqjoin.widgets.model import ExplorerModel, as_workload
 from mqjoin.widgets.adaptivity import AdaptivityPanel, paper_scenarios
 from mqjoin.widgets.query_changes import QueryChangesPanel
 from mqjoin.widgets.timeline import EpochTimeline, EpochView, epoch_view

@@ -68,6 +68,7 @@ import ipywidgets as W
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES
 from mqjoin.planners import registry as planners
+from mqjoin.planning.result import family
 from mqjoin.support.units import memory_basis
 
 from mqjoin.widgets._html import error_box, esc
@@ -176,10 +177,10 @@ class StatusLine(W.VBox):
             return
         i = r.ilp
         ilp = planners.planner_of(r.planner).ilp
-        family = "" if ilp else f"{planners.family(r.planner, r.tree_shape)} "
+        named = "" if ilp else f"{family(r.planner, r.tree_shape)} "
         # the planner that ran: CLASH's ILP with its solve, else the plan family (no ILP was solved)
         ran = (f"ILP {esc(i.status)} ({i.variables} variables, solved in {i.solve_seconds:.3f} s)" if ilp
-               else f"planned by {esc(planners.family(r.planner, r.tree_shape))}, no ILP")
+               else f"planned by {esc(family(r.planner, r.tree_shape))}, no ILP")
         t = r.tie_break
         # plans within the sampled sizes' error tie: say when the least-memory one replaced the optimum
         tie = ("" if t is None or not t.changed(r.memory) else
@@ -187,7 +188,7 @@ class StatusLine(W.VBox):
                f"tie on sampled sizes: cost {r.probe_cost / t.optimum_cost - 1:+.1%}, "
                f"memory {r.memory / t.optimum_memory - 1:+.1%}</span>")
         self.summary.value = (
-            f'<span style="font-size:15px"><b>{esc(family)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
+            f'<span style="font-size:15px"><b>{esc(named)}{esc(r.mode)}/{esc(r.partitioning)}</b> · probe cost '
             f"<b>{fmt(r.probe_cost)}</b> tuples/s · <span title=\"{esc(memory_basis(r.plan.workload))}\" "
             f"style=\"border-bottom:1px dotted #888\">memory</span> <b>{fmt(r.memory)}</b> tuples · "
             f"{len(r.plan.stores)} stores · {len(r.plan.nodes)} steps · {ran}{tie}</span>")

@@ -361,7 +361,7 @@ def seen_hubs(seen: Mapping[tuple, list[str]], rels: tuple[str, ...]) -> list[st
 def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict:
     """One label per distinct class: at the middle of its edge, or right of the hub of a
     hyperedge."""
-    from mqjoin.widgets.model import selectivity_groups
+    from mqjoin.model.statistics import selectivity_groups
 
     group_of = {}
     for g in selectivity_groups(workload):

@@ -62,7 +62,8 @@ from mqjoin.model.queries import split_query_name
 from mqjoin.widgets._controls import set_slider, typeable
 from mqjoin.widgets._html import error_box, info_box
 from mqjoin.widgets.figures import fmt, new_figure_widget, query_graph_traces, sync_figure
-from mqjoin.widgets.model import ModelView, render_fractions, selectivity_groups
+from mqjoin.model.statistics import selectivity_groups
+from mqjoin.widgets.model import ModelView, render_fractions
 
 
 def fresh_name(workload) -> str:

@@ -44,7 +44,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.datasets.commands import load_named_workload
@@ -52,14 +51,8 @@ from mqjoin.model.errors import FilterError, MissingFractionError, MqjoinError, 
 from mqjoin.planning.ilp import POLICIES, SOLVERS
 from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
 from mqjoin.planners.registry import check_planner
-from mqjoin.model.workload import (
-    Attr,
-    JoinClass,
-    Workload,
-    iter_pairs,
-    load_workload,
-    parse_workload,
-)
+from mqjoin.model.statistics import SelectivityGroup, with_class_selectivity
+from mqjoin.model.workload import Workload, load_workload, parse_workload
 
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.support.gcpause import paused_gc
@@ -91,81 +84,6 @@ def as_workload(workload: Workload | str) -> Workload:
     if "\n" in text or ":" in text and not text.endswith((".yaml", ".yml")):
         return parse_workload(workload)
     return load_named_workload(text)  # a file, else a bundled workload, else the "file not found" error
-
-
-# --------------------------------------------------------------------------------------------
-# selectivity groups: what one selectivity slider edits
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SelectivityGroup:
-    """Classes (of any queries) that must share one selectivity because they share a pair of
-    attributes (docs/model.md §1): editing one selectivity edits the whole group.
-
-    ``label`` is the equality text (``"R.a = S.a"``) that :meth:`Workload.with_selectivity`
-    accepts; ``members`` the union of the classes' attributes."""
-
-    label: str
-    members: tuple[Attr, ...]
-    selectivity: float
-    queries: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return self.label
-
-
-def selectivity_groups(workload: Workload) -> tuple[SelectivityGroup, ...]:
-    """The selectivity groups of a workload, in the order of their first attribute.
-
-    >>> w = as_workload("tpch_fig7a.yaml")
-    >>> [g.label for g in selectivity_groups(w)][:2]
-    ['lineitem.orderkey = orders.orderkey', 'lineitem.partkey = part.partkey = partsupp.partkey']
-    """
-    classes: list[tuple[JoinClass, str]] = [(c, q.name) for q in workload.queries for c in q.classes]
-    parent = list(range(len(classes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[tuple[Attr, Attr], int] = {}
-    for i, (c, _) in enumerate(classes):
-        for pair in iter_pairs(c.members):
-            if pair in owner:
-                parent[find(i)] = find(owner[pair])
-            else:
-                owner[pair] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(classes)):
-        groups.setdefault(find(i), []).append(i)
-    out = []
-    for idx in groups.values():
-        members = tuple(sorted({a for i in idx for a in classes[i][0].members}))
-        queries = tuple(dict.fromkeys(classes[i][1] for i in idx))
-        out.append(SelectivityGroup(" = ".join(str(a) for a in members), members,
-                                    classes[idx[0]][0].selectivity, queries))
-    return tuple(sorted(out, key=lambda g: g.members))
-
-
-def with_class_selectivity(workload: Workload, group: SelectivityGroup | str, value: float) -> Workload:
-    """The workload with a new selectivity for a class and every class that shares a pair of
-    attributes with it (one :class:`SelectivityGroup`), so the result stays consistent.
-
-    >>> w = as_workload("tpch_fig7a.yaml")
-    >>> w2 = with_class_selectivity(w, "part.partkey = partsupp.partkey", 0.001)
-    >>> sorted({c.selectivity for q in w2.queries for c in q.classes if any(a.name == "partkey" for a in c.members)})
-    [0.001]
-    """
-    label = group.label if isinstance(group, SelectivityGroup) else str(group)
-    for g in selectivity_groups(workload):
-        if label == g.label or _pairs_of(label) & _pairs_of(g.label):
-            if set(_attrs_of(label)) <= set(g.members):
-                label = g.label
-            break
-    return workload.with_selectivity(label, value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,16 +552,3 @@ def _thread(job: Callable[[], None]) -> threading.Thread:
     t = threading.Thread(target=job, name="mqjoin-anytime", daemon=True)
     t.start()
     return t
-
-
-def _attrs_of(label: str) -> list[Attr]:
-    out = []
-    for part in label.split("="):
-        rel, _, name = part.strip().partition(".")
-        out.append(Attr(rel, name))
-    return out
-
-
-def _pairs_of(label: str) -> set[tuple[Attr, Attr]]:
-    attrs = sorted(set(_attrs_of(label)))
-    return set(iter_pairs(tuple(attrs)))

@@ -109,7 +109,7 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
         slots.setdefault((op.node, h), []).append(op)
     groups = [(k, pm, g) for k, pm in enumerate(qp.pmjoins) for g in pm.groups]
     band = top + 1.2  # the value groups' row, clear of the top operator's label
-    for k, pm, g in groups:
+    for k, _pm, g in groups:
         slots.setdefault((g.tree.node, band + k * 0.8), []).append(g)
     pos: dict[int, tuple[float, float]] = {}
     for (node, y), items in slots.items():

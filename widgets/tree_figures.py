@@ -376,7 +376,7 @@ def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str], check: RunCh
 def _output_trace(f: _Forest, colors: Mapping[str, str]) -> dict:
     """The sinks: a query's results (in its colour) or an insertion into an MIR store."""
     ox, oy, ot, oc = [], [], [], []
-    for lab, parent, text, x, y in f.sink_rows:
+    for _lab, _parent, text, x, y in f.sink_rows:
         ox.append(f.X(x))
         oy.append(_Y(y))
         if text.startswith("store"):

@@ -173,7 +173,7 @@ class AdaptiveController:
         return w.with_sizes(sizes, strict=False) if sizes else w
 
     def _sampled(self, epoch: int) -> Workload:
-        from mqjoin.datasets.stats import with_pair_values
+        from mqjoin.model.statistics import with_pair_values
 
         w = self.full.restricted_to(self.queries(epoch))
         if not self.pair_values and not self.rates:

@@ -4,7 +4,7 @@ optionally on a consistent sample of join values, and the statistics the optimis
 **Statistics of an epoch.**  ``rate(R) = n_R / epoch`` (an epoch without a tuple of ``R``
 gives half a tuple per epoch: the model needs positive rates); the selectivity of a pair
 ``X.a = Y.b`` is ``agreeing pairs / (n_X · n_Y)`` over the epoch's tuples (one agreeing pair
-when none agree, as :mod:`mqjoin.datasets.stats` writes it), and linked pairs of one class get
+when none agree, as :mod:`mqjoin.model.statistics` writes it), and linked pairs of one class get
 their geometric mean (the same grouping as ``mqjoin stats``).  A class whose relations had no
 tuple in the epoch keeps its previous value.  With ``policy.sample < 1`` only join values whose
 hash falls below the fraction are counted (the same values in every relation, so agreeing
@@ -110,7 +110,7 @@ class EpochStats:
     def apply(self, workload: Workload) -> Workload:
         """``workload`` with these rates and selectivities (classes without a sampled pair keep
         their values) and join sizes (those of sets it joins as the plan that measured them)."""
-        from mqjoin.datasets.stats import with_pair_values
+        from mqjoin.model.statistics import with_pair_values
 
         w = with_pair_values(workload, self.pairs, rates={r: v for r, v in self.rates.items()
                                                            if r in workload.relation_rank})
@@ -158,7 +158,7 @@ def estimated_size(workload: Workload, m: MeasuredSize) -> float | None:
 def epoch_stats(sample: EpochSample, policy: AdaptivePolicy, relations: Iterable[str]) -> EpochStats:
     """Rates of ``relations`` and selectivities of the sampled pairs whose relations both had
     tuples (see the module doc)."""
-    from mqjoin.datasets.stats import PairEstimate
+    from mqjoin.model.statistics import PairEstimate
 
     n = dict(sample.tuples)
     rates = {r: max(n.get(r, 0), EMPTY_EPOCH_TUPLES) / policy.epoch for r in relations}

@@ -6,6 +6,7 @@ import argparse
 
 from mqjoin.cli.plans import cmd_candidates, cmd_compare, cmd_frontier, cmd_optimize, cmd_partitions
 from mqjoin.cli.runs import cmd_demo, cmd_run, cmd_synth
+from mqjoin.cli.spark import BATCH_ROWS
 from mqjoin.datasets.commands import add_dataset_parsers
 from mqjoin.planning.options import MODES, POLICIES, SOLVERS
 from mqjoin.planners.registry import PLANNERS, named, planner_of
@@ -75,7 +76,8 @@ def spark_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
-    g.add_argument("--max-rows-per-batch", type=int, metavar="N", help="cap a micro-batch at N input tuples")
+    g.add_argument("--max-rows-per-batch", type=int, metavar="N", help="cap a micro-batch at N input tuples (default "
+                   f"{BATCH_ROWS:,} when unpaced: the memory of a run follows one batch's results, not all of them)")
     g.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory: rerun with the same DIR and --out "
                    "to resume a stopped or killed run (default: a temporary one)")
     g.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
@@ -130,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("workload")
     r.add_argument("--data", required=True, metavar="DIR", help="input: DIR/<relation>.csv or .parquet")
     r.add_argument("--out", required=True, metavar="DIR", help="output: DIR/<query>.parquet")
+    r.add_argument("--workload-stats", action="store_true",
+                   help="plan on the workload's rates, selectivities and sizes as written, even where the data "
+                        "contradicts them (default: measure them again then; the horizon is the data's span)")
     r.add_argument("--engine", choices=("reference", "spark", "native"), default="reference",
                    help="reference (in-process), spark (the plan on Spark Structured Streaming) or native "
                         "(Spark's own stream-stream joins, one query each: the baseline)")

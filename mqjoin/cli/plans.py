@@ -40,7 +40,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         replanned = replan_report(before.plan, res.plan)
     progress = [] if before is not None else [r.to_dict() for r in monitor.reports]
     if args.json:
-        print(json.dumps({**res.to_dict(), **({"stats_from": replanned.to_dict()} if replanned else {}),
+        from mqjoin.planning.attribution import cost_by_query
+
+        print(json.dumps({**res.to_dict(), "cost_by_query": cost_by_query(res.plan),
+                          **({"stats_from": replanned.to_dict()} if replanned else {}),
                           "progress": progress}, indent=1, ensure_ascii=False))
     else:
         print(res.summary())

@@ -11,15 +11,16 @@ from pathlib import Path
 from mqjoin.cli.adaptive import run_adaptive
 from mqjoin.cli.budget import budget_line, budget_options
 from mqjoin.cli.options import clash_only, optimize_args
-from mqjoin.cli.spark import run_spark, spark_check, spark_line
-from mqjoin.datasets.commands import load_named_workload
+from mqjoin.cli.spark import run_spark, spark_check, spark_line, start_spark_ahead
+from mqjoin.datasets.commands import fitted_inputs, load_named_workload
 from mqjoin.model.errors import OptionError, ResultMismatchError
 from mqjoin.planners.registry import planner_of
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mqjoin.model.tables import read_inputs, write_results
+    from mqjoin.model.tables import ResultWriter, read_results
     from mqjoin.runtime.reference import run_reference
+    from mqjoin.support.phases import Phases
 
     budget = budget_options(args)
     if budget and (args.adaptive or args.changes or args.static):
@@ -33,37 +34,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise OptionError(f"--cpu-budget runs on the reference engine, not --engine {args.engine}")
     if args.engine == "native":
         clash_only(args, "--engine native (Spark's own joins, no plan)")
-    res = optimize_args(args)
-    tables = read_inputs(res.workload, args.data)
+    phases = Phases()
+    starting = start_spark_ahead(args) if args.engine != "reference" else None
+    with phases("input"):
+        tables, fit = fitted_inputs(args.workload, args.data, args.workload_stats)
+    with phases("optimise"):
+        res = optimize_args(args, fit.workload)
     if args.engine == "reference":
-        run = run_reference(res.plan, tables, **budget)
-        write_results(res.workload, run.results, args.out)
+        with ResultWriter(res.workload, args.out) as put:
+            def sink(q, entries):  # the results, handed over as the run goes: their writing is output's
+                with phases("output"):
+                    put.add(q, entries)
+            t0 = time.perf_counter()
+            run = run_reference(res.plan, tables, sink=sink, **budget)
+            phases.add("batches", time.perf_counter() - t0 - phases.seconds.get("output", 0.0))
+            with phases("output"):
+                put.close()
         from mqjoin.planning.measured import check_run
 
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
         summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
                    "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
-                   "predicted": check.to_dict()}
-        sets, counts = run.result_sets(), run.counts
+                   "statistics": fit.to_dict(), "predicted": check.to_dict()}
+        counts = dict(run.counts)
         if budget:
             from mqjoin.runtime.shedding import deficit
 
             full = run_reference(res.plan, tables, collect=False).counts
             summary["budget"].update(unbounded_results=full, deficit=deficit(counts, full))
     else:
-        d = run_spark(args, res.plan, tables)
-        sets = d.results()
-        counts = {q: len(r) for q, r in sets.items()}
+        d = run_spark(args, res.plan, tables, spark=starting, phases=phases)
         summary = {"engine": args.engine, "mode": args.mode if args.engine == "spark" else "native",
                    "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost,
-                   **d.summary(), "out": str(args.out)}
+                   **d.summary(), "out": str(args.out), "statistics": fit.to_dict()}
+        counts = summary["results"]
         check = spark_check(res.plan, d, tables) if args.engine == "spark" else None
         if check is not None:
             summary["predicted"] = check.to_dict()
+    summary["phases"] = phases.to_dict()
     if args.check:
         from mqjoin.runtime.oracle import oracle_results
 
-        want = oracle_results(res.workload, tables)
+        want, sets = oracle_results(res.workload, tables), read_results(res.workload, args.out)
         if budget:
             ok = all(sets[q] <= want[q] for q in want)
             summary["check"] = "a subset of the oracle" if ok else "NOT a subset of the oracle"
@@ -88,10 +100,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(check.render())
         for q, n in counts.items():
             print(f"  {q:>8}: {n} results → {Path(args.out) / (q + '.parquet')}")
+        print(f"whole command {_phases_line(summary['phases'])}")
         if args.check:
             print(summary["check"])
     return 0
 
+
+def _phases_line(p: dict) -> str:
+    """``run``'s phases in one line (``start``: Spark's start, in a thread beside optimise and input)."""
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in p.items() if k != "whole")
+    return f"{p['whole']:.1f} s: {parts} (s)"
 
 
 def cmd_synth(args: argparse.Namespace) -> int:

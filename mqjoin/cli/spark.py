@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from mqjoin.model.errors import EngineError, MqjoinError, RunFailedError
 
@@ -28,14 +29,43 @@ def spark_line(s: dict) -> str:
             f"{s['busy_seconds']:.1f}s{thr}{lat}{state}; Spark UI {s.get('ui')}")
 
 
-def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
+#: input tuples per micro-batch of an unpaced run without --max-rows-per-batch: the whole input
+#: in one batch would hold all its results at once (at TPC-H SF 1 Figure 7(a), 37.6 million)
+BATCH_ROWS = 1_000_000
+
+
+def batch_rows(args: argparse.Namespace) -> int | None:
+    """The micro-batch cap of a run: ``--max-rows-per-batch``, else :data:`BATCH_ROWS` when the
+    input is not paced (``--rate``/``--speedup`` pace it: a batch is what arrived meanwhile)."""
+    if args.max_rows_per_batch is not None or args.rate or args.speedup:
+        return args.max_rows_per_batch
+    return BATCH_ROWS
+
+
+def start_spark_ahead(args: argparse.Namespace):
+    """Spark's session started in a thread (after the options that need no data are checked),
+    to run while the plan is optimised and the input read and packed."""
+    from mqjoin.runtime.spark.deployment import Pacing
+    from mqjoin.runtime.spark.session import install_java, start_ahead
+
+    Pacing(args.rate, args.speedup, args.max_rows_per_batch).options()  # bad pacing: before Spark starts
+    install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
+    return start_ahead(args.master)
+
+
+def run_spark(args: argparse.Namespace, plan, tables, spark=None, phases=None, **adaptive):
     """Deploy on Spark, print one progress line per micro-batch on stderr, wait, write results.
     ``adaptive`` (``policy=``, ``changes=``, ``optimizer=``): an adaptive deployment of the
-    workload ``plan`` reading its inputs from ``--data`` (relations added queries join included)."""
+    workload ``plan`` reading its inputs from ``--data`` (relations added queries join included).
+    ``spark``: a session (or one starting, :func:`start_spark_ahead`); ``phases``
+    (:class:`~mqjoin.support.phases.Phases`) learns where the seconds went."""
     from mqjoin.runtime.spark.launch import deploy
     from mqjoin.runtime.spark.session import install_java
+    from mqjoin.support.phases import Phases
 
-    install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
+    phases = phases if phases is not None else Phases()
+    if spark is None:
+        install_java()  # the CLI is the set-up path: Java when missing (as root on Debian), else how to get it
     quiet = getattr(args, "json", False)
     if adaptive:
         tables = args.data
@@ -43,9 +73,15 @@ def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
                     "optimizer": adaptive.get("optimizer")}
     if not adaptive:
         adaptive = {"mode": getattr(args, "spark_mode", "auto")}
-    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native",
+    t0 = time.perf_counter()
+    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native", spark=spark,
                master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
-               max_rows_per_batch=args.max_rows_per_batch, **adaptive)
+               max_rows_per_batch=batch_rows(args), **adaptive)
+    timings = getattr(d, "timings", {})
+    phases.add("start", getattr(spark, "seconds", None))  # in a thread, beside optimise and input
+    phases.add("pack", timings.get("replay_log"))
+    phases.add("start_wait", timings.get("session_wait"))
+    phases.add("deploy", time.perf_counter() - t0 - sum(timings.values()))
     if not quiet:
         print(f"mqjoin: deployed on Spark ({d.spark.sparkContext.master}), UI {d.ui_url}", file=sys.stderr)
         if d.engine_name == "mqjoin":
@@ -63,6 +99,7 @@ def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
             elif ev["kind"] == "switch":
                 print(f"  switch: plan {ev['plan']} from epoch {ev['active_from']} — {ev['reason']}", file=sys.stderr)
         d.subscribe(show)
+    t0 = time.perf_counter()
     try:
         try:
             finished = d.wait(args.timeout)
@@ -76,5 +113,7 @@ def run_spark(args: argparse.Namespace, plan, tables, **adaptive):
     finally:
         d.stop()
         d.cleanup()
-    d.write_results()
+        phases.add("batches", time.perf_counter() - t0)
+    with phases("output"):
+        d.write_results()
     return d

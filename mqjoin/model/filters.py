@@ -30,7 +30,7 @@ from mqjoin.model.errors import FilterError, UnknownAttributeError, UnknownRelat
 from mqjoin.model.schema import Attr
 
 #: comparison operators and the predicate each stands for (``v`` read value, ``c`` constants)
-_OPS = {
+_OPS: dict[str, Callable[[Any, tuple[Any, ...]], Any]] = {
     "=": lambda v, c: v == c[0],
     "!=": lambda v, c: v != c[0],
     "<": lambda v, c: v < c[0],
@@ -143,7 +143,7 @@ class Selection:
         return any(all(c.holds(values.get(c.attr.name)) for c in cs) for cs in self.filters)
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """Identity without the fraction (containers of plans optimised on other statistics)."""
         return (self.relation, self.filters)
 
@@ -213,7 +213,7 @@ def parse_where(text: str, relations: Mapping[str, Any], where: str) -> tuple[Fi
                                         f"attribute {att!r} (its attributes: {', '.join(relations[rel].attributes)})")
         if m.group("op"):
             op = "!=" if m.group("op") == "<>" else m.group("op")
-            consts: tuple = (_constant(m.group("c")),)
+            consts: tuple[Any, ...] = (_constant(m.group("c")),)
         elif m.group("list"):
             op, consts = "IN", tuple(_constant(c) for c in re.findall(_CONST, m.group("list")))
         else:

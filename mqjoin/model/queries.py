@@ -37,6 +37,7 @@ from mqjoin.model.errors import (
 )
 from mqjoin.model.filters import Filter, parse_where
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs
+from mqjoin.support.unionfind import UnionFind
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 IDENT_RE = re.compile(rf"^{IDENT}$")
@@ -151,7 +152,9 @@ _PAPER_ITEM = re.compile(rf"\s*({IDENT})\s*\(([^()]*)\)\s*")
 
 def _split_top(text: str) -> list[str]:
     """Split at commas that are not inside parentheses."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -166,32 +169,6 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Attr, Attr] = {}
-
-    def add(self, x: Attr) -> None:
-        self.parent.setdefault(x, x)
-
-    def find(self, x: Attr) -> Attr:
-        self.add(x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: Attr, b: Attr) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-    def groups(self) -> list[list[Attr]]:
-        g: dict[Attr, list[Attr]] = {}
-        for x in self.parent:
-            g.setdefault(self.find(x), []).append(x)
-        return sorted((sorted(v) for v in g.values()), key=lambda v: v[0])
-
-
 def resolve_query(name: str, text: str, relations: Mapping[str, Relation],
                    explicit: Mapping[tuple[Attr, Attr], tuple[float, str]], defaults: Defaults,
                    where_text: str | None = None, fractions: Mapping[tuple[str, str], float] | None = None) -> Query:
@@ -199,7 +176,7 @@ def resolve_query(name: str, text: str, relations: Mapping[str, Relation],
     stripped = text.strip()
     if not stripped:
         raise WorkloadSyntaxError(f"{where} is empty: write e.g. 'R(a), S(a,b)' or 'R.a = S.a'")
-    uf = _UnionFind()
+    uf: UnionFind[Attr] = UnionFind()
     order: list[str] = []
 
     if "(" in stripped:  # paper notation R(a), S(a,b), T(b)
@@ -322,7 +299,7 @@ def _class_selectivity(where: str, group: list[Attr],
 def check_filter_consistency(queries: list[Query]) -> None:
     """Queries with the same filter on a relation must give it one pass fraction: their
     filtered stores are one store (docs/model.md §7), with one size."""
-    seen: dict[tuple, tuple[float, str]] = {}
+    seen: dict[tuple[Any, ...], tuple[float, str]] = {}
     for q in queries:
         for f in q.filters:
             key = (f.relation, f.comparisons)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Iterator
 
+from mqjoin.support.unionfind import UnionFind
+
 
 @dataclass(frozen=True, order=True)
 class Attr:
@@ -111,23 +113,11 @@ def components(relations: Iterable[str], classes: Iterable[JoinClass]) -> list[l
     >>> components(["T", "S", "R"], cs)
     [['R', 'S'], ['T']]
     """
-    classes = tuple(classes)
-    left = sorted(set(relations))
-    comps = []
-    while left:
-        comp = {left[0]}
-        frontier = [left[0]]
-        while frontier:
-            r = frontier.pop()
-            for c in classes:
-                if r in c.relations:
-                    for other in c.relations:
-                        if other in left and other not in comp:
-                            comp.add(other)
-                            frontier.append(other)
-        comps.append(sorted(comp))
-        left = [r for r in left if r not in comp]
-    return comps
+    rels = set(relations)
+    uf = UnionFind(rels)
+    for c in classes:
+        uf.link(r for r in c.relations if r in rels)
+    return uf.groups()
 
 
 def is_connected(relations: Iterable[str], classes: Iterable[JoinClass]) -> bool:

@@ -121,7 +121,7 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
     return tuple((r, shares[r] / scale) for r in relations)
 
 
-def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple:
+def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple[Any, ...]:
     """What a measured size is the size of: the relation set, the members of its classes
     inside the set (selectivities left out: an edit moves sizes, :meth:`Workload.respecified`)
     and the selections of its relations (without fractions)."""
@@ -130,7 +130,7 @@ def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection:
     return (relations, members, tuple(sorted(s.key for s in selection if s.relation in relations)))
 
 
-def size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple, tuple[JoinClass, ...], tuple["Selection", ...]]]:
+def size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple[Any, ...], tuple[JoinClass, ...], tuple["Selection", ...]]]:
     """The (look-up key, classes, selection) of every use of the measured size ``m``: the
     unfiltered join of its set in every query that joins the set connected (all alike), or the
     join under its query's own filters; a typed error when there is none or they differ."""
@@ -192,13 +192,13 @@ def rehome(m: MeasuredSize, old: Mapping[str, Query], new: Mapping[str, Query]) 
 
 
 def resolve_sizes(entries: Iterable[MeasuredSize], queries: Iterable[Query],
-                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple, MeasuredSize]]:
+                   strict: bool) -> tuple[tuple[MeasuredSize, ...], dict[tuple[Any, ...], MeasuredSize]]:
     """The measured sizes that apply to ``queries`` (sorted) and their look-up table (key →
     measured size).  ``strict``: a size that does not apply, or contradicts another, is a typed error;
     otherwise it is left out (an edit removed or changed the queries that joined its set)."""
     by_name = {q.name: q for q in queries}
     kept: list[MeasuredSize] = []
-    lookup: dict[tuple, MeasuredSize] = {}
+    lookup: dict[tuple[Any, ...], MeasuredSize] = {}
     for m in entries:
         try:
             keys = [k for k, _, _ in size_targets(m, by_name)]

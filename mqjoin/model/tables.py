@@ -6,7 +6,8 @@ are compared as read: Parquet keeps its stored types; a CSV column is numeric wh
 (non-empty) values are.  Empty CSV cells, nulls and NaN are nulls, which join with nothing.
 
 Output of query ``q`` is ``OUT/q.parquet`` with one int64 column per relation of the query
-holding that relation's row index, one row per result (sorted).
+holding that relation's row index, one row per result, in the order the engine produced them
+(not sorted: a query's answer is a set; :func:`read_results` reads it back as one).
 
 >>> t = Table.from_columns("R", {"ts": [0.0, 1.5], "a": [1, 2]})
 >>> len(t), t.value("a", 1)
@@ -17,12 +18,16 @@ from __future__ import annotations
 
 import csv
 import math
+from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from mqjoin.model.errors import DataError
 from mqjoin.model.workload import Workload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -192,31 +197,120 @@ def write_inputs(tables: Mapping[str, Table], data_dir: str | Path, fmt: str = "
     return d
 
 
-def write_results(workload: Workload, results: Mapping[str, Iterable[tuple[int, ...]]], out_dir: str | Path) -> Path:
-    """Write ``OUT/<query>.parquet``: one int64 column per relation, rows sorted."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def result_rows(rows: "np.ndarray | Sequence[tuple[int, ...]]", width: int) -> "np.ndarray":
+    """Results as one ``n × width`` int64 array: an array as given, a sequence of row-index
+    tuples (what a per-tuple executor collects) converted in bulk, without a Python list per
+    column.
 
+    >>> result_rows([(1, 2), (3, 4)], 2).tolist(), result_rows([], 3).shape
+    ([[1, 2], [3, 4]], (0, 3))
+    """
+    import numpy as np
+
+    if isinstance(rows, np.ndarray):
+        return rows.reshape(len(rows), width).astype(np.int64, copy=False)
+    n = len(rows)
+    return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=n * width).reshape(n, width)
+
+
+def _out_dir(out_dir: str | Path) -> Path:
     d = Path(out_dir)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DataError(f"cannot create output directory {str(d)!r}: {e}") from None
-    for q in workload.queries:
-        rows = sorted(results.get(q.name, ()))
-        cols = list(zip(*rows)) if rows else [()] * len(q.relations)
-        table = pa.table({r: pa.array(list(c), type=pa.int64()) for r, c in zip(q.relations, cols)})
-        pq.write_table(table, d / f"{q.name}.parquet")
     return d
 
 
+class ResultWriter:
+    """``OUT/<query>.parquet`` written a part at a time (:meth:`add`; :meth:`close` writes the
+    empty files of queries that got nothing): an engine hands over results as column arrays
+    while it runs and no result set is ever held whole.  Rows stay in the order they were
+    added.
+
+    >>> import tempfile, numpy as np
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [a]}}, queries: {q: 'R(a), S(a)'}}")
+    >>> out = tempfile.mkdtemp()
+    >>> with ResultWriter(w, out) as put:
+    ...     put.add("q", np.array([[2, 0]])); put.add("q", np.array([[0, 1], [1, 1]]))
+    >>> result_counts(w, out), sorted(read_results(w, out)["q"])
+    ({'q': 3}, [(0, 1), (1, 1), (2, 0)])
+    """
+
+    def __init__(self, workload: Workload, out_dir: str | Path):
+        self.dir = _out_dir(out_dir)
+        self.relations = {q.name: q.relations for q in workload.queries}
+        self._writers: dict[str, Any] = {}
+        self._closed = False
+
+    def _schema(self, query: str):
+        import pyarrow as pa
+
+        return pa.schema([(r, pa.int64()) for r in self.relations[query]])
+
+    def add(self, query: str, rows: "np.ndarray | Sequence[tuple[int, ...]]") -> None:
+        """Append results of ``query`` (``n × k`` row indices in its relation order)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rels = self.relations[query]
+        rows = result_rows(rows, len(rels))
+        if not len(rows):
+            return
+        if query not in self._writers:
+            self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query))
+        cols = [pa.array(rows[:, i]) for i in range(len(rels))]
+        self._writers[query].write_table(pa.Table.from_arrays(cols, schema=self._schema(query)))
+
+    def close(self) -> Path:
+        """Finish every file (once: closing again changes nothing)."""
+        import pyarrow.parquet as pq
+
+        if self._closed:
+            return self.dir
+        self._closed = True
+        for q in self.relations:
+            w = self._writers.pop(q, None)
+            if w is not None:
+                w.close()
+            else:
+                pq.write_table(self._schema(q).empty_table(), self.dir / f"{q}.parquet")
+        return self.dir
+
+    def __enter__(self) -> "ResultWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_results(workload: Workload, results: Mapping[str, "np.ndarray | Sequence[tuple[int, ...]]"],
+                  out_dir: str | Path) -> Path:
+    """Write ``OUT/<query>.parquet`` (one int64 column per relation, one row per result, in
+    the order given: the answer is a set) from query → results, each an ``n × k`` array or a
+    sequence of row-index tuples."""
+    with ResultWriter(workload, out_dir) as put:
+        for q in workload.queries:
+            put.add(q.name, results.get(q.name, ()))
+    return put.dir
+
+
+def result_counts(workload: Workload, out_dir: str | Path) -> dict[str, int]:
+    """Results per query of ``OUT/<query>.parquet``, from the files' metadata (no row read)."""
+    import pyarrow.parquet as pq
+
+    return {q.name: pq.ParquetFile(Path(out_dir) / f"{q.name}.parquet").metadata.num_rows for q in workload.queries}
+
+
 def read_results(workload: Workload, out_dir: str | Path) -> dict[str, set[tuple[int, ...]]]:
-    """Read results written by :func:`write_results` back as sets of row-index tuples."""
+    """Read ``OUT/<query>.parquet`` back as sets of row-index tuples — to compare result sets
+    (tests, ``run --check``); a run's own path never builds them."""
     import pyarrow.parquet as pq
 
     out = {}
     for q in workload.queries:
         t = pq.read_table(Path(out_dir) / f"{q.name}.parquet")
-        cols = [t.column(r).to_pylist() for r in q.relations]
-        out[q.name] = set(zip(*cols)) if cols and cols[0] else set()
+        cols = [t.column(r).to_numpy() for r in q.relations]
+        out[q.name] = set(zip(*(c.tolist() for c in cols))) if cols and len(cols[0]) else set()
     return out

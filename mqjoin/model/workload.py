@@ -224,8 +224,8 @@ class Workload:
         if not self.sizes:
             return new
         moved = []
-        for m in self.sizes:
-            m = rehome(m, self._queries_by_name, new._queries_by_name)
+        for old in self.sizes:
+            m = rehome(old, self._queries_by_name, new._queries_by_name)
             if m is None:
                 continue
             old_key, old_classes, old_sel = size_targets(m, self._queries_by_name)[0]
@@ -377,7 +377,8 @@ class Workload:
             members = [self.query(n) for n in self.group_of(q.name)]
             for r in q.relations:
                 filters = [m.filter_of(r) for m in members if r in m.relation_set]
-                out[q.name, r] = None if any(f is None for f in filters) else Selection.union(filters)
+                kept = [f for f in filters if f is not None]
+                out[q.name, r] = None if len(kept) < len(filters) else Selection.union(kept)
         return out
 
     def selection(self, query: str, relation: str) -> "Selection | None":
@@ -440,7 +441,7 @@ class Workload:
         return used
 
     @cached_property
-    def _size_lookup(self) -> dict[tuple, MeasuredSize]:
+    def _size_lookup(self) -> dict[tuple[Any, ...], MeasuredSize]:
         return resolve_sizes(self.sizes, self.queries, strict=False)[1]
 
     def _measured(self, relations: frozenset[str], classes: Iterable[JoinClass],

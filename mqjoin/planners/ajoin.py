@@ -53,9 +53,11 @@ from mqjoin.planning.candidates import MIR
 from mqjoin.planning.cost import is_close, join_size
 from mqjoin.model.errors import PlannerError
 from mqjoin.model.filters import Filter
+from mqjoin.planners.contract import Built
 from mqjoin.planners.trees import JoinTree, plan_joint_trees
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import JoinClass, Workload, is_connected, parse_workload, restrict_classes
+from mqjoin.planning.options import OptimizeOptions
 
 if TYPE_CHECKING:
     from mqjoin.planning.plan import Plan
@@ -306,7 +308,7 @@ def join_trees(workload: Workload, fixed: Mapping[str, JoinTree] | None = None) 
                 if n in served:
                     continue
                 q = workload.query(n)
-                for k, a, b, t in cands[n]:
+                for k, _a, _b, t in cands[n]:
                     sharers = (available[k] - served) | existing.get(k, set())
                     scost = join_size(workload, t.relations, q.classes, workload.selections(n)) / len(sharers)
                     order = (scost, min(rank[r] for r in t.relations), k[0], n)
@@ -377,6 +379,21 @@ def replan(previous: AjoinPlan, workload: Workload, crd: UnionFraction | None = 
     trees = join_trees(grouped, fixed)
     return AjoinPlan(grouped, trees, log, False, tuple(n for n in workload.query_names if n in affected))
 
+
+def ajoin_tree(workload: Workload, query: str, options: OptimizeOptions) -> JoinTree:
+    """The ``ajoin`` planner's :class:`~mqjoin.planners.contract.TreeRule`: AJoin's join order of
+    the query alone (modes ``individual`` and ``shared``)."""
+    return join_trees(workload.restricted_to([query]))[query]
+
+
+def ajoin_groups(workload: Workload, options: OptimizeOptions) -> Built | None:
+    """The ``ajoin`` planner's :class:`~mqjoin.planners.contract.BuildRule`: in mode ``mqo``,
+    AJoin's query groups and reordering with shared costs (:func:`ajoin`); else ``None`` (each
+    query alone, :func:`ajoin_tree`)."""
+    if options.mode != "mqo":
+        return None
+    planned = ajoin(workload)
+    return Built(planned.workload, planned.plan(options.partitioning), dict(planned.trees))
 
 
 def ajoin_optimizer(crd: UnionFraction | None = None) -> Callable:

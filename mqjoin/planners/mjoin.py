@@ -25,6 +25,7 @@ from typing import Iterable
 
 from mqjoin.model.workload import Workload
 from mqjoin.planning.cost import is_close, join_size
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.planners.trees import JoinTree, splits
 
 
@@ -38,7 +39,7 @@ class UnitCosts:
     comp: float = 1.0
 
 
-def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],
+def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Iterable[str],  # noqa: E741 — the paper's k, l
                         unit: UnitCosts = UnitCosts()) -> tuple[float, float]:
     """``(D(k, l), S(k, l))`` of MJoin's appendix A.2 (Equations 4 and 3) for splitting the
     MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
@@ -106,3 +107,9 @@ def mjoin_tree(workload: Workload, query: str, decompose: bool = False, unit: Un
         return JoinTree.join(JoinTree.leaf(r) for r in rels)
 
     return build(tuple(q.relations))
+
+
+def mjoin_rule(workload: Workload, query: str, options: OptimizeOptions) -> JoinTree:
+    """The ``mjoin`` planner's :class:`~mqjoin.planners.contract.TreeRule`: :func:`mjoin_tree`,
+    decomposed when ``options.decompose``."""
+    return mjoin_tree(workload, query, options.decompose)

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
-from mqjoin.planning.cost import is_close, join_size
+from mqjoin.planning.cost import is_close, join_size, prefix_messages
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.plan import Choice, Plan, build_plan, step_cost, store_parallelism
 from mqjoin.model.workload import Attr, Query, Workload, is_connected, restrict_classes
@@ -240,7 +241,7 @@ def _partitions(workload: Workload, cand_workload: Workload, owned: list[tuple[O
         best = min(costs.values())
         chosen[m] = min(a for a, c in costs.items() if is_close(c, best))
     out = []
-    for (owner, order), ss in zip(owned, steps):
+    for (_owner, order), ss in zip(owned, steps):
         if partitioning == "single":
             parts = tuple(chosen[s.target] for s in ss)
         else:
@@ -312,7 +313,7 @@ def splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], t
 
 def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
     """The docs/model.md §4 probe cost of a query's operator tree alone, every probe routed: each non-root
-    node's results, ``|⋈N|`` per time unit, probe the rest of their parent's join — once per
+    node's results over the horizon (:func:`~mqjoin.planning.cost.prefix_messages`) probe the rest of their parent's join — once per
     step of the probing sequence (for a binary tree: once, into the sibling).
 
     >>> from mqjoin.model.workload import parse_workload
@@ -335,7 +336,7 @@ def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
             # relation, i.e. |⋈P| summed over the |k| starts of this child
             others = [o.relations for o in node.children if o is not k]
             for nxt in probing_sequence(workload, query, have, others):
-                total += join_size(workload, have, q.classes) * len(k.relations) / len(have)
+                total += sum(prefix_messages(workload, have, x, q.classes) for x in k.relations)
                 have |= set(nxt)
     return total
 
@@ -374,12 +375,19 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
             found: tuple[float, JoinTree] | None = None
             for a, b in cuts:
                 # both children's results probe the other child
-                cost = best[a][0] + best[b][0] + join_size(workload, a, q.classes) + join_size(workload, b, q.classes)
+                cost = best[a][0] + best[b][0] + sum(prefix_messages(workload, c, x, q.classes)
+                                                     for c in (a, b) for x in c)
                 if found is None or (cost < found[0] and not is_close(cost, found[0])):
                     found = (cost, JoinTree.join([best[a][1], best[b][1]]))
             if found is not None:
                 best[sub] = found
     return best[rels][1]
+
+
+def tree_rule(workload: Workload, query: str, options: OptimizeOptions) -> JoinTree:
+    """The ``tree`` planner's :class:`~mqjoin.planners.contract.TreeRule`: the cheapest binary
+    tree of the options' shape (``best`` unless given)."""
+    return binary_tree(workload, query, options.tree_shape or "best")
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,7 +408,7 @@ def plan_trees(workload: Workload, trees: Mapping[str, JoinTree], mode: str = "i
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, D: {attributes: [c]}}
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
-    >>> from mqjoin.planners.dispatch import operator_trees
+    >>> from mqjoin.planners.registry import operator_trees
     >>> trees = operator_trees(w, "mjoin")
     >>> plan_trees(w, trees, "individual"), plan_trees(w, trees, "individual").probe_orders()["q"]["B"]
     (Plan(individual/single: probe cost 733.333, 4 stores, 12 steps), 'B » A[a] » C[b] » D[c]')

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator, Mapping, Union
+from typing import Callable, Iterable, Iterator, Mapping, Union
 
 from mqjoin.planning.cost import broadcast_factor, memory_tuples, store_parallelism, unit_step_cost
 from mqjoin.model.filters import Selection
@@ -381,6 +381,24 @@ def steps_of(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload
     return tuple(out)
 
 
+def order_steps(order: ProbeOrder, classes: Iterable[JoinClass], workload: Workload,
+                selection: Iterable[Selection] = ()) -> tuple[tuple[Step, Attr], ...]:
+    """The steps of a partitioned probe order (:func:`steps_of`), each with the partition
+    attribute of its target store."""
+    return tuple(zip(steps_of(order, classes, workload, selection), order.partitions or ()))
+
+
+def probe_order_cost(steps: Iterable[tuple[Step, Attr]], cost: Callable[[Step, Attr], float]) -> float:
+    """A probe order's cost on its own: the sum of its steps' costs, each step costed with the
+    partition of its target store (docs/model.md §4).  A step the order shares with others is
+    counted in full: sharing is the plan's saving, not the order's.
+
+    >>> probe_order_cost([("s1", "a"), ("s2", "b")], lambda step, partition: {"s1": 2.0, "s2": 3.5}[step])
+    5.5
+    """
+    return sum(cost(s, a) for s, a in steps)
+
+
 # --------------------------------------------------------------------------------------------
 # all candidates of a workload
 # --------------------------------------------------------------------------------------------
@@ -433,7 +451,7 @@ class Candidates:
     def order_cost(self, owner: Owner, order: ProbeOrder) -> float:
         """Cost of a partitioned probe order on its own (no sharing)."""
         _, classes, selection = _join_of(owner, self.workload)
-        return sum(self.cost(s, a) for s, a in zip(steps_of(order, classes, self.workload, selection), order.partitions))
+        return probe_order_cost(order_steps(order, classes, self.workload, selection), self.cost)
 
     @cached_property
     def size(self) -> dict[str, int]:

@@ -26,10 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.result import OptimizeResult, family
 from mqjoin.planning.options import POLICIES
 from mqjoin.model.workload import Workload
-from mqjoin.planners.registry import family, named, planner_of
+from mqjoin.planners.registry import named, planner_of
 
 #: the planners ``mqjoin compare`` lists without ``--planner``
 COMPARED_PLANNERS = named("compared")

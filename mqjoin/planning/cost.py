@@ -1,6 +1,21 @@
 """The cost model: join sizes (docs/model.md §2), store parallelism and step costs (§4), store
 memory (§5) — the only module that computes them (candidates, plans and the ILP call it).
 
+**Totals over the horizon.**  Rates and join sizes are per time unit; what the optimiser adds
+up are totals over the run's horizon ``H`` (``defaults.horizon``: the span of the data a
+command is given, else the workload's own).  A step with prefix ``P`` and start ``X`` ships
+the partial results of ``⋈P`` that ``X``'s tuples complete, each of its other tuples within
+its window of that tuple, ``χ`` times each::
+
+    messages = |⋈P| · o_P(X) · χ · |P| · ∫₀^H Π_{R ∈ P, R ≠ X} min(w_R, t) dt
+
+— ``|⋈P| / |P| · χ · H^|P|`` under full history (``o = 1/|P|``): the paper's cost per time
+unit times ``H^|P|``.  A store of ``M`` holds ``|⋈M| · Π_{R ∈ M} min(w_R, H)`` rows.  Both
+are counts, so the plan does not depend on the unit time is written in: with every rate
+times ``c`` and every window and the horizon divided by ``c``, every total stays as it was.
+At ``H = 1`` without windows shorter than 1 (the paper's examples) the totals are the costs
+per time unit.
+
 >>> from mqjoin.model.workload import parse_workload
 >>> w = parse_workload('''
 ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a, b], rate: 100},
@@ -104,11 +119,57 @@ def window_of(workload: Workload, relations: Iterable[str]) -> float:
     return min(finite) if finite else workload.defaults.horizon
 
 
+def exposure(workload: Workload, prefix: Iterable[str], start: str, span: float | None = None) -> float:
+    """``∫₀^S Π_{R ∈ P, R ≠ X} min(w_R, t) dt`` over ``S = span`` (default the horizon): the time
+    units × window volume over which a tuple of ``start`` finds partners of the rest of
+    ``prefix`` (module docstring); ``S^k / k`` for ``k`` relations without windows.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... relations: {R: {attributes: [a], rate: 2}, S: {attributes: [a], rate: 2, window: 1}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.5}''')
+    >>> exposure(w, ["R"], "R", 3.0), exposure(w, ["R", "S"], "R", 3.0), exposure(w, ["R", "S"], "S", 3.0)
+    (3.0, 2.5, 4.5)
+    """
+    span = workload.defaults.horizon if span is None else span
+    bounds = sorted(min(w, span) if (w := workload.window(r)) is not None else span
+                    for r in prefix if r != start)
+    total, a, fixed = 0.0, 0.0, 1.0
+    for i, b in enumerate(bounds + [span]):
+        m = len(bounds) - i  # relations whose window is still open on [a, b]: t^m
+        if b > a:
+            total += fixed * (b ** (m + 1) - a ** (m + 1)) / (m + 1)
+        a = max(a, b)
+        if i < len(bounds):
+            fixed *= b
+    return total
+
+
+def held_volume(workload: Workload, relations: Iterable[str], span: float | None = None) -> float:
+    """``Π_{R ∈ M} min(w_R, S)`` over ``S = span`` (default the horizon): the time volume whose
+    results a store of ``relations`` holds at the end of a run of that span (module docstring)."""
+    span = workload.defaults.horizon if span is None else span
+    return math.prod(min(w, span) if (w := workload.window(r)) is not None else span for r in relations)
+
+
 def memory_tuples(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
-                  selection: Iterable["Selection"] = ()) -> float:
-    """Memory of one store replica in tuples: ``|⋈M| · w_M`` (docs/model.md §5)."""
+                  selection: Iterable["Selection"] = (), span: float | None = None) -> float:
+    """Memory of one store replica in tuples (docs/model.md §5): the rows it holds at the end
+    of a run over ``span`` (default the horizon), ``|⋈M| · Π_{R ∈ M} min(w_R, S)``.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {horizon: 10}
+    ... relations: {R: {attributes: [a], rate: 100, window: 2}, S: {attributes: [a], rate: 100}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.01}''')
+    >>> c = w.query("q").classes
+    >>> memory_tuples(w, ["R"], c), memory_tuples(w, ["S"], c), memory_tuples(w, ["R", "S"], c)
+    (200.0, 1000.0, 2000.0)
+    """
     rels = frozenset(relations)
-    return join_size(workload, rels, classes, selection) * window_of(workload, rels)
+    return join_size(workload, rels, classes, selection) * held_volume(workload, rels, span)
 
 
 def broadcast_factor(known: bool, parallelism: int) -> int:
@@ -131,26 +192,47 @@ def store_parallelism(workload: Workload, relations: Sequence[str]) -> int:
     return workload.parallelism(relations[0]) if len(relations) == 1 else workload.defaults.parallelism
 
 
+def prefix_messages(workload: Workload, relations: Iterable[str], start: str, classes: Iterable[JoinClass],
+                    selection: Iterable["Selection"] = (), span: float | None = None, since: float = 0.0) -> float:
+    """The partial results of the prefix ``relations`` that ``start``'s tuples complete over
+    ``[since, span]`` (default the whole horizon), each shipped once (``χ = 1``):
+    ``|⋈P| · o · |P| · ∫ Π min(w_R, t) dt``, with ``o`` the share of ``⋈P`` that the start
+    relation completes (:func:`last_share`: ``1/|P|`` unless measured) and the integral
+    :func:`exposure` (module docstring).  Summed over every start of ``P``: ``|⋈P| · H^|P|``
+    under full history."""
+    rels = frozenset(relations)
+    classes, selection = tuple(classes), tuple(selection)
+    seen = exposure(workload, rels, start, span)
+    if since > 0:
+        seen -= exposure(workload, rels, start, min(since, workload.defaults.horizon if span is None else span))
+    size = join_size(workload, rels, classes, selection)
+    return size * last_share(workload, rels, start, classes, selection) * len(rels) * seen
+
+
+def step_messages(workload: Workload, step: StepShape, span: float | None = None, since: float = 0.0) -> float:
+    """The partial results a step ships without broadcast (``χ = 1``) over ``[since, span]``
+    (default the whole horizon): :func:`prefix_messages` of its prefix and start."""
+    return prefix_messages(workload, step.prefix_relations, step.prefix[0].relations[0], step.classes,
+                           step.selection, span, since)
+
+
 def unit_step_cost(workload: Workload, step: StepShape) -> float:
-    """A step's cost without broadcast, ``|⋈P| / |P|`` (docs/model.md §4 with ``χ = 1``), or
-    ``|⋈P| · o`` with ``o`` the measured share of ``⋈P`` that the start relation completes
-    (:func:`last_share`).
+    """A step's cost without broadcast (docs/model.md §4 with ``χ = 1``): the partial results it
+    ships over the horizon (:func:`step_messages`), ``|⋈P| / |P| · H^|P|`` under full history
+    (``|⋈P| · o · H^|P|`` with a measured share ``o`` of ``⋈P`` that the start completes).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> from mqjoin.planning.candidates import MIR, Step
-    >>> w = parse_workload('''
+    >>> spec = '''
     ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 50}}
     ... queries: {q: "R(a), S(a)"}
-    ... selectivities: {R.a = S.a: 0.1}''')
+    ... selectivities: {R.a = S.a: 0.1}'''
+    >>> w, w10 = parse_workload(spec), parse_workload(spec + "\\ndefaults: {horizon: 10}")
     >>> R, S = MIR.of(w, ["R"], ()), MIR.of(w, ["S"], ())
-    >>> unit_step_cost(w, Step((R,), S, w.query("q").classes))
-    100.0
+    >>> unit_step_cost(w, Step((R,), S, w.query("q").classes)), unit_step_cost(w10, Step((R,), S, w.query("q").classes))
+    (100.0, 1000.0)
     """
-    rels = step.prefix_relations
-    size = join_size(workload, rels, step.classes, step.selection)
-    share = workload.arrival_share(rels, step.classes, step.selection, step.prefix[0].relations[0]) \
-        if len(rels) > 1 else None
-    return size / len(rels) if share is None else size * share
+    return step_messages(workload, step)
 
 
 def step_error(workload: Workload, step: StepShape) -> float:

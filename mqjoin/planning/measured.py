@@ -2,19 +2,19 @@
 what the run counted, per step and per store — and the join sizes a run measured, to
 re-plan on them (``mqjoin run --json``, ``mqjoin optimize --stats-from RUN.json``).
 
-**What the model predicts for a run.**  The model's numbers are per time unit at the
-workload's rates (docs/model.md §2–§5).  Over an input spanning ``S`` time units, a step with
-prefix ``P`` and start ``X`` ships the partial results of ``⋈P`` whose latest tuple is ``X``'s
-and whose other tuples lie within their windows of it, ``χ`` times each::
+**What the model predicts for a run.**  The model's totals are counted over the horizon
+(docs/model.md §4–§5, :mod:`mqjoin.planning.cost`); a run over an input spanning ``S`` time
+units is predicted by the same formulas over ``S``: a step with prefix ``P`` and start ``X``
+ships the partial results of ``⋈P`` whose latest tuple is ``X``'s and whose other tuples lie
+within their windows of it, ``χ`` times each::
 
     messages = |⋈P| · χ · ∫₀^S Π_{R ∈ P, R ≠ X} min(w_R, t) dt        (w_R = ∞ without a window)
 
-which is ``cost · S^k`` (``k = |P|``) under full history — the step cost ``|⋈P|/k · χ`` times
-``S^k`` — and ``|⋈P| · χ · S · Π w_R`` once every window is full.  A store of ``M`` holds at
-most ``|⋈M| · Π_{R ∈ M} min(w_R, S)`` rows (``λ · min(w, S)`` for a base store).  The
-measured side is the engine's count: probe messages per edge and the most rows a store held
-at once.  The ratio measured / predicted is 1 on data where the model's assumptions hold
-(uniform, independent join values, uniform arrivals); it says where they do not.
+(:func:`~mqjoin.planning.cost.step_messages`), and a store of ``M`` holds at most
+``|⋈M| · Π_{R ∈ M} min(w_R, S)`` rows.  When ``S`` is the horizon these are the plan's own step
+costs and memory.  The measured side is the engine's count: probe messages per edge and the
+most rows a store held at once.  The ratio measured / predicted is 1 on data where the model's
+assumptions hold (uniform, independent join values, uniform arrivals); it says where they do not.
 
 **Order of arrival.**  Where the workload gives the share ``o`` of ``⋈P``'s results that the
 start ``X`` completes (docs/model.md §2), the step's messages are ``|⋈P| · χ · |P| · o`` times
@@ -31,8 +31,11 @@ predictions of the sets the run saw agree with the run.
 ... relations: {R: {attributes: [a], rate: 2}, S: {attributes: [a], rate: 2, window: 1}}
 ... queries: {q: "R(a), S(a)"}
 ... selectivities: {R.a = S.a: 0.5}''')
->>> exposure(w, ["R"], "R", 3.0), exposure(w, ["R", "S"], "R", 3.0), exposure(w, ["R", "S"], "S", 3.0)
-(3.0, 2.5, 4.5)
+>>> from mqjoin.planning.optimizer import optimize
+>>> plan = optimize(w.with_defaults(horizon=3.0)).plan
+>>> check = check_run(plan, {}, {}, 3.0)
+>>> check.total("messages")[0] == plan.probe_cost, check.total("rows")[0] == plan.memory
+(True, True)
 """
 
 from __future__ import annotations
@@ -45,30 +48,10 @@ from mqjoin.model.errors import PlanError
 from mqjoin.model.tables import time_range
 from mqjoin.model.workload import Workload, restrict_classes
 from mqjoin.model.sizes import MeasuredSize
-from mqjoin.planning.cost import is_close, join_size, last_share, memory_tuples
+from mqjoin.planning.cost import exposure, held_volume, is_close, last_share, memory_tuples, step_messages
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.planning.plan import Node, Plan, recost
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
-
-
-def exposure(workload: Workload, prefix: Iterable[str], start: str, span: float) -> float:
-    """``∫₀^S Π_{R ∈ P, R ≠ X} min(w_R, t) dt``: the time units × window volume over which a
-    tuple of ``start`` finds partners of the rest of ``prefix`` (module docstring)."""
-    bounds = sorted(min(w, span) if (w := workload.window(r)) is not None else span
-                    for r in prefix if r != start)
-    total, a, fixed = 0.0, 0.0, 1.0
-    for i, b in enumerate(bounds + [span]):
-        m = len(bounds) - i  # relations whose window is still open on [a, b]: t^m
-        if b > a:
-            total += fixed * (b ** (m + 1) - a ** (m + 1)) / (m + 1)
-        a = max(a, b)
-        if i < len(bounds):
-            fixed *= b
-    return total
-
-
-def _rows_volume(workload: Workload, relations: Iterable[str], span: float) -> float:
-    return math.prod(min(w, span) if (w := workload.window(r)) is not None else span for r in relations)
 
 
 @dataclass(frozen=True)
@@ -168,10 +151,7 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
     for n in plan.nodes:
         store = plan.store[n.store]
         start = n.step.prefix[0].relations[0]
-        seen = exposure(w, n.step.prefix_relations, start, span)
-        if since > 0:
-            seen -= exposure(w, n.step.prefix_relations, start, min(since, span))
-        pred = n.cost * len(n.step.prefix_relations) * seen
+        pred = step_messages(w, n.step, span, since) * (store.parallelism if n.broadcast else 1)
         predicted[n.store] += pred
         if per_store:
             steps.append(Count("messages", n.store, n.step.render(), pred, math.nan))
@@ -186,9 +166,9 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
     stores, held = [], {}
     for s in plan.stores:
         stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
-        size = join_size(w, s.mir.relations, s.mir.classes, s.mir.selection)
-        volume = _rows_volume(w, s.mir.relations, span)
-        stores.append(Count("rows", s.id, "", size * volume, rows.get(s.id, 0)))
+        volume = held_volume(w, s.mir.relations, span)
+        stores.append(Count("rows", s.id, "", memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection, span),
+                            rows.get(s.id, 0)))
         if not s.mir.is_base and not s.mir.selection:
             shape = tuple(c.members for c in s.mir.classes)
             query = next((q.name for q in w.queries if s.mir.relation_set <= q.relation_set
@@ -374,10 +354,13 @@ def replan_report(before: Plan, after: Plan) -> Replan:
     return Replan(w.sizes, diff, before.probe_cost, before.memory)
 
 
-def memory_on(plan: Plan, workload: Workload) -> float:
-    """The memory of ``plan``'s stores (every replica) under ``workload``'s statistics — the
-    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes."""
-    return sum(memory_tuples(workload, s.mir.relations, s.mir.classes, s.mir.selection) for s in plan.stores)
+def memory_on(plan: Plan, workload: Workload | None = None, span: float | None = None) -> float:
+    """The rows ``plan``'s stores (every replica) hold at the end of a run over ``span`` time
+    units (default the horizon) under ``workload``'s statistics (default the plan's own) — the
+    same plan's :attr:`~mqjoin.planning.plan.Plan.memory` on measured sizes, or the state a
+    run of another span predicts (what ``--spark-mode auto`` decides on)."""
+    w = plan.workload if workload is None else workload
+    return sum(memory_tuples(w, s.mir.relations, s.mir.classes, s.mir.selection, span) for s in plan.stores)
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:

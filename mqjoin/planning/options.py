@@ -4,7 +4,9 @@ Every interface that takes a mode, a partitioning policy, a solver, a time limit
 budget — :func:`mqjoin.planning.optimizer.optimize`, the CLI and
 :class:`mqjoin.adaptive.policy.AdaptivePolicy` — checks them here and raises
 :class:`~mqjoin.model.errors.OptionError`, whose message names the option, the bad value and the
-allowed ones.
+allowed ones.  :class:`OptimizeOptions` holds them as one value, checked when it is made, which
+the layers between a user and a planner (the explorer's model, the command line, the comparison,
+the planners themselves) pass on instead of a dozen keywords.
 
 >>> check_options(mode="mqo", partitioning="replicas", solver="cbc", time_limit=5, mir_budget=0)
 >>> check_options(partitioning="both")
@@ -20,6 +22,7 @@ mqjoin.model.errors.OptionError: the time limit must be a positive number of sec
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mqjoin.model.errors import OptionError
@@ -131,3 +134,68 @@ def check_options(mode: Any = "mqo", partitioning: Any = "single", solver: Any =
     check_time_limit(time_limit)
     check_mir_budget(mir_budget)
     check_budget(replica_budget, "replica memory budget")
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """How to optimise a workload: every option of :func:`mqjoin.planning.optimizer.optimize`
+    but the workload, checked when the value is made (:func:`check_options`; whether an option
+    fits the planner is :func:`mqjoin.planners.registry.check_fit`'s, since the planner says).
+
+    ``mode``, ``partitioning``, ``mirs``: docs/model.md §5; ``solver``, ``time_limit``: the
+    ILP's; ``mir_budget``: tuples of MIR stores at most; ``replica_budget``: tuples of replicas
+    beyond a store's first (policy ``budget``); ``planner``: a name of
+    :data:`mqjoin.planners.registry.PLANNERS`; ``tree_shape``, ``decompose``, ``pmjoin``: the
+    options of the planners that take them (a binary tree's shape, MJoin decomposition,
+    :class:`~mqjoin.planners.pmjoin.PMJoinOptions`); ``monitor``: a
+    :class:`~mqjoin.planning.ilp.monitor.Monitor` told the ILP's progress (not part of the
+    value's identity: two options differing only in it are equal); ``memory_ties``: break ties
+    within a sampled size's error by memory (:mod:`mqjoin.planning.ties`).
+
+    >>> o = OptimizeOptions(mode="individual", mirs=False)
+    >>> o.planner, o.changed(planner="tree").planner, o == OptimizeOptions(mode="individual", mirs=False)
+    ('clash', 'tree', True)
+    >>> OptimizeOptions(solver="glpk")
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.OptionError: unknown solver 'glpk' (choose highs or cbc)
+    """
+
+    mode: str = "mqo"
+    partitioning: str = "single"
+    mirs: bool = True
+    solver: str = "highs"
+    time_limit: float | None = None
+    mir_budget: float | None = None
+    replica_budget: float | None = None
+    planner: str = "clash"
+    tree_shape: str | None = None
+    decompose: bool = False
+    pmjoin: Any = None
+    monitor: Any = field(default=None, compare=False, repr=False)
+    memory_ties: bool = True
+
+    def __post_init__(self) -> None:
+        check_options(self.mode, self.partitioning, self.solver, self.time_limit, self.mir_budget, self.replica_budget)
+
+    def changed(self, **changes: Any) -> "OptimizeOptions":
+        """This value with ``changes`` (checked again)."""
+        return replace(self, **changes) if changes else self
+
+    @staticmethod
+    def of(options: "OptimizeOptions | None" = None, **keywords: Any) -> "OptimizeOptions":
+        """``options`` (default: the defaults) with the ``keywords`` given: how the keyword
+        interface of :func:`~mqjoin.planning.optimizer.optimize` builds its value.
+
+        >>> OptimizeOptions.of(None, planner="tree").planner, OptimizeOptions.of(OptimizeOptions(mode="shared")).mode
+        ('tree', 'shared')
+        >>> OptimizeOptions.of(modes="mqo")
+        Traceback (most recent call last):
+        ...
+        mqjoin.model.errors.OptionError: unknown option 'modes' (choose among mode, partitioning, mirs, solver, time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties)
+        """
+        names = [f.name for f in fields(OptimizeOptions)]
+        unknown = [k for k in keywords if k not in names]
+        if unknown:
+            raise OptionError(f"unknown option {unknown[0]!r} (choose among {', '.join(names)})")
+        return OptimizeOptions(**keywords) if options is None else options.changed(**keywords)

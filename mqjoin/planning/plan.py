@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_label, owner_selection, steps_of
+from mqjoin.planning.candidates import (MIR, Owner, ProbeOrder, Step, order_steps, owner_classes, owner_label,
+                                       owner_selection)
 from mqjoin.model.filters import Selection, parse_where
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # noqa: F401  (re-exported here)
+from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism  # re-exported here
 from mqjoin.model.errors import MqjoinError, PlanError
 from mqjoin.model.workload import Attr, JoinClass, Workload
 
@@ -186,7 +187,7 @@ def mir_memory(plan: "Plan", workload: Workload | None = None) -> float:
     >>> w = skewed_rates(high_rate=100, low_rate=10).workload
     >>> plan = optimize(w).plan
     >>> round(mir_memory(plan), 3), round(mir_memory(plan, w.with_relation("S", rate=100)), 3)
-    (4.444, 14.444)
+    (0.889, 2.889)
     """
     w = workload or plan.workload
     selectivity = _selectivities(w)
@@ -770,7 +771,7 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
         key: tuple = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
         selection = owner_selection(c.owner, workload)
-        for s, m, a in zip(steps_of(c.order, classes, workload, selection), c.order.elements, c.order.partitions or ()):
+        for (s, a), m in zip(order_steps(c.order, classes, workload, selection), c.order.elements):
             parent, key = key, (c.namespace, s, a)
             info = node_info.get(key)
             if info is None:

@@ -9,7 +9,15 @@ from typing import Any, Mapping
 
 from mqjoin.model.workload import Workload
 from mqjoin.planning.plan import Plan
-from mqjoin.planners.registry import family, planner_of
+
+
+def family(planner: str, tree_shape: str | None = None, decompose: bool = False) -> str:
+    """The plan family in words: the planner with its tree shape or MJoin decomposition.
+
+    >>> family("tree", "best"), family("mjoin", decompose=True)
+    ('tree (best)', 'mjoin (decomposed)')
+    """
+    return planner + (f" ({tree_shape})" if tree_shape else "") + (" (decomposed)" if decompose else "")
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ class OptimizeResult:
     mir_budget: float | None = None  # tuples of MIR stores the ILP allowed (None: unbounded)
     planner: str = "clash"  # a name of mqjoin.planners.registry.PLANNERS
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
-    trees: Mapping[str, str] | None = None  # query → rendered operator tree (planners mjoin, tree, ajoin)
+    trees: Mapping[str, str] | None = None  # query → rendered operator tree (None: the ILP made the plan)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
     pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
     join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
@@ -130,18 +138,18 @@ class OptimizeResult:
 
     def summary(self) -> str:
         """A readable multi-line summary (the CLI's output without ``--json``)."""
-        planner = "" if planner_of(self.planner).ilp else f"planner {family(self.planner, self.tree_shape)}, "
+        planner = "" if self.trees is None else f"planner {family(self.planner, self.tree_shape)}, "
         lines = [f"{planner}mode {self.mode}, partitioning {self.partitioning}, MIRs {'on' if self.mirs else 'off'}",
                  f"probe cost {self.probe_cost:g} tuples per time unit; memory {self.memory:g} tuples",
                  "probe orders:"]
         for q, by_start in self.probe_orders().items():
-            for start, o in by_start.items():
+            for o in by_start.values():
                 lines.append(f"  {q:>8}  {o}")
         mats = self.plan.materializations()
         if mats:
             lines.append("materialised MIRs:")
             for m, by_start in mats.items():
-                for start, o in by_start.items():
+                for o in by_start.values():
                     lines.append(f"  {m:>8}  {o}")
         lines.append("stores:")
         for s in self.plan.stores:
@@ -149,7 +157,7 @@ class OptimizeResult:
         i = self.ilp
         if self.workload.groups:
             lines.append(f"query groups: {', '.join('{' + ', '.join(g) + '}' for g in self.workload.groups)}")
-        if not planner_of(self.planner).ilp:
+        if self.trees is not None:  # a planner by rule: no ILP
             lines.append(f"operator trees: {', '.join(f'{q} {t}' for q, t in (self.trees or {}).items())}")
             lines.append(f"no ILP ({i.solver}): planned in {i.build_seconds:.3f}s")
             if self.pmjoin is not None:
@@ -164,7 +172,7 @@ class OptimizeResult:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        planner = "" if planner_of(self.planner).ilp else f"{self.planner} "
+        planner = "" if self.trees is None else f"{self.planner} "
         return f"OptimizeResult({planner}{self.mode}/{self.partitioning}: probe cost {self.probe_cost:g})"
 
     def _repr_html_(self) -> str:

@@ -216,6 +216,34 @@ def run_adaptive(workload: Workload, tables: Mapping[str, Table], policy: Adapti
                            on_epoch, budget).run()
 
 
+def adaptive_engine(policy: AdaptivePolicy | None = None, changes: Iterable[QueryChange] = (), **options: Any
+                    ) -> Callable[[Plan, Mapping[str, Table]], AdaptiveRun]:
+    """:func:`run_adaptive` as an :class:`~mqjoin.runtime.contracts.Engine`: ``engine(plan,
+    tables)`` runs the plan's workload adaptively — the controller chooses the plan of every
+    epoch under ``policy``, with the query ``changes`` (``options``: :func:`run_adaptive`'s
+    keywords).  The adaptive engine plans for itself, so of the plan only its workload counts.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> from mqjoin.model.tables import Table
+    >>> from mqjoin.planning.optimizer import optimize
+    >>> w = parse_workload('''
+    ... defaults: {selectivity: 0.5, window: 1}
+    ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+    ... queries: {q: "R(a), S(a)"}
+    ... ''')
+    >>> tables = {"R": Table.from_columns("R", {"ts": [0, 5], "a": [1, 1]}),
+    ...           "S": Table.from_columns("S", {"ts": [0.5, 1.5], "a": [1, 1]})}
+    >>> adaptive_engine(speedup=1e9)(optimize(w).plan, tables).result_sets()
+    {'q': {(0, 0)}}
+    """
+    changed = list(changes)
+
+    def engine(plan: Plan, tables: Mapping[str, Table], /) -> AdaptiveRun:
+        return run_adaptive(plan.workload, tables, policy, changed, **options)
+
+    return engine
+
+
 def _check_speedup(speedup: float) -> None:
     if not (isinstance(speedup, (int, float)) and speedup > 0 and math.isfinite(speedup)):
         raise DataError(f"speedup must be a positive number, got {speedup!r}")
@@ -355,7 +383,7 @@ class AdaptiveReplay:
             self.run = self._ex.snapshot()
             self.error = str(e)
             self.status = "stopped"
-        except Exception as e:  # noqa: BLE001 - a live run reports its error instead of dying silently
+        except Exception as e:  # a live run reports its error instead of dying silently
             log.exception("the adaptive replay failed")
             self.error = f"{type(e).__name__}: {e}"
             self.status = "failed"

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Table
@@ -95,16 +95,24 @@ def store_messages(plan: Plan, messages: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
+#: arrivals fed between two hand-overs of the results to a ``sink`` (:func:`run_reference`)
+SINK_EVERY = 1 << 16
+
+
 def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
                   instrument: bool = False, cpu_budget: float | None = None, allocation: str = "JAQPOT",
-                  cycle: float = 1.0, freshness: float = 1.5) -> RunResult:
+                  cycle: float = 1.0, freshness: float = 1.5,
+                  sink: Callable[[str, list[tuple[int, ...]]], None] | None = None) -> RunResult:
     """Run ``plan`` over ``tables`` (relation → :class:`~mqjoin.model.tables.Table`).  With
     ``collect=False`` results are only counted (for throughput measurements); with
     ``instrument=True`` the run counts its operations as the MJoin paper does
     (:meth:`~mqjoin.runtime.executor.Executor.operations`).  ``cpu_budget``: at most this
     many probes per second of event time, divided over the half-way joins of a binary tree
     plan by the ``allocation`` policy, per ``cycle`` seconds, with freshness predicates of
-    ``freshness`` × the windows (:mod:`mqjoin.runtime.shedding`); the run's ``budget`` reports it."""
+    ``freshness`` × the windows (:mod:`mqjoin.runtime.shedding`); the run's ``budget`` reports it.
+    ``sink(query, results)``: the results are handed over every :data:`SINK_EVERY` arrivals
+    (e.g. to :class:`~mqjoin.model.tables.ResultWriter`) and not kept, so a run holds its stores
+    and one stretch of results, whatever their number (``results`` is then empty)."""
     from mqjoin.runtime.shedding import ProbeBudget
 
     w = plan.workload
@@ -113,14 +121,20 @@ def run_reference(plan: Plan, tables: Mapping[str, Table], collect: bool = True,
     order = arrival_order(base, w.relation_rank)
     ex = Executor(StaticSchedule(plan), collect=collect, instrument=instrument, admission=gate)
     t0 = time.perf_counter()
-    ex.feed([(r, base[r][row]) for r, row in order])
+    if sink is None:
+        ex.feed([(r, base[r][row]) for r, row in order])
+    else:
+        for i in range(0, len(order), SINK_EVERY):
+            ex.feed([(r, base[r][row]) for r, row in order[i:i + SINK_EVERY]])
+            for q, entries in ex.take_results():
+                sink(q, entries)
     seconds = time.perf_counter() - t0
     messages = ex.messages_by_edge(0)
     all_ts = [tp[1] for rows in base.values() for tp in rows]
     duration = (max(all_ts) - min(all_ts)) if all_ts else 0.0
     rows = ex.max_store_rows(plan)
     return RunResult(
-        results=ex.results(),
+        results=ex.results() if sink is None else {q.name: [] for q in w.queries},
         probe_messages=messages,
         store_messages=store_messages(plan, messages),
         store_rows={s.id: rows.get(s.id, 0) for s in plan.stores},

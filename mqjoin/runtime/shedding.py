@@ -70,13 +70,13 @@ def binary_tree_of(plan: Plan) -> Tree:
     nodes are its MIR stores.  A typed error for any other plan.
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> from mqjoin.planners.dispatch import optimize_planner
+    >>> from mqjoin.planning.optimizer import optimize
     >>> w = parse_workload('''
     ... defaults: {selectivity: 0.1}
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b]}}
     ... queries: {q: "A(a), B(a,b), C(b)"}
     ... ''')
-    >>> binary_tree_of(optimize_planner(w, "mjoin").plan)
+    >>> binary_tree_of(optimize(w, planner="mjoin").plan)
     Traceback (most recent call last):
     ...
     mqjoin.model.errors.JaqpotError: a CPU budget divides μ over the half-way joins of a binary join tree, but query q's plan joins A, B, C in one step: run it with planner 'tree' (--planner tree)

@@ -21,7 +21,9 @@ from typing import Any, Mapping
 
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.plan import Plan
+from mqjoin.planners.contract import Built
 from mqjoin.planners.trees import plan_trees
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import JoinClass, Query, Workload
 from mqjoin.planners.pmjoin.streams import (
@@ -295,6 +297,16 @@ def pmjoin_plan(workload: Workload, report: PMJoinReport, mode: str = "individua
     'S1 » (S0⋈S2⋈S3)[a] » S4[d]'
     """
     return plan_trees(workload, {qp.query: qp.tree.join_tree() for qp in report.queries}, mode, partitioning)
+
+
+def pmjoin_built(workload: Workload, options: OptimizeOptions) -> Built:
+    """The ``pmjoin`` planner's :class:`~mqjoin.planners.contract.BuildRule`: the report of
+    every query's placement (``options.pmjoin``, default :class:`PMJoinOptions`) and its deployed
+    plan (:func:`pmjoin_plan`); the trees rendered with their placement."""
+    report = pmjoin_report(workload, options.pmjoin or PMJoinOptions())
+    return Built(workload, pmjoin_plan(workload, report, options.mode, options.partitioning),
+                 {qp.query: qp.tree.join_tree() for qp in report.queries},
+                 {qp.query: str(qp.tree) for qp in report.queries}, report)
 
 
 def group_plan(workload: Workload, qp: QueryPMJoin, pm: PMJoin, group: int) -> Plan:

@@ -182,7 +182,7 @@ def value_rates(workload: Workload, tables: Mapping[str, Table],
     >>> value_rates(w, {"S1": t}, [Attr("S1", "dest")])
     {S1.dest: {'a': 0.2, 'c': 0.6}}
     """
-    from mqjoin.datasets.stats import RateEstimate
+    from mqjoin.model.statistics import RateEstimate
 
     if attrs is None:
         attrs = sorted({a for q in workload.queries for c in q.classes for a in c.members})

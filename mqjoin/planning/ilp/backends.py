@@ -59,12 +59,12 @@ def highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy, np):
     lp.col_upper_ = np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in cols])
     starts, index, value, lo, hi = [0], [], [], [], []
     for r in rows:
-        _, idx, coef, l, u = mdl.rows[r]
+        _, idx, coef, lower, upper = mdl.rows[r]
         index.extend(local[i] for i in idx)
         value.extend(coef)
         starts.append(len(index))
-        lo.append(-highspy.kHighsInf if l == -math.inf else l)
-        hi.append(highspy.kHighsInf if u == math.inf else u)
+        lo.append(-highspy.kHighsInf if lower == -math.inf else lower)
+        hi.append(highspy.kHighsInf if upper == math.inf else upper)
     lp.row_lower_ = np.array(lo, dtype=float)
     lp.row_upper_ = np.array(hi, dtype=float)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise

@@ -50,12 +50,12 @@ class Master:
         n = self.n = names + len(part.combinations)
         starts, index, value, lo, hi = [0], [], [], [], []
 
-        def row(idx, coef, l, u):
+        def row(idx, coef, lower, upper):
             index.extend(idx)
             value.extend(coef)
             starts.append(len(index))
-            lo.append(l)
-            hi.append(u)
+            lo.append(lower)
+            hi.append(upper)
 
         for st in part.stores:
             row([self.zcol[(st, j)] for j in range(len(part.shared[st]))], [1.0] * len(part.shared[st]), 1.0, 1.0)

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from mqjoin.model.schema import Attr
 from mqjoin.planning.candidates import MIR, Candidates, Owner, Step, owner_label
 from mqjoin.planning.options import BUDGET, check_budget, check_policy
+from mqjoin.support.unionfind import UnionFind
 
 
 @dataclass
@@ -379,22 +380,10 @@ def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
     >>> root[0] == root[2] == root[3] != root[1]
     True
     """
-    parent = {c: c for c in cols}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    uf = UnionFind(cols)
     for idx in rows:
-        if idx:
-            r0 = find(idx[0])
-            for j in idx[1:]:
-                rj = find(j)
-                if rj != r0:
-                    parent[rj] = r0
-    return {c: find(c) for c in parent}
+        uf.link(idx)
+    return uf.roots()
 
 
 def components(mdl: Model) -> list[tuple[list[int], list[int]]]:

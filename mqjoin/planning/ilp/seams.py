@@ -246,7 +246,7 @@ class SeamSearch:
         self.pos = {c: n for n, c in enumerate(cols)}
         # per family: the seam columns its rows hold (with every candidate of a seam store)
         self.touch = []
-        for own, rows in seam.families:
+        for _own, rows in seam.families:
             near = {i for r in rows for i in mdl.rows[r][1] if i in in_seam}
             stores = {seam.stores[c][0] for c in near if c in seam.stores}
             near |= {c for c in seam.cols if c in seam.stores and seam.stores[c][0] in stores}

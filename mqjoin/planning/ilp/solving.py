@@ -146,10 +146,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     comps = components(mdl)
     if branching is None:
         branching = solver == "highs" and solution_limit is None
-    how = {id(p): ("branch" if _branches(mdl, p[0]) else "coupled" if _couples(mdl, p[0]) else "")
-           for p in comps} if branching else {}
-    parts = ([(p, how[id(p)]) for p in comps if how.get(id(p))]
-             + [(p, "") for p in _batches([p for p in comps if not how.get(id(p))])])
+    parts = _methods(mdl, comps) if branching else [(p, "") for p in _batches(comps)]
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
         monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
@@ -189,18 +186,8 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                 values[c] = v
             objective, bound = objective + obj, bound + obj
             continue
-        try:
-            st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, remaining(share), threads, start,
-                                            solution_limit=solution_limit, relax_orders=relax_orders,
-                                            branching=by_branching, watch=watch)
-        except NoSolutionError:
-            if keep is None:
-                raise
-            # stopped before the solver even took up the start: it is the best plan so far
-            vals = [float(keep[c]) for c in cols]
-            st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
-        bd = min(obj, watch.bound(bd))
-        watch.report(obj, bd)
+        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, start, keep,
+                                       solution_limit, relax_orders, by_branching, watch)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve
@@ -224,6 +211,37 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         status = "interrupted"
     return Solution(status, objective, min(bound, objective), tuple(values), solver,
                     time.perf_counter() - t0, len(comps), canonical and is_canonical)
+
+
+def _methods(mdl: Model, comps: list[tuple[list[int], list[int]]]) -> list[tuple[tuple[list[int], list[int]], str]]:
+    """The parts in the order they are solved, each with its method: the components that
+    :func:`_branches` selects (``"branch"``) or :func:`_couples` selects (``"coupled"``) one by
+    one, then the others batched (:func:`_batches`) for HiGHS's MIP (``""``)."""
+    how = {id(p): ("branch" if _branches(mdl, p[0]) else "coupled" if _couples(mdl, p[0]) else "") for p in comps}
+    return ([(p, how[id(p)]) for p in comps if how[id(p)]]
+            + [(p, "") for p in _batches([p for p in comps if not how[id(p)]])])
+
+
+def _by_solver(mdl: Model, cols: list[int], rows: list[int], solver: str, time_limit: float | None,
+               threads: int | None, start: list[float] | None, keep: list[float] | None,
+               solution_limit: int | None, relax_orders: bool, branching: bool,
+               watch: Watch) -> tuple[str, float, float, list[float]]:
+    """One part by :func:`_solve_part` (HiGHS's or CBC's MIP, or the LP branch and bound):
+    (status, objective, bound, values), the bound at most the objective and both told to
+    ``watch``.  Stopped before the solver took up the start, the part keeps ``keep`` (the best
+    plan so far) with bound 0; without one, :class:`~mqjoin.model.errors.NoSolutionError`."""
+    try:
+        st, obj, bd, vals = _solve_part(mdl, cols, rows, solver, time_limit, threads, start,
+                                        solution_limit=solution_limit, relax_orders=relax_orders,
+                                        branching=branching, watch=watch)
+    except NoSolutionError:
+        if keep is None:
+            raise
+        vals = [float(keep[c]) for c in cols]
+        st, obj, bd = "time_limit", math.fsum(mdl.cost[c] * v for c, v in zip(cols, vals)), 0.0
+    bd = min(obj, watch.bound(bd))
+    watch.report(obj, bd)
+    return st, obj, bd, vals
 
 
 def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | None, canonical: bool,
@@ -303,7 +321,7 @@ def searched(mdl: Model) -> bool:
     """Whether :func:`solve` (HiGHS, default ``branching``) searches every part of the model
     itself (:func:`_branches`, :func:`_couples`) rather than handing one to HiGHS's MIP: then a
     start is only the plan kept should a time limit strike before the search has one (see
-    ``optimizer._solve_workload``)."""
+    ``mqjoin.planning.clash._solve_workload``)."""
     return all(_branches(mdl, cols) or _couples(mdl, cols) for cols, _ in components(mdl))
 
 

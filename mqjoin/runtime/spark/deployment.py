@@ -5,7 +5,7 @@ doctest; tests/test_spark_engine.py runs it)::
 
     d = deploy(optimize(w).plan, "data/", "out/", speedup=10)   # starts at once
     d.wait(); d.batches.tail()                                   # pandas metrics
-    d.results()["q1"]                                            # set of row-index tuples
+    d.write_results()                                            # OUT/<query>.parquet
 
 A :class:`Deployment` is a handle on running queries (the one mutable object of the engine):
 ``start``/``stop``/``wait``, metrics as pandas DataFrames (``batches``, ``queries``,
@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -31,7 +32,8 @@ from typing import Any, Callable, Mapping
 from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
-from mqjoin.model.tables import Table, read_inputs, time_range, write_results
+from mqjoin.model.tables import ResultWriter, Table, read_inputs, result_counts, time_range
+from mqjoin.runtime.contracts import BatchEngine
 from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
@@ -119,16 +121,13 @@ def spark_mode(mode: str, master: str) -> str:
 def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
     """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
     units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
-    store over the input's event-time span ``S`` (measured ``sizes`` of the workload where it
-    has them; the predictions of :func:`mqjoin.planning.measured.check_run`), or
-    docs/model.md §5's memory of the plan without either."""
-    from mqjoin.planning.measured import check_run
+    store over the input's event-time span ``S`` (:func:`mqjoin.planning.measured.memory_on`),
+    or over the plan's horizon without either — its memory (docs/model.md §5)."""
+    from mqjoin.planning.measured import memory_on
 
     if tables:
         span = time_range(tables)[1]
-    if not span or span <= 0:
-        return float(plan.memory)
-    return float(check_run(plan, {}, {}, span).total("rows")[0])
+    return float(memory_on(plan, span=span if span and span > 0 else None))
 
 
 def available_memory() -> float | None:
@@ -269,15 +268,22 @@ class Deployment:
             self._tmp = tempfile.mkdtemp(prefix="mqjoin-ckpt-")
             checkpoint = self._tmp
         self.checkpoint = Path(checkpoint)
+        #: where the deployment's own seconds went: ``replay_log`` (building, packing and
+        #: writing the replay log), ``session_wait`` (waiting for a session started ahead)
+        self.timings: dict[str, float] = {}
         self.tables = dict(data) if isinstance(data, Mapping) else self._read_inputs(data)
         require_inputs(self.workload, self.tables)
-        try:
-            self.spark = spark or spark_session(master, conf)
-        except BaseException:
-            self.cleanup()  # nothing was written yet: the temporary checkpoint goes
-            raise
-        self.mode_choice = mode_choice(plan, self.tables, mode, spark=self.spark) if engine == "mqjoin" else \
-            ModeChoice("native", "Spark's own stream-stream joins (engine native)")
+        self._spark = spark
+        if spark is None:
+            try:
+                self._spark = spark_session(master, conf)
+            except BaseException:
+                self.cleanup()  # nothing was written yet: the temporary checkpoint goes
+                raise
+        ahead = isinstance(self._spark, Future)  # the session still starting (start_ahead): its master is asked for
+        self.mode_choice = ModeChoice("native", "Spark's own stream-stream joins (engine native)") \
+            if engine != "mqjoin" else mode_choice(plan, self.tables, mode, master=master) if ahead else \
+            mode_choice(plan, self.tables, mode, spark=self.spark)
         self.mode = self.mode_choice.mode
         self._lock = threading.Lock()
         self._reports: list[dict] = []
@@ -293,22 +299,40 @@ class Deployment:
         self._stopping = False
         self.started_at: float | None = None
         self.total = 0
-        self.engine: ShardedEngine | None = None
+        self.engine: BatchEngine | None = None
         self.columns: dict[str, str] | None = None  # the packed log's attribute columns (plan engines)
+        self._written = False  # OUT/<query>.parquet written from every committed batch
 
     def _read_inputs(self, data: str | Path) -> dict[str, Table]:
         return read_inputs(self.workload, data)
+
+    @property
+    def spark(self):
+        """The Spark session (waited for here when it was started ahead, :func:`.session.start_ahead`)."""
+        if isinstance(self._spark, Future):
+            t0 = time.perf_counter()
+            try:
+                self._spark = self._spark.result()
+            except BaseException:
+                self.cleanup()
+                raise
+            finally:
+                self.timings["session_wait"] = time.perf_counter() - t0
+        return self._spark
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> "Deployment":
         if self.status == "running":
             return self
+        t0 = time.perf_counter()
         log = build_replay_log(self.workload, self.tables)
         self.total = len(log)
         if self.engine_name == "mqjoin":  # a plan's engine reads every served column: serve few
             log, self.columns = pack_replay_log(log)
         path = write_replay_log(log, self.checkpoint / "replay.parquet")
+        del log
+        self.timings["replay_log"] = time.perf_counter() - t0
         opts = {"path": str(path), **self.pacing.options()}
         listener = _Listener.of(self.spark)
         self.started_at = time.time()
@@ -317,7 +341,7 @@ class Deployment:
                 self._start_mqjoin(opts, listener)
             else:
                 self._start_native(opts, listener)
-        except Exception as exc:  # noqa: BLE001 — recorded as the deployment's error, raised with its cause
+        except Exception as exc:  # recorded as the deployment's error, raised with its cause
             self._fail(exc)
             if self.error is None or self.error is exc:  # stopped meanwhile, or already an EngineError
                 raise
@@ -571,32 +595,56 @@ class Deployment:
 
     # -- results ------------------------------------------------------------------------------
 
+    def _parts(self) -> list[Path]:
+        """The committed per-batch result files, in batch order."""
+        from mqjoin.runtime.spark.frames import committed_parts
+
+        return committed_parts(self.out / ("_batches" if self.engine_name == "mqjoin" else "_native"))
+
+    def _output_workload(self) -> Workload:
+        """The workload whose queries the output files are written for."""
+        return self.workload
+
     def results(self) -> dict[str, set[tuple[int, ...]]]:
         """Query → set of result tuples (row indices in the query's relation order) committed
-        so far."""
-        root = self.out / ("_batches" if self.engine_name == "mqjoin" else "_native")
-        out: dict[str, set[tuple[int, ...]]] = {q: set() for q in self._result_queries()}
-        if not root.exists():
-            return out
-        import pyarrow.dataset as ds
+        so far: to compare result sets (tests, notebooks); the run's own path —
+        :meth:`write_results`, :meth:`result_counts`, :meth:`summary` — never builds them."""
+        from mqjoin.runtime.spark.frames import read_parts
 
-        files = [str(p) for p in root.rglob("*.parquet")]
-        if not files:
-            return out
-        t = ds.dataset(files, format="parquet").to_table(columns=["query", "rows"])
-        for q, rows in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
-            out[q].add(tuple(rows))
+        out: dict[str, set[tuple[int, ...]]] = {q: set() for q in self._result_queries()}
+        for q, rows in read_parts(self._parts()):
+            out[q].update(map(tuple, rows.tolist()))
         return out
+
+    def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
+        """:meth:`results` under the name of the :class:`~mqjoin.runtime.contracts.EngineRun`
+        contract (a finished deployment is an engine's run)."""
+        return self.results()
 
     def _result_queries(self) -> list[str]:
         return [q.name for q in self.workload.queries]
 
     def result_counts(self) -> dict[str, int]:
-        return {q: len(s) for q, s in self.results().items()}
+        """Query → results committed so far: from ``OUT/<query>.parquet``'s metadata once
+        :meth:`write_results` wrote them, else from the committed batches' ``query`` column."""
+        if self._written:
+            return result_counts(self._output_workload(), self.out)
+        from mqjoin.runtime.spark.frames import count_parts
+
+        counts = count_parts(self._parts())
+        return {q: counts.get(q, 0) for q in self._result_queries()}
 
     def write_results(self) -> Path:
-        """Write ``OUT/<query>.parquet`` in the CLI's output format."""
-        return write_results(self.workload, self.results(), self.out)
+        """Write ``OUT/<query>.parquet`` in the CLI's output format from the committed batches,
+        one record batch of a part at a time (memory bounded by that, not by the results);
+        rows in batch order, then as each batch's parts hold them."""
+        from mqjoin.runtime.spark.frames import read_parts
+
+        with ResultWriter(self._output_workload(), self.out) as put:
+            for q, rows in read_parts(self._parts()):
+                put.add(q, rows)
+        self._written = True
+        return put.dir
 
     def summary(self) -> dict[str, Any]:
         """Throughput, latency and state figures of the run so far (``--json`` output)."""

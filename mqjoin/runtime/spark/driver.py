@@ -48,7 +48,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqjoin.model.errors import EngineError
+from mqjoin.model.tables import result_rows
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.planning.plan import Plan
 from mqjoin.runtime.executor import Executor, StaticSchedule
@@ -440,9 +440,7 @@ def result_arrays(taken: list[tuple[str, list[tuple[int, ...]]]],
     """
     parts: dict[str, list] = {q: [] for q in arity}
     for q, entries in taken:
-        width = arity[q] + 1
-        flat = np.fromiter(chain.from_iterable(entries), dtype=np.int64, count=len(entries) * width)
-        parts.setdefault(q, []).append(flat.reshape(len(entries), width))
+        parts.setdefault(q, []).append(result_rows(entries, arity[q] + 1))
     out = {}
     for q, got in parts.items():
         a = np.concatenate(got) if got else np.empty((0, arity[q] + 1), dtype=np.int64)

@@ -53,7 +53,7 @@ from mqjoin.adaptive.sampling import sampled
 from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, lifetimes
 from mqjoin.model.errors import AdaptiveError, DataError
 from mqjoin.planning.plan import Plan
-from mqjoin.model.tables import Table, read_inputs, time_range, write_results
+from mqjoin.model.tables import Table, read_inputs, time_range
 from mqjoin.model.workload import Workload
 from mqjoin.runtime.epochs import AdaptiveRun, EpochRecord, epoch_record
 from mqjoin.runtime.executor import EpochCounters, Executor
@@ -391,8 +391,8 @@ class AdaptiveDeployment(Deployment):
     def _result_queries(self) -> list[str]:
         return list(self.controller.full.query_names)
 
-    def write_results(self) -> Path:
-        return write_results(self.controller.full, self.results(), self.out)
+    def _output_workload(self) -> Workload:
+        return self.controller.full
 
     # -- metrics ------------------------------------------------------------------------------
 

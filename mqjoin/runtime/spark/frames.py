@@ -18,11 +18,12 @@ reads back and what latencies are measured from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mqjoin.runtime.vector import Frame, Need, values_array
@@ -70,6 +71,63 @@ def result_table(results: Mapping[str, tuple[np.ndarray, np.ndarray]],
                                    "rows": pa.ListArray.from_arrays(offsets, pa.array(rows.ravel())),
                                    "_seq": pa.array(trig), "_arrival": pa.array(arrival_of(trig))}))
     return pa.concat_tables(parts) if parts else None
+
+
+def committed_parts(root: Path) -> list[Path]:
+    """The Parquet parts under ``root`` (``OUT/_batches`` or ``OUT/_native``) in batch order,
+    then by name: a deterministic order to read results in."""
+    def key(p: Path):
+        batch = p.parent.name.partition("=")[2]
+        return (int(batch) if batch.isdigit() else -1, str(p))
+    return sorted(root.rglob("*.parquet"), key=key) if root.is_dir() else []
+
+
+def read_parts(parts: list[Path], batch_rows: int = 1 << 20) -> Iterator[tuple[str, np.ndarray]]:
+    """The results of committed parts (:func:`result_table`'s ``query`` and ``rows``) as
+    ``(query, n × k row indices)``, one record batch of a file at a time: what is held at once
+    is bounded by ``batch_rows``, not by the number of results.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> t = result_table({"q": (np.array([4, 5]), np.array([[2, 3], [0, 1]])), "p": (np.array([5]), np.array([[7]]))},
+    ...                  lambda seq: seq * 0.5)
+    >>> write_part(t, d / "part-0.parquet")
+    >>> [(q, rows.tolist()) for q, rows in read_parts([d / "part-0.parquet"])]
+    [('q', [[2, 3], [0, 1]]), ('p', [[7]])]
+    """
+    for path in parts:
+        f = pq.ParquetFile(path, read_dictionary=["query"])
+        for rb in f.iter_batches(batch_size=batch_rows, columns=["query", "rows"]):
+            if not rb.num_rows:
+                continue
+            query = rb.column(0)
+            if not isinstance(query, pa.DictionaryArray):
+                query = pc.dictionary_encode(query)
+            codes = query.indices.to_numpy(zero_copy_only=False)
+            rows = rb.column(1)
+            offsets = rows.offsets.to_numpy()
+            values = rows.values.to_numpy(zero_copy_only=False)
+            for code, name in enumerate(query.dictionary.to_pylist()):
+                idx = np.flatnonzero(codes == code)
+                if not len(idx):
+                    continue
+                start = offsets[idx]
+                width = int(offsets[idx[0] + 1] - start[0])
+                yield name, values[start[:, None] + np.arange(width)]
+
+
+def count_parts(parts: list[Path]) -> dict[str, int]:
+    """Results per query of committed parts, from their ``query`` column alone."""
+    counts: dict[str, int] = {}
+    for path in parts:
+        col = pq.read_table(path, columns=["query"], read_dictionary=["query"]).column(0)
+        for chunk in col.chunks:
+            if not isinstance(chunk, pa.DictionaryArray):
+                chunk = pc.dictionary_encode(chunk)
+            n = np.bincount(chunk.indices.to_numpy(zero_copy_only=False), minlength=len(chunk.dictionary))
+            for name, k in zip(chunk.dictionary.to_pylist(), n.tolist()):
+                counts[name] = counts.get(name, 0) + k
+    return counts
 
 
 def write_part(table: pa.Table, path: Path) -> None:

@@ -9,7 +9,7 @@ adaptive one) and :func:`run_spark` (deploy, wait, write the results).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mqjoin.model.errors import EngineError
 from mqjoin.planning.plan import Plan
@@ -17,7 +17,7 @@ from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload
 from mqjoin.runtime.spark.deployment import MODES, Deployment, Pacing, spark_mode
 
-__all__ = ["MODES", "Deployment", "Pacing", "deploy", "run_spark", "spark_mode"]
+__all__ = ["MODES", "Deployment", "Pacing", "deploy", "run_spark", "spark_engine", "spark_mode"]
 
 
 def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: str | Path, *, engine: str = "mqjoin",
@@ -71,3 +71,17 @@ def run_spark(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out
     d.write_results()
     return d
 
+
+
+def spark_engine(out: str | Path, *, timeout: float | None = None, **options: Any
+                 ) -> Callable[[Plan, Mapping[str, Table]], Deployment]:
+    """Spark as an :class:`~mqjoin.runtime.contracts.Engine`: ``engine(plan, tables)`` runs the
+    plan to the end of its input by :func:`run_spark` (results under ``out``; ``options``:
+    :func:`deploy`'s, e.g. ``mode="distributed"`` for the sharded engine, ``adaptive=`` for
+    the adaptive driver engine) and returns the finished deployment, whose ``result_sets()``
+    and ``summary()`` are the run's."""
+
+    def engine(plan: Plan, tables: Mapping[str, Table], /) -> Deployment:
+        return run_spark(plan, tables, out, timeout=timeout, **options)
+
+    return engine

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -63,7 +64,7 @@ def import_pyspark() -> None:
         try:
             for m in PYSPARK_MODULES:
                 importlib.import_module(m)
-        except Exception as e:  # noqa: BLE001 — installed, yet failing: say what failed
+        except Exception as e:  # installed, yet failing: say what failed
             raise EngineError(f"pyspark is installed but failed to import ({type(e).__name__}: {e}); "
                               "restart the kernel, and if it fails again reinstall it: "
                               "pip install --force-reinstall 'mqjoin[spark]'") from e
@@ -126,6 +127,40 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _START_LOCK:  # one start at a time: threads would interleave their stderr redirections
         return _start_session(master, conf, shuffle_partitions)
+
+
+def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None) -> Future:
+    """Start :func:`spark_session` in a thread and return its future: a command reads its
+    input and optimises its plan meanwhile, and :class:`~.deployment.Deployment` takes the
+    future as its ``spark`` and waits for it only when the replay log is written.  The future's
+    ``seconds`` is how long the start took (None until it ends).
+
+    While the JVM starts, file descriptor 2 points at Spark's log (:func:`_quiet_jvm_stderr`);
+    ``sys.stderr`` is moved to a copy of the original descriptor first, so the command's own
+    messages written meanwhile still reach the terminal."""
+    fut: Future = Future()
+    fut.seconds = None
+    try:
+        if sys.stderr is not None and sys.stderr.fileno() == 2:
+            sys.stderr.flush()
+            sys.stderr = open(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding,
+                              errors=sys.stderr.errors, closefd=True)
+    except (AttributeError, OSError, ValueError):  # a replaced stderr (tests, notebooks): nothing to keep
+        pass
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            spark = spark_session(master, conf)
+        except BaseException as exc:  # re-raised by fut.result() in the waiting thread
+            fut.seconds = time.perf_counter() - t0
+            fut.set_exception(exc)
+            return
+        fut.seconds = time.perf_counter() - t0
+        fut.set_result(spark)
+
+    threading.Thread(target=run, name="mqjoin-spark-start", daemon=True).start()
+    return fut
 
 
 def driver_memory_setting(conf: Mapping[str, Any] | None = None) -> str:

@@ -1,0 +1,139 @@
+"""Statistics that follow the data (docs/model.md §2, "Statistics of the data"): a command given
+data plans on statistics of that data, over its span.
+
+A workload's rates, selectivities and sizes describe one data set.  Run on other data — TPC-H
+at another scale factor, where a key's selectivity is one over the number of keys, or streams
+at other rates — its predictions and its plan are off by the ratio, silently.  So when a
+command is given data (:func:`fit_to_data`):
+
+1. the horizon becomes the data's event-time span (docs/model.md §4), so that predicted totals
+   are the counts of that run;
+2. a quick check asks whether the workload's statistics describe the data: every relation's
+   rate (exact, from its row count and span) and every class's selectivity estimated on a
+   sample of :data:`CHECK_SAMPLE` rows per relation, each against the workload's value, with a
+   tolerance of :data:`TOLERANCE` beyond the estimate's own 95 % interval;
+3. when one disagrees, the statistics are measured again on the data (rates, selectivities,
+   filters' pass fractions and the join sizes of every set the optimiser uses, on a sample of
+   join values for large inputs: :func:`mqjoin.datasets.stats.estimate_statistics`), and one
+   line says so, with what disagreed and how to keep them.
+
+>>> from mqjoin.model.tables import Table
+>>> from mqjoin.model.workload import parse_workload
+>>> w = parse_workload('''
+... relations: {R: {attributes: [a], rate: 10}, S: {attributes: [a], rate: 10}}
+... queries: {q: "R(a), S(a)"}
+... selectivities: {R.a = S.a: 0.5}''')
+>>> tables = {r: Table.from_columns(r, {"ts": [i / 10 for i in range(101)], "a": [i % 2 for i in range(101)]})
+...           for r in "RS"}
+>>> fit = fit_to_data(w, tables)
+>>> fit.workload.defaults.horizon, fit.remeasured, fit.message
+(10.0, False, '')
+>>> other = {r: Table.from_columns(r, {"ts": t.ts, "a": [i % 50 for i in range(101)]}) for r, t in tables.items()}
+>>> fit = fit_to_data(w, other, source="D")
+>>> fit.remeasured, round(fit.workload.query("q").classes[0].selectivity, 3)
+(True, 0.02)
+>>> print(fit.message[:fit.message.index(" again")])
+the workload's statistics describe other data than D (R.a = S.a: 0.5 vs 0.0201): measured
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from mqjoin.model.tables import Table, time_range
+from mqjoin.model.workload import Workload
+
+#: rows per relation of the sampled check of the selectivities
+CHECK_SAMPLE = 20_000
+#: relative disagreement tolerated beyond an estimate's 95 % interval (rounding of written
+#: statistics, arrivals that are not exactly constant)
+TOLERANCE = 0.1
+#: inputs with more rows than this have their join sizes measured on a sample of join values
+EXACT_SIZES_ROWS = 200_000
+#: the fraction of join values sampled then
+SIZES_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The workload a command plans on for its data, and the line that says what changed ('' when
+    the workload's statistics describe the data: only the horizon follows the data's span)."""
+
+    workload: Workload
+    remeasured: bool = False
+    message: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """``run --json``'s ``statistics``: the horizon planned over and whether they were measured again."""
+        return {"horizon": self.workload.defaults.horizon, "remeasured": self.remeasured,
+                **({"message": self.message} if self.message else {})}
+
+
+def _close(written: float, estimate: float, low: float, high: float) -> bool:
+    lo, hi = min(low, estimate) / (1 + TOLERANCE), max(high, estimate) * (1 + TOLERANCE)
+    return lo <= written <= hi
+
+
+def disagreement(workload: Workload, tables: Mapping[str, Table], source: str = "") -> str:
+    """What of ``workload``'s statistics the data in ``tables`` contradicts ('' when nothing):
+    a relation's rate or a class's selectivity (sampled), each as written vs in the data."""
+    from mqjoin.datasets.stats import estimate_statistics
+
+    found = []
+    st = estimate_statistics(workload, {r: t for r, t in tables.items() if r in workload.used_relations},
+                             sample=CHECK_SAMPLE)
+    for r in st.rates:
+        n = r.tuples
+        if r.rate is not None and not _close(workload.rate(r.relation), r.rate, r.rate * (1 - 3 / math.sqrt(n)),
+                                             r.rate * (1 + 3 / math.sqrt(n))):
+            found.append(f"{r.relation} rate {workload.rate(r.relation):.3g} vs {r.rate:.3g}")
+    for g in st.groups:
+        for p in g.pairs:
+            written = next((v for (a, b), v in workload.selectivities if {a, b} == {p.left, p.right}), None)
+            if written is None:
+                written = next((c.selectivity for q in workload.queries for c in q.classes
+                                if p.left in c.members and p.right in c.members), None)
+            if written is not None and p.value > 0 and not _close(written, p.value, p.low, p.high):
+                found.append(f"{p.key}: {written:.3g} vs {p.value:.3g}")
+    return "; ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "")
+
+
+def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "", command: str = "",
+                check: bool = True) -> Fit:
+    """``workload`` for a run over ``tables``: its horizon the data's span and, when the data
+    contradicts its statistics (:func:`disagreement`; not checked with ``check=False``), its
+    statistics measured again on the data (module docstring).  ``source`` names the data and
+    ``command`` the workload in the message."""
+    from mqjoin.datasets.sizes import measure_sizes
+    from mqjoin.datasets.stats import DEFAULT_SAMPLE, estimate_statistics
+
+    span = time_range(tables)[1]
+    if not span > 0:
+        return Fit(workload)
+    t0 = time.perf_counter()
+    why = disagreement(workload, tables, source) if check else ""
+    if not why:
+        w = workload if math.isclose(workload.defaults.horizon, span, rel_tol=1e-9) else workload.with_defaults(horizon=span)
+        return Fit(w, seconds=time.perf_counter() - t0)
+    rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
+    fraction = 1.0 if rows <= EXACT_SIZES_ROWS else SIZES_FRACTION
+    st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, source=source)
+    # rates over the data's span, so that a relation that arrives in a burst is counted as the
+    # tuples it brings to the run; the sizes measured in that unit (count / Π λ_R over n_R)
+    st = replace(st, rates=tuple(replace(r, horizon=span) for r in st.rates))
+    spec = workload.to_spec()
+    spec.pop("sizes", None)  # sizes of the other data: every set the optimiser uses is measured again
+    bare = Workload.from_spec(spec)
+    st = replace(st, sizes=measure_sizes(st.apply(bare), tables, fraction))
+    w = st.apply(bare)
+    seconds = time.perf_counter() - t0
+    sized = f", {len(st.sizes)} join sizes" + ("" if fraction == 1 else f" on {fraction:.0%} of join values")
+    keep = (f"; to keep them: mqjoin stats {command} --data {source} --sizes --write OUT.yaml"
+            if command and source else "")
+    there = f" than {source}" if source else ""
+    return Fit(w, True, f"the workload's statistics describe other data{there} ({why}): measured again in "
+                        f"{seconds:.1f}s (rates, selectivities{sized if st.sizes else ''}){keep}", seconds)
