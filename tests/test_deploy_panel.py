@@ -204,6 +204,8 @@ def test_the_run_table_says_when_the_engine_falls_behind_its_input():
     assert "falling behind its input: 200 of the 3,000 tuples" in html.unescape(run_rows(panel)[0])
     fig = panel.figure
     assert fig.data[0].name.startswith("input rate target") and list(fig.data[0].y) == [2000.0, 2000.0]
+    d.emit({"kind": "status", "status": "stopped", "error": None})  # it ended: the note stays
+    assert panel.wait_idle() and "falling behind its input" in html.unescape(run_rows(panel)[0])
 
 
 def test_a_deploy_the_model_says_is_too_large_is_refused_with_what_to_change():

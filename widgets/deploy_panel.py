@@ -571,7 +571,8 @@ class DeployPanel(GuardedPanel, W.VBox):
                     first = False
             s = run_summary(batches, queries, progress, rate=st.get("rate"), total=getattr(d, "total", None))
             swatch = f'<span style="color:{colour};font-size:16px">■</span> {esc(label)}'
-            note = s.behind if s.behind and st["state"] == "running" else st["note"]
+            # a run that fell behind keeps saying so once it ended (beside what happened to it)
+            note = "; ".join(n for n in (st["note"], s.behind) if n)
             rows.append([swatch, state_html(st["state"]), count(s.tuples),
                          "—" if s.tuples_per_s is None else count(s.tuples_per_s), _seconds(s.latency_p50),
                          _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows), esc(note or "")])
