@@ -302,7 +302,7 @@ def with_pair_values(workload: Workload, pair_values: Mapping[tuple[Attr, Attr],
                 raise WorkloadError(f"no selectivity known for {unknown[0][0]} = {unknown[0][1]}; add it to the "
                                     f"pair values (e.g. estimate it from data with 'mqjoin stats')")
             continue
-        vals = [pair_values.get(p, pair_values.get((p[1], p[0]))) for p in g.pairs]
+        vals = [pair_values[p] if p in pair_values else pair_values[(p[1], p[0])] for p in g.pairs]
         values.append((g.classes, significant(math.exp(sum(math.log(v) for v in vals) / len(vals)))))
     spec = workload.to_spec()
     for r, v in (rates or {}).items():

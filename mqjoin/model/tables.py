@@ -244,7 +244,7 @@ class ResultWriter:
         self._writers: dict[str, Any] = {}
         self._closed = False
 
-    def _schema(self, query: str):
+    def _schema(self, query: str) -> Any:
         import pyarrow as pa
 
         return pa.schema([(r, pa.int64()) for r in self.relations[query]])
@@ -281,7 +281,7 @@ class ResultWriter:
     def __enter__(self) -> "ResultWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

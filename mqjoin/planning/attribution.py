@@ -27,10 +27,12 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
-from mqjoin.planning.candidates import MIR, order_steps, owner_label, probe_order_cost
+from mqjoin.model.schema import Attr
+from mqjoin.planning.candidates import MIR, Step, order_steps, owner_label, probe_order_cost
 from mqjoin.planning.plan import Node, Plan, ProbeRule
 
 
@@ -126,6 +128,10 @@ class OrderCost:
     shared_steps: tuple[str, ...]
 
 
+def _node_cost(nodes: Mapping[tuple[str, Step, Attr], Node], namespace: str, step: Step, partition: Attr) -> float:
+    return nodes[(namespace, step, partition)].cost
+
+
 def order_costs(plan: Plan) -> list[OrderCost]:
     """The chosen probe order per (query, start relation), with the plan nodes it runs."""
     key = {(namespace_of(n.root), n.step, plan.store[n.store].partition): n for n in plan.nodes}
@@ -138,7 +144,7 @@ def order_costs(plan: Plan) -> list[OrderCost]:
         ns = c.namespace
         steps = [(s, a) for s, a in order_steps(c.order, classes, w) if (ns, s, a) in key]
         nodes = [key[(ns, s, a)] for s, a in steps]
-        cost = probe_order_cost(steps, lambda step, partition: key[(ns, step, partition)].cost)
+        cost = probe_order_cost(steps, partial(_node_cost, key, ns))
         out.append(OrderCost(c.owner, c.order.start, c.order.render(), cost,
                              tuple(n.edge for n in nodes), tuple(n.edge for n in nodes if len(n.owners) > 1)))
     rank = w.relation_rank

@@ -129,7 +129,14 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         return _start_session(master, conf, shuffle_partitions)
 
 
-def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None) -> Future:
+class Starting(Future):
+    """A session starting in a thread (:func:`start_ahead`): a future with the ``seconds`` the
+    start took (None until it ends)."""
+
+    seconds: float | None = None
+
+
+def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None) -> Starting:
     """Start :func:`spark_session` in a thread and return its future: a command reads its
     input and optimises its plan meanwhile, and :class:`~.deployment.Deployment` takes the
     future as its ``spark`` and waits for it only when the replay log is written.  The future's
@@ -138,8 +145,7 @@ def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None
     While the JVM starts, file descriptor 2 points at Spark's log (:func:`_quiet_jvm_stderr`);
     ``sys.stderr`` is moved to a copy of the original descriptor first, so the command's own
     messages written meanwhile still reach the terminal."""
-    fut: Future = Future()
-    fut.seconds = None
+    fut = Starting()
     try:
         if sys.stderr is not None and sys.stderr.fileno() == 2:
             sys.stderr.flush()
@@ -152,7 +158,7 @@ def start_ahead(master: str | None = None, conf: Mapping[str, Any] | None = None
         t0 = time.perf_counter()
         try:
             spark = spark_session(master, conf)
-        except BaseException as exc:  # re-raised by fut.result() in the waiting thread
+        except BaseException as exc:  # noqa: BLE001 -- every failure goes to the waiting thread, re-raised there
             fut.seconds = time.perf_counter() - t0
             fut.set_exception(exc)
             return
