@@ -205,7 +205,10 @@ class ComparisonView(ModelView, W.VBox):
                 extra = [fmt(recost(r.plan, sized)) if sized is not None else "—",
                          f"{fmt(got)} ({fmt(pred)} predicted)" if ran is not None else "—"]
             rows.append([s.label, s.mode, s.partitioning, fmt(r.probe_cost), rel, fmt(r.memory), len(r.plan.stores),
-                         len(r.plan.nodes), *extra, f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
+                         len(r.plan.nodes), *extra,
+                         # a plan family is built, not solved: no ILP status or solve time to show
+                         *((f"{r.ilp.solve_seconds:.3f}", r.ilp.status) if planners.planner_of(s.planner).ilp
+                           else ("—", "built, no ILP"))])
             marks.append(_is_current(s, m))
         measured = [] if counts is None else ["probe cost on measured sizes",
                                               f"probe messages measured in {counts.label}"]

@@ -226,6 +226,15 @@ class ExplorerModel:
         except (OptionError, PlannerError) as e:
             raise ValueError(str(e)) from None
 
+    @classmethod
+    def from_report(cls, source: Any, **model_kw: Any) -> "ExplorerModel":
+        """The model of a handout written by :func:`mqjoin.widgets.report.write_report` (its path,
+        or the page's text): the same workload, edits and optimiser options."""
+        from mqjoin.widgets._html import handout_contents
+
+        text, state = handout_contents(source)
+        return cls(parse_workload(text), **{**state["options"], **model_kw})
+
     @property
     def options(self) -> OptimizeOptions:
         """The optimiser options (:data:`OPTIONS` of them the model edits) as the value
