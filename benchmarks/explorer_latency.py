@@ -96,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
 
     opt_seconds: list[float] = []
 
-    def timed_optimize(workload, **kw):
+    def timed_optimize(workload, options):
         t = time.perf_counter()
         try:
-            return optimize(workload, **kw)
+            return optimize(workload, options)
         finally:
             opt_seconds.append(time.perf_counter() - t)
 

@@ -68,3 +68,11 @@ def spark():
     assert session.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") == str(RETAINED_EXECUTIONS)
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_progress_lines_in_process(monkeypatch):
+    """An in-process CLI call prints no solve progress: tests read its stderr for warnings and
+    errors, and on a loaded machine a short solve passes the progress threshold and adds lines.
+    The progress itself is tested through subprocesses (tests/test_ilp_anytime.py)."""
+    monkeypatch.setattr("mqjoin.cli.options.PROGRESS_AFTER", float("inf"))

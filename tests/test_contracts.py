@@ -167,3 +167,22 @@ def test_keywords_and_an_options_value_give_the_same_plan():
     o = OptimizeOptions(mode="shared", partitioning="replicas", mirs=False)
     assert optimize(W, o).plan == optimize(W, mode="shared", partitioning="replicas", mirs=False).plan
     assert optimize(W, o, mode="individual").mode == "individual" and o.mode == "shared"
+
+
+def test_deploy_options_are_one_checked_value_that_keywords_build():
+    pytest.importorskip("pyspark")
+    from mqjoin.model.errors import DataError, EngineError, OptionError
+    from mqjoin.planning.options import with_keywords
+    from mqjoin.runtime.spark.launch import DeployOptions
+
+    o = with_keywords(DeployOptions, None, {"speedup": 10, "mode": "driver"})
+    assert o == DeployOptions(speedup=10, mode="driver") and o.pacing.speedup == 10 and not o.is_adaptive
+    assert with_keywords(DeployOptions, o, {"changes": [1]}).is_adaptive
+    with pytest.raises(OptionError, match="unknown option 'sped_up'"):
+        with_keywords(DeployOptions, None, {"sped_up": 10})
+    with pytest.raises(DataError, match="speedup must be positive"):
+        DeployOptions(speedup=0)
+    with pytest.raises(EngineError, match="distributed mode runs static plans"):
+        DeployOptions(adaptive=True, mode="distributed")
+    with pytest.raises(EngineError, match="engine 'native' only"):
+        DeployOptions(partitions=4)

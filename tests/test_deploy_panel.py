@@ -204,6 +204,8 @@ def test_the_run_table_says_when_the_engine_falls_behind_its_input():
     assert "falling behind its input: 200 of the 3,000 tuples" in html.unescape(run_rows(panel)[0])
     fig = panel.figure
     assert fig.data[0].name.startswith("input rate target") and list(fig.data[0].y) == [2000.0, 2000.0]
+    d.emit({"kind": "status", "status": "stopped", "error": None})  # it ended: the note stays
+    assert panel.wait_idle() and "falling behind its input" in html.unescape(run_rows(panel)[0])
 
 
 def test_a_deploy_the_model_says_is_too_large_is_refused_with_what_to_change():
@@ -343,12 +345,12 @@ def test_a_native_run_leaves_waiting_with_its_first_report():
 
 
 def test_opening_the_deploy_tab_starts_the_spark_session_ahead_of_the_click(monkeypatch):
-    import mqjoin.widgets.deploy_panel as dp
+    import mqjoin.widgets.deploy_run as dp
     from mqjoin.widgets import Explorer
 
     started = []
-    monkeypatch.setattr(dp, "_prepare_session", lambda: started.append(1))
-    monkeypatch.setattr(dp, "_session_running", lambda: False)
+    monkeypatch.setattr(dp, "prepare_session", lambda: started.append(1))
+    monkeypatch.setattr(dp, "session_running", lambda: False)
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider))
     assert started == []  # building the explorer starts nothing
     ex.show("Deploy")
@@ -365,7 +367,7 @@ def test_an_explorer_told_to_start_spark_ahead_at_once_and_says_so(monkeypatch):
     running, opening the Deploy tab starts the workers again."""
     import threading
 
-    import mqjoin.widgets.deploy_panel as dp
+    import mqjoin.widgets.deploy_run as dp
     from mqjoin.widgets import Explorer
 
     release, started, running = threading.Event(), [], [False]
@@ -375,8 +377,8 @@ def test_an_explorer_told_to_start_spark_ahead_at_once_and_says_so(monkeypatch):
         assert release.wait(10)
         running[0] = True
 
-    monkeypatch.setattr(dp, "_prepare_session", start)
-    monkeypatch.setattr(dp, "_session_running", lambda: running[0])
+    monkeypatch.setattr(dp, "prepare_session", start)
+    monkeypatch.setattr(dp, "session_running", lambda: running[0])
 
     ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider), spark_ahead=True)
     panel = ex.deploy_panel
@@ -473,14 +475,14 @@ def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(
     start the same Python processes and compile the same classes again on the same cores."""
     pytest.importorskip("pyspark")
     import mqjoin.runtime.spark.launch as launch
-    import mqjoin.widgets.deploy_panel as dp
+    import mqjoin.widgets.deploy_run as dp
 
     calls = []
     monkeypatch.setattr(launch, "deploy", lambda plan, data, out, **kw: calls.append(1) or FakeDeployment(plan, "mqjoin"))
-    monkeypatch.setattr(dp, "_session_running", lambda: True)
+    monkeypatch.setattr(dp, "session_running", lambda: True)
     for stop in (False, True):
         panel = DeployPanel(lambda: optimize(W).plan, data=TABLES, refresh_seconds=0)
-        assert dp._PREPARING.acquire(timeout=10)  # a start ahead under way
+        assert dp.PREPARING.acquire(timeout=10)  # a start ahead under way
         try:
             panel.deploy_button.click()
             time.sleep(0.5)
@@ -489,7 +491,7 @@ def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(
                 panel.stop()
                 assert panel.wait_started(5)  # cancelled while it waited, Spark untouched
         finally:
-            dp._PREPARING.release()
+            dp.PREPARING.release()
         assert panel.wait_started(10) and len(calls) == 1
         assert len(panel.deployments) == int(not stop)
         assert [st["state"] for st in panel.run_state.values()] == ["stopped" if stop else "running"]
@@ -503,18 +505,18 @@ def test_a_start_ahead_leaves_the_warm_up_to_a_deploy_already_waiting(monkeypatc
 
     pytest.importorskip("pyspark")
     import mqjoin.runtime.spark.session as session
-    import mqjoin.widgets.deploy_panel as dp
+    import mqjoin.widgets.deploy_run as dp
 
     warmed = []
     monkeypatch.setattr(session, "spark_session", lambda: "the session")
     monkeypatch.setattr(session, "warm_up", warmed.append)
-    monkeypatch.setattr(dp, "_session_running", lambda: False)
-    monkeypatch.setattr(dp, "_warmed", [-math.inf])
-    monkeypatch.setattr(dp, "_deploys_waiting", [1])
-    dp._prepare_session()
+    monkeypatch.setattr(dp, "session_running", lambda: False)
+    monkeypatch.setattr(dp, "warmed", [-math.inf])
+    monkeypatch.setattr(dp, "deploys_waiting", [1])
+    dp.prepare_session()
     assert warmed == []
-    monkeypatch.setattr(dp, "_deploys_waiting", [0])
-    dp._prepare_session()
+    monkeypatch.setattr(dp, "deploys_waiting", [0])
+    dp.prepare_session()
     assert warmed == ["the session"]
 
 
@@ -612,14 +614,14 @@ def test_a_start_ahead_that_failed_does_not_say_spark_is_ready_and_logs_why(monk
 
     pytest.importorskip("pyspark")
     import mqjoin.runtime.spark.session as session
-    import mqjoin.widgets.deploy_panel as dp
+    import mqjoin.widgets.deploy_run as dp
 
     def broken():
         raise ImportError("cannot import name 'SparkSession' from partially initialized module 'pyspark.sql'")
 
     monkeypatch.setattr(session, "spark_session", broken)
-    monkeypatch.setattr(dp, "_session_running", lambda: False)
-    monkeypatch.setattr(dp, "_warmed", [-math.inf])
+    monkeypatch.setattr(dp, "session_running", lambda: False)
+    monkeypatch.setattr(dp, "warmed", [-math.inf])
     panel = DeployPanel(lambda: optimize(W).plan, refresh_seconds=0)
     with caplog.at_level(logging.WARNING, logger=dp.__name__):
         assert panel.prepare() and panel.wait_idle()
@@ -628,3 +630,97 @@ def test_a_start_ahead_that_failed_does_not_say_spark_is_ready_and_logs_why(monk
     [rec] = [r for r in caplog.records if "ahead of a deploy" in r.getMessage()]
     assert rec.levelno == logging.WARNING and rec.exc_info is not None
     panel.close()
+
+
+def _deploying(calls):
+    def fake_deploy(plan, data, out, engine, rate, **kw):
+        calls.append(data)
+        return FakeDeployment(plan, engine)
+
+    return fake_deploy
+
+
+def test_deploy_replays_a_folder_of_the_users_files_and_says_so(tmp_path):
+    from mqjoin.model.tables import write_inputs
+
+    write_inputs(TABLES, tmp_path, fmt="csv")
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), refresh_seconds=0)
+    assert panel.input.value == "synthetic" and panel.folder.layout.display == "none"
+    panel.input.value = "folder"
+    assert panel.folder.layout.display is None
+    panel.deploy_button.click()  # no folder typed: said, with where to type it
+    assert "folder box" in html.unescape(panel.status.value) and calls == []
+    panel.folder.value = str(tmp_path)
+    assert str(tmp_path) in panel.input_line.value
+    click_deploy(panel)
+    assert calls == [str(tmp_path)]
+    assert set(panel.partitions.data_provider()) == {"R", "S"}  # the Partitions view reads the same files
+    panel.close()
+
+
+def test_deploy_replays_tpch_at_the_chosen_scale_with_progress(monkeypatch, tmp_path):
+    import mqjoin.datasets.tpch as tpch
+
+    said = []
+
+    class Streams:
+        directory, rows = tmp_path, 86_000
+
+    def fake_streams(sf, progress=None, **kw):
+        said.append(sf)
+        progress("generating the tables with tpchgen-cli …")
+        return Streams()
+
+    monkeypatch.setattr(tpch, "tpch_streams", fake_streams)
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), refresh_seconds=0)
+    panel.input.value = "tpch"
+    panel.sf.value = 0.1
+    assert "scale factor 0.1" in panel.input_line.value
+    click_deploy(panel)
+    assert said == [0.1] and calls == [str(tmp_path)]
+    assert "86,000 tuples" in panel.input_line.value and str(tmp_path) in panel.input_line.value
+    panel.deployments[0][1].finish()
+    assert panel.wait_idle()
+    panel.sf.value = 0
+    panel.deploy_button.click()  # a scale factor of 0: the typed error, no run
+    assert "scale factor must be a positive number" in html.unescape(panel.status.value) and len(calls) == 1
+    panel.close()
+
+
+def test_a_panel_given_data_replays_it_and_says_so():
+    calls = []
+    panel = DeployPanel(lambda: optimize(W).plan, deploy_fn=_deploying(calls), data=TABLES, refresh_seconds=0)
+    assert panel.input.value == "given" and "given to the panel" in panel.input_line.value
+    click_deploy(panel)
+    assert calls == [TABLES]
+    panel.close()
+
+
+def test_the_run_state_machine_without_widgets():
+    """Runs: Stop during a start cancels it and the deployment it yields is stopped; a
+    failure that is not transient fails the run and says what to do; the clock's line follows
+    the run from its start to its first batch."""
+    from mqjoin.widgets.deploy_run import ADVICE, Runs
+
+    class D:
+        done, plan = False, "a plan"
+
+    runs = Runs()
+    a = runs.begin("native", "mqo", 10.0, on_spark=False)
+    assert a.label == "native #1" and runs.clock()[0] == "starting"
+    starting, live = runs.cancel()
+    assert starting == [a] and live == [] and runs.state[a.label]["state"] == "stopped"
+    assert runs.started(a, D(), closed=False) is True  # cancelled meanwhile: the view stops it
+    b = runs.begin("mqjoin", "mqo", 10.0, on_spark=False)
+    d = D()
+    assert runs.started(b, d, closed=False) is False and runs.busy() == ["mqo #2"]
+    runs.wait_first(b.label, "mqo #2 running")
+    assert runs.clock()[0] == "running" and "waiting for the first micro-batch" in runs.clock()[1]
+    r = runs.event(b.label, d, {"kind": "batch", "results": 1})
+    assert r.status == ("running", "mqo #2 running") and r.force and runs.clock() is None
+    r = runs.event(b.label, d, {"kind": "status", "status": "failed", "error": "java.lang.OutOfMemoryError"})
+    assert r.ended and r.status == ("error", f"mqo #2: java.lang.OutOfMemoryError — {ADVICE}")
+    assert runs.state[b.label]["state"] == "failed" and runs.busy() == []
+    assert [label for label, _ in runs.to_measure()] == ["native #1", "mqo #2"] and runs.to_measure() == []

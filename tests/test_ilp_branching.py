@@ -287,6 +287,7 @@ def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     """optimize() gives a searched model the first MIR-free orders as its start (the plan kept
     should a time limit strike first) instead of solving the model without MIRs: same plan."""
     import mqjoin.planning.clash as opt
+    from mqjoin.planning.options import OptimizeOptions
 
     w = QUICK[2][1]
     cands = enumerate_candidates(w)
@@ -296,7 +297,7 @@ def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     calls: list = []
     monkeypatch.setattr(opt, "first_orders", lambda *a: calls.append("first") or first_orders(*a))
     monkeypatch.setattr(opt, "_solve_workload", lambda *a, **k: calls.append("solve") or solve_workload(*a, **k))
-    res = opt.optimize(w, mode="mqo", partitioning="single", time_limit=30)
+    res = opt.plan_clash(w, OptimizeOptions(mode="mqo", partitioning="single", time_limit=30))
     assert calls == ["solve", "first"]  # no second (MIR-free) solve
     assert res.ilp.status == "optimal" and res.ilp.canonical
     assert math.isclose(res.ilp.objective, solve(mdl).objective, rel_tol=1e-9)

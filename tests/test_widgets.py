@@ -172,7 +172,7 @@ queries: {q: "R(a), S(a)"}
 
 
 def test_model_optimiser_failure_is_an_error_not_an_exception():
-    def failing(workload, **kw):
+    def failing(workload, options):
         raise MqjoinError("the solver reached its time limit before it found any plan")
 
     m = ExplorerModel("paper_v2.yaml", debounce=0)
@@ -227,9 +227,9 @@ def test_debounce_coalesces_edits_into_one_recomputation(fake_timers):
     """Each edit restarts the debounce timer; only the last one's expiry recomputes, once."""
     calls = []
 
-    def counting(workload, **kw):
+    def counting(workload, options):
         calls.append(workload)
-        return optimize(workload, **kw)
+        return optimize(workload, options)
 
     m = ExplorerModel("paper_v2.yaml", debounce=0.15, optimize_fn=counting)
     assert len(calls) == 1 and fake_timers.made == []
@@ -251,9 +251,9 @@ def test_debounce_in_a_running_event_loop_runs_on_the_loop():
 
     threads = []
 
-    def recording(workload, **kw):
+    def recording(workload, options):
         threads.append(threading.current_thread())
-        return optimize(workload, **kw)
+        return optimize(workload, options)
 
     async def scenario():
         m = ExplorerModel("paper_v2.yaml", debounce=0.05, optimize_fn=recording)
@@ -623,10 +623,13 @@ def test_compare_tab_lists_every_plan_family_with_the_optimisers_costs():
     ex.show("Compare")
     rows = html_rows(ex.compare.table.value)
     got = {(r[0], r[1], r[2]): (r[3], r[5]) for r, _ in rows}
-    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin"}
+    # only CLASH solves an ILP: the families' rows say they were built, with no solve time
+    assert {r[-1] for r, _ in rows if r[0] != "clash"} == {"built, no ILP"}
+    assert {r[-1] for r, _ in rows if r[0] == "clash"} == {"optimal"}
+    assert {label for label, _, _ in got} == {"clash", "mjoin", "tree (best)", "ajoin", "pmjoin", "jaqpot (best)"}
     w = ex.model.workload
     for planner, label in (("clash", "clash"), ("mjoin", "mjoin"), ("tree", "tree (best)"), ("ajoin", "ajoin"),
-                           ("pmjoin", "pmjoin")):
+                           ("pmjoin", "pmjoin"), ("jaqpot", "jaqpot (best)")):
         for pol in ("single", "replicas"):
             modes = ("mqo", "individual", "shared") if planner in ("clash", "ajoin") else ("individual", "shared")
             for mode in modes:

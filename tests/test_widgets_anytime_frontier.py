@@ -51,8 +51,8 @@ class ScriptedSolver:
         self.limits = []
         self.during = during or {}
 
-    def __call__(self, workload, **options):
-        self.limits.append(options.get("time_limit"))
+    def __call__(self, workload, options):
+        self.limits.append(options.time_limit)
         k = len(self.limits)
         if k in self.during:
             self.during[k]()
@@ -103,12 +103,12 @@ def test_improvements_inside_a_background_round_reach_the_chart(plans):
     slow = limited(plans["no_mirs"], 0.5)
 
     class Reporting(ScriptedSolver):
-        def __call__(self, workload, **options):
-            monitor = options.get("monitor")
+        def __call__(self, workload, options):
+            monitor = options.monitor
             if monitor is not None:
                 monitor.begin({"all": 1300.0})
                 monitor.report("all", 1000.0, 700.0)
-            return super().__call__(workload, **options)
+            return super().__call__(workload, options)
 
     jobs = []
     m = ExplorerModel("paper_fig3.yaml", debounce=0, optimize_fn=Reporting([slow, plans["optimum"]]),

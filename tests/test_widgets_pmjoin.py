@@ -76,6 +76,12 @@ def test_pmjoin_tab_on_tpch_partitions_generated_streams_and_draws_the_placement
     groups = trace_by_name(view.figure, "value groups")
     assert len(groups.x) == sum(len(pm.groups) for pm in with_groups[0].pmjoins) > 1
     assert all(t.startswith("G") for t in groups.text)
+    # the picture numbers each PMJoin's groups as the table under that PMJoin does
+    qp = with_groups[0]
+    want = [f"G{i + 1}" for pm in qp.pmjoins for i in range(len(pm.groups))]
+    assert [t.split(":")[0] for t in groups.text] == want
+    for pm in qp.pmjoins:
+        assert all(f"<td>G{i + 1}</td>" in view.plans.value for i in range(len(pm.groups)))
     streams = trace_by_name(view.figure, "streams")
     assert sorted(streams.text) == sorted(ex.model.workload.query(with_groups[0].query).relations)
     assert view.figure.layout.font.size >= 14

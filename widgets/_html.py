@@ -66,3 +66,43 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], marked: Iter
         cells = "".join(f"<td>{c if raw else esc(c)}</td>" for c in r)
         body.append(f"<tr{cls}>{cells}</tr>")
     return f'{TABLE_CSS}<table class="mqjoin-table"><tr>{th}</tr>{"".join(body)}</table>'
+
+
+#: the ``<script>`` type of data a page carries for a program, not for the browser to run
+DATA_TYPE = "application/x-mqjoin"
+
+
+def embedded_script(element: str, text: str) -> str:
+    """``text`` carried in a page as a ``<script>`` the browser does not run (the handout's
+    workload and options); :func:`handout_contents` reads it back.
+
+    >>> embedded_script("mqjoin-state", '{"a": "<b>"}')
+    '<script type="application/x-mqjoin" id="mqjoin-state">{"a": "&lt;b&gt;"}</script>'
+    """
+    return f'<script type="{DATA_TYPE}" id="{element}">{html.escape(text, quote=False)}</script>'
+
+
+def handout_contents(source) -> tuple[str, dict]:
+    """The workload YAML and the state (``{"options": …}``) a handout carries (its path, or
+    the page's text); a typed error for a page or path that is not one."""
+    import json
+    import re
+    from pathlib import Path
+
+    from mqjoin.model.errors import DataError
+
+    text = str(source)
+    if "<html" not in text[:200]:
+        p = Path(text).expanduser()
+        if not p.is_file():
+            raise DataError(f"no handout {str(p)!r}: give the path of an HTML file written by 'mqjoin report'")
+        text = p.read_text(encoding="utf-8")
+
+    def read(element: str) -> str:
+        m = re.search(rf'<script type="{DATA_TYPE}" id="{element}">(.*?)</script>', text, re.S)
+        if m is None:
+            raise DataError(f"this page is not an mqjoin handout (no {element} in it): write one with "
+                            "'mqjoin report W.yaml --out report.html' or the explorer's Handout button")
+        return html.unescape(m.group(1))
+
+    return read("mqjoin-workload"), json.loads(read("mqjoin-state"))

@@ -37,6 +37,7 @@ from mqjoin.planning.comparison import Setting, compare, settings
 from mqjoin.model.errors import MqjoinError
 from mqjoin.planning.ilp import POLICIES
 from mqjoin.planning.optimizer import MODES, OptimizeResult
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.workload import Workload
 
 from mqjoin.widgets._html import error_box, esc, table
@@ -57,7 +58,8 @@ POLICY_COLORS = {"single": "#636EFA", "replicas": "#00CC96"}
 def compare_plans(workload: Workload, mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
                   modes: tuple[str, ...] = MODES, policies: tuple[str, ...] = POLICIES) -> dict[Config, OptimizeResult]:
     """Optimise the workload with CLASH in every (mode, partitioning) combination, policies outermost."""
-    plans = compare(workload, settings(("clash",), policies=policies, modes=modes), mirs, solver, time_limit)
+    plans = compare(workload, settings(("clash",), policies=policies, modes=modes),
+                    OptimizeOptions(mirs=mirs, solver=solver, time_limit=time_limit))
     return {(s.mode, s.partitioning): r for s, r in plans.items()}
 
 
@@ -165,8 +167,7 @@ class ComparisonView(ModelView, W.VBox):
             self.status.value = f"<i>optimising {esc(_label(s))} ({k + 1}/{n}) …</i>" if k < n else ""
 
         try:
-            self.plans = compare(m.workload, self.settings, mirs=m.mirs, solver=m.solver, time_limit=m.time_limit,
-                                 progress=progress)
+            self.plans = compare(m.workload, self.settings, m.options, progress=progress)
         except MqjoinError as e:
             self.error.value = error_box(str(e))
             return self.results
@@ -204,7 +205,10 @@ class ComparisonView(ModelView, W.VBox):
                 extra = [fmt(recost(r.plan, sized)) if sized is not None else "—",
                          f"{fmt(got)} ({fmt(pred)} predicted)" if ran is not None else "—"]
             rows.append([s.label, s.mode, s.partitioning, fmt(r.probe_cost), rel, fmt(r.memory), len(r.plan.stores),
-                         len(r.plan.nodes), *extra, f"{r.ilp.solve_seconds:.3f}", r.ilp.status])
+                         len(r.plan.nodes), *extra,
+                         # a plan family is built, not solved: no ILP status or solve time to show
+                         *((f"{r.ilp.solve_seconds:.3f}", r.ilp.status) if planners.planner_of(s.planner).ilp
+                           else ("—", "built, no ILP"))])
             marks.append(_is_current(s, m))
         measured = [] if counts is None else ["probe cost on measured sizes",
                                               f"probe messages measured in {counts.label}"]

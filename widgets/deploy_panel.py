@@ -40,6 +40,12 @@ fake deployment and no Spark.
 * **Guarded.**  Before a deploy the model estimates results and memory
   (:mod:`mqjoin.planning.guard`); past the limits the deploy is refused with what to change (and a
   **Deploy anyway** button), and a live run is stopped once past its budget.
+* **Replays the data the workload describes.**  The *input* menu chooses what a Deploy replays:
+  synthetic uniform streams at the workload's rates (the event seconds chosen), the bundled
+  TPC-H data at a chosen scale factor (generated once with ``tpchgen-cli`` and cached, as
+  ``mqjoin data tpch`` does, the progress on the input line), a folder of the user's own files
+  (``R.csv`` or ``R.parquet`` per relation, with a ``ts`` column), or the data given to the
+  panel; the line under the menu says which one the runs replay.
 * **Transient Spark warnings are not errors.**  A failure report that Spark recovers from
   (a Python worker slow to connect back, a socket time-out) while the run goes on is shown as
   a warning of that run; a real failure says what to do.
@@ -56,6 +62,10 @@ fake deployment and no Spark.
 '<b>idle</b> — press Deploy to run the current plan on Spark'
 >>> [t.name for t in panel.figure.data]
 ['input rate target (2,000 tuples/s)']
+>>> panel.input.value, panel.input_line.value
+('synthetic', 'replays synthetic uniform streams at the workload’s rates (the event seconds chosen)')
+>>> panel.input.value = "tpch"; panel.input_line.value
+'replays the bundled TPC-H data at scale factor 0.01 (generated on the first Deploy, then cached)'
 """
 
 from __future__ import annotations
@@ -66,16 +76,15 @@ import math
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import ipywidgets as W
 # imported here, on the kernel's thread: first imported on a start thread, a half-initialised
 # pandas would be visible to plotly's checks on the kernel's thread meanwhile (AttributeError)
 import pandas  # noqa: F401
 
+from mqjoin.widgets import deploy_run as run
 from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
 from mqjoin.model.errors import MqjoinError
 from mqjoin.support.threads import join_threads
@@ -91,214 +100,53 @@ from mqjoin.widgets.partitions_view import PartitionsView
 
 _log = logging.getLogger(__name__)
 
-#: Spark reports that are not failures of the run when the run goes on (substrings)
-TRANSIENT = ("SocketTimeoutException", "connect back", "Accept timed out", "Connection reset",
-             "BlockManager", "heartbeat")
-#: the panel's default input: on a 2-core machine the plan's run keeps up with it
-#: (benchmarks/RESULTS.md, "Deploy: does the default run keep up")
-DEFAULT_RATE, DEFAULT_SECONDS = 2000.0, 5.0
-#: a micro-batch takes at most this many seconds of input (see ``_start``)
-BATCH_SECONDS = 4.0
-ADVICE = ("press Deploy to try again; if it fails the same way, restart the kernel (a fresh Spark session) "
-          "or lower the rate")
-
-
-def _default_deploy(plan, data, out, **kw):
-    from mqjoin.runtime.spark.session import import_pyspark
-
-    import_pyspark()  # before the modules that import it (another thread may be importing it)
-    from mqjoin.runtime.spark.launch import deploy
-
-    return deploy(plan, data, out, **kw)
-
-
-#: seconds from Deploy to the first point on a busy 2-core machine (benchmarks/RESULTS.md,
-#: "Deploy → first point"): a cold start (the JVM, then the first batch's Python workers: a
-#: range) and a warm one (the session running)
-COLD_START_S, WARM_START_S = (30, 60), 3
-#: seconds the start ahead of a deploy takes on a busy 2-core machine (the JVM, a first job)
-WARMING_S = 20
-
-
-def _session_running() -> bool:
-    from mqjoin.runtime.spark.session import session_running
-
-    return session_running()
-
-
-def _starting_message(engine: str, on_spark: bool, elapsed: float | None = None, cold: bool | None = None) -> str:
-    """What a click on Deploy waits for, with the seconds waited so far: a cold start (no Spark
-    session when Deploy was clicked: ``cold``, default: none now) names the JVM and its Python
-    workers until the session is up.
-
-    >>> _starting_message("mqjoin", False)
-    'starting mqjoin …'
-    >>> _starting_message("mqjoin", False, 3.4)
-    'starting mqjoin … 3 s'
-    """
-    waited = "" if elapsed is None else f" {elapsed:.0f} s"
-    if not on_spark:
-        return f"starting {engine} …{waited}"
-    running = _session_running()
-    if cold is None:
-        cold = not running
-    if cold and not running:
-        return (f"starting a Spark session for {engine} (the JVM and its Python workers) …{waited} (the first "
-                f"time {COLD_START_S[0]}–{COLD_START_S[1]} s to the first point on a busy 2-core machine; later "
-                "deploys reuse it; Stop cancels)")
-    if cold:
-        return f"the Spark session is up; starting the {engine} streaming query and its first batch …{waited}"
-    return (f"starting {engine} on the running Spark session …{waited} (usually about {WARM_START_S} s to "
-            "the first point)")
-
-
-#: one start ahead at a time in a process (explorers built one after another share the session),
-#: and none again within this many seconds of the last (its Python workers are still up)
-_PREPARING = threading.Lock()
-WARM_FOR_S = 30.0
-_warmed = [-math.inf]
-_deploys_waiting = [0]  # deploys waiting for the start ahead (see _after_prepare)
-
-
-def _prepare_session() -> str | None:
-    """The local Spark session and its Python workers, started ahead of a deploy; returns why
-    the session is not up (None when it is).  A start ahead under way in another panel is
-    waited for.  A failure is logged with its traceback; the deploy reports it again."""
-    from mqjoin.runtime.spark.session import import_pyspark
-
-    with _PREPARING:
-        try:
-            if _session_running() and time.monotonic() - _warmed[0] < WARM_FOR_S:
-                return None
-            import_pyspark()
-            from mqjoin.runtime.spark.session import spark_session, warm_up
-
-            spark = spark_session()
-            if not _deploys_waiting[0]:  # a Deploy clicked while the JVM started runs its own first batch
-                warm_up(spark)
-                _warmed[0] = time.monotonic()
-        except MqjoinError as e:  # not installed, no Java: said in words, as the deploy will say it
-            _log.warning("the Spark session was not started ahead of a deploy: %s", e,
-                         exc_info=e.__cause__ is not None)
-            return str(e)
-        except Exception as e:  # noqa: BLE001 — Deploy starts it again and says why it fails
-            _log.warning("starting the Spark session ahead of a deploy failed", exc_info=True)
-            return f"{type(e).__name__}: {e}"
-    return None if _session_running() else "the Spark session is not running"
-
-
-def _after_prepare(cancelled: threading.Event) -> bool:
-    """Wait for a start ahead under way (:func:`_prepare_session`): a deploy that ran beside it
-    would start the same Python processes and compile the same classes a second time on the
-    same two cores, and its first batch would come later.  A start ahead that has not begun its
-    warm-up when the session is up skips it (the waiting deploy's first batch does that work).
-    False when ``cancelled`` is set meanwhile (checked every 0.2 s)."""
-    _deploys_waiting[0] += 1
-    try:
-        while not _PREPARING.acquire(timeout=0.2):
-            if cancelled.is_set():
-                return False
-    finally:
-        _deploys_waiting[0] -= 1
-    _PREPARING.release()
-    return not cancelled.is_set()
-
-
-def _waiting_message(running: str, elapsed: float | None = None) -> str:
-    """The status line of a run started and waiting for its first micro-batch.
-
-    >>> _waiting_message("mqo #1 running", 2.2)
-    'mqo #1 running — waiting for the first micro-batch (its Python workers start with it) … 2 s'
-    """
-    waited = "" if elapsed is None else f" {elapsed:.0f} s"
-    return f"{running} — waiting for the first micro-batch (its Python workers start with it) …{waited}"
-
-
-def _synthetic_data(plan, duration: float):
-    from mqjoin.datasets.uniform import uniform_streams
-
-    return uniform_streams(plan.workload, duration=duration, seed=0)
-
-
-def is_transient(message: str) -> bool:
-    """Whether a Spark report is one of the transient kinds (:data:`TRANSIENT`).
-
-    >>> is_transient("java.net.SocketTimeoutException: Timed out while waiting for the Python worker to connect back")
-    True
-    >>> is_transient("the mqjoin deployment failed: AnalysisException: column x not found")
-    False
-    """
-    return any(t.lower() in (message or "").lower() for t in TRANSIENT)
-
-
-def local_ui_url(url: str | None, host: str | None = None) -> str | None:
-    """The Spark UI address as the user's browser reaches it: the driver binds to the
-    container's address, the browser sees the notebook's host — ``host`` (default: the
-    environment's ``MQJOIN_UI_HOST``, else ``127.0.0.1`` for a local session).
-
-    >>> local_ui_url("http://172.17.0.5:4040")
-    'http://127.0.0.1:4040'
-    >>> local_ui_url("http://172.17.0.5:4041", host="lab.example.org"), local_ui_url(None)
-    ('http://lab.example.org:4041', None)
-    """
-    if not url:
-        return None
-    parts = urlsplit(url)
-    host = host or os.environ.get("MQJOIN_UI_HOST") or "127.0.0.1"
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
 
 def _seconds(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g} s"
 
 
-class _Start:
-    """A run being started off the kernel's thread: its label, when Deploy was clicked, and
-    whether Stop cancelled it meanwhile."""
-
-    def __init__(self, label: str, on_spark: bool):
-        self.label, self.on_spark = label, on_spark
-        self.cold = on_spark and not _session_running()  # no Spark session yet when Deploy was clicked
-        self.clicked = time.monotonic()
-        self.cancelled = threading.Event()
-        self.thread: threading.Thread | None = None
-
-
 class DeployPanel(GuardedPanel, W.VBox):
     """Deploy the plan returned by ``plan_provider()``; see the module doc."""
 
-    def __init__(self, plan_provider: Callable[[], Any], deploy_fn: Callable | None = _default_deploy,
+    def __init__(self, plan_provider: Callable[[], Any], deploy_fn: Callable | None = run.default_deploy,
                  data: Any = None, refresh_seconds: float = 1.0, **deploy_kwargs):
         self.plan_provider = plan_provider
         self.deploy_fn = deploy_fn
         self.data = data
         self.refresh_seconds = refresh_seconds
         self.deploy_kwargs = deploy_kwargs
-        self.deployments: list[tuple[str, Any]] = []
+        #: the runs and their states (the state machine: :class:`~mqjoin.widgets.deploy_run.Runs`)
+        self.runs = run.Runs()
+        self.deployments = self.runs.deployments
         #: per run label: its state and what happened to it (a warning or the error), in words
-        self.run_state: dict[str, dict[str, str]] = {}
+        self.run_state = self.runs.state
         self.guard = RunGuard()
         #: called with what a run counted (:class:`~mqjoin.planning.measured.RunCounts`) when it ends
         self.on_measured: list[Callable[[Any], None]] = []
-        self._lock = threading.RLock()
-        self._runs = 0  # runs numbered so far (started or not)
-        self._starts: dict[str, _Start] = {}  # runs being started
-        self._waiting: dict[str, tuple[float, str]] = {}  # run → (since, its status line) until its first batch
-        self._stopping: set[str] = set()  # runs whose deployment is being stopped (counted once it stopped)
-        self._pointed: set[str] = set()  # runs that reported data (their first point was drawn at once)
+        self._lock = self.runs.lock
         self._threads: list[threading.Thread] = []  # starts, stops and the status clock (joined by close())
         self._clock: threading.Thread | None = None
         self._closed = threading.Event()
         self.engine = W.ToggleButtons(options=[("plan", "mqjoin"), ("native", "native")], value="mqjoin",
                                       description="engine", style={"button_width": "70px"})
-        self.rate = W.FloatLogSlider(value=DEFAULT_RATE, base=10, min=1, max=6, step=0.1,
+        self.rate = W.FloatLogSlider(value=run.DEFAULT_RATE, base=10, min=1, max=6, step=0.1,
                                      description="input tuples/s", continuous_update=False,
                                      style={"description_width": "90px"})
-        self.duration = W.FloatSlider(value=DEFAULT_SECONDS, min=1.0, max=60.0, step=1.0, description="event s",
+        self.duration = W.FloatSlider(value=run.DEFAULT_SECONDS, min=1.0, max=60.0, step=1.0, description="event s",
                                       continuous_update=False)
         self.per_query = W.Checkbox(value=False, description="per-query latency", indent=False,
                                     layout=W.Layout(width="150px"))
+        #: what a Deploy replays (see the module doc), its scale factor or folder, and the line saying it
+        given = [("the data given to the panel", "given")] if data is not None else []
+        self.input = W.Dropdown(options=[*given, *run.INPUTS], value="given" if given else "synthetic",
+                                description="input", layout=W.Layout(width="360px"))
+        self.sf = W.FloatText(value=0.01, description="SF", layout=W.Layout(width="150px", display="none"),
+                              tooltip="TPC-H scale factor (0.01: about 86,000 tuples)")
+        self.folder = W.Text(description="folder", placeholder="a folder with R.csv or R.parquet per relation",
+                             layout=W.Layout(width="420px", display="none"))
+        self.input_line = W.HTML("")
+        for c in (self.input, self.sf, self.folder):
+            c.observe(lambda _: self._show_input(), "value")
         self.deploy_button = W.Button(description="Deploy", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.anyway_button = W.Button(description="Deploy anyway (stops at the budget)", button_style="warning",
@@ -322,12 +170,15 @@ class DeployPanel(GuardedPanel, W.VBox):
                           layout=W.Layout(flex_flow="row wrap"))
         settings = W.HBox([typeable(self.rate), typeable(self.duration), self.per_query],
                           layout=W.Layout(flex_flow="row wrap"))
+        inputs = W.VBox([W.HBox([self.input, self.sf, self.folder], layout=W.Layout(flex_flow="row wrap")),
+                         self.input_line])
         #: every store's rows per partition at 8, 32 and 128 partitions, on the panel's input
         self.partitions = PartitionsView(plan_provider, self._input_tables)
         more = W.Accordion([self.partitions], selected_index=None)
         more.set_title(0, "Partitions: the skew a cluster would see")
-        super().__init__([controls, settings, self.status, self.mode_line, self.runs_table, self.ui_link, self.figure,
-                          more])
+        super().__init__([controls, inputs, settings, self.status, self.mode_line, self.runs_table, self.ui_link,
+                          self.figure, more])
+        self._show_input()
 
     # -- the chart --------------------------------------------------------------------------------
 
@@ -360,13 +211,9 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     # -- actions --------------------------------------------------------------------------------
 
-    def _live(self) -> list[tuple[str, Any]]:
-        return [(label, d) for label, d in self.deployments if self.run_state[label]["state"] in ("starting", "running")]
-
     def _busy(self) -> list[str]:
         """Runs starting or running."""
-        with self._lock:
-            return [label for label, st in self.run_state.items() if st["state"] in ("starting", "running")]
+        return self.runs.busy()
 
     def deploy(self, force: bool = False) -> str | None:
         """Start the current plan with the chosen engine, off the kernel's thread; returns the
@@ -385,34 +232,30 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._set_status("running", f"{busy[0]} is still running: stop it or wait for it to finish")
             return None
         try:
+            source = self._chosen_input()
             plan = self.plan_provider()
             # tables: their span; a data directory: the event seconds chosen (its statistics are the workload's)
-            duration = tables_duration(self.data) if isinstance(self.data, Mapping) else self.duration.value
+            duration = tables_duration(source) if isinstance(source, Mapping) else self.duration.value
             refusal = self.guard.check(plan.workload, duration, plan)
         except MqjoinError as e:
-            self._set_status("error", f"{e} — {ADVICE}")
+            self._set_status("error", f"{e} — {run.ADVICE}")
             return None
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
             _log.exception("checking the deploy against the guard failed")
-            self._set_status("error", f"{type(e).__name__}: {e} — {ADVICE}")
+            self._set_status("error", f"{type(e).__name__}: {e} — {run.ADVICE}")
             return None
         if refusal is not None and not force:
             self._set_status("error", f"not deployed — {refusal}")
             self.anyway_button.layout.display = None
             return None
         engine, rate, seconds = self.engine.value, self.rate.value, self.duration.value
-        with self._lock:
-            self._runs += 1
-            label = f"{engine if engine == 'native' else plan.mode} #{self._runs}"
-            start = _Start(label, self.deploy_fn is _default_deploy)
-            self._starts[label] = start
-            self.run_state[label] = {"state": "starting", "note": "", "rate": rate}
-        self._set_status("starting", _starting_message(engine, start.on_spark, cold=start.cold))
+        start = self.runs.begin(engine, plan.mode, rate, on_spark=self.deploy_fn is run.default_deploy)
+        self._set_status("starting", run.starting_message(engine, start.on_spark, cold=start.cold))
         self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
         self.stop_button.disabled = False
-        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds)
+        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds, source)
         self._tick()
-        return label
+        return start.label
 
     def _spawn(self, target, name: str, *args) -> threading.Thread:
         with self._lock:  # started under the lock: close() joins it
@@ -420,41 +263,29 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
         return t
 
-    def _start(self, start: _Start, plan, engine: str, rate: float, seconds: float) -> None:
-        """The start of a run (on its own thread): its input, then the deploy function."""
+    def _start(self, start: run.Start, plan, engine: str, rate: float, seconds: float, source: Any = None) -> None:
+        """The start of a run (on its own thread): its input (``source``, see :meth:`_chosen_input`),
+        then the deploy function."""
         label = start.label
         try:
-            data = self.data if self.data is not None else _synthetic_data(plan, seconds)
-            if start.on_spark and not _after_prepare(start.cancelled):
-                with self._lock:  # Stop cancelled it while Spark warmed up: nothing was started
-                    self._starts.pop(label, None)
+            data = self._input_data(source, plan, seconds)
+            if start.on_spark and not run.after_prepare(start.cancelled):
+                self.runs.dropped(start)  # Stop cancelled it while Spark warmed up: nothing was started
                 return
             out = tempfile.mkdtemp(prefix="mqjoin-deploy-")
             kw = dict(self.deploy_kwargs)
             # a micro-batch takes what has arrived, up to a few seconds' worth: a run that fell
             # behind catches up in bigger batches instead of staying behind
-            kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * BATCH_SECONDS)))
+            kw.setdefault("max_rows_per_batch", max(1, math.ceil(rate * run.BATCH_SECONDS)))
             d = self.deploy_fn(plan, data, out, engine=engine, rate=rate, **kw)
         except Exception as e:  # noqa: BLE001 — a widget never shows a traceback
             _log.exception("the deploy of %s failed", label)
-            with self._lock:
-                self._starts.pop(label, None)
-                cancelled = start.cancelled.is_set()
-                if not cancelled:
-                    self.run_state[label].update(state="failed", note=str(e))
-            if not cancelled:
+            if self.runs.start_failed(start, str(e)):
                 msg = str(e) if isinstance(e, MqjoinError) else f"{type(e).__name__}: {e}"
-                self._set_status("error", f"{msg} — {ADVICE}")
+                self._set_status("error", f"{msg} — {run.ADVICE}")
                 self._ended()
             return
-        with self._lock:
-            self._starts.pop(label, None)
-            self.deployments.append((label, d))
-            cancelled = start.cancelled.is_set() or self._closed.is_set()  # Stop pressed, or the panel closed
-            if cancelled:
-                self.run_state[label]["state"] = "stopped"
-            else:
-                self.run_state[label]["state"] = "running"
+        cancelled = self.runs.started(start, d, closed=self._closed.is_set())  # Stop pressed, or the panel closed
         if cancelled:  # Stop was pressed while it started: it stops now, its (empty) row stays
             self._stop_deployment(label, d)
             self._redraw(force=True)
@@ -471,15 +302,17 @@ class DeployPanel(GuardedPanel, W.VBox):
 
         total = getattr(d, "total", None)
         # the model's estimate describes the synthetic input (a given data set has its own size)
-        expect = f" · {self.guard.estimate.summary()}" if self.data is None else ""
+        # one estimate on the screen: the mode line's, when the deployment says where its stores live
+        expect = (f" · {self.guard.estimate.summary()}" if source is None and getattr(d, "mode_choice", None) is None
+                  else "")
         running = (f"{label} running — {count(total)} input tuples at {count(rate)} tuples/s{expect}"
                    if total else f"{label} running")
-        with self._lock:
-            self._waiting[label] = (time.monotonic(), running)
-        self._set_status("running", _waiting_message(running))
+        with self._lock:  # the clock's line (under the same lock) cannot overwrite this one with an older one
+            self.runs.wait_first(label, running)
+            self._set_status("running", run.waiting_message(running))
         self._show_mode(label, d)
         d.subscribe(on_event)
-        url = local_ui_url(getattr(d, "ui_url", None))
+        url = run.local_ui_url(getattr(d, "ui_url", None))
         self.ui_link.value = (f'Spark UI of {esc(label)}: <a href="{html.escape(url)}" target="_blank">'
                               f"{html.escape(url)}</a>" if url else "")
         self._tick()
@@ -501,7 +334,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                 from mqjoin.runtime.spark.deployment import mode_choice
 
                 plan = plan if plan is not None else self.plan_provider()
-                tables = self.data if isinstance(self.data, Mapping) else None
+                tables = self.data if self.input.value == "given" and isinstance(self.data, Mapping) else None
                 kw = self.deploy_kwargs
                 choice = mode_choice(plan, tables, kw.get("mode", "auto"), master=kw.get("master"),
                                      span=None if tables else self.duration.value)
@@ -518,17 +351,59 @@ class DeployPanel(GuardedPanel, W.VBox):
         if not self._closed.is_set():
             self._spawn(self.refresh_mode, "mqjoin-spark-mode")
 
-    def _input_tables(self) -> Mapping[str, Any]:
-        """The input a Deploy would run: the panel's tables, its data directory read, or the
-        synthetic streams of the chosen event seconds."""
-        if isinstance(self.data, Mapping):
-            return self.data
-        plan = self.plan_provider()
-        if self.data is not None:
-            from mqjoin.model.tables import read_inputs
+    def _show_input(self) -> None:
+        choice = self.input.value
+        self.sf.layout.display = None if choice == "tpch" else "none"
+        self.folder.layout.display = None if choice == "folder" else "none"
+        self.input_line.value = esc(run.input_words(choice, self.sf.value, self.folder.value.strip()))
 
-            return read_inputs(plan.workload, self.data)
-        return _synthetic_data(plan, self.duration.value)
+    def _chosen_input(self) -> Any:
+        """What the input menu chose, checked (on the kernel's thread, at the click): None for
+        synthetic streams, the panel's data, ``("tpch", SF)``, or a folder's path."""
+        choice = self.input.value
+        if choice == "given":
+            return self.data
+        if choice == "tpch":
+            from mqjoin.datasets.tpch import check_sf
+
+            return ("tpch", check_sf(self.sf.value))
+        if choice == "folder":
+            from mqjoin.model.errors import DataError
+
+            folder = os.path.expanduser(self.folder.value.strip())
+            if not folder or not os.path.isdir(folder):
+                raise DataError(f"no folder {folder!r}: type the path of a folder with R.csv or R.parquet per "
+                                "relation in the folder box")
+            return folder
+        return None
+
+    def _input_data(self, source: Any, plan, seconds: float) -> Any:
+        """The data a run replays (off the kernel's thread: TPC-H is generated the first time,
+        its progress on the input line)."""
+        if source is None:
+            return run.synthetic_data(plan, seconds)
+        if isinstance(source, tuple):
+            from mqjoin.datasets.tpch import sf_label, tpch_streams
+
+            def progress(message: str) -> None:
+                self.input_line.value = esc(f"TPC-H SF {sf_label(source[1])}: {message.strip()}")
+
+            streams = tpch_streams(source[1], progress=progress)
+            self.input_line.value = esc(f"replays the bundled TPC-H data at scale factor {sf_label(source[1])}: "
+                                        f"{count(streams.rows)} tuples in {streams.directory}")
+            return str(streams.directory)
+        return source
+
+    def _input_tables(self) -> Mapping[str, Any]:
+        """The input a Deploy would run, as tables: the panel's tables, a data directory read,
+        or the synthetic streams of the chosen event seconds."""
+        plan = self.plan_provider()
+        data = self._input_data(self._chosen_input(), plan, self.duration.value)
+        if isinstance(data, Mapping):
+            return data
+        from mqjoin.model.tables import read_inputs
+
+        return read_inputs(plan.workload, data)
 
     def _show_mode(self, label: str, d: Any) -> None:
         """The mode a started deployment runs in, and why (its ``mode_choice``)."""
@@ -547,23 +422,23 @@ class DeployPanel(GuardedPanel, W.VBox):
         is live (its workers run); returns whether a start was begun.  The line under the status
         says where the plan's stores will live (:meth:`refresh_mode`)."""
         self._refresh_mode_later()
-        if (self.deploy_fn is not _default_deploy or self._closed.is_set()
+        if (self.deploy_fn is not run.default_deploy or self._closed.is_set()
                 or {"master", "conf", "spark"} & set(self.deploy_kwargs)):
             return False
         with self._lock:
             if self._busy() or any(t.name == "mqjoin-spark-prepare" and t.is_alive() for t in self._threads):
                 return False
-        self._spawn(self._prepare, "mqjoin-spark-prepare", not _session_running())
+        self._spawn(self._prepare, "mqjoin-spark-prepare", not run.session_running())
         return True
 
     def _prepare(self, cold: bool) -> None:
         said = None
         if cold and not self.deployments:
             said = (f"{state_html('idle')} — press Deploy to run the current plan on Spark · Spark is warming up in "
-                    f"the background (the JVM and its Python workers, ~{WARMING_S} s on a busy 2-core machine; a "
+                    f"the background (the JVM and its Python workers, ~{run.WARMING_S} s on a busy 2-core machine; a "
                     "Deploy meanwhile waits for it)")
             self.status.value = said
-        why = _prepare_session()
+        why = run.prepare_session()
         if said is not None and self.status.value == said:  # no run started meanwhile
             self._set_status("idle", "press Deploy to run the current plan on Spark · " + (
                 "Spark is ready" if why is None else f"Spark did not start ahead: {why} — Deploy tries again"))
@@ -571,7 +446,7 @@ class DeployPanel(GuardedPanel, W.VBox):
     def wait_started(self, timeout: float | None = None) -> bool:
         """Wait until no run is starting (scripts, tests); False on timeout."""
         with self._lock:
-            threads = [s.thread for s in self._starts.values() if s.thread is not None]
+            threads = [s.thread for s in self.runs.starts.values() if s.thread is not None]
         return join_threads(threads, timeout)
 
     def wait_idle(self, timeout: float | None = 10) -> bool:
@@ -583,16 +458,7 @@ class DeployPanel(GuardedPanel, W.VBox):
     def stop(self) -> None:
         """Stop the live run at once (its results and curves stay): a run still starting is
         cancelled, a running one stops off the kernel's thread."""
-        with self._lock:
-            starting = [s for s in self._starts.values() if not s.cancelled.is_set()]
-            for s in starting:
-                s.cancelled.set()
-                self.run_state[s.label]["state"] = "stopped"
-            live = self._live()
-            for label, _ in live:
-                self.run_state[label]["state"] = "stopped"
-                self._stopping.add(label)
-            self._waiting.clear()
+        starting, live = self.runs.cancel()
         if not starting and not live:
             return  # nothing to stop (a run that ended keeps its status line)
         for label, d in live:
@@ -607,14 +473,12 @@ class DeployPanel(GuardedPanel, W.VBox):
     def _stop_deployment(self, label: str, d: Any, state: str = "stopped") -> None:
         """Stop a run's deployment (off the kernel's thread); the run's state becomes ``state``
         (``finished`` for a run that consumed all its input)."""
+        note = None
         try:
             d.stop()
         except MqjoinError as e:
-            with self._lock:
-                self.run_state[label]["note"] = str(e)
-        with self._lock:
-            self.run_state[label]["state"] = state
-            self._stopping.discard(label)
+            note = str(e)
+        self.runs.stopped(label, state, note)
         self._measured()
         self._redraw(force=True)
 
@@ -636,15 +500,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         """Hand what the runs that ended counted per store to :attr:`on_measured`."""
         from mqjoin.planning.measured import store_counts
 
-        ended = []
-        with self._lock:  # a run being stopped is counted once its deployment stopped
-            for label, d in self.deployments:
-                st = self.run_state[label]
-                if (st["state"] in ("starting", "running") or st.get("measured") or label in self._stopping
-                        or getattr(d, "plan", None) is None):
-                    continue
-                st["measured"] = "yes"
-                ended.append((label, d))
+        ended = self.runs.to_measure()
         for label, d in ended:
             counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}),
                                   getattr(d, "batches", None))
@@ -664,70 +520,30 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     def _run_clock(self) -> None:
         while not self._closed.wait(1.0):
-            with self._lock:
-                starting = [s for s in self._starts.values() if not s.cancelled.is_set()]
-                waiting = [(label, since, text) for label, (since, text) in self._waiting.items()]
-            now = time.monotonic()
-            if starting:
-                s = starting[0]
-                self._set_status("starting", _starting_message("native" if s.label.startswith("native") else "mqjoin",
-                                                               s.on_spark, now - s.clicked, s.cold))
-            elif waiting:
-                label, since, text = waiting[0]
-                self._set_status("running", _waiting_message(text, now - since))
-            else:
-                return
+            with self._lock:  # read and shown at once: a start that moved on meanwhile shows its own line
+                line = self.runs.clock()
+                if line is None:
+                    return
+                self._set_status(*line)
 
     # -- live updates ---------------------------------------------------------------------------
 
     def _on_budget(self, label: str, msg: str) -> None:
-        self.run_state[label].update(state="stopped", note=msg)
+        self.runs.stopping_as(label, "stopped", msg)
         self._ended()
         self._set_status("stopped", f"{label} {msg}")
 
     def _on_event(self, label: str, d: Any, ev: dict) -> None:
-        kind = ev.get("kind")
-        st = self.run_state[label]
-        if kind == "status":
-            new, err = ev.get("status"), ev.get("error") or ""
-            if new == "failed":
-                if is_transient(err):
-                    st["note"] = f"Spark warned (the run goes on): {err}"
-                else:
-                    st.update(state="failed", note=f"{err} — {ADVICE}")
-                    self._set_status("error", f"{label}: {err} — {ADVICE}")
-            elif new in ("finished", "stopped"):
-                st["state"] = new if st["state"] != "stopped" else "stopped"
-                self._set_status(st["state"], f"{label} {st['state']}" +
-                                 (" — all input consumed" if new == "finished" else ""))
-            if new in ("finished", "stopped", "failed"):
-                with self._lock:
-                    self._waiting.pop(label, None)
-                self._ended()
-                return
-        elif kind in ("batch", "query", "progress"):
-            # the first report of data (the native baseline reports queries and progress, no batches)
-            with self._lock:
-                waited = self._waiting.pop(label, None)
-            if waited is not None and st["state"] == "running":
-                self._set_status("running", waited[1])
-            if st["state"] == "failed":  # it failed, yet goes on: that report was a warning
-                st.update(state="running", note=f"Spark warned (the run goes on): {st['note'].split(' — ')[0]}")
-            if getattr(d, "done", False) and st["state"] == "running":
-                st["state"] = "finished"
-                # its streaming query would go on polling the source for input that never comes
-                # (a trigger every few milliseconds, for as long as the kernel lives): stop it
-                with self._lock:
-                    self._stopping.add(label)
-                self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d, "finished")
-                self._ended()
-                self._set_status("finished", f"{label} finished — all input consumed")
-                return
-            if label not in self._pointed and (kind != "progress" or ev.get("input_rows")):
-                self._pointed.add(label)  # the run's first point: drawn now, not after the redraw interval
-                self._redraw(force=True)
-                return
-        self._redraw(force=kind == "status")
+        """Show what an event of a run changed (:meth:`~mqjoin.widgets.deploy_run.Runs.event`)."""
+        r = self.runs.event(label, d, ev)
+        if r.stop_as is not None:
+            self._spawn(self._stop_deployment, "mqjoin-deploy-stop", label, d, r.stop_as)
+        if r.status is not None:
+            self._set_status(*r.status)
+        if r.ended:
+            self._ended()
+        else:
+            self._redraw(force=r.force)
 
     def _redraw(self, force: bool = False) -> None:
         """Schedule a redraw (at most one per ``refresh_seconds``; never on the caller's thread,
@@ -756,7 +572,8 @@ class DeployPanel(GuardedPanel, W.VBox):
                     first = False
             s = run_summary(batches, queries, progress, rate=st.get("rate"), total=getattr(d, "total", None))
             swatch = f'<span style="color:{colour};font-size:16px">■</span> {esc(label)}'
-            note = s.behind if s.behind and st["state"] == "running" else st["note"]
+            # a run that fell behind keeps saying so once it ended (beside what happened to it)
+            note = "; ".join(n for n in (st["note"], s.behind) if n)
             rows.append([swatch, state_html(st["state"]), count(s.tuples),
                          "—" if s.tuples_per_s is None else count(s.tuples_per_s), _seconds(s.latency_p50),
                          _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows), esc(note or "")])

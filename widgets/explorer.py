@@ -229,7 +229,13 @@ class Explorer(ModelView, W.VBox):
         for k, t in enumerate(TAB_TITLES):
             self.tabs.set_title(k, t)
         self.tabs.observe(self._on_tab, "selected_index")
-        super().__init__([self.options, self.status, self.tabs])
+        #: one click writes the handout (:mod:`~mqjoin.widgets.report`) of what the explorer shows
+        self.handout_button = W.Button(description="Handout", icon="download",
+                                       tooltip="write one HTML file of the workload, plan, Compare, frontier and runs "
+                                               "(opens offline; ExplorerModel.from_report reopens it)")
+        self.handout_line = W.HTML("")
+        self.handout_button.on_click(lambda _: self.handout())
+        super().__init__([self.options, self.status, W.HBox([self.handout_button, self.handout_line]), self.tabs])
         if deploy == "spark":  # the default: deploy the current plan on a local Spark session
             from mqjoin.widgets.deploy_panel import DeployPanel
 
@@ -281,6 +287,24 @@ class Explorer(ModelView, W.VBox):
             self._jaqpot = JaqpotView(self.model)
             self.jaqpot_slot.children = [self._jaqpot]
         return self._jaqpot
+
+    def handout(self, path: str = "handout.html") -> str | None:
+        """Write the handout (:func:`~mqjoin.widgets.report.write_report`) of the workload, its
+        plan and the Deploy panel's runs to ``path``; the line beside the button links it, or
+        says why not.  Returns the path written (None on an error)."""
+        from mqjoin.model.errors import MqjoinError
+        from mqjoin.widgets.report import write_report
+
+        self.handout_line.value = "<i>writing the handout (Compare and the frontier are solved) …</i>"
+        try:
+            p = write_report(self.model, path, runs=list(getattr(self.deploy_panel, "deployments", ()) or ()))
+        except MqjoinError as e:
+            self.handout_line.value = error_box(str(e))
+            return None
+        self.handout_line.value = (f'handout written: <a href="{esc(p.name)}" target="_blank">{esc(str(p))}</a> — '
+                                   f"opens offline; <code>ExplorerModel.from_report({esc(repr(str(p)))})</code> "
+                                   "reopens it here")
+        return str(p)
 
     def attach_deploy(self, panel: W.Widget | Callable[[Callable[[], Any]], W.Widget]) -> W.Widget:
         """Put a Deploy panel into the Deploy tab: a widget, or a factory called with a

@@ -47,10 +47,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mqjoin.datasets.commands import load_named_workload
-from mqjoin.model.errors import FilterError, MissingFractionError, MqjoinError, PlannerError
-from mqjoin.planning.ilp import POLICIES, SOLVERS
-from mqjoin.planning.optimizer import MODES, OptimizeResult, optimize
-from mqjoin.planners.registry import check_planner
+from mqjoin.model.errors import FilterError, MissingFractionError, MqjoinError, OptionError, PlannerError
+from mqjoin.planning.ilp import POLICIES
+from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.options import OptimizeOptions
+from mqjoin.planners.registry import check_fit
 from mqjoin.model.statistics import SelectivityGroup, with_class_selectivity
 from mqjoin.model.workload import Workload, load_workload, parse_workload
 
@@ -63,6 +64,10 @@ _log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
 EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving", "measured")
+
+#: the fields of :class:`~mqjoin.planning.options.OptimizeOptions` a model edits (attributes of
+#: the model; the others keep their defaults)
+OPTIONS = ("mode", "partitioning", "mirs", "solver", "time_limit", "planner", "tree_shape")
 
 
 def as_workload(workload: Workload | str) -> Workload:
@@ -134,7 +139,7 @@ class ExplorerModel:
 
     def __init__(self, workload: Workload | str, *, mode: str = "mqo", partitioning: str = "single",
                  mirs: bool = True, solver: str = "highs", time_limit: float | None = None,
-                 debounce: float = 0.3, optimize_fn: Callable[..., OptimizeResult] = optimize,
+                 debounce: float = 0.3, optimize_fn: Callable[[Workload, OptimizeOptions], OptimizeResult] = optimize,
                  compute: bool = True, interactive_budget: float | None = None,
                  background: Callable[[Callable[[], None]], Any] | None = None, planner: str = "clash",
                  tree_shape: str | None = None):
@@ -214,33 +219,36 @@ class ExplorerModel:
     # -- options --------------------------------------------------------------------------------
 
     def _check_options(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"unknown mode {self.mode!r} (choose one of {', '.join(MODES)})")
         if self.partitioning not in POLICIES:
             raise ValueError(f"unknown partitioning {self.partitioning!r} (choose {' or '.join(POLICIES)})")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"unknown solver {self.solver!r} (choose {' or '.join(SOLVERS)})")
         try:
-            check_planner(self.planner, self.tree_shape, mirs=self.mirs, mode=self.mode)
-        except PlannerError as e:
+            check_fit(self.options)
+        except (OptionError, PlannerError) as e:
             raise ValueError(str(e)) from None
 
+    @classmethod
+    def from_report(cls, source: Any, **model_kw: Any) -> "ExplorerModel":
+        """The model of a handout written by :func:`mqjoin.widgets.report.write_report` (its path,
+        or the page's text): the same workload, edits and optimiser options."""
+        from mqjoin.widgets._html import handout_contents
+
+        text, state = handout_contents(source)
+        return cls(parse_workload(text), **{**state["options"], **model_kw})
+
     @property
-    def options(self) -> dict[str, Any]:
-        """The optimiser options as keyword arguments of :func:`mqjoin.planning.optimizer.optimize`."""
-        return {"mode": self.mode, "partitioning": self.partitioning, "mirs": self.mirs,
-                "solver": self.solver, "time_limit": self.time_limit, "planner": self.planner,
-                "tree_shape": self.tree_shape}
+    def options(self) -> OptimizeOptions:
+        """The optimiser options (:data:`OPTIONS` of them the model edits) as the value
+        :func:`mqjoin.planning.optimizer.optimize` takes."""
+        return OptimizeOptions(**{k: getattr(self, k) for k in OPTIONS})
 
     def set_options(self, **options: Any) -> bool:
-        """Change optimiser options (``mode``, ``partitioning``, ``mirs``, ``solver``,
-        ``time_limit``, ``planner``, ``tree_shape``) and recompute (debounced)."""
-        old = self.options
+        """Change optimiser options (:data:`OPTIONS`) and recompute (debounced)."""
         for k in options:
-            if k not in old:
-                self._set("error", f"unknown option {k!r} (options: {', '.join(old)})")
+            if k not in OPTIONS:
+                self._set("error", f"unknown option {k!r} (options: {', '.join(OPTIONS)})")
                 return False
-        saved = dict(old)
+        saved = {k: getattr(self, k) for k in OPTIONS}
+        old = self.options
         for k, v in options.items():
             setattr(self, k, v)
         try:
@@ -415,10 +423,10 @@ class ExplorerModel:
         options = self.options
         budget = self.interactive_budget
         if budget is not None:
-            limit = options["time_limit"]
-            options["time_limit"] = budget if limit is None else min(limit, budget)
+            limit = options.time_limit
+            options = options.changed(time_limit=budget if limit is None else min(limit, budget))
         try:
-            res = self.optimize_fn(self.workload, **options)
+            res = self.optimize_fn(self.workload, options)
         except MqjoinError as e:
             self._set("busy", False)
             self._set("error", str(e))
@@ -462,8 +470,8 @@ class ExplorerModel:
 
         def job() -> None:
             try:
-                for p in improve(workload, 2 * budget, max_limit=options.pop("time_limit"), cancelled=stale,
-                                 start=first, optimize_fn=self.optimize_fn, on_report=reported, **options):
+                for p in improve(workload, 2 * budget, max_limit=options.time_limit, cancelled=stale,
+                                 start=first, optimize_fn=self.optimize_fn, on_report=reported, options=options):
                     self._post(lambda p=p: self._improved(gen, p))
             except Exception as e:  # noqa: BLE001 — never a traceback in a widget
                 _log.exception("improving the plan in the background failed")

@@ -162,10 +162,11 @@ def placement_figure(qp: QueryPMJoin) -> tuple[list[dict], dict]:
                                                                                   for o in marked],
                {"size": 24, "symbol": "diamond", "color": "#6a51a3", "line": {"color": "#333", "width": 1}}),
         points("value groups", [g for _, _, g in groups],
-               [f"G{i + 1}: {_values(g.values)[1]} value{'' if len(g.values) == 1 else 's'}"
-                for i, (_, _, g) in enumerate(groups)],
-               [f"{pm.cls}: values {esc(_values(g.values)[0])}<br>{g.tree}<br>cost {fmt(g.cost)} bytes/s"
+               # numbered within their PMJoin, as the table under each PMJoin numbers them
+               [f"G{pm.groups.index(g) + 1}: {_values(g.values)[1]} value{'' if len(g.values) == 1 else 's'}"
                 for _, pm, g in groups],
+               [f"{pm.cls}: G{pm.groups.index(g) + 1}, values {esc(_values(g.values)[0])}<br>{g.tree}<br>"
+                f"cost {fmt(g.cost)} bytes/s" for _, pm, g in groups],
                {"size": 18, "symbol": "hexagon", "color": [PALETTE[i % len(PALETTE)] for i in range(len(groups))],
                 "line": {"color": "#333", "width": 1}},
                ),

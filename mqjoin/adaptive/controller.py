@@ -95,10 +95,9 @@ Optimizer = Callable[[Workload, AdaptivePolicy], Plan]
 
 
 def default_optimizer(workload: Workload, policy: AdaptivePolicy) -> Plan:
-    from mqjoin.planning.optimizer import optimize
+    from mqjoin.planning.optimizer import plan_with
 
-    return optimize(workload, mode=policy.mode, partitioning=policy.partitioning, mirs=policy.mirs,
-                    solver=policy.solver, time_limit=policy.time_limit, mir_budget=policy.mir_budget).plan
+    return plan_with(workload, policy.optimize_options).plan
 
 
 class AdaptiveController:

@@ -53,7 +53,7 @@ from typing import Any
 
 from mqjoin.model.errors import AdaptiveError, WorkloadError
 from mqjoin.model.workload import Workload
-from mqjoin.planning.options import check_options
+from mqjoin.planning.options import OptimizeOptions
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,17 @@ class AdaptivePolicy:
             raise AdaptiveError(f"epoch origin must be a number of seconds, got {self.origin!r}")
         if not _finite(self.sample) or not 0 < self.sample <= 1:
             raise AdaptiveError(f"sample must be a fraction in (0, 1] of the join values to count, got {self.sample!r}")
-        check_options(self.mode, self.partitioning, self.solver, self.time_limit, self.mir_budget)
+        self.optimize_options  # noqa: B018 — the optimiser's options, checked as the value is made
+
+    @property
+    def optimize_options(self) -> OptimizeOptions:
+        """The options every epoch's plan is optimised with (by the default optimiser).
+
+        >>> AdaptivePolicy(mode="individual").optimize_options.mode
+        'individual'
+        """
+        return OptimizeOptions(mode=self.mode, partitioning=self.partitioning, mirs=self.mirs, solver=self.solver,
+                               time_limit=self.time_limit, mir_budget=self.mir_budget)
 
     def epoch_of(self, ts: float) -> int:
         """The epoch of event time ``ts``.

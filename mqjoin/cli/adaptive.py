@@ -26,11 +26,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
     w = load_named_workload(args.workload)
     changes = load_changes(args.changes) if args.changes else ()
     full, lives = lifetimes(w, changes, policy)
-    optimizer = None
-    if not planner_of(args.planner).ilp:  # a re-planner of its own: AJoin re-plans each batch of changes incrementally
-        from mqjoin.planners.ajoin import ajoin_optimizer
-
-        optimizer = ajoin_optimizer()
+    replanner = planner_of(args.planner).replanner  # a re-planner of its own (AJoin's, incremental); else the ILP's
+    optimizer = None if replanner is None else replanner()
     if args.engine == "spark":
         d = run_spark(args, w, None, policy=policy, changes=changes, optimizer=optimizer)
         run = d.snapshot()

@@ -15,14 +15,23 @@ from mqjoin.model.errors import OptionError, PlannerError
 from mqjoin.planners.registry import planner_of
 
 
+def optimize_options(args: argparse.Namespace, workload, monitor=None):
+    """The :class:`~mqjoin.planning.options.OptimizeOptions` of ``optimize``, ``run`` and
+    ``deploy``'s options (checked as the value is made)."""
+    from mqjoin.planning.options import OptimizeOptions
+
+    return OptimizeOptions(mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs, solver=args.solver,
+                           time_limit=args.time_limit, mir_budget=args.mir_budget, planner=args.planner,
+                           tree_shape=args.tree_shape, decompose=args.decompose, pmjoin=pmjoin_options(args, workload),
+                           monitor=monitor)
+
+
 def optimize_args(args: argparse.Namespace, workload=None, monitor=None):
-    from mqjoin.planning.optimizer import optimize
+    """The plan of the command line's workload (``workload``: already loaded) and options."""
+    from mqjoin.planning.optimizer import plan_with
 
     w = workload if workload is not None else load_named_workload(args.workload)
-    return optimize(w, mode=args.mode, partitioning=args.partitioning, mirs=not args.no_mirs,
-                    solver=args.solver, time_limit=args.time_limit, mir_budget=args.mir_budget,
-                    planner=args.planner, tree_shape=args.tree_shape, decompose=args.decompose,
-                    pmjoin=pmjoin_options(args, w), monitor=monitor)
+    return plan_with(w, optimize_options(args, w, monitor))
 
 
 #: ``optimize`` prints the solve's progress on stderr once it has run this long (seconds):

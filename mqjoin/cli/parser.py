@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mqjoin.cli.plans import cmd_candidates, cmd_compare, cmd_frontier, cmd_optimize, cmd_partitions
+from mqjoin.cli.plans import cmd_candidates, cmd_compare, cmd_frontier, cmd_optimize, cmd_partitions, cmd_report
 from mqjoin.cli.runs import cmd_demo, cmd_run, cmd_synth
 from mqjoin.cli.spark import BATCH_ROWS
 from mqjoin.datasets.commands import add_dataset_parsers
@@ -100,7 +100,7 @@ def adaptive_args(p: argparse.ArgumentParser) -> None:
 
 
 def budget_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("CPU budget (JAQPOT; reference engine, one query, --planner tree)")
+    g = p.add_argument_group(f"CPU budget (JAQPOT; reference engine, one query, --planner {' or '.join(named('cpu_budget'))})")
     g.add_argument("--cpu-budget", type=float, default=None, metavar="N",
                    help="at most N probes per second of event time; probes beyond an allocation are shed, tuples "
                         "never (the summary reports the result deficit against the unbounded run and staleness)")
@@ -164,6 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "a run measured (the JSON of 'mqjoin run --json'), and mark the plans on their Pareto front")
     cm.add_argument("--json", action="store_true")
     cm.set_defaults(func=cmd_compare)
+
+    rp = sub.add_parser("report", help="write a handout: one self-contained HTML file of the workload, its query "
+                                       "graph, probe trees, the plan, Compare and the frontier (opens offline)")
+    rp.add_argument("workload")
+    rp.add_argument("--out", required=True, metavar="REPORT.html", help="the HTML file to write")
+    rp.add_argument("--no-mirs", action="store_true")
+    rp.add_argument("--solver", choices=SOLVERS, default="highs")
+    rp.add_argument("--mode", choices=MODES, default="mqo")
+    rp.add_argument("--no-compare", action="store_true", help="leave out Compare (every mode and policy solved)")
+    rp.add_argument("--no-frontier", action="store_true", help="leave out the probe cost / memory frontier")
+    rp.set_defaults(func=cmd_report)
 
     fr = sub.add_parser("frontier", help="Pareto curve of probe cost against memory (policy budget: extra "
                                          "replicas of stores), with single, replicas, individual and shared marked")

@@ -10,7 +10,7 @@ from typing import Any
 
 from mqjoin.cli.options import clash_only, optimize_args, pmjoin_options, stats_from, watched
 from mqjoin.datasets.commands import load_named_workload, write_text
-from mqjoin.model.errors import OptionError
+from mqjoin.model.errors import DataError, OptionError
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -96,6 +96,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from mqjoin.planning.comparison import COMPARED_PLANNERS, compare, settings
+    from mqjoin.planning.options import OptimizeOptions
     from mqjoin.planners.registry import check_planner
 
     w = load_named_workload(args.workload)
@@ -103,8 +104,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.planner:  # without one, --tree-shape applies to the tree rows and --decompose to the mjoin rows
         check_planner(args.planner, args.tree_shape, args.decompose)
     pmjoin = pmjoin_options(args, w, args.planner or "clash")
-    plans = compare(w, settings(planners, args.tree_shape, args.decompose), mirs=not args.no_mirs, solver=args.solver,
-                    time_limit=args.time_limit, pmjoin=pmjoin)
+    plans = compare(w, settings(planners, args.tree_shape, args.decompose),
+                    OptimizeOptions(mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit, pmjoin=pmjoin))
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
     chosen = None
@@ -148,7 +149,6 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from mqjoin.model.errors import DataError
     from mqjoin.model.tables import read_inputs
     from mqjoin.planning.plan import Plan
     from mqjoin.runtime.partitions import check_counts, project, render
@@ -174,4 +174,21 @@ def cmd_partitions(args: argparse.Namespace) -> int:
     print(f"probe messages and rows per partition of every store, the model's fullest partition {span}"
           + ("; measured: one run of the vectorised executor over the data" if tables else ""))
     print(render(rows))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``mqjoin report W.yaml --out report.html``: the explorer's handout, from the command line."""
+    try:
+        from mqjoin.widgets.model import ExplorerModel
+        from mqjoin.widgets.report import write_report
+    except ImportError as e:
+        raise DataError(f"the handout needs the notebook extra ({e.name} is missing): "
+                        "pip install 'mqjoin[notebook]'") from None
+
+    model = ExplorerModel(load_named_workload(args.workload), mode=args.mode, mirs=not args.no_mirs,
+                          solver=args.solver, debounce=0)
+    path = write_report(model, args.out, compare=not args.no_compare, frontier=not args.no_frontier)
+    print(f"handout written to {path} ({path.stat().st_size / 1e6:.1f} MB, opens offline; reopen it in the "
+          f"explorer with ExplorerModel.from_report({str(path)!r}))")
     return 0

@@ -59,7 +59,7 @@ def run_spark(args: argparse.Namespace, plan, tables, spark=None, phases=None, *
     workload ``plan`` reading its inputs from ``--data`` (relations added queries join included).
     ``spark``: a session (or one starting, :func:`start_spark_ahead`); ``phases``
     (:class:`~mqjoin.support.phases.Phases`) learns where the seconds went."""
-    from mqjoin.runtime.spark.launch import deploy
+    from mqjoin.runtime.spark.launch import DeployOptions, deploy
     from mqjoin.runtime.spark.session import install_java
     from mqjoin.support.phases import Phases
 
@@ -74,9 +74,10 @@ def run_spark(args: argparse.Namespace, plan, tables, spark=None, phases=None, *
     if not adaptive:
         adaptive = {"mode": getattr(args, "spark_mode", "auto")}
     t0 = time.perf_counter()
-    d = deploy(plan, tables, args.out, engine="mqjoin" if args.engine == "spark" else "native", spark=spark,
-               master=args.master, checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
-               max_rows_per_batch=batch_rows(args), **adaptive)
+    options = DeployOptions(engine="mqjoin" if args.engine == "spark" else "native", spark=spark, master=args.master,
+                            checkpoint=args.checkpoint, rate=args.rate, speedup=args.speedup,
+                            max_rows_per_batch=batch_rows(args), **adaptive)
+    d = deploy(plan, tables, args.out, options)
     timings = getattr(d, "timings", {})
     phases.add("start", getattr(spark, "seconds", None))  # in a thread, beside optimise and input
     phases.add("pack", timings.get("replay_log"))

@@ -25,6 +25,7 @@ from typing import Any
 from mqjoin.model.errors import NoSolutionError, OptimizerError
 from mqjoin.planning.ilp.monitor import Monitor, Report, relative_gap
 from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.workload import Workload
 
 
@@ -69,17 +70,19 @@ def progress_of(result: OptimizeResult, seconds: float, bound: float = 0.0) -> P
 def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_rounds: int = 6,
             max_limit: float | None = None, cancelled: Callable[[], bool] | None = None,
             start: Progress | None = None, optimize_fn: Callable[..., OptimizeResult] = optimize,
-            on_report: Callable[[Report], None] | None = None, **options: Any) -> Iterator[Progress]:
+            on_report: Callable[[Report], None] | None = None, options: OptimizeOptions | None = None,
+            **keywords: Any) -> Iterator[Progress]:
     """Rounds of time-limited solves (``first_limit`` seconds, then ``growth`` times longer
     each round); yields the progress after each round (see the module docstring).  ``start``:
     the progress so far (an earlier time-limited result), which the rounds only improve on.
     ``on_report``: told the incumbent and bound inside each round as they improve (a
     :class:`~mqjoin.planning.ilp.monitor.Report`, its seconds counted from the first round's
     start; the plans themselves come with the rounds).
-    ``options`` are :func:`~mqjoin.planning.optimizer.optimize`'s (without ``time_limit``)."""
+    ``options`` (with ``keywords`` changed) are :func:`~mqjoin.planning.optimizer.optimize`'s, their
+    time limit and monitor set by each round; ``optimize_fn(workload, options)`` solves a round."""
     if not first_limit > 0 or not growth >= 1:
         raise OptimizerError(f"anytime rounds need first_limit > 0 and growth ≥ 1, got {first_limit!r}, {growth!r}")
-    options.pop("time_limit", None)
+    base = OptimizeOptions.of(options, **keywords)
     t0 = time.perf_counter() - (start.seconds if start is not None else 0.0)
     best = start
     limit = first_limit
@@ -88,10 +91,9 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
             return
         if max_limit is not None and limit > max_limit:
             limit = max_limit
-        if on_report is not None:
-            options["monitor"] = _shifted(on_report, time.perf_counter() - t0, best)
+        monitor = None if on_report is None else _shifted(on_report, time.perf_counter() - t0, best)
         try:
-            res = optimize_fn(workload, time_limit=limit, **options)
+            res = optimize_fn(workload, base.changed(time_limit=limit, monitor=monitor))
         except NoSolutionError:  # no plan in this round: the next one has longer
             res = None
         if cancelled is not None and cancelled():

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.optimizer import plan_with
+from mqjoin.planning.options import POLICIES, OptimizeOptions
 from mqjoin.planning.result import OptimizeResult, family
-from mqjoin.planning.options import POLICIES
 from mqjoin.model.workload import Workload
 from mqjoin.planners.registry import named, planner_of
 
@@ -61,6 +61,17 @@ class Setting:
         families that consist of MIR stores get them regardless (their shape is the point)."""
         return allowed or bool(planner_of(self.planner).materialises) or self.decompose
 
+    def options(self, base: OptimizeOptions) -> OptimizeOptions:
+        """The options of this setting's plan: ``base`` (MIRs, solver, time limit, PMJoin's
+        options) with this planner, mode and policy.
+
+        >>> Setting("tree", "shared", "single", "deep").options(OptimizeOptions(mirs=False, solver="cbc"))
+        OptimizeOptions(mode='shared', partitioning='single', mirs=True, solver='cbc', time_limit=None, mir_budget=None, replica_budget=None, planner='tree', tree_shape='deep', decompose=False, pmjoin=None, memory_ties=True)
+        """
+        return base.changed(mode=self.mode, partitioning=self.partitioning, mirs=self.mirs(base.mirs),
+                            planner=self.planner, tree_shape=self.tree_shape, decompose=self.decompose,
+                            pmjoin=base.pmjoin if planner_of(self.planner).pmjoin_options else None)
+
 
 def settings(planners: tuple[str, ...] = COMPARED_PLANNERS, tree_shape: str | None = None, decompose: bool = False,
              policies: tuple[str, ...] = POLICIES,
@@ -75,20 +86,17 @@ def settings(planners: tuple[str, ...] = COMPARED_PLANNERS, tree_shape: str | No
                  for p in planners for pol in policies for m in modes if m != "mqo" or planner_of(p).joint)
 
 
-def compare(workload: Workload, wanted: tuple[Setting, ...], mirs: bool = True, solver: str = "highs",
-            time_limit: float | None = None, pmjoin=None,
+def compare(workload: Workload, wanted: tuple[Setting, ...], options: OptimizeOptions = OptimizeOptions(),
             progress: Callable[[int, int, Setting], None] | None = None) -> dict[Setting, OptimizeResult]:
-    """Optimise ``workload`` in every wanted setting (``mirs``, ``solver`` and ``time_limit``
-    as for :func:`~mqjoin.planning.optimizer.optimize`; ``pmjoin``: the PMJoin planner's options).
-    ``progress(k, n, setting)`` is called before each of the ``n`` optimisations and once at
-    the end with ``k = n``."""
+    """Optimise ``workload`` in every wanted setting (:meth:`Setting.options` of ``options``:
+    its MIRs, solver, time limit and PMJoin options apply to every plan).  ``progress(k, n,
+    setting)`` is called before each of the ``n`` optimisations and once at the end with
+    ``k = n``."""
     out: dict[Setting, OptimizeResult] = {}
     for k, s in enumerate(wanted):
         if progress is not None:
             progress(k, len(wanted), s)
-        out[s] = optimize(workload, mode=s.mode, partitioning=s.partitioning, mirs=s.mirs(mirs), solver=solver,
-                          time_limit=time_limit, planner=s.planner, tree_shape=s.tree_shape, decompose=s.decompose,
-                          pmjoin=pmjoin if planner_of(s.planner).pmjoin_options else None)
+        out[s] = plan_with(workload, s.options(options))
     if progress is not None and wanted:
         progress(len(wanted), len(wanted), wanted[-1])
     return out

@@ -194,8 +194,16 @@ class OptimizeOptions:
         ...
         mqjoin.model.errors.OptionError: unknown option 'modes' (choose among mode, partitioning, mirs, solver, time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties)
         """
-        names = [f.name for f in fields(OptimizeOptions)]
-        unknown = [k for k in keywords if k not in names]
-        if unknown:
-            raise OptionError(f"unknown option {unknown[0]!r} (choose among {', '.join(names)})")
-        return OptimizeOptions(**keywords) if options is None else options.changed(**keywords)
+        return with_keywords(OptimizeOptions, options, keywords)
+
+
+def with_keywords(cls: Any, options: Any, keywords: dict[str, Any]) -> Any:
+    """``options`` — a value of the frozen dataclass ``cls``, None for its defaults — with
+    ``keywords`` (its fields) changed: how an interface that takes an options value also takes
+    keywords.  An unknown keyword is an :class:`~mqjoin.model.errors.OptionError` that lists the
+    known ones."""
+    names = [f.name for f in fields(cls)]
+    unknown = [k for k in keywords if k not in names]
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]!r} (choose among {', '.join(names)})")
+    return cls(**keywords) if options is None else replace(options, **keywords) if keywords else options

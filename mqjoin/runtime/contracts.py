@@ -170,7 +170,7 @@ def mismatches(protocol: type, implementation: Any) -> list[str]:
     problems = []
     for name, kind in members(protocol).items():
         if name == "__call__":
-            got = implementation if not isinstance(implementation, type) else getattr(implementation, "__call__", None)
+            got = implementation if not isinstance(implementation, type) else getattr(implementation, "__call__", None)  # noqa: B004 — the method itself, not a test
         else:
             got = inspect.getattr_static(implementation, name, _MISSING)
             if got is _MISSING and not isinstance(implementation, type):

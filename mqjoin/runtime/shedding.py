@@ -48,13 +48,16 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from mqjoin.planning.cost import is_close, join_size, window_of
+from mqjoin.planning.cost import join_size, window_of
 from mqjoin.model.errors import JaqpotError
 from mqjoin.planners.jaqpot import BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label, refresh_rates, staleness
 from mqjoin.planning.plan import Plan
 from mqjoin.planners.trees import JoinTree
 from mqjoin.runtime.rules import Probe
 from mqjoin.model.workload import Workload
+
+#: relative rounding of a ratio of statistics written with six significant digits
+STATISTICS_ROUNDING = 1e-5
 
 #: the allocation policies a budget can enforce: JAQPOT (Algorithm 1: freshness cover, then
 #: GrePP), GrePP alone (throughput only), and the paper's ρ_h-based baselines
@@ -151,9 +154,10 @@ def tree_model(workload: Workload, query: str, tree: Tree | JoinTree) -> BinaryP
         else:
             (left, right), (lx, rx) = node, (_relations(node[0]), _relations(node[1]))
             ratio = join_size(w, x, classes) / (join_size(w, lx, classes) * join_size(w, rx, classes))
-            # the ratio of two products of the same selectivities: 1 (every class at 1) comes out
-            # 1.0000000000000002 by rounding, which is 1, not a selectivity above 1
-            sel[label(left)] = sel[label(right)] = 1.0 if is_close(ratio, 1.0) else ratio
+            # the ratio of two products of the same statistics: 1 (every class at 1) comes out
+            # 1.0000000000000002 by float rounding, or 1.000001 on statistics written with six
+            # significant digits (a workload's YAML) — which is 1, not a selectivity above 1
+            sel[label(left)] = sel[label(right)] = 1.0 if 1.0 < ratio <= 1.0 + STATISTICS_ROUNDING else ratio
             rl, rr = rec(left), rec(right)
             rate = rl * sel[label(right)] * sizes[label(right)] + rr * sel[label(left)] * sizes[label(left)]
         if node is not tree:

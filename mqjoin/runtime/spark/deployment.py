@@ -237,6 +237,18 @@ class _Listener:
             return me
 
 
+def check_deployment(engine: str, mode: str, partitions: int | None) -> None:
+    """Typed errors for an unknown engine or Spark mode, and for shuffle partitions given to
+    an engine other than the native baseline (or fewer than one)."""
+    if engine not in ENGINES:
+        raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if partitions is not None and (engine != "native" or int(partitions) < 1):
+        raise EngineError(f"partitions={partitions!r}: the shuffle partitions of the native baseline's joins "
+                          "(a whole number ≥ 1, engine 'native' only)")
+    if mode not in MODES:
+        raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
+
+
 def _stopped(spark) -> bool:
     """Whether a session's context has stopped (pyspark's own test: its Java handle is gone)."""
     return getattr(spark.sparkContext, "_jsc", None) is None
@@ -250,14 +262,8 @@ class Deployment:
                  checkpoint: str | Path | None = None, pacing: Pacing = Pacing(),
                  conf: Mapping[str, Any] | None = None, workload: Workload | None = None, mode: str = "auto",
                  partitions: int | None = None):
-        if engine not in ENGINES:
-            raise EngineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-        if partitions is not None and (engine != "native" or int(partitions) < 1):
-            raise EngineError(f"partitions={partitions!r}: the shuffle partitions of the native baseline's joins "
-                              "(a whole number ≥ 1, engine 'native' only)")
+        check_deployment(engine, mode, partitions)
         self.partitions = partitions
-        if mode not in MODES:
-            raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
         self.mode_asked = mode
         self.plan, self.engine_name, self.pacing = plan, engine, pacing
         self.workload = workload if workload is not None else plan.workload
