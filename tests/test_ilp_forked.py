@@ -80,6 +80,8 @@ def test_no_fork_while_another_thread_runs(monkeypatch, children):
     """A child would copy a lock another thread holds, and hang on it: both halves run here.
     The explorer optimises on a thread of its own, and a Jupyter kernel has threads of its own."""
     monkeypatch.setattr(forked, "fork_hazard", FORK_HAZARD)
+    for name in ("pyspark", "ipykernel.kernelapp"):  # the suite's own Spark session would be named first
+        monkeypatch.delitem(sys.modules, name, raising=False)
     stop = _busy_thread()
     try:
         assert not forked.available() and "busy" in forked.fork_hazard()

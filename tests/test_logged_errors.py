@@ -16,11 +16,11 @@ from mqjoin.widgets import ExplorerModel
 def test_a_failed_optimisation_is_shown_and_logged_with_its_traceback(caplog):
     calls: list[int] = []
 
-    def failing_after_the_first(workload, **options):
+    def failing_after_the_first(workload, options):
         if calls:
             raise RuntimeError("boom")
         calls.append(1)
-        return optimize(workload, **options)
+        return optimize(workload, options)
 
     m = ExplorerModel("paper_v2.yaml", debounce=0, optimize_fn=failing_after_the_first)
     with caplog.at_level(logging.ERROR, logger="mqjoin.widgets.model"):

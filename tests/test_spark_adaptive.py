@@ -89,13 +89,13 @@ def _scenario(w, tables, policy, changes, nbatches, spark, out) -> Scenario:
 
 
 # --------------------------------------------------------------------------------------------
-# 1. plan switches at every epoch (seed 7012: 2 queries over 4 relations, windows 0 and 4, 162
-#    tuples, 8 switches, gaps probed iteratively)
+# 1. plan switches at every epoch (seed 7008: 2 queries over 4 relations, windows 0, 4 and null,
+#    168 tuples, a switch at every epoch, gaps probed iteratively)
 # --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def switching(spark, tmp_path_factory):
-    w, tables = _case(7012, 80)
+    w, tables = _case(7008, 80)
     return _scenario(w, tables, AdaptivePolicy(epoch=1.5, threshold=0.0), (), 2, spark,
                      tmp_path_factory.mktemp("switching"))
 

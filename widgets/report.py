@@ -34,6 +34,7 @@ from mqjoin.model.errors import DataError
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number
 from mqjoin.widgets._html import embedded_script
 from mqjoin.widgets.figures import to_figure
+from mqjoin.widgets.model import OPTIONS
 
 
 
@@ -97,7 +98,8 @@ def report_html(model, runs: Iterable[tuple[str, Any]] = (), title: str | None =
     runs = list(runs)
     if runs:
         charts.append(("runs made", metrics_figure([(label, d.batches, d.queries, d.progress) for label, d in runs])))
-    state = json.dumps({"options": model.options, "title": name}, sort_keys=True)
+    options = {k: getattr(model.options, k) for k in OPTIONS}  # the ones the explorer edits: plain values
+    state = json.dumps({"options": options, "title": name}, sort_keys=True)
     blocks = "".join(_figure_block(k, t, f) for k, (t, f) in enumerate(charts))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
