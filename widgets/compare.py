@@ -23,7 +23,7 @@ an edit, unless *auto* is ticked.
 >>> view = ComparisonView("paper_fig3.yaml", debounce=0)
 >>> plans = view.compute()
 >>> sorted({s.label for s in view.plans}), len(view.results)
-(['ajoin', 'clash', 'mjoin', 'pmjoin', 'tree (best)'], 6)
+(['ajoin', 'clash', 'jaqpot (best)', 'mjoin', 'pmjoin', 'tree (best)'], 6)
 """
 
 from __future__ import annotations
