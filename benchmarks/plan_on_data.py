@@ -1,5 +1,5 @@
-"""The plan chosen on the run's own data beside the plan chosen on exact sizes (issue 40's third
-goal): for each bundled TPC-H workload and data directory, the workload a command plans on for
+"""The plan chosen on the run's own data beside the plan chosen on exact sizes (a plan chosen on
+sampled statistics should ship and hold no more than the exact one): for each bundled TPC-H workload and data directory, the workload a command plans on for
 that data (:func:`mqjoin.datasets.fitting.fit_to_data`: the horizon the data's span, statistics
 measured again where the data contradicts the shipped ones, join sizes on a 10 % sample of join
 values for large inputs) and the same statistics with every join size counted exactly; both
