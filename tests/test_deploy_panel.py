@@ -15,6 +15,7 @@ from mqjoin.planning.optimizer import optimize
 from mqjoin.model.tables import Table
 from mqjoin.widgets.deploy_panel import DeployPanel
 from mqjoin.model.workload import parse_workload
+from _subshells import kernel, request_from  # noqa: F401 — kernel is a fixture
 
 W = parse_workload("""
 defaults: {selectivity: 0.5}
@@ -520,49 +521,16 @@ def test_a_start_ahead_leaves_the_warm_up_to_a_deploy_already_waiting(monkeypatc
     assert warmed == ["the session"]
 
 
-@pytest.fixture
-def kernel(monkeypatch):
-    """An ipykernel kernel in this process whose IOPub messages go nowhere, and whose widgets
-    get the kernel's comms (as in a notebook): subshells and their routing included."""
-    kernelbase = pytest.importorskip("ipykernel.kernelbase")
-    ipycomm = pytest.importorskip("ipykernel.comm.comm")
-    import comm
-    from jupyter_client.session import Session
-
-    class Nowhere:
-        def send_multipart(self, parts, copy=True, **kw):
-            pass
-
-    k = kernelbase.Kernel.instance()
-    k.session, k.iopub_socket = Session(), Nowhere()
-    monkeypatch.setattr(comm, "create_comm", lambda *a, **kw: ipycomm.Comm(*a, show_warning=False, **kw))
-    try:
-        yield k
-    finally:
-        kernelbase.Kernel.clear_instance()
-
-
-def _request(k, subshell: str | None) -> None:
-    """What the kernel does on a message of the page that uses ``subshell``: it becomes the
-    request being handled (a subshell handles it on a thread of its own)."""
-    import threading
-
-    t = threading.Thread(target=k.set_parent, args=(b"", {"header": {"msg_id": f"m-{subshell}", "subshell_id": subshell,
-                                                                      "msg_type": "comm_msg"}}))
-    t.start()
-    t.join()
-
-
 def test_a_run_that_ends_after_a_reload_leaves_deploy_routed_to_the_live_page(kernel):
     """Deploy clicked on a page (subshell "old"), the page reloaded (its widgets answer the new
     page, subshell "new"), a late message of the old page handled, then the run ends on the
     deployment's thread and re-enables Deploy: the button's messages must still go to the new
     page's subshell — routed to the old one (deleted with its page) every click would be dropped."""
     calls = []
-    _request(kernel, None)  # the cell that shows the panel
+    request_from(kernel, None)  # the cell that shows the panel
     panel = make_panel(calls)
     button = panel.deploy_button
-    _request(kernel, "old")
+    request_from(kernel, "old")
     click_deploy(panel)
     d = None
     for _ in range(100):
@@ -581,7 +549,7 @@ def test_a_run_that_ends_after_a_reload_leaves_deploy_routed_to_the_live_page(ke
     t.start()
     t.join()
     assert button.comm._reply_subshell_for({}, None) == "new"
-    _request(kernel, "old")  # a late message of the page being unloaded
+    request_from(kernel, "old")  # a late message of the page being unloaded
     done = threading.Thread(target=d.finish)  # the run ends on the deployment's thread
     done.start()
     done.join()

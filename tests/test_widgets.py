@@ -20,6 +20,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 import comm
+from _subshells import kernel, request_from  # noqa: F401 — kernel is a fixture
 from mqjoin.widgets import (
     ComparisonView,
     Explorer,
@@ -741,3 +742,27 @@ def test_a_filter_without_its_pass_fraction_is_refused_at_add_naming_the_pass_f_
     frontend_sets(view.query_fractions, value="orders: 0.2")
     frontend_enters(view.query_fractions)
     assert view.query_error.value == "" and "q8" in view.model.workload.query_names
+
+
+def test_a_debounced_recomputation_leaves_the_widgets_routed_to_the_page_that_edited(kernel):
+    """An edit typed on a page (subshell "new") is recomputed ``debounce`` seconds later on a
+    timer; a late message of a page being unloaded (subshell "old") comes in meanwhile.  The
+    redraw the recomputation causes must not route the widget's messages to the old page's
+    subshell (gone with the page: every later click on the widget would be dropped)."""
+    import ipywidgets
+
+
+    m = ExplorerModel("paper_v2.yaml", debounce=0.2)
+    label = ipywidgets.HTML()
+    m.observe(lambda change: setattr(label, "value", f"probe cost {change['new'].probe_cost:g}"), "result")
+
+    def edit():  # the page's edit: its widget updates answer this page
+        label.value = "optimizing"
+        m.set_rate("S", 10)
+
+    request_from(kernel, "new", edit)
+    request_from(kernel, "old")  # the unloading page's late message, before the timer fires
+    assert m.wait(30)
+    assert label.value == f"probe cost {m.result.probe_cost:g}"
+    assert label.comm._reply_subshell_for({}, None) == "new"
+    m.close()

@@ -58,6 +58,7 @@ from mqjoin.model.workload import Workload, load_workload, parse_workload
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.support.gcpause import paused_gc
 from mqjoin.support.threads import join_threads
+from mqjoin.widgets._kernel import spawn, unbound
 from mqjoin.widgets.guarded import CLOSE_WAIT
 
 _log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ class ExplorerModel:
         #: runs the job: a daemon thread by default), each round reported in :attr:`progress`
         #: (event ``progress``); an edit or option change cancels it (:attr:`generation`)
         self.interactive_budget = interactive_budget
-        self.background = background or _thread
+        self.background = background or (lambda job: spawn(job, "mqjoin-anytime"))
         self._workers: list[Any] = []  # what background() returned (threads to join on close)
         self.closed = False
         self.progress: tuple[Any, ...] = ()
@@ -357,7 +358,9 @@ class ExplorerModel:
 
         Inside a running asyncio loop (a Jupyter kernel) the recomputation is a loop
         callback, so it runs on the kernel's thread like every widget callback; elsewhere a
-        timer thread."""
+        timer thread.  Either way its widget updates answer no request of the page
+        (:func:`~mqjoin.widgets._kernel.unbound`): the edit that scheduled it may have come
+        from a page that is gone by then."""
         with self._lock:
             self._pending = True
             self.generation += 1  # a background improvement of the old state is stale now
@@ -371,9 +374,9 @@ class ExplorerModel:
                 import asyncio
 
                 loop = asyncio.get_running_loop()
-                self._timer = loop.call_later(self.debounce, self.flush)
+                self._timer = loop.call_later(self.debounce, self._flush_unbound)
             except RuntimeError:
-                t = threading.Timer(self.debounce, self.flush)
+                t = threading.Timer(self.debounce, self._flush_unbound)
                 t.daemon = True
                 self._timer = t
                 t.start()
@@ -392,6 +395,10 @@ class ExplorerModel:
                 return False
             time.sleep(0.005)
         return True
+
+    def _flush_unbound(self) -> None:
+        with unbound():
+            self.flush()
 
     def flush(self) -> OptimizeResult | None:
         """Run a pending recomputation now (no-op when none is pending)."""
@@ -484,10 +491,16 @@ class ExplorerModel:
             self._workers.append(worker)
 
     def _post(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` (a report of background work) on the kernel's thread when there is
+        one; its widget updates answer no request of the page."""
+        def run() -> None:
+            with unbound():
+                fn()
+
         if self._loop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(fn)
+            self._loop.call_soon_threadsafe(run)
         else:
-            fn()
+            run()
 
     def _improved(self, gen: int, p: Any) -> None:
         """A round of the background improvement finished: show its plan if it is better."""
@@ -555,8 +568,3 @@ class ModelView:
             self.model.close(CLOSE_WAIT)
         super().close()
 
-
-def _thread(job: Callable[[], None]) -> threading.Thread:
-    t = threading.Thread(target=job, name="mqjoin-anytime", daemon=True)
-    t.start()
-    return t
