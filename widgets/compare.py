@@ -5,7 +5,10 @@ CLASH's six plans of the model's workload side by side — probe cost and memory
 trade-off: under ``single`` sharing saves memory but may cost more probe load; under
 ``replicas`` it pays off).  The table lists, beside CLASH's rows, the plans of every other
 planner (MJoin, the best binary trees, AJoin, PMJoin) with a planner column: the rows of
-``mqjoin compare`` (:mod:`mqjoin.planning.comparison`), plus PMJoin's.  A plan diff between any two
+``mqjoin compare`` (:mod:`mqjoin.planning.comparison`), plus PMJoin's and JAQPOT's.  A row whose plan
+an earlier row already has says so (*same plan as …*); JAQPOT builds the binary trees of
+``tree`` by the same rule — it differs in how they run, under a CPU budget (its own tab) —
+and the note under the table says why its rows repeat ``tree``'s.  A plan diff between any two
 of them (of one planner or two): which probe orders changed and which stores appeared or
 disappeared.  Once a run ended (the model's ``measured``), the table gains what was measured:
 every plan's probe cost on the join sizes the run measured
@@ -24,6 +27,9 @@ an edit, unless *auto* is ticked.
 >>> plans = view.compute()
 >>> sorted({s.label for s in view.plans}), len(view.results)
 (['ajoin', 'clash', 'jaqpot (best)', 'mjoin', 'pmjoin', 'tree (best)'], 6)
+>>> jaqpot, tree = (view.plans[Setting(p, "shared", "single", "best")] for p in ("jaqpot", "tree"))
+>>> jaqpot.plan == tree.plan, "built, no ILP; same plan as tree (best) shared/single" in view.table.value
+(True, True)
 """
 
 from __future__ import annotations
@@ -106,6 +112,37 @@ def _is_current(s: Setting, model: ExplorerModel) -> bool:
     mode = model.mode if model.mode != "mqo" or planners.planner_of(s.planner).joint else "shared"
     return (s.planner, s.mode, s.partitioning, s.tree_shape) == (
         model.planner, mode, model.partitioning, planners.planner_of(model.planner).shape(model.tree_shape))
+
+
+def _same_plan(s: Setting, r: OptimizeResult, earlier: list[tuple[Setting, OptimizeResult]]) -> str:
+    """``"; same plan as <row>"`` when an earlier row of the table has ``r``'s very plan (a
+    planner planning by the same rule first, then the nearest row), else ''."""
+    rule = planners.planner_of(s.planner).plan
+    twins = sorted((t for t, e in reversed(earlier) if e.plan == r.plan),
+                   key=lambda t: planners.planner_of(t.planner).plan != rule)
+    return f"; same plan as {_label(twins[0])}" if twins else ""
+
+
+def _rule_twins(plans: dict[Setting, OptimizeResult]) -> str:
+    """Why a planner's rows repeat another planner's: it plans with the same rule and differs
+    when its plans run (JAQPOT builds the binary trees of ``tree`` and divides a CPU budget
+    among their half-way joins at run time).  '' when no listed planner does.
+
+    >>> _rule_twins({Setting("jaqpot", "shared", "single", "best"): None})
+    ' jaqpot (best) builds the same plans as tree (best), so its rows repeat them; what differs is how they run — JAQPOT: ...'
+    """
+    listed = list(dict.fromkeys(s.planner for s in plans))
+    labels = {s.planner: s.label for s in plans}
+    notes = []
+    for p in listed:
+        twin = next((q for q in planners.PLANNERS[:planners.PLANNERS.index(p)]
+                     if planners.planner_of(q).plan == planners.planner_of(p).plan), None)
+        if twin is not None:
+            shape = planners.planner_of(twin).shape(next(s.tree_shape for s in plans if s.planner == p))
+            other = twin if shape is None else f"{twin} ({shape})"
+            notes.append(f" {labels[p]} builds the same plans as {other}, so its rows repeat them; what differs is "
+                         f"how they run — {planners.planner_of(p).label}.")
+    return "".join(notes)
 
 
 class ComparisonView(ModelView, W.VBox):
@@ -196,6 +233,7 @@ class ComparisonView(ModelView, W.VBox):
         counts, sized = self._measured()
         base = self.results.get(("individual", "single"))
         rows, marks = [], []
+        seen: list[tuple[Setting, OptimizeResult]] = []
         for s, r in self.plans.items():
             rel = "" if base is None or base.probe_cost == 0 else percent_change(r.probe_cost / base.probe_cost - 1)
             extra = []
@@ -208,8 +246,9 @@ class ComparisonView(ModelView, W.VBox):
                          len(r.plan.nodes), *extra,
                          # a plan family is built, not solved: no ILP status or solve time to show
                          *((f"{r.ilp.solve_seconds:.3f}", r.ilp.status) if planners.planner_of(s.planner).ilp
-                           else ("—", "built, no ILP"))])
+                           else ("—", "built, no ILP" + _same_plan(s, r, seen)))])
             marks.append(_is_current(s, m))
+            seen.append((s, r))
         measured = [] if counts is None else ["probe cost on measured sizes",
                                               f"probe messages measured in {counts.label}"]
         self.table.value = table(["planner", "mode", "partitioning", "probe cost", "vs CLASH individual/single",
@@ -218,7 +257,7 @@ class ComparisonView(ModelView, W.VBox):
         self.status.value = (f'<span style="font-size:14px">{len(self.plans)} plans, MIRs '
                              f"{'on' if m.mirs else 'off'} (always on for the planners made of MIR stores); shaded: "
                              f"the explorer's current setting; {alone} plan each query alone (their mqo is their "
-                             "shared). probe cost: "
+                             f"shared).{esc(_rule_twins(self.plans))} probe cost: "
                              f"tuples the probes ship per second; {esc(memory_basis(m.workload))}</span>")
 
     def show_diff(self) -> None:
