@@ -19,6 +19,15 @@ measured from streams the view generates from the workload itself
 workload's rates, attribute values uniform over ``1/selectivity`` values: what the
 explorer's Adaptivity tab runs).  With ``D = 1`` the model uses the class selectivities.
 
+The columns compare like with like (:func:`cost_rows`).  Centralized and distributed price
+the class selectivities; a PMJoin's value groups price the per-value rates, which differ
+from the selectivities (rates measured from a finite sample), so with per-value rates the
+table adds the partition-based cost of *one group of all values on the same rates*: what
+partitioning saves is partition-based against that column, and a query whose PMJoins each
+got one group costs the same in both.  A row says what partitioning did to it: no PMJoin,
+one group of all values (nothing partitioned — every row with ``D = 1``), or its groups and
+their saving.
+
 >>> from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES
 >>> from mqjoin.model.workload import parse_workload
 >>> view = PMJoinView(parse_workload(EXAMPLE_1), rates=EXAMPLE_1_VALUE_RATES, debounce=0)
@@ -31,6 +40,7 @@ explorer's Adaptivity tab runs).  With ``D = 1`` the model uses the class select
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import ipywidgets as W
@@ -44,6 +54,7 @@ from mqjoin.widgets._html import error_box, esc, table
 from mqjoin.widgets.charts import projector
 from mqjoin.widgets.figures import PALETTE, fmt, new_figure_widget, sync_figure
 from mqjoin.widgets.model import ModelView
+from mqjoin.support.units import percent_change
 
 #: tuples of the streams generated to measure per-value rates (all relations together)
 GENERATED_TUPLES = 50_000
@@ -72,6 +83,45 @@ def generated_rates(workload) -> tuple[ValueRates, str]:
         f"per-value rates measured from {fmt(seconds)} s of uniform streams of the workload: "
         f"{sum(len(t) for t in tables.values()):,} tuples at its rates, values uniform over 1/selectivity "
         f"values (mqjoin.datasets.uniform)")
+
+
+def partitioning_of(qp: QueryPMJoin, one_group: QueryPMJoin | None) -> str:
+    """What partitioning did to a query: no PMJoin, one group of all values per PMJoin
+    (partition-based is then the unpartitioned placement), or its groups and what they save
+    against ``one_group`` (the same query with one group of all values on the same rates).
+
+    >>> from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload(EXAMPLE_1)
+    >>> d3, d1 = (pmjoin_report(w, groups=d, rates=EXAMPLE_1_VALUE_RATES).queries[0] for d in (3, 1))
+    >>> partitioning_of(d3, d1), partitioning_of(d1, d1)
+    ('3 value groups: −99.9 % vs one group', 'one group of all values: nothing partitioned')
+    """
+    if not qp.pmjoins:
+        return "no PMJoin: nothing to partition"
+    groups = sum(len(pm.groups) for pm in qp.pmjoins)
+    if groups == len(qp.pmjoins):
+        return "one group of all values: nothing partitioned"
+    saved = "" if one_group is None or one_group.partitioned == 0 else \
+        f": {percent_change(qp.partitioned / one_group.partitioned - 1)} vs one group"
+    return f"{groups} value groups{saved}"
+
+
+def cost_rows(report: PMJoinReport, one_group: PMJoinReport | None) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the communication-cost table; ``one_group``: the same report with
+    one group of all values on the same per-value rates (None: the report prices no per-value
+    rates, so partition-based is comparable with distributed as it is)."""
+    d = report.options.groups
+    headers = ["query", "centralized", "at", "distributed",
+               *(["one group, same rates"] if one_group is not None else []),
+               f"partition-based (D = {d:,})", "partitioning", "plan without partitioning"]
+    rows = []
+    for qp in report.queries:
+        base = one_group.query(qp.query) if one_group is not None else None
+        rows.append([qp.query, fmt(qp.centralized), qp.centralized_node, fmt(qp.distributed),
+                     *([fmt(base.partitioned)] if base is not None else []), fmt(qp.partitioned),
+                     partitioning_of(qp, base), str(qp.tree)])
+    return headers, rows
 
 
 def _values(values: tuple) -> tuple[str, str]:
@@ -251,18 +301,21 @@ class PMJoinView(ModelView, W.VBox):
             rates, note = self.value_rates()
             options = PMJoinOptions(rates, self.groups.value, self.method.value, self.sizes.value)
             self.report = pmjoin_report(self.model.workload, options)
+            # the yardstick partitioning is measured against: one group on the same rates
+            one_group = None if rates is None else pmjoin_report(self.model.workload, replace(options, groups=1))
         except MqjoinError as e:
             self.report = None
             self.error.value, self.costs.value, self.plans.value, self.note.value = error_box(str(e)), "", "", ""
             sync_figure(self.figure, [], {})
             return
         self.error.value = ""
-        self.note.value = f'<span style="font-size:14px;color:#555">{esc(note)}</span>'
+        compared = ("centralized and distributed price the class selectivities; partition-based and the "
+                    "one-group column price these per-value rates: compare partition-based with one group"
+                    if rates is not None else "with D = 1 every PMJoin keeps one group of all values, so "
+                    "partition-based is the distributed placement: raise D to partition the join values")
+        self.note.value = f'<span style="font-size:14px;color:#555">{esc(note)}. {esc(compared)}.</span>'
         qs = self.report.queries
-        self.costs.value = "<b>communication cost (bytes/s)</b>" + table(
-            ["query", "centralized", "at", "distributed", "partition-based", "plan without partitioning"],
-            [[qp.query, fmt(qp.centralized), qp.centralized_node, fmt(qp.distributed), fmt(qp.partitioned),
-              str(qp.tree)] for qp in qs])
+        self.costs.value = "<b>communication cost (bytes/s)</b>" + table(*cost_rows(self.report, one_group))
         blocks = []
         for qp in qs:
             for pm in qp.pmjoins:
