@@ -222,7 +222,61 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
     from mqjoin.runtime.spark.source import ReplaySource
 
     spark.dataSource.register(ReplaySource)
+    stop_with_the_kernel()
     return spark
+
+
+#: the IPython shells whose shutdown stops Spark (:func:`stop_with_the_kernel`), by id
+_HOOKED: set[int] = set()
+
+
+def stop_with_the_kernel() -> bool:
+    """In a Jupyter kernel, stop this process's Spark session when the kernel is asked to
+    shut down (a restart too), before the kernel terminates its child processes.
+
+    Why: a kernel asked to shut down sends SIGTERM to its children — the JVM among them —
+    while it still forwards its own stderr to the page.  The JVM's shutdown closes its
+    connection to PySpark's accumulator server (the Python workers' updates travel on it),
+    whose handler thread then raises ``EOFError`` and prints the traceback: in JupyterLab's
+    log console after every restart with Spark running.  Stopped first (its streaming queries,
+    then the context), Spark closes that connection in order and the kernel finds no JVM to
+    terminate.  The hook is the shell's ``exit_now`` trait, which the kernel sets when it is
+    asked to shut down.  Returns whether the hook is in place (False outside a kernel); a
+    second call adds none.
+
+    >>> stop_with_the_kernel()  # a plain interpreter: no kernel, nothing to hook
+    False
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None or not shell.has_trait("exit_now"):
+        return False
+    if id(shell) not in _HOOKED:
+        _HOOKED.add(id(shell))
+        shell.observe(lambda change: stop_session() if change["new"] else None, "exit_now")
+    return True
+
+
+def stop_session() -> None:
+    """Stop this process's Spark session, if any: its streaming queries first, then the
+    context (the JVM stops with it).  Never raises: it runs as a process ends."""
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    sc = getattr(context, "_active_spark_context", None)
+    if sc is None:
+        return
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession() or SparkSession(sc)
+        for q in spark.streams.active:
+            q.stop()
+        spark.stop()
+    except Exception:  # noqa: BLE001 — the JVM may be gone already; the process is ending anyway
+        with contextlib.suppress(Exception):
+            sc.stop()
 
 
 class _Launch:
