@@ -11,7 +11,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from mqjoin.widgets.charts import PROJECTOR_FONT
-from mqjoin.widgets.figures import query_graph_traces, trace_by_name, to_figure
+from mqjoin.widgets.figures import LABEL_CHAR, LABEL_HEIGHT, NAME_LIFT, query_graph_traces, trace_by_name, to_figure
 from mqjoin.widgets.model import as_workload
 
 
@@ -50,6 +50,11 @@ def test_the_tpch_query_graph_keeps_its_hubs_and_labels_apart():
     for i, (x, y) in enumerate(spots):  # no two class labels on one spot
         assert all(abs(x - a) >= 0.07 or abs(y - b) >= 0.035 for a, b in spots[i + 1:]), (labels.text[i], spots)
     assert len(centres) == 3  # q3's and q5's partkey hubs (one triangle) stand side by side, not on one spot
+    # no class label over a relation's name (drawn above its marker): 'suppkey' once covered 'partsupp'
+    for text, (x, y) in zip(labels.text, spots):
+        for name, (rx, ry) in pos.items():
+            clear = abs(x - rx) >= LABEL_CHAR * (len(text) + len(name)) or abs(y - (ry + NAME_LIFT)) >= LABEL_HEIGHT
+            assert clear, (text, name, (x, y), (rx, ry))
 
 
 def test_every_figure_layout_of_the_tabs_uses_projector_fonts():

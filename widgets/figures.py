@@ -358,6 +358,12 @@ def seen_hubs(seen: Mapping[tuple, list[str]], rels: tuple[str, ...]) -> list[st
                    for q in qs})
 
 
+#: the query graph's text in its unit square (a 1120 × 640 px figure: about 1,000 px per unit across,
+#: 410 down; 14–16 px text): half a character's width, the least distance between the middles of two
+#: lines of text that do not touch, and how far above its marker a relation's name stands
+LABEL_CHAR, LABEL_HEIGHT, NAME_LIFT = 0.0042, 0.05, 0.063
+
+
 def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict:
     """One label per distinct class: at the middle of its edge, or right of the hub of a
     hyperedge."""
@@ -374,28 +380,38 @@ def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]
             seen.setdefault(c.members, []).append(q.name)
             cls_of[c.members] = c
     centres = _hub_centres(workload, pos)
-    # a pair's label never covers a relation, its name (above it) or a hub
-    marks = list(pos.values()) + [(x, y + 0.05) for x, y in pos.values()] + list(centres.values())
+    # a pair's label never covers a relation, its name (a box above it, as wide as the name) or a
+    # hub; boxes as (x, y, half width), in the graph's unit square
+    marks = [(x, y, 0.012) for x, y in pos.values()] + [(x, y, 0.012) for x, y in centres.values()]
+    names_at = [(x, y + NAME_LIFT, LABEL_CHAR * len(r)) for r, (x, y) in pos.items()]
     lx, ly, lt, lh, lc, where = [], [], [], [], [], []
+    placed: list[tuple[float, float, float]] = []
     for members, qs in seen.items():
         c = cls_of[members]
         rels = tuple(sorted(c.relations))
+        text = "=".join(sorted({a.name for a in members}))
+        half = LABEL_CHAR * len(text)
         if rels in centres:  # a hyperedge's label stands right of its hub(s)
             (x, y), side = (centres[rels][0] + 0.012 * len(seen_hubs(seen, rels)), centres[rels][1]), "middle right"
-        else:  # a pair's at the middle of its edge, moved to the nearest free place when taken (two
-            # classes over one pair, a hub beside the edge): below, above, beside, two rows off
-            x, y = sum(pos[r][0] for r in rels) / 2, sum(pos[r][1] for r in rels) / 2
-            spots = [(x + dx, y + dy) for dx, dy in ((0, 0), (0, -0.045), (0, 0.045), (0.1, 0), (-0.1, 0),
-                                                      (0, -0.09), (0, 0.09))]
-            (x, y) = min(spots, key=lambda p: (
-                10 * sum(abs(p[0] - a) < 0.07 and abs(p[1] - b) < 0.035 for a, b in zip(lx, ly))
-                + sum(abs(p[0] - a) < 0.06 and abs(p[1] - b) < 0.04 for a, b in marks)))
+        else:  # a pair's on its edge, at the middle unless that is taken (two classes over one pair,
+            # a relation's name, a hub): along the edge, then below, above, two rows off
+            (ax, ay), (bx, by) = pos[rels[0]], pos[rels[1]]
+            spots = [(ax + t * (bx - ax) + dx, ay + t * (by - ay) + dy)
+                     for dx, dy in ((0, 0), (0, -0.045), (0, 0.045), (0, -0.09), (0, 0.09))
+                     for t in (0.5, 0.38, 0.62, 0.26, 0.74)]
+
+            def covered(p: tuple[float, float]) -> int:
+                def hits(boxes: list[tuple[float, float, float]]) -> int:
+                    return sum(abs(p[0] - a) < half + w and abs(p[1] - b) < LABEL_HEIGHT for a, b, w in boxes)
+                return 10 * hits(placed) + hits(marks) + hits(names_at)
+
+            (x, y) = min(spots, key=covered)  # the first of the least covered: the middle when free
             side = "middle center"
+        placed.append((x, y, half))
         lx.append(round(x, 6))
         ly.append(round(y, 6))
         where.append(side)
-        names = sorted({a.name for a in members})
-        lt.append("=".join(names))
+        lt.append(text)
         lh.append(f"class {c}<br>selectivity s = {fmt(c.selectivity)}<br>queries: {', '.join(qs)}")
         lc.append(group_of.get(members[0], ""))
     return {"type": "scatter", "name": "classes", "x": lx, "y": ly, "mode": "text", "text": lt, "textposition": where,
