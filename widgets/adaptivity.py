@@ -34,7 +34,7 @@ from mqjoin.widgets._controls import typeable
 from mqjoin.widgets.guarded import GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import ENDED, Redraw, snapshot, status_of
 from mqjoin.widgets.query_changes import QueryChangesPanel
-from mqjoin.widgets.timeline import EpochTimeline
+from mqjoin.widgets.timeline import EpochTimeline, empty_timeline
 
 _log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
         self.error = W.HTML("")
         self.timeline: EpochTimeline | None = None
         self.changes: QueryChangesPanel | None = None
-        self.slot = W.VBox([])
+        self.slot = W.VBox([empty_timeline()])  # the panels' axes before the first run
         self.limit_mirs.observe(lambda ch: self._on_limit(ch["new"]), "value")
         self.data.observe(lambda ch: self._describe_data(), "value")
         self.duration.observe(lambda ch: self._describe_data(), "value")
@@ -387,5 +387,5 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
         self.sources = []
         self.guard.stopped.clear()
         self.timeline = self.changes = None
-        self.slot.children = []
+        self.slot.children = [empty_timeline()]
         self.status.value = "<b>idle</b> — press Run to replay the data at the chosen speed-up"

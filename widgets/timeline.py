@@ -57,6 +57,18 @@ _log = logging.getLogger(__name__)
 
 #: the rows of the timeline's figure (keys of :data:`mqjoin.widgets.charts.EPOCH_PANELS`)
 TIMELINE_PANELS = ("plans", "latency", "throughput", "state", "messages")
+
+
+def empty_timeline(title: str = "adaptive execution by epoch — no run yet: press Run") -> W.Widget:
+    """The timeline's panels before the first run: their axes, titles and units, no data
+    (a blank space would not say what a run will draw).
+
+    >>> fig = empty_timeline()
+    >>> len(fig.data), [a.text for a in fig.layout.annotations][:2]
+    (0, ['active plan per epoch', 'tuple latency (s)'])
+    """
+    d = epoch_figure([], title=title, panels=TIMELINE_PANELS).to_dict()
+    return new_figure_widget(d["data"], d["layout"])
 SELECTED_SHAPE = "selected epoch"
 
 
