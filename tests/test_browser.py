@@ -28,9 +28,11 @@ A second test, ``test_the_explorer_survives_the_browser`` (about 5 minutes), ope
 that builds the explorer on TPC-H and checks, through a second client of the same kernel
 (:class:`KernelProbe`), that every figure the page draws (plotly's ``gd.data``: trace names
 and points) is the kernel's: after an edit, after a page reload, after an edit following the
-reload, during a deployment reloaded mid-run and at its end, and on each of 20 builds of the
-explorer in one kernel; and that neither the browser console nor the kernel (what JupyterLab's
-log console shows) reports an error.  It times 20 edits from Enter to the redraw (with a
+reload, during a deployment reloaded mid-run and at its end, on each of 20 builds of the
+explorer in one kernel, and after *Restart Kernel* with Spark live and the cell run again; and
+that neither the browser console nor the kernel (what JupyterLab's log console shows) reports
+an error — nor the server's output once the page is closed while the kernel still updates its
+widgets.  It times 20 edits from Enter to the redraw (with a
 CPU-bound process beside) and Deploy from the click to the first point, cold and warm
 (``benchmarks/explorer_browser.py`` prints them).
 
@@ -518,6 +520,37 @@ def test_the_explorer_survives_the_browser(lab, page, artifacts, pytestconfig, t
         step(f"no errors in the browser console or the kernel's log; edit p95 {percentile(edits, 0.95):.0f} ms")
         if os.environ.get("MQJOIN_BROWSER_TIMINGS"):
             Path(os.environ["MQJOIN_BROWSER_TIMINGS"]).write_text(json.dumps(timings))
+
+        # -- Restart Kernel with Spark live, the explorer again, then the page closed -------------------
+        assert probe.run("from pyspark import SparkContext as _SC; print(_SC._active_spark_context is not None)").strip() == "True"
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Kernel$")).click()
+        page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel…$")).click()
+        page.locator(".jp-Dialog-button.jp-mod-accept").click()
+        page.wait_for_function("() => !document.querySelector('.jp-Dialog')")
+        page.wait_for_timeout(3000)  # the restart under way: the status bar says Idle again when it is done
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_MS)
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")
+        page.wait_for_function("() => /\\[1\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
+                               timeout=RUN_ALL_MS)
+        wait_explorer(page)
+        probe.run(KERNEL_FIGURES)
+        assert_page_draws_the_kernels_figures(page, probe, "after Restart Kernel")
+        probe.drain()
+        assert not probe.log_errors, probe.log_errors  # the old kernel's Spark stopped without a traceback
+        assert not page.page_errors + page.console_errors, page.page_errors + page.console_errors
+        assert_no_broken_widgets(page)
+        step("Restart Kernel with Spark live: nothing in the log console, the explorer drawn again")
+        served = len(lab.log_tail(10 ** 9))
+        page.close()  # widgets live: the kernel keeps sending their updates to a page that is gone
+        probe.run("for _k in range(10):\n    explorer.model.set_rate('lineitem', 1000 + _k)\n    explorer.model.flush()")
+        time.sleep(5)
+        probe.drain()
+        assert not probe.log_errors, probe.log_errors
+        after = lab.log_tail(10 ** 9)[served:]
+        bad = [line for line in after.splitlines() if re.search(r"Traceback|Task exception|Error|^\[E ", line)]
+        assert not bad, "the server's output after the page closed:\n" + after[-4000:]
+        step("page closed with live widgets: nothing in the server's output")
     except BaseException:
         try:
             page.screenshot(path=str(artifacts / "failure.png"))
