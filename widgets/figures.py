@@ -364,6 +364,12 @@ def seen_hubs(seen: Mapping[tuple, list[str]], rels: tuple[str, ...]) -> list[st
 LABEL_CHAR, LABEL_HEIGHT, NAME_LIFT = 0.0042, 0.05, 0.063
 
 
+def _hits(p: tuple[float, float], text: str, boxes: list[tuple[float, float, float]]) -> int:
+    """How many of ``boxes`` (x, y, half width) a label ``text`` centred at ``p`` touches."""
+    half = LABEL_CHAR * len(text)
+    return sum(abs(p[0] - a) < half + w and abs(p[1] - b) < LABEL_HEIGHT for a, b, w in boxes)
+
+
 def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict:
     """One label per distinct class: at the middle of its edge, or right of the hub of a
     hyperedge."""
@@ -390,7 +396,6 @@ def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]
         c = cls_of[members]
         rels = tuple(sorted(c.relations))
         text = "=".join(sorted({a.name for a in members}))
-        half = LABEL_CHAR * len(text)
         if rels in centres:  # a hyperedge's label stands right of its hub(s)
             (x, y), side = (centres[rels][0] + 0.012 * len(seen_hubs(seen, rels)), centres[rels][1]), "middle right"
         else:  # a pair's on its edge, at the middle unless that is taken (two classes over one pair,
@@ -399,15 +404,10 @@ def _class_label_trace(workload: Workload, pos: Mapping[str, tuple[float, float]
             spots = [(ax + t * (bx - ax) + dx, ay + t * (by - ay) + dy)
                      for dx, dy in ((0, 0), (0, -0.045), (0, 0.045), (0, -0.09), (0, 0.09))
                      for t in (0.5, 0.38, 0.62, 0.26, 0.74)]
-
-            def covered(p: tuple[float, float]) -> int:
-                def hits(boxes: list[tuple[float, float, float]]) -> int:
-                    return sum(abs(p[0] - a) < half + w and abs(p[1] - b) < LABEL_HEIGHT for a, b, w in boxes)
-                return 10 * hits(placed) + hits(marks) + hits(names_at)
-
-            (x, y) = min(spots, key=covered)  # the first of the least covered: the middle when free
+            # the first of the least covered: the middle when free (another label weighs most)
+            (x, y) = min(spots, key=lambda p: 10 * _hits(p, text, placed) + _hits(p, text, marks + names_at))
             side = "middle center"
-        placed.append((x, y, half))
+        placed.append((x, y, LABEL_CHAR * len(text)))
         lx.append(round(x, 6))
         ly.append(round(y, 6))
         where.append(side)
