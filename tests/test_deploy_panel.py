@@ -692,3 +692,12 @@ def test_the_run_state_machine_without_widgets():
     assert r.ended and r.status == ("error", f"mqo #2: java.lang.OutOfMemoryError — {ADVICE}")
     assert runs.state[b.label]["state"] == "failed" and runs.busy() == []
     assert [label for label, _ in runs.to_measure()] == ["native #1", "mqo #2"] and runs.to_measure() == []
+
+
+def test_before_the_first_run_every_panel_draws_its_axes():
+    """plotly draws a subplot's axes only when a trace lies on it: before a run the latency and
+    state panels hold an empty trace each (the input panel has the rate target's line)."""
+    panel = make_panel([])
+    on = {(t.xaxis or "x", t.yaxis or "y") for t in panel.figure.data}
+    assert on == {("x", "y"), ("x2", "y2"), ("x3", "y3")}
+    assert panel.figure.layout.xaxis3.title.text == "seconds since the run started"

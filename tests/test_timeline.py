@@ -449,8 +449,11 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     assert ex.adaptivity_slot.children == (panel,) and panel.sources == [] and panel.timeline is None
     # before the first run the panels stand empty with their axes, titles and units
     (empty,) = panel.slot.children
-    assert len(empty.data) == 0 and "tuple latency (s)" in {a.text for a in empty.layout.annotations}
+    assert "tuple latency (s)" in {a.text for a in empty.layout.annotations}
     assert empty.layout.xaxis5.title.text == "event time (s)"
+    # plotly draws a subplot's axes only when a trace lies on it: one empty trace per panel
+    assert sorted((t.xaxis, t.yaxis) for t in empty.data) == [(f"x{k}", f"y{k}") for k in ("", 2, 3, 4, 5)]
+    assert all(len(t.x) == 0 for t in empty.data)
     # not the paper's query: the workload on screen runs by default (its uniform streams), the
     # paper's data sets (their own query) are offered
     assert [v for _, v in panel.data.options] == ["uniform", "selectivity-change", "skewed-rates"]
@@ -506,7 +509,8 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     assert "stopped" in tl.status.value and tl.epoch.max >= 1
     assert "stopped" in panel.changes.clock.value and panel.changes.add_button.disabled
     frontend_clicks(panel.clear_button)
-    assert panel.sources == [] and len(panel.slot.children) == 1 and len(panel.slot.children[0].data) == 0  # empty axes
+    assert panel.sources == [] and len(panel.slot.children) == 1  # the empty panels again
+    assert all(len(t.x) == 0 for t in panel.slot.children[0].data)
 
 
 def test_explorer_adaptivity_on_the_paper_data_switches_at_epoch_17():

@@ -19,6 +19,8 @@ the same columns), so a finished run's saved metrics chart the same way as a liv
 
 from __future__ import annotations
 
+import re
+
 import html
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -380,6 +382,21 @@ def _switch_hover(label: str, decision, number: int) -> str:
     head = (f"{label}: P{number} active from epoch {decision.active_from}, decided at the start of epoch "
             f"{decision.epoch}{on}")
     return "<br>".join(html.escape(x) for x in [head, *decision.reason.split("; ")])
+
+
+def empty_panels(layout: dict) -> list[dict]:
+    """One empty trace per subplot of ``layout`` (the axes of ``make_subplots``): plotly draws
+    the axes of a subplot only when a trace lies on it, so panels waiting for their first run
+    would show their titles over blank space — no axis, no scale.
+
+    >>> from plotly.subplots import make_subplots
+    >>> [(t["xaxis"], t["yaxis"]) for t in empty_panels(make_subplots(rows=2, cols=1).to_dict()["layout"])]
+    [('x', 'y'), ('x2', 'y2')]
+    """
+    return [{"type": "scatter", "x": [], "y": [], "xaxis": "x" + m.group(1), "yaxis": axis["anchor"],
+             "showlegend": False, "hoverinfo": "skip"}
+            for key, axis in sorted(layout.items()) if (m := re.fullmatch(r"xaxis(\d*)", key))
+            and isinstance(axis, dict) and axis.get("anchor")]
 
 
 def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None = None, title: str | None = None,

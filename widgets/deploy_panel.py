@@ -60,8 +60,8 @@ fake deployment and no Spark.
 >>> panel = DeployPanel(lambda: optimize(w).plan, deploy_fn=None)
 >>> panel.status.value
 '<b>idle</b> — press Deploy to run the current plan on Spark'
->>> [t.name for t in panel.figure.data]
-['input rate target (2,000 tuples/s)']
+>>> [(t.name, t.yaxis) for t in panel.figure.data]  # no run yet: an empty trace per panel draws its axes
+[('input rate target (2,000 tuples/s)', 'y'), (None, 'y'), (None, 'y2'), (None, 'y3')]
 >>> panel.input.value, panel.input_line.value
 ('synthetic', 'replays synthetic uniform streams at the workload’s rates (the event seconds chosen)')
 >>> panel.input.value = "tpch"; panel.input_line.value
@@ -85,7 +85,7 @@ import ipywidgets as W
 import pandas  # noqa: F401
 
 from mqjoin.widgets import deploy_run as run
-from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, run_series, run_summary
+from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, empty_panels, run_series, run_summary
 from mqjoin.model.errors import MqjoinError
 from mqjoin.support.threads import join_threads
 from mqjoin.support.units import count
@@ -157,7 +157,8 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.runs_table = W.HTML("")
         self.ui_link = W.HTML("")
         self._base_layout = self._chart_layout()
-        self.figure = new_figure_widget([self._target_trace()], self._layout(self.duration.value + 5.0))
+        self.figure = new_figure_widget([self._target_trace(), *empty_panels(self._base_layout)],
+                                        self._layout(self.duration.value + 5.0))
         self._draws = Redraw(self._draw, min_interval=refresh_seconds)
         self.deploy_button.on_click(lambda _: self.deploy())
         self.anyway_button.on_click(lambda _: self.deploy(force=True))
@@ -577,7 +578,9 @@ class DeployPanel(GuardedPanel, W.VBox):
             rows.append([swatch, state_html(st["state"]), count(s.tuples),
                          "—" if s.tuples_per_s is None else count(s.tuples_per_s), _seconds(s.latency_p50),
                          _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows), esc(note or "")])
-        sync_figure(self.figure, [self._target_trace(), *traces], self._layout(x_max))
+        # before the first run the latency and state panels hold no line: empty traces draw their axes
+        sync_figure(self.figure, [self._target_trace(), *(traces or empty_panels(self._base_layout))],
+                    self._layout(x_max))
         self.runs_table.value = table(["run", "state", "tuples", "tuples/s", "latency p50", "latency p95",
                                        "state rows", "notes"], rows, raw=True) if rows else ""
 

@@ -44,7 +44,7 @@ from typing import Any
 import ipywidgets as W
 
 from mqjoin.adaptive.controller import Decision
-from mqjoin.widgets.charts import PlanNames, PlanSegment, epoch_figure, plan_segments
+from mqjoin.widgets.charts import PlanNames, PlanSegment, empty_panels, epoch_figure, plan_segments
 from mqjoin.planning.diff import PlanDiff, plan_diff
 from mqjoin.model.errors import AdaptiveError, MqjoinError
 from mqjoin.planning.plan import Plan
@@ -64,11 +64,11 @@ def empty_timeline(title: str = "adaptive execution by epoch — no run yet: pre
     (a blank space would not say what a run will draw).
 
     >>> fig = empty_timeline()
-    >>> len(fig.data), [a.text for a in fig.layout.annotations][:2]
-    (0, ['active plan per epoch', 'tuple latency (s)'])
+    >>> [len(t.x) for t in fig.data], [a.text for a in fig.layout.annotations][:2]
+    ([0, 0, 0, 0, 0], ['active plan per epoch', 'tuple latency (s)'])
     """
     d = epoch_figure([], title=title, panels=TIMELINE_PANELS).to_dict()
-    return new_figure_widget(d["data"], d["layout"])
+    return new_figure_widget(empty_panels(d["layout"]), d["layout"])
 SELECTED_SHAPE = "selected epoch"
 
 
