@@ -96,12 +96,15 @@ def memory_basis(workload) -> str:
     ... ''')
     >>> memory_basis(w)
     'memory: tuples the stores hold over their smallest window; S has an unbounded window, so its stores count the tuples of one horizon (1 s, defaults.horizon) — then memory and probe cost are both tuples per second of input, and with equal rates and selectivities they can coincide'
+    >>> memory_basis(w.with_relation("R", window=None)).split(" so ")[0]
+    'memory: tuples the stores hold over their smallest window; every relation has an unbounded window,'
     """
     unbounded = [r for r in workload.used_relations if workload.window(r) is None]
     if not unbounded:
         return "memory: tuples the stores hold over their smallest window"
-    who = ", ".join(unbounded) if len(unbounded) < len(workload.used_relations) else "every relation"
-    verb = "has" if len(unbounded) == 1 else "have"
+    every = len(unbounded) == len(workload.used_relations)
+    who = "every relation" if every and len(unbounded) > 1 else ", ".join(unbounded)
+    verb = "has" if len(unbounded) == 1 or every else "have"
     return (f"memory: tuples the stores hold over their smallest window; {who} {verb} an unbounded window, so "
             f"{'its' if len(unbounded) == 1 else 'their'} stores count the tuples of one horizon "
             f"({number(workload.defaults.horizon)} s, defaults.horizon) — then memory and probe cost are both "
