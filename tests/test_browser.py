@@ -431,6 +431,10 @@ def photograph_every_tab(walk: Walk) -> None:
             page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
                 gd.offsetParent !== null && (gd.data || []).some(t => t.name === 'optimal plan')
                 && gd.querySelector('.heatmaplayer image'))""", timeout=DEPLOY_MS)
+        if title == "Compare":  # the tab optimises every planner when it opens: the picture shows the table
+            page.wait_for_function("() => Array.from(document.querySelectorAll('table.mqjoin-table th'))"
+                                   ".some(e => e.textContent === 'vs CLASH individual/single')", timeout=DEPLOY_MS)
+            page.wait_for_function(KERNEL_IDLE_JS, timeout=DEPLOY_MS)
         page.wait_for_timeout(1500)  # let plotly settle (a picture, not an assertion)
         walk.explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(0, 0)
