@@ -164,7 +164,8 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
         owner = next((o for o in n.owners if o in w.query_names), "")
         share = last_share(w, n.step.prefix_relations, start, n.step.classes, n.step.selection)
         shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got, share))
-    stores, held = [], {}
+    stores: list[Count] = []
+    held: dict[tuple[tuple[str, ...], str], tuple[tuple[str, ...], str, int, float]] = {}
     for s in plan.stores:
         stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
         volume = held_volume(w, s.mir.relations, span)
@@ -182,7 +183,7 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
 def same_layout(a: Plan, b: Plan) -> bool:
     """Whether ``a`` and ``b`` have the same stores, edges and steps (their costs may differ:
     the same plan under other statistics), so that counts of a run of one are counts of the other."""
-    def layout(p: Plan) -> tuple:
+    def layout(p: Plan) -> tuple[Any, ...]:
         return (tuple((s.id, s.partition, s.parallelism) for s in p.stores), p.edges,
                 tuple((n.edge, n.store, n.step.render(), n.broadcast) for n in p.nodes))
 
@@ -213,7 +214,8 @@ class RunCounts:
         return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
 
 
-def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any], batches: Any = None) -> RunCounts | None:
+def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any],
+                 batches: Any = None) -> RunCounts | None:
     """The counts of an engine that reports per micro-batch and store (``stores``: a frame with
     columns ``store``, ``messages``, ``rows``, e.g. a Spark deployment's) over ``tables``:
     messages summed, the most rows a store held after a batch; ``None`` when it counted none.
@@ -243,7 +245,8 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
         held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
                 for h in check.get("held", ())}
     except (KeyError, TypeError, ValueError) as e:
-        raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); write it with 'mqjoin run --json'") from None
+        raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); "
+                        "write it with 'mqjoin run --json'") from None
     seen: dict[tuple[tuple[str, ...], str], tuple[str, float, float]] = {}
     for prefix, start, query, chi, got, share in shapes:
         if len(prefix) < 2 or (prefix, start) in seen:
