@@ -81,7 +81,8 @@ def cmd_data_tpch(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=1))
         return 0
-    print(f"TPC-H SF {args.sf:g} as relation streams ({arrival.describe()} for lineitem){' [cached]' if res.cached else ''}:")
+    print(f"TPC-H SF {args.sf:g} as relation streams ({arrival.describe()} for "
+          f"lineitem){' [cached]' if res.cached else ''}:")
     print(f"  {'relation':<10}{'rows':>12}{'tuples/s':>12}{'bytes':>12}")
     for s in res.streams:
         print(f"  {s.relation:<10}{s.rows:>12,}{s.rate:>12,.6g}{s.bytes:>12,}")

@@ -117,7 +117,8 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
     t0 = time.perf_counter()
     why = disagreement(workload, tables, source)
     if not why:
-        w = workload if math.isclose(workload.defaults.horizon, span, rel_tol=1e-9) else workload.with_defaults(horizon=span)
+        w = workload if math.isclose(workload.defaults.horizon, span,
+                                     rel_tol=1e-9) else workload.with_defaults(horizon=span)
         return Fit(w, seconds=time.perf_counter() - t0)
     rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
     fraction = 1.0 if rows <= EXACT_SIZES_ROWS else SIZES_FRACTION

@@ -75,7 +75,8 @@ def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
     sizes = measure_sizes(w, tables)
     assert any(m.last for m in sizes)
     worst = {}
-    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])), ("order", w.with_sizes(sizes))):
+    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])),
+                        ("order", w.with_sizes(sizes))):
         assert all(not m.last for m in sized.sizes) == (name == "sizes")
         plan = optimize(sized, mirs=False).plan
         run = run_reference(plan, tables, collect=False)
@@ -149,8 +150,10 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     front = [r for r in rows if r["measured_front"]]
     assert front and len(front) < len(rows)
     for r in rows:
-        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"] and o["measured_memory"] <= r["measured_memory"]
-                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"], r["measured_memory"])
+        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"]
+                     and o["measured_memory"] <= r["measured_memory"]
+                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"],
+                                                                              r["measured_memory"])
                      for o in rows)
         assert r["measured_front"] == (not beaten), r
     assert [r for r in rows if r.get("chosen")] == [mqo]
@@ -158,7 +161,8 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     text = capsys.readouterr().out.splitlines()
     assert "on measured" in text[0] and "front" in text[0]
     assert sum("← chosen" in line for line in text) == 1
-    assert text[-1].endswith(f"the optimiser's choice (clash mqo single) is {'on' if mqo['measured_front'] else 'not on'} it")
+    assert text[-1].endswith("the optimiser's choice (clash mqo single) is "
+                             f"{'on' if mqo['measured_front'] else 'not on'} it")
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),

@@ -132,7 +132,8 @@ def test_editor_enter_adds_the_query_under_a_fresh_name_and_sliders_take_typed_v
     assert view.model.workload.query_names == ("q1", "q2", "q3") and view.query_error.value == ""
     assert view.queries.value == "q3" and view.query_name.placeholder == "q4"
     # the selectivity slider has a number box beside it; its track spans ±2 decades around the value
-    row = next(c for c in view.children[0].children[1].children[1].children if view.selectivity in getattr(c, "children", ()))
+    row = next(c for c in view.children[0].children[1].children[1].children
+               if view.selectivity in getattr(c, "children", ()))
     box = row.children[1]
     frontend_sets(box, value=0.79)
     assert view.selectivity.value == 0.79 and view.selectivity.max == 0.0 and view.selectivity.min >= -3
@@ -208,7 +209,8 @@ def test_the_query_box_takes_the_list_notation_and_shows_each_error_once():
     frontend_sets(g.query_name, value="q7")
     frontend_sets(g.query_text, value="q8: orders(orderkey), lineitem(orderkey)")
     frontend_enters(g.query_text)
-    assert "named q8" in g.query_error.value and "q7" in g.query_error.value and "q8" not in ex.model.workload.query_names
+    assert "named q8" in g.query_error.value and "q7" in g.query_error.value
+    assert "q8" not in ex.model.workload.query_names
     assert len(_htmls(ex, "named q8")) == 1
     frontend_sets(g.query_name, value="q9")
     frontend_sets(g.query_text, value="orders(orderkey), Nope(orderkey)")

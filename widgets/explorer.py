@@ -81,7 +81,8 @@ from mqjoin.widgets.model import ExplorerModel, ModelView
 from mqjoin.widgets.pmjoin_view import PMJoinView
 from mqjoin.widgets.trees import ProbeTreeView
 
-TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT", "PMJoin")
+TAB_TITLES = ("Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT",
+              "PMJoin")
 DEPLOY_PLACEHOLDER = ("<i>No Deploy panel attached. Attach one with "
                       "<code>explorer.attach_deploy(lambda plan_provider: DeployPanel(plan_provider))</code>.</i>")
 

@@ -129,12 +129,11 @@ def render_fractions(query) -> str:
 class ExplorerModel:
     """Workload + options → :class:`OptimizeResult`, with observers (see the module doc).
 
-    Observers are called as ``callback(change)`` with ``change = {"name", "old", "new",
-    "owner"}`` (the shape of a traitlets change), for the events in :data:`EVENTS`:
-    ``workload`` (an edit was accepted), ``options``, ``result`` (a new plan; also
-    :attr:`diff` is updated first), ``error``, ``busy``, and for anytime solving (see
-    ``interactive_budget``) ``progress`` (a round or an improvement inside one reported) and ``improving`` (started/ended),
-    ``measured`` (a run ended: :attr:`measured`, set by the Deploy and Adaptivity panels).
+    Observers are called as ``callback(change)`` with ``change = {"name", "old", "new", "owner"}`` (the shape of a
+    traitlets change), for the events in :data:`EVENTS`: ``workload`` (an edit was accepted), ``options``, ``result`` (a
+    new plan; also :attr:`diff` is updated first), ``error``, ``busy``, and for anytime solving (see
+    ``interactive_budget``) ``progress`` (a round or an improvement inside one reported) and ``improving``
+    (started/ended), ``measured`` (a run ended: :attr:`measured`, set by the Deploy and Adaptivity panels).
     """
 
     def __init__(self, workload: Workload | str, *, mode: str = "mqo", partitioning: str = "single",
@@ -151,7 +150,8 @@ class ExplorerModel:
         self.optimize_fn = optimize_fn
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
-        self.mode, self.partitioning, self.mirs, self.solver, self.time_limit = mode, partitioning, mirs, solver, time_limit
+        self.mode, self.partitioning, self.mirs = mode, partitioning, mirs
+        self.solver, self.time_limit = solver, time_limit
         #: the plan family (:data:`mqjoin.planners.registry.PLANNERS`) and, for ``tree``, its shape
         self.planner, self.tree_shape = planner, tree_shape
         self._check_options()

@@ -47,7 +47,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection, partition_candidates, steps_of
+from mqjoin.planning.candidates import (MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection,
+                                       partition_candidates, steps_of)
 from mqjoin.planning.cost import is_close, join_size, prefix_messages
 from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.errors import PlannerError
@@ -133,8 +134,8 @@ def connected(q: Query, rels: Iterable[str]) -> bool:
     return len(rels) == 1 or is_connected(rels, restrict_classes(q.classes, rels))
 
 
-def probing_sequence(workload: Workload, query: str, prefix: Iterable[str],
-                     inputs: Iterable[Iterable[str]], least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
+def probing_sequence(workload: Workload, query: str, prefix: Iterable[str], inputs: Iterable[Iterable[str]],
+                     least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
     """MJoin's rule (Section 2.2): the order in which a tuple covering ``prefix`` probes the
     other ``inputs`` (sets of relations): always next the connected input with the fewest
     expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (docs/model.md §2); ties by
@@ -190,8 +191,9 @@ def tree_orders(workload: Workload, query: str, tree: JoinTree,
     ... queries: {q: "A(a), B(a,b), C(b,c), D(c)"}
     ... ''')
     >>> orders = tree_orders(w, "q", binary_tree(w, "q", "bushy"))
-    >>> {node: [str(o) for o in by.values()] for node, by in orders.items()}
-    {('A', 'B'): ['A » B', 'B » A'], ('C', 'D'): ['C » D', 'D » C'], ('A', 'B', 'C', 'D'): ['A » B » CD', 'B » A » CD', 'C » D » AB', 'D » C » AB']}
+    >>> {node: [str(o) for o in by.values()] for node, by in orders.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {('A', 'B'): ['A » B', 'B » A'], ('C', 'D'): ['C » D', 'D » C'], ('A', 'B', 'C', 'D'): ['A » B » CD', 'B » A » CD',
+    'C » D » AB', 'D » C » AB']}
     """
     q = _query(workload, query)
     out: dict[tuple[str, ...], dict[str, ProbeOrder]] = {}
@@ -315,8 +317,8 @@ def splits(q: Query, rels: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...], t
 
 def tree_cost(workload: Workload, query: str, tree: JoinTree) -> float:
     """The docs/model.md §4 probe cost of a query's operator tree alone, every probe routed: each non-root
-    node's results over the horizon (:func:`~mqjoin.planning.cost.prefix_messages`) probe the rest of their parent's join — once per
-    step of the probing sequence (for a binary tree: once, into the sibling).
+    node's results over the horizon (:func:`~mqjoin.planning.cost.prefix_messages`) probe the rest of their parent's
+    join — once per step of the probing sequence (for a binary tree: once, into the sibling).
 
     >>> from mqjoin.model.workload import parse_workload
     >>> w = parse_workload('''

@@ -89,6 +89,6 @@ __all__ = [
     'PMJoinOptions', 'PMJoinReport', 'QueryPMJoin', 'SIZES', 'StreamModel', 'ValueGroups', 'ValueRates',
     'centralized_cost', 'check_partitioning', 'check_sizes', 'communication_cost', 'find_pmjoins', 'group_plan',
     'group_results', 'group_tree', 'node_of', 'optimal_plan', 'partition_class', 'partition_values', 'plain_value',
-    'plan_query', 'pmjoin_built', 'pmjoin_plan', 'pmjoin_report', 'rank_vector', 'render_value_rates', 'stream_join_opt',
-    'value_rates', 'value_sort_key',
+    'plan_query', 'pmjoin_built', 'pmjoin_plan', 'pmjoin_report', 'rank_vector', 'render_value_rates',
+    'stream_join_opt', 'value_rates', 'value_sort_key',
 ]
