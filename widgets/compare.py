@@ -128,8 +128,9 @@ def _rule_twins(plans: dict[Setting, OptimizeResult]) -> str:
     when its plans run (JAQPOT builds the binary trees of ``tree`` and divides a CPU budget
     among their half-way joins at run time).  '' when no listed planner does.
 
-    >>> _rule_twins({Setting("jaqpot", "shared", "single", "best"): None})
-    ' jaqpot (best) builds the same plans as tree (best), so its rows repeat them; what differs is how they run — JAQPOT: ...'
+    >>> _rule_twins({Setting("jaqpot", "shared", "single", "best"): None})  # doctest: +NORMALIZE_WHITESPACE
+    ' jaqpot (best) builds the same plans as tree (best), so its rows repeat them; what differs is how they
+    run — JAQPOT: ...'
     """
     listed = list(dict.fromkeys(s.planner for s in plans))
     labels = {s.planner: s.label for s in plans}
