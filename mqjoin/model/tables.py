@@ -372,7 +372,9 @@ class ResultWriter:
         if not len(rows):
             return
         if query not in self._writers:
-            self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query))
+            # row indices rarely repeat: a dictionary per column page costs half the writing
+            self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query),
+                                                    use_dictionary=False)
         cols = [pa.array(rows[:, i]) for i in range(len(rels))]
         self._writers[query].write_table(pa.Table.from_arrays(cols, schema=self._schema(query)))
 
