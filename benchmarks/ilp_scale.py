@@ -182,8 +182,8 @@ def met(run: Run, key: tuple[int, int, int]) -> bool:
 
 def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
     """Only the three speed goals (:data:`TARGET`: 100 three-way queries optimal in 0.5 s, 10
-    five-way queries optimal in 3 s, 30 five-way queries within 1 % in 10 s), mqo under both policies: each run ``repeat``
-    times (timings on a shared machine are noisy), one line with the median run and the load.
+    five-way queries optimal in 3 s, 30 five-way queries within 1 % in 10 s), mqo under both policies: each run
+    ``repeat`` times (timings on a shared machine are noisy), one line with the median run and the load.
 
     Columns: ``build`` enumeration + model build, ``solve`` the solver calls (warm start not
     included, tie-break included), ``total`` the whole optimisation (median; ``runs`` all of
@@ -216,7 +216,8 @@ def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
             goal = f"≤{TARGET[key]:g}s" + (f" ≤{TARGET_GAP[key]:.0%}" if TARGET_GAP[key] else " opt")
             print(f"{n:>4}{rels:>4}{size:>2} {policy:<9}{i.variables:>7}{i.binaries:>6}{i.components:>5} "
                   f"{i.build_seconds:>6.3f} {i.solve_seconds:>7.3f} {took:>7.3f} {i.status:<10}{i.gap:>7.2%}"
-                  f"{root:>7.2%} {str(i.canonical):<6}{load:>5.1f}{goal:>14}  {'met' if met(run, key) else 'MISSED':<7}  "
+                  f"{root:>7.2%} {str(i.canonical):<6}{load:>5.1f}{goal:>14}  {'met' if met(run, key) else 'MISSED':<7}"
+                  "  "
                   f"{' '.join(f'{t:.2f}' for t, _ in runs)}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0

@@ -77,8 +77,8 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget,
-                              tie_break=tie)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget,
+                              replica_budget=replica_budget, tie_break=tie)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())

@@ -51,7 +51,7 @@ from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc
                                           solve_highs)
 from mqjoin.planning.ilp.blocks import Stopped
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
-from mqjoin.planning.ilp.coupled import solve_coupled
+from mqjoin.planning.ilp.coupled import CoupledResult, solve_coupled
 from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
 from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
 from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
@@ -270,7 +270,7 @@ def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | No
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
-                      start: list[float] | None, watch: Watch = Watch()):
+                      start: list[float] | None, watch: Watch = Watch()) -> CoupledResult | None:
     """The coupled search's answer for a part (None: the part is not for it), or the start with
     bound 0 when a time limit stopped the search before it had a plan."""
     try:
