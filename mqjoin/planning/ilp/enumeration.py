@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqjoin.planning.candidates import MIR, Candidates
 from mqjoin.planning.ilp.model import TIE_SLACK
 
-if TYPE_CHECKING:  # (blocks imports this module)
-    from mqjoin.planning.ilp.blocks import Part
+#: a coupled part (a ``blocks.Part``; blocks imports this module, so it is not imported here)
+Part = Any
 
 #: a factor's option: (positions set to 1, steps used, MIRs needed, MIRs materialised, weight)
 _Option = tuple[list[int], list[int], list[int], list[int], float]
