@@ -51,8 +51,8 @@ def test_only_ts_and_the_declared_attributes_are_read(tmp_path):
     pq.write_table(pa.table({"ts": [0.2], "b": [3]}), tmp_path / "T.parquet")
     t = read_inputs(W, tmp_path)
     assert set(t["R"].columns) == {"a", "b"} and set(t["S"].columns) == {"a"}
-    narrow = parse_workload("{defaults: {selectivity: 0.2}, relations: {R: {attributes: [a, b]}, S: {attributes: [a]}}, "
-                            "queries: {q1: 'R(a), S(a)'}}")
+    narrow = parse_workload("{defaults: {selectivity: 0.2}, relations: {R: {attributes: [a, b]}, "
+                            "S: {attributes: [a]}}, queries: {q1: 'R(a), S(a)'}}")
     assert set(read_inputs(narrow, tmp_path)["R"].columns) == {"a"}  # the attributes its queries use
     assert set(read_inputs(narrow, tmp_path, every_attribute=True)["R"].columns) == {"a", "b"}  # declared
     assert isinstance(t["S"].columns["a"], Column) and t["S"].columns["a"].array.dtype == np.int64

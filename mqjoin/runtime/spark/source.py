@@ -104,7 +104,8 @@ def packed_replay_log(workload: Workload, tables: Mapping[str, Table]) -> tuple[
     >>> tables = {"R": Table.from_columns("R", {"ts": [0.0, 2.0], "a": [1, 2]}),
     ...           "S": Table.from_columns("S", {"ts": [1.0], "a": [2], "b": ["x"]})}
     >>> log, names = packed_replay_log(w, tables)
-    >>> log.equals(pack_replay_log(build_replay_log(w, tables))[0]), names == pack_replay_log(build_replay_log(w, tables))[1]
+    >>> union = pack_replay_log(build_replay_log(w, tables))
+    >>> log.equals(union[0]), names == union[1]
     (True, True)
     """
     parts = _relation_parts(workload, tables)
