@@ -95,7 +95,7 @@ import numpy as np
 from mqjoin.model.errors import DataError
 from mqjoin.model.statistics import (FEW_MATCHES, PairEstimate, RateEstimate, covering_classes, selectivity_groups,
                                      significant, with_group_values, with_pair_values)
-from mqjoin.model.tables import Table, read_inputs
+from mqjoin.model.tables import Column, Table, bounds, read_inputs
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.datasets.arrivals import relation_rng
 from mqjoin.datasets.sizes import SizeEstimate, measure_sizes
@@ -377,7 +377,7 @@ def value_counts(values: Sequence[Any], rows: np.ndarray | None = None) -> Count
     Counter({1: 2, 'x': 1})
     """
     if rows is not None:
-        values = [values[i] for i in rows.tolist()]
+        values = np.asarray(values)[rows].tolist() if isinstance(values, Column) else [values[i] for i in rows.tolist()]
     c = Counter(values)
     c.pop(None, None)
     for k in [k for k in c if isinstance(k, float) and math.isnan(k)]:
@@ -458,7 +458,7 @@ def estimate_statistics(workload: Workload, tables: Mapping[str, Table], sample:
     for r in workload.relations:
         t = tables.get(r.name)
         if t is not None:
-            rates.append(RateEstimate(r.name, len(t), min(t.ts, default=0.0), max(t.ts, default=0.0)))
+            rates.append(RateEstimate(r.name, len(t), *bounds(t.ts)))
     rows = {}
     for r, t in tables.items():
         rows[r] = sample_rows(len(t), sample, seed, r)
@@ -509,7 +509,7 @@ def statistics_from_data(workload: Workload, data_dir: str | Path, sample: int |
     d = Path(data_dir)
     extra = [r.name for r in workload.relations if r.name not in workload.used_relations
              and ((d / f"{r.name}.parquet").exists() or (d / f"{r.name}.csv").exists())]
-    tables = read_inputs(workload, d, list(workload.used_relations) + extra)
+    tables = read_inputs(workload, d, list(workload.used_relations) + extra, every_attribute=True)
     return estimate_statistics(workload, tables, sample, seed, source=str(d), sizes=sizes)
 
 

@@ -528,7 +528,7 @@ def tpch_sample(streams_dir: str | Path, out_dir: str | Path = SAMPLE, orders: i
 
     spec = base_spec({})
     w = Workload.build(spec["relations"], {}, {}, spec["defaults"])
-    t = read_inputs(w, streams_dir, [r.name for r in RELATIONS])
+    t = read_inputs(w, streams_dir, [r.name for r in RELATIONS], every_attribute=True)
     keep: dict[str, list[int]] = {}
 
     def rows_where(rel: str, col: str, values: set) -> list[int]:

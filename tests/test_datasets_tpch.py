@@ -95,7 +95,7 @@ def test_streams_have_the_input_format_and_tpch_sizes(sf001, cache):
     assert {s.relation: s.rows for s in sf001.streams} == SF001_ROWS
     spec = tpch.base_spec({})
     w = Workload.build(spec["relations"], {}, {}, spec["defaults"])
-    tables = read_inputs(w, sf001.directory, [r.name for r in RELATIONS])
+    tables = read_inputs(w, sf001.directory, [r.name for r in RELATIONS], every_attribute=True)
     for r in RELATIONS:
         t = tables[r.name]
         assert len(t) == SF001_ROWS[r.name]

@@ -21,22 +21,74 @@ import math
 from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from mqjoin.model.errors import DataError
+from mqjoin.model.errors import DataError, UnknownRelationError
 from mqjoin.model.workload import Workload
 
 if TYPE_CHECKING:
     import numpy as np
 
 
+class Column(Sequence[Any]):
+    """A read-only column of numbers held as one numpy array — what :func:`read_parquet` makes
+    of a numeric column without nulls, so an input of millions of rows costs 8 bytes a value,
+    not a Python object each.  It reads like the tuple it stands for (items, slices and
+    iteration give Python numbers), while bulk readers take the array itself
+    (``np.asarray(column)``, no copy).
+
+    >>> import numpy as np
+    >>> c = Column(np.array([3, 1, 2]))
+    >>> c[0], c[1:], list(c), len(c), 2 in c, c == (3, 1, 2)
+    (3, (1, 2), [3, 1, 2], 3, True, True)
+    >>> type(c[0]).__name__, np.asarray(c) is c.array, c
+    ('int', True, Column((3, 1, 2)))
+    """
+
+    __slots__ = ("array",)
+    _CHUNK = 1 << 16  # values converted to Python numbers at a time while iterating
+
+    def __init__(self, array: "np.ndarray") -> None:
+        array = array.view()
+        array.flags.writeable = False
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self.array[i].tolist())
+        return self.array[i].item()
+
+    def __iter__(self) -> Iterator[Any]:
+        for k in range(0, len(self.array), self._CHUNK):
+            yield from self.array[k:k + self._CHUNK].tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> "np.ndarray":
+        return self.array if dtype is None else self.array.astype(dtype, copy=False)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Column):
+            return len(self) == len(other) and bool((self.array == other.array).all())
+        if isinstance(other, (tuple, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a tuple, so not hashable like one
+
+    def __repr__(self) -> str:
+        return f"Column({tuple(self)!r})"
+
+
 @dataclass(frozen=True)
 class Table:
-    """One relation's input: ``ts`` plus attribute columns (Python lists, row = identity)."""
+    """One relation's input: ``ts`` plus attribute columns (row = identity), each a tuple or a
+    :class:`Column` (numbers read from Parquet)."""
 
     relation: str
-    ts: tuple[float, ...]
-    columns: Mapping[str, tuple[Any, ...]]
+    ts: Sequence[float]
+    columns: Mapping[str, Sequence[Any]]
     source: str = ""
 
     @staticmethod
@@ -98,8 +150,23 @@ def time_range(tables: Mapping[str, Table]) -> tuple[float, float]:
     ...             "T": Table.from_columns("T", {"ts": []})})
     (2.0, 3.0)
     """
-    ts = [t for tb in tables.values() if len(tb.ts) for t in (min(tb.ts), max(tb.ts))]
+    ts = [t for tb in tables.values() if len(tb.ts) for t in bounds(tb.ts)]
     return (min(ts), max(ts) - min(ts)) if ts else (0.0, 0.0)
+
+
+def bounds(values: Sequence[float], default: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """The least and the greatest of ``values`` (``default`` when there is none), a
+    :class:`Column`'s without a Python number per row.
+
+    >>> import numpy as np
+    >>> bounds((2.0, 0.5, 1.0)), bounds(Column(np.array([2.0, 0.5]))), bounds(())
+    ((0.5, 2.0), (0.5, 2.0), (0.0, 0.0))
+    """
+    if not len(values):
+        return default
+    if isinstance(values, Column):
+        return values.array.min().item(), values.array.max().item()
+    return min(values), max(values)
 
 
 def read_csv(path: Path, relation: str) -> Table:
@@ -130,30 +197,67 @@ def read_csv(path: Path, relation: str) -> Table:
     return Table.from_columns(relation, data, str(path))
 
 
-def read_parquet(path: Path, relation: str) -> Table:
+def read_parquet(path: Path, relation: str, attributes: Iterable[str] | None = None) -> Table:
+    """The input of ``relation`` in the Parquet file ``path``: ``ts`` and the ``attributes``
+    the file has (all its columns when None).  Numeric columns without nulls (``ts`` included)
+    become :class:`Column` arrays; the others Python values, checked as
+    :meth:`Table.from_columns` checks them."""
     try:
-        import pyarrow.parquet as pq
         import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
 
-        t = pq.read_table(path)
+        f = pq.ParquetFile(path)
+        names = f.schema_arrow.names
+        if attributes is not None:
+            keep = {"ts", *attributes}
+            names = [n for n in names if n in keep]
+        t = f.read(columns=names)
     except ImportError:  # pragma: no cover
         raise DataError("reading Parquet needs pyarrow: pip install pyarrow") from None
     except Exception as e:  # noqa: BLE001 — pyarrow raises many types for corrupt files
         raise DataError(f"cannot read {path}: {e}") from None
-    data = {}
+    data: dict[str, Any] = {}
+    arrays: dict[str, Column] = {}
     for name in t.column_names:
         col = t.column(name)
         if pa.types.is_timestamp(col.type) and name == "ts":
-            col = col.cast(pa.int64()).to_pylist()
             unit = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[t.schema.field(name).type.unit]
-            data[name] = [None if v is None else v / unit for v in col]
+            col = pc.divide(col.cast(pa.int64()).cast(pa.float64()), float(unit))
+        numbers = _numbers(col)
+        if numbers is not None:
+            arrays[name] = Column(numbers.astype("float64", copy=False) if name == "ts" else numbers)
         else:
             data[name] = col.to_pylist()
-    return Table.from_columns(relation, data, str(path))
+    if "ts" not in arrays:  # no ts, or one with nulls, NaN or no numbers: checked and said as Python values
+        return Table.from_columns(relation, {n: list(arrays[n]) if n in arrays else data[n] for n in t.column_names},
+                                  str(path))
+    return Table(relation, arrays["ts"], {n: arrays[n] if n in arrays else tuple(_normalise(v) for v in data[n])
+                                          for n in t.column_names if n != "ts"}, str(path))
 
 
-def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[str] | None = None) -> dict[str, Table]:
-    """Read the input of every relation that some query uses (or of ``relations``)."""
+def _numbers(col: Any) -> "np.ndarray | None":
+    """An Arrow column of integers or floats without nulls or NaN as one numpy array (int64 or
+    float64), else None."""
+    import numpy as np
+    import pyarrow as pa
+
+    if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        return None
+    if pa.types.is_unsigned_integer(col.type) and col.type.bit_width == 64:
+        return None  # may exceed int64: read as Python ints
+    a: np.ndarray = col.to_numpy()
+    if a.dtype.kind == "f" and np.isnan(a).any():
+        return None
+    out: np.ndarray = a.astype(np.float64 if a.dtype.kind == "f" else np.int64, copy=False)
+    return out
+
+
+def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[str] | None = None,
+                every_attribute: bool = False) -> dict[str, Table]:
+    """Read the input of every relation that some query uses (or of ``relations``): ``ts`` and
+    the attributes its queries join on or filter (``every_attribute``: every attribute the
+    workload declares, for queries added later), not the file's other columns."""
     d = Path(data_dir)
     if not d.is_dir():
         raise DataError(f"data directory {str(d)!r} does not exist")
@@ -165,7 +269,7 @@ def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[st
         if pq_path.exists() and csv_path.exists():
             raise DataError(f"both {pq_path.name} and {csv_path.name} exist in {d}; keep one input per relation")
         if pq_path.exists():
-            t = read_parquet(pq_path, r)
+            t = read_parquet(pq_path, r, _declared(workload, r) if every_attribute else used_attrs.get(r, ()))
         elif csv_path.exists():
             t = read_csv(csv_path, r)
         else:
@@ -173,6 +277,15 @@ def read_inputs(workload: Workload, data_dir: str | Path, relations: Iterable[st
         t.require(sorted(used_attrs[r]))
         out[r] = t
     return out
+
+
+def _declared(workload: Workload, relation: str) -> tuple[str, ...] | None:
+    """The attributes ``workload`` declares for ``relation`` (None: it declares no such
+    relation), the columns of its input worth reading."""
+    try:
+        return tuple(workload.relation(relation).attributes)
+    except UnknownRelationError:
+        return None
 
 
 def write_inputs(tables: Mapping[str, Table], data_dir: str | Path, fmt: str = "parquet") -> Path:
@@ -260,7 +373,9 @@ class ResultWriter:
         if not len(rows):
             return
         if query not in self._writers:
-            self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query))
+            # row indices rarely repeat: a dictionary per column page costs half the writing
+            self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query),
+                                                    use_dictionary=False)
         cols = [pa.array(rows[:, i]) for i in range(len(rels))]
         self._writers[query].write_table(pa.Table.from_arrays(cols, schema=self._schema(query)))
 

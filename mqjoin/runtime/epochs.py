@@ -70,7 +70,7 @@ from mqjoin.adaptive.sampling import sampled
 from mqjoin.model.errors import DataError, ResourceLimitError
 from mqjoin.planning.measured import RunCounts
 from mqjoin.planning.plan import Plan
-from mqjoin.model.tables import Table
+from mqjoin.model.tables import Table, time_range
 from mqjoin.model.workload import Workload
 from mqjoin.runtime.executor import EpochCounters, Executor
 from mqjoin.runtime.rules import arrival_order, base_tuples
@@ -431,7 +431,7 @@ class AdaptiveReplay:
             if change is None:
                 at = self._ex.event_time
                 if at is None:
-                    at = min((min(t.ts) for t in self._ex.tables.values() if len(t)), default=0.0)
+                    at = time_range(self._ex.tables)[0]
                 change = QueryChange(at=at, add=dict(add or {}), remove=tuple(remove),
                                      selectivities=dict(selectivities or {}))
             full, _ = lifetimes(self._ex.ctl.base, [*self._ex.ctl.changes, change], self.policy)  # validates

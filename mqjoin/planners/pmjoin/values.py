@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.errors import PlannerError
-from mqjoin.model.tables import Table
+from mqjoin.model.tables import Table, bounds
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planners.pmjoin.streams import ValueRates, value_sort_key
 
@@ -189,7 +189,7 @@ def value_rates(workload: Workload, tables: Mapping[str, Table],
     out: dict[Attr, dict[Any, float]] = {}
     for a in attrs:
         t = tables[a.relation]
-        est = RateEstimate(a.relation, len(t), min(t.ts, default=0.0), max(t.ts, default=0.0)).rate
+        est = RateEstimate(a.relation, len(t), *bounds(t.ts)).rate
         rate = workload.rate(a.relation) if est is None else est
         counts: dict[Any, int] = {}
         for v in t.columns[a.name]:

@@ -39,7 +39,7 @@ from mqjoin.runtime.spark.metrics import Listener, Metrics, seq_of
 from mqjoin.runtime.spark.mode import MODES, ModeChoice, mode_choice
 from mqjoin.runtime.spark.results import Committed
 from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
-from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, write_replay_log
+from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, packed_replay_log, write_replay_log
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +160,11 @@ class Deployment:
         if self.status == "running":
             return self
         t0 = time.perf_counter()
-        log = build_replay_log(self.workload, self.tables)
-        self.total = len(log)
         if self.engine_name == "mqjoin":  # a plan's engine reads every served column: serve few
-            log, self.columns = pack_replay_log(log)
+            log, self.columns = packed_replay_log(self.workload, self.tables)
+        else:
+            log = build_replay_log(self.workload, self.tables)
+        self.total = len(log)
         path = write_replay_log(log, self.checkpoint / "replay.parquet")
         del log
         self.timings["replay_log"] = time.perf_counter() - t0

@@ -257,7 +257,7 @@ class AdaptiveDeployment(Deployment):
         needed = list(self.workload.used_relations)
         extra = [r.name for r in self.workload.relations if r.name not in needed and
                  ((d / f"{r.name}.parquet").exists() or (d / f"{r.name}.csv").exists())]
-        return read_inputs(self.workload, d, needed + extra)
+        return read_inputs(self.workload, d, needed + extra, every_attribute=True)
 
     def _check_config(self) -> None:
         """A checkpoint resumes only the deployment that wrote it (same policy and changelog);
@@ -322,7 +322,7 @@ class AdaptiveDeployment(Deployment):
         return None if self.engine is None else self.engine.event_time
 
     def _first_ts(self) -> float:
-        return min((min(t.ts) for t in self.tables.values() if len(t)), default=0.0)
+        return time_range(self.tables)[0]
 
     def submit(self, change: QueryChange | None = None, *, add: Mapping[str, str] | None = None,
                remove: Iterable[str] = (), selectivities: Mapping[str, float] | None = None) -> int:

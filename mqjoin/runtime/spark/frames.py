@@ -94,6 +94,9 @@ def read_parts(parts: list[Path], batch_rows: int = 1 << 20) -> Iterator[tuple[s
     >>> write_part(t, d / "part-0.parquet")
     >>> [(q, rows.tolist()) for q, rows in read_parts([d / "part-0.parquet"])]
     [('q', [[2, 3], [0, 1]]), ('p', [[7]])]
+    >>> write_part(pa.concat_tables([t, t.slice(0, 1)]), d / "part-1.parquet")  # q's rows apart
+    >>> [(q, rows.tolist()) for q, rows in read_parts([d / "part-1.parquet"])]
+    [('q', [[2, 3], [0, 1], [2, 3]]), ('p', [[7]])]
     """
     for path in parts:
         f = pq.ParquetFile(path, read_dictionary=["query"])
@@ -111,9 +114,12 @@ def read_parts(parts: list[Path], batch_rows: int = 1 << 20) -> Iterator[tuple[s
                 idx = np.flatnonzero(codes == code)
                 if not len(idx):
                     continue
-                start = offsets[idx]
-                width = int(offsets[idx[0] + 1] - start[0])
-                yield name, values[start[:, None] + np.arange(width)]
+                first, last = int(idx[0]), int(idx[-1])
+                width = int(offsets[first + 1] - offsets[first])
+                if last - first + 1 == len(idx):  # one run of rows (a part holds a query's results together)
+                    yield name, values[offsets[first]:offsets[last + 1]].reshape(len(idx), width)
+                else:
+                    yield name, values[offsets[idx][:, None] + np.arange(width)]
 
 
 def count_parts(parts: list[Path]) -> dict[str, int]:

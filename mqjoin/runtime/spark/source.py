@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from mqjoin.model.errors import DataError
-from mqjoin.model.tables import Table
+from mqjoin.model.tables import Column, Table
 from mqjoin.model.workload import Workload
 from mqjoin.support.lru import LRU
 
@@ -69,7 +69,9 @@ def attr_col(k: int, j: int) -> str:
     return f"r{k}_a{j}"
 
 
-def _column(values: tuple[Any, ...], where: str) -> pa.Array:
+def _column(values: Sequence[Any], where: str) -> pa.Array:
+    if isinstance(values, Column):  # numbers already in one array: no Python object per row
+        return pa.array(values.array)
     try:
         arr = pa.array(list(values))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -88,6 +90,32 @@ def _column(values: tuple[Any, ...], where: str) -> pa.Array:
 
 def build_replay_log(workload: Workload, tables: Mapping[str, Table]) -> pa.Table:
     """All input tuples in arrival order with the union schema described in the module doc."""
+    return _in_arrival_order(_relation_parts(workload, tables))
+
+
+def packed_replay_log(workload: Workload, tables: Mapping[str, Table]) -> tuple[pa.Table, dict[str, str]]:
+    """:func:`pack_replay_log` of :func:`build_replay_log`, built without the union schema:
+    each relation's columns are packed before the relations are put together, so the log is
+    never held with a column per attribute of every relation.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [b, a]}},"
+    ...                    " queries: {q: 'R(a), S(a)'}}")
+    >>> tables = {"R": Table.from_columns("R", {"ts": [0.0, 2.0], "a": [1, 2]}),
+    ...           "S": Table.from_columns("S", {"ts": [1.0], "a": [2], "b": ["x"]})}
+    >>> log, names = packed_replay_log(w, tables)
+    >>> union = pack_replay_log(build_replay_log(w, tables))
+    >>> log.equals(union[0]), names == union[1]
+    (True, True)
+    """
+    parts = _relation_parts(workload, tables)
+    names = {f.name: _packed_name(f) for part in parts for f in part.schema if _ATTR.fullmatch(f.name)}
+    return _in_arrival_order([p.rename_columns([names.get(c, c) for c in p.column_names]) for p in parts]), names
+
+
+def _relation_parts(workload: Workload, tables: Mapping[str, Table]) -> list[pa.Table]:
+    """One table per relation: ``_rel``, ``_ts``, ``_row`` and its attributes under their
+    union names, join classes' types unified (:func:`_unify_join_types`)."""
     ranks = workload.relation_rank
     parts = []
     for name, t in tables.items():
@@ -105,34 +133,62 @@ def build_replay_log(workload: Workload, tables: Mapping[str, Table]) -> pa.Tabl
         parts.append(pa.table(cols))
     if not parts:
         raise DataError("no input tables to replay")
+    return _unify_join_types(workload, parts)
+
+
+def _in_arrival_order(parts: list[pa.Table]) -> pa.Table:
+    """The relations' parts as one log in arrival order (``ts``, relation rank, row), numbered
+    by ``_seq``; its attribute columns sorted by position, then name (those a part lacks are
+    null in its rows)."""
     log = pa.concat_tables(parts, promote_options="permissive")
-    log = _unify_join_types(workload, log)
+    del parts
+    attrs = [c for c in log.column_names if c not in META]
+    log = log.select([c for c in META if c in log.column_names] + sorted(attrs, key=_column_order))
     order = np.lexsort((log["_row"].to_numpy(), log["_rel"].to_numpy(), log["_ts"].to_numpy()))
     log = log.take(pa.array(order))
-    log = log.add_column(0, "_seq", pa.array(np.arange(len(log), dtype=np.int64)))
-    return log
+    return log.add_column(0, "_seq", pa.array(np.arange(len(log), dtype=np.int64)))
 
 
-def _unify_join_types(workload: Workload, log: pa.Table) -> pa.Table:
+def _column_order(name: str) -> tuple[int, int, str]:
+    """Union columns ``r<k>_a<j>`` by relation, then position; packed ``a<j>_<type>`` by
+    position, then name."""
+    m = _ATTR.fullmatch(name)
+    if m:
+        return int(m.group(1)), int(m.group(2)), name
+    return 0, int(name[1:].split("_")[0]), name
+
+
+def _unify_join_types(workload: Workload, parts: list[pa.Table]) -> list[pa.Table]:
     """Members of one class that mix integers and floats become floats: 1 and 1.0 join
     (docs/model.md §6), and equal types keep a store's hash partitioning usable by every probe
     (Spark would otherwise cast one side and reshuffle the store)."""
     ranks = workload.relation_rank
+    types = {f.name: f.type for p in parts for f in p.schema}
+    floats: set[str] = set()
     for q in workload.queries:
         for c in q.classes:
             cols = [attr_col(ranks[a.relation], workload.relation(a.relation).attributes.index(a.name))
                     for a in c.members]
-            cols = [n for n in cols if n in log.column_names]
-            types = {log.schema.field(n).type for n in cols}
-            if pa.float64() in types and pa.int64() in types:
-                for n in cols:
-                    if log.schema.field(n).type == pa.int64():
-                        i = log.column_names.index(n)
-                        log = log.set_column(i, n, log[n].cast(pa.float64()))
-    return log
+            cols = [n for n in cols if n in types]
+            if {pa.float64(), pa.int64()} <= {types[n] for n in cols}:
+                floats.update(n for n in cols if types[n] == pa.int64())
+    out = []
+    for p in parts:
+        for n in floats & set(p.column_names):
+            p = p.set_column(p.column_names.index(n), n, p[n].cast(pa.float64()))
+        out.append(p)
+    return out
 
 
 _PACKED_SUFFIX = {pa.int64(): "i", pa.float64(): "d", pa.string(): "s", pa.bool_(): "b"}
+_ATTR = re.compile(r"r(\d+)_a(\d+)")
+
+
+def _packed_name(field: pa.Field) -> str:
+    """Where :func:`pack_replay_log` puts a union column: ``a<j>_<type>``."""
+    m = _ATTR.fullmatch(field.name)
+    assert m is not None
+    return f"a{m.group(2)}_{_PACKED_SUFFIX.get(field.type, str(field.type))}"
 
 
 def pack_replay_log(log: pa.Table) -> tuple[pa.Table, dict[str, str]]:
@@ -150,13 +206,11 @@ def pack_replay_log(log: pa.Table) -> tuple[pa.Table, dict[str, str]]:
     names: dict[str, str] = {}
     groups: dict[str, list[str]] = {}
     for f in log.schema:
-        m = re.fullmatch(r"r\d+_a(\d+)", f.name)
-        if m:
-            j = m.group(1)
-            names[f.name] = f"a{j}_{_PACKED_SUFFIX.get(f.type, str(f.type))}"
+        if _ATTR.fullmatch(f.name):
+            names[f.name] = _packed_name(f)
             groups.setdefault(names[f.name], []).append(f.name)
     packed = log.drop_columns(list(names))
-    for name, cols in sorted(groups.items(), key=lambda x: (int(x[0][1:].split("_")[0]), x[0])):
+    for name, cols in sorted(groups.items(), key=lambda x: _column_order(x[0])):
         packed = packed.append_column(name, pc.coalesce(*[log[c] for c in cols]) if len(cols) > 1 else log[cols[0]])
     return packed, names
 
@@ -165,7 +219,10 @@ def write_replay_log(log: pa.Table, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    pq.write_table(log, tmp, row_group_size=64 * 1024)
+    # written once and read once, next to the run: uncompressed, without dictionaries or
+    # statistics (nothing reads them) it is written and read several times faster
+    pq.write_table(log, tmp, row_group_size=64 * 1024, compression="none", use_dictionary=False,
+                   write_statistics=False)
     tmp.replace(path)
     return path
 
