@@ -82,9 +82,9 @@ class Fit:
 
         >>> from mqjoin.datasets.commands import load_named_workload
         >>> w = load_named_workload("paper_v2.yaml")
-        >>> Fit(w.with_defaults(horizon=6.5), checked=True, source="D").line()
-        "the plan is chosen on the workload's statistics, which a sampled check of D agrees with, "
-        "over the span of D (6.5 s)"
+        >>> print(Fit(w.with_defaults(horizon=6.5), checked=True, source="D").line())  # doctest: +NORMALIZE_WHITESPACE
+        the plan is chosen on the workload's statistics, which a sampled check of D agrees with,
+        over the span of D (6.5 s)
         """
         on = self.source or "the data"
         over = f"over the span of {on} ({self.workload.defaults.horizon:.4g} s)"
