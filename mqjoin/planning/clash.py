@@ -30,7 +30,7 @@ from typing import Any
 from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
+from mqjoin.planning.ilp import Model, Solution, build_model, solve, unsearched_binaries
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import BUDGET, OptimizeOptions
 from mqjoin.planning.plan import Choice, Plan
@@ -176,13 +176,13 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     mdl = build_model(cands, partitioning, mir_budget, replica_budget)
     build = time.perf_counter() - t0
     start = fallback = None
-    if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
-                                       or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
+    if mirs and solver == "highs" and partitioning != BUDGET and _warm(mdl.num_binaries, time_limit):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
         base = None
-        if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
+        # (a search needs no good start: only a plan for a time limit; nor do small parts)
+        if _warm(unsearched_binaries(mdl), time_limit):
             try:
                 base, _ = _solve_workload(workload, partitioning, False, solver,
                                           None if time_limit is None else time_limit / 4, namespace, canonical=False,
@@ -202,6 +202,12 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
     return choices, stats
+
+
+def _warm(binaries: int, time_limit: float | None) -> bool:
+    """Whether a model (or the parts of it HiGHS's MIP solves) with this many binaries is
+    large enough to start warm (:data:`WARM_START_BINARIES`, :data:`WARM_START_LIMITED`)."""
+    return binaries > WARM_START_BINARIES or (time_limit is not None and binaries > WARM_START_LIMITED)
 
 
 def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
