@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -66,8 +67,10 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
 
     if mode == "mqo":
         deadline = None if time_limit is None else time.perf_counter() + time_limit  # the tie-break's too
-        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
-                                         replica_budget=replica_budget, monitor=monitor)
+        previous = options.previous  # its parts proven optimal are not solved again (replan)
+        reuse = {} if previous is None or previous.parts is None else previous.parts
+        choices, stats, sol = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
+                                              replica_budget=replica_budget, monitor=monitor, reuse=reuse)
         optimum = build_plan(workload, choices, mode, partitioning)
         tie = None
         if ties:
@@ -78,7 +81,7 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget,
-                              tie_break=tie)
+                              tie_break=tie, parts=sol.parts, reused_parts=sol.reused)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
@@ -93,9 +96,9 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         own = None if left is None else time.perf_counter() + left  # this query's share, its tie-break's too
         ns = q.name if mode == "individual" else ""
         alone = workload.restricted_to([q.name])
-        choices, stats = _solve_workload(alone, partitioning, mirs, solver, left, ns,
-                                         mir_budget, replica_budget=replica_budget,
-                                         monitor=None if monitor is None else monitor.sharing_stop())
+        choices, stats, _ = _solve_workload(alone, partitioning, mirs, solver, left, ns,
+                                            mir_budget, replica_budget=replica_budget,
+                                            monitor=None if monitor is None else monitor.sharing_stop())
         optimum_choices.extend(choices)
         if ties:
             choices, stats, tie = _least_memory(alone, mode, partitioning, solver, own, ns, (choices, stats),
@@ -155,8 +158,8 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
         return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
             eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
     # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
-    choices, stats = _solve_workload(workload, partitioning, True, solver, left(), namespace,
-                                     least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
+    choices, stats, _ = _solve_workload(workload, partitioning, True, solver, left(), namespace,
+                                        least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
     stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
     tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
     chosen = build_plan(workload, choices, mode, partitioning)
@@ -170,7 +173,10 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None,
-                    monitor: Monitor | None = None) -> tuple[list[Choice], IlpStats]:
+                    monitor: Monitor | None = None,
+                    reuse: Mapping[frozenset, Any] | None = None) -> tuple[list[Choice], IlpStats, Solution]:
+    """The choices of one ILP solve of the workload, its statistics and the solution itself
+    (its ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`)."""
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning, mir_budget, replica_budget)
@@ -182,11 +188,12 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         t1 = time.perf_counter()
         base = None
         # (a search needs no good start: only a plan for a time limit; nor do small parts)
-        if _warm(unsearched_binaries(mdl), time_limit):
+        if _warm(unsearched_binaries(mdl), time_limit) and not reuse:  # (a re-plan keeps most parts)
             try:
-                base, _ = _solve_workload(workload, partitioning, False, solver,
-                                          None if time_limit is None else time_limit / 4, namespace, canonical=False,
-                                          monitor=None if monitor is None else monitor.sharing_stop())
+                base, _, _ = _solve_workload(workload, partitioning, False, solver,
+                                             None if time_limit is None else time_limit / 4, namespace,
+                                             canonical=False,
+                                             monitor=None if monitor is None else monitor.sharing_stop())
             except NoSolutionError:  # not even that in the time
                 pass
         if base is None:  # the first MIR-free order of each
@@ -197,11 +204,11 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     elif monitor is not None and partitioning != BUDGET:  # a plan to keep should the solve be stopped at once
         fallback = warm_start(cands, mdl, first_orders(cands, namespace))
     sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical, monitor=monitor,
-                fallback=fallback)
+                fallback=fallback, reuse=reuse)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
-    return choices, stats
+    return choices, stats, sol
 
 
 def _warm(binaries: int, time_limit: float | None) -> bool:
