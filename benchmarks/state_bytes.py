@@ -76,7 +76,7 @@ def auto_choice(workload: str, sf: float, mir_budget: float | None) -> str:
     from mqjoin.datasets.tpch import tpch_streams
     from mqjoin.model.tables import read_inputs
     from mqjoin.planning.optimizer import optimize
-    from mqjoin.runtime.spark.deployment import mode_choice
+    from mqjoin.runtime.spark.mode import mode_choice
 
     w = load_named_workload(workload)
     c = mode_choice(optimize(w, mir_budget=mir_budget).plan, read_inputs(w, tpch_streams(sf).directory),

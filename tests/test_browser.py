@@ -56,7 +56,10 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -128,59 +131,118 @@ def page(chromium, sync_playwright, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# the test
+# the tour in a browser: one walk, step by step
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What every step of a walk acts on: the page, the explorer's output area in it, where
+    pictures go, and the progress line (``step``).  The steps run in order, each on the page as
+    the steps before it left it (cells run, tabs open, widgets clicked)."""
+    page: Any
+    artifacts: Path
+    step: Callable[[str], None]
+
+    @property
+    def explorer(self):
+        """The explorer's tab widget."""
+        return self.page.locator(".jp-OutputArea-output .widget-tab").first
+
+    @property
+    def out(self):
+        """The explorer's output area."""
+        return self.page.locator(".jp-OutputArea-output:has(.widget-tab)").first
+
+    @property
+    def status(self):
+        """The status line: the plan's probe cost, memory and stores."""
+        return self.out.locator(".widget-html", has_text="tuples/s · memory").first
+
+    @property
+    def changes(self):
+        """The *what changed* diff."""
+        return self.out.locator(".widget-html", has_text="what changed").first
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.artifacts / name))
+
+    def tab(self, title: str) -> None:
+        """Open the explorer's tab ``title`` and wait until it is the current one."""
+        self.explorer.locator(".lm-TabBar-tab", has_text=re.compile(f"^{re.escape(title)}$")).first.click()
+        self.page.wait_for_function(
+            """t => Array.from(document.querySelectorAll('.widget-tab .lm-TabBar-tab.lm-mod-current'))
+                   .some(e => e.textContent.trim() === t)""", arg=title)
+
+    def select_class(self, label: str) -> None:
+        """Choose the class the Query graph tab's selectivity controls edit."""
+        self.out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
+            label=label)
+
+
+def progress(pytestconfig, page, started: float):
+    """The ``step`` of a walk: the time since ``started`` and the message, past pytest's
+    capture, with the number of errors the browser console has shown so far."""
+    def step(message: str) -> None:
+        errors = len(page.page_errors) + len(page.console_errors)
+        say(pytestconfig, f"{time.monotonic() - started:6.1f} s  {message}"
+            + (f" ({errors} errors in the browser console so far)" if errors else ""))
+    return step
+
+
+@contextmanager
+def failure_artifacts(page, artifacts: Path, log_errors: Callable[[], list[str]] = list):
+    """On a failure inside the block: the page's screenshot, its HTML and the errors of the
+    browser console (and ``log_errors()``, the kernel's) into ``artifacts``; the error goes on."""
+    try:
+        yield
+    except BaseException:
+        try:
+            page.screenshot(path=str(artifacts / "failure.png"))
+            (artifacts / "failure.html").write_text(page.content())
+            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors
+                                                                     + log_errors()))
+        except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
+            pass
+        raise
+
 
 def test_tour_notebook_in_a_browser(lab, page, artifacts, pytestconfig):
     from mqjoin.planning.optimizer import optimize
     from mqjoin.widgets import as_workload, with_class_selectivity
-    from mqjoin.widgets.figures import fmt
     from mqjoin.widgets.tree_figures import probe_tree_traces
 
     # the plan the tour leaves the explorer with, computed here independently of the kernel
     workload = as_workload("tpch_fig7a.yaml")
     expected = optimize(with_class_selectivity(workload, TOUR_CLASS, TOUR_SELECTIVITY))
     expected_stores = next(t["text"] for t in probe_tree_traces(expected.plan)[0] if t["name"] == "stores")
-    started = time.monotonic()
-
-    def step(message: str) -> None:
-        say(pytestconfig, f"{time.monotonic() - started:6.1f} s  {message}")
-
-    try:
-        _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step)
-    except BaseException:
-        try:
-            page.screenshot(path=str(artifacts / "failure.png"))
-            (artifacts / "failure.html").write_text(page.content())
-            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors))
-        except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
-            pass
-        raise
+    walk = Walk(page, artifacts, progress(pytestconfig, page, time.monotonic()))
+    with failure_artifacts(page, artifacts):
+        run_all_cells_of_the_tour(walk, lab)
+        the_explorer_shows_the_tours_plan(walk, expected, workload)
+        the_probe_trees_and_their_filter(walk, expected_stores)
+        drag_the_selectivity_slider(walk)
+        deploy_and_watch_the_chart_grow(walk)
+        a_second_run_overlays_the_first(walk)
+        photograph_every_tab(walk)
+        the_guarded_run_is_refused(walk)
 
 
-def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
-    """The walk through the tour notebook in one live JupyterLab page, check after check.
-
-    Long on purpose: every check acts on the page as the checks before it left it (cells run,
-    tabs open, widgets clicked), so the walk reads top to bottom as one script; ``step(...)``
-    names each stage, and a failure's artifacts (screenshot, page, console) show where it
-    stopped."""
-    def shot(name: str) -> None:
-        page.screenshot(path=str(artifacts / name))
-
+def run_all_cells_of_the_tour(walk: Walk, lab) -> None:
+    """Open the tour, hide the file browser, *Run → Run All Cells*: every code cell executed."""
+    page = walk.page
     page.goto(f"{lab.base}/lab/tree/{TOUR.name}?token={lab.token}")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-CodeCell")
     n_code = sum(c["cell_type"] == "code" for c in json.loads(TOUR.read_text())["cells"])
     page.wait_for_function("n => document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell').length === n", arg=n_code)
     page.wait_for_function(KERNEL_IDLE_JS)  # "Python 3 (ipykernel) | Idle"
-    step("notebook open, kernel idle")
+    walk.step("notebook open, kernel idle")
     # hide the file browser: the explorer gets the page's width
     page.locator(".jp-NotebookPanel .jp-Notebook").click(position={"x": 5, "y": 5})
     page.keyboard.press("Control+b")
     page.wait_for_function("() => !document.querySelector('#jp-left-stack') || "
                            "document.querySelector('#jp-left-stack').offsetWidth === 0")
 
-    # -- Run → Run All Cells ------------------------------------------------------------------------
     page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     # every code cell executed: a number in every prompt (an error stops the run: later cells stay
@@ -196,44 +258,43 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
         error = page.evaluate(CELL_ERROR_JS)
         assert not error, f"a cell of the tour raised:\n{error}"
     page.wait_for_function(KERNEL_IDLE_JS)
-    step(f"ran all {n_code} code cells")
+    walk.step(f"ran all {n_code} code cells")
 
-    # -- the explorer rendered --------------------------------------------------------------------
-    explorer = page.locator(".jp-OutputArea-output .widget-tab").first
-    explorer.wait_for()
-    titles = [t.strip() for t in explorer.locator(".lm-TabBar-tab .lm-TabBar-tabLabel").all_inner_texts()]
+
+def the_explorer_shows_the_tours_plan(walk: Walk, expected, workload) -> None:
+    """The explorer rendered: its tabs, the status line of the tour's plan, the query graph
+    drawn, the tour's diff."""
+    from mqjoin.widgets.figures import fmt
+
+    walk.explorer.wait_for()
+    titles = [t.strip() for t in walk.explorer.locator(".lm-TabBar-tab .lm-TabBar-tabLabel").all_inner_texts()]
     assert titles[:len(TAB_TITLES)] == TAB_TITLES, titles
-    out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first  # the explorer's output area
-
-    def tab(title: str) -> None:
-        explorer.locator(".lm-TabBar-tab", has_text=re.compile(f"^{re.escape(title)}$")).first.click()
-        page.wait_for_function(
-            """t => Array.from(document.querySelectorAll('.widget-tab .lm-TabBar-tab.lm-mod-current'))
-                   .some(e => e.textContent.trim() === t)""", arg=title)
-
-    status = out.locator(".widget-html", has_text="tuples/s · memory").first
     # the status line shows the plan of the tour's what-if (probe cost as the widgets format it)
-    assert f"probe cost {fmt(expected.probe_cost)} tuples/s" in status.inner_text(), status.inner_text()
-    assert f"{len(expected.plan.stores)} stores" in status.inner_text()
+    status = walk.status.inner_text()
+    assert f"probe cost {fmt(expected.probe_cost)} tuples/s" in status, status
+    assert f"{len(expected.plan.stores)} stores" in status
 
-    tab("Query graph")
-    graph = wait_figure_with(page, "relations", "classes", *workload.query_names)
+    walk.tab("Query graph")
+    graph = wait_figure_with(walk.page, "relations", "classes", *workload.query_names)
     assert sorted(graph["traces"]["relations"]["text"]) == sorted(r.name for r in workload.relations)
     assert "lineitem" in graph["svgText"] and "orders" in graph["svgText"]  # drawn, not only in the data
-    changes = out.locator(".widget-html", has_text="what changed").first
-    assert "lineitem⋈orders" in changes.inner_text()  # the tour's diff: that MIR store disappeared
-    assert_no_broken_widgets(page)
-    explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
-    shot("1-render.png")
-    step("explorer rendered: tabs, status line, query graph")
+    assert "lineitem⋈orders" in walk.changes.inner_text()  # the tour's diff: that MIR store disappeared
+    assert_no_broken_widgets(walk.page)
+    walk.explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+    walk.shot("1-render.png")
+    walk.step("explorer rendered: tabs, status line, query graph")
 
-    tab("Probe trees")
+
+def the_probe_trees_and_their_filter(walk: Walk, expected_stores) -> None:
+    """The probe trees drawn with the plan's stores; *show* q4 draws fewer steps, *all queries*
+    all of them again.  The picture is the README's."""
+    page = walk.page
+    walk.tab("Probe trees")
     trees = wait_figure_with(page, "edges", "stores", "start relations", "outputs")
     assert trees["traces"]["stores"]["text"] == list(expected_stores)
     assert any(t in trees["svgText"] for t in expected_stores)
     assert_no_broken_widgets(page)
-    # the per-query filter: q4 alone draws fewer steps, "all queries" draws them all again
-    show = out.locator("select:has(option:text-is('all queries'))")
+    show = walk.out.locator("select:has(option:text-is('all queries'))")
     n_nodes = """() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
                            for (const t of (gd.data || [])) if (t.name === 'stores' && gd.offsetParent !== null)
                              return t.x.length;
@@ -242,24 +303,29 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     page.wait_for_function(f"n => ({n_nodes})() > 0 && ({n_nodes})() < n", arg=len(expected_stores))
     show.select_option(label="all queries")
     page.wait_for_function(f"n => ({n_nodes})() === n", arg=len(expected_stores))
-    out.evaluate("e => e.scrollIntoView({block: 'start'})")
+    walk.out.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.mouse.move(0, 0)  # no hover label in the picture
-    shot("2-probe-trees.png")
-    shutil.copy(artifacts / "2-probe-trees.png", artifacts / "explorer.png")
+    walk.shot("2-probe-trees.png")
+    shutil.copy(walk.artifacts / "2-probe-trees.png", walk.artifacts / "explorer.png")
     if os.environ.get("MQJOIN_UPDATE_DOC_IMAGES") == "1":
-        shutil.copy(artifacts / "explorer.png", DOC_IMAGE)
-    step(f"probe trees drawn ({len(expected_stores)} step nodes, as expected)")
+        shutil.copy(walk.artifacts / "explorer.png", DOC_IMAGE)
+    walk.step(f"probe trees drawn ({len(expected_stores)} step nodes, as expected)")
 
-    # -- a real drag of the selectivity slider ------------------------------------------------------
-    tab("Query graph")
+
+def drag_the_selectivity_slider(walk: Walk) -> None:
+    """A real mouse drag of the selectivity slider: the kernel re-optimises; the readout, the
+    status line's probe cost and the diff follow, the diff from the old cost to the new."""
+    page = walk.page
+    walk.tab("Query graph")
     # a class whose selectivity the optimum's cost follows over the drag: the tour's class does not
     # there (at 10⁻³ and around it, its plan forms lineitem ⋈ orders only in free final hops)
-    out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
-        label=DRAG_CLASS)
-    slider = out.locator(".widget-hslider", has=page.locator(".widget-label", has_text=re.compile(r"^selectivity$")))
+    walk.select_class(DRAG_CLASS)
+    slider = walk.out.locator(".widget-hslider",
+                              has=page.locator(".widget-label", has_text=re.compile(r"^selectivity$")))
     assert slider.count() == 1
     readout = slider.locator("xpath=..").locator("input")  # the number box beside it: the one readout
     page.wait_for_function("el => el.value === '0.01'", arg=readout.element_handle())
+    status, changes = walk.status, walk.changes
     before = {"readout": readout.input_value(), "status": status.inner_text(), "changes": changes.inner_text()}
     handle = slider.locator(".noUi-handle")
     handle.scroll_into_view_if_needed()
@@ -282,21 +348,25 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     assert number_of(m.group(1)) == pytest.approx(old_cost, rel=1e-3)
     assert number_of(m.group(2)) == pytest.approx(new_cost, rel=1e-3)
     assert_no_broken_widgets(page)
-    shot("3-slider.png")
-    step(f"slider {before['readout']} → {after['readout']}: probe cost {old_cost:g} → {new_cost:g}")
+    walk.shot("3-slider.png")
+    walk.step(f"slider {before['readout']} → {after['readout']}: probe cost {old_cost:g} → {new_cost:g}")
 
-    # -- Deploy: the throughput chart grows -------------------------------------------------------
-    tab("Deploy")
-    deploy_status = out.locator(".widget-html", has_text=re.compile(r"^idle")).first
+
+def deploy_and_watch_the_chart_grow(walk: Walk) -> None:
+    """**Deploy**: the throughput trace, sampled every 100 ms, gains points while the run is
+    live; then **Stop**."""
+    page = walk.page
+    walk.tab("Deploy")
+    deploy_status = walk.out.locator(".widget-html", has_text=re.compile(r"^idle")).first
     assert "press Deploy" in deploy_status.inner_text()
     deploy_status = deploy_status.element_handle()  # the same element, whatever it says later
     page.evaluate(RECORD_THROUGHPUT_JS)
-    out.get_by_role("button", name="Deploy").click()
-    step("clicked Deploy")
+    walk.out.get_by_role("button", name="Deploy").click()
+    walk.step("clicked Deploy")
     page.wait_for_function("el => window.__throughput.some(r => r[2] >= 1) || /^error/.test(el.textContent)",
                            arg=deploy_status, timeout=DEPLOY_MS)
     assert not deploy_status.text_content().startswith("error"), deploy_status.text_content()
-    step("first throughput point")
+    walk.step("first throughput point")
     # a later redraw has more points (the sample is replayed in two micro-batches)
     page.wait_for_function("""el => new Set(window.__throughput.filter(r => r[2] >= 1).map(r => r[2])).size >= 2 ||
                                     /^error/.test(el.textContent)""", arg=deploy_status, timeout=DEPLOY_MS)
@@ -308,42 +378,49 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     name = record[-1][1]
     assert name == "mqo #1 throughput" and "mqo #1" in text, (record, text)
     assert_no_broken_widgets(page)
-    shot("4-deploy.png")
-    step(f"throughput chart grew {' → '.join(map(str, dict.fromkeys(lengths)))} points ({text})")
-    deploy_button = out.get_by_role("button", name="Deploy")
-
-    def stop_run() -> None:
-        """Stop the live run (the sample's two batches may have finished it already)."""
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-        try:
-            out.get_by_role("button", name="Stop").click(timeout=5_000)
-        except PlaywrightTimeout:
-            pass  # it ended on its own: Stop was disabled
-        page.wait_for_function("el => !el.disabled", arg=deploy_button.element_handle())  # Deploy again
-
-    stop_run()
+    walk.shot("4-deploy.png")
+    walk.step(f"throughput chart grew {' → '.join(map(str, dict.fromkeys(lengths)))} points ({text})")
+    stop_the_run(walk)
     assert not page.page_errors, page.page_errors
-    step("stopped (or finished)")
+    walk.step("stopped (or finished)")
 
-    # -- a second run overlays the first: one colour and one legend entry per run, a row each ------
-    deploy_button.click()
+
+def stop_the_run(walk: Walk) -> None:
+    """Stop the live run (the sample's two batches may have finished it already) and wait for
+    Deploy to be enabled again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        walk.out.get_by_role("button", name="Stop").click(timeout=5_000)
+    except PlaywrightTimeout:
+        pass  # it ended on its own: Stop was disabled
+    walk.page.wait_for_function("el => !el.disabled",
+                                arg=walk.out.get_by_role("button", name="Deploy").element_handle())
+
+
+def a_second_run_overlays_the_first(walk: Walk) -> None:
+    """A second run overlays the first: one colour and one legend entry per run, a row each."""
+    page = walk.page
+    walk.out.get_by_role("button", name="Deploy").click()
     page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
         (gd.data || []).some(t => t.meta === 'mqo #2 throughput' && t.x && t.x.length >= 1))""", timeout=DEPLOY_MS)
     legend = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
         if ((gd.data || []).some(t => t.meta === 'mqo #2 throughput'))
           return Array.from(gd.querySelectorAll('.legend .traces text')).map(e => e.textContent); return null; }""")
     assert legend[1:] == ["mqo #1", "mqo #2"] and legend[0].startswith("input rate target"), legend
-    runs = out.locator("table.mqjoin-table", has_text="latency p95").first.inner_text()
+    runs = walk.out.locator("table.mqjoin-table", has_text="latency p95").first.inner_text()
     assert "mqo #1" in runs and "mqo #2" in runs and re.search(r"stopped|finished", runs), runs  # a row per run
     page.mouse.move(0, 0)
-    shot("5-two-runs.png")
-    stop_run()
-    step(f"two runs overlaid: legend {legend}")
+    walk.shot("5-two-runs.png")
+    stop_the_run(walk)
+    walk.step(f"two runs overlaid: legend {legend}")
 
-    # -- every tab at 1920×1080 ---------------------------------------------------------------------
+
+def photograph_every_tab(walk: Walk) -> None:
+    """Every tab at 1920×1080 (the Plan diagram after a sweep on a small grid)."""
+    page, out = walk.page, walk.out
     for k, title in enumerate(TAB_TITLES):
-        tab(title)
+        walk.tab(title)
         if title == "Plan diagram":  # a sweep on a small grid: the picture shows a diagram
             grid = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('grid n×n')) input").first
             grid.fill("5")
@@ -353,26 +430,35 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
                 gd.offsetParent !== null && (gd.data || []).some(t => t.name === 'optimal plan')
                 && gd.querySelector('.heatmaplayer image'))""", timeout=DEPLOY_MS)
         page.wait_for_timeout(1500)  # let plotly settle (a picture, not an assertion)
-        explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+        walk.explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.mouse.move(0, 0)
         picture = f"tab-{k + 1}-{title.lower().replace(' ', '-')}.png"
-        shot(picture)
+        walk.shot(picture)
         if os.environ.get("MQJOIN_UPDATE_DOC_IMAGES") == "1":
-            shutil.copy(artifacts / picture, DOC_IMAGES / picture)
+            shutil.copy(walk.artifacts / picture, DOC_IMAGES / picture)
     assert_no_broken_widgets(page)
-    step("every tab photographed")
+    walk.step("every tab photographed")
 
-    # -- the guarded run: the lecture-hall accident is refused, the kernel lives ----------------------
-    tab("Query graph")
-    out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
-        label="lineitem.orderkey = orders.orderkey")
-    # the number box beside the selectivity slider (its own row: slider and box are its direct children)
-    sel_box = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) > .widget-text input").first
+
+def selectivity_box(out):
+    """The number box beside the selectivity slider (its own row: slider and box are its direct
+    children)."""
+    return out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) "
+                       "> .widget-text input").first
+
+
+def the_guarded_run_is_refused(walk: Walk) -> None:
+    """The lecture-hall accident (a selectivity of 0.79, then Run on the Adaptivity tab) is
+    refused with a message naming the class; the kernel lives."""
+    page, out = walk.page, walk.out
+    walk.tab("Query graph")
+    walk.select_class("lineitem.orderkey = orders.orderkey")
+    sel_box = selectivity_box(out)
     sel_box.fill("0.79")
     sel_box.press("Enter")
     page.wait_for_function("() => !document.body.innerText.includes('optimizing')")
     page.wait_for_function("el => el.value === '0.79'", arg=sel_box.element_handle())  # the box: the one readout
-    tab("Adaptivity")
+    walk.tab("Adaptivity")
     data = out.locator("select:has(option:text-is('uniform streams of the workload (mqjoin.datasets.uniform)'))").first
     data.select_option(label="uniform streams of the workload (mqjoin.datasets.uniform)")
     out.locator("button.widget-button", has_text=re.compile(r"^\s*Run\s*$")).first.click()
@@ -384,8 +470,8 @@ def _run(lab, page, artifacts, expected, expected_stores, workload, fmt, step):
     page.wait_for_function(KERNEL_IDLE_JS)  # the kernel is alive and idle
     refusal.scroll_into_view_if_needed()
     page.mouse.move(0, 0)
-    shot("6-refusal.png")
-    step(f"refused: {got[:90]} …")
+    walk.shot("6-refusal.png")
+    walk.step(f"refused: {got[:90]} …")
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,50 +489,60 @@ def survival_notebook() -> dict:
             "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
             "nbformat": 4, "nbformat_minor": 5}
 
+
 def test_the_explorer_survives_the_browser(lab, page, artifacts, pytestconfig, tmp_path):
     """Reload the page mid-way and mid-deployment, build the explorer 20 times in one kernel:
     every figure drawn in the page is the kernel's, and neither the browser console nor the
     kernel (JupyterLab's log console) reports an error.  Times an edit from Enter to its redraw
     and Deploy from the click to its first point (``$MQJOIN_BROWSER_TIMINGS``: written as JSON,
     for benchmarks/explorer_browser.py)."""
-    started = time.monotonic()
+    walk = Walk(page, artifacts, progress(pytestconfig, page, time.monotonic()))
     timings: dict[str, list[float]] = {"edit_ms": [], "deploy_first_point_s": []}
-
-    def step(message: str) -> None:
-        errors = len(page.page_errors) + len(page.console_errors)
-        say(pytestconfig, f"{time.monotonic() - started:6.1f} s  {message}" + (f" ({errors} errors in the browser "
-                                                                                 "console so far)" if errors else ""))
-
     probe = None
-    busy = None
     try:
-        open_and_run(lab, page, SURVIVAL)
-        probe = KernelProbe(lab, tmp_path / "jupyter-runtime")
-        probe.run(KERNEL_FIGURES)
-        n = assert_page_draws_the_kernels_figures(page, probe, "first render")
-        step(f"explorer rendered: {n} figures drawn as the kernel holds them")
+        with failure_artifacts(page, artifacts, lambda: probe.log_errors if probe else []):
+            open_and_run(lab, page, SURVIVAL)
+            probe = KernelProbe(lab, tmp_path / "jupyter-runtime")
+            probe.run(KERNEL_FIGURES)
+            n = assert_page_draws_the_kernels_figures(page, probe, "first render")
+            walk.step(f"explorer rendered: {n} figures drawn as the kernel holds them")
+            a_reload_mid_way(walk, probe)
+            timings["edit_ms"] = timed_edits(walk, probe)
+            timings["deploy_first_point_s"] = deploy_cold_and_warm(walk, probe)
+            build_the_explorer_again_and_again(walk, probe)
+            no_errors_anywhere(walk, probe, timings)
+    finally:
+        if probe is not None:
+            probe.close()
 
-        # -- an edit in the kernel, then a reload: the page draws the kernel's figures ------------------
-        probe.run('explorer.model.add_query("q6", "orders(orderkey), lineitem(orderkey)")')
-        assert_page_draws_the_kernels_figures(page, probe, "after an edit")
-        save_and_reload(page)
-        assert_page_draws_the_kernels_figures(page, probe, "after a reload")
-        assert "6 queries" in " ".join(page.evaluate(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot .gtitle')).map(e => e.textContent)"))
-        probe.run('explorer.model.remove_query("q6")')  # edits after the reload reach the page too
-        assert_page_draws_the_kernels_figures(page, probe, "an edit after the reload")
-        step("reload mid-way: every figure redrawn from the kernel, later edits follow")
 
-        # -- edit → redraw: Enter in the selectivity box until the status line and the chart change -------
-        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one busy process beside
-        out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first
+def a_reload_mid_way(walk: Walk, probe: KernelProbe) -> None:
+    """An edit in the kernel, then a reload: the page draws the kernel's figures, and edits
+    after the reload reach the page too."""
+    page = walk.page
+    probe.run('explorer.model.add_query("q6", "orders(orderkey), lineitem(orderkey)")')
+    assert_page_draws_the_kernels_figures(page, probe, "after an edit")
+    save_and_reload(page)
+    assert_page_draws_the_kernels_figures(page, probe, "after a reload")
+    assert "6 queries" in " ".join(page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .gtitle')).map(e => e.textContent)"))
+    probe.run('explorer.model.remove_query("q6")')
+    assert_page_draws_the_kernels_figures(page, probe, "an edit after the reload")
+    walk.step("reload mid-way: every figure redrawn from the kernel, later edits follow")
+
+
+def timed_edits(walk: Walk, probe: KernelProbe) -> list[float]:
+    """Edit → redraw, :data:`EDITS` times with one CPU-bound process beside: Enter in the
+    selectivity box until the status line and every chart have changed.  Returns the times (ms)."""
+    page = walk.page
+    times: list[float] = []
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one busy process beside
+    try:
         tab(page, "Query graph")
-        out.locator("select:has(option:text-is('lineitem.orderkey = orders.orderkey'))").first.select_option(
-            label="lineitem.orderkey = orders.orderkey")
+        walk.select_class("lineitem.orderkey = orders.orderkey")
         page.wait_for_function(KERNEL_IDLE_JS)
-        box = out.locator(".widget-hbox:has(> .widget-hslider > .widget-label:text-is('selectivity')) "
-                          "> .widget-text input").first
-        status = out.locator(".widget-html", has_text="tuples/s · memory").first.element_handle()
+        box = selectivity_box(walk.out)
+        status = walk.status.element_handle()
         revisions_js = "() => Array.from(document.querySelectorAll('.mqjoin-plotly')).map(e => e.dataset.revision).join()"
         for k in range(EDITS):
             value = f"{(2e-5, 5e-4)[k % 2] * (1 + k / 100):.6g}"
@@ -456,79 +552,86 @@ def test_the_explorer_survives_the_browser(lab, page, artifacts, pytestconfig, t
             box.press("Enter")
             page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old && !el.textContent.includes('optimizing')
                                        && eval(js)() !== rev""", arg=[status, before["status"], before["revisions"], revisions_js])
-            timings["edit_ms"].append(1000 * (time.monotonic() - t0))
+            times.append(1000 * (time.monotonic() - t0))
+    finally:
         busy.kill()
         busy.wait()
-        busy = None
-        assert_page_draws_the_kernels_figures(page, probe, "after the edits")
-        step(f"{EDITS} edits: Enter → redrawn p50 {percentile(timings['edit_ms'], 0.5):.0f} ms, "
-             f"p95 {percentile(timings['edit_ms'], 0.95):.0f} ms (one busy process beside)")
+    assert_page_draws_the_kernels_figures(page, probe, "after the edits")
+    walk.step(f"{EDITS} edits: Enter → redrawn p50 {percentile(times, 0.5):.0f} ms, "
+              f"p95 {percentile(times, 0.95):.0f} ms (one busy process beside)")
+    return times
 
-        # -- Deploy, a reload mid-deployment, then the run's end ------------------------------------------
-        for k, run in enumerate(("cold", "warm"), start=1):
+
+def deploy_cold_and_warm(walk: Walk, probe: KernelProbe) -> list[float]:
+    """Deploy twice (cold, then warm Spark), a reload during the cold run, each run to its end:
+    the charts are drawn as the kernel holds them.  Returns the seconds from the click to the
+    first point."""
+    page = walk.page
+    first_point: list[float] = []
+    for k, run in enumerate(("cold", "warm"), start=1):
+        tab(page, "Deploy")
+        deploy_button = walk.out.get_by_role("button", name="Deploy")
+        deploy_button.wait_for()
+        t0 = time.monotonic()
+        deploy_button.click()
+        # the explorer stays live while Spark starts: another tab opens and draws at once
+        if run == "cold":
+            tab(page, "Query graph")
+            page.wait_for_function("() => !!document.querySelector('.lm-TabBar-tab.lm-mod-current')")
             tab(page, "Deploy")
-            out = page.locator(".jp-OutputArea-output:has(.widget-tab)").first
-            deploy_button = out.get_by_role("button", name="Deploy")
-            deploy_button.wait_for()
-            t0 = time.monotonic()
-            deploy_button.click()
-            # the explorer stays live while Spark starts: another tab opens and draws at once
-            if run == "cold":
-                tab(page, "Query graph")
-                page.wait_for_function("() => !!document.querySelector('.lm-TabBar-tab.lm-mod-current')")
-                tab(page, "Deploy")
-            page.wait_for_function("""meta => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
-                (gd.data || []).some(t => t.meta === meta && t.x && t.x.length >= 1))""", arg=f"mqo #{k} throughput",
-                                   timeout=DEPLOY_MS)
-            timings["deploy_first_point_s"].append(time.monotonic() - t0)
-            step(f"Deploy ({run}): first point after {timings['deploy_first_point_s'][-1]:.1f} s")
-            if run == "cold":
-                save_and_reload(page)
-                assert_page_draws_the_kernels_figures(page, probe, "a reload mid-deployment")
-                step("reload mid-deployment: the live chart is redrawn from the kernel")
-            # the run's end (polled from here: a cell waiting in the kernel would hold up its redraws)
-            deadline = time.monotonic() + DEPLOY_MS / 1000
-            while json.loads(probe.run("print(_json.dumps([s['state'] for s in explorer.deploy_panel.run_state.values()]))"))[-1] \
-                    in ("starting", "running"):
-                assert time.monotonic() < deadline, "the deployment did not end"
-                time.sleep(1)
-            assert_page_draws_the_kernels_figures(page, probe, f"the {run} run's end")
-        rows = probe.run("print(explorer.deploy_panel.runs_table.value)")
-        assert "finished" in rows and "failed" not in rows, rows
-        step("two runs to their end, charts drawn as the kernel holds them")
+        page.wait_for_function("""meta => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+            (gd.data || []).some(t => t.meta === meta && t.x && t.x.length >= 1))""", arg=f"mqo #{k} throughput",
+                               timeout=DEPLOY_MS)
+        first_point.append(time.monotonic() - t0)
+        walk.step(f"Deploy ({run}): first point after {first_point[-1]:.1f} s")
+        if run == "cold":
+            save_and_reload(page)
+            assert_page_draws_the_kernels_figures(page, probe, "a reload mid-deployment")
+            walk.step("reload mid-deployment: the live chart is redrawn from the kernel")
+        wait_for_the_runs_end(probe)
+        assert_page_draws_the_kernels_figures(page, probe, f"the {run} run's end")
+    rows = probe.run("print(explorer.deploy_panel.runs_table.value)")
+    assert "finished" in rows and "failed" not in rows, rows
+    walk.step("two runs to their end, charts drawn as the kernel holds them")
+    return first_point
 
-        # -- the explorer built 20 times in one kernel -------------------------------------------------------
-        cell = page.locator(".jp-NotebookPanel .jp-CodeCell").first
-        for k in range(2, BUILDS + 1):
-            cell.locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Control+Enter")
-            page.wait_for_function(f"() => /\\[{k}\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
-                                   timeout=RUN_ALL_MS)
-            wait_explorer(page)
-            assert_page_draws_the_kernels_figures(page, probe, f"build {k}")
-        step(f"{BUILDS} builds: every one drawn as the kernel holds it")
 
-        probe.drain()
-        assert not page.page_errors, page.page_errors
-        assert not page.console_errors, page.console_errors
-        assert not probe.log_errors, probe.log_errors
-        assert_no_broken_widgets(page)
-        page.screenshot(path=str(artifacts / "survival.png"))
-        edits = timings["edit_ms"]
-        step(f"no errors in the browser console or the kernel's log; edit p95 {percentile(edits, 0.95):.0f} ms")
-        if os.environ.get("MQJOIN_BROWSER_TIMINGS"):
-            Path(os.environ["MQJOIN_BROWSER_TIMINGS"]).write_text(json.dumps(timings))
-    except BaseException:
-        try:
-            page.screenshot(path=str(artifacts / "failure.png"))
-            (artifacts / "failure.html").write_text(page.content())
-            (artifacts / "failure-console.txt").write_text("\n".join(page.page_errors + page.console_errors
-                                                                     + (probe.log_errors if probe else [])))
-        except Exception:  # noqa: BLE001 — the page may be gone; the original error matters
-            pass
-        raise
-    finally:
-        if busy is not None:
-            busy.kill()
-        if probe is not None:
-            probe.close()
+def wait_for_the_runs_end(probe: KernelProbe) -> None:
+    """Until the last run is neither starting nor running (polled from here: a cell waiting in
+    the kernel would hold up its redraws)."""
+    deadline = time.monotonic() + DEPLOY_MS / 1000
+    states = "print(_json.dumps([s['state'] for s in explorer.deploy_panel.run_state.values()]))"
+    while json.loads(probe.run(states))[-1] in ("starting", "running"):
+        assert time.monotonic() < deadline, "the deployment did not end"
+        time.sleep(1)
+
+
+def build_the_explorer_again_and_again(walk: Walk, probe: KernelProbe) -> None:
+    """The explorer's cell run :data:`BUILDS` times in one kernel: every build drawn as the
+    kernel holds it."""
+    page = walk.page
+    cell = page.locator(".jp-NotebookPanel .jp-CodeCell").first
+    for k in range(2, BUILDS + 1):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")
+        page.wait_for_function(f"() => /\\[{k}\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
+                               timeout=RUN_ALL_MS)
+        wait_explorer(page)
+        assert_page_draws_the_kernels_figures(page, probe, f"build {k}")
+    walk.step(f"{BUILDS} builds: every one drawn as the kernel holds it")
+
+
+def no_errors_anywhere(walk: Walk, probe: KernelProbe, timings: dict[str, list[float]]) -> None:
+    """Neither the browser console nor the kernel's log reports an error; the timings go to
+    ``$MQJOIN_BROWSER_TIMINGS``."""
+    page = walk.page
+    probe.drain()
+    assert not page.page_errors, page.page_errors
+    assert not page.console_errors, page.console_errors
+    assert not probe.log_errors, probe.log_errors
+    assert_no_broken_widgets(page)
+    walk.shot("survival.png")
+    walk.step(f"no errors in the browser console or the kernel's log; "
+              f"edit p95 {percentile(timings['edit_ms'], 0.95):.0f} ms")
+    if os.environ.get("MQJOIN_BROWSER_TIMINGS"):
+        Path(os.environ["MQJOIN_BROWSER_TIMINGS"]).write_text(json.dumps(timings))

@@ -417,7 +417,7 @@ def test_a_start_that_ends_after_the_panel_closed_is_stopped():
 
 def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
     pytest.importorskip("pyspark")
-    from mqjoin.runtime.spark.deployment import ModeChoice
+    from mqjoin.runtime.spark.mode import ModeChoice
 
     calls = []
     panel = make_panel(calls)

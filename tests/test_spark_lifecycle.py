@@ -16,7 +16,7 @@ pytest.importorskip("pyspark")
 
 import pyarrow as pa
 
-from mqjoin.runtime.spark import deployment, source
+from mqjoin.runtime.spark import deployment, metrics, source
 
 
 class FakeStreams:
@@ -44,25 +44,25 @@ def test_a_new_session_at_a_reused_address_gets_its_own_listener(monkeypatch):
     every session gets the same id, so the reuse happens on every run."""
     monkeypatch.setattr(deployment, "id", lambda obj: 4242, raising=False)
     first = FakeSession()
-    old = deployment._Listener.of(first)
+    old = metrics.Listener.of(first)
     assert len(first.streams.listeners) == 1
     del first
     gc.collect()
     s = FakeSession()
-    got = deployment._Listener.of(s)
+    got = metrics.Listener.of(s)
     assert got is not old
     assert len(s.streams.listeners) == 1, "the new session's queries would report to nobody"
 
 
 def test_a_stopped_session_leaves_the_registry_and_a_live_one_keeps_its_listener():
     s = FakeSession()
-    me = deployment._Listener.of(s)
-    assert deployment._Listener.of(s) is me and len(s.streams.listeners) == 1
+    me = metrics.Listener.of(s)
+    assert metrics.Listener.of(s) is me and len(s.streams.listeners) == 1
     s.stop()
     other = FakeSession()
-    deployment._Listener.of(other)
-    assert s not in deployment._Listener._installed
-    assert other in deployment._Listener._installed
+    metrics.Listener.of(other)
+    assert s not in metrics.Listener._installed
+    assert other in metrics.Listener._installed
 
 
 W = """
@@ -147,7 +147,7 @@ def test_changes_submitted_before_the_start_take_one_lock(tmp_path):
 
 def test_a_terminated_query_leaves_its_listener():
     s = FakeSession()
-    me = deployment._Listener.of(s)
+    me = metrics.Listener.of(s)
     seen = []
     me.routes["q1"] = lambda kind, d: seen.append(kind)
     me.routes["q2"] = lambda kind, d: seen.append(kind)

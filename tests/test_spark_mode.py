@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyspark")  # the deployment module is Spark's; no session starts here
+pytest.importorskip("pyspark")  # the Spark package's modules; no session starts here
 
 from mqjoin.model.errors import EngineError
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import parse_workload
 from mqjoin.planning.optimizer import optimize
-from mqjoin.runtime.spark import deployment
-from mqjoin.runtime.spark.deployment import (STATE_BYTES_PER_ROW, ModeChoice, choose_mode,
-                                             estimated_state_rows, mode_choice)
+from mqjoin.runtime.spark import mode
+from mqjoin.runtime.spark.mode import (STATE_BYTES_PER_ROW, ModeChoice, choose_mode, estimated_state_rows,
+                                       mode_choice)
 
 W = parse_workload('''
 defaults: {selectivity: 0.1, window: null, parallelism: 2, horizon: 1}
@@ -54,10 +54,10 @@ def test_the_estimate_covers_the_input_span_and_the_choice_follows_the_available
     short, long = estimated_state_rows(plan, _tables(1.0)), estimated_state_rows(plan, _tables(100.0))
     assert short >= 2000 and long >= 200_000 and long > 50 * short
     assert estimated_state_rows(plan) == plan.memory  # no data: docs/model.md §5's memory
-    monkeypatch.setattr(deployment, "available_memory", lambda: 2 ** 30)
+    monkeypatch.setattr(mode, "available_memory", lambda: 2 ** 30)
     small = mode_choice(plan, _tables(100.0), master="local[2]")
     assert small.mode == "driver" and "of available memory 1.1 GB" in small.reason
-    monkeypatch.setattr(deployment, "available_memory", lambda: 2 ** 20)
+    monkeypatch.setattr(mode, "available_memory", lambda: 2 ** 20)
     tiny = mode_choice(plan, _tables(100.0), master="local[2]")
     assert tiny.mode == "distributed" and tiny.reason.startswith("estimated state ")
     assert mode_choice(None, None).mode == "driver"  # adaptive: no plan, the driver's executor

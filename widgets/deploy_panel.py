@@ -321,7 +321,7 @@ class DeployPanel(GuardedPanel, W.VBox):
     def refresh_mode(self, plan: Any = None) -> str:
         """Say where the plan's stores will live on Deploy — ``--spark-mode auto``'s choice for
         the current plan over the panel's input (its data, else the chosen event seconds) and
-        the deploy's master and the machine's available memory — and why (:func:`~mqjoin.runtime.spark.deployment
+        the deploy's master and the machine's available memory — and why (:func:`~mqjoin.runtime.spark.mode
         .mode_choice`); returns the line's text ('' when it cannot tell: no plan, no pyspark).
         While a run starts or runs, its own mode stays on the line."""
         if self.engine.value == "native":
@@ -331,7 +331,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                 from mqjoin.runtime.spark.session import import_pyspark
 
                 import_pyspark()  # before the module that imports it (the start ahead may be importing it)
-                from mqjoin.runtime.spark.deployment import mode_choice
+                from mqjoin.runtime.spark.mode import mode_choice
 
                 plan = plan if plan is not None else self.plan_provider()
                 tables = self.data if self.input.value == "given" and isinstance(self.data, Mapping) else None

@@ -8,22 +8,21 @@ doctest; tests/test_spark_engine.py runs it)::
     d.write_results()                                            # OUT/<query>.parquet
 
 A :class:`Deployment` is a handle on running queries (the one mutable object of the engine):
-``start``/``stop``/``wait``, metrics as pandas DataFrames (``batches``, ``queries``,
-``stores``, ``progress``), a live feed (:meth:`Deployment.subscribe`, fed by the foreachBatch
-reports and a ``StreamingQueryListener``), the Spark UI address, and the results, read back
-from the per-batch output the sink committed — a failing deployment keeps what it committed.
+``start``/``stop``/``wait`` here, in the mode :mod:`.mode` chooses; metrics as pandas
+DataFrames (``batches``, ``queries``, ``stores``, ``progress``) and a live feed
+(:meth:`Deployment.subscribe`), fed by the foreachBatch reports and a
+``StreamingQueryListener`` (:mod:`.metrics`); the Spark UI address; and the results, read
+back from the per-batch output the sink committed (:mod:`.results`) — a failing deployment
+keeps what it committed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
-import threading
 import time
-import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,133 +31,21 @@ from typing import Any, Callable, Mapping
 from mqjoin.model.errors import DataError, EngineError
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
-from mqjoin.model.tables import ResultWriter, Table, read_inputs, result_counts, time_range
+from mqjoin.model.tables import Table, read_inputs, result_counts
 from mqjoin.runtime.contracts import BatchEngine
-from mqjoin.runtime.partitions import partitions_summary
 from mqjoin.runtime.rules import require_inputs
 from mqjoin.runtime.spark.distributed import BatchReport, ShardedEngine, arrival_aggregates, latencies
-from mqjoin.runtime.spark.session import (DEFAULT_MASTER, query_conf, spark_message,
-                                         spark_session, ui_url)
-from mqjoin.support.units import count, size
+from mqjoin.runtime.spark.metrics import Listener, Metrics, seq_of
+from mqjoin.runtime.spark.mode import MODES, ModeChoice, mode_choice
+from mqjoin.runtime.spark.results import Committed
+from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
 from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, pack_replay_log, write_replay_log
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("mqjoin", "native")
 NATIVE = "native"  # the name of the native baseline's one streaming query
-MODES = ("auto", "driver", "distributed")  # where the plan's stores live (see spark_mode())
 
-
-#: masters whose executors run on other machines: the stores go where the cluster's memory is
-CLUSTER_MASTERS = ("spark://", "yarn", "k8s://", "mesos://")
-#: bytes one store row takes in the driver mode's vectorised executor — its column arrays,
-#: arrival number and key index — rounded up from the most measured on the TPC-H plans
-#: (41–76 bytes of arrays, 41–79 bytes of resident memory per row at SF 0.1:
-#: ``python benchmarks/state_bytes.py --sf 0.01,0.1``)
-STATE_BYTES_PER_ROW = 100
-#: the share of the driver's memory the estimated state may take before ``auto`` shards it:
-#: the rest is the batch being processed, its results and Spark's own
-DRIVER_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class ModeChoice:
-    """Where a deployment keeps the plan's stores (``driver`` or ``distributed``) and why, in
-    words that name the numbers."""
-
-    mode: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"mode": self.mode, "reason": self.reason}
-
-
-def choose_mode(mode: str, master: str, state_rows: float | None = None, memory: float | None = None,
-                share: float = DRIVER_SHARE) -> ModeChoice:
-    """The engine mode a deployment runs, and why.  ``driver`` keeps the stores in the
-    in-process executor behind ``foreachBatch`` (:mod:`.driver`: one Spark job per
-    micro-batch, exact restarts from its state journal), ``distributed`` shards every store
-    over the executors (:mod:`.distributed`: state spread over the cluster).  ``auto``: on a
-    cluster master (:data:`CLUSTER_MASTERS`) distributed; on a local master driver while the
-    estimated state — ``state_rows`` (:func:`estimated_state_rows`) at
-    :data:`STATE_BYTES_PER_ROW` — fits ``share`` of the ``memory`` bytes available to the
-    driver's Python process (where the driver mode's stores live), else distributed.
-
-    >>> choose_mode("auto", "local[2]", 2_212_771, 16 * 1024**3)
-    ModeChoice(mode='driver', reason='estimated state 221 MB (2.2 million rows) ≤ 50 % of available memory 17 GB')
-    >>> choose_mode("auto", "local[*]", 3e7, 2 * 1024**3).reason
-    'estimated state 3.0 GB (30 million rows) > 50 % of available memory 2.1 GB'
-    >>> choose_mode("auto", "spark://10.0.0.1:7077").to_dict()
-    {'mode': 'distributed', 'reason': 'cluster master spark://10.0.0.1:7077: the stores are sharded over its executors'}
-    >>> choose_mode("driver", "yarn").reason
-    'asked for (--spark-mode driver)'
-    """
-    if mode not in MODES:
-        raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
-    if mode != "auto":
-        return ModeChoice(mode, f"asked for (--spark-mode {mode})")
-    if str(master).startswith(CLUSTER_MASTERS):
-        return ModeChoice("distributed", f"cluster master {master}: the stores are sharded over its executors")
-    if state_rows is None or memory is None:
-        return ModeChoice("driver", f"local master {master}: the stores stay in the driver (no state estimate)")
-    need, bound = state_rows * STATE_BYTES_PER_ROW, share * memory
-    fits = need <= bound
-    return ModeChoice("driver" if fits else "distributed",
-                      f"estimated state {size(need)} ({count(state_rows)} rows) {'≤' if fits else '>'} "
-                      f"{share * 100:g} % of available memory {size(memory)}")
-
-
-def spark_mode(mode: str, master: str) -> str:
-    """The mode :func:`choose_mode` picks without a state estimate (``auto``: distributed on a
-    cluster master, driver on a local one).
-
-    >>> spark_mode("auto", "local[2]"), spark_mode("auto", "spark://10.0.0.1:7077"), spark_mode("driver", "yarn")
-    ('driver', 'distributed', 'driver')
-    """
-    return choose_mode(mode, master).mode
-
-
-def estimated_state_rows(plan: Plan, tables: Mapping[str, Table] | None = None, span: float | None = None) -> float:
-    """The rows the plan's stores hold at the end of a run over ``tables`` (or ``span`` time
-    units of input at the workload's rates): the cost model's ``|⋈M| · Π min(w_R, S)`` per
-    store over the input's event-time span ``S`` (:func:`mqjoin.planning.measured.memory_on`),
-    or over the plan's horizon without either — its memory (docs/model.md §5)."""
-    from mqjoin.planning.measured import memory_on
-
-    if tables:
-        span = time_range(tables)[1]
-    return float(memory_on(plan, span=span if span and span > 0 else None))
-
-
-def available_memory() -> float | None:
-    """The machine's available memory in bytes (``MemAvailable``; None where it is unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def mode_choice(plan: Plan | None, tables: Mapping[str, Table] | None, mode: str = "auto", master: str | None = None,
-                spark=None, span: float | None = None) -> ModeChoice:
-    """:func:`choose_mode` for ``plan`` over ``tables`` (or ``span`` time units of input at the
-    workload's rates: :func:`estimated_state_rows`) on the master of the running session
-    ``spark``, else ``master``.  The memory is the machine's available memory: on a local
-    master the driver mode's stores live in the driver's Python process, which
-    ``spark.driver.memory`` (the JVM's heap) does not bound."""
-    if spark is not None:
-        master = spark.sparkContext.master
-    if mode == "auto" and plan is None:
-        return ModeChoice("driver", "adaptive: the plans of every epoch keep their stores in the driver's executor")
-    if mode != "auto":
-        return choose_mode(mode, master or DEFAULT_MASTER)
-    return choose_mode(mode, master or DEFAULT_MASTER, estimated_state_rows(plan, tables, span), available_memory())
 
 
 @dataclass(frozen=True)
@@ -188,55 +75,6 @@ class Pacing:
         return opts
 
 
-class _Listener:
-    """One StreamingQueryListener per session, dispatching progress events by query id.
-
-    The registry holds each session weakly (a collected session's entry goes with it, so a new
-    session that Python places at the same address never inherits it) and drops the sessions
-    whose context has stopped: their listener belonged to a streaming query manager that is
-    gone, and a query of a new session must report to a listener of its own.  A query's route
-    goes when the query terminates (Spark reports its progress before), so a listener does not
-    keep every deployment of a long-lived session alive."""
-
-    _installed: "weakref.WeakKeyDictionary[Any, _Listener]" = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
-
-    def __init__(self) -> None:
-        self.routes: dict[str, Callable[[str, dict], None]] = {}
-
-    @classmethod
-    def of(cls, spark) -> "_Listener":
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        with cls._lock:
-            for stopped in [s for s in cls._installed if _stopped(s)]:
-                del cls._installed[stopped]
-            me = cls._installed.get(spark)
-            if me is None:
-                me = cls()
-
-                class L(StreamingQueryListener):
-                    def onQueryStarted(self, event):
-                        pass
-
-                    def onQueryProgress(self, event):
-                        f = me.routes.get(str(event.progress.id))
-                        if f:
-                            f("progress", json.loads(event.progress.json))
-
-                    def onQueryIdle(self, event):
-                        pass
-
-                    def onQueryTerminated(self, event):  # its last event: the route (and deployment) go
-                        f = me.routes.pop(str(event.id), None)
-                        if f:
-                            f("terminated", {"exception": event.exception})
-
-                spark.streams.addListener(L())
-                cls._installed[spark] = me
-            return me
-
-
 def check_deployment(engine: str, mode: str, partitions: int | None) -> None:
     """Typed errors for an unknown engine or Spark mode, and for shuffle partitions given to
     an engine other than the native baseline (or fewer than one)."""
@@ -248,10 +86,6 @@ def check_deployment(engine: str, mode: str, partitions: int | None) -> None:
     if mode not in MODES:
         raise EngineError(f"unknown Spark mode {mode!r}: choose one of {', '.join(MODES)}")
 
-
-def _stopped(spark) -> bool:
-    """Whether a session's context has stopped (pyspark's own test: its Java handle is gone)."""
-    return getattr(spark.sparkContext, "_jsc", None) is None
 
 
 class Deployment:
@@ -291,13 +125,7 @@ class Deployment:
             if engine != "mqjoin" else mode_choice(plan, self.tables, mode, master=master) if ahead else \
             mode_choice(plan, self.tables, mode, spark=self.spark)
         self.mode = self.mode_choice.mode
-        self._lock = threading.Lock()
-        self._reports: list[dict] = []
-        self._query_rows: list[dict] = []
-        self._store_rows: list[dict] = []
-        self._partitions: list[Mapping[str, Any]] = []  # per batch: store id → counts per logical partition
-        self._progress: list[dict] = []
-        self._subscribers: list[Callable[[dict], None]] = []
+        self.metrics = Metrics(engine, self.mode, plan)
         self._queries: dict[str, Any] = {}  # name → StreamingQuery
         self._consumed: dict[str, int] = {}
         self.error: EngineError | None = None
@@ -340,7 +168,7 @@ class Deployment:
         del log
         self.timings["replay_log"] = time.perf_counter() - t0
         opts = {"path": str(path), **self.pacing.options()}
-        listener = _Listener.of(self.spark)
+        listener = Listener.of(self.spark)
         self.started_at = time.time()
         try:
             if self.engine_name == "mqjoin":
@@ -433,10 +261,7 @@ class Deployment:
                     lat = latencies({k: m[f"{k}_{i}"] for k in ("mean", "min", "p05")}, committed)
                     row.update(latency_mean=lat[0], latency_p95=lat[1], latency_max=lat[2])
                 rows.append(row)
-            with self._lock:
-                self._query_rows.extend(rows)
-            for row in rows:
-                self._emit({"kind": "query", **row})
+            self.metrics.add_queries(rows)
         return sink
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
@@ -471,7 +296,7 @@ class Deployment:
         prog = q.lastProgress
         best = self._consumed.get(name, 0)
         if prog:
-            offs = [o for o in (_seq_of(s.get("endOffset")) for s in prog["sources"]) if o is not None]
+            offs = [o for o in (seq_of(s.get("endOffset")) for s in prog["sources"]) if o is not None]
             if offs:
                 best = max(best, min(int(o) for o in offs))
         return best
@@ -518,41 +343,13 @@ class Deployment:
     def subscribe(self, callback: Callable[[dict], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for every report (dicts with ``kind`` = ``batch``,
         ``query``, ``progress`` or ``status``); returns a function that unsubscribes."""
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+        return self.metrics.subscribe(callback)
 
     def _emit(self, event: dict) -> None:
-        for f in list(self._subscribers):
-            try:
-                f(event)
-            except Exception:  # a broken widget must not stop the deployment, nor fail in silence
-                log.exception("a subscriber of the deployment failed on a %s event", event.get("kind"))
+        self.metrics.emit(event)
 
     def _on_report(self, r: BatchReport) -> None:
-        msgs_by_store: dict[str, int] = {}
-        for lab, m in r.probe_messages.items() if self.plan is not None else ():
-            sid = self.plan.edge[lab].target
-            msgs_by_store[sid] = msgs_by_store.get(sid, 0) + m
-        row = {"engine": self.engine_name, "mode": self.mode, "batch": r.batch, "input_rows": r.input_rows,
-               "started": r.started, "jobs": r.jobs, "stages": r.stages,
-               "seconds": r.seconds, "rows_per_s": r.input_rows / r.seconds if r.seconds > 0 else None,
-               "results": sum(r.results.values()), "probe_messages": sum(r.probe_messages.values()),
-               "state_rows": sum(r.store_rows.values()), "state_bytes": r.state_bytes,
-               "min_ts": r.min_ts, "max_ts": r.max_ts, "rebuilt": r.rebuilt}
-        qrows = [{"engine": self.engine_name, "batch": r.batch, "query": q, "results": n, "started": r.started,
-                  "seconds": r.seconds, "latency_mean": r.latency_mean.get(q), "latency_p95": r.latency_p95.get(q),
-                  "latency_max": r.latency_max.get(q)} for q, n in r.results.items()]
-        srows = [{"engine": self.engine_name, "batch": r.batch, "store": s, "rows": n,
-                  "messages": msgs_by_store.get(s, 0),
-                  **({"rows_per_shard": list(r.shards[s]["rows"]), "received_per_shard": list(r.shards[s]["received"])}
-                     if s in r.shards else {})} for s, n in r.store_rows.items()]
-        with self._lock:
-            self._reports.append(row)
-            self._query_rows.extend(qrows)
-            self._store_rows.extend(srows)
-            if r.partitions:
-                self._partitions.append(r.partitions)
-        self._emit({"kind": "batch", **row, "queries": qrows, "stores": srows})
+        self.metrics.add_batch(r)
 
     def _on_listener(self, name: str, kind: str, d: dict) -> None:
         if kind == "terminated":
@@ -560,52 +357,34 @@ class Deployment:
                 self._fail(EngineError(f"the {self.engine_name} deployment failed: "
                                        f"{spark_message(Exception(d['exception']))}"))
             return
-        state = d.get("stateOperators") or []
-        rows, scale = served_rows(d)
-        row = {"engine": self.engine_name, "query": name, "batch": d.get("batchId"),
-               "input_rows": rows, "input_rows_per_s": _scaled(d.get("inputRowsPerSecond"), scale),
-               "processed_rows_per_s": _scaled(d.get("processedRowsPerSecond"), scale),
-               "duration_ms": (d.get("durationMs") or {}).get("triggerExecution"),
-               "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in state),
-               "state_bytes": sum(int(s.get("memoryUsedBytes") or 0) for s in state),
-               "timestamp": d.get("timestamp")}
-        with self._lock:
-            self._progress.append(row)
-        self._emit({"kind": "progress", **row})
-
-    def _frame(self, rows: list[dict]):
-        import pandas as pd
-
-        with self._lock:
-            return pd.DataFrame(list(rows))
+        self.metrics.add_progress(name, d)
 
     @property
     def batches(self):
         """One row per micro-batch of the plan (engine ``mqjoin``)."""
-        return self._frame(self._reports)
+        return self.metrics.batches
 
     @property
     def queries(self):
         """One row per (micro-batch, query): results and latency (seconds)."""
-        return self._frame(self._query_rows)
+        return self.metrics.queries
 
     @property
     def stores(self):
         """One row per (micro-batch, store): rows held and probe messages received."""
-        return self._frame(self._store_rows)
+        return self.metrics.stores
 
     @property
     def progress(self):
         """Spark's own progress reports (StreamingQueryListener), one row per query and batch."""
-        return self._frame(self._progress)
+        return self.metrics.progress
 
     # -- results ------------------------------------------------------------------------------
 
-    def _parts(self) -> list[Path]:
-        """The committed per-batch result files, in batch order."""
-        from mqjoin.runtime.spark.frames import committed_parts
-
-        return committed_parts(self.out / ("_batches" if self.engine_name == "mqjoin" else "_native"))
+    @property
+    def committed(self) -> Committed:
+        """The per-batch results the sink committed so far."""
+        return Committed(self.out, self.engine_name)
 
     def _output_workload(self) -> Workload:
         """The workload whose queries the output files are written for."""
@@ -615,12 +394,7 @@ class Deployment:
         """Query → set of result tuples (row indices in the query's relation order) committed
         so far: to compare result sets (tests, notebooks); the run's own path —
         :meth:`write_results`, :meth:`result_counts`, :meth:`summary` — never builds them."""
-        from mqjoin.runtime.spark.frames import read_parts
-
-        out: dict[str, set[tuple[int, ...]]] = {q: set() for q in self._result_queries()}
-        for q, rows in read_parts(self._parts()):
-            out[q].update(map(tuple, rows.tolist()))
-        return out
+        return self.committed.sets(self._result_queries())
 
     def result_sets(self) -> dict[str, set[tuple[int, ...]]]:
         """:meth:`results` under the name of the :class:`~mqjoin.runtime.contracts.EngineRun`
@@ -635,102 +409,21 @@ class Deployment:
         :meth:`write_results` wrote them, else from the committed batches' ``query`` column."""
         if self._written:
             return result_counts(self._output_workload(), self.out)
-        from mqjoin.runtime.spark.frames import count_parts
-
-        counts = count_parts(self._parts())
-        return {q: counts.get(q, 0) for q in self._result_queries()}
+        return self.committed.counts(self._result_queries())
 
     def write_results(self) -> Path:
-        """Write ``OUT/<query>.parquet`` in the CLI's output format from the committed batches,
-        one record batch of a part at a time (memory bounded by that, not by the results);
-        rows in batch order, then as each batch's parts hold them."""
-        from mqjoin.runtime.spark.frames import read_parts
-
-        with ResultWriter(self._output_workload(), self.out) as put:
-            for q, rows in read_parts(self._parts()):
-                put.add(q, rows)
+        """Write ``OUT/<query>.parquet`` in the CLI's output format from the committed batches
+        (:meth:`.results.Committed.write`: memory bounded by a record batch, not by the results)."""
+        path = self.committed.write(self._output_workload())
         self._written = True
-        return put.dir
+        return path
 
     def summary(self) -> dict[str, Any]:
         """Throughput, latency and state figures of the run so far (``--json`` output)."""
-        import numpy as np
-
-        b, q, p = self.batches, self.queries, self.progress
-        busy = float(b["seconds"].sum()) if len(b) else float(q.groupby("batch")["seconds"].max().sum()) if len(q) else 0.0
-        # rows with latencies (a run without results has none: native reports no latency columns then)
-        lat = q.dropna(subset=["latency_mean"]) if "latency_mean" in q else q.iloc[:0]
-        weights = lat["results"].to_numpy() if len(lat) else np.array([])
-        out = {
-            # native: its sink's per-query rows name every batch (the listener's reports may lag)
-            "engine": self.engine_name, "mode": self.mode, "spark_mode": self.mode_choice.to_dict(),
-            "input_tuples": self.total,
-            "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0) or (p["batch"].nunique() if len(p) else 0)),
-            "busy_seconds": busy, "throughput": self.total / busy if busy > 0 else None,
-            "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
-            "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) and "latency_p95" in lat else None,
-            "results": self.result_counts(), "ui": self.ui_url,
-        }
-        if self.engine_name == "mqjoin" and len(b):
-            out["probe_messages"] = int(b["probe_messages"].sum())
-            out["jobs_per_batch"] = float(b["jobs"].mean())
-            out["stages_per_batch"] = float(b["stages"].mean())
-            out["state_rows_max"] = int(b["state_rows"].max())
-            out["state_bytes_max"] = int(b["state_bytes"].max())
-            with self._lock:
-                batches = list(self._partitions)
-            if batches:  # every store's probe messages (summed) and rows (last batch) per logical partition
-                out["partitions"] = partitions_summary(batches)
-            st = self.stores
-            if "rows_per_shard" in st:  # distributed: each store's rows (last batch) and probe tuples per shard
-                out["shards"] = {sid: {"rows": list(g["rows_per_shard"].iloc[-1]),
-                                       "received": [int(x) for x in np.sum(list(g["received_per_shard"]), axis=0)]}
-                                 for sid, g in st.groupby("store", sort=True)}
-        elif len(p):
-            per_batch = p.groupby("query")[["state_rows", "state_bytes"]].max()
-            out["state_rows_max"] = int(per_batch["state_rows"].sum())
-            out["state_bytes_max"] = int(per_batch["state_bytes"].sum())
-        return out
-
-
-def _seq_of(offset) -> int | None:
-    """The ``seq`` of a replay source's offset as a progress report gives it (JSON text or dict)."""
-    if offset is None:
-        return None
-    try:
-        return int((json.loads(offset) if isinstance(offset, str) else offset)["seq"])
-    except (ValueError, TypeError, KeyError):
-        return None
-
-
-def served_rows(progress: Mapping[str, Any]) -> tuple[int | None, float]:
-    """Tuples a micro-batch read, from its progress report: the replay sources' offsets moved
-    by that many, and ``numInputRows`` scaled to it (the factor is returned).  Spark counts a
-    source once per branch that reads it — the native baseline reads its one replay source in
-    every relation's branch — so its ``numInputRows`` exceeds the input; the offsets do not.
-
-    >>> p = {"numInputRows": 600, "sources": [{"startOffset": '{"seq": 100}', "endOffset": {"seq": 300}}]}
-    >>> served_rows(p)
-    (200, 0.3333333333333333)
-    >>> served_rows({"numInputRows": 5, "sources": [{"startOffset": None, "endOffset": None}]})
-    (5, 1.0)
-    """
-    reported = progress.get("numInputRows")
-    moved = None
-    for src in progress.get("sources") or ():
-        end = _seq_of(src.get("endOffset"))
-        if end is None:
-            continue
-        start = _seq_of(src.get("startOffset")) or 0
-        moved = (moved or 0) + max(0, end - start)
-    if moved is None:
-        return reported, 1.0
-    scale = moved / reported if reported else 1.0
-    return moved, scale
-
-
-def _scaled(x, scale: float):
-    return None if x is None else x * scale
+        return self.metrics.summary(
+            self.total, {"engine": self.engine_name, "mode": self.mode, "spark_mode": self.mode_choice.to_dict(),
+                         "input_tuples": self.total},
+            {"results": self.result_counts(), "ui": self.ui_url})
 
 
 def committed_seq(spark_checkpoint: Path) -> int:

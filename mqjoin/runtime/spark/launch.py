@@ -18,7 +18,8 @@ from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload
 from mqjoin.planning.options import with_keywords
 from mqjoin.planning.plan import Plan
-from mqjoin.runtime.spark.deployment import MODES, Deployment, Pacing, check_deployment, spark_mode
+from mqjoin.runtime.spark.deployment import Deployment, Pacing, check_deployment
+from mqjoin.runtime.spark.mode import MODES, spark_mode
 
 __all__ = ["MODES", "DeployOptions", "Deployment", "Pacing", "deploy", "run_spark", "spark_engine", "spark_mode"]
 
