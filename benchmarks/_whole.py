@@ -175,7 +175,8 @@ def report(key: str, rounds: list[dict], engines: list[str]) -> None:
         print(f"  {e:<18} {best[e] if best[e] is not None else float('nan'):>14.1f} {allr:>26} "
               f"{max(r['peak_rss'] for r in rs) / 1e9:>12.2f} "
               f"{(statistics.median(thr) if thr else float('nan')):>14,.0f} "
-              f"{(ok[0].get('results') if ok else 0) or 0:>10,} {'✓' if ok and all(r.get('equal') for r in ok) else '✗':>8}")
+              f"{(ok[0].get('results') if ok else 0) or 0:>10,} "
+              f"{'✓' if ok and all(r.get('equal') for r in ok) else '✗':>8}")
     for e in ("spark", "spark-distributed", "reference"):
         ph = [r[e]["phases"] for r in rounds if e in r and r[e].get("phases")]
         if ph:

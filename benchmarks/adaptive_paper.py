@@ -176,7 +176,8 @@ def scenario_a(args) -> dict:
           f"static {out['latency_mean_last_ms']['static']:.0f} ms mean latency, backlog "
           f"{out['backlog_last']['static']:,}, state {out['state_rows_last']['static']:,} rows vs adaptive "
           f"{out['latency_mean_last_ms']['adaptive']:.1f} ms, {out['backlog_last']['adaptive']:,}, "
-          f"{out['state_rows_last']['adaptive']:,}; probe messages per epoch {out['messages_per_epoch_last']['static']:,}"
+          f"{out['state_rows_last']['adaptive']:,}; probe messages per epoch "
+          f"{out['messages_per_epoch_last']['static']:,}"
           f" vs {out['messages_per_epoch_last']['adaptive']:,}.")
     if args.out:
         fig = epoch_figure([("static", runs["static"]), ("adaptive", runs["adaptive"])],
@@ -249,7 +250,8 @@ def scenario_b(args) -> dict:
         "params": dict(d.params), "budget": budget, "mir_memory_before": m_pre, "mir_memory_after": m_post,
         "initial_plan": runs["static"].plans[0].probe_orders(), "switches": switches(ad),
         "stu_introduced_epoch": None if intro is None else intro.active_from,
-        "stu_store": None if intro is None else [s.id for s in ad.plans[intro.plan].stores if len(s.mir.relations) >= 3],
+        "stu_store": None if intro is None
+        else [s.id for s in ad.plans[intro.plan].stores if len(s.mir.relations) >= 3],
         "latency_mean_ms": {k: {"before": mean(r.epochs[i].latency_mean * 1e3 for i in pre),
                                 "after": mean(r.epochs[i].latency_mean * 1e3 for i in late)} for k, r in runs.items()},
         "messages_per_epoch": {k: {"before": mean(r.epochs[i].probe_messages for i in pre),
@@ -262,11 +264,13 @@ def scenario_b(args) -> dict:
           f"(change at {change:g} s). Mean latency before → after (from epoch {late.start}): static "
           f"{lm['static']['before']:.2f} → {lm['static']['after']:.2f} ms, adaptive {lm['adaptive']['before']:.2f} → "
           f"{lm['adaptive']['after']:.2f} ms; probe messages per epoch adaptive "
-          f"{out['messages_per_epoch']['adaptive']['before']:,.0f} → {out['messages_per_epoch']['adaptive']['after']:,.0f}"
+          f"{out['messages_per_epoch']['adaptive']['before']:,.0f} → "
+          f"{out['messages_per_epoch']['adaptive']['after']:,.0f}"
           f" (static {out['messages_per_epoch']['static']['after']:,.0f}).")
     if args.out:
         fig = epoch_figure([("static", runs["static"]), ("adaptive", ad)], marks={"data change": change},
-                           title=f"Figure 8(b): skewed rates — the ST(U) store under an MIR budget of {budget:g} tuples")
+                           title="Figure 8(b): skewed rates — the ST(U) store under an MIR budget "
+                                 f"of {budget:g} tuples")
         out["figure"] = _save(fig, args.out, "fig8b")
     return out
 

@@ -71,7 +71,8 @@ def precision(sf: float, cache: Path, sample: int, seed: int) -> None:
         hits += ok
         ratio = abs(p.value - e) / p.stderr if p.stderr > 0 else float("nan")
         rel = (p.high - p.low) / 2 / p.value if p.value > 0 else float("inf")
-        print(f"{p.key:<42}{e:>12.6g}{p.value:>12.6g}{p.stderr:>11.3g}{rel:>10.1%}{ratio:>9.2f}  {'yes' if ok else 'NO'}")
+        print(f"{p.key:<42}{e:>12.6g}{p.value:>12.6g}{p.stderr:>11.3g}{rel:>10.1%}{ratio:>9.2f}  "
+              f"{'yes' if ok else 'NO'}")
     print(f"{hits} of {n} sampled estimates have the exact value inside their 95% interval")
 
 

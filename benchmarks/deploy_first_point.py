@@ -21,7 +21,8 @@ With ``--ahead`` the panel starts Spark before each click as an explorer built i
 (the session and its Python workers; ``DeployPanel.prepare``) and the click comes once that is
 done: a cold run then measures a first Deploy a while after the explorer was built.
 
-    python benchmarks/deploy_first_point.py [--runs 3] [--mode driver|distributed] [--data sample] [--breakdown] [--ahead]
+    python benchmarks/deploy_first_point.py [--runs 3] [--mode driver|distributed] [--data sample] \
+        [--breakdown] [--ahead]
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="auto", help="--spark-mode of the plan engine")
     ap.add_argument("--data", choices=["synthetic", "sample"], default="synthetic")
     ap.add_argument("--rate", type=float, default=None, help="input tuples/s (default: the panel's)")
-    ap.add_argument("--seconds", type=float, default=None, help="event seconds of synthetic input (default: the panel's)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="event seconds of synthetic input (default: the panel's)")
     ap.add_argument("--timeout", type=float, default=240)
     ap.add_argument("--breakdown", action="store_true", help="where each run's seconds to the first point went")
     ap.add_argument("--ahead", action="store_true",
@@ -150,7 +152,8 @@ def main(argv=None) -> int:
             t_ahead = time.monotonic()
             panel.prepare()
             panel.wait_idle(args.timeout)
-            print(f"run {run + 1}: Spark started ahead in {time.monotonic() - t_ahead:.1f} s (load {os.getloadavg()[0]:.1f})")
+            print(f"run {run + 1}: Spark started ahead in {time.monotonic() - t_ahead:.1f} s (load "
+                  f"{os.getloadavg()[0]:.1f})")
         seen: list[str] = []
         panel.status.observe(lambda ch, seen=seen: seen.append(re.sub("<[^>]+>", "", ch["new"])), "value")
         t0 = time.monotonic()

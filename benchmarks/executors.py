@@ -64,8 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", default="0,100000,5000", help="rows per batch of the vectorised runs (0: all)")
     _results.add_flag(ap)
     args = ap.parse_args(argv)
-    with _results.recorded('executors', 'In-process executors: per tuple vs vectorised (benchmarks/executors.py)', args.results,
-                           [__file__, *(sys.argv[1:] if argv is None else argv)]):
+    with _results.recorded('executors', 'In-process executors: per tuple vs vectorised (benchmarks/executors.py)',
+                           args.results, [__file__, *(sys.argv[1:] if argv is None else argv)]):
         return _bench(ap, args)
 
 
@@ -74,7 +74,8 @@ def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     streams = tpch_streams(args.sf)
     print(f"in-process executors, TPC-H SF {args.sf}, load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'workload':9} {'executor':31} {'input':>9} {'results':>10} {'seconds':>8} {'tuples/s':>11} {'speed-up':>8}")
+    print(f"  {'workload':9} {'executor':31} {'input':>9} {'results':>10} {'seconds':>8} {'tuples/s':>11} "
+          f"{'speed-up':>8}")
     for key in args.workloads.split(","):
         w = load_workload(ROOT / "datasets" / "workloads" / WORKLOADS[key])
         plan = optimize(w).plan
@@ -83,12 +84,14 @@ def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         arrivals = [(r, base[r][row]) for r, row in arrival_order(base, w.relation_rank)]
         n = len(arrivals)
         s0, counts, msgs = per_tuple(plan, arrivals)
-        print(f"  {key:9} {'per tuple (reference)':31} {n:>9,} {sum(counts.values()):>10,} {s0:>8.3f} {n / s0:>11,.0f} {1:>7.1f}×")
+        print(f"  {key:9} {'per tuple (reference)':31} {n:>9,} {sum(counts.values()):>10,} {s0:>8.3f} {n / s0:>11,.0f} "
+              f"{1:>7.1f}×")
         for size in (int(x) for x in args.batches.split(",")):
             s, c, m = vectorised(plan, arrivals, size)
             same = "" if (c, m) == (counts, msgs) else "  RESULTS OR MESSAGES DIFFER"
             label = f"vectorised, {'whole input' if not size else f'{size:,} rows'}/batch"
-            print(f"  {key:9} {label:31} {n:>9,} {sum(c.values()):>10,} {s:>8.3f} {n / s:>11,.0f} {s0 / s:>7.1f}×{same}")
+            print(f"  {key:9} {label:31} {n:>9,} {sum(c.values()):>10,} {s:>8.3f} {n / s:>11,.0f} "
+                  f"{s0 / s:>7.1f}×{same}")
     return 0
 
 

@@ -182,8 +182,8 @@ def met(run: Run, key: tuple[int, int, int]) -> bool:
 
 def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
     """Only the three speed goals (:data:`TARGET`: 100 three-way queries optimal in 0.5 s, 10
-    five-way queries optimal in 3 s, 30 five-way queries within 1 % in 10 s), mqo under both policies: each run ``repeat``
-    times (timings on a shared machine are noisy), one line with the median run and the load.
+    five-way queries optimal in 3 s, 30 five-way queries within 1 % in 10 s), mqo under both policies: each run
+    ``repeat`` times (timings on a shared machine are noisy), one line with the median run and the load.
 
     Columns: ``build`` enumeration + model build, ``solve`` the solver calls (warm start not
     included, tie-break included), ``total`` the whole optimisation (median; ``runs`` all of
@@ -216,7 +216,8 @@ def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
             goal = f"≤{TARGET[key]:g}s" + (f" ≤{TARGET_GAP[key]:.0%}" if TARGET_GAP[key] else " opt")
             print(f"{n:>4}{rels:>4}{size:>2} {policy:<9}{i.variables:>7}{i.binaries:>6}{i.components:>5} "
                   f"{i.build_seconds:>6.3f} {i.solve_seconds:>7.3f} {took:>7.3f} {i.status:<10}{i.gap:>7.2%}"
-                  f"{root:>7.2%} {str(i.canonical):<6}{load:>5.1f}{goal:>14}  {'met' if met(run, key) else 'MISSED':<7}  "
+                  f"{root:>7.2%} {str(i.canonical):<6}{load:>5.1f}{goal:>14}  {'met' if met(run, key) else 'MISSED':<7}"
+                  "  "
                   f"{' '.join(f'{t:.2f}' for t, _ in runs)}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
@@ -287,8 +288,8 @@ def spread(sizes: list[tuple[int, int, int]], policies: list[str], count: int, f
             verdict = "" if goal is None else (
                 f"  ≤{goal[0]:g}/{goal[1]:g} s " + ("met" if took <= goal[0] and worst <= goal[1]
                                                    and optimal == canonical == len(runs) else "MISSED"))
-            print(f"{n:>4}{size:>2}{rels:>5} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}{med.build_seconds:>7.3f}"
-                  f"{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
+            print(f"{n:>4}{size:>2}{rels:>5} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}"
+                  f"{med.build_seconds:>7.3f}{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
                   f"{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}{verdict}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0

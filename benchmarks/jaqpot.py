@@ -40,8 +40,8 @@ import argparse
 import random
 import statistics
 
-from mqjoin.planners.jaqpot import (BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates, staleness,
-                           state_names)
+from mqjoin.planners.jaqpot import (BASELINES, BinaryPlan, baseline, grepp, jaqpot, linear_plan, refresh_rates,
+                                    staleness, state_names)
 
 SHAPES = {"linear": linear_plan("ABCD"), "bushy": (("A", "B"), ("C", "D"))}
 

@@ -71,7 +71,8 @@ def part1(w, tables, fraction: float) -> None:
             n += 1
             covered += b.low <= a.value <= b.high
     print(f"  {len(exact)} sets: exact {wall_e:.2f} s wall / {cpu_e:.2f} s CPU; sample {fraction:.0%} of join values "
-          f"{wall_s:.2f} s wall / {cpu_s:.2f} s CPU; error max {max(errors):.2%}, mean {sum(errors) / len(errors):.2%}; "
+          f"{wall_s:.2f} s wall / {cpu_s:.2f} s CPU; error max {max(errors):.2%}, mean {sum(errors) / len(errors):.2%};"
+          " "
           f"{n} sets sampled ({len(exact) - n} counted exactly: few values), exact value inside the 95 % interval "
           f"for {covered}/{n}")
 
@@ -91,7 +92,8 @@ def table(title: str, plan, tables, span: float, executor: str = "reference") ->
             big += counts
             ok += counts and good
             flag = "" if not counts else (" ✓" if good else " ✗")
-            print(f"    {c.store:<46}{kind:<9}{c.predicted:>12,.0f}{c.measured:>12,.0f}{share:>8.1%}{c.ratio:>13.3f}{flag}")
+            print(f"    {c.store:<46}{kind:<9}{c.predicted:>12,.0f}{c.measured:>12,.0f}{share:>8.1%}{c.ratio:>13.3f}"
+                  f"{flag}")
         print(f"    {'all stores':<46}{kind:<9}{pred_total:>12,.0f}{meas_total:>12,.0f}{'':>8}"
               f"{meas_total / pred_total if pred_total else math.inf:>13.3f}")
     print(f"    stores (kind) holding ≥ 1 % within ±20 %: {ok}/{big}")

@@ -58,7 +58,8 @@ def overhead(plan, tables, batch: int, reps: int) -> tuple[float, float]:
     w = plan.workload
     base = base_tuples(w, tables, plan.sources)
     order = arrival_order(base, w.relation_rank)
-    parts = [batch_frames(((r, base[r][row]) for r, row in order[lo:lo + batch]), range(lo, lo + len(order[lo:lo + batch])))
+    parts = [batch_frames(((r, base[r][row]) for r, row in order[lo:lo + batch]),
+                          range(lo, lo + len(order[lo:lo + batch])))
              for lo in range(0, len(order), batch)]
     out = {}
     for counted in [c for _ in range(max(reps, 1)) for c in (False, True)]:  # interleaved

@@ -65,7 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="seeds averaged in part 2")
     _results.add_flag(ap)
     args = ap.parse_args(argv)
-    with _results.recorded('reference_throughput', 'Reference executor: throughput and probe messages vs the model (benchmarks/reference_throughput.py)', args.results,
+    with _results.recorded('reference_throughput',
+                           'Reference executor: throughput and probe messages vs the model '
+                           '(benchmarks/reference_throughput.py)', args.results,
                            [__file__, *(sys.argv[1:] if argv is None else argv)]):
         return _bench(ap, args)
 

@@ -365,7 +365,8 @@ def run_once(engine: str, plan, tables, spark, truth, *, timeout: float, **pacin
         if d.engine_name == "mqjoin":
             b, st = d.batches, d.stores
             row["probe_messages"] = int(b["probe_messages"].sum()) if len(b) else 0
-            row["store_messages"] = {k: int(v) for k, v in st.groupby("store")["messages"].sum().items()} if len(st) else {}
+            row["store_messages"] = {k: int(v)
+                                     for k, v in st.groupby("store")["messages"].sum().items()} if len(st) else {}
             ph = _PHASE_ROWS.pop(id(d), [])
             if ph:
                 keys = dict.fromkeys(k for p in ph for k in p if k not in ("batch", "rows"))
@@ -448,8 +449,10 @@ def bench_workload(key: str, args, spark, streams_dir: Path) -> dict:
         ptruth = oracle_results(w, ptables)
         paced_info = {"rate": rate, "seconds": secs, "input_tuples": n_tuples(ptables),
                       "results": sum(map(len, ptruth.values()))}
-        print(f"\n  paced replay at {rate:,.0f} tuples/s ({'--rate' if args.rate else f'{args.rate_fraction:g} × the slowest throughput'}), "
-              f"first {secs:.2f} s of event time ({n_tuples(ptables):,} tuples, {paced_info['results']:,} results):", flush=True)
+        print(f"\n  paced replay at {rate:,.0f} tuples/s "
+              f"({'--rate' if args.rate else f'{args.rate_fraction:g} × the slowest throughput'}), "
+              f"first {secs:.2f} s of event time ({n_tuples(ptables):,} tuples, {paced_info['results']:,} results):",
+              flush=True)
         for e in [e for e in engines if e != "flink"]:
             r = run_engine(e, plans[plan_key(e)], ptables, spark, ptruth, timeout=args.timeout,
                            rate=rate)
@@ -514,15 +517,20 @@ def report(key: str, res: dict, args) -> None:
     un, pa = res["unpaced"], res["paced"]
     engines = list(un)
     print(f"\n  {'engine':<16}{'tuples/s':>9}{'busy s':>8}{'batches':>8}{'state rows':>11}{'state MB':>9}"
-          f"{'lat mean':>9}{'lat p95':>8}{'lat max':>8}{'batch s':>8}{'lag s':>7}{'results':>11}  equal  load(unpaced/paced)")
+          f"{'lat mean':>9}{'lat p95':>8}{'lat max':>8}{'batch s':>8}{'lag s':>7}{'results':>11}  equal  "
+          "load(unpaced/paced)")
     for e in engines:
         u, p = un[e], pa.get(e, {})
         eq = "✓" if u.get("equal") and p.get("equal", True) else "✗"
-        print(f"  {e:<16}{_f(u.get('throughput'), ',.0f'):>9}{_f(u.get('busy_s'), '.1f'):>8}{_f(u.get('batches'), 'd'):>8}"
+        print(f"  {e:<16}{_f(u.get('throughput'), ',.0f'):>9}{_f(u.get('busy_s'), '.1f'):>8}"
+              f"{_f(u.get('batches'), 'd'):>8}"
               f"{_f(u.get('state_rows'), ',d'):>11}{_f(_mb(u.get('state_bytes')), '.1f'):>9}"
-              f"{_f(p.get('latency_mean'), '.2f'):>9}{_f(p.get('latency_p95'), '.2f'):>8}{_f(p.get('latency_max'), '.2f'):>8}"
-              f"{_f(p.get('trigger_mean_s'), '.2f'):>8}{_f(p.get('lag_s'), '.1f'):>7}{_f(u.get('results'), ',d'):>11}  {eq:^5}  "
-              f"{u['load']:.1f}/{_f(p.get('load'), '.1f')}" + (f"  {u.get('error') or p.get('error')}" if u.get("error") or p.get("error") else ""))
+              f"{_f(p.get('latency_mean'), '.2f'):>9}{_f(p.get('latency_p95'), '.2f'):>8}"
+              f"{_f(p.get('latency_max'), '.2f'):>8}"
+              f"{_f(p.get('trigger_mean_s'), '.2f'):>8}{_f(p.get('lag_s'), '.1f'):>7}{_f(u.get('results'), ',d'):>11}  "
+              f"{eq:^5}  "
+              f"{u['load']:.1f}/{_f(p.get('load'), '.1f')}"
+              + (f"  {u.get('error') or p.get('error')}" if u.get("error") or p.get("error") else ""))
         for r in (u, p):
             if r.get("differs"):
                 print(f"    ✗ {e} results differ: {r['differs']}")
@@ -539,16 +547,21 @@ def report(key: str, res: dict, args) -> None:
     model = res["model"]
     lines = [
         ("throughput   mqo / individual", "2.6×", "", _ratio(m.get("throughput"), i.get("throughput")), "×"),
-        ("state rows   individual / mqo", f"{PAPER_MEMORY[key]}×", "", _ratio(i.get("state_rows"), m.get("state_rows")), "×"),
-        ("state bytes  individual / mqo", f"{PAPER_MEMORY[key]}×", "", _ratio(i.get("state_bytes"), m.get("state_bytes")), "×"),
+        ("state rows   individual / mqo", f"{PAPER_MEMORY[key]}×", "", _ratio(i.get("state_rows"), m.get("state_rows")),
+         "×"),
+        ("state bytes  individual / mqo", f"{PAPER_MEMORY[key]}×", "",
+         _ratio(i.get("state_bytes"), m.get("state_bytes")), "×"),
         ("  model memory individual / mqo", "", "", _ratio(model["individual"]["memory"], model["mqo"]["memory"]), "×"),
         ("latency      mqo vs individual", "+14–16 %", "", _pct(pm.get("latency_mean"), pi.get("latency_mean")), "%"),
         ("latency p95  mqo vs individual", "", "", _pct(pm.get("latency_p95"), pi.get("latency_p95")), "%"),
         ("throughput   mqo / native", "", "≥ 3×", _ratio(m.get("throughput"), n.get("throughput")), "×"),
-        ("throughput   mqo / flink", "", "≥ 2×", _ratio(m.get("throughput"), un.get("flink", {}).get("throughput")), "×"),
+        ("throughput   mqo / flink", "", "≥ 2×", _ratio(m.get("throughput"), un.get("flink", {}).get("throughput")),
+         "×"),
         ("state rows   flink / mqo", "", "", _ratio(un.get("flink", {}).get("state_rows"), m.get("state_rows")), "×"),
-        ("state rows   native / mqo", "", f"≥ {GOAL_STATE[key]:g}×", _ratio(n.get("state_rows"), m.get("state_rows")), "×"),
-        ("state bytes  native / mqo", "", f"≥ {GOAL_STATE[key]:g}×", _ratio(n.get("state_bytes"), m.get("state_bytes")), "×"),
+        ("state rows   native / mqo", "", f"≥ {GOAL_STATE[key]:g}×", _ratio(n.get("state_rows"), m.get("state_rows")),
+         "×"),
+        ("state bytes  native / mqo", "", f"≥ {GOAL_STATE[key]:g}×", _ratio(n.get("state_bytes"), m.get("state_bytes")),
+         "×"),
         ("state rows   mqo / native", "", "≤ 0.5×", _ratio(m.get("state_rows"), n.get("state_rows")), "×"),
         ("throughput   mqo-budget / native", "", "≥ 3×", _ratio(b.get("throughput"), n.get("throughput")), "×"),
         ("throughput   mqo-budget / flink", "", "≥ 2×", _ratio(b.get("throughput"),
@@ -571,7 +584,8 @@ def report(key: str, res: dict, args) -> None:
     ]
     print(f"\n  {'ratio':<34}{'paper':>10}{'goal':>10}{'measured':>11}")
     for name, paper, goal, val, unit in lines:
-        v = _f(val, ".2f") + "×" if unit == "×" and val is not None else (_f(val, "+.0f") + " %" if val is not None else "—")
+        v = _f(val, ".2f") + "×" if unit == "×" and val is not None else (_f(val, "+.0f") + " %" if val is not None
+                                                                          else "—")
         print(f"  {name:<34}{paper:>10}{goal:>10}{v:>11}")
 
     ph = {e: r["phases"] for e, r in un.items() if r.get("phases")}
@@ -582,7 +596,8 @@ def report(key: str, res: dict, args) -> None:
         for e, p in ph.items():
             parts = {k: v for k, v in p.items() if k not in ("seconds", "rows")}
             # the distributed mode's "waves" and its tasks' steps ("input …", "shard …") lie within its "job"
-            other = p["seconds"] - sum(v for k, v in parts.items() if k != "waves" and not k.startswith(("input ", "shard ")))
+            other = p["seconds"] - sum(v for k, v in parts.items() if k != "waves"
+                                       and not k.startswith(("input ", "shard ")))
             print(f"  {e:<16}{p['rows']:>7,.0f}{p['seconds']:>9.2f}{_f(un[e].get('jobs_per_batch'), '.1f'):>6}"
                   f"{_f(un[e].get('stages_per_batch'), '.1f'):>8}  "
                   + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()) + f", other {other:.2f}")
@@ -646,7 +661,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, help="first S seconds of event time (default 1; --quick 0.3)")
     ap.add_argument("--batch", type=int, help="input tuples per unpaced micro-batch (default 5000; --quick 1500)")
     ap.add_argument("--workloads", help="comma-separated: fig7a,10q (default both; --quick fig7a)")
-    ap.add_argument("--engines", default=None, help="comma-separated subset of " + ",".join(ENGINES) + " (default: all)")
+    ap.add_argument("--engines", default=None, help="comma-separated subset of " + ",".join(ENGINES)
+                    + " (default: all)")
     ap.add_argument("--rate", type=float, help="paced input rate for the latency runs (default: see --rate-fraction)")
     ap.add_argument("--rate-fraction", type=float, default=0.5,
                     help="paced rate = this × the slowest engine's sustained throughput (default 0.5)")

@@ -35,12 +35,9 @@ def fitted_inputs(workload: str, data: str, as_written: bool = False):
     workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): unless
     ``as_written``, its horizon the data's span and its statistics measured again where the
     data contradicts them — said in one line on stderr."""
-    from mqjoin.datasets.fitting import fit_to_data
-    from mqjoin.model.tables import read_inputs
+    from mqjoin.datasets.fitting import fit_inputs
 
-    w = load_named_workload(workload)
-    tables = read_inputs(w, data)
-    fit = fit_to_data(w, tables, source=str(data), command=workload, check=not as_written)
+    tables, fit = fit_inputs(load_named_workload(workload), data, command=workload, check=not as_written)
     if fit.message:
         progress(f"mqjoin: {fit.message}")
     return tables, fit
@@ -81,7 +78,8 @@ def cmd_data_tpch(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=1))
         return 0
-    print(f"TPC-H SF {args.sf:g} as relation streams ({arrival.describe()} for lineitem){' [cached]' if res.cached else ''}:")
+    print(f"TPC-H SF {args.sf:g} as relation streams ({arrival.describe()} for "
+          f"lineitem){' [cached]' if res.cached else ''}:")
     print(f"  {'relation':<10}{'rows':>12}{'tuples/s':>12}{'bytes':>12}")
     for s in res.streams:
         print(f"  {s.relation:<10}{s.rows:>12,}{s.rate:>12,.6g}{s.bytes:>12,}")

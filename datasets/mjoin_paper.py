@@ -32,7 +32,9 @@ the paper's probing-sequence rule, which sorts by partner cardinality.
 >>> s.results
 15000
 >>> {name: p.probe_orders()["q"]["S1"] for name, p in table1_plans(s.workload).items()}
-{'deep': 'S1 » S2[k] » S3[k]', 'mjoin': 'S1 » S3[k] » S2[k]', 'mjoin, wrong': 'S1 » S2[k] » S3[k]', 'deep, §4': 'S1 » S3[k] » S2[k]'}
+... # doctest: +NORMALIZE_WHITESPACE
+{'deep': 'S1 » S2[k] » S3[k]', 'mjoin': 'S1 » S3[k] » S2[k]', 'mjoin, wrong': 'S1 » S2[k] » S3[k]', 'deep, §4': 'S1 »
+S3[k] » S2[k]'}
 """
 
 from __future__ import annotations

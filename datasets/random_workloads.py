@@ -89,10 +89,11 @@ def random_workload(n_queries: int, n_relations: int, query_size: int, attribute
     >>> w = random_workload(3, n_relations=4, query_size=2, attributes=1, seed=7)
     >>> [q.text for q in w.queries]
     ['R2.a = R3.a', 'R0.a = R3.a', 'R1.a = R2.a']
-    >>> random_workload(7, n_relations=4, query_size=2, attributes=1)
+    >>> random_workload(7, n_relations=4, query_size=2, attributes=1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.GeneratorError: cannot draw 7 distinct queries: at most 6 exist with n_relations=4, query_size=2, attributes=1
+    mqjoin.model.errors.GeneratorError: cannot draw 7 distinct queries: at most 6 exist with n_relations=4,
+    query_size=2, attributes=1
     """
     n_queries = _check_int(n_queries, "n_queries", 1)
     n_relations = _check_int(n_relations, "n_relations", 2)

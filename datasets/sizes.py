@@ -15,14 +15,13 @@ The frames hold distinct combinations of open join values with a count, never jo
 
 **Correlated sampling** (``fraction < 1``).  One class of ``P`` is sampled: the class with
 the most distinct values in its largest relation (a join whose best class would keep fewer than
-:data:`MIN_SAMPLED_VALUES` values is counted exactly: few values sample coarsely).  A join value is kept when its hash falls below ``fraction``
-(:mod:`mqjoin.support.valuesample`, the same values in every relation), so a join
-result survives with probability ``fraction`` exactly and ``count / fraction`` is unbiased.
-With ``w_v`` the join results of value ``v``, ``Var = (1 − F)/F · Σ_v w_v²``, estimated from
-the sampled values as ``(1 − F)/F² · Σ_sampled w_v²``; the 95 % interval is
-``± 1.96 · SE`` (cut at 0), and a set with fewer than 10 sampled values of the class is
-flagged (the normal interval is then unreliable).  A sample with no result gives ``0`` with
-the interval ``[0, 3/F]`` results (rule of three on values).
+:data:`MIN_SAMPLED_VALUES` values is counted exactly: few values sample coarsely).  A join value is kept when its hash
+falls below ``fraction`` (:mod:`mqjoin.support.valuesample`, the same values in every relation), so a join result
+survives with probability ``fraction`` exactly and ``count / fraction`` is unbiased. With ``w_v`` the join results of
+value ``v``, ``Var = (1 − F)/F · Σ_v w_v²``, estimated from the sampled values as ``(1 − F)/F² · Σ_sampled w_v²``; the
+95 % interval is ``± 1.96 · SE`` (cut at 0), and a set with fewer than 10 sampled values of the class is flagged (the
+normal interval is then unreliable).  A sample with no result gives ``0`` with the interval ``[0, 3/F]`` results (rule
+of three on values).
 
 **Order of arrival.**  A probe order from ``X`` ships out of a prefix ``P`` the results of
 ``⋈P`` whose last tuple to arrive is ``X``'s (docs/model.md §2, §4); the model takes each
@@ -52,8 +51,9 @@ without a result is written as one result (a size must be positive).
 ... selectivities: {R.a = S.a: 0.25}''')
 >>> t = {"R": Table.from_columns("R", {"ts": [0, 1, 2, 3], "a": [1, 1, 2, 3]}),
 ...      "S": Table.from_columns("S", {"ts": [0, 1], "a": [1, 1]})}
->>> [m.describe() for m in measure_sizes(w, t)]
-['R ⋈ S: 4 results → 4 per time unit (exact; 2× the independence estimate 2); arriving last: R 0.250 ± 0.000, S 0.750 ± 0.000 (results of 1 join value: too few to tell, not written)']
+>>> [m.describe() for m in measure_sizes(w, t)]  # doctest: +NORMALIZE_WHITESPACE
+['R ⋈ S: 4 results → 4 per time unit (exact; 2× the independence estimate 2); arriving last: R 0.250 ± 0.000, S 0.750 ±
+0.000 (results of 1 join value: too few to tell, not written)']
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ class SizeEstimate:
         results of at least :data:`FEW_VALUES` join values, else empty (each relation equally
         likely to arrive last, as the model assumes without one)."""
         k = len(self.relations)
-        if self.arrival_values >= FEW_VALUES and any(abs(o * k - 1) > ORDER_DEPARTURE and abs(o - 1 / k) > ORDER_Z * se for _, o, se in self.arrival):
+        if self.arrival_values >= FEW_VALUES and any(abs(o * k - 1) > ORDER_DEPARTURE and abs(o - 1 / k) > ORDER_Z * se
+                                                     for _, o, se in self.arrival):
             return tuple((r, o) for r, o, _ in self.arrival)
         return ()
 
@@ -153,7 +154,8 @@ class SizeEstimate:
     def describe(self) -> str:
         how = "exact" if self.exact else (
             f"± {self.stderr:.3g} (95 % [{self.low:.4g}, {self.high:.4g}]), {self.fraction:.0%} of the values of "
-            f"{self.sampled_on}" + (f"; only {self.values} sampled values: interval unreliable" if self.few_values else ""))
+            f"{self.sampled_on}"
+            + (f"; only {self.values} sampled values: interval unreliable" if self.few_values else ""))
         order = ""
         if self.arrival:
             shares = ", ".join(f"{r} {o:.3f} ± {se:.3f}" for r, o, se in self.arrival)
@@ -161,8 +163,8 @@ class SizeEstimate:
                 f" (results of {self.arrival_values} join value{'s' if self.arrival_values != 1 else ''}: too few "
                 f"to tell, not written)"
                 if self.arrival_values < FEW_VALUES else f" (within error of 1/{len(self.relations)}: not written)"))
-        return (f"{self.query + ': ' if self.query else ''}{self.key}: {self.count:,.0f} results → {self.value:.6g} per "
-                f"time unit ({how}; {self.ratio:.3g}× the independence estimate {self.estimate:.6g}){order}")
+        return (f"{self.query + ': ' if self.query else ''}{self.key}: {self.count:,.0f} results → {self.value:.6g} "
+                f"per time unit ({how}; {self.ratio:.3g}× the independence estimate {self.estimate:.6g}){order}")
 
 
 def _check_fraction(fraction: float) -> float:

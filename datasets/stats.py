@@ -310,7 +310,8 @@ class Statistics:
     def render(self) -> str:
         """Readable lines (the CLI's output and the header of written workloads)."""
         how = "exact" if self.sample is None else f"relations over {self.sample:,} rows sampled (seed {self.seed})"
-        lines = [f"statistics of {self.source or 'the given tables'} ({how})", "rates (tuples per second of event time):"]
+        lines = [f"statistics of {self.source or 'the given tables'} ({how})",
+                 "rates (tuples per second of event time):"]
         lines += [f"  {r.describe()}" for r in self.rates]
         lines.append("selectivities (probability that a random pair agrees):")
         for g in self.groups:

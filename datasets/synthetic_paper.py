@@ -105,7 +105,8 @@ class PaperData:
                 f"# parameters: {p}",
                 "# selectivities: exact statistics of the data before the change (the optimiser's initial view)"]
         if self.name == "selectivity-change":
-            head.append(f"# with S.b = T.b raised by {self.params['bias']:.0%} so that S probes R first and T probes U first")
+            head.append(f"# with S.b = T.b raised by {self.params['bias']:.0%} so that S probes R first and T probes U "
+                        "first")
         return "\n".join(head) + "\n" + workload_yaml(self.workload)
 
 

@@ -128,8 +128,9 @@ def implied_pairs(joins: Sequence[PotentialJoin] = POTENTIAL_JOINS) -> tuple[tup
     but can meet in one class of a query built from ``joins`` (they are linked through other
     joins), e.g. ``nation.nationkey = orders.custkey`` via ``customer.custkey``.
 
-    >>> [f"{a} = {b}" for a, b in implied_pairs()]
-    ['customer.custkey = supplier.nationkey', 'customer.nationkey = orders.custkey', 'nation.nationkey = orders.custkey', 'orders.custkey = supplier.nationkey']
+    >>> [f"{a} = {b}" for a, b in implied_pairs()]  # doctest: +NORMALIZE_WHITESPACE
+    ['customer.custkey = supplier.nationkey', 'customer.nationkey = orders.custkey', 'nation.nationkey =
+    orders.custkey', 'orders.custkey = supplier.nationkey']
     """
     uf: UnionFind[Attr] = UnionFind()
     for j in joins:
@@ -430,7 +431,8 @@ def write_bundled_workloads(data_dir: str | Path, out_dir: str | Path = WORKLOAD
         w, st = tpch_workload(queries, data_dir, sizes=1.0)
         text = st.to_yaml(w, title + f"\nRates, selectivities, join sizes (exact) and horizon (the data's span): "
                                      f"'mqjoin stats --sizes' over {note}.\nA command given other data measures "
-                                     f"them again; to keep them: mqjoin stats {name} --data DIR --sizes --write OUT.yaml\n")
+                                     f"them again; to keep them: mqjoin stats {name} --data DIR --sizes --write "
+                                     "OUT.yaml\n")
         text = text.replace(f"statistics of {st.source} ", "statistics of the data ")
         p = ensure_dir(out_dir) / name
         p.write_text(text, encoding="utf-8")
@@ -452,8 +454,9 @@ def random_tpch_workload(n_queries: int, query_size: int = 4, seed: int = 0,
     (:func:`mqjoin.datasets.stats.assign_selectivities`).
 
     >>> w = random_tpch_workload(2, query_size=3, seed=4)
-    >>> [q.text for q in w.queries]
-    ['lineitem.orderkey = orders.orderkey, orders.custkey = customer.custkey', 'nation.regionkey = region.regionkey, supplier.nationkey = nation.nationkey']
+    >>> [q.text for q in w.queries]  # doctest: +NORMALIZE_WHITESPACE
+    ['lineitem.orderkey = orders.orderkey, orders.custkey = customer.custkey', 'nation.regionkey = region.regionkey,
+    supplier.nationkey = nation.nationkey']
     >>> random_tpch_workload(1, query_size=9)
     Traceback (most recent call last):
     ...

@@ -37,7 +37,8 @@ VIEWPORT = {"width": 1920, "height": 1080}  # a lecture hall's projector at 100 
 
 #: the text of the first traceback in an output (JupyterLab renders an error output as
 #: ``application/vnd.jupyter.stderr``, like plain stderr), or null
-CELL_ERROR_JS = ("""Array.from(document.querySelectorAll(".jp-OutputArea-output[data-mime-type^='application/vnd.jupyter.']"))"""
+CELL_ERROR_JS = ("""Array.from(document.querySelectorAll("""
+                 """".jp-OutputArea-output[data-mime-type^='application/vnd.jupyter.']"))"""
                  """.map(e => e.textContent).find(t => t.includes('Traceback (most recent call last)')) || null""")
 RUN_ALL_MS = 240_000   # the tour's cells (≈ 10 s in nbclient)
 STEP_MS = 60_000       # one interaction and its round trip to the kernel
@@ -344,7 +345,8 @@ class KernelProbe:
             return
         if kind == "error":
             self.log_errors.append(f"{content.get('ename')}: {content.get('evalue')}")
-        elif kind == "stream" and content.get("name") == "stderr" and re.search(r"Traceback|Error", content.get("text", "")):
+        elif kind == "stream" and content.get("name") == "stderr" and re.search(r"Traceback|Error",
+                                                                                content.get("text", "")):
             self.log_errors.append(content["text"][-2000:])
 
     def run(self, code: str, timeout: float = 300) -> str:

@@ -16,7 +16,8 @@ def foreign_keys(seed=0):
     rng = random.Random(seed)
     w = parse_workload("""
 defaults: {window: null, parallelism: 4}
-relations: {P: {attributes: [pk, sk], rate: 200}, L: {attributes: [pk, sk, ok], rate: 2000}, O: {attributes: [ok], rate: 500}}
+relations: {P: {attributes: [pk, sk], rate: 200}, L: {attributes: [pk, sk, ok], rate: 2000},
+            O: {attributes: [ok], rate: 500}}
 queries: {q: "P(pk, sk), L(pk, sk, ok), O(ok)", p: "P(sk), L(sk)"}
 selectivities: {P.pk = L.pk: 0.005, P.sk = L.sk: 0.1, L.ok = O.ok: 0.002}
 """)

@@ -21,7 +21,8 @@ from _cases import cases
 
 import mqjoin.adaptive.controller as adaptive
 from mqjoin.adaptive.controller import AdaptiveController
-from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, available_since, lifetimes, parse_changes, retained_relations
+from mqjoin.adaptive.policy import (AdaptivePolicy, QueryChange, available_since, lifetimes, parse_changes,
+                                   retained_relations)
 from mqjoin.adaptive.sampling import EpochSample, epoch_stats
 from mqjoin.model.errors import AdaptiveError, OptionError, UnknownRelationError
 from mqjoin.planning.optimizer import optimize

@@ -194,7 +194,8 @@ def filtered_changes(seed, w):
     return w.restricted_to(init), changes
 
 
-@pytest.mark.parametrize("seed,w,tables", filtered_cases(10, start=8000), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,w,tables", filtered_cases(10, start=8000), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
 def test_filtered_query_changes_equal_the_oracle_with_clash_and_ajoin(seed, w, tables, always_switch):
     w0, changes = filtered_changes(seed, w)
     for length, opt in ((1.0, None), (0.6, ajoin_optimizer())):

@@ -63,7 +63,8 @@ from typing import Any, Callable
 
 import pytest
 
-from _browser import (CELL_ERROR_JS, CHROMIUM, DEPLOY_MS, KERNEL_FIGURES, KERNEL_IDLE_JS, RECORD_THROUGHPUT_JS, RUN_ALL_MS,
+from _browser import (CELL_ERROR_JS, CHROMIUM, DEPLOY_MS, KERNEL_FIGURES, KERNEL_IDLE_JS, RECORD_THROUGHPUT_JS,
+                      RUN_ALL_MS,
                       KernelProbe, assert_no_broken_widgets, assert_page_draws_the_kernels_figures, number_of,
                       open_and_run, open_page, percentile, probe_cost_of, save_and_reload, say, start_lab, tab,
                       wait_explorer, wait_figure_with, NUMBER)
@@ -77,7 +78,8 @@ DOC_IMAGE = REPO / "notebooks" / "img" / "explorer.png"
 # what the tour's cells do to the model before the browser takes over (section "A what-if")
 TOUR_CLASS, TOUR_SELECTIVITY = "lineitem.orderkey = orders.orderkey", 1e-3
 DRAG_CLASS = "lineitem.suppkey = partsupp.suppkey = supplier.suppkey"  # selectivity 0.01
-TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT", "PMJoin"]
+TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "Deploy", "Adaptivity", "JAQPOT",
+              "PMJoin"]
 DOC_IMAGES = REPO / "notebooks" / "img"  # the tabs' pictures kept with the notebooks (MQJOIN_UPDATE_DOC_IMAGES=1)
 SURVIVAL = "explorer_survival.ipynb"  # the notebook of test_the_explorer_survives_the_browser
 BUILDS = 20            # Explorer builds in one kernel
@@ -336,9 +338,11 @@ def drag_the_selectivity_slider(walk: Walk) -> None:
     page.mouse.move(x - 45, y, steps=12)
     page.mouse.up()
     # the kernel re-optimised (after the model's debounce) and the page shows the new plan
-    page.wait_for_function("""([el, old]) => { const t = el.textContent; return t !== old && !t.includes('optimizing'); }""",
+    page.wait_for_function("""([el, old]) => { const t = el.textContent;
+                                               return t !== old && !t.includes('optimizing'); }""",
                            arg=[status.element_handle(), before["status"]])
-    page.wait_for_function("""([el, old]) => el.textContent !== old""", arg=[changes.element_handle(), before["changes"]])
+    page.wait_for_function("""([el, old]) => el.textContent !== old""",
+                           arg=[changes.element_handle(), before["changes"]])
     after = {"readout": readout.input_value(), "status": status.inner_text(), "changes": changes.inner_text()}
     assert float(after["readout"]) < float(before["readout"]), (before, after)
     old_cost, new_cost = probe_cost_of(before["status"]), probe_cost_of(after["status"])
@@ -486,7 +490,8 @@ explorer"""
 def survival_notebook() -> dict:
     return {"cells": [{"cell_type": "code", "execution_count": None, "id": "explorer", "metadata": {}, "outputs": [],
                        "source": SURVIVAL_SOURCE}],
-            "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+            "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                        "name": "python3"}},
             "nbformat": 4, "nbformat_minor": 5}
 
 
@@ -543,15 +548,18 @@ def timed_edits(walk: Walk, probe: KernelProbe) -> list[float]:
         page.wait_for_function(KERNEL_IDLE_JS)
         box = selectivity_box(walk.out)
         status = walk.status.element_handle()
-        revisions_js = "() => Array.from(document.querySelectorAll('.mqjoin-plotly')).map(e => e.dataset.revision).join()"
+        revisions_js = ("() => Array.from(document.querySelectorAll('.mqjoin-plotly'))"
+                        ".map(e => e.dataset.revision).join()")
         for k in range(EDITS):
             value = f"{(2e-5, 5e-4)[k % 2] * (1 + k / 100):.6g}"
             box.fill(value)
             before = {"status": status.text_content(), "revisions": page.evaluate(revisions_js)}
             t0 = time.monotonic()
             box.press("Enter")
-            page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old && !el.textContent.includes('optimizing')
-                                       && eval(js)() !== rev""", arg=[status, before["status"], before["revisions"], revisions_js])
+            page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old
+                                       && !el.textContent.includes('optimizing')
+                                       && eval(js)() !== rev""",
+                                       arg=[status, before["status"], before["revisions"], revisions_js])
             times.append(1000 * (time.monotonic() - t0))
     finally:
         busy.kill()
@@ -614,8 +622,8 @@ def build_the_explorer_again_and_again(walk: Walk, probe: KernelProbe) -> None:
     for k in range(2, BUILDS + 1):
         cell.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Control+Enter")
-        page.wait_for_function(f"() => /\\[{k}\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
-                               timeout=RUN_ALL_MS)
+        page.wait_for_function(f"() => /\\[{k}\\]/.test(document.querySelector('.jp-CodeCell "
+                               ".jp-InputPrompt').textContent)", timeout=RUN_ALL_MS)
         wait_explorer(page)
         assert_page_draws_the_kernels_figures(page, probe, f"build {k}")
     walk.step(f"{BUILDS} builds: every one drawn as the kernel holds it")

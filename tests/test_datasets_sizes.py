@@ -34,7 +34,8 @@ filters: {q2.R: 0.5}
 
 def brute(tables, query, rels, filtered):
     q = W.query(query)
-    rows = {r: [i for i in range(len(tables[r])) if not filtered or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
+    rows = {r: [i for i in range(len(tables[r])) if not filtered
+                or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
             for r in rels}
     n = 0
     for combo in itertools.product(*(rows[r] for r in rels)):
@@ -73,7 +74,8 @@ def brute_last(tables, query, rels, filtered):
     relation's declaration rank, then row index) is that relation's."""
     q = W.query(query)
     rank = W.relation_rank
-    rows = {r: [i for i in range(len(tables[r])) if not filtered or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
+    rows = {r: [i for i in range(len(tables[r])) if not filtered
+                or q.passes(r, {k: v[i] for k, v in tables[r].columns.items()})]
             for r in rels}
     last = dict.fromkeys(rels, 0)
     for combo in itertools.product(*(rows[r] for r in rels)):
@@ -89,7 +91,8 @@ def brute_last(tables, query, rels, filtered):
 def test_the_order_of_arrival_equals_brute_force(seed):
     rng = random.Random(seed)
     tables = random_tables(seed)
-    tables = {r: Table.from_columns(r, {**t.columns, "ts": [rng.randint(0, 5) for _ in t.ts]}) for r, t in tables.items()}
+    tables = {r: Table.from_columns(r, {**t.columns, "ts": [rng.randint(0, 5) for _ in t.ts]})
+              for r, t in tables.items()}
     for m in measure_sizes(W, tables):
         q = m.query or next(q.name for q in W.queries if set(m.relations) <= q.relation_set)
         want = brute_last(tables, q, m.relations, m.query is not None)

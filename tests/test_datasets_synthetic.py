@@ -75,7 +75,8 @@ def test_selectivity_change_workload_makes_s_probe_r_and_t_probe_u(change):
     orders = optimize(change.workload, mirs=False).probe_orders()["q"]
     assert orders["S"].startswith("S » R[a]") and orders["T"].startswith("T » U[c]")
     sel = {str(c): c.selectivity for c in change.workload.query("q").classes}
-    assert sel["{S.b=T.b}"] == pytest.approx(1.1 * sel["{R.a=S.a}"], rel=1e-4) and sel["{R.a=S.a}"] == pytest.approx(1 / 300, rel=1e-5)
+    assert sel["{S.b=T.b}"] == pytest.approx(1.1 * sel["{R.a=S.a}"],
+                                             rel=1e-4) and sel["{R.a=S.a}"] == pytest.approx(1 / 300, rel=1e-5)
 
 
 def test_selectivity_change_reference_engine_agrees_with_the_oracle(change, tmp_path):

@@ -222,7 +222,8 @@ def test_fig7a_on_the_shipped_sample_through_the_cli(tmp_path, capsys):
     (line,) = captured.err.splitlines()
     assert line.startswith("mqjoin: the workload's statistics describe other data than") and "measured again" in line
     assert "mqjoin stats tpch_fig7a.yaml --data" in line
-    assert out["statistics"]["remeasured"] and out["statistics"]["horizon"] == pytest.approx(out["predicted"]["span"], rel=1e-4)
+    assert out["statistics"]["remeasured"] and out["statistics"]["horizon"] == pytest.approx(out["predicted"]["span"],
+                                                                                             rel=1e-4)
     assert out["predicted"]["total_rows"]["ratio"] == pytest.approx(1, rel=0.10)
     assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path), "--json",
                  "--workload-stats"]) == 0

@@ -380,7 +380,8 @@ def test_an_explorer_told_to_start_spark_ahead_at_once_and_says_so(monkeypatch):
     monkeypatch.setattr(dp, "prepare_session", start)
     monkeypatch.setattr(dp, "session_running", lambda: running[0])
 
-    ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider), spark_ahead=True)
+    ex = Explorer("paper_v2.yaml", debounce=0, deploy=lambda plan_provider: DeployPanel(plan_provider),
+                  spark_ahead=True)
     panel = ex.deploy_panel
     for _ in range(500):
         if started:
@@ -439,7 +440,8 @@ def test_the_spark_mode_is_shown_before_and_after_deploy(monkeypatch):
 
     monkeypatch.setattr(FakeDeployment, "__init__", with_choice)
     click_deploy(panel)
-    assert panel.mode_line.value.startswith("Spark mode of mqo #1: <b>distributed</b> — asked for"), panel.mode_line.value
+    mode_line = panel.mode_line.value
+    assert mode_line.startswith("Spark mode of mqo #1: <b>distributed</b> — asked for"), mode_line
     panel.close()
 
 
@@ -478,7 +480,8 @@ def test_a_deploy_clicked_while_spark_warms_up_waits_for_it_and_stop_cancels_it(
     import mqjoin.widgets.deploy_run as dp
 
     calls = []
-    monkeypatch.setattr(launch, "deploy", lambda plan, data, out, **kw: calls.append(1) or FakeDeployment(plan, "mqjoin"))
+    monkeypatch.setattr(launch, "deploy", lambda plan, data, out, **kw: calls.append(1)
+                        or FakeDeployment(plan, "mqjoin"))
     monkeypatch.setattr(dp, "session_running", lambda: True)
     for stop in (False, True):
         panel = DeployPanel(lambda: optimize(W).plan, data=TABLES, refresh_seconds=0)

@@ -171,7 +171,8 @@ PLANNERS = [dict(planner="mjoin"), dict(planner="mjoin", decompose=True), dict(p
             dict(planner="ajoin")]
 
 
-@pytest.mark.parametrize("seed,workload,tables", filtered_cases(5, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,workload,tables", filtered_cases(5, start=500), ids=lambda v: str(v)
+                         if isinstance(v, int) else "")
 def test_filtered_results_equal_the_oracle_under_every_planner(seed, workload, tables):
     want = oracle_results(workload, tables)
     for grouped in (False, True):

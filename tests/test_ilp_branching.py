@@ -82,7 +82,8 @@ def test_each_part_alone_against_highs():
 def test_five_way_queries_alone_are_branched_by_default(monkeypatch):
     calls = []
     bb = ilp_branching.branch_and_bound
-    monkeypatch.setattr(ilp_solving, "branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols)) or bb(m, cols, *a, **k))
+    monkeypatch.setattr(ilp_solving, "branch_and_bound", lambda m, cols, *a, **k: calls.append(len(cols))
+                        or bb(m, cols, *a, **k))
     w = random_workload(3, 100, 5, seed=0)  # three five-way queries sharing no store: three parts
     mdl = build_model(enumerate_candidates(w), "replicas")
     assert solve(mdl).optimal and not calls  # solved without LPs (mqjoin.planning.ilp.paths)

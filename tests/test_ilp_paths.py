@@ -120,10 +120,12 @@ def test_least_at_as_every_combination(seed):
         zs = [(-1,) * len(search.stores)] + [tuple(j if u == t else -1 for u in range(len(search.stores)))
                                               for t in range(len(search.stores)) for j in range(len(search.stores[t]))]
         for ri in range(len(search.starts)):
-            for on, off in [(0, 0), (search.can, 0)] + [(search.can, 1 << n) for n in mirs] + [(1 << n, 0) for n in mirs]:
+            for on, off in [(0, 0), (search.can, 0)] + [(search.can, 1 << n) for n in mirs] + [(1 << n, 0)
+                                                                                               for n in mirs]:
                 for z in zs:
                     allowed = search.can & ~off
-                    assert search._least_at(ri, on, allowed, z) == _brute_least(search, ri, on, allowed, z), (ri, on, off, z)
+                    assert search._least_at(ri, on, allowed, z) == _brute_least(search, ri, on, allowed, z), (ri, on,
+                                                                                                              off, z)
                     compared += 1
     assert compared > 100
 

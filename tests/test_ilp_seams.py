@@ -165,7 +165,8 @@ def test_searches_below_a_held_plan():
     single_combos = [part.chosen_by(single, t) for kk, t in part.combinations if kk == single][:3]
     held = BlockCosts(part, deadline=None)
     for kk, choices, fresh in [(k, combos, lambda: SeamSearch(mdl, part.blocks[k].cols, seam, part.tie)),
-                               (single, single_combos, lambda: paths.BlockPaths(mdl, part.blocks[single].cols, part.tie))]:
+                               (single, single_combos,
+                                lambda: paths.BlockPaths(mdl, part.blocks[single].cols, part.tie))]:
         search = fresh()
         for choice in choices:
             cost, _ = search.optimum(choice)

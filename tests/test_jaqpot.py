@@ -10,7 +10,8 @@ import random
 import pytest
 
 from mqjoin.model.errors import JaqpotError
-from mqjoin.planners.jaqpot import (BASELINES, BinaryPlan, baseline, coverage, discrete_knapsack, evaluate, figure_2b, gh_wmscp,
+from mqjoin.planners.jaqpot import (BASELINES, BinaryPlan, baseline, coverage, discrete_knapsack, evaluate, figure_2b,
+                                    gh_wmscp,
                            grepp, jaqpot, jaqpot_policy, linear_plan, productivity_table, refresh_rates,
                            running_example, staleness, state_names)
 

@@ -75,7 +75,8 @@ def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
     sizes = measure_sizes(w, tables)
     assert any(m.last for m in sizes)
     worst = {}
-    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])), ("order", w.with_sizes(sizes))):
+    for name, sized in (("sizes", w.with_sizes([replace(m, arrival=()) for m in sizes])),
+                        ("order", w.with_sizes(sizes))):
         assert all(not m.last for m in sized.sizes) == (name == "sizes")
         plan = optimize(sized, mirs=False).plan
         run = run_reference(plan, tables, collect=False)
@@ -87,16 +88,13 @@ def test_the_order_of_arrival_makes_predictions_hold_on_key_ordered_streams():
 
 @pytest.fixture(scope="module")
 def fig7a_sample():
-    """The shipped TPC-H sample and Figure 7(a)'s workload with statistics of the sample
-    without join sizes (those a run measures)."""
+    """The shipped TPC-H sample and Figure 7(a)'s workload as shipped (its sizes and orders of
+    arrival) with the rates and selectivities of the sample."""
     from mqjoin.datasets.stats import estimate_statistics
     from mqjoin.model.tables import read_inputs
-    from mqjoin.model.workload import Workload, load_workload
+    from mqjoin.model.workload import load_workload
 
     w = load_workload(tpch.WORKLOADS / "tpch_fig7a.yaml")
-    spec = w.to_spec()
-    spec.pop("sizes")
-    w = Workload.from_spec(spec)
     tables = read_inputs(w, tpch.SAMPLE)
     return w, tables, estimate_statistics(w, tables, sample=None).apply(w)
 
@@ -109,8 +107,9 @@ def test_a_runs_sizes_are_its_counts(fig7a_sample):
     check = check_run(plan, run.probe_messages, run.store_rows, span).to_dict()
     sizes = run_sizes(fitted, check)
     assert sizes and all(len(m.relations) > 1 and m.value > 0 for m in sizes)
-    for h in check["held"]:  # an MIR store's rows are its join's count
-        m = next(m for m in sizes if set(m.relations) == set(h["relations"]))
+    assert len({(m.query, frozenset(m.relations)) for m in sizes}) == len(sizes)  # one size per set and scope
+    for h in check["held"]:  # an MIR store's rows are its join's count, whichever query's steps also reach it
+        m = next(m for m in sizes if set(m.relations) == set(h["relations"]) and m.query in (None, h["query"]))
         assert m.value * h["volume"] == pytest.approx(max(h["rows"], 1))
     replanned = fitted.with_sizes(sizes, strict=False)
     assert replanned.sizes and optimize(replanned).probe_cost > 0
@@ -149,8 +148,10 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     front = [r for r in rows if r["measured_front"]]
     assert front and len(front) < len(rows)
     for r in rows:
-        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"] and o["measured_memory"] <= r["measured_memory"]
-                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"], r["measured_memory"])
+        beaten = any(o["measured_probe_cost"] <= r["measured_probe_cost"]
+                     and o["measured_memory"] <= r["measured_memory"]
+                     and (o["measured_probe_cost"], o["measured_memory"]) != (r["measured_probe_cost"],
+                                                                              r["measured_memory"])
                      for o in rows)
         assert r["measured_front"] == (not beaten), r
     assert [r for r in rows if r.get("chosen")] == [mqo]
@@ -158,7 +159,8 @@ def test_run_json_and_stats_from(tmp_path, capsys):
     text = capsys.readouterr().out.splitlines()
     assert "on measured" in text[0] and "front" in text[0]
     assert sum("← chosen" in line for line in text) == 1
-    assert text[-1].endswith(f"the optimiser's choice (clash mqo single) is {'on' if mqo['measured_front'] else 'not on'} it")
+    assert text[-1].endswith("the optimiser's choice (clash mqo single) is "
+                             f"{'on' if mqo['measured_front'] else 'not on'} it")
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),

@@ -136,7 +136,8 @@ def test_coterminous_streams_match_the_cost_model():
     costs the model's +24 % in probes (key lookups = hashes − moves), but only ~3 % in comparisons."""
     s = section33(values=100, delays=(0.03, 0.02, 0.03))
     ps = table1_plans(s.workload)
-    ops = {n: run_reference(ps[n], s.tables, collect=False, instrument=True).operations for n in ("mjoin", "mjoin, wrong")}
+    ops = {n: run_reference(ps[n], s.tables, collect=False, instrument=True).operations
+           for n in ("mjoin", "mjoin, wrong")}
     lookups = {n: o["hashes"] - o["moves"] for n, o in ops.items()}
     model = {n: ps[n].probe_cost for n in ops}  # per unit of time; the workload's unit is the whole input
     assert (model["mjoin"], model["mjoin, wrong"]) == pytest.approx((21_000, 26_000))

@@ -55,7 +55,8 @@ def _run(plan, tables, batch, counts=None):
     return ex
 
 
-@pytest.mark.parametrize("seed,w,tables", cases(6, start=9100, max_rows=20), ids=lambda v: f"s{v}" if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,w,tables", cases(6, start=9100, max_rows=20), ids=lambda v: f"s{v}"
+                         if isinstance(v, int) else "")
 def test_counts_per_partition_add_up_to_the_executor_and_match_a_direct_count(seed, w, tables):
     plan = optimize(w).plan
     ex = _run(plan, tables, 7)

@@ -159,7 +159,8 @@ def tree_plan_cost(w, qname, t):
     return build_plan(w, choices, "individual", "single").probe_cost
 
 
-@pytest.mark.parametrize("seed,workload,tables", cases(25, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,workload,tables", cases(25, start=500), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
 def test_best_tree_is_the_cheapest_of_all_binary_trees(seed, workload, tables):
     for q in workload.queries:
         w = workload.restricted_to([q.name])
@@ -375,7 +376,8 @@ relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c
 queries: {q: "A(a), B(a,b), C(b,c), D(c,d), E(d)", p: "B(b), C(b,c), D(c)"}
 """)
     leaf = JoinTree.leaf
-    trees = {"q": JoinTree.join([JoinTree.join([leaf("A"), leaf("B"), leaf("C")]), JoinTree.join([leaf("D"), leaf("E")])]),
+    trees = {"q": JoinTree.join([JoinTree.join([leaf("A"), leaf("B"), leaf("C")]),
+                                 JoinTree.join([leaf("D"), leaf("E")])]),
              "p": JoinTree.join([leaf("B"), leaf("C"), leaf("D")])}
     assert str(trees["q"]) == "((A ⋈ B ⋈ C) ⋈ (D ⋈ E))"
     tables = uniform_streams(w, duration=2.0, seed=4)

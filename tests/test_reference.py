@@ -41,7 +41,8 @@ def test_results_equal_oracle_larger(seed, workload, tables):
         assert run.result_sets() == want, f"seed {seed}: {mode}/{pol}/mirs={mirs}"
 
 
-@pytest.mark.parametrize("seed,workload,tables", cases(8, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,workload,tables", cases(8, start=500), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
 def test_output_files_hold_the_oracle_sets_written_in_parts_and_counted_from_metadata(seed, workload, tables, tmp_path,
                                                                                      monkeypatch):
     """``OUT/<query>.parquet`` from the reference run (tuples converted in bulk) and from the

@@ -41,7 +41,8 @@ def test_filters_scale_an_unfiltered_size_or_take_their_own():
     assert join_size(w2, {"R", "S"}, w2.query("q1").classes) == 40.0
     # a group keeps the union of its filters: the size measured with q2's own filter is not its size
     g = parse_workload(BASE.replace('q2: {join: "R(a), S(a)", where: "R.x < 3"}',
-                                    'q2: {join: "R(a), S(a)", where: "R.x < 3"}, q4: {join: "R(a), S(a)", where: "R.x > 7"}')
+                                    'q2: {join: "R(a), S(a)", where: "R.x < 3"}, q4: {join: "R(a), S(a)", where: "R.x '
+                                    '> 7"}')
                        .replace("{q2.R: 0.5}", "{q2.R: 0.5, q4.R: 0.2}") + 'sizes: {"R ⋈ S": 40, q2: {"R ⋈ S": 7}}')
     g = g.with_groups([["q2", "q4"]])
     gsel = g.selections("q2")
@@ -151,7 +152,8 @@ def test_the_order_of_arrival_sets_the_share_of_a_steps_prefix():
     def costs(w):  # (start, prefix) → unit cost of the steps of q1
         c = enumerate_candidates(w)
         return {(s.prefix[0].relations[0], "".join(sorted(s.prefix_relations))): c.step_cost[s]
-                for s in c.step_cost if "".join(sorted(s.prefix_relations)) == "RS" and s.classes == w.query("q1").classes}
+                for s in c.step_cost if "".join(sorted(s.prefix_relations)) == "RS"
+                and s.classes == w.query("q1").classes}
 
     assert costs(plain) == {("R", "RS"): 20.0, ("S", "RS"): 20.0}  # |⋈P| / |P|
     assert costs(split) == {("R", "RS"): 4.0, ("S", "RS"): 36.0}  # |⋈P| · o
@@ -208,7 +210,8 @@ def test_costs_within_the_sampled_sizes_error_tie_and_the_lighter_plan_is_chosen
     r = optimize(chain(0.3))
     assert tolerance(optimize(chain(0.3), memory_ties=False).plan) == pytest.approx(0.15)
     d = r.to_dict()["tie_break"]
-    assert d["changed"] and d["probe_cost_change"] == pytest.approx(0.125) and d["memory_change"] == pytest.approx(-0.25)
+    assert d["changed"] and d["probe_cost_change"] == pytest.approx(0.125)
+    assert d["memory_change"] == pytest.approx(-0.25)
     assert "least memory chosen, probe cost +12.50%, memory -25.0%" in r.summary()
     # the optimum without the pass, and an error too small to reach the other plan: the optimum
     assert optimize(chain(0.3), memory_ties=False).probe_cost == 400
@@ -235,7 +238,8 @@ def test_an_error_round_trips_moves_with_edits_and_a_run_measures_it_away():
     for e in (w.with_selectivity("R.a = S.a", 0.05), w.with_relation("R", rate=20), parse_workload(w.to_yaml())):
         assert [m.error for m in e.sizes] == [0.05, 0.0]
     cs = w.query("q1").classes
-    assert (w.size_error({"R", "S"}, cs), w.size_error({"S", "T"}, cs), w.size_error({"R", "S", "T"}, cs)) == (0.05, 0, 0)
+    assert (w.size_error({"R", "S"}, cs), w.size_error({"S", "T"}, cs), w.size_error({"R", "S", "T"}, cs)) == (0.05, 0,
+                                                                                                               0)
     assert w.size_error({"R", "S"}, w.query("q2").classes, w.selections("q2")) == 0.05  # f · size: the same error
     # a run counts the whole stream: its size replaces the sampled one, and its error
     run = w.with_sizes([MeasuredSize(None, ("R", "S"), 30.0)])

@@ -50,7 +50,8 @@ queries: {q1: "R(a), S(a)"}
 def live_tables(seconds: int, per_second: int = 4) -> dict[str, Table]:
     """R, S, T with ``per_second`` tuples a second each, values cycling over 3."""
     n = seconds * per_second
-    return {r: Table.from_columns(r, {"ts": [k / per_second + 0.05 * j for k in range(n)], "a": [k % 3 for k in range(n)]})
+    return {r: Table.from_columns(r,
+                                  {"ts": [k / per_second + 0.05 * j for k in range(n)], "a": [k % 3 for k in range(n)]})
             for j, r in enumerate("RST")}
 
 

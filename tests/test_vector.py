@@ -56,7 +56,8 @@ def test_filtered_and_grouped_workloads_equal_the_oracle(seed, workload, tables,
                f"seed {seed} {mode}/{pol} grouped={grouped}")
 
 
-@pytest.mark.parametrize("seed,workload,tables", filtered_cases(4, start=500), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,workload,tables", filtered_cases(4, start=500), ids=lambda v: str(v)
+                         if isinstance(v, int) else "")
 def test_every_planner_equals_the_oracle(seed, workload, tables):
     want = oracle_results(workload, tables)
     for kw in (dict(planner="mjoin"), dict(planner="tree"), dict(planner="ajoin"), dict(planner="pmjoin")):
@@ -115,7 +116,8 @@ def test_multi_attribute_keys_confirm_a_hash_match_on_the_values(monkeypatch):
         assert run_vector(optimize(w).plan, tables, batch=b).result_sets()["q"] == want, b
 
 
-@pytest.mark.parametrize("seed,workload,tables", cases(10, start=200), ids=lambda v: str(v) if isinstance(v, int) else "")
+@pytest.mark.parametrize("seed,workload,tables", cases(10, start=200), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
 def test_store_rows_after_a_batch_are_the_per_tuple_executors_after_its_purge(seed, workload, tables):
     plan = optimize(workload, partitioning="replicas").plan
     base = base_tuples(workload, tables, plan.sources)

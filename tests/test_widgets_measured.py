@@ -79,7 +79,8 @@ def test_probe_trees_coloured_by_measured_over_predicted_with_both_numbers_on_ho
     assert hi and (not lo or set(hi).isdisjoint(lo))
     rows = {c.store: c.ratio for c in check.stores if c.kind == "rows"}
     store_of = {n.edge: n.store for n in plan_of.nodes}
-    assert list(stores.textfont.color) == [ratio_color(rows[store_of[e]], RATIO_TEXT_SCALE) for e, *_ in stores.customdata]
+    assert list(stores.textfont.color) == [ratio_color(rows[store_of[e]], RATIO_TEXT_SCALE)
+                                           for e, *_ in stores.customdata]
 
 
 def test_the_view_colours_after_a_run_keeps_them_through_an_edit_and_drops_them_for_another_plan():

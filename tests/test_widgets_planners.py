@@ -169,7 +169,8 @@ def test_jaqpot_says_when_mu_moves_or_is_kept_in_range_and_titles_its_axes():
     note = html.unescape(view.mu_note.value)
     assert "another query" in note and ("μ moved from " in note) == (fmt(before) != fmt(view.mu.value))
     layout = view.figure.layout
-    assert layout.xaxis.title.text.startswith("μ (tuples processed per second") and "throughput" in layout.yaxis.title.text
+    assert layout.xaxis.title.text.startswith("μ (tuples processed per second")
+    assert "throughput" in layout.yaxis.title.text
     box = view.children[0].children[1].children[1]
     frontend_sets(box, value=0.0)
     low = 10 ** view.mu.min

@@ -27,7 +27,8 @@ and views that watch it —
 * :class:`Explorer` — all of them in tabs, with a slot for a Deploy panel
   (:mod:`.explorer`; the panel itself is :mod:`.deploy_panel`).
 
-Figures are pure functions of values (:mod:`.figures`, :mod:`.tree_figures`), as are plan diffs (:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
+Figures are pure functions of values (:mod:`.figures`, :mod:`.tree_figures`), as are plan diffs
+(:mod:`mqjoin.planning.diff`, in the engine: the adaptive controller uses them too).
 
 >>> from mqjoin.widgets import Explorer
 >>> ex = Explorer("paper_v2.yaml", debounce=0)

@@ -55,8 +55,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], marked: Iter
     """An HTML table (styled by one ``<style>`` block, not per cell: tables are resent on
     every plan change); ``marked`` rows are shaded (e.g. shared steps, the current plan).
 
-    >>> table(["a", "b"], [[1, "x<y"]], marked=[True])
-    '<style>...</style><table class="mqjoin-table"><tr><th>a</th><th>b</th></tr><tr class="mark"><td>1</td><td>x&lt;y</td></tr></table>'
+    >>> table(["a", "b"], [[1, "x<y"]], marked=[True])  # doctest: +NORMALIZE_WHITESPACE
+    '<style>...</style><table class="mqjoin-table"><tr><th>a</th><th>b</th></tr><tr
+    class="mark"><td>1</td><td>x&lt;y</td></tr></table>'
     """
     th = "".join(f"<th>{esc(h)}</th>" for h in headers)
     marks = list(marked) if marked is not None else None

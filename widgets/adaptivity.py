@@ -144,8 +144,8 @@ class AdaptivityPanel(GuardedPanel, W.VBox):
                                      style={"button_width": "96px"},
                                      tooltips=["re-optimise on the statistics of each epoch",
                                                "keep the first plan (query changes still re-plan)"])
-        self.limit_mirs = W.Checkbox(value=False, description="MIR budget", indent=False, layout=W.Layout(width="110px"),
-                                     tooltip=MIR_BUDGET_HELP)
+        self.limit_mirs = W.Checkbox(value=False, description="MIR budget", indent=False,
+                                     layout=W.Layout(width="110px"), tooltip=MIR_BUDGET_HELP)
         self.mir_budget = W.BoundedFloatText(value=100.0, min=0.0, max=1e15, description="tuples", disabled=True,
                                              layout=W.Layout(width="180px"), tooltip=MIR_BUDGET_HELP)
         self.speedup = W.FloatLogSlider(value=1.0, base=10, min=-1, max=3, step=0.05, description="speedup",

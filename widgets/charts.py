@@ -122,7 +122,8 @@ def run_series(label: str, batches, queries, progress, *, per_query: bool = Fals
     out = {k: [(n, x, y, "solid") for n, x, y in v] for k, v in chart_series(label, batches, queries, progress).items()}
     lat = out["result latency (s)"]
     if per_query:
-        out["result latency (s)"] = [(n, x, y, QUERY_DASHES[k % len(QUERY_DASHES)]) for k, (n, x, y, _) in enumerate(lat)]
+        out["result latency (s)"] = [(n, x, y, QUERY_DASHES[k % len(QUERY_DASHES)])
+                                     for k, (n, x, y, _) in enumerate(lat)]
     elif lat:
         agg = _weighted_latency(queries)
         t0 = min(f["started"].min() for f in (batches, queries) if f is not None and len(f) and "started" in f)
@@ -431,8 +432,8 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
         raise ValueError(f"panels must be distinct keys of {', '.join(EPOCH_PANELS)}, got {panels!r}")
     row = {p: k for k, p in enumerate(panels, start=1)}
     heights = [0.45 if p == "plans" else 1.0 for p in panels]
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08 if len(panels) <= 3 else 0.05,
-                        subplot_titles=[EPOCH_PANELS[p] for p in panels],
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.08 if len(panels) <= 3
+                        else 0.05, subplot_titles=[EPOCH_PANELS[p] for p in panels],
                         row_heights=[h / sum(heights) for h in heights])
     names = names or PlanNames()
     labels: list[tuple[float, str, str, str | None]] = []  # (x, text, colour, hover)
@@ -482,7 +483,8 @@ def epoch_figure(runs: Iterable[tuple[str, Any]], marks: dict[str, float] | None
     labels.sort(key=lambda x: x[0])
     rows = label_rows([(at, text) for at, text, _, _ in labels], max(extent))
     for (at, text, colour, hover), r in zip(labels, rows):
-        fig.add_annotation(x=at, y=1.0, yref="paper", yanchor="bottom", xanchor="left", yshift=6 + LABEL_ROW_PX * (r + 1),
+        fig.add_annotation(x=at, y=1.0, yref="paper", yanchor="bottom", xanchor="left", yshift=6 + LABEL_ROW_PX
+                           * (r + 1),
                            text=text, hovertext=hover, showarrow=False, font={"size": PROJECTOR_FONT, "color": colour})
     if "plans" in row:
         fig.update_yaxes(autorange="reversed", row=row["plans"], col=1)

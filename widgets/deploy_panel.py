@@ -562,12 +562,14 @@ class DeployPanel(GuardedPanel, W.VBox):
             batches, queries, progress = d.batches, d.queries, d.progress
             first = True
             for row, panel in enumerate(CHART_ROWS, start=1):
-                for name, x, y, dash in run_series(label, batches, queries, progress, per_query=self.per_query.value)[panel]:
+                for name, x, y, dash in run_series(label, batches, queries, progress,
+                                                   per_query=self.per_query.value)[panel]:
                     x_max = max([x_max, *x])
                     traces.append(dict(type="scatter", x=x, y=y, name=label if first else name, legendgroup=label,
                                        showlegend=first, meta=name,  # the line's full name (the legend shows the run's)
                                        mode="lines+markers", line={"color": colour, "dash": dash},
-                                       marker={"color": colour, "size": 5}, hovertemplate=f"{esc(name)}: %{{y:.4g}}<extra></extra>",
+                                       marker={"color": colour, "size": 5},
+                                       hovertemplate=f"{esc(name)}: %{{y:.4g}}<extra></extra>",
                                        xaxis="x" if row == 1 else f"x{row}", yaxis="y" if row == 1 else f"y{row}"))
                     first = False
             s = run_summary(batches, queries, progress, rate=st.get("rate"), total=getattr(d, "total", None))
@@ -576,7 +578,8 @@ class DeployPanel(GuardedPanel, W.VBox):
             note = "; ".join(n for n in (st["note"], s.behind) if n)
             rows.append([swatch, state_html(st["state"]), count(s.tuples),
                          "—" if s.tuples_per_s is None else count(s.tuples_per_s), _seconds(s.latency_p50),
-                         _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows), esc(note or "")])
+                         _seconds(s.latency_p95), "—" if s.state_rows is None else count(s.state_rows),
+                         esc(note or "")])
         sync_figure(self.figure, [self._target_trace(), *traces], self._layout(x_max))
         self.runs_table.value = table(["run", "state", "tuples", "tuples/s", "latency p50", "latency p95",
                                        "state rows", "notes"], rows, raw=True) if rows else ""

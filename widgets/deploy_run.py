@@ -1,13 +1,11 @@
 """The Deploy panel's runs, without a widget: their states and what moves them, the start of
 Spark ahead of a deploy (one per process), and the panel's words.
 
-:class:`Runs` is the state machine of one panel's runs.  A run is *starting* from the click
-until its deployment exists (Stop cancels it: *stopped*), then *running* until its deployment
-reports the end of its input (*finished*), a failure (*failed*: a transient Spark warning
-leaves it running, with a note; the buttons are set again all the same) or is stopped (*stopped*: by Stop, or past its budget).  Every
-method takes the lock, changes the states and returns what the view has to show
-(:class:`Reaction`); nothing here imports ipywidgets, so the transitions are tested without a
-kernel.
+:class:`Runs` is the state machine of one panel's runs.  A run is *starting* from the click until its deployment exists
+(Stop cancels it: *stopped*), then *running* until its deployment reports the end of its input (*finished*), a failure
+(*failed*: a transient Spark warning leaves it running, with a note; the buttons are set again all the same) or is
+stopped (*stopped*: by Stop, or past its budget).  Every method takes the lock, changes the states and returns what the
+view has to show (:class:`Reaction`); nothing here imports ipywidgets, so the transitions are tested without a kernel.
 
 >>> runs = Runs()
 >>> start = runs.begin("mqjoin", "mqo", 2000.0, on_spark=False)
@@ -278,7 +276,8 @@ class Runs:
     def live(self) -> list[tuple[str, Any]]:
         """(label, deployment) of the runs running."""
         with self.lock:
-            return [(label, d) for label, d in self.deployments if self.state[label]["state"] in ("starting", "running")]
+            return [(label, d) for label, d in self.deployments
+                    if self.state[label]["state"] in ("starting", "running")]
 
     def begin(self, engine: str, mode: str, rate: float, on_spark: bool) -> "Start":
         """A run clicked: numbered, *starting*."""
@@ -393,7 +392,8 @@ class Runs:
                         status = ("error", f"{label}: {err} — {ADVICE}")
                 elif new in ("finished", "stopped"):
                     st["state"] = new if st["state"] != "stopped" else "stopped"
-                    status = (st["state"], f"{label} {st['state']}" + (" — all input consumed" if new == "finished" else ""))
+                    status = (st["state"], f"{label} {st['state']}"
+                              + (" — all input consumed" if new == "finished" else ""))
                 if new in ENDED:
                     self.waiting.pop(label, None)
                     return Reaction(status, ended=True)

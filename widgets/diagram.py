@@ -27,8 +27,9 @@ def region_detail(d: PlanDiagram, ix: int, iy: int) -> str:
     >>> from types import SimpleNamespace as N
     >>> d = PlanDiagram(N(values=(1, 2), label="x"), N(values=(1,), label="y"), "mqo", "single",
     ...                 ((("q", "R", "R » S[a]"),), (("q", "R", "R » S[b]"),)), ((0, 1),), ((1.0, 2.0),), ((1.0, 1.0),))
-    >>> print(region_detail(d, 0, 0).replace("&gt;", ">"))
-    <b>P1</b> at x = 1, y = 1: probe cost 1, memory 1<br>q from R: R » S[a]<br><b>its neighbour P2</b> (x = 2, y = 1): − q from R: R » S[a]<br>+ q from R: R » S[b]
+    >>> print(region_detail(d, 0, 0).replace("&gt;", ">"))  # doctest: +NORMALIZE_WHITESPACE
+    <b>P1</b> at x = 1, y = 1: probe cost 1, memory 1<br>q from R: R » S[a]<br><b>its neighbour P2</b> (x = 2, y = 1): −
+    q from R: R » S[a]<br>+ q from R: R » S[b]
     """
     k = d.plan_index[iy][ix]
     names = d.names()
@@ -202,7 +203,8 @@ class PlanDiagramView(ModelView, W.VBox):
     def show_region(self, ix: int, iy: int) -> None:
         """Show the plan of cell ``(ix, iy)`` and its diff to the neighbouring region."""
         if self.diagram is not None:
-            self.detail.value = f'<div style="font-size:14px;font-family:monospace">{region_detail(self.diagram, ix, iy)}</div>'
+            self.detail.value = ('<div style="font-size:14px;font-family:monospace">'
+                                 f'{region_detail(self.diagram, ix, iy)}</div>')
 
     def axes(self) -> tuple[SweepParam, SweepParam]:
         """The two sweep axes as chosen in the controls."""
@@ -258,5 +260,6 @@ class PlanDiagramView(ModelView, W.VBox):
         self.legend.value = table(["plan", "area", "probe cost", "probe orders that set it apart"], rows, raw=True)
         self.detail.value = "<i>click a region to see its plan and what changes at its border</i>"
         self.status.value = (f'<span style="font-size:14px">{d.distinct} distinct plans, '
-                             f"{len(x.values) * len(y.values)} optimisations ({esc(m.mode)}/{esc(m.partitioning)})</span>")
+                             f"{len(x.values) * len(y.values)} optimisations "
+                             f"({esc(m.mode)}/{esc(m.partitioning)})</span>")
         return d

@@ -272,7 +272,8 @@ def query_graph_traces(workload: Workload, highlight: str | None = None) -> tupl
 HUB_GAP = 0.09
 
 
-def _hub_centres(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict[tuple[str, ...], tuple[float, float]]:
+def _hub_centres(workload: Workload, pos: Mapping[str, tuple[float, float]]) -> dict[tuple[str, ...],
+                                                                                     tuple[float, float]]:
     """Where the hub of each hyperedge (a class of three or more relations, by its relations)
     sits: its members' centroid, pushed away from relations and other hubs nearer than
     :data:`HUB_GAP` (two classes over one triangle, TPC-H's partkey and suppkey, would share

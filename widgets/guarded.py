@@ -17,8 +17,9 @@ the reason for the status line.  Everything the run produced stays.
 >>> g = RunGuard()
 >>> g.check(w, 10.0) is None, g.estimate.summary()
 (True, 'expected: about 2,000 input tuples, 900,000 results, 2,000 rows in stores at the end, ~109 MB')
->>> print(g.check(w, 100.0))
-this run would produce about 90 million results (q 90 million) and need about 11 GB of memory (limits: 20 million results, 2.0 GB): shorten the run, lower the selectivities (the largest: R.a = S.a 0.9) or raise the limits
+>>> print(g.check(w, 100.0))  # doctest: +NORMALIZE_WHITESPACE
+this run would produce about 90 million results (q 90 million) and need about 11 GB of memory (limits: 20 million
+results, 2.0 GB): shorten the run, lower the selectivities (the largest: R.a = S.a 0.9) or raise the limits
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class RunGuard:
             return str(e)
         return None
 
-    def watch(self, label: str, stop: Callable[[], Any], on_stop: Callable[[str], None]) -> Callable[[float, float], None]:
+    def watch(self, label: str, stop: Callable[[], Any], on_stop: Callable[[str], None]) -> Callable[[float, float],
+                                                                                                     None]:
         """A function ``(results so far, rows held)`` that stops the run once past the budget:
         ``stop()`` on a helper thread (a source may not be stopped from its own thread),
         then ``on_stop(message)``."""

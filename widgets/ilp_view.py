@@ -99,8 +99,8 @@ class IlpView(ModelView, W.VBox):
         #: the anytime chart's box: hidden unless a solve was cut short (an empty figure draws bare axes)
         self.anytime_box = W.Box([self.anytime], layout=W.Layout(display="none"))
         self.model.observe(lambda _: self.redraw_progress(), ["progress", "improving"])
-        super().__init__([self.stats, self.anytime_status, self.anytime_box, W.HTML("<b>objective by query</b>"), self.total, self.by_query,
-                          W.HTML("<b>chosen probe orders</b>"), self.orders,
+        super().__init__([self.stats, self.anytime_status, self.anytime_box, W.HTML("<b>objective by query</b>"),
+                          self.total, self.by_query, W.HTML("<b>chosen probe orders</b>"), self.orders,
                           W.HTML("<b>objective by step</b> (★ shared: paid once for every probe order that uses it)"),
                           self.steps, self.lp])
         self.redraw()
@@ -127,7 +127,8 @@ class IlpView(ModelView, W.VBox):
             {"type": "bar", "name": "own steps (solid, the query's colour)", "orientation": "h", "y": [None],
              "x": [None], "marker": {"color": "#9E9E9E"}, "hoverinfo": "skip"},
             {"type": "bar", "name": "share of shared steps (hatched)", "orientation": "h", "y": [None], "x": [None],
-             "marker": {"color": "#9E9E9E", "opacity": 0.6, "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
+             "marker": {"color": "#9E9E9E", "opacity": 0.6,
+                        "pattern": {"shape": "/", "fgcolor": "#222", "solidity": 0.3}},
              "hoverinfo": "skip"},
         ]
         layout = projector({"barmode": "stack", "height": 140 + 34 * len(qs),

@@ -77,7 +77,8 @@ def mu_range(plan: BinaryPlan, period: float = 1.0) -> tuple[float, float]:
     return (low if low < high else high / 100), high
 
 
-def curves(plan: BinaryPlan, period: float = 1.0, points: int = CURVE_POINTS) -> tuple[list[float], dict[str, list[float]]]:
+def curves(plan: BinaryPlan, period: float = 1.0, points: int = CURVE_POINTS) -> tuple[list[float],
+                                                                                       dict[str, list[float]]]:
     """μ at ``points`` log-spaced values over :func:`mu_range` and each policy's throughput
     there (the discrete DP's read off one :func:`~mqjoin.planners.jaqpot.knapsack_table`).
 

@@ -36,8 +36,8 @@ from typing import Any, Callable
 import ipywidgets as W
 
 from mqjoin.model.errors import MqjoinError
-from mqjoin.planners.pmjoin import (METHODS, SIZES, GroupPlan, Operator, PMJoinOptions, PMJoinReport, QueryPMJoin, ValueRates,
-                                    pmjoin_report, value_rates)
+from mqjoin.planners.pmjoin import (METHODS, SIZES, GroupPlan, Operator, PMJoinOptions, PMJoinReport, QueryPMJoin,
+                                    ValueRates, pmjoin_report, value_rates)
 
 from mqjoin.widgets._controls import checked_box
 from mqjoin.widgets._html import error_box, esc, table

@@ -81,7 +81,8 @@ class QueryChangesPanel(W.VBox):
         self.name = W.Text(description="name", placeholder="q9", layout=W.Layout(width="180px"))
         self.text = W.Text(description="query", placeholder="R(a), S(a,b), T(b)  or  R.a = S.a AND S.b = T.b",
                            layout=W.Layout(width="440px"))
-        self.selectivities = W.Textarea(description="selectivities", placeholder="S.b = T.b: 0.01   (optional, one per line)",
+        self.selectivities = W.Textarea(description="selectivities",
+                                        placeholder="S.b = T.b: 0.01   (optional, one per line)",
                                         layout=W.Layout(width="440px", height="52px"))
         self.add_button = W.Button(description="Add query", button_style="primary", icon="plus")
         self.remove_choice = W.Dropdown(options=[], description="query", layout=W.Layout(width="200px"))

@@ -1,19 +1,16 @@
 """The epoch timeline of adaptive runs in the explorer (paper Section VI).
 
-:class:`EpochTimeline` shows one or more adaptive runs over their epochs: a band with the
-plan active in every epoch (``P0``, ``P1`` …), latency, throughput (tuples per second of
-processing time, the input rate dashed), state and probe messages, with every switch marked
-and annotated with its cause — its full reason on hover —
-(:func:`mqjoin.widgets.charts.epoch_figure`), and an epoch selector that shows, for the
-selected epoch, the active plan's probe orders and stores, the decision that installed it
-(with its reason) and the plan diff against the plan before it
-(:func:`mqjoin.planning.diff.plan_diff`).  The diff's probe costs are the decision's: both
-plans under the statistics the switch was decided on, so the diff and the switch's label
-say the same saving (each plan's cost under the statistics it was optimised on would compare
-two different data).  Plans are named by their fingerprint across the runs of a timeline
-(:class:`~mqjoin.widgets.charts.PlanNames`): ``P1`` is one plan, in one colour, in every run.  Its sources, finished or live, and its throttled
-redraws are :mod:`mqjoin.widgets.live`'s; the query changes of a live run are
-:mod:`mqjoin.widgets.query_changes`', the Adaptivity tab :mod:`mqjoin.widgets.adaptivity`.
+:class:`EpochTimeline` shows one or more adaptive runs over their epochs: a band with the plan active in every epoch
+(``P0``, ``P1`` …), latency, throughput (tuples per second of processing time, the input rate dashed), state and probe
+messages, with every switch marked and annotated with its cause — its full reason on hover —
+(:func:`mqjoin.widgets.charts.epoch_figure`), and an epoch selector that shows, for the selected epoch, the active
+plan's probe orders and stores, the decision that installed it (with its reason) and the plan diff against the plan
+before it (:func:`mqjoin.planning.diff.plan_diff`).  The diff's probe costs are the decision's: both plans under the
+statistics the switch was decided on, so the diff and the switch's label say the same saving (each plan's cost under the
+statistics it was optimised on would compare two different data).  Plans are named by their fingerprint across the runs
+of a timeline (:class:`~mqjoin.widgets.charts.PlanNames`): ``P1`` is one plan, in one colour, in every run.  Its
+sources, finished or live, and its throttled redraws are :mod:`mqjoin.widgets.live`'s; the query changes of a live run
+are :mod:`mqjoin.widgets.query_changes`', the Adaptivity tab :mod:`mqjoin.widgets.adaptivity`.
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.model.tables import Table

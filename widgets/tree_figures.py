@@ -15,8 +15,9 @@ query graph's (:mod:`mqjoin.widgets.figures`), whose colours and plumbing they u
 >>> from mqjoin.widgets.model import as_workload
 >>> from mqjoin.planning.optimizer import optimize
 >>> tree = probe_tree_figure(optimize(as_workload("paper_v2.yaml"), mirs=False).plan)
->>> [t.name for t in tree.data]
-['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions', 'measured / predicted']
+>>> [t.name for t in tree.data]  # doctest: +NORMALIZE_WHITESPACE
+['edges', 'shared prefixes', 'edge labels', 'start relations', 'stores', 'outputs', 'broadcast probes', 'insertions',
+'measured / predicted']
 >>> list(tree.data[3].text)
 ['R', 'S', 'T', 'U']
 """
@@ -198,7 +199,8 @@ def _forest(plan: Plan, query: str | None) -> _Forest:
     for r in roots:
         ns, _, rel = r.rpartition(":")
         insertion[r] = ", ".join(f"{lab} ⇓ {plan.edge[lab].target}" for lab in plan.sources.get(rel, ())
-                                 if plan.edge[lab].kind == "ingest" and plan.store[plan.edge[lab].target].namespace == ns)
+                                 if plan.edge[lab].kind == "ingest"
+                                 and plan.store[plan.edge[lab].target].namespace == ns)
     left = CHAR_PX * max([len(r) for r in roots] + [0.85 * len(t) for t in insertion.values()] + [4]) + 30
     starts = [float(left)]
     for d in range(1, depth + 1):
@@ -367,8 +369,8 @@ def _store_trace(plan: Plan, f: _Forest, colors: Mapping[str, str], check: RunCh
         nw.append(3 if shared else 1)
         nd.append([n.edge, n.cost, chi, len(n.owners)])
     return {"type": "scatter", "name": "stores", "x": nx_, "y": ny, "mode": "markers+text", "text": nt,
-            "textposition": "top left", "textfont": {"size": TEXT_PX, **({"color": tc} if tc else {})}, "customdata": nd,
-            "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw],
+            "textposition": "top left", "textfont": {"size": TEXT_PX, **({"color": tc} if tc else {})},
+            "customdata": nd, "marker": {"symbol": ["diamond" if w > 1 else "square" for w in nw],
                        "size": [16 if w > 1 else 13 for w in nw], "color": nc, "line": {"width": nw, "color": "#222"}},
             "hovertext": nh, "hoverinfo": "text", "showlegend": False}
 

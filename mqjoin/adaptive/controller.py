@@ -5,10 +5,10 @@ which queries are active when is :mod:`.policy`.
 
 **Hysteresis.**  A re-optimised plan replaces the running one only if it differs (other
 probe orders or stores) and the running plan, re-costed under the new statistics
-(:func:`mqjoin.planning.recost.recost`), would cost more than ``1 + threshold`` times as much — so
-sampling noise does not make plans flap — or, with an MIR memory budget, if the running
-plan's MIR stores no longer fit it under the new statistics (:func:`mqjoin.planning.recost.mir_memory`).  Every decision, kept or switched, is a
-:class:`Decision` with its reason.
+(:func:`mqjoin.planning.recost.recost`), would cost more than ``1 + threshold`` times as much — so sampling noise does
+not make plans flap — or, with an MIR memory budget, if the running plan's MIR stores no longer fit it under the new
+statistics (:func:`mqjoin.planning.recost.mir_memory`).  Every decision, kept or switched, is a :class:`Decision` with
+its reason.
 
 **Join sizes measured by the running plan.**  Besides one selectivity per class, the
 controller measures what independence between classes gets wrong: the sizes of the running
@@ -261,7 +261,8 @@ class AdaptiveController:
         try:
             plan = self.optimizer(w, self.policy)
         except MqjoinError as e:
-            raise OptimizerError(f"re-optimisation for epoch {epoch} (queries {', '.join(w.query_names)}) failed: {e}") from None
+            raise OptimizerError(f"re-optimisation for epoch {epoch} (queries {', '.join(w.query_names)}) "
+                                 f"failed: {e}") from None
         return plan, time.perf_counter() - t0
 
     def _schedule(self, epoch: int, planned: tuple[Plan, float], stats: EpochStats | None, reason: str,
@@ -332,7 +333,8 @@ class AdaptiveController:
             self._schedule(target, (plan, seconds), stats, f"{head}; statistics of epoch {epoch - 1}: {moved}; "
                            f"{changes}", old, new)
             return
-        why = head if diff.plan_changed else f"re-optimised plan is the running one (cost {number(new)} {PROBE_COST_UNIT})"
+        why = head if diff.plan_changed else ("re-optimised plan is the running one "
+                                              f"(cost {number(new)} {PROBE_COST_UNIT})")
         self.plan_of[target] = running_idx
         self.decisions.append(Decision(epoch, stats.epoch, target, False, f"kept: {why}; statistics of epoch "
                                        f"{epoch - 1}: {moved}", running_idx, queries, old, new, seconds, stats))

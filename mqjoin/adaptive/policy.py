@@ -131,10 +131,11 @@ class AdaptivePolicy:
 
         >>> AdaptivePolicy.from_dict({"epoch": 2.0, "threshold": 0.1}) == AdaptivePolicy(epoch=2.0)
         True
-        >>> AdaptivePolicy.from_dict({"epoch": 2.0, "speed": 3})
+        >>> AdaptivePolicy.from_dict({"epoch": 2.0, "speed": 3})  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
         ...
-        mqjoin.model.errors.AdaptiveError: adaptive policy: unknown field 'speed' (fields: epoch, threshold, adapt, origin, mode, partitioning, mirs, solver, time_limit, sample, mir_budget, sizes)
+        mqjoin.model.errors.AdaptiveError: adaptive policy: unknown field 'speed' (fields: epoch, threshold, adapt,
+        origin, mode, partitioning, mirs, solver, time_limit, sample, mir_budget, sizes)
         """
         if not isinstance(data, Mapping):
             raise AdaptiveError(f"{where} must be a mapping of its fields, got {type(data).__name__}")
@@ -159,7 +160,8 @@ class QueryChange:
 
     >>> QueryChange(at=2.0, add={"q9": "R(a), S(a)"}).describe()
     '+q9'
-    >>> QueryChange(at=2.0, add={"q9": {"join": "R(a), S(a)", "where": "R.x = 1"}}, filters={"q9.R": 0.2}).fractions_of("q9")
+    >>> QueryChange(at=2.0, add={"q9": {"join": "R(a), S(a)", "where": "R.x = 1"}},
+    ...             filters={"q9.R": 0.2}).fractions_of("q9")
     {'R': 0.2}
     """
 
@@ -201,10 +203,11 @@ def parse_changes(text: str, where: str = "changelog") -> tuple[QueryChange, ...
 
     >>> parse_changes("- {at: 3, add: {q2: 'R(a), S(a)'}}\\n- {at: 9, remove: [q2]}")[1].remove
     ('q2',)
-    >>> parse_changes("- {at: 3, drop: [q1]}")
+    >>> parse_changes("- {at: 3, drop: [q1]}")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.AdaptiveError: changelog, entry 1: unknown key 'drop' (allowed: at, add, remove, selectivities, filters)
+    mqjoin.model.errors.AdaptiveError: changelog, entry 1: unknown key 'drop' (allowed: at, add, remove, selectivities,
+    filters)
     """
     import yaml
 
@@ -296,7 +299,8 @@ def with_change(workload: Workload, change: QueryChange) -> Workload:
     (``mqjoin optimize --changes``, :func:`mqjoin.planning.optimizer.replan`).
 
     >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload("defaults: {selectivity: 0.01}\\nrelations: {R: {attributes: [a]}, S: {attributes: [a]}}\\nqueries: {q1: 'R(a), S(a)'}")
+    >>> text = "defaults: {selectivity: 0.01}\\nrelations: {R: {attributes: [a]}, S: {attributes: [a]}}\\n"
+    >>> w = parse_workload(text + "queries: {q1: 'R(a), S(a)'}")
     >>> [q.name for q in with_change(w, QueryChange(at=0, add={"q2": "S(a), R(a)"}, remove=("q1",))).queries]
     ['q2']
     >>> with_change(w, QueryChange(at=1, remove=("q3",)))

@@ -46,7 +46,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
         ok = run.result_sets() == adaptive_oracle_results(w, tables, changes, policy)
         summary["check"] = "equal to the oracle" if ok else "DIFFERENT from the oracle"
         if not ok:
-            raise ResultMismatchError("adaptive results differ from the brute-force oracle (docs/model.md §6): please report this")
+            raise ResultMismatchError("adaptive results differ from the brute-force oracle (docs/model.md §6): please "
+                                      "report this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str, ensure_ascii=False))
         return 0

@@ -109,7 +109,8 @@ def stats_from(args: argparse.Namespace):
     except FileNotFoundError:
         raise OptionError(f"--stats-from: {args.stats_from!r} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OptionError(f"--stats-from: cannot read {args.stats_from!r} as the JSON of 'mqjoin run --json': {e}") from None
+        raise OptionError(f"--stats-from: cannot read {args.stats_from!r} "
+                          f"as the JSON of 'mqjoin run --json': {e}") from None
     if not isinstance(run, dict) or "predicted" not in run:
         raise OptionError(f"--stats-from: {args.stats_from!r} has no 'predicted' section; write it with "
                           f"'mqjoin run W --data D --out O --json > RUN.json' (reference engine)")

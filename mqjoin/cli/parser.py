@@ -46,7 +46,8 @@ def planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> N
     p.add_argument("--planner", choices=PLANNERS, default=default,
                    help="; ".join(f"{name}: {planner_of(name).label}" for name in PLANNERS) +
                         f"; for {and_list(name for name in PLANNERS if not planner_of(name).joint)}, --mode mqo means "
-                        "shared" + (f" (default: {default})" if default else f" (default: {and_list(named('compared'))})"))
+                        "shared"
+                        + (f" (default: {default})" if default else f" (default: {and_list(named('compared'))})"))
     p.add_argument("--tree-shape", choices=TREE_SHAPES, default=None,
                    help="with --planner tree: the cheapest linear (deep) tree, the cheapest most balanced (bushy) "
                         "tree, or the cheapest of all (best, the default)")
@@ -72,7 +73,8 @@ def spark_args(p: argparse.ArgumentParser) -> None:
                    help="where the plan's stores live: driver (in the driver's executor, one Spark job per "
                    "micro-batch), distributed (the stores sharded over the executors, for state beyond one "
                    "machine) or auto (the default: distributed on a cluster master, and on a local one when the "
-                   "model's estimated state exceeds half the machine's available memory; the choice and its reason are printed)")
+                   "model's estimated state exceeds half the machine's available memory; the choice and its reason are "
+                   "printed)")
     g.add_argument("--rate", type=float, metavar="N", help="replay N input tuples per second (default: as fast "
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
@@ -85,7 +87,8 @@ def spark_args(p: argparse.ArgumentParser) -> None:
 
 def adaptive_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("adaptivity (paper Section VI)")
-    g.add_argument("--adaptive", action="store_true", help="re-optimise every epoch on sampled statistics (--engine reference or spark); a new "
+    g.add_argument("--adaptive", action="store_true",
+                   help="re-optimise every epoch on sampled statistics (--engine reference or spark); a new "
                    "plan is active from the epoch after next")
     g.add_argument("--epoch", type=float, default=1.0, metavar="S", help="epoch length in seconds of event time "
                    "(default 1)")
@@ -100,7 +103,8 @@ def adaptive_args(p: argparse.ArgumentParser) -> None:
 
 
 def budget_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group(f"CPU budget (JAQPOT; reference engine, one query, --planner {' or '.join(named('cpu_budget'))})")
+    g = p.add_argument_group("CPU budget (JAQPOT; reference engine, one query, --planner "
+                             f"{' or '.join(named('cpu_budget'))})")
     g.add_argument("--cpu-budget", type=float, default=None, metavar="N",
                    help="at most N probes per second of event time; probes beyond an allocation are shed, tuples "
                         "never (the summary reports the result deficit against the unbounded run and staleness)")

@@ -153,7 +153,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         check_planner(args.planner, args.tree_shape, args.decompose)
     pmjoin = pmjoin_options(args, w, args.planner or "clash")
     plans = compare(w, settings(planners, args.tree_shape, args.decompose),
-                    OptimizeOptions(mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit, pmjoin=pmjoin))
+                    OptimizeOptions(mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
+                                    pmjoin=pmjoin))
     rows = [{"mode": s.mode, "partitioning": s.partitioning, "probe_cost": r.probe_cost, "memory": r.memory,
              "stores": len(r.plan.stores), "status": r.ilp.status, "planner": s.label} for s, r in plans.items()]
     chosen = None
@@ -190,8 +191,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_frontier(args: argparse.Namespace) -> int:
     from mqjoin.planning.frontier import frontier
 
-    f = frontier(load_named_workload(args.workload), mirs=not args.no_mirs, solver=args.solver, time_limit=args.time_limit,
-                 max_points=args.max_points)
+    f = frontier(load_named_workload(args.workload), mirs=not args.no_mirs, solver=args.solver,
+                 time_limit=args.time_limit, max_points=args.max_points)
     print(json.dumps(f.to_dict(), indent=1, ensure_ascii=False) if args.json else f.summary())
     return 0
 

@@ -84,7 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary["check"] = "equal to the oracle" if ok else "DIFFERENT from the oracle"
         if not ok:
             print(json.dumps(summary, indent=1) if args.json else summary["check"])
-            raise ResultMismatchError("results differ from the brute-force oracle (docs/model.md §6): please report this")
+            raise ResultMismatchError("results differ from the brute-force oracle (docs/model.md §6): please report "
+                                      "this")
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
@@ -178,7 +179,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"Spark results {'=' if same else '≠'} reference results"
               + ("" if want is None else f" {'=' if got == want else '≠'} oracle"))
         if not same or (want is not None and got != want):
-            raise ResultMismatchError("Spark results differ from the reference engine (docs/model.md §6): please report this")
+            raise ResultMismatchError("Spark results differ from the reference engine (docs/model.md §6): please "
+                                      "report this")
     print("\n'measured/model': probe messages per second over the modelled probe cost.  Windows are not "
           "in the cost model (docs/model.md §1),\nso this is only indicative here; benchmarks/reference_throughput.py "
           "checks it where the model's assumptions hold (≈ 1.00).")

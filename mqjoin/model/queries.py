@@ -11,10 +11,11 @@ agree) or from ``defaults.selectivity``.  Every error names the query and the at
 >>> q = resolve_query("q", "R(a), S(a,b), T(b)", rels, {}, Defaults(selectivity=0.01))
 >>> q, q.classes
 (Query(q: R(a), S(a,b), T(b)), ({R.a=S.a}, {S.b=T.b}))
->>> resolve_query("q", "R(a), T(b)", rels, {}, Defaults(selectivity=0.01))
+>>> resolve_query("q", "R(a), T(b)", rels, {}, Defaults(selectivity=0.01))  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-mqjoin.model.errors.WorkloadSyntaxError: query q: attribute 'a' is listed only for R, so it joins with nothing; remove it or list it for another relation too
+mqjoin.model.errors.WorkloadSyntaxError: query q: attribute 'a' is listed only for R, so it joins with nothing; remove
+it or list it for another relation too
 """
 
 from __future__ import annotations
@@ -350,10 +351,11 @@ def split_query_name(text: str, name: str | None = None) -> tuple[str | None, st
     ('q6', 'orders(orderkey), lineitem(orderkey)')
     >>> split_query_name("R.a = S.a", "q2"), split_query_name("q2: R(a), S(a)", "q2")
     (('q2', 'R.a = S.a'), ('q2', 'R(a), S(a)'))
-    >>> split_query_name("q6: R(a), S(a)", "q7")
+    >>> split_query_name("q6: R(a), S(a)", "q7")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.WorkloadSyntaxError: the query text is named q6 ('q6: …') but the name given is q7; keep one of the two names
+    mqjoin.model.errors.WorkloadSyntaxError: the query text is named q6 ('q6: …') but the name given is q7; keep one of
+    the two names
     """
     m = NAMED_QUERY_RE.match(text)
     if m is None:

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Protocol
 
-from mqjoin.model.errors import (DisconnectedQueryError, SizeError, UnknownRelationError, ValueRangeError, WorkloadError,
-                                 WorkloadSyntaxError)
+from mqjoin.model.errors import (DisconnectedQueryError, SizeError, UnknownRelationError, ValueRangeError,
+                                 WorkloadError, WorkloadSyntaxError)
 from mqjoin.model.filters import Selection
 from mqjoin.model.queries import IDENT_RE, Query, Relation, as_number
 from mqjoin.model.schema import JoinClass, components, is_connected, restrict_classes
@@ -89,10 +89,11 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
 
     >>> arrival_split("sizes: 'R ⋈ S'", {"S": 0.25, "R": 0.75}, ("R", "S"), ("R", "S"))
     (('R', 0.75), ('S', 0.25))
-    >>> arrival_split("sizes: 'R ⋈ S'", {"R": 0.5}, ("R", "S"), ("R", "S"))
+    >>> arrival_split("sizes: 'R ⋈ S'", {"R": 0.5}, ("R", "S"), ("R", "S"))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.SizeError: sizes: 'R ⋈ S': last: no share for S; give every relation of the set the share of the results its tuple arrives last in (they sum to 1)
+    mqjoin.model.errors.SizeError: sizes: 'R ⋈ S': last: no share for S; give every relation of the set the share of the
+    results its tuple arrives last in (they sum to 1)
     """
     relations, declared = tuple(relations), tuple(declared)
     if not isinstance(last, Mapping):
@@ -102,7 +103,8 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
     for r, v in last.items():
         r = str(r).strip()
         if r not in declared:
-            raise UnknownRelationError(f"{where}: last: relation {r!r} is not declared (declared: {', '.join(declared)})")
+            raise UnknownRelationError(f"{where}: last: relation {r!r} is not declared (declared: "
+                                       f"{', '.join(declared)})")
         if r not in relations:
             raise SizeError(f"{where}: last: {r} is not a relation of the set ({', '.join(relations)})")
         x = as_number(v, f"{where}: last: the share of {r}")
@@ -121,7 +123,8 @@ def arrival_split(where: str, last: Any, relations: Iterable[str],
     return tuple((r, shares[r] / scale) for r in relations)
 
 
-def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple[Any, ...]:
+def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection: Iterable["Selection"]) -> tuple[Any,
+                                                                                                                 ...]:
     """What a measured size is the size of: the relation set, the members of its classes
     inside the set (selectivities left out: an edit moves sizes, :meth:`Workload.respecified`)
     and the selections of its relations (without fractions)."""
@@ -130,7 +133,8 @@ def size_key(relations: frozenset[str], classes: Iterable[JoinClass], selection:
     return (relations, members, tuple(sorted(s.key for s in selection if s.relation in relations)))
 
 
-def size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple[Any, ...], tuple[JoinClass, ...], tuple["Selection", ...]]]:
+def size_targets(m: MeasuredSize, queries: Mapping[str, Query]) -> list[tuple[tuple[Any, ...], tuple[JoinClass, ...],
+                                                                              tuple["Selection", ...]]]:
     """The (look-up key, classes, selection) of every use of the measured size ``m``: the
     unfiltered join of its set in every query that joins the set connected (all alike), or the
     join under its query's own filters; a typed error when there is none or they differ."""
@@ -246,10 +250,11 @@ def size_error(where: str, error: Any) -> float:
 
     >>> size_error("sizes: 'R ⋈ S'", 0.015)
     0.015
-    >>> size_error("sizes: 'R ⋈ S'", -0.1)
+    >>> size_error("sizes: 'R ⋈ S'", -0.1)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.ValueRangeError: sizes: 'R ⋈ S': error: the relative standard error of the size must be a finite number ≥ 0 (0.02 for 2 %; 0 when counted exactly), got -0.1
+    mqjoin.model.errors.ValueRangeError: sizes: 'R ⋈ S': error: the relative standard error of the size must be a finite
+    number ≥ 0 (0.02 for 2 %; 0 when counted exactly), got -0.1
     """
     x = as_number(error, f"{where}: error")
     if not (x >= 0) or math.isinf(x):
@@ -266,7 +271,8 @@ def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str,
         for k in value:
             if k not in _SIZE_KEYS:
                 raise WorkloadSyntaxError(f"{where}: unknown key {k!r} (a size is a number, or {{size: <tuples per "
-                                          f"time unit>, error: <relative standard error>, last: {{relation: share, …}}}})")
+                                          "time unit>, error: <relative standard error>, last: {relation: share, "
+                                          "…}})")
         if "size" not in value:
             raise WorkloadSyntaxError(f"{where}: no size; write {{size: <tuples per time unit>, error: …, last: …}}")
         if "error" in value:
@@ -281,7 +287,8 @@ def _size_entry(key: str, value: Any, query: str | None, relations: Mapping[str,
             f"{where} names one relation: a size is given for a join of two or more relations (one relation's "
             f"size is its rate)" if names[0] in relations else
             f"{where} is not a relation set like 'R {JOIN_SIGN} S'" + ("" if query else
-                                                                       f"; per query, write '{names[0]}: {{R {JOIN_SIGN} S: …}}'"))
+                                                                       f"; per query, write '{names[0]}: {{R "
+                                                                       f"{JOIN_SIGN} S: …}}'"))
     for n in names:
         if n not in relations:
             raise UnknownRelationError(f"{where}: relation {n!r} is not declared (declared: {', '.join(relations)})")

@@ -12,10 +12,11 @@ itself from these parts (:meth:`~mqjoin.model.workload.Workload.from_spec`).
 ... selectivities: {R.a = S.a: 0.1}'''))
 >>> [(r.name, r.rate) for r in parts.relations], parts.queries[0].classes[0].selectivity
 ([('R', 5.0), ('S', 1.0)], 0.1)
->>> validate_spec({"relations": {"R": {"attributes": ["a"], "size": 3}}})
+>>> validate_spec({"relations": {"R": {"attributes": ["a"], "size": 3}}})  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-mqjoin.model.errors.WorkloadSyntaxError: relation R: unknown key 'size' (allowed: attributes, rate, window, parallelism, node)
+mqjoin.model.errors.WorkloadSyntaxError: relation R: unknown key 'size' (allowed: attributes, rate, window, parallelism,
+node)
 """
 
 from __future__ import annotations
@@ -236,7 +237,8 @@ def _query_texts(name: str, value: Any) -> tuple[str, str | None]:
         f"{{join: ..., where: ...}}, got {value!r}")
 
 
-def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, str | None]]) -> dict[tuple[str, str], float]:
+def _filter_fractions(spec: Mapping[str, Any], texts: Mapping[str, tuple[str, str | None]]) -> dict[tuple[str, str],
+                                                                                                    float]:
     """``filters: {q4.V: 0.2}`` → {(query, relation): pass fraction}, checked."""
     out = {}
     for key, value in spec.items():

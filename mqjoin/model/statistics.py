@@ -257,7 +257,8 @@ def _pairs_of(label: str) -> set[tuple[Attr, Attr]]:
 
 
 def with_group_values(workload: Workload, spec: dict[str, Any],
-                      values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]], keep_sizes: bool = True) -> Workload:
+                      values: Iterable[tuple[tuple[tuple[Attr, ...], ...], float]],
+                      keep_sizes: bool = True) -> Workload:
     """``spec`` with one selectivity per group of ``values`` (a group's classes, its value), as
     a workload; ``keep_sizes``: ``workload``'s measured sizes move with the new statistics
     (their ratio to the estimate kept, :meth:`~mqjoin.model.workload.Workload.respecified`), else

@@ -230,7 +230,8 @@ class ResultWriter:
 
     >>> import tempfile, numpy as np
     >>> from mqjoin.model.workload import parse_workload
-    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [a]}}, queries: {q: 'R(a), S(a)'}}")
+    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [a]}}, "
+    ...                    "queries: {q: 'R(a), S(a)'}}")
     >>> out = tempfile.mkdtemp()
     >>> with ResultWriter(w, out) as put:
     ...     put.add("q", np.array([[2, 0]])); put.add("q", np.array([[0, 1], [1, 1]]))

@@ -51,8 +51,8 @@ from mqjoin.model.errors import (
 
 from mqjoin.model.filters import Selection
 from mqjoin.model.queries import (Defaults, Query, Relation, as_number, parse_attr_ref, parse_selectivity_key)
-from mqjoin.model.sizes import (MeasuredSize, independent_size, arrival_split, rehome, resolve_sizes, size_error, size_key,
-                                size_targets)
+from mqjoin.model.sizes import (MeasuredSize, independent_size, arrival_split, rehome, resolve_sizes, size_error,
+                                size_key, size_targets)
 from mqjoin.model.schema import Attr, JoinClass, components, is_connected, iter_pairs, restrict_classes
 from mqjoin.model.spec import DEFAULT_KEYS, RELATION_KEYS, check_keys, read_yaml, validate_spec
 
@@ -260,7 +260,8 @@ class Workload:
         spec["selectivities"][equality] = value
         return self.respecified(spec)
 
-    def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float] | None = None) -> "Workload":
+    def with_query(self, name: str, text: str | Mapping[str, str], fractions: Mapping[str, float]
+                   | None = None) -> "Workload":
         """Add (or replace) a query written in paper notation or as equalities, or as
         ``{join: …, where: …}`` with the pass ``fractions`` of its filters (relation → f).
 

@@ -161,7 +161,8 @@ def check_planner(planner: str, tree_shape: str | None = None, decompose: bool =
                            "— leave the budget out")
     if not mirs and (p.materialises or decompose):
         what = p.materialises or "a decomposed MJoin materialises its parts"
-        raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without decomposition")
+        raise PlannerError(f"{what} as an MIR store: allow MIRs (no --no-mirs) or use planner 'mjoin' without "
+                           "decomposition")
 
 
 def check_fit(options: OptimizeOptions) -> OptimizeOptions:
@@ -171,10 +172,11 @@ def check_fit(options: OptimizeOptions) -> OptimizeOptions:
 
     >>> check_fit(OptimizeOptions(planner="tree")).tree_shape
     'best'
-    >>> check_fit(OptimizeOptions(planner="mjoin", mir_budget=10))
+    >>> check_fit(OptimizeOptions(planner="mjoin", mir_budget=10))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.PlannerError: an MIR budget limits the CLASH optimiser; the mjoin planner's shape fixes its MIRs — leave the budget out
+    mqjoin.model.errors.PlannerError: an MIR budget limits the CLASH optimiser; the mjoin planner's shape fixes its MIRs
+    — leave the budget out
     """
     p = planner_of(options.planner)
     if options.pmjoin is not None and not p.pmjoin_options:

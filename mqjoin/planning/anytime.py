@@ -24,7 +24,8 @@ from typing import Any
 
 from mqjoin.model.errors import NoSolutionError, OptimizerError
 from mqjoin.planning.ilp.monitor import Monitor, Report, relative_gap
-from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.result import OptimizeResult
 from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.workload import Workload
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Iterator, Mapping, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar, Union
 
 from mqjoin.planning.cost import broadcast_factor, memory_tuples, store_parallelism, unit_step_cost
 from mqjoin.model.filters import Selection
@@ -73,11 +73,12 @@ class MIR:
     # (:func:`_cached`; neither is pickled, as string hashes differ between processes)
     def __hash__(self) -> int:
         try:  # (the cached hash without a call: hashing is that frequent)
-            return self.__dict__["_hash"]
+            cached: int = self.__dict__["_hash"]
+            return cached
         except KeyError:
             return _cached(self, "_hash", lambda: hash((self.relations, self.classes, self.selection)))
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return _state(self)
 
     @property
@@ -115,7 +116,7 @@ class MIR:
     def __repr__(self) -> str:
         return f"MIR({self.label})"
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         return _cached(self, "_sort_key", lambda: (len(self.relations), self.relations,
                                                    tuple(c.members for c in self.classes),
                                                    tuple(str(s) for s in self.selection)))
@@ -125,16 +126,19 @@ class MIR:
 _CACHES = ("_hash", "_sort_key", "_render")
 
 
-def _cached(obj: object, key: str, compute):
+_T = TypeVar("_T")
+
+
+def _cached(obj: object, key: str, compute: Callable[[], _T]) -> _T:
     """``compute()`` of a frozen value, computed once and kept in its ``__dict__`` under ``key``
     (one of :data:`_CACHES`)."""
-    value = obj.__dict__.get(key)
+    value: _T | None = obj.__dict__.get(key)
     if value is None:
         value = obj.__dict__[key] = compute()
     return value
 
 
-def _state(obj: object) -> dict:
+def _state(obj: object) -> dict[str, object]:
     """What pickles of a value with caches carry: not the caches."""
     return {k: v for k, v in obj.__dict__.items() if k not in _CACHES}
 
@@ -192,11 +196,12 @@ class Step:
     # those apart.
     def __hash__(self) -> int:
         try:  # (as MIR.__hash__)
-            return self.__dict__["_hash"]
+            cached: int = self.__dict__["_hash"]
+            return cached
         except KeyError:
             return _cached(self, "_hash", lambda: hash((self.prefix, self.target)))
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return _state(self)
 
     @cached_property
@@ -241,7 +246,7 @@ class Step:
     def __repr__(self) -> str:
         return f"Step({self.render()})"
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         return _cached(self, "_sort_key", lambda: (len(self.prefix), tuple(m.sort_key() for m in self.prefix),
                                                    self.target.sort_key(), tuple(c.members for c in self.classes)))
 
@@ -288,7 +293,7 @@ class _Join:
     of a join, and one object per distinct step (equal ones of several owners are then found
     by identity in the dicts they key)."""
 
-    def __init__(self, workload: Workload, owner: Owner, stores: dict[tuple, MIR], steps: dict[Step, Step]):
+    def __init__(self, workload: Workload, owner: Owner, stores: dict[tuple[Any, ...], MIR], steps: dict[Step, Step]):
         self.workload = workload
         self.stores = stores
         self.steps = steps
@@ -470,7 +475,7 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
     orders: dict[Owner, dict[str, tuple[ProbeOrder, ...]]] = {}
     steps: dict[Owner, dict[str, tuple[tuple[Step, ...], ...]]] = {}
     pending: list[Owner] = [q.name for q in workload.queries]
-    stores: dict[tuple, MIR] = {}
+    stores: dict[tuple[Any, ...], MIR] = {}
     distinct: dict[Step, Step] = {}
     while pending:
         owner = pending.pop(0)
@@ -497,8 +502,8 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
     for q in workload.queries:
         for r in q.relation_set:
             holding.setdefault(r, []).append(q)
-    for by_start in steps.values():
-        for seqs in by_start.values():
+    for steps_by_start in steps.values():
+        for seqs in steps_by_start.values():
             for seq in seqs:
                 for s in seq:
                     if s not in step_cost:

@@ -80,8 +80,9 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
-        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget, replica_budget=replica_budget,
-                              tie_break=tie, parts=sol.parts, reused_parts=sol.reused)
+        return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget,
+                              replica_budget=replica_budget, tie_break=tie, parts=sol.parts,
+                              reused_parts=sol.reused)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
@@ -174,7 +175,7 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None,
                     monitor: Monitor | None = None,
-                    reuse: Mapping[frozenset, Any] | None = None) -> tuple[list[Choice], IlpStats, Solution]:
+                    reuse: Mapping[Any, Any] | None = None) -> tuple[list[Choice], IlpStats, Solution]:
     """The choices of one ILP solve of the workload, its statistics and the solution itself
     (its ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`)."""
     t0 = time.perf_counter()

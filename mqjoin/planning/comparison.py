@@ -66,7 +66,9 @@ class Setting:
         options) with this planner, mode and policy.
 
         >>> Setting("tree", "shared", "single", "deep").options(OptimizeOptions(mirs=False, solver="cbc"))
-        OptimizeOptions(mode='shared', partitioning='single', mirs=True, solver='cbc', time_limit=None, mir_budget=None, replica_budget=None, planner='tree', tree_shape='deep', decompose=False, pmjoin=None, memory_ties=True)
+        ... # doctest: +NORMALIZE_WHITESPACE
+        OptimizeOptions(mode='shared', partitioning='single', mirs=True, solver='cbc', time_limit=None, mir_budget=None,
+        replica_budget=None, planner='tree', tree_shape='deep', decompose=False, pmjoin=None, memory_ties=True)
         """
         return base.changed(mode=self.mode, partitioning=self.partitioning, mirs=self.mirs(base.mirs),
                             planner=self.planner, tree_shape=self.tree_shape, decompose=self.decompose,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mqjoin.model.statistics import selectivity_groups, with_class_selectivity
 from mqjoin.model.workload import Workload
@@ -82,7 +83,9 @@ def sweep_parameters(workload: Workload) -> list[tuple[str, str, float]]:
     >>> from pathlib import Path
     >>> from mqjoin.model.workload import load_workload
     >>> sweep_parameters(load_workload(Path(__file__).parents[1] / "workloads" / "paper_v2.yaml"))[:4]
-    [('selectivity', 'R.a = S.a', 0.01), ('selectivity', 'S.b = T.b', 0.015), ('selectivity', 'T.c = U.c', 0.01), ('rate', 'R', 100.0)]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('selectivity', 'R.a = S.a', 0.01), ('selectivity', 'S.b = T.b', 0.015), ('selectivity', 'T.c = U.c', 0.01),
+    ('rate', 'R', 100.0)]
     """
     out = [("selectivity", g.label, g.selectivity) for g in selectivity_groups(workload)]
     out += [("rate", r, workload.rate(r)) for r in workload.used_relations]
@@ -146,7 +149,7 @@ def plan_diagram(workload: Workload, x: SweepParam, y: SweepParam, mode: str = "
                  progress: Callable[[int, int], None] | None = None) -> PlanDiagram:
     """Optimise the workload on the grid ``x.values × y.values`` (row by row, ``y`` outer)."""
     n = len(x.values) * len(y.values)
-    sigs: dict[tuple, int] = {}
+    sigs: dict[tuple[Any, ...], int] = {}
     index, cost, mem, base = [], [], [], []
     k = 0
     for yv in y.values:

@@ -23,6 +23,7 @@ probe cost 950 → 800 tuples/s (−150, −15.8 %); memory 600 → 400 tuples (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mqjoin.planning.plan import Plan
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number, percent_change
@@ -95,7 +96,7 @@ class PlanDiff:
             body = body[:max_lines - 1] + [f"… and {len(body) - max_lines + 1} more changes"]
         return "\n".join(lines + body)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[Any, Any]:
         return dict(self.__dict__)
 
 

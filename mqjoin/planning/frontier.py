@@ -30,7 +30,8 @@ from typing import Any, Mapping
 
 from mqjoin.model.errors import OptimizerError
 from mqjoin.planning.ilp import BUDGET
-from mqjoin.planning.optimizer import OptimizeResult, optimize
+from mqjoin.planning.optimizer import optimize
+from mqjoin.planning.result import OptimizeResult
 from mqjoin.planning.plan import Plan
 from mqjoin.model.workload import Workload
 

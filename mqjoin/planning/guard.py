@@ -27,16 +27,18 @@ would take the kernel down, not a prediction to the byte.
 (2000.0, 10000.0, 2000.0)
 >>> check_run(e) is e
 True
->>> check_run(estimate_run(w.with_selectivity("R.a = S.a", 0.9), duration=600))
+>>> check_run(estimate_run(w.with_selectivity("R.a = S.a", 0.9), duration=600))  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-mqjoin.planning.guard.RunTooLargeError: this run would produce about 3.2 billion results (q 3.2 billion) and need about 389 GB of memory (limits: 20 million results, 2.0 GB): shorten the run, lower the selectivities (the largest: R.a = S.a 0.9) or raise the limits
+mqjoin.planning.guard.RunTooLargeError: this run would produce about 3.2 billion results (q 3.2 billion) and need about
+389 GB of memory (limits: 20 million results, 2.0 GB): shorten the run, lower the selectivities (the largest: R.a = S.a
+0.9) or raise the limits
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +126,7 @@ def query_results(workload: Workload, query: str, duration: float) -> float:
     """
     q = workload.query(query)
     rels = sorted(q.relation_set)
-    caps = {r: math.inf if workload.window(r) is None else float(workload.window(r)) for r in rels}
+    caps = {r: math.inf if w is None else float(w) for r in rels for w in [workload.window(r)]}
     spread = sum(_reach_integral(duration, [caps[j] for j in rels if j != i]) for i in rels)
     return join_size(workload, rels, q.classes) * spread
 
@@ -150,8 +152,8 @@ def estimate_run(workload: Workload, duration: float, plan: Any = None) -> RunEs
         raise RunTooLargeError(f"the run's duration must be a positive number of seconds, got {duration!r}")
     d = float(duration)
 
-    def held(relations) -> float:
-        ws = [workload.window(r) for r in relations if workload.window(r) is not None]
+    def held(relations: Iterable[str]) -> float:
+        ws = [w for r in relations for w in [workload.window(r)] if w is not None]
         return min([d, *ws])
 
     used = workload.used_relations
@@ -185,8 +187,9 @@ def over_budget(results: float, state_rows: float, limits: RunLimits = RunLimits
 
     >>> over_budget(1e6, 1e5) is None
     True
-    >>> over_budget(3e7, 1e5)
-    'over its budget: 30 million results and 100,000 rows in stores (~3.6 GB; limits: 20 million results, 2.0 GB); what it produced so far stays'
+    >>> over_budget(3e7, 1e5)  # doctest: +NORMALIZE_WHITESPACE
+    'over its budget: 30 million results and 100,000 rows in stores (~3.6 GB; limits: 20 million results, 2.0 GB); what
+    it produced so far stays'
     """
     used = results * BYTES_PER_RESULT + state_rows * BYTES_PER_ROW
     if results <= limits.max_results and used <= limits.max_bytes:

@@ -164,7 +164,8 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
         owner = next((o for o in n.owners if o in w.query_names), "")
         share = last_share(w, n.step.prefix_relations, start, n.step.classes, n.step.selection)
         shapes.append((tuple(sorted(n.step.prefix_relations)), start, owner, chi, got, share))
-    stores, held = [], {}
+    stores: list[Count] = []
+    held: dict[tuple[tuple[str, ...], str], tuple[tuple[str, ...], str, int, float]] = {}
     for s in plan.stores:
         stores.append(Count("messages", s.id, "", predicted[s.id], measured[s.id]))
         volume = held_volume(w, s.mir.relations, span)
@@ -182,7 +183,7 @@ def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], 
 def same_layout(a: Plan, b: Plan) -> bool:
     """Whether ``a`` and ``b`` have the same stores, edges and steps (their costs may differ:
     the same plan under other statistics), so that counts of a run of one are counts of the other."""
-    def layout(p: Plan) -> tuple:
+    def layout(p: Plan) -> tuple[Any, ...]:
         return (tuple((s.id, s.partition, s.parallelism) for s in p.stores), p.edges,
                 tuple((n.edge, n.store, n.step.render(), n.broadcast) for n in p.nodes))
 
@@ -213,7 +214,8 @@ class RunCounts:
         return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
 
 
-def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any], batches: Any = None) -> RunCounts | None:
+def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any],
+                 batches: Any = None) -> RunCounts | None:
     """The counts of an engine that reports per micro-batch and store (``stores``: a frame with
     columns ``store``, ``messages``, ``rows``, e.g. a Spark deployment's) over ``tables``:
     messages summed, the most rows a store held after a batch; ``None`` when it counted none.
@@ -243,35 +245,32 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
         held = {(tuple(sorted(h["relations"])), str(h["query"])): (float(h["rows"]), float(h["volume"]))
                 for h in check.get("held", ())}
     except (KeyError, TypeError, ValueError) as e:
-        raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); write it with 'mqjoin run --json'") from None
-    seen: dict[tuple[tuple[str, ...], str], tuple[str, float, float]] = {}
+        raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); "
+                        "write it with 'mqjoin run --json'") from None
+    order = {r.name: i for i, r in enumerate(workload.relations)}
+    # per set and scope (the join, or one query's filtered join): its steps' counts and volumes
+    # (a step shared by several queries' orders once), and an MIR store's rows, the exact count
+    seen: dict[tuple[str | None, tuple[str, ...], str], tuple[float, float]] = {}
     for prefix, start, query, chi, got, share in shapes:
-        if len(prefix) < 2 or (prefix, start) in seen:
-            continue
         for r in prefix:
             workload.relation(r)
-        seen[prefix, start] = (query, got / chi, len(prefix) * share * (
-            exposure(workload, prefix, start, span) - (exposure(workload, prefix, start, since) if since > 0 else 0.0)))
-    by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
-    for (prefix, _), v in seen.items():
-        by_set.setdefault(prefix, []).append(v)
-    order = {r.name: i for i, r in enumerate(workload.relations)}
-    out = []
-
-    def add(rels: tuple[str, ...], query: str, count: float, volume: float) -> None:
+        rels = tuple(sorted(prefix, key=order.__getitem__))
         scope = _scope(workload, rels, query)
-        if volume > 0 and scope != "":
-            out.append(MeasuredSize(scope, tuple(sorted(rels, key=order.__getitem__)), max(count, 1.0) / volume))
-
-    for prefix, parts in by_set.items():
-        count, volume = sum(p[1] for p in parts), sum(p[2] for p in parts)
-        query = parts[0][0]
-        if (prefix, query) in held:  # an MIR store holds the whole join: its rows are the exact count
-            count, volume = held.pop((prefix, query))
-        add(prefix, query, count, volume)
-    for (rels, query), (count, volume) in held.items():
-        add(rels, query, count, volume)
-    return tuple(out)
+        if len(prefix) < 2 or scope == "" or (scope, rels, start) in seen:
+            continue
+        seen[scope, rels, start] = (got / chi, len(prefix) * share * (
+            exposure(workload, prefix, start, span) - (exposure(workload, prefix, start, since) if since > 0 else 0.0)))
+    found: dict[tuple[str | None, tuple[str, ...]], tuple[float, float]] = {}
+    for (scope, rels, _), (count, volume) in seen.items():
+        c, v = found.get((scope, rels), (0.0, 0.0))
+        found[scope, rels] = (c + count, v + volume)
+    for (prefix, query), rows_volume in held.items():
+        rels = tuple(sorted(prefix, key=order.__getitem__))
+        scope = _scope(workload, rels, query)
+        if scope != "":
+            found[scope, rels] = rows_volume
+    return tuple(MeasuredSize(scope, rels, max(count, 1.0) / volume)
+                 for (scope, rels), (count, volume) in found.items() if volume > 0)
 
 
 def running_sizes(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], start: float, end: float,

@@ -23,9 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqjoin.model.errors import OptionError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _Options = TypeVar("_Options", bound=DataclassInstance)
 
 #: docs/model.md §5's modes
 MODES = ("mqo", "individual", "shared")
@@ -193,15 +198,17 @@ class OptimizeOptions:
 
         >>> OptimizeOptions.of(None, planner="tree").planner, OptimizeOptions.of(OptimizeOptions(mode="shared")).mode
         ('tree', 'shared')
-        >>> OptimizeOptions.of(modes="mqo")
+        >>> OptimizeOptions.of(modes="mqo")  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
         ...
-        mqjoin.model.errors.OptionError: unknown option 'modes' (choose among mode, partitioning, mirs, solver, time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties, previous)
+        mqjoin.model.errors.OptionError: unknown option 'modes' (choose among mode, partitioning, mirs, solver,
+        time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties,
+        previous)
         """
         return with_keywords(OptimizeOptions, options, keywords)
 
 
-def with_keywords(cls: Any, options: Any, keywords: dict[str, Any]) -> Any:
+def with_keywords(cls: type[_Options], options: _Options | None, keywords: dict[str, Any]) -> _Options:
     """``options`` — a value of the frozen dataclass ``cls``, None for its defaults — with
     ``keywords`` (its fields) changed: how an interface that takes an options value also takes
     keywords.  An unknown keyword is an :class:`~mqjoin.model.errors.OptionError` that lists the

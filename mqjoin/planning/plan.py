@@ -42,7 +42,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from mqjoin.planning.candidates import MIR, Owner, ProbeOrder, Step
 from mqjoin.model.filters import Selection, parse_where
@@ -335,7 +335,7 @@ class Plan:
 
 
 @contextmanager
-def _malformed(invalid: str, broken: str):
+def _malformed(invalid: str, broken: str) -> Iterator[None]:
     """Turn what reading a part of a plan's JSON raises into a :class:`PlanError`: a typed error
     of an invalid value after ``invalid``, a Python error of a broken structure after ``broken``
     (its type named); a ``PlanError`` passes unchanged."""
@@ -431,8 +431,8 @@ def check_plan(plan: Plan) -> None:
     try:
         check_mode(plan.mode)
         check_policy(plan.partitioning)
-    except MqjoinError as e:
-        raise bad(str(e)) from None
+    except MqjoinError as err:
+        raise bad(str(err)) from None
     relations = {r.name for r in plan.workload.relations}
     queries = set(plan.workload.query_names)
     stores: dict[str, Store] = {}
@@ -514,23 +514,23 @@ def _attr(s: str) -> Attr:
     return Attr(rel, name)
 
 
-def _classes_json(classes: Iterable[JoinClass]) -> list:
+def _classes_json(classes: Iterable[JoinClass]) -> list[dict[str, Any]]:
     return [{"members": [str(a) for a in c.members], "selectivity": c.selectivity} for c in classes]
 
 
-def _classes_from(d: list) -> tuple[JoinClass, ...]:
+def _classes_from(d: list[Any]) -> tuple[JoinClass, ...]:
     return tuple(JoinClass(tuple(_attr(a) for a in c["members"]), float(c["selectivity"])) for c in d)
 
 
-def _mir_json(m: MIR) -> dict:
-    d = {"relations": list(m.relations), "classes": _classes_json(m.classes)}
+def _mir_json(m: MIR) -> dict[str, Any]:
+    d: dict[str, Any] = {"relations": list(m.relations), "classes": _classes_json(m.classes)}
     if m.selection:
         d["selection"] = [{"relation": s.relation, "filters": [" AND ".join(map(str, cs)) for cs in s.filters],
                            "fraction": s.fraction} for s in m.selection]
     return d
 
 
-def _mir_from(d: Mapping, w: Workload) -> MIR:
+def _mir_from(d: Mapping[str, Any], w: Workload) -> MIR:
     relations = {r.name: r for r in w.relations}
     selection = [Selection(s["relation"], tuple(parse_where(f, relations, "plan")[0].comparisons for f in s["filters"]),
                            float(s["fraction"])) for s in d.get("selection", ())]
@@ -545,10 +545,10 @@ def _owner_from(d: Any, w: Workload) -> Owner:
     return d if isinstance(d, str) else _mir_from(d, w)
 
 
-def _step_json(s: Step) -> dict:
+def _step_json(s: Step) -> dict[str, Any]:
     return {"prefix": [_mir_json(m) for m in s.prefix], "target": _mir_json(s.target),
             "classes": _classes_json(s.classes)}
 
 
-def _step_from(d: Mapping, w: Workload) -> Step:
+def _step_from(d: Mapping[str, Any], w: Workload) -> Step:
     return Step(tuple(_mir_from(m, w) for m in d["prefix"]), _mir_from(d["target"], w), _classes_from(d["classes"]))

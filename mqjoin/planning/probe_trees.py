@@ -26,10 +26,11 @@ from mqjoin.planning.candidates import MIR, order_steps, owner_classes, owner_la
 from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism
 from mqjoin.planning.plan import Choice, Edge, Node, Plan, ProbeRule, Store, StoreRule, output_id, source_id
 
-NodeKey = tuple  # a node of the forest: (namespace, start) for a root, (namespace, step, partition) else
+NodeKey = tuple[Any, ...]  # a node of the forest: (namespace, start) for a root, (namespace, step, partition) else
 
 
-def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR, partition: Attr) -> Attr | None:
+def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], target: MIR,
+                    partition: Attr) -> Attr | None:
     """The travelling attribute whose class holds the target's partition attribute."""
     rels = set(travelling)
     for c in classes:
@@ -54,7 +55,7 @@ def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partiti
     for key, info in node_info.items():
         children.setdefault(info["parent"], []).append(key)
 
-    def child_order(k: NodeKey) -> tuple:
+    def child_order(k: NodeKey) -> tuple[Any, ...]:
         _, s, a = k
         return (s.target.sort_key(), a, tuple(c.members for c in s.classes))
 
@@ -157,7 +158,7 @@ def _plan_stores(workload: Workload, choices: tuple[Choice, ...]
 
 def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping[tuple[str, MIR, Attr], Store],
                 replicas: Mapping[tuple[str, MIR], list[Store]]
-                ) -> tuple[dict[tuple, dict[str, Any]], dict[tuple, dict[str, None]]]:
+                ) -> tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, None]]]:
     """The probe tree nodes (their parent, step, store, layout, route, owners, cost) and each
     node's sinks (``output:q`` or the ids of the MIR stores it fills).
 
@@ -170,7 +171,7 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
     for c in choices:
         classes = owner_classes(c.owner, workload)
-        key: tuple = (c.namespace, c.order.start)
+        key: tuple[Any, ...] = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
         selection = owner_selection(c.owner, workload)
         for (s, a), m in zip(order_steps(c.order, classes, workload, selection), c.order.elements):

@@ -9,6 +9,8 @@ budget limits).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from mqjoin.model.errors import PlanError
 from mqjoin.model.workload import Attr, JoinClass, Workload
 from mqjoin.planning.candidates import Step
@@ -16,7 +18,7 @@ from mqjoin.planning.cost import memory_tuples, step_cost
 from mqjoin.planning.plan import Plan
 
 
-def _selectivities(workload: Workload):
+def _selectivities(workload: Workload) -> Callable[[tuple[Attr, ...]], float]:
     """A function from class members to their selectivity in ``workload`` (a restricted class
     takes the value of any query class containing it: linked classes agree)."""
     values: dict[tuple[Attr, ...], float] = {}
@@ -77,7 +79,7 @@ def mir_memory(plan: Plan, workload: Workload | None = None) -> float:
     """
     w = workload or plan.workload
     selectivity = _selectivities(w)
-    seen: dict[tuple, float] = {}
+    seen: dict[tuple[Any, ...], float] = {}
     for s in plan.stores:
         if s.mir.is_base:
             continue

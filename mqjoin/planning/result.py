@@ -60,8 +60,9 @@ class TieBreak:
     def changes(self, probe_cost: float, memory: float) -> str:
         """One line: what the pass did to a plan of ``probe_cost`` and ``memory``.
 
-        >>> print(TieBreak(0.01, 100.0, 50.0, 2).changes(100.5, 40.0))
-        ties within 1.00% of the optimum's probe cost (sampled sizes): least memory chosen, probe cost +0.50%, memory -20.0%
+        >>> print(TieBreak(0.01, 100.0, 50.0, 2).changes(100.5, 40.0))  # doctest: +NORMALIZE_WHITESPACE
+        ties within 1.00% of the optimum's probe cost (sampled sizes): least memory chosen, probe cost +0.50%, memory
+        -20.0%
         >>> print(TieBreak(0.01, 100.0, 50.0, 1).changes(100.0, 50.0))
         ties within 1.00% of the optimum's probe cost (sampled sizes): the optimum holds the least memory
         """
@@ -97,13 +98,15 @@ class OptimizeResult:
     tree_shape: str | None = None  # deep, bushy or best (planner tree)
     trees: Mapping[str, str] | None = None  # query → rendered operator tree (None: the ILP made the plan)
     replica_budget: float | None = None  # policy budget: tuples of extra replicas allowed
-    pmjoin: Any = None  # planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
-    join_trees: Mapping[str, Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
+    #: planner pmjoin: the mqjoin.planners.pmjoin.PMJoinReport beside the plan (per-group plans, costs)
+    pmjoin: Any = None
+    join_trees: Mapping[str,
+                        Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
     #: the least-memory pass among probe costs within the sampled sizes' error (None: no sampled size)
     tie_break: TieBreak | None = None
     #: mode mqo: the ILP's independent parts proven optimal, for a later re-plan to reuse
     #: (:func:`mqjoin.planning.clash.replan`; ``options.previous``)
-    parts: Mapping[frozenset, Any] | None = field(default=None, compare=False, repr=False)
+    parts: Mapping[Any, Any] | None = field(default=None, compare=False, repr=False)
     reused_parts: int = 0  # parts of the ILP taken from ``options.previous``, not solved again
 
     @property

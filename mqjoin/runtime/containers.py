@@ -82,8 +82,8 @@ class Container:
         pc, pf = self.part_pos
         lines = ["def insert(e):",
                  "    part = 0" if self.p == 1 else
-                 f"    v = e[{pc}][{pf}]\n    part = {int_partition_expr('v')} % {self.p} if v.__class__ is int else partition_of(v, {self.p})",
-                 "    entries[part].append(e)"]
+                 f"    v = e[{pc}][{pf}]\n    part = {int_partition_expr('v')} % {self.p} if v.__class__ is int else "
+                 f"partition_of(v, {self.p})", "    entries[part].append(e)"]
         if self.journal is not None:
             lines.append("    journal.append(e)")
         if self.ops is not None:  # a move into the store, a hash per index

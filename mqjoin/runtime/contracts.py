@@ -221,7 +221,8 @@ def _fits(want: list[inspect.Parameter], have: list[inspect.Parameter]) -> bool:
     rest = list(have)
     for w in want:
         if w.kind in _POSITIONAL:
-            if not rest or rest[0].kind not in _POSITIONAL or (w.kind is not w.POSITIONAL_ONLY and rest[0].name != w.name):
+            if not rest or rest[0].kind not in _POSITIONAL or (w.kind is not w.POSITIONAL_ONLY
+                                                               and rest[0].name != w.name):
                 return False
             rest.pop(0)
         else:

@@ -261,8 +261,8 @@ class _AdaptiveRunner:
         full = self.ctl.full
         # every declared relation with data: queries added later may join relations no query uses yet;
         # a relation some query joins must have an input
-        rels = sorted({r for q in full.queries for r in q.relations} | {r.name for r in full.relations if r.name in tables},
-                      key=lambda r: full.relation_rank[r])
+        rels = sorted({r for q in full.queries for r in q.relations}
+                      | {r.name for r in full.relations if r.name in tables}, key=lambda r: full.relation_rank[r])
         self.base = base_tuples(full, tables, rels)
         ts = [tp[1] for rows in self.base.values() for tp in rows]
         self.first_ts, self.span = (min(ts), max(ts) - min(ts)) if ts else (0.0, 0.0)

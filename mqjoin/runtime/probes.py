@@ -115,7 +115,8 @@ class ProbeCompiler(ContainerStore):
                 if any(s.mir.relations == (r,) and s.mir.selection for s in plan.stores) and \
                         not any(s.mir.relations == (r,) and not s.mir.selection for s in plan.stores):
                     for layout in self.by_mir.get(mir_key(MIR.of(self.w, [r], ())), {}).get(epoch, ()):
-                        put = compile_function("def put(t):\n    c.insert(t)\n", "put", {"c": self.containers[(layout, epoch)]})
+                        put = compile_function("def put(t):\n    c.insert(t)\n", "put",
+                                               {"c": self.containers[(layout, epoch)]})
                         self.sources[r] = self.sources.get(r, ()) + (put,)
         self.refresh()
 
@@ -124,7 +125,8 @@ class ProbeCompiler(ContainerStore):
         if rule.admit is None:
             return f
         # filters (docs/model.md §7): the tuple goes on only when it passes
-        return compile_function("def admitted(t):\n    if admit(t):\n        f(t)\n", "admitted", {"admit": rule.admit, "f": f})
+        return compile_function("def admitted(t):\n    if admit(t):\n        f(t)\n", "admitted",
+                                {"admit": rule.admit, "f": f})
 
     def _compile_rule(self, rule, pidx: int, epoch: int, fn: Callable[[str], Callable]) -> Callable:
         if isinstance(rule, Emit):
@@ -144,7 +146,8 @@ class ProbeCompiler(ContainerStore):
             # c.insert is looked up per call: it is recompiled when the container gains an index
             if rule.order is None:
                 return compile_function("def put(t):\n    c.insert(t)\n", "put", {"c": c})
-            return compile_function("def put(t):\n    c.insert((" + "".join(f"t[{i}], " for i in rule.order) + "))\n", "put",
+            return compile_function("def put(t):\n    c.insert((" + "".join(f"t[{i}], " for i in rule.order) + "))\n",
+                                    "put",
                             {"c": c})
         outs = [fn(o) for o in rule.outs]
         counter = self.counters.setdefault((pidx, rule.label), [0])
@@ -199,7 +202,8 @@ class ProbeCompiler(ContainerStore):
                   "            v = t[route[0]][route[1]]",
                   "            for dicts in live:",
                   "                n = len(dicts)",
-                  f"                part = 0 if n == 1 else ({int_partition_expr('v')} % n if v.__class__ is int else partition_of(v, n))"]
+                  f"                part = 0 if n == 1 else ({int_partition_expr('v')} % n if v.__class__ is int else "
+                  "partition_of(v, n))"]
         lines += _lookup(" " * 16, "dicts[part].get(k)", "continue", count, emit)
         if dynamic and (len(rule.mir.relations) > 1 or rule.mir.selection):
             lines += ["    missing = gaps[0]",

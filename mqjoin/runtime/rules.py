@@ -144,7 +144,8 @@ def partition_key(value: Any) -> int:
     :func:`int_partition_key`, a string's, bytes' or date's CRC32, another number's (unsalted)
     hash; ``None``: 0.
 
-    >>> partition_key(7) == partition_key(7.0) == int_partition_key(7), partition_key("abc") == zlib.crc32(b"abc"), partition_key(None)
+    >>> (partition_key(7) == partition_key(7.0) == int_partition_key(7), partition_key("abc") == zlib.crc32(b"abc"),
+    ...  partition_key(None))
     (True, True, 0)
     """
     if value.__class__ is int:
@@ -354,7 +355,8 @@ def plan_rules(plan: Plan, workload: Workload | None = None) -> PlanRules:
         if e.kind in ("ingest", "insert"):
             st = _store(plan, e.target, e.label)
             order = tuple(_index(e.layout, r, e.label) for r in st.mir.relations)
-            edges[e.label] = Insert(e.label, layout_of(st), st.mir, None if order == tuple(range(len(order))) else order,
+            edges[e.label] = Insert(e.label, layout_of(st), st.mir, None if order == tuple(range(len(order)))
+                                    else order,
                                     admit(e.layout, st.mir.selection, fields) if e.kind == "ingest" else None)
         elif e.kind == "probe":
             st = _store(plan, e.target, e.label)

@@ -50,7 +50,8 @@ from typing import Callable, Mapping
 
 from mqjoin.planning.cost import join_size, window_of
 from mqjoin.model.errors import JaqpotError
-from mqjoin.planners.jaqpot import BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label, refresh_rates, staleness
+from mqjoin.planners.jaqpot import (BASELINES, Allocation, BinaryPlan, Tree, baseline, grepp, jaqpot, label,
+                                    refresh_rates, staleness)
 from mqjoin.planning.plan import Plan
 from mqjoin.planners.trees import JoinTree
 from mqjoin.runtime.rules import Probe
@@ -79,10 +80,11 @@ def binary_tree_of(plan: Plan) -> Tree:
     ... relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b]}}
     ... queries: {q: "A(a), B(a,b), C(b)"}
     ... ''')
-    >>> binary_tree_of(optimize(w, planner="mjoin").plan)
+    >>> binary_tree_of(optimize(w, planner="mjoin").plan)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.JaqpotError: a CPU budget divides μ over the half-way joins of a binary join tree, but query q's plan joins A, B, C in one step: run it with planner 'tree' (--planner tree)
+    mqjoin.model.errors.JaqpotError: a CPU budget divides μ over the half-way joins of a binary join tree, but query q's
+    plan joins A, B, C in one step: run it with planner 'tree' (--planner tree)
     """
     w = plan.workload
     if len(w.queries) != 1:

@@ -122,7 +122,8 @@ class Frame:
             return frames[0]
         f0 = frames[0]
         # the fields every part carries (parts from different edges may carry more)
-        cols = [{f: np.concatenate([fr.cols[i][f] for fr in frames]) for f in c if all(f in fr.cols[i] for fr in frames)}
+        cols = [{f: np.concatenate([fr.cols[i][f] for fr in frames]) for f in c
+                 if all(f in fr.cols[i] for fr in frames)}
                 for i, c in enumerate(f0.cols)]
         T = None if f0.T is None else np.concatenate([fr.T for fr in frames])
         return Frame(f0.rels, cols, np.concatenate([fr.seq for fr in frames]), T)
@@ -221,7 +222,8 @@ def partition_keys(values: np.ndarray) -> np.ndarray:
     mask does), other values once per distinct value.
 
     >>> from mqjoin.runtime.rules import partition_of
-    >>> [int(k % 4) for k in partition_keys(np.array([3, 1.0, 2.5, np.nan]))] == [partition_of(v, 4) for v in (3, 1, 2.5, None)]
+    >>> ([int(k % 4) for k in partition_keys(np.array([3, 1.0, 2.5, np.nan]))]
+    ...  == [partition_of(v, 4) for v in (3, 1, 2.5, None)])
     True
     >>> values = ["x", "y", "x", None, 5, -7, 2**70]
     >>> (partition_keys(np.array(values, dtype=object)) % 7).tolist() == [partition_of(v, 7) for v in values]
@@ -422,7 +424,8 @@ def field_needs(rules, order: list[str]) -> tuple[dict[str, Need], dict[Layout, 
         if isinstance(r, Insert):
             c, f = position(fields, rels, r.layout.partition)
             part = {rels[c]: frozenset([f])}
-            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels), part)
+            edge[lab] = _union({x: frozenset() for x in rels}, store.get(r.layout, {}), _admit_need(r.admit, rels),
+                               part)
             store[r.layout] = _union(store.get(r.layout, {}), part)  # rows are counted per partition
         elif isinstance(r, Probe):
             after = _union(*(edge[o] for o in r.outs))

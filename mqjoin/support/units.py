@@ -94,8 +94,10 @@ def memory_basis(workload) -> str:
     ... queries: {q: "R(a), S(a)"}
     ... selectivities: {R.a = S.a: 0.1}
     ... ''')
-    >>> memory_basis(w)
-    'memory: tuples the stores hold over their smallest window; S has an unbounded window, so its stores count the tuples of one horizon (1 s, defaults.horizon) — then memory and probe cost are both tuples per second of input, and with equal rates and selectivities they can coincide'
+    >>> memory_basis(w)  # doctest: +NORMALIZE_WHITESPACE
+    'memory: tuples the stores hold over their smallest window; S has an unbounded window, so its stores count the
+    tuples of one horizon (1 s, defaults.horizon) — then memory and probe cost are both tuples per second of input, and
+    with equal rates and selectivities they can coincide'
     """
     unbounded = [r for r in workload.used_relations if workload.window(r) is None]
     if not unbounded:

@@ -48,9 +48,10 @@ from mqjoin.planning.options import (ALL_POLICIES, BUDGET, POLICIES, SOLVERS, ch
                                      check_solution_limit, check_solver, check_time_limit)
 
 __all__ = [
-    "ALL_POLICIES", "BLOCK_THREADS", "BRANCH_MIN_MIR", "BUDGET", "ENUMERATE_MAX", "INTEGRALITY_TOLERANCE", "MASTER_MIN_STORES",
-    "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS", "Solution",
-    "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
+    "ALL_POLICIES", "BLOCK_THREADS", "BRANCH_MIN_MIR", "BUDGET", "ENUMERATE_MAX", "INTEGRALITY_TOLERANCE",
+    "MASTER_MIN_STORES",
+    "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS",
+    "Solution", "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
     "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "lp_bound", "lp_text",
     "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
 ]

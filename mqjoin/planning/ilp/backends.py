@@ -24,6 +24,8 @@ Instances are silent (:func:`silent_highs`), so ``--json`` on stdout stays clean
 from __future__ import annotations
 
 import math
+from types import ModuleType
+from typing import Any
 
 from mqjoin.model.errors import InfeasibleError, NoSolutionError, OptimizerError, SolverUnavailableError
 from mqjoin.planning.ilp.formats import to_pulp
@@ -38,7 +40,7 @@ INTEGRALITY_TOLERANCE = 1e-6
 PartResult = tuple[str, float, float, list[float]]
 
 
-def silent_highs(highspy):
+def silent_highs(highspy: ModuleType) -> Any:
     """A HiGHS instance that prints nothing.  highspy ≥ 1.16's ``Highs()`` writes its banner to
     the process's stdout in its constructor, before an option can be set (breaking ``--json``
     on stdout); the core class beneath it does not, and has every method used here."""
@@ -48,7 +50,7 @@ def silent_highs(highspy):
     return h
 
 
-def highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy, np):
+def highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy: ModuleType, np: ModuleType) -> Any:
     """One part of the model as a ``highspy.HighsLp`` (continuous; integrality is set apart)."""
     local = {c: i for i, c in enumerate(cols)}
     lp = highspy.HighsLp()
@@ -57,6 +59,10 @@ def highs_lp(mdl: Model, cols: list[int], rows: list[int], highspy, np):
     lp.col_cost_ = np.array([mdl.cost[c] for c in cols], dtype=float)
     lp.col_lower_ = np.zeros(len(cols))
     lp.col_upper_ = np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in cols])
+    index: list[int]
+    value: list[float]
+    lo: list[float]
+    hi: list[float]
     starts, index, value, lo, hi = [0], [], [], [], []
     for r in rows:
         _, idx, coef, lower, upper = mdl.rows[r]
@@ -160,7 +166,7 @@ def solve_cbc(mdl: Model, cols: list[int], rows: list[int], time_limit: float | 
     import pulp
 
     prob, var = to_pulp(mdl, cols, rows)
-    kw = {"msg": False}
+    kw: dict[str, Any] = {"msg": False}
     if integral_objective:  # integer costs: a gap below 1 proves optimality, exactly
         kw.update(gapRel=0.0, gapAbs=0.99)
     if time_limit is not None:

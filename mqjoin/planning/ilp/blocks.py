@@ -68,8 +68,11 @@ import math
 import os
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp import forked
@@ -172,6 +175,9 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
 #: a choice of shared stores' attributes: store → index into its ``z`` columns (undecided: absent)
 Choice = dict[MIR, int]
 
+#: what :func:`per_block` passes a function beside a block (a combination, or an index)
+_Of = TypeVar("_Of")
+
 
 @dataclass(frozen=True)
 class Part:
@@ -189,15 +195,15 @@ class Part:
     bcast_in: list[list[tuple[int, int, list[int]]]]  # per block: (b, y, known z) positions of its broadcasts
     classes: dict[tuple[int, MIR], list[list[int]]]  # (block, store) → the classes of attributes it tells apart
     combinations: list[tuple[int, tuple[int, ...]]]  # (block, a class per store of the block), Gray order per block
-    keys: list[tuple]  # the cache key (key_of) of each combination
+    keys: list[tuple[Any, ...]]  # the cache key (key_of) of each combination
     quick: bool  # small MIRs: a block's LP under a combination is integral as a rule
 
     @property
-    def alone(self) -> list[tuple[int, tuple]]:
+    def alone(self) -> list[tuple[int, tuple[Any, ...]]]:
         """Every block once, without a combination (for :func:`per_block`)."""
         return [(k, ()) for k in range(len(self.blocks))]
 
-    def key_of(self, k: int, choice: Choice) -> tuple:
+    def key_of(self, k: int, choice: Choice) -> tuple[Any, ...]:
         """The cache key of block ``k`` under a choice: the steps each of its stores' choices
         serves (None for undecided stores)."""
         return (k, tuple(None if choice.get(st) is None else self.served[(k, st, choice[st])]
@@ -269,7 +275,8 @@ def coupled_part(mdl: Model, cols: list[int], rows: list[int]) -> Part | None:
     for k, bi, yi, zs in bcast:
         bcast_in[k].append((pos[k][bi], pos[k][yi], [pos[k][z] for z in zs]))
     touching = collections.Counter(st for b in blocks for st in b.stores)
-    combinations = [(k, t) for k, b in enumerate(blocks) for t in _reflected([len(classes[(k, st)]) for st in b.stores])]
+    combinations = [(k, t) for k, b in enumerate(blocks)
+                    for t in _reflected([len(classes[(k, st)]) for st in b.stores])]
     return Part(
         mdl=mdl, cols=cols, blocks=blocks, shared=shared,
         stores=sorted(shared, key=lambda st: (-touching[st], st.sort_key())),
@@ -295,18 +302,23 @@ class BlockCosts:
     deadline: float | None
     watch: Watch = field(default_factory=Watch)
     lp_priced: bool = False
-    costs: dict[tuple, tuple[float, list[float]]] = field(default_factory=dict)  # key → optimum, values
-    ties: dict[tuple, tuple[float, list[float], bool]] = field(default_factory=dict)  # → weight, values, proven
-    lp_bounds: dict[tuple, float] = field(default_factory=dict)  # key → its LP optimum, when fractional
-    known: dict[int, list] = field(default_factory=dict)  # per block: (choices it saw, (optimum, values))
+    # key → optimum, values (None: an enumerated block's, computed on demand by :meth:`plan`)
+    costs: dict[tuple[Any, ...], tuple[float, list[float] | None]] = field(default_factory=dict)
+    ties: dict[tuple[Any, ...],
+               tuple[float, list[float] | None, bool]] = field(default_factory=dict)  # → weight, values, proven
+    lp_bounds: dict[tuple[Any, ...], float] = field(default_factory=dict)  # key → its LP optimum, when fractional
+    # per block: (choices it saw, (optimum, values))
+    known: dict[int, list[tuple[tuple[int | None, ...], tuple[float, list[float] | None]]]] = field(
+        default_factory=dict)
     pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
     lightest: dict[int, list[float]] = field(default_factory=dict)  # per block: its last search's lexicographic optimum
-    lps: dict[tuple[int, int], object] = field(default_factory=dict)  # one HiGHS instance per block and stage
-    assigned: dict[tuple, tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
-    searches: dict[int, BlockPaths | None] = field(default_factory=dict)  # per block: its search (None: LPs)
-    _integer: list = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
-    _upper: list = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
-    _costed: list = field(init=False, repr=False)  # per block: (position, cost) of its columns that cost
+    lps: dict[tuple[int, int], Any] = field(default_factory=dict)  # one HiGHS instance per block and stage
+    assigned: dict[tuple[Any, ...], tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
+    searches: dict[int, BlockPaths | SeamSearch
+                   | None] = field(default_factory=dict)  # per block: its search (None: LPs)
+    _integer: list[Any] = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
+    _upper: list[Any] = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
+    _costed: list[Any] = field(init=False, repr=False)  # per block: (position, cost) of its columns that cost
 
     def __post_init__(self) -> None:
         import highspy
@@ -324,7 +336,7 @@ class BlockCosts:
         enumerates, its optimum and its lexicographic optimum at once (``costs``, ``ties``; the
         values on demand, :meth:`plan`).  Returns the blocks left to their LPs."""
         part = self.part
-        by_block: dict[int, list[tuple[tuple, tuple[int, ...]]]] = {}  # block → (key, combination)
+        by_block: dict[int, list[tuple[tuple[Any, ...], tuple[int, ...]]]] = {}  # block → (key, combination)
         for (k, t), key in zip(part.combinations, part.keys):
             by_block.setdefault(k, []).append((key, t))
         left = []
@@ -339,13 +351,14 @@ class BlockCosts:
                 self.assigned[key] = (table, a)
         return left
 
-    def plan(self, key: tuple, choice: Choice, lexicographic: bool) -> list[float]:
+    def plan(self, key: tuple[Any, ...], choice: Choice, lexicographic: bool) -> list[float]:
         """The values of a costed block's columns under a choice (the key's): its lexicographic
         optimum or the optimum found first."""
         if key in self.assigned:
             table, a = self.assigned[key]
             return table.values(a, choice)
-        return self.ties[key][1] if lexicographic else self.costs[key][1]
+        # (kept with the key: only an enumerated block's are computed, above)
+        return cast(list[float], self.ties[key][1] if lexicographic else self.costs[key][1])
 
     def left(self) -> float | None:
         """Seconds left before the deadline (at least 0.01); :class:`Stopped` past it."""
@@ -357,7 +370,7 @@ class BlockCosts:
             raise Stopped
         return max(0.01, self.deadline - time.perf_counter())
 
-    def instance(self, k: int, stage: int, sub: Callable[[], Model], brows: list[int]):
+    def instance(self, k: int, stage: int, sub: Callable[[], Model], brows: list[int]) -> Any:
         """The block's HiGHS instance of a stage (0: cost, 1: tie-break), built from ``sub()``
         (a model) the first time."""
         if forked.in_child():
@@ -381,7 +394,7 @@ class BlockCosts:
             vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs)) if vals[y] else 0.0  # (a step not used: none)
         return math.fsum(c * vals[i] for i, c in self._costed[k]), vals
 
-    def block_lp(self, k: int, h, choice: Choice) -> tuple[float, list[float] | None] | None:
+    def block_lp(self, k: int, h: Any, choice: Choice) -> tuple[float, list[float] | None] | None:
         """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
         optimum (a lower bound of the block's optimum there) and its values when the binaries
         come out integral (then they are the block's optimum under the choices), else None."""
@@ -409,7 +422,7 @@ class BlockCosts:
         vals[self._integer[k]] = np.round(ints)
         return obj, [float(v) for v in vals]
 
-    def lower(self, k: int, key: tuple) -> float:
+    def lower(self, k: int, key: tuple[Any, ...]) -> float:
         """The best bound known of a block's optimum under a choice (``key``) not costed yet:
         its LP optimum, or the optimum of a cached, less decided choice."""
         return max([v[0] for kk, v in self.known.get(k, ()) if all(x is None or x == y for x, y in zip(kk, key[1]))]
@@ -534,8 +547,8 @@ class BlockCosts:
         part, b = self.part, self.part.blocks[k]
         key = part.key_of(k, choice)
         if key not in self.ties:
-            obj, vals = self.costs[key]
-            vals = part.patched(k, vals, choice)
+            obj, kept = self.costs[key]
+            vals = part.patched(k, cast(list[float], kept), choice)  # (an enumerated block's are weighed)
             if not any(part.tie[c] for c in b.cols):
                 self.ties[key] = (0.0, vals, True)
                 return 0.0
@@ -554,9 +567,9 @@ class BlockCosts:
             h = self.instance(k, 1, lambda: self._capped(k, choice, cap), brows)
             h.changeRowBounds(len(b.rows), -highspy.kHighsInf, cap)
             res = self.block_lp(k, h, choice) if part.quick else None
-            vals2 = None if res is None else res[1]
-            if vals2 is not None:
-                self.ties[key] = (self._weigh(k, vals2), vals2, True)
+            lp_vals = None if res is None else res[1]
+            if lp_vals is not None:
+                self.ties[key] = (self._weigh(k, lp_vals), lp_vals, True)
                 return self.ties[key][0]
             start = [0.0] * part.mdl.num_variables
             for c, v in zip(b.cols, vals):
@@ -590,8 +603,8 @@ class BlockCosts:
         return replace(self.part.restricted(k, choice), cost=self.part.tie, rows=self.part.mdl.rows + [
             ("canonical_cost", costed, [self.part.mdl.cost[c] for c in costed], -math.inf, cap)])
 
-    def spread(self, fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
-               skip: set[int] = frozenset()) -> list[float]:
+    def spread(self, fn: Callable[[int, _Of], float], pairs: list[tuple[int, _Of]],
+               skip: AbstractSet[int] = frozenset()) -> list[float]:
         """:func:`per_block` on two cores: the blocks that have a search are shared out between
         this process and a forked child (:func:`~mqjoin.planning.ilp.forked.split`), each side
         taking the next block from one list (:class:`~mqjoin.planning.ilp.forked.Shares`, those
@@ -636,9 +649,9 @@ class BlockCosts:
                         break
             return out, left, taken
 
-        here: list[tuple] = []  # this side's taking(), run beside the threads' blocks
+        here: list[tuple[Any, ...]] = []  # this side's taking(), run beside the threads' blocks
 
-        def there() -> tuple[dict[int, float], list[int], tuple]:
+        def there() -> tuple[dict[int, float], list[int], tuple[Any, ...]]:
             before = self._mark()
             out, left, taken = taking()
             return out, left, self._entries(taken, before)
@@ -647,7 +660,7 @@ class BlockCosts:
             out, (done, left, entries) = forked.split(
                 lambda: per_block(fn, pairs, set(skip) | given, lambda: here.append(taking())), there, self.left)
         except forked.ChildFailed as e:
-            out, done, left, entries = e.here, {}, None, None
+            out, done, left, entries = cast(list[float], e.here), {}, None, None
         finally:
             shares.close()
         ours, _, taken_here = here[0]
@@ -663,13 +676,13 @@ class BlockCosts:
                 out[i] = rest[i]
         return out
 
-    def _mark(self) -> tuple:
+    def _mark(self) -> tuple[Any, ...]:
         """Where the caches stand (for :meth:`_entries`): the keys costed, weighed and bounded,
         and per block its known plans, its pool and its last lexicographic optimum."""
         return (set(self.costs), set(self.ties), set(self.lp_bounds), {k: len(v) for k, v in self.known.items()},
                 {k: len(v) for k, v in self.pool.items()}, dict(self.lightest))
 
-    def _entries(self, blocks: set[int], before: tuple) -> tuple:
+    def _entries(self, blocks: set[int], before: tuple[Any, ...]) -> tuple[Any, ...]:
         """What these blocks' pairs added to the caches since :meth:`_mark` gave ``before`` (for
         :meth:`_merge` in the parent, which holds the rest already)."""
         costs, ties, lp_bounds, known, pool, lightest = before
@@ -681,7 +694,7 @@ class BlockCosts:
                 {k: v for k, v in self.lightest.items() if k in blocks and v is not lightest.get(k)},
                 {k: type(self.searches[k]) for k in blocks if k in self.searches})
 
-    def _merge(self, entries: tuple) -> None:
+    def _merge(self, entries: tuple[Any, ...]) -> None:
         costs, ties, lp_bounds, known, pool, lightest, gave_up = entries
         self.costs.update(costs)
         self.ties.update(ties)
@@ -694,8 +707,8 @@ class BlockCosts:
                 self._gave_up(k)
 
 
-def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
-              skip: set[int] = frozenset(), beside: Callable[[], None] | None = None) -> list[float]:
+def per_block(fn: Callable[[int, _Of], float], pairs: list[tuple[int, _Of]],
+              skip: AbstractSet[int] = frozenset(), beside: Callable[[], None] | None = None) -> list[float]:
     """``fn(block, combination)`` for every pair (0.0 for the indices in ``skip``), the blocks
     spread over :data:`BLOCK_THREADS` threads, each block's pairs in their order (so the results
     do not depend on the threads); ``beside``, when given, runs as one more task among them.
@@ -714,7 +727,8 @@ def per_block(fn: Callable[[int, tuple], float], pairs: list[tuple[int, tuple]],
         for i in indices:
             out[i] = fn(*pairs[i])
 
-    tasks = [lambda indices=indices: run(indices) for indices in sorted(groups.values(), key=len, reverse=True)]
+    tasks: list[Callable[[], None]] = [partial(run, indices)
+                                       for indices in sorted(groups.values(), key=len, reverse=True)]
     if beside is not None:  # (first: it takes the searches, the others wait on HiGHS as a rule)
         tasks.insert(0, beside)
     if BLOCK_THREADS < 2 or len(tasks) < 2:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from mqjoin.model.errors import InfeasibleError, NoSolutionError
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, PartResult, highs_lp, silent_highs
@@ -45,7 +46,8 @@ from mqjoin.planning.ilp.monitor import Watch
 BRANCH_MIN_MIR = 4
 
 
-def _fixings(reduced, vals, bound: float, lo, up, is_binary, threshold: float) -> tuple[tuple[int, float], ...]:
+def _fixings(reduced: Any, vals: Any, bound: float, lo: Any, up: Any, is_binary: Any,
+             threshold: float) -> tuple[tuple[int, float], ...]:
     """The binaries a node's LP fixes for its whole subtree (reduced-cost fixing): a free binary
     at 0 in the LP whose reduced cost ``d`` lifts the LP bound of any solution with it at 1 to
     ``bound + d`` or more, at or above ``threshold`` (the bound at which nothing improves the
@@ -72,7 +74,7 @@ def large_mirs(mdl: Model, cols: list[int]) -> bool:
 
 def branch_and_bound(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
                      start: list[float] | None = None, integral_objective: bool = False,
-                     highs=None, watch: Watch = Watch()) -> PartResult:
+                     highs: Any = None, watch: Watch = Watch()) -> PartResult:
     """The branch and bound of the module docstring over one part.  A node is pruned when its
     LP bound cannot beat the incumbent by more than HiGHS's own gap settings: 1e-9 relative, or
     0.99 for integral objectives.  Under a time limit it returns the incumbent with the least

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stopped, coupled_part
@@ -98,9 +99,10 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     try:
         if part.quick:  # every combination priced up front (exact as a rule): the master's first choice is, nearly
             lp = set(costs.enumerate_blocks())
-            costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), [p for p in part.combinations if p[0] in lp])
+            costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)),
+                         [p for p in part.combinations if p[0] in lp])
         else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
-            def alone(k: int, _) -> float:
+            def alone(k: int, _: tuple[int, ...]) -> float:
                 done[k] = costs.cost(k, {})
                 watch.report(math.inf, math.fsum(list(done.values())))
                 return done[k]
@@ -119,7 +121,7 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
             _depth_first(part, costs, best, tree, 0, tree.root, False)
         optimum = best.cost
         watch.report(optimum, optimum)
-        if canonical and by_master:
+        if canonical and master is not None:  # (by the master)
             master.tie_break(best)
         elif canonical:  # the second pass: every choice whose bound is within the slack of the optimum
             _depth_first(part, costs, best, tree, 0, tree.root, True)
@@ -196,8 +198,8 @@ def _first_plan(part: Part, costs: BlockCosts, best: Incumbent) -> None:
     """A plan before any combination is costed (kept should a time limit strike before the
     master's first plan): each shared store partitioned by the attribute most blocks chose
     alone (the first on a tie), each block's plan alone recosted there."""
-    alone_plans = [costs.costs[part.key_of(k, {})][1] for k in range(len(part.blocks))]
-    votes: dict[tuple, int] = {}
+    alone_plans = [cast(list[float], costs.costs[part.key_of(k, {})][1]) for k in range(len(part.blocks))]  # (searched)
+    votes: dict[tuple[Any, ...], int] = {}
     for k, b in enumerate(part.blocks):
         for st in b.stores:
             for j, i in enumerate(part.shared[st]):
@@ -212,7 +214,7 @@ def _result(part: Part, costs: BlockCosts, best: Incumbent, status: str, optimum
             canonical: bool) -> CoupledResult:
     """The part's values under the incumbent's choice: each block's optimum there (its
     lexicographic one when broken), or the first plan's at a time limit before any master."""
-    mdl, chosen = part.mdl, best.choice
+    mdl, chosen = part.mdl, cast(Choice, best.choice)  # (every search that returns here has a choice)
     values = [0.0] * mdl.num_variables
     proven = canonical and status == "optimal"
     if status == "canonical_time_limit":  # optimal; the tie not (provably) broken
@@ -223,7 +225,7 @@ def _result(part: Part, costs: BlockCosts, best: Incumbent, status: str, optimum
             vals = costs.plan(key, chosen, True)
             proven = proven and costs.ties[key][2]
         else:
-            vals = costs.plan(key, chosen, False) if key in costs.costs else best.recosted[k]
+            vals = costs.plan(key, chosen, False) if key in costs.costs else cast(list[list[float]], best.recosted)[k]
             proven = proven and not canonical
         for c, v in zip(b.cols, part.patched(k, vals, chosen)):
             values[c] = v

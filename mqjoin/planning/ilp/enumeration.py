@@ -42,9 +42,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from mqjoin.planning.candidates import MIR
+from mqjoin.planning.candidates import MIR, Candidates
 from mqjoin.planning.ilp.model import TIE_SLACK
+
+#: a coupled part (a ``blocks.Part``; blocks imports this module, so it is not imported here)
+Part = Any
+
+#: a factor's option: (positions set to 1, steps used, MIRs needed, MIRs materialised, weight)
+_Option = tuple[list[int], list[int], list[int], list[int], float]
 
 #: enumerate a block when it has at most this many assignments (three-way queries: up to ~7,000;
 #: four-way ones from ~10^5 up): beyond it, the block's LPs are cheaper
@@ -55,19 +62,19 @@ ENUMERATE_MAX = 1 << 15
 class BlockTable:
     """Every assignment of one block (rows), as numpy arrays (see the module docstring)."""
 
-    part: object  # the Part (a blocks.Part: blocks imports this module)
+    part: Part
     k: int  # the block
-    choice: object  # P × factors: the option each assignment takes of each factor
-    ones: list  # per factor, per option: the positions (in the block) it sets to 1
-    used: object  # P × steps: the steps the assignment uses (0/1)
-    open: object  # P × broadcasts: used and not served by an attribute of the block's own stores (0/1)
-    base: object  # P: the cost of the used steps, broadcasts not counted
-    weight: object  # P: the tie-break weight of the chosen orders and own attributes
-    steps: object  # the positions (in the block) of its y columns, in the order of ``used``
-    step_cost: object  # their costs
-    bcast: tuple  # per broadcast: (position of b, the shared z positions known to its step)
-    bcast_cost: object  # per broadcast: the cost of its b
-    serves: list  # per shared store of the block: classes × broadcasts, whether the class serves it
+    choice: Any  # P × factors: the option each assignment takes of each factor
+    ones: list[Any]  # per factor, per option: the positions (in the block) it sets to 1
+    used: Any  # P × steps: the steps the assignment uses (0/1)
+    open: Any  # P × broadcasts: used and not served by an attribute of the block's own stores (0/1)
+    base: Any  # P: the cost of the used steps, broadcasts not counted
+    weight: Any  # P: the tie-break weight of the chosen orders and own attributes
+    steps: Any  # the positions (in the block) of its y columns, in the order of ``used``
+    step_cost: Any  # their costs
+    bcast: tuple[Any, ...]  # per broadcast: (position of b, the shared z positions known to its step)
+    bcast_cost: Any  # per broadcast: the cost of its b
+    serves: list[Any]  # per shared store of the block: classes × broadcasts, whether the class serves it
 
     def optima(self, combinations: list[tuple[int, ...]]) -> list[tuple[float, float, int]]:
         """Per combination of the block (a class of attributes per shared store it touches, see
@@ -87,7 +94,7 @@ class BlockTable:
         return [(math.fsum(self.step_cost[self.used[a] > 0].tolist() + charge[t][self.open[a] > 0].tolist()),
                  float(self.weight[a]), a) for t, a in enumerate(best)]
 
-    def values(self, a: int, choice: dict) -> list[float]:
+    def values(self, a: int, choice: dict[Any, Any]) -> list[float]:
         """The values of the block's columns of assignment ``a`` under a choice of its shared
         stores: ``y`` and ``b`` at their least."""
         import numpy as np
@@ -102,20 +109,21 @@ class BlockTable:
         vals[self.steps] = self.used[a]
         for n, (bp, zs) in enumerate(self.bcast):
             vals[bp] = 1.0 if self.open[a, n] and not any(vals[z] for z in zs) else 0.0
-        return vals.tolist()
+        out: list[float] = vals.tolist()
+        return out
 
 
-def block_tables(part) -> list[BlockTable | None]:
+def block_tables(part: Part) -> list[BlockTable | None]:
     """:func:`block_table` of every block of a coupled part (a ``blocks.Part``)."""
     mdl = part.mdl
     x_at = mdl.keys_of("x")
-    own = {}  # z column → its store
+    own: dict[int, MIR] = {}  # z column → its store
     for (store, _), c in mdl.z.items():
         own[c] = store
     return [block_table(part, k, x_at, own) for k in range(len(part.blocks))]
 
 
-def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> BlockTable | None:
+def block_table(part: Part, k: int, x_at: dict[int, tuple[Any, ...]], z_at: dict[int, MIR]) -> BlockTable | None:
     """The assignments of block ``k`` of a coupled part (a ``blocks.Part``), or None when it
     has more than :data:`ENUMERATE_MAX` of them.  ``x_at``: x column → (owner, start, order
     number); ``z_at``: z column → its store."""
@@ -144,14 +152,15 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
 
     # factors: per query start one order; per MIR none or one order per start; per own store an attribute
     # options: (positions set to 1, steps used, MIRs needed, MIRs materialised, weight)
-    factors: list[list[tuple[list[int], list[int], list[int], list[int], float]]] = []
+    factors: list[list[_Option]] = []
     for owner, by_start in groups.items():
-        per_start = [[([pos[c]], [step_at[y] for y in mdl.order_steps[c]], [mir_at[m] for m in mdl.order_mirs[c]],
+        per_start: list[list[_Option]] = [[([pos[c]], [step_at[y] for y in mdl.order_steps[c]],
+                                            [mir_at[m] for m in mdl.order_mirs[c]],
                        [], part.tie[c]) for c in xs] for xs in by_start.values()]
         if not isinstance(owner, MIR):
             factors.extend(per_start)
             continue
-        options = [([], [], [], [], 0.0)]
+        options: list[_Option] = [([], [], [], [], 0.0)]
         if len(by_start) == len(cands.orders[owner]):  # else a start without orders: never materialised
             mi = mdl.m[owner]
             for combo in _product(per_start):
@@ -173,8 +182,8 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
         ou = np.zeros((len(options), len(steps)), dtype=bool)
         on = np.zeros((len(options), len(mirs)), dtype=bool)
         oh = np.zeros_like(on)
-        for r, (_, st, nd, hm, _) in enumerate(options):
-            ou[r, st] = True
+        for r, (_, uses, nd, hm, _) in enumerate(options):
+            ou[r, uses] = True
             on[r, nd] = True
             oh[r, hm] = True
         at = choice[f]
@@ -212,7 +221,7 @@ def block_table(part, k: int, x_at: dict[int, tuple], z_at: dict[int, MIR]) -> B
                       bcast_cost=np.array([mdl.cost[b.cols[bp]] for bp, _, _ in part.bcast_in[k]]), serves=serves)
 
 
-def _assignments(groups: dict, own: dict, cands) -> int:
+def _assignments(groups: dict[object, dict[str, list[int]]], own: dict[MIR, list[int]], cands: Candidates) -> int:
     """How many assignments a block has at most: the product of its factors' options."""
     total = math.prod(len(zc) for zc in own.values())
     for owner, by_start in groups.items():
@@ -223,9 +232,9 @@ def _assignments(groups: dict, own: dict, cands) -> int:
     return total
 
 
-def _product(lists: list[list]) -> list[tuple]:
+def _product(lists: list[list[Any]]) -> list[tuple[Any, ...]]:
     """Every combination of one element per list, the first list slowest."""
-    out: list[tuple] = [()]
+    out: list[tuple[Any, ...]] = [()]
     for options in lists:
         out = [p + (o,) for p in out for o in options]
     return out

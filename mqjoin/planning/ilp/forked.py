@@ -204,7 +204,7 @@ def _answer(write: int, there: Callable[[], object]) -> None:
 def _receive(read: int, poll: Callable[[], object], deadline: float) -> bytes | None:
     """Everything the child writes, until it closes the pipe; ``poll`` called while waiting;
     None once ``deadline`` (``time.perf_counter()``) has passed."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         ready, _, _ = select.select([read], [], [], POLL_SECONDS)
         if not ready:

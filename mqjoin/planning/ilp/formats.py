@@ -24,14 +24,14 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Iterable
+from typing import Any, Iterable
 
 from mqjoin.model.errors import OptimizerError, SolverUnavailableError
 from mqjoin.planning.ilp.model import Model
 
 
 def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] | None = None,
-            relax: bool = False):
+            relax: bool = False) -> tuple[Any, dict[int, Any]]:
     """The model (or one component of it) as a ``pulp.LpProblem`` (for CBC and exports)."""
     try:
         import pulp
@@ -40,7 +40,7 @@ def to_pulp(mdl: Model, cols: Iterable[int] | None = None, rows: Iterable[int] |
     cols = list(range(mdl.num_variables)) if cols is None else list(cols)
     rows = list(range(mdl.num_constraints)) if rows is None else list(rows)
     prob = pulp.LpProblem("mqjoin_probe_orders", pulp.LpMinimize)
-    var = {}
+    var: dict[int, Any] = {}
     for c in cols:
         cat = pulp.LpBinary if (mdl.integer[c] and not relax) else pulp.LpContinuous
         up = None if mdl.upper[c] == math.inf else mdl.upper[c]

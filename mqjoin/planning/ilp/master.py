@@ -27,6 +27,7 @@ proves the least weight.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.backends import silent_highs
@@ -48,9 +49,13 @@ class Master:
                 self.zcol[(st, j)] = len(self.zcol)
         names = self.names = len(self.zcol)
         n = self.n = names + len(part.combinations)
+        index: list[int]
+        value: list[float]
+        lo: list[float]
+        hi: list[float]
         starts, index, value, lo, hi = [0], [], [], [], []
 
-        def row(idx, coef, lower, upper):
+        def row(idx: list[int], coef: list[float], lower: float, upper: float) -> None:
             index.extend(idx)
             value.extend(coef)
             starts.append(len(index))
@@ -59,7 +64,7 @@ class Master:
 
         for st in part.stores:
             row([self.zcol[(st, j)] for j in range(len(part.shared[st]))], [1.0] * len(part.shared[st]), 1.0, 1.0)
-        users: dict[tuple, list[int]] = {}
+        users: dict[tuple[Any, ...], list[int]] = {}
         for li, (k, t) in enumerate(part.combinations):
             users.setdefault((k,), []).append(names + li)
             for st, c in zip(part.blocks[k].stores, t):
@@ -124,8 +129,11 @@ class Master:
             lower_bound = float(self.h.getInfo().objective_function_value)
             best.current = [lower_bound]
             exact = all(part.key_of(k, pick) in self.costs.costs for k in range(len(part.blocks)))
-            self.costs.spread(lambda k, _, pick=pick: self.costs.cost(k, pick),
-                              [(k, ()) for k in range(len(part.blocks)) if part.key_of(k, pick) not in self.costs.costs])
+            def cost_at(k: int, _: tuple[()], pick: Choice = pick) -> float:
+                return self.costs.cost(k, pick)
+
+            self.costs.spread(cost_at, [(k, ()) for k in range(len(part.blocks))
+                                        if part.key_of(k, pick) not in self.costs.costs])
             total = math.fsum(self.costs.cost(k, pick) for k in range(len(part.blocks)))
             if total < best.cost:
                 best.cost, best.choice = total, dict(pick)
@@ -179,8 +187,10 @@ class Master:
             todo = [k for k in range(len(part.blocks)) if part.key_of(k, pick) not in ties]
             if not todo:
                 break
-            self.costs.spread(lambda k, _, pick=pick: self.costs.cost(k, pick) + self.costs.weight(k, pick),
-                              [(k, ()) for k in todo])
+            def weigh_at(k: int, _: tuple[()], pick: Choice = pick) -> float:
+                return self.costs.cost(k, pick) + self.costs.weight(k, pick)
+
+            self.costs.spread(weigh_at, [(k, ()) for k in todo])
         best.weight, best.choice = float(h.getInfo().objective_function_value), pick
 
     def _least_weights(self) -> list[float]:
@@ -192,7 +202,7 @@ class Master:
         z_at = {c: store for (store, _), c in mdl.z.items()}
         out = []
         for b in part.blocks:
-            least: dict[tuple, float] = {}
+            least: dict[tuple[Any, ...], float] = {}
             for c in b.cols:
                 if c in x_at and isinstance(x_at[c][0], str):
                     group = x_at[c][:2]
@@ -205,7 +215,7 @@ class Master:
         return out
 
 
-def _ruled_out(lp, cost, cap: float):
+def _ruled_out(lp: Any, cost: Any, cap: float) -> Any:
     """Which binaries of a 0-1 program (``lp``: a ``highspy.HighsLp`` of equality rows and
     columns in [0, 1], here with objective ``cost``) are 0 in every solution of objective at
     most ``cap``: by a dual solution ``y`` of its LP, every solution costs at least

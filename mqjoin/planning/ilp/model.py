@@ -55,12 +55,16 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mqjoin.model.schema import Attr
 from mqjoin.planning.candidates import MIR, Candidates, Owner, Step, owner_label
 from mqjoin.planning.options import BUDGET, check_budget, check_policy
 from mqjoin.support.unionfind import UnionFind
 
+
+#: a row of a model: its name, its columns, their coefficients, its lower and upper bounds
+Row = tuple[str, list[int], list[float], float, float]
 
 @dataclass
 class Model:
@@ -73,7 +77,7 @@ class Model:
     integer: list[bool] = field(default_factory=list)
     upper: list[float] = field(default_factory=list)
     tie: list[float] = field(default_factory=list)  # secondary (tie-break) objective, see tie_weight
-    rows: list[tuple[str, list[int], list[float], float, float]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     x: dict[tuple[Owner, str, int], int] = field(default_factory=dict)
     y: dict[Step, int] = field(default_factory=dict)
     m: dict[MIR, int] = field(default_factory=dict)
@@ -84,7 +88,7 @@ class Model:
     build_seconds: float = 0.0
     _used: set[str] = field(default_factory=set)
     _step_names: dict[Step, str] = field(default_factory=dict)  # a step's rendering, cleaned (see _name)
-    _keys: dict = field(default_factory=dict)  # keys_of, z_index and the last components()
+    _keys: dict[object, Any] = field(default_factory=dict)  # keys_of, z_index and the last components()
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
@@ -117,14 +121,15 @@ class Model:
             tail = self._step_names[step] = _clean(step.render())
         return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
 
-    def keys_of(self, kind: str) -> dict:
+    def keys_of(self, kind: str) -> dict[int, Any]:
         """Each column of ``self.x`` or ``self.y`` (``kind``: ``"x"`` or ``"y"``) → its key there,
         in column order; computed once per model (a model made from it by ``replace`` shares
         the cache, as it shares the variables)."""
         at = (kind, len(self.names))
         if at not in self._keys:
             self._keys[at] = {c: key for key, c in getattr(self, kind).items()}
-        return self._keys[at]
+        keys: dict[int, Any] = self._keys[at]
+        return keys
 
     def z_index(self) -> dict[int, tuple[MIR, int]]:
         """Each ``z`` column → its store and its index among the store's candidates (the order
@@ -138,7 +143,8 @@ class Model:
                 out[c] = (st, seen.get(st, 0))
                 seen[st] = out[c][1] + 1
             self._keys[at] = out
-        return self._keys[at]
+        index: dict[int, tuple[MIR, int]] = self._keys[at]
+        return index
 
     @property
     def num_variables(self) -> int:

@@ -32,6 +32,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 from mqjoin.planning.ilp import forked
 
@@ -136,13 +138,13 @@ class Monitor:
         if self.on_report is not None:
             self.on_report(r)
 
-    def highs_callback(self, part: object, highspy) -> Callable:
+    def highs_callback(self, part: object, highspy: ModuleType) -> Callable[..., Any]:
         """A HiGHS callback (``setCallback``) that reports a MIP's improving solutions of
         ``part`` and interrupts the MIP once :meth:`stop` is called."""
         improving = int(highspy.cb.HighsCallbackType.kCallbackMipImprovingSolution)
         interrupt = int(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
-        def callback(kind, _message, out, into, _data) -> None:
+        def callback(kind: Any, _message: str, out: Any, into: Any, _data: Any) -> None:
             kind = int(kind)
             if kind == interrupt:
                 if self.stopped:

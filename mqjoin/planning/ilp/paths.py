@@ -63,9 +63,10 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, TypeVar, cast
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
@@ -102,7 +103,18 @@ class _Start:
 
 
 #: per start: the chosen order of each owner there
-Picks = tuple[tuple[_Order, ...], ...]
+Picks = Sequence[tuple[_Order, ...]]
+
+#: an owner's order at a start, priced (:meth:`BlockPaths._ranking`): the order, its number there,
+#: the charge of its steps, the charge of its steps from each step on, the steps it shares with
+#: every order there
+_Entry = tuple[_Order, int, float, tuple[float, ...], tuple[int, ...]]
+
+#: a choice's problem at a start (:meth:`BlockPaths._problem`)
+_Problem = tuple[int, int, int, int]
+
+#: what a Pareto front holds beside the cost and the weight (:func:`_pareto`)
+_P = TypeVar("_P")
 
 
 #: nodes one search visits at most before it gives up (:class:`TooLarge`): past that the
@@ -144,7 +156,8 @@ class BlockPaths:
         mir_no = {c: n for n, c in enumerate(self.mirs)}
         self.size = [len(m.relations) for m, c in mdl.m.items() if c in inside]  # per MIR: its relations
         self.stores: list[list[int]] = []  # per store number: its z columns (candidate order)
-        store_of = self.store_of = {}  # store → its number
+        self.store_of: dict[MIR, int] = {}  # store → its number
+        store_of = self.store_of
         attr_of = {}
         for (st, a), c in mdl.z.items():
             if c in inside:
@@ -211,6 +224,7 @@ class BlockPaths:
             # branches least near its root
             owners = sorted(groups[start].items(), key=lambda t: (len(t[1]), t[0] < 0, t[0]))
             orders = tuple(o for _, os in owners for o in os)
+            stores: set[int]
             relevant, stores = 0, set()
             for n, os in owners:
                 relevant |= (1 << n) if n >= 0 else 0
@@ -233,17 +247,21 @@ class BlockPaths:
                         tuple(i for i, (n, _) in enumerate(sr.owners) if n < 0)) for sr in self.starts]
         # per start and owner there: the mask of the numbers of its orders
         self._masks = [[sum(1 << i for i in numbers) for _, numbers in sr.owners] for sr in self.starts]
-        self._least: dict = {}
+        self._least: dict[_Problem, tuple[float, tuple[_Order, ...] | None, int]] = {}
         self.work = 0  # the work of the search under way (:data:`WORK_LIMIT`)
-        self._fronts: dict = {}
-        self._charge: dict = {}
-        self._spared: dict = {}  # (store number, attribute) → the mask of the steps it spares a broadcast
-        self._priced: dict = {}  # (start, the stores' attributes) → the number of its prices
-        self._prices: dict = {}  # (start, its orders' step charges) → the number of those prices
-        self._allowed: dict = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
+        self._fronts: dict[_Problem, tuple[float, list[tuple[float, float, tuple[_Order, ...]]]]] = {}
+        self._charge: dict[tuple[int, ...], list[float]] = {}
+        self._spared: dict[tuple[int, int],
+                           int] = {}  # (store number, attribute) → the mask of the steps it spares a broadcast
+        self._priced: dict[tuple[int, tuple[int, ...]],
+                           int] = {}  # (start, the stores' attributes) → the number of its prices
+        self._prices: dict[tuple[int, tuple[tuple[float, ...], ...]],
+                           int] = {}  # (start, its orders' step charges) → the number of those prices
+        self._allowed: dict[tuple[int, int],
+                            int] = {}  # (start, allowed MIRs) → mask of the numbers of its orders that probe only those
         # (start, that mask, prices) → per owner its allowed entries, cheapest first (None: not asked for yet)
-        self._options_of: dict = {}
-        self._rankings: list = []  # per number of prices (:meth:`_ranking`)
+        self._options_of: dict[tuple[int, int, int], list[list[_Entry] | None]] = {}
+        self._rankings: list[list[list[_Entry]]] = []  # per number of prices (:meth:`_ranking`)
 
     # ---- one start -------------------------------------------------------------------------
 
@@ -276,13 +294,14 @@ class BlockPaths:
             number = self._prices.get((ri, prices))
             if number is None:
                 number = self._prices[(ri, prices)] = len(self._rankings)
-                entries = [(o, i, t[0], t, sr.shared[i]) for i, (o, t) in enumerate(zip(sr.orders, map(_tails, prices)))]
+                entries = [(o, i, t[0], t, sr.shared[i])
+                           for i, (o, t) in enumerate(zip(sr.orders, map(_tails, prices)))]
                 self._rankings.append([sorted((entries[i] for i in numbers), key=lambda e: (e[2], e[0].weight))
                                        for _, numbers in sr.owners])
             self._priced[(ri, z)] = number
         return number
 
-    def _problem(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[int, int, int, int]:
+    def _problem(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> _Problem:
         """What the choice at start ``ri`` depends on: the start, the owners there that must
         choose (mask of MIRs), the orders allowed there (mask of their numbers) and its prices."""
         sr = self.starts[ri]
@@ -293,7 +312,7 @@ class BlockPaths:
             ok = self._allowed[akey] = sum(bits for mirs, bits in sr.probing if not mirs & ~allowed)
         return ri, on & sr.owning, ok, number
 
-    def _options(self, problem: tuple[int, int, int, int]) -> list[list[tuple]]:
+    def _options(self, problem: _Problem) -> list[list[_Entry]]:
         """The owners that must choose an order in a problem (:meth:`_problem`), each with the
         entries of the orders it may choose, cheapest first."""
         ri, on, ok, number = problem
@@ -301,14 +320,16 @@ class BlockPaths:
         allowed = self._options_of.get(okey)
         if allowed is None:  # (each owner's list filtered when first asked for)
             allowed = self._options_of[okey] = [None] * len(self.starts[ri].owners)
-        slots, at = self._slots[ri]
+        slots, queries = self._slots[ri]
+        at: Sequence[int] = queries
         if on:
-            at = list(at)
+            choosing = list(queries)
             while on:  # (the MIRs that must choose here: few of the owners, as a rule)
                 low = on & -on
-                at.append(slots[low.bit_length() - 1])
+                choosing.append(slots[low.bit_length() - 1])
                 on ^= low
-            at.sort()
+            choosing.sort()
+            at = choosing
         out = []
         for i in at:
             es = allowed[i]
@@ -320,7 +341,7 @@ class BlockPaths:
             out.append(es)
         return out
 
-    def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...]]:
+    def _least_at(self, ri: int, on: int, allowed: int, z: tuple[int, ...]) -> tuple[float, tuple[_Order, ...] | None]:
         """The cheapest choice of one order per owner at start ``ri`` (the union of their steps
         priced), by a depth-first search, cheapest orders first (:func:`_least`)."""
         problem = self._problem(ri, on, allowed, z)
@@ -441,12 +462,14 @@ class BlockPaths:
                 out[t] = self.zmin[t] if lexicographic or t not in need else (need[t] & -need[t]).bit_length() - 1
         return tuple(out)
 
-    def _children(self, how: str, n: int, on: int, off: int, z: tuple[int, ...]) -> list[tuple[int, int, tuple]]:
+    def _children(self, how: str, n: int, on: int, off: int,
+                  z: tuple[int, ...]) -> list[tuple[int, int, tuple[Any, ...]]]:
         if how == "mir":
             return [(on, off | (1 << n), z), (on | (1 << n), off, z)]
         return [(on, off, z[:n] + (j,) + z[n + 1:]) for j in range(len(self.stores[n]))]
 
-    def _relaxed(self, on: int, off: int, z: tuple[int, ...], parent: tuple | None = None) -> tuple[float, list, list]:
+    def _relaxed(self, on: int, off: int, z: tuple[int, ...], parent: tuple[Any, ...] | None = None
+                 ) -> tuple[float, list[float], list[tuple[_Order, ...]]]:
         """A node's relaxation: its bound and per start the least cost and the choice there.
         ``parent``: the parent's (on, off, z, costs, choices); a start whose problem the branch
         did not change — no new owner there, its choice probes no MIR newly ruled out, and
@@ -534,8 +557,8 @@ class BlockPaths:
             for light, _, kid in sorted(kids, key=lambda t: (t[0][0], t[1]), reverse=True):
                 if light[0] <= best - 0.5:
                     stack.append((kid, light))
-        if best_at is None:
-            return best, list(start)
+        if best_at is None:  # (the start is a plan within the cap)
+            return best, list(cast(list[float], start))
         vals = self.values(*best_at)
         return math.fsum(self.tie[c] * v for c, v in zip(self.cols, vals)), vals
 
@@ -546,7 +569,7 @@ class BlockPaths:
         return nodes + 1
 
     def _lightest(self, on: int, off: int, z: tuple[int, ...], cap: float,
-                  limit: float = math.inf) -> tuple[float, Picks, tuple]:
+                  limit: float = math.inf) -> tuple[float, Picks, tuple[Any, ...]]:
         """A node's relaxed least weight within the cap: the starts' Pareto fronts combined, plus
         the stores' weights (undecided ones at their least); inf when nothing fits or when that
         weight would pass ``limit`` (a partial combination is dropped once its weight with the
@@ -571,7 +594,7 @@ class BlockPaths:
         for ri in range(len(fronts) - 1, -1, -1):
             after[ri] = lightest
             lightest += fronts[ri][-1][1]  # (a front's weights fall as its costs rise)
-        combined: list[tuple[float, float, tuple]] = [(0.0, 0.0, ())]
+        combined: list[tuple[float, float, tuple[Any, ...]]] = [(0.0, 0.0, ())]
         for ri, front in enumerate(fronts):
             rest, heaviest = math.fsum(least[ri + 1:]), limit - after[ri]
             pairs = []  # (cost, weight, the positions of the two): the picks built for the front only
@@ -640,6 +663,7 @@ def _shared_rows(paths: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
     ((3, 1, 0, 2), (1, 2, 0, 1), (0, 0, 1, 0), (2, 1, 0, 2))
     """
     rows = [[0] * len(paths) for _ in paths]
+    groups: dict[tuple[int, ...], list[int]]
     depth, groups = 1, {}
     for i, p in enumerate(paths):
         if p:
@@ -666,7 +690,7 @@ def _shared_rows(paths: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
 _ROUNDING = 1 + 1e-12
 
 
-def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
+def _least(options: list[list[_Entry]]) -> tuple[float, tuple[_Order, ...], int]:
     """The cheapest choice of one entry (:meth:`BlockPaths._ranking`) per owner, the union of
     their steps priced: a depth-first search over the owners' entries, cheapest first, that keeps
     a choice only when it is strictly cheaper than the best one before it, so that the least
@@ -677,7 +701,7 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
     partial choices the search extended (its work)."""
     if len(options) == 1:  # the cheapest order alone
         return options[0][0][2], (options[0][0][0],), 0
-    best: list = [math.inf, None, 0]
+    best: list[Any] = [math.inf, None, 0]
     picked: list[_Order] = []
     numbers: list[int] = []  # the chosen entries' numbers
     last = len(options) - 1
@@ -709,11 +733,11 @@ def _least(options: list[list[tuple]]) -> tuple[float, tuple[_Order, ...], int]:
     return best[0], best[1], best[2]
 
 
-def _front(options: list[list[tuple]], limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
+def _front(options: list[list[_Entry]], limit: float) -> list[tuple[float, float, tuple[_Order, ...]]]:
     """The Pareto front (:func:`_pareto`) of (cost, weight) of the choices of one entry per
     owner that cost at most ``limit``, found and priced as :func:`_least` does."""
     found: list[tuple[float, float, tuple[_Order, ...]]] = []
-    chosen: list[tuple] = []
+    chosen: list[_Entry] = []
     last = len(options) - 1
 
     def down(i: int, spent: float, weight: float) -> None:
@@ -749,13 +773,13 @@ def _union_cost(picks: tuple[_Order, ...], charge: list[float]) -> float:
     return spent
 
 
-def _pareto(entries: list[tuple[float, float, object]]) -> list[tuple[float, float, object]]:
+def _pareto(entries: list[tuple[float, float, _P]]) -> list[tuple[float, float, _P]]:
     """The entries no other is cheaper and lighter than (both at most, one less), cheapest first.
 
     >>> _pareto([(2.0, 5.0, "a"), (1.0, 7.0, "b"), (2.0, 4.0, "c"), (3.0, 4.0, "d")])
     [(1.0, 7.0, 'b'), (2.0, 4.0, 'c')]
     """
-    out: list[tuple[float, float, object]] = []
+    out: list[tuple[float, float, _P]] = []
     for e in sorted(entries, key=itemgetter(0, 1)):
         if not out or e[1] < out[-1][1]:
             out.append(e)

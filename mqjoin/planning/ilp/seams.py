@@ -69,9 +69,10 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mqjoin.planning.candidates import MIR
-from mqjoin.planning.ilp.model import TIE_SLACK, Model, linked
+from mqjoin.planning.ilp.model import TIE_SLACK, Model, Row, linked
 from mqjoin.planning.ilp.paths import BlockPaths
 
 #: a seam with more candidate assignments than this is not split (they are enumerated)
@@ -181,15 +182,15 @@ def find_seam(mdl: Model, cols: list[int], rows: list[int], shared: frozenset[MI
         val = {c: v for part in parts for c, v in part}
         if all(_holds(row, val) for row in plain):
             bases.append(tuple(val.get(c, -1.0) for c in seam))
-    by_store: dict[MIR, list[int]] = {}
+    chosen: dict[MIR, list[int]] = {}  # a store's candidates decided by the choice
     for c in sorted(by_choice, key=lambda c: stores[c][1]):
-        by_store.setdefault(stores[c][0], []).append(c)
+        chosen.setdefault(stores[c][0], []).append(c)
     return Seam(tuple(seam), tuple((tuple(sorted(c)), tuple(r)) for c, r in zip(f_cols, f_rows)), tuple(seam_rows),
                 tuple(bases), tuple(sorted(b_cols)), stores,
-                {st: tuple(cs) for st, cs in sorted(by_store.items(), key=lambda t: t[0].sort_key())})
+                {st: tuple(cs) for st, cs in sorted(chosen.items(), key=lambda t: t[0].sort_key())})
 
 
-def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tuple[tuple[int, float], ...]]]:
+def _factors(mdl: Model, binaries: list[int], rows: list[Row]) -> list[list[tuple[tuple[int, float], ...]]]:
     """The seam's binaries in independent factors, each the list of its partial assignments,
     so that their product holds every assignment the rows ``Σ x = 1`` (one attribute per store)
     and ``Σ x = m`` (one order per start of a materialised MIR) allow: a store's ``z`` one at 1;
@@ -209,7 +210,8 @@ def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tu
             left -= set(idx)
     by_m: dict[int, list[list[int]]] = {}  # an MIR's m → its orders per start
     for _, idx, coef, lo, hi in rows:
-        if lo == hi == 0.0 and sorted(coef)[0] == -1.0 and coef.count(-1.0) == 1 and all(a in (1.0, -1.0) for a in coef):
+        if lo == hi == 0.0 and sorted(coef)[0] == -1.0 and coef.count(-1.0) == 1 and all(a in (1.0, -1.0)
+                                                                                         for a in coef):
             m = idx[coef.index(-1.0)]
             xs = [i for i, a in zip(idx, coef) if a == 1.0]
             if m in left and left.issuperset(xs):
@@ -226,7 +228,7 @@ def _factors(mdl: Model, binaries: list[int], rows: list[tuple]) -> list[list[tu
     return factors
 
 
-def _holds(row: tuple, val: dict[int, float]) -> bool:
+def _holds(row: Row, val: dict[int, float]) -> bool:
     _, idx, coef, lo, hi = row
     s = math.fsum(a * val[i] for i, a in zip(idx, coef))
     return lo - 1e-9 <= s <= hi + 1e-9
@@ -259,11 +261,12 @@ class SeamSearch:
         z_at = mdl.z_index()
         self.f_stores = [sorted({z_at[c][0] for c in self.f_cols[f] if c in z_at}, key=MIR.sort_key)
                          for f in range(len(seam.families))]  # per family: the stores it searches
-        self._paths: dict[tuple, BlockPaths] = {}
-        self._fixed: dict[tuple, dict[MIR, int]] = {}
-        self._optima: dict[tuple, tuple[float, list[float]]] = {}  # (family, assignment, choice) → optimum
-        self._alike: dict[tuple, tuple[float, list[float]]] = {}  # (family's search, what it serves) → optimum
-        self._fits: dict[tuple, list[tuple[float, float, tuple[float, ...]]]] = {}
+        self._paths: dict[tuple[Any, ...], BlockPaths] = {}
+        self._fixed: dict[tuple[Any, ...], dict[MIR, int]] = {}
+        self._optima: dict[tuple[Any, ...], tuple[float, list[float]]] = {}  # (family, assignment, choice) → optimum
+        self._alike: dict[tuple[Any, ...],
+                          tuple[float, list[float]]] = {}  # (family's search, what it serves) → optimum
+        self._fits: dict[tuple[Any, ...], list[tuple[float, float, tuple[float, ...]]]] = {}
 
     def _family(self, f: int, values: tuple[float, ...]) -> tuple[BlockPaths, dict[MIR, int]]:
         """Family ``f``'s search under an assignment's values, and the seam stores' attributes."""
@@ -353,7 +356,8 @@ class SeamSearch:
         families = range(len(self.seam.families))
         loose = tuple(1.0 for _ in self.seam.cols)  # every seam column paid for: a bound per family
         bound = math.fsum(self._solve(f, loose, choice)[0] for f in families)
-        bounds: dict[tuple, list[float]] = {}  # the MIRs' values → the families' optima with only those decided
+        bounds: dict[tuple[Any, ...],
+                     list[float]] = {}  # the MIRs' values → the families' optima with only those decided
         ranked = []
         for n, (cost, _, values) in enumerate(self._fitting(choice)):
             if cost + bound >= best:
@@ -368,6 +372,7 @@ class SeamSearch:
                 break  # (inf: a family without a plan there)
             # each family's bound replaced by its optimum in turn, the smallest families (the
             # cheapest searches) first; the others' bounds prune
+            parts: list[list[float]]
             total, low, objs, parts = cost, low - 1e-9 * max(1.0, abs(best)), [0.0] * len(lows), [[]] * len(lows)
             for f in self.by_size:
                 objs[f], parts[f] = self._solve(f, values, choice)

@@ -46,13 +46,14 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc_relaxation, solve_cbc,
                                           solve_highs)
 from mqjoin.planning.ilp.blocks import Stopped
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
-from mqjoin.planning.ilp.coupled import solve_coupled
+from mqjoin.planning.ilp.coupled import CoupledResult, solve_coupled
 from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
 from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
 from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
@@ -65,6 +66,10 @@ from mqjoin.planning.options import check_solution_limit, check_solver, check_ti
 RELAX_MIN_MIR = 4
 
 
+#: what a part is (:func:`part_key`): its columns and rows by name, with costs and bounds
+PartKey = frozenset[tuple[Any, ...]]
+
+
 @dataclass(frozen=True)
 class SolvedPart:
     """One independent part's answer, kept to be reused by a later solve of a model that has
@@ -75,7 +80,7 @@ class SolvedPart:
     canonical: bool
 
 
-def part_key(mdl: Model, cols: list[int], rows: list[int]) -> frozenset:
+def part_key(mdl: Model, cols: list[int], rows: list[int]) -> PartKey:
     """What a part is, independent of where its columns and rows stand in the model: its
     columns (name, cost, tie-break weight, bound, integrality) and rows (name, columns by name
     with coefficients, bounds).  Two models with a part of the same key have the same optima
@@ -113,7 +118,7 @@ class Solution:
     canonical: bool = False  # the equal-cost tie was broken canonically in every part
     #: with ``reuse``: every part proven optimal (and canonical, when asked), by its
     #: :func:`part_key`, for the next solve's ``reuse``
-    parts: Mapping[frozenset, SolvedPart] | None = field(default=None, compare=False, repr=False)
+    parts: Mapping[PartKey, SolvedPart] | None = field(default=None, compare=False, repr=False)
     reused: int = 0  # parts taken from ``reuse``, not solved
 
     @property
@@ -131,7 +136,7 @@ class Solution:
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
           start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
           relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None,
-          fallback: list[float] | None = None, reuse: Mapping[frozenset, SolvedPart] | None = None) -> Solution:
+          fallback: list[float] | None = None, reuse: Mapping[PartKey, SolvedPart] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -245,18 +250,18 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             status = st
     if status != "optimal" and monitor is not None and monitor.stopped:
         status = "interrupted"
+    kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical)
     return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
-                    len(comps), canonical and is_canonical, _kept(mdl, todo, values, known, status == "optimal",
-                                                                  canonical and is_canonical), len(comps) - len(comps_left))
+                    len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
 
 
 #: with ``reuse``: the parts a solve found there, the parts it solves (by key and columns), those
 #: parts as (columns, rows), and the objective of the parts found
-Known = tuple[dict[frozenset, SolvedPart] | None, list[tuple[frozenset, list[int]]], list[tuple[list[int], list[int]]],
+Known = tuple[dict[PartKey, SolvedPart] | None, list[tuple[PartKey, list[int]]], list[tuple[list[int], list[int]]],
               float]
 
 
-def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Mapping[frozenset, SolvedPart] | None,
+def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Mapping[PartKey, SolvedPart] | None,
                  canonical: bool, values: list[float]) -> Known:
     """Incremental re-planning: a part of the model found in ``reuse`` (the ``parts`` of an
     earlier :class:`Solution`, same :func:`part_key`; proven canonical when ``canonical``) takes
@@ -267,7 +272,7 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
     lists its parts proven optimal for the next solve (:func:`_kept`)."""
     if reuse is None:
         return None, [], comps, 0.0
-    known: dict[frozenset, SolvedPart] = {}
+    known: dict[PartKey, SolvedPart] = {}
     todo, left, objective = [], [], 0.0
     for cols, rows in comps:
         key = part_key(mdl, cols, rows)
@@ -284,8 +289,9 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
     return known, todo, left, objective
 
 
-def _kept(mdl: Model, todo: list[tuple[frozenset, list[int]]], values: list[float],
-          known: dict[frozenset, SolvedPart] | None, optimal: bool, canonical: bool) -> dict[frozenset, SolvedPart] | None:
+def _kept(mdl: Model, todo: list[tuple[PartKey, list[int]]], values: list[float],
+          known: dict[PartKey, SolvedPart] | None, optimal: bool,
+          canonical: bool) -> dict[PartKey, SolvedPart] | None:
     """``known`` with the parts solved (``todo``) added when the solve proved them optimal (a
     part stopped by a time limit is not kept: its answer is not the part's optimum)."""
     if known is not None and optimal:
@@ -352,7 +358,7 @@ def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | No
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
-                      start: list[float] | None, watch: Watch = Watch()):
+                      start: list[float] | None, watch: Watch = Watch()) -> CoupledResult | None:
     """The coupled search's answer for a part (None: the part is not for it), or the start with
     bound 0 when a time limit stopped the search before it had a plan."""
     try:

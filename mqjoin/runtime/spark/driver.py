@@ -379,7 +379,8 @@ class VectorDriverEngine(DriverEngine):
                 ex, rows, self.last_snapshot = self.new_executor(), 0, b
             for sid, (rels, cols, seq) in rec["stores"].items():
                 if sid not in by_id:
-                    raise EngineError(f"the state journal of batch {b} holds store {sid}, which the plan does not have; "
+                    raise EngineError(f"the state journal of batch {b} holds store {sid}, which the plan does not "
+                                      "have; "
                                       "delete the checkpoint to start over")
                 ex.load(by_id[sid], Frame(tuple(rels), cols, seq))
                 rows += len(seq)

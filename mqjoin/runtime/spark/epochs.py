@@ -270,7 +270,8 @@ class AdaptiveDeployment(Deployment):
             old = json.loads(p.read_text())
             if isinstance(old.get("policy"), dict):  # fields added since the checkpoint was written take their defaults
                 try:
-                    old["policy"] = json.loads(json.dumps(AdaptivePolicy.from_dict(old["policy"]).to_dict(), default=str))
+                    old["policy"] = json.loads(json.dumps(AdaptivePolicy.from_dict(old["policy"]).to_dict(),
+                                                          default=str))
                 except AdaptiveError as e:
                     raise AdaptiveError(f"the checkpoint {self.checkpoint} cannot be resumed: {e}") from None
             for key, what in (("policy", "adaptive policy"), ("changes", "changelog"), ("queries", "queries")):
@@ -373,7 +374,8 @@ class AdaptiveDeployment(Deployment):
         with self._locked_engine() as eng:
             ctl = self.controller
             epochs = list(eng.records) if eng is not None else []
-            if eng is not None and self.status in ("stopped", "failed") and eng.ex is not None and eng.ex.ep is not None:
+            if eng is not None and self.status in ("stopped",
+                                                   "failed") and eng.ex is not None and eng.ex.ep is not None:
                 part = eng.partial_record()
                 if part is not None and all(r.epoch != part.epoch for r in epochs):
                     epochs.append(part)

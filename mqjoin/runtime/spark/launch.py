@@ -41,10 +41,11 @@ class DeployOptions:
 
     >>> DeployOptions(speedup=10).pacing
     Pacing(rate=None, speedup=10, max_rows_per_batch=None, trigger_seconds=None)
-    >>> DeployOptions(engine="native", adaptive=True)
+    >>> DeployOptions(engine="native", adaptive=True)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    mqjoin.model.errors.EngineError: adaptivity runs on the mqjoin engine, not on 'native' (Spark's own joins have no plan to adapt)
+    mqjoin.model.errors.EngineError: adaptivity runs on the mqjoin engine, not on 'native' (Spark's own joins have no
+    plan to adapt)
     """
 
     engine: str = "mqjoin"
@@ -105,7 +106,8 @@ def deploy(plan: Plan | Workload, data: str | Path | Mapping[str, Table], out: s
                                   spark=o.spark, master=o.master, checkpoint=o.checkpoint, pacing=o.pacing,
                                   conf=o.conf).start()
     if isinstance(plan, Workload):
-        raise EngineError("deploy needs a plan (mqjoin.planning.optimizer.optimize(workload).plan), or adaptive=… to let "
+        raise EngineError("deploy needs a plan (mqjoin.planning.optimizer.optimize(workload).plan), or adaptive=… to "
+                          "let "
                           "the adaptive controller choose the plan of every epoch")
     return Deployment(plan, data, out, engine=o.engine, spark=o.spark, master=o.master, checkpoint=o.checkpoint,
                       pacing=o.pacing, conf=o.conf, mode=o.mode, partitions=o.partitions).start()

@@ -132,14 +132,16 @@ class Metrics:
         import numpy as np
 
         b, q, p = self.batches, self.queries, self.progress
-        busy = float(b["seconds"].sum()) if len(b) else float(q.groupby("batch")["seconds"].max().sum()) if len(q) else 0.0
+        busy = (float(b["seconds"].sum()) if len(b)
+                else float(q.groupby("batch")["seconds"].max().sum()) if len(q) else 0.0)
         # rows with latencies (a run without results has none: native reports no latency columns then)
         lat = q.dropna(subset=["latency_mean"]) if "latency_mean" in q else q.iloc[:0]
         weights = lat["results"].to_numpy() if len(lat) else np.array([])
         out: dict[str, Any] = {
             **head,
             # native: its sink's per-query rows name every batch (the listener's reports may lag)
-            "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0) or (p["batch"].nunique() if len(p) else 0)),
+            "batches": int(len(b) or (q["batch"].nunique() if len(q) else 0)
+                           or (p["batch"].nunique() if len(p) else 0)),
             "busy_seconds": busy, "throughput": total / busy if busy > 0 else None,
             "latency_mean": float(np.average(lat["latency_mean"], weights=weights)) if weights.sum() else None,
             "latency_p95_max": float(lat["latency_p95"].max()) if len(lat) and "latency_p95" in lat else None,

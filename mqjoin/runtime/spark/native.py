@@ -50,18 +50,17 @@ old ``et_c`` and Spark would drop it (a 3-way join with an unbounded first relat
 results).  A query whose windows are all unbounded has no watermark at all (no state can
 ever be evicted, nothing is late).
 
-Watermark delay (default 1 ms of event time, ``watermark_delay``): Spark's global watermark is
-the minimum over the streaming query's relation streams (all relations of the workload) (``spark.sql.streaming.multipleWatermarkPolicy=min``,
-checked) of ``max event time seen − delay``, and a stream that has seen no tuple yet counts as
-the epoch.  The replay log is in ``ts`` order, so every later tuple of a stream is at least as
-late as that stream's maximum so far, hence strictly above the watermark for any delay > 0 —
-including a tuple tied with the latest ``ts`` of an earlier micro-batch (Spark drops a tuple as
-late when its event time is *at or below* the watermark).  This holds however the streams'
-readers are paced relative to each other (``rate``/``speedup``: each stream paces itself).  So
-no input tuple is ever dropped, and the delay only postpones eviction by that much event time.
-Consequence of the minimum: a relation with rare tuples holds back eviction in every query
-(Spark's behaviour; one streaming query per query would confine it to the queries joining it).  :func:`native_state_metrics`
-reports Spark's ``numRowsDroppedByWatermark`` as ``late_rows``; the tests assert it stays 0.
+Watermark delay (default 1 ms of event time, ``watermark_delay``): Spark's global watermark is the minimum over the
+streaming query's relation streams (all relations of the workload) (``spark.sql.streaming.multipleWatermarkPolicy=min``,
+checked) of ``max event time seen − delay``, and a stream that has seen no tuple yet counts as the epoch.  The replay
+log is in ``ts`` order, so every later tuple of a stream is at least as late as that stream's maximum so far, hence
+strictly above the watermark for any delay > 0 — including a tuple tied with the latest ``ts`` of an earlier micro-batch
+(Spark drops a tuple as late when its event time is *at or below* the watermark).  This holds however the streams'
+readers are paced relative to each other (``rate``/``speedup``: each stream paces itself).  So no input tuple is ever
+dropped, and the delay only postpones eviction by that much event time. Consequence of the minimum: a relation with rare
+tuples holds back eviction in every query (Spark's behaviour; one streaming query per query would confine it to the
+queries joining it).  :func:`native_state_metrics` reports Spark's ``numRowsDroppedByWatermark`` as ``late_rows``; the
+tests assert it stays 0.
 
 Event times are ``ts`` shifted by a whole number of seconds (only differences matter) so that
 the earliest is at least 1 s after the epoch: Spark's initial watermark is the epoch and an

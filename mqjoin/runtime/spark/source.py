@@ -53,7 +53,8 @@ SOURCE_NAME = "mqjoin_replay"
 SLICE_SCHEMA = "path string, start bigint, end bigint, arrival string"
 META = ("_seq", "_rel", "_ts", "_row")
 
-_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string", pa.bool_(): "boolean"}
+_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string",
+                pa.bool_(): "boolean"}
 
 
 def ts_col(k: int) -> str:
