@@ -225,7 +225,19 @@ def goals(seed: int, time_limit: float, repeat: int = 3) -> int:
 
 #: the speed goals for --spread: (queries, query size) → (median, worst) seconds of build + solve
 SPREAD_GOALS = {(100, 3): (0.3, 0.6), (10, 5): (1.0, 1.0), (30, 5): (3.0, 3.0), (100, 4): (10.0, 10.0),
-                (60, 5): (10.0, 10.0)}
+                (60, 5): (10.0, 10.0), (1000, 3): (10.0, 10.0), (300, 4): (30.0, 30.0), (100, 5): (30.0, 30.0),
+                (20, 6): (10.0, 10.0)}
+
+
+def _size(text: str) -> tuple[int, int, int]:
+    """``QxK`` (Q queries of K relations over 100 relations) or ``QxK/R`` (over R relations).
+
+    >>> _size("100x3"), _size("1000x3/1000")
+    ((100, 3, 100), (1000, 3, 1000))
+    """
+    shape, _, rels = text.partition("/")
+    q, k = shape.split("x")
+    return int(q), int(k), int(rels or 100)
 
 
 def _cpu() -> float:
@@ -236,8 +248,8 @@ def _cpu() -> float:
     return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
-def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_seed: int, time_limit: float,
-           rels: int = 100) -> int:
+def spread(sizes: list[tuple[int, int, int]], policies: list[str], count: int, first_seed: int,
+           time_limit: float) -> int:
     """``count`` random workloads per size (seeds ``first_seed`` …), each optimised once per
     policy: median and worst of build + solve (the optimiser's own times, as ``mqjoin optimize
     --json`` reports them), the wall time of the median, and how many plans were optimal and
@@ -246,12 +258,12 @@ def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_
     from mqjoin.planning.ilp import forked
 
     print(f"# ilp_scale --spread: {count} workloads per size (seeds {first_seed}-{first_seed + count - 1}), "
-          f"{rels} relations, time limit {time_limit:g} s, {os.cpu_count()} cores, "
+          f"time limit {time_limit:g} s, {os.cpu_count()} cores, "
           f"searches forked: {'yes' if forked.available() else 'no'} (MQJOIN_FORK), "
           f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'Q':>4}{'k':>2} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>8}"
+    print(f"{'Q':>4}{'k':>2}{'R':>5} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>8}"
           f"{'cpu med':>8}{'cpu max':>8}{'optimal':>9}{'canonical':>10}  goal")
-    for n, size in sizes:
+    for n, size, rels in sizes:
         for policy in policies:
             runs = []
             for seed in range(first_seed, first_seed + count):
@@ -260,7 +272,7 @@ def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_
                 try:
                     res = optimize(w, mode="mqo", partitioning=policy, time_limit=time_limit)
                 except MqjoinError as e:
-                    print(f"{n:>4}{size:>2} {policy:<9} seed {seed}: {type(e).__name__}: {e}", flush=True)
+                    print(f"{n:>4}{size:>2}{rels:>5} {policy:<9} seed {seed}: {type(e).__name__}: {e}", flush=True)
                     continue
                 i = res.ilp
                 runs.append((i.build_seconds + i.solve_seconds, seed, i, _cpu() - cpu))
@@ -276,8 +288,8 @@ def spread(sizes: list[tuple[int, int]], policies: list[str], count: int, first_
             verdict = "" if goal is None else (
                 f"  ≤{goal[0]:g}/{goal[1]:g} s " + ("met" if took <= goal[0] and worst <= goal[1]
                                                    and optimal == canonical == len(runs) else "MISSED"))
-            print(f"{n:>4}{size:>2} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}{med.build_seconds:>7.3f}"
-                  f"{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
+            print(f"{n:>4}{size:>2}{rels:>5} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}"
+                  f"{med.build_seconds:>7.3f}{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
                   f"{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}{verdict}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
@@ -340,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread", type=int, default=0, metavar="N",
                     help="N random workloads per size (seeds --seed …): median and worst build + solve")
     ap.add_argument("--sizes", default="100x3,10x5,30x5",
-                    help="--spread: sizes as QUERIESxRELATIONS_PER_QUERY, comma-separated (default 100x3,10x5,30x5)")
+                    help="--spread: sizes as QUERIESxRELATIONS_PER_QUERY, over 100 relations or /RELATIONS, "
+                         "comma-separated (default 100x3,10x5,30x5; e.g. 1000x3/1000)")
     ap.add_argument("--policies", default="single,replicas", help="--spread: policies, comma-separated")
     args = ap.parse_args(argv)
     bad = set(args.rows) - set(LETTER) - set(", ")
@@ -355,9 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         return goals(args.seed, time_limit, args.repeat)
     if args.spread:
         try:
-            sizes = [(int(q), int(k)) for q, k in (part.split("x") for part in args.sizes.split(","))]
+            sizes = [_size(part) for part in args.sizes.split(",")]
         except ValueError:
-            ap.error(f"--sizes: {args.sizes!r} is not a list like 100x3,10x5")
+            ap.error(f"--sizes: {args.sizes!r} is not a list like 100x3,10x5,1000x3/1000")
         bad_policies = [p for p in args.policies.split(",") if p not in POLICIES]
         if bad_policies:
             ap.error(f"--policies: unknown {', '.join(bad_policies)} (use {', '.join(POLICIES)})")

@@ -334,7 +334,7 @@ def feasible(mdl, values, tol=1e-6) -> bool:
 def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(monkeypatch):
     """From MASTER_MIN_STORES shared stores on, a part of five-way queries goes to the master
     ILP, whose columns are first priced by each combination's LP (unless there are more than
-    QUICK_MAX_COMBINATIONS): the optimum of the depth-first search (blocks searched without
+    LP_PRICED_MAX_COMBINATIONS): the optimum of the depth-first search (blocks searched without
     LPs) and of the unpriced master, with fewer branch and bounds than the unpriced master."""
     mdl = build_model(enumerate_candidates(FIVE), "single")
     assert any(ilp_branching.large_mirs(mdl, cols) and ilp_solving._couples(mdl, cols) for cols, _ in components(mdl))
@@ -347,7 +347,7 @@ def test_the_lp_priced_master_gives_the_search_optimum_with_fewer_block_solves(m
     monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 0)  # the blocks by their LPs, not searched without them
     priced = solve(mdl)
     priced_calls = len(calls)
-    monkeypatch.setattr(ilp_coupled, "QUICK_MAX_COMBINATIONS", 0)
+    monkeypatch.setattr(ilp_coupled, "LP_PRICED_MAX_COMBINATIONS", 0)
     unpriced = solve(mdl)
     assert searched.optimal and priced.optimal and unpriced.optimal
     for sol in (priced, unpriced):

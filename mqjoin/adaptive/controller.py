@@ -40,6 +40,7 @@ from mqjoin.model.errors import AdaptiveError, MqjoinError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.plan import Plan
 from mqjoin.planning.recost import mir_memory, recost
+from mqjoin.planning.result import OptimizeResult
 from mqjoin.support.units import MEMORY_UNIT, PROBE_COST_UNIT, number, percent_change
 
 #: rate written for a retained relation without any tuple in an epoch: half a tuple per epoch
@@ -100,6 +101,23 @@ def default_optimizer(workload: Workload, policy: AdaptivePolicy) -> Plan:
     return plan_with(workload, policy.optimize_options).plan
 
 
+class Replanning:
+    """A controller's optimiser by default: :func:`default_optimizer`'s plans, each re-planned
+    from the last (:func:`mqjoin.planning.optimizer.replan`), so that the parts of the ILP that
+    neither a query change nor the statistics of the epoch touched are not solved again (the
+    plans are the same; only their time differs)."""
+
+    def __init__(self) -> None:
+        self.last: OptimizeResult | None = None
+
+    def __call__(self, workload: Workload, policy: AdaptivePolicy) -> Plan:
+        from mqjoin.planning.optimizer import plan_with, replan
+
+        options = policy.optimize_options
+        self.last = plan_with(workload, options) if self.last is None else replan(self.last, workload, options)
+        return self.last.plan
+
+
 class AdaptiveController:
     """Chooses the plan of every epoch (the one mutable object of adaptivity; engines drive it).
 
@@ -133,7 +151,7 @@ class AdaptiveController:
         self.base = workload
         self.changes = list(changes)
         self.full, self.lives = lifetimes(workload, self.changes, self.policy)
-        self.optimizer = optimizer or default_optimizer
+        self.optimizer = optimizer or Replanning()
         self.plans: list[Plan] = []
         self.plan_of: dict[int, int] = {}  # epoch → index into plans
         self.decisions: list[Decision] = []

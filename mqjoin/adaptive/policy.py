@@ -287,18 +287,51 @@ def lifetimes(workload: Workload, changes: Iterable[QueryChange],
                 raise AdaptiveError(f"the change at {ch.at:g} s removes {name} again (already removed from epoch "
                                     f"{lives[name][1]})")
             lives[name][1] = a
-        for name, text in ch.add.items():
-            if name in lives:
-                raise AdaptiveError(f"the change at {ch.at:g} s adds {name}, a name already used; give the new "
-                                    f"query a new name")
-            try:
-                full = full.with_query(name, text, ch.fractions_of(name))
-                for eq, v in ch.selectivities.items():
-                    full = full.with_selectivity(eq, v)
-            except WorkloadError as e:
-                raise type(e)(f"the change at {ch.at:g} s: {e}") from None
+        full = _added(full, ch, lives)
+        for name in ch.add:
             lives[name] = [a, None]
     return full, tuple(Lifetime(q, a, r) for q, (a, r) in lives.items())
+
+
+def with_change(workload: Workload, change: QueryChange) -> Workload:
+    """``workload`` after ``change`` at once: the queries it removes left out, those it adds
+    in (with its selectivities and filters) — what a re-plan optimises
+    (``mqjoin optimize --changes``, :func:`mqjoin.planning.optimizer.replan`).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> text = "defaults: {selectivity: 0.01}\\nrelations: {R: {attributes: [a]}, S: {attributes: [a]}}\\n"
+    >>> w = parse_workload(text + "queries: {q1: 'R(a), S(a)'}")
+    >>> [q.name for q in with_change(w, QueryChange(at=0, add={"q2": "S(a), R(a)"}, remove=("q1",))).queries]
+    ['q2']
+    >>> with_change(w, QueryChange(at=1, remove=("q3",)))
+    Traceback (most recent call last):
+    ...
+    mqjoin.model.errors.AdaptiveError: the change at 1 s removes q3, which the workload does not have (queries: q1)
+    """
+    names = [q.name for q in workload.queries]
+    for name in change.remove:
+        if name not in names:
+            raise AdaptiveError(f"the change at {change.at:g} s removes {name}, which the workload does not have "
+                                f"(queries: {', '.join(names) or 'none'})")
+        workload = workload.without_query(name)
+    return _added(workload, change, [q.name for q in workload.queries])
+
+
+def _added(workload: Workload, ch: QueryChange, taken: Iterable[str]) -> Workload:
+    """``workload`` with the queries ``ch`` adds (names not among ``taken``), its selectivities
+    and filters."""
+    taken = set(taken)
+    for name, text in ch.add.items():
+        if name in taken:
+            raise AdaptiveError(f"the change at {ch.at:g} s adds {name}, a name already used; give the new "
+                                f"query a new name")
+        try:
+            workload = workload.with_query(name, text, ch.fractions_of(name))
+            for eq, v in ch.selectivities.items():
+                workload = workload.with_selectivity(eq, v)
+        except WorkloadError as e:
+            raise type(e)(f"the change at {ch.at:g} s: {e}") from None
+    return workload
 
 
 def lifetime_of(lives: Iterable[Lifetime], query: str) -> Lifetime:

@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--stats-from", metavar="RUN.json", help="re-plan with the join sizes a run measured (the JSON "
                    "of 'mqjoin run --json', reference engine) and show what changed: plan diff, probe cost and "
                    "memory before and after, both under the measured sizes")
+    o.add_argument("--changes", metavar="CHANGES.yaml", help="changelog YAML (as for 'run --changes'): after the "
+                   "workload's plan, re-plan after each change in turn from the plan before it (mode mqo: only the "
+                   "independent parts of the ILP a change touches are solved again); one line per change, then "
+                   "the last plan")
     o.set_defaults(func=cmd_optimize)
 
     r = sub.add_parser("run", help="optimise, then run the plan over input data")

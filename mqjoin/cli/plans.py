@@ -8,17 +8,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mqjoin.cli.options import clash_only, optimize_args, pmjoin_options, stats_from, watched
+from mqjoin.cli.options import (clash_only, optimize_args, optimize_options, pmjoin_options, stats_from,
+                                watched)
 from mqjoin.datasets.commands import load_named_workload, write_text
 from mqjoin.model.errors import DataError, OptionError
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     before = None
+    steps: list[dict[str, Any]] = []
+    if args.changes and args.stats_from:
+        raise OptionError("--changes and --stats-from are two kinds of re-plan; use one at a time")
     if args.stats_from:
         w0, w = stats_from(args)
         before = optimize_args(args, w0)
         res = optimize_args(args, w)
+    elif args.changes:
+        res, steps = _replanned(args)
     else:
         with watched() as monitor:
             res = optimize_args(args, monitor=monitor)
@@ -38,14 +44,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from mqjoin.planning.measured import replan_report
 
         replanned = replan_report(before.plan, res.plan)
-    progress = [] if before is not None else [r.to_dict() for r in monitor.reports]
+    progress = [] if before is not None or args.changes else [r.to_dict() for r in monitor.reports]
     if args.json:
         from mqjoin.planning.attribution import cost_by_query
 
         print(json.dumps({**res.to_dict(), "cost_by_query": cost_by_query(res.plan),
                           **({"stats_from": replanned.to_dict()} if replanned else {}),
+                          **({"changes": steps} if args.changes else {}),
                           "progress": progress}, indent=1, ensure_ascii=False))
     else:
+        if steps:
+            print(_render_steps(steps))
         print(res.summary())
         if res.workload.sizes:
             print(f"join sizes: {len(res.workload.sizes)} measured (the workload's 'sizes'), the others estimated "
@@ -63,6 +72,45 @@ def cmd_optimize(args: argparse.Namespace) -> int:
               f"bound {res.ilp.bound:g}; the plan may be up to {res.ilp.gap:.2%} above the optimum", file=sys.stderr)
     return 0
 
+
+
+def _replanned(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]]]:
+    """``optimize --changes``: the workload's plan, then a re-plan after each change of the
+    changelog in turn (in the order of their times), each from the plan before it
+    (:func:`mqjoin.planning.optimizer.replan`).  Returns the last result and one record per
+    plan: the change, the queries, build + solve seconds and the ILP's parts solved and kept."""
+    from mqjoin.adaptive.policy import load_changes, with_change
+    from mqjoin.planning.optimizer import replan
+
+    w = load_named_workload(args.workload)
+    changes = sorted(load_changes(args.changes), key=lambda c: c.at)
+    workloads = [w]
+    for ch in changes:  # every change checked before the first solve
+        workloads.append(with_change(workloads[-1], ch))
+    res = optimize_args(args, w)
+    steps = [_step(None, res)]
+    for ch, w in zip(changes, workloads[1:]):
+        res = replan(res, w, optimize_options(args, w))
+        steps.append(_step(ch, res))
+    return res, steps
+
+
+def _step(change, res) -> dict[str, Any]:
+    i = res.ilp
+    return {"change": None if change is None else change.to_dict(),
+            "label": "(workload)" if change is None else change.describe(), "queries": len(res.workload.queries),
+            "build_seconds": i.build_seconds, "solve_seconds": i.solve_seconds, "status": i.status,
+            "canonical": i.canonical, "parts": i.components, "parts_reused": res.reused_parts,
+            "probe_cost": res.probe_cost}
+
+
+def _render_steps(steps: list[dict[str, Any]]) -> str:
+    """The re-plans of ``optimize --changes`` as a table, one line per plan."""
+    lines = [f"{'change':<16}{'queries':>8}{'build + solve s':>17}{'parts':>7}{'reused':>8}  {'status':<11}probe cost"]
+    for s in steps:
+        lines.append(f"{s['label'][:15]:<16}{s['queries']:>8}{s['build_seconds'] + s['solve_seconds']:>17.3f}"
+                     f"{s['parts']:>7}{s['parts_reused']:>8}  {s['status']:<11}{s['probe_cost']:g}")
+    return "\n".join(lines)
 
 
 def cmd_candidates(args: argparse.Namespace) -> int:

@@ -24,13 +24,14 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from mqjoin.planning.ilp import Model, Solution, build_model, searched, solve
+from mqjoin.planning.ilp import Model, Solution, build_model, solve, unsearched_binaries
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.options import BUDGET, OptimizeOptions
 from mqjoin.planning.plan import Choice, Plan
@@ -66,8 +67,10 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
 
     if mode == "mqo":
         deadline = None if time_limit is None else time.perf_counter() + time_limit  # the tie-break's too
-        choices, stats = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
-                                         replica_budget=replica_budget, monitor=monitor)
+        previous = options.previous  # its parts proven optimal are not solved again (replan)
+        reuse = {} if previous is None or previous.parts is None else previous.parts
+        choices, stats, sol = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
+                                              replica_budget=replica_budget, monitor=monitor, reuse=reuse)
         optimum = build_plan(workload, choices, mode, partitioning)
         tie = None
         if ties:
@@ -78,7 +81,8 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget,
-                              replica_budget=replica_budget, tie_break=tie)
+                              replica_budget=replica_budget, tie_break=tie, parts=sol.parts,
+                              reused_parts=sol.reused)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
@@ -93,9 +97,9 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         own = None if left is None else time.perf_counter() + left  # this query's share, its tie-break's too
         ns = q.name if mode == "individual" else ""
         alone = workload.restricted_to([q.name])
-        choices, stats = _solve_workload(alone, partitioning, mirs, solver, left, ns,
-                                         mir_budget, replica_budget=replica_budget,
-                                         monitor=None if monitor is None else monitor.sharing_stop())
+        choices, stats, _ = _solve_workload(alone, partitioning, mirs, solver, left, ns,
+                                            mir_budget, replica_budget=replica_budget,
+                                            monitor=None if monitor is None else monitor.sharing_stop())
         optimum_choices.extend(choices)
         if ties:
             choices, stats, tie = _least_memory(alone, mode, partitioning, solver, own, ns, (choices, stats),
@@ -155,8 +159,8 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
         return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
             eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
     # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
-    choices, stats = _solve_workload(workload, partitioning, True, solver, left(), namespace,
-                                     least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
+    choices, stats, _ = _solve_workload(workload, partitioning, True, solver, left(), namespace,
+                                        least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
     stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
     tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
     chosen = build_plan(workload, choices, mode, partitioning)
@@ -170,23 +174,27 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None,
-                    monitor: Monitor | None = None) -> tuple[list[Choice], IlpStats]:
+                    monitor: Monitor | None = None,
+                    reuse: Mapping[Any, Any] | None = None) -> tuple[list[Choice], IlpStats, Solution]:
+    """The choices of one ILP solve of the workload, its statistics and the solution itself
+    (its ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`)."""
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs)
     mdl = build_model(cands, partitioning, mir_budget, replica_budget)
     build = time.perf_counter() - t0
     start = fallback = None
-    if mirs and solver == "highs" and partitioning != BUDGET and (mdl.num_binaries > WARM_START_BINARIES
-                                       or (time_limit is not None and mdl.num_binaries > WARM_START_LIMITED)):
+    if mirs and solver == "highs" and partitioning != BUDGET and _warm(mdl.num_binaries, time_limit):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
         t1 = time.perf_counter()
         base = None
-        if not searched(mdl):  # (a search needs no good start: only a plan for a time limit)
+        # (a search needs no good start: only a plan for a time limit; nor do small parts)
+        if _warm(unsearched_binaries(mdl), time_limit) and not reuse:  # (a re-plan keeps most parts)
             try:
-                base, _ = _solve_workload(workload, partitioning, False, solver,
-                                          None if time_limit is None else time_limit / 4, namespace, canonical=False,
-                                          monitor=None if monitor is None else monitor.sharing_stop())
+                base, _, _ = _solve_workload(workload, partitioning, False, solver,
+                                             None if time_limit is None else time_limit / 4, namespace,
+                                             canonical=False,
+                                             monitor=None if monitor is None else monitor.sharing_stop())
             except NoSolutionError:  # not even that in the time
                 pass
         if base is None:  # the first MIR-free order of each
@@ -197,11 +205,17 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     elif monitor is not None and partitioning != BUDGET:  # a plan to keep should the solve be stopped at once
         fallback = warm_start(cands, mdl, first_orders(cands, namespace))
     sol = solve(mdl, solver=solver, time_limit=time_limit, start=start, canonical=canonical, monitor=monitor,
-                fallback=fallback)
+                fallback=fallback, reuse=reuse)
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
-    return choices, stats
+    return choices, stats, sol
+
+
+def _warm(binaries: int, time_limit: float | None) -> bool:
+    """Whether a model (or the parts of it HiGHS's MIP solves) with this many binaries is
+    large enough to start warm (:data:`WARM_START_BINARIES`, :data:`WARM_START_LIMITED`)."""
+    return binaries > WARM_START_BINARIES or (time_limit is not None and binaries > WARM_START_LIMITED)
 
 
 def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:

@@ -155,7 +155,10 @@ class OptimizeOptions:
     :class:`~mqjoin.planners.pmjoin.PMJoinOptions`); ``monitor``: a
     :class:`~mqjoin.planning.ilp.monitor.Monitor` told the ILP's progress (not part of the
     value's identity: two options differing only in it are equal); ``memory_ties``: break ties
-    within a sampled size's error by memory (:mod:`mqjoin.planning.ties`).
+    within a sampled size's error by memory (:mod:`mqjoin.planning.ties`); ``previous``: an
+    earlier result of the ``clash`` planner (mode ``mqo``) to re-plan from — the independent
+    parts of the ILP that the change leaves as they were keep their answers and are not solved
+    again (:func:`mqjoin.planning.clash.replan`; not part of the value's identity either).
 
     >>> o = OptimizeOptions(mode="individual", mirs=False)
     >>> o.planner, o.changed(planner="tree").planner, o == OptimizeOptions(mode="individual", mirs=False)
@@ -179,6 +182,7 @@ class OptimizeOptions:
     pmjoin: Any = None
     monitor: Any = field(default=None, compare=False, repr=False)
     memory_ties: bool = True
+    previous: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.partitioning, self.solver, self.time_limit, self.mir_budget, self.replica_budget)
@@ -198,7 +202,8 @@ class OptimizeOptions:
         Traceback (most recent call last):
         ...
         mqjoin.model.errors.OptionError: unknown option 'modes' (choose among mode, partitioning, mirs, solver,
-        time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties)
+        time_limit, mir_budget, replica_budget, planner, tree_shape, decompose, pmjoin, monitor, memory_ties,
+        previous)
         """
         return with_keywords(OptimizeOptions, options, keywords)
 

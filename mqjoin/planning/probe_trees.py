@@ -206,6 +206,9 @@ def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:
     for c in choices:
         if isinstance(c.owner, MIR):
             first.setdefault((c.namespace, c.owner, c.order.start), c)
+    by_mir: dict[tuple[str, MIR], list[Choice]] = {}  # the first orders of each (namespace, MIR), in order
+    for (ns, mir, _), mc in first.items():
+        by_mir.setdefault((ns, mir), []).append(mc)
     needed: set[tuple[str, MIR]] = set()
     frontier = [c for c in choices if not isinstance(c.owner, MIR)]
     while frontier:
@@ -213,7 +216,7 @@ def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:
         for m in c.order.elements:
             if not m.is_base and (c.namespace, m) not in needed:
                 needed.add((c.namespace, m))
-                frontier.extend(mc for (ns, mir, _), mc in first.items() if ns == c.namespace and mir == m)
+                frontier.extend(by_mir.get((c.namespace, m), ()))
     return tuple(c for c in choices if not isinstance(c.owner, MIR)
                  or ((c.namespace, c.owner) in needed and first[(c.namespace, c.owner, c.order.start)] is c))
 

@@ -4,7 +4,7 @@ statistics of the solve (for planners without an ILP, the time they took and ``o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mqjoin.model.workload import Workload
@@ -104,6 +104,10 @@ class OptimizeResult:
                         Any] | None = None  # query → its mqjoin.planners.trees.JoinTree (the values rendered in trees)
     #: the least-memory pass among probe costs within the sampled sizes' error (None: no sampled size)
     tie_break: TieBreak | None = None
+    #: mode mqo: the ILP's independent parts proven optimal, for a later re-plan to reuse
+    #: (:func:`mqjoin.planning.clash.replan`; ``options.previous``)
+    parts: Mapping[Any, Any] | None = field(default=None, compare=False, repr=False)
+    reused_parts: int = 0  # parts of the ILP taken from ``options.previous``, not solved again
 
     @property
     def probe_cost(self) -> float:

@@ -42,7 +42,8 @@ from mqjoin.planning.ilp.formats import export, lp_text, to_pulp
 from mqjoin.planning.ilp.model import (STRENGTHEN_MAX_ORDERS, TIE_BITS, TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model,
                                        build_model, components, tie_weight)
 from mqjoin.planning.ilp.paths import NODE_LIMIT
-from mqjoin.planning.ilp.solving import RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve
+from mqjoin.planning.ilp.solving import (RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve,
+                                        unsearched_binaries)
 from mqjoin.planning.options import (ALL_POLICIES, BUDGET, POLICIES, SOLVERS, check_budget, check_policy,
                                      check_solution_limit, check_solver, check_time_limit)
 
@@ -52,5 +53,5 @@ __all__ = [
     "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS",
     "Solution", "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
     "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "lp_bound", "lp_text",
-    "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp",
+    "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
 ]

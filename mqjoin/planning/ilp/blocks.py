@@ -164,7 +164,11 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
                 b_rows[k].append(r)
         else:
             b_rows[min(touch.get(zs[idx[0]], {0}))].append(r)
-    stores = [tuple(sorted((st for st in shared if k in touch[st]), key=MIR.sort_key)) for k in range(len(roots))]
+    of_block: list[list[MIR]] = [[] for _ in roots]
+    for st in shared:
+        for k in touch[st]:
+            of_block[k].append(st)
+    stores = [tuple(sorted(sts, key=MIR.sort_key)) for sts in of_block]
     return [Block(sorted(c), r, st) for c, r, st in zip(b_cols, b_rows, stores)], shared
 
 

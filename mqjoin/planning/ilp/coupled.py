@@ -21,7 +21,8 @@ relaxation: blocks may choose differently).  Three ways through, by the part's s
   :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum and keeps the least tie-break
   weight at the optimal cost;
 * **large MIRs, many shared stores**: a first plan at once (each store partitioned as most
-  blocks chose alone, :func:`_first_plan`), every combination priced by its LP, then the
+  blocks chose alone, :func:`_first_plan`), every combination priced by its LP (up to
+  :data:`LP_PRICED_MAX_COMBINATIONS`), then the
   master ILP repriced until its choice is costed exactly; with ``canonical`` the master's
   tie-break, repriced and reweighed in the same way until its choice is exact.
 
@@ -60,9 +61,15 @@ from mqjoin.planning.ilp.monitor import Watch
 MASTER_MIN_STORES = 12
 
 #: at most this many combinations of the choices blocks tell apart are costed up front on
-#: parts with small MIRs (more: the part goes to HiGHS's MIP); parts with large MIRs under the
-#: master are priced by their LPs up to this many
-QUICK_MAX_COMBINATIONS = 5000
+#: parts with small MIRs (more: the part goes to HiGHS's MIP).  Three-way blocks are priced by
+#: enumeration, a few milliseconds per block: 1,000 three-way queries (about 11,000
+#: combinations) take seconds here, where HiGHS's MIP on the whole part takes minutes
+#: (benchmarks/RESULTS.md, section ILP)
+QUICK_MAX_COMBINATIONS = 50_000
+
+#: parts with large MIRs under the master are priced by their LPs up front up to this many
+#: combinations (one LP each)
+LP_PRICED_MAX_COMBINATIONS = 5000
 
 #: (status, objective, bound, values of the part's columns, canonical proven)
 CoupledResult = tuple[str, float, float, list[float], bool]
@@ -85,7 +92,7 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
     # large MIRs under the master: every combination priced by its LP (integral: costed) before
     # the first master, so the master's bound starts near the optimum and few combinations
     # need a branch and bound
-    costs.lp_priced = by_master and not part.quick and len(part.combinations) <= QUICK_MAX_COMBINATIONS
+    costs.lp_priced = by_master and not part.quick and len(part.combinations) <= LP_PRICED_MAX_COMBINATIONS
     best, tree = Incumbent(), _Tree()
     status, root, optimum = "optimal", 0.0, math.inf
     done: dict[int, float] = {}  # block → its optimum alone, as the root bound is computed

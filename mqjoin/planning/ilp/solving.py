@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc_relaxation, solve_cbc,
@@ -64,6 +66,42 @@ from mqjoin.planning.options import check_solution_limit, check_solver, check_ti
 RELAX_MIN_MIR = 4
 
 
+#: what a part is (:func:`part_key`): its columns and rows by name, with costs and bounds
+PartKey = frozenset[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class SolvedPart:
+    """One independent part's answer, kept to be reused by a later solve of a model that has
+    the same part (:func:`part_key`): its nonzero values by column name and its objective."""
+
+    values: Mapping[str, float]
+    objective: float
+    canonical: bool
+
+
+def part_key(mdl: Model, cols: list[int], rows: list[int]) -> PartKey:
+    """What a part is, independent of where its columns and rows stand in the model: its
+    columns (name, cost, tie-break weight, bound, integrality) and rows (name, columns by name
+    with coefficients, bounds).  Two models with a part of the same key have the same optima
+    there (components share no row), and the same canonical optimum.
+
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> from mqjoin.planning.ilp.model import build_model, components
+    >>> w = random_workload(6, 30, 3, seed=4)
+    >>> one = build_model(enumerate_candidates(w))
+    >>> two = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[1:]])))
+    >>> keys = {part_key(one, c, r) for c, r in components(one)}
+    >>> sum(part_key(two, c, r) in keys for c, r in components(two)), len(components(two))
+    (2, 3)
+    """
+    names = mdl.names
+    return frozenset([(names[c], mdl.cost[c], mdl.tie[c], mdl.upper[c], mdl.integer[c]) for c in cols]
+                     + [(name, tuple(names[i] for i in idx), tuple(coef), lo, hi)
+                        for name, idx, coef, lo, hi in (mdl.rows[r] for r in rows)])
+
+
 @dataclass(frozen=True)
 class Solution:
     """Solver outcome.  ``status`` is ``"optimal"``, ``"time_limit"`` (a feasible plan was
@@ -78,6 +116,10 @@ class Solution:
     solve_seconds: float
     components: int
     canonical: bool = False  # the equal-cost tie was broken canonically in every part
+    #: with ``reuse``: every part proven optimal (and canonical, when asked), by its
+    #: :func:`part_key`, for the next solve's ``reuse``
+    parts: Mapping[PartKey, SolvedPart] | None = field(default=None, compare=False, repr=False)
+    reused: int = 0  # parts taken from ``reuse``, not solved
 
     @property
     def gap(self) -> float:
@@ -94,7 +136,7 @@ class Solution:
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
           start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
           relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None,
-          fallback: list[float] | None = None) -> Solution:
+          fallback: list[float] | None = None, reuse: Mapping[PartKey, SolvedPart] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
     ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
@@ -113,22 +155,20 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     ``Solution.canonical`` says whether it proved every part canonical (not after a time limit,
     nor where a MIP's tie-break runs out of its time: then the plan is still optimal, but
     equal-cost choices may differ between solvers).
-
     ``relax_orders``: solve :func:`orders_relaxed` first and keep its answer when its probe
     orders are integral (then it is exact), else solve the model as built (exact either way;
     None: when the model has an MIR of at least :data:`RELAX_MIN_MIR` relations and there is no
     ``solution_limit``).
-
     ``branching``: solve the parts that :func:`_branches` selects by the branch and bound and
     those :func:`_couples` selects by the coupled search, instead of HiGHS's MIP (None: with
     HiGHS and no ``solution_limit``; False: never).  Exact either way.
-
     ``monitor`` (:class:`~mqjoin.planning.ilp.monitor.Monitor`): told the incumbent and bound
     as they improve; once stopped, the solve ends as at a time limit, parts not started keep
     the ``start`` (which a monitored solve should have: stopped before any plan, it raises
     :class:`~mqjoin.model.errors.NoSolutionError`), and the status is ``interrupted``.
     ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
-    stop before it has a plan, but not handed to the solvers (so it changes no search)."""
+    stop before it has a plan, but not handed to the solvers (so it changes no search).
+    ``reuse``: the ``parts`` of an earlier solution, not solved again (:func:`_known_parts`)."""
     keep = start if start is not None else fallback
     check_solver(solver)
     check_time_limit(time_limit)
@@ -142,11 +182,12 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         return None if deadline is None else max(0.01, share * (deadline - time.perf_counter()))
 
     values = [0.0] * mdl.num_variables
-    status, objective, bound, is_canonical = "optimal", 0.0, 0.0, True
     comps = components(mdl)
+    known, todo, comps_left, objective = _known_parts(mdl, comps, reuse, canonical, values)
+    status, bound, is_canonical = "optimal", objective, True
     if branching is None:
         branching = solver == "highs" and solution_limit is None
-    parts = _methods(mdl, comps) if branching else [(p, "") for p in _batches(comps)]
+    parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
         monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
@@ -209,8 +250,55 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             status = st
     if status != "optimal" and monitor is not None and monitor.stopped:
         status = "interrupted"
-    return Solution(status, objective, min(bound, objective), tuple(values), solver,
-                    time.perf_counter() - t0, len(comps), canonical and is_canonical)
+    kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical)
+    return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
+                    len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
+
+
+#: with ``reuse``: the parts a solve found there, the parts it solves (by key and columns), those
+#: parts as (columns, rows), and the objective of the parts found
+Known = tuple[dict[PartKey, SolvedPart] | None, list[tuple[PartKey, list[int]]], list[tuple[list[int], list[int]]],
+              float]
+
+
+def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Mapping[PartKey, SolvedPart] | None,
+                 canonical: bool, values: list[float]) -> Known:
+    """Incremental re-planning: a part of the model found in ``reuse`` (the ``parts`` of an
+    earlier :class:`Solution`, same :func:`part_key`; proven canonical when ``canonical``) takes
+    its values from there (written into ``values``) and is not solved; the others are.  Parts
+    share no row and each part's optimum (its canonical one) depends on the part alone, so the
+    answer is the one a solve from scratch gives.  Without ``reuse`` every part is solved and
+    none is kept (``Solution.parts`` None); with it (an empty mapping to start) the solution
+    lists its parts proven optimal for the next solve (:func:`_kept`)."""
+    if reuse is None:
+        return None, [], comps, 0.0
+    known: dict[PartKey, SolvedPart] = {}
+    todo, left, objective = [], [], 0.0
+    for cols, rows in comps:
+        key = part_key(mdl, cols, rows)
+        hit = reuse.get(key)
+        if hit is None or (canonical and not hit.canonical):
+            todo.append((key, cols))
+            left.append((cols, rows))
+            continue
+        known[key] = hit
+        at = {mdl.names[c]: c for c in cols}
+        for name, v in hit.values.items():
+            values[at[name]] = v
+        objective += hit.objective
+    return known, todo, left, objective
+
+
+def _kept(mdl: Model, todo: list[tuple[PartKey, list[int]]], values: list[float],
+          known: dict[PartKey, SolvedPart] | None, optimal: bool,
+          canonical: bool) -> dict[PartKey, SolvedPart] | None:
+    """``known`` with the parts solved (``todo``) added when the solve proved them optimal (a
+    part stopped by a time limit is not kept: its answer is not the part's optimum)."""
+    if known is not None and optimal:
+        for key, cols in todo:
+            known[key] = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
+                                    math.fsum(mdl.cost[c] * values[c] for c in cols), canonical)
+    return known
 
 
 def _methods(mdl: Model, comps: list[tuple[list[int], list[int]]]) -> list[tuple[tuple[list[int], list[int]], str]]:
@@ -323,6 +411,15 @@ def searched(mdl: Model) -> bool:
     start is only the plan kept should a time limit strike before the search has one (see
     ``mqjoin.planning.clash._solve_workload``)."""
     return all(_branches(mdl, cols) or _couples(mdl, cols) for cols, _ in components(mdl))
+
+
+def unsearched_binaries(mdl: Model) -> int:
+    """The binaries of the parts :func:`solve` (HiGHS, default ``branching``) hands to HiGHS's
+    MIP, not searched itself: what a good start can help with.  A large workload whose one
+    coupled part is searched often has a few one-query components beside it, which HiGHS
+    solves in milliseconds without a start."""
+    return sum(sum(mdl.integer[c] for c in cols) for cols, _ in components(mdl)
+               if not (_branches(mdl, cols) or _couples(mdl, cols)))
 
 
 def orders_relaxed(mdl: Model) -> Model:

@@ -1,0 +1,134 @@
+"""Incremental re-planning (mqjoin.planning.optimizer.replan, ``optimize --changes``): the
+parts of the ILP a change leaves as they were keep their answers, and the plan is the one a
+solve from scratch gives — on random workloads, queries added and removed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mqjoin.cli import main
+from mqjoin.datasets.random_workloads import random_workload
+from mqjoin.model.errors import NoSolutionError
+from mqjoin.planning.candidates import enumerate_candidates
+from mqjoin.planning.clash import OBJECTIVE_TOLERANCE
+from mqjoin.planning.ilp import build_model, components, solve
+from mqjoin.planning.ilp.solving import part_key
+from mqjoin.planning.optimizer import optimize, replan
+
+# (queries, relations, query size, seed, policy, MIRs): several independent parts each
+CASES = [(8, 40, 3, s, "single", True) for s in range(6)] + [
+    (6, 30, 4, 1, "single", True), (6, 30, 4, 2, "single", True), (8, 40, 3, 7, "replicas", True),
+    (8, 40, 3, 8, "single", False), (10, 20, 3, 9, "single", True)]
+
+
+@pytest.fixture(autouse=True)
+def _tie_breaks_to_the_end(monkeypatch):
+    """HiGHS's MIP breaks ties on a time budget (at least TIE_MIN_SECONDS): on a loaded machine
+    a small part may run out of it and come out optimal but not canonical, and then two
+    optima may differ; here every tie-break has time to end."""
+    import mqjoin.planning.ilp.solving as solving
+
+    monkeypatch.setattr(solving, "TIE_MIN_SECONDS", 60.0)
+
+
+def _same(a, b) -> None:
+    """Two results of the same workload: the same plan, the same optimum, both canonical (a
+    kept part's objective is its values' cost, which the continuous columns of a tie-break
+    solve may lift by the solver's tolerance: OBJECTIVE_TOLERANCE)."""
+    assert a.ilp.status == b.ilp.status == "optimal" and a.ilp.canonical and b.ilp.canonical
+    assert math.isclose(a.ilp.objective, b.ilp.objective, rel_tol=OBJECTIVE_TOLERANCE)
+    assert a.plan == b.plan
+    assert a.plan.to_json() == b.plan.to_json()
+
+
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", CASES)
+def test_a_replan_equals_a_solve_from_scratch(n, rels, k, seed, policy, mirs):
+    """A query added, then removed again, then another removed: each re-plan from the plan
+    before it is the plan optimised from scratch, and keeps the parts the change did not touch."""
+    w = random_workload(n, rels, k, seed=seed)
+    names = [q.name for q in w.queries]
+    steps = [w.restricted_to(names[:-1]), w, w.restricted_to(names[:-1]), w.restricted_to(names[1:-1])]
+    res = optimize(steps[0], partitioning=policy, mirs=mirs)
+    assert res.reused_parts == 0 and len(res.parts) == res.ilp.components
+    for n, step in enumerate(steps[1:]):
+        res = replan(res, step)
+        assert (res.partitioning, res.mirs) == (policy, mirs)
+        _same(res, optimize(step, partitioning=policy, mirs=mirs))
+        assert len(res.parts) == res.ilp.components and res.reused_parts <= res.ilp.components
+        if n == 0:  # a query added: its part is new (a query removed may leave only known parts)
+            assert res.reused_parts < res.ilp.components
+
+
+def test_every_case_reuses_parts():
+    """The cases exercise the reuse: most re-plans keep parts (else the property says little)."""
+    w = random_workload(8, 40, 3, seed=0)
+    res = replan(optimize(w.restricted_to([q.name for q in w.queries[:-1]])), w)
+    assert res.reused_parts >= 2
+
+
+def test_parts_are_keyed_by_what_they_are_not_where():
+    """A part's key names its columns and rows: the same part in two models (columns at other
+    indices) has one key; a change of a cost inside it changes the key."""
+    w = random_workload(8, 40, 3, seed=3)
+    one = build_model(enumerate_candidates(w))
+    two = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[1:]])))
+    k1 = {part_key(one, c, r) for c, r in components(one)}
+    k2 = {part_key(two, c, r) for c, r in components(two)}
+    assert k1 & k2 and k1 != k2
+    cols, rows = components(one)[0]
+    before = part_key(one, cols, rows)
+    one.cost[next(c for c in cols if one.cost[c])] *= 2
+    assert part_key(one, cols, rows) != before
+
+
+def test_a_part_stopped_by_a_time_limit_is_not_kept():
+    """Only parts proven optimal are kept for a re-plan: a stopped solve keeps none, and the
+    next solve solves every part."""
+    w = random_workload(8, 40, 3, seed=1)
+    mdl = build_model(enumerate_candidates(w))
+    full = solve(mdl, reuse={})
+    assert full.optimal and len(full.parts) == full.components
+    again = solve(mdl, reuse=full.parts)
+    assert again.reused == again.components and again.values == full.values
+    assert math.isclose(again.objective, full.objective, rel_tol=1e-12)
+    from mqjoin.planning.ilp.monitor import Monitor
+
+    stopped = Monitor()
+    stopped.stop()
+    start = [0.0] * mdl.num_variables
+    with pytest.raises(NoSolutionError):  # stopped before any plan and without a start: no plan
+        solve(mdl, reuse={}, monitor=stopped)
+    cut = solve(mdl, reuse=full.parts, monitor=stopped, fallback=start)
+    assert cut.reused == cut.components  # every part known: nothing to stop
+    assert cut.parts == full.parts
+
+
+def test_optimize_changes_cli(tmp_path, capsys):
+    """``optimize --changes``: one line per plan (workload, then each change), the last plan;
+    in --json a ``changes`` list; a change that names an unknown query is one line, exit 2,
+    before any solve."""
+    import yaml
+
+    w = random_workload(8, 40, 3, seed=2)
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(w.to_spec(), sort_keys=False))
+    extra = random_workload(9, 40, 3, seed=2).queries[-1]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump([{"at": 1, "add": {"q99": extra.text}},
+                                                     {"at": 2, "remove": [w.queries[0].name]}]))
+    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "c.yaml"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [s["label"] for s in d["changes"]] == ["(workload)", "+q99", f"−{w.queries[0].name}"]
+    assert [s["queries"] for s in d["changes"]] == [8, 9, 8]
+    assert all(s["status"] == "optimal" and s["canonical"] for s in d["changes"])
+    assert d["changes"][0]["parts_reused"] == 0 and d["changes"][1]["parts_reused"] > 0
+    last = w.restricted_to([q.name for q in w.queries[1:]]).with_query("q99", extra.text)
+    assert d["probe_cost"] == optimize(last).probe_cost == d["changes"][-1]["probe_cost"]
+    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "c.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["change", "queries"] and "+q99" in out
+    (tmp_path / "bad.yaml").write_text("- {at: 1, remove: [nope]}\n")
+    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "bad.yaml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "removes nope, which the workload does not have" in err
