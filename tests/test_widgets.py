@@ -149,6 +149,19 @@ def test_model_recomputes_and_notifies():
     assert not m.set_options(mode="bogus") and "unknown mode" in m.error and m.mode == "individual"
 
 
+def test_model_replans_an_edit_from_its_last_result():
+    """Removing a query re-plans from the last result: the ILP's parts the edit leaves alone are
+    not solved again, and the plan is the one a solve from scratch gives."""
+    from mqjoin.datasets.random_workloads import random_workload
+
+    w = random_workload(6, 30, 3, seed=4)
+    m = ExplorerModel(w, debounce=0)
+    assert m.result.reused_parts == 0
+    assert m.remove_query(w.queries[-1].name)
+    assert m.result.reused_parts >= 1
+    assert m.result.plan == optimize(m.workload).plan
+
+
 def test_model_bad_edit_keeps_workload_and_plan():
     m = ExplorerModel("paper_v2.yaml", debounce=0)
     w, res = m.workload, m.result

@@ -444,6 +444,9 @@ class ExplorerModel:
         if budget is not None:
             limit = options.time_limit
             options = options.changed(time_limit=budget if limit is None else min(limit, budget))
+        if self.result is not None and options.planner == "clash" and options.mode == "mqo":
+            # an edit re-plans from the last result: the ILP's parts the edit leaves alone keep their answers
+            options = options.changed(previous=self.result)
         try:
             res = self.optimize_fn(self.workload, options)
         except MqjoinError as e:
