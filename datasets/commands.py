@@ -35,12 +35,9 @@ def fitted_inputs(workload: str, data: str, as_written: bool = False):
     workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): unless
     ``as_written``, its horizon the data's span and its statistics measured again where the
     data contradicts them — said in one line on stderr."""
-    from mqjoin.datasets.fitting import fit_to_data
-    from mqjoin.model.tables import read_inputs
+    from mqjoin.datasets.fitting import fit_inputs
 
-    w = load_named_workload(workload)
-    tables = read_inputs(w, data)
-    fit = fit_to_data(w, tables, source=str(data), command=workload, check=not as_written)
+    tables, fit = fit_inputs(load_named_workload(workload), data, command=workload, check=not as_written)
     if fit.message:
         progress(f"mqjoin: {fit.message}")
     return tables, fit

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Mapping
 
 from mqjoin.model.tables import Table, time_range
@@ -66,11 +67,32 @@ class Fit:
     remeasured: bool = False
     message: str = ""
     seconds: float = 0.0
+    #: the statistics were checked against the data (its span is the horizon)
+    checked: bool = False
+    #: what the data is called in :meth:`line` (a folder's path)
+    source: str = ""
 
     def to_dict(self) -> dict:
         """``run --json``'s ``statistics``: the horizon planned over and whether they were measured again."""
         return {"horizon": self.workload.defaults.horizon, "remeasured": self.remeasured,
                 **({"message": self.message} if self.message else {})}
+
+    def line(self) -> str:
+        """One line: which statistics the plan is chosen on, and what data they were taken on.
+
+        >>> from mqjoin.datasets.commands import load_named_workload
+        >>> w = load_named_workload("paper_v2.yaml")
+        >>> Fit(w.with_defaults(horizon=6.5), checked=True, source="D").line()
+        "the plan is chosen on the workload's statistics, which a sampled check of D agrees with, "
+        "over the span of D (6.5 s)"
+        """
+        on = self.source or "the data"
+        over = f"over the span of {on} ({self.workload.defaults.horizon:.4g} s)"
+        if self.remeasured:
+            return f"{self.message}; the plan is chosen on them {over}"
+        if self.checked:
+            return f"the plan is chosen on the workload's statistics, which a sampled check of {on} agrees with, {over}"
+        return f"the plan is chosen on the workload's statistics as written, not checked against {on}"
 
 
 def _close(written: float, estimate: float, low: float, high: float) -> bool:
@@ -113,13 +135,13 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
 
     span = time_range(tables)[1]
     if not (span > 0 and check):
-        return Fit(workload)
+        return Fit(workload, source=source)
     t0 = time.perf_counter()
     why = disagreement(workload, tables, source)
     if not why:
         w = workload if math.isclose(workload.defaults.horizon, span,
                                      rel_tol=1e-9) else workload.with_defaults(horizon=span)
-        return Fit(w, seconds=time.perf_counter() - t0)
+        return Fit(w, seconds=time.perf_counter() - t0, checked=True, source=source)
     rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
     fraction = 1.0 if rows <= EXACT_SIZES_ROWS else SIZES_FRACTION
     st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, source=source)
@@ -137,4 +159,18 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
             if command and source else "")
     there = f" than {source}" if source else ""
     return Fit(w, True, f"the workload's statistics describe other data{there} ({why}): measured again in "
-                        f"{seconds:.1f}s (rates, selectivities{sized if st.sizes else ''}){keep}", seconds)
+                        f"{seconds:.1f}s (rates, selectivities{sized if st.sizes else ''}){keep}",
+               seconds, True, source)
+
+
+def fit_inputs(workload: Workload, data: str | Path | Mapping[str, Table], command: str = "",
+               check: bool = True) -> tuple[dict[str, Table], Fit]:
+    """The inputs of ``workload`` in ``data`` — a folder of ``R.csv`` or ``R.parquet`` per
+    relation, or the tables themselves — and the workload to plan on for them
+    (:func:`fit_to_data`): the one path of ``run``, ``stats`` and the explorer given data."""
+    from mqjoin.model.tables import read_inputs
+
+    if isinstance(data, Mapping):
+        return dict(data), fit_to_data(workload, data, source="the data given", command=command, check=check)
+    tables = read_inputs(workload, data)
+    return tables, fit_to_data(workload, tables, source=str(data), command=command, check=check)

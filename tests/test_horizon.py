@@ -20,6 +20,7 @@ import mqjoin
 from mqjoin import datasets
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.model.workload import Workload, load_workload
+from mqjoin.planners.registry import PLANNERS, planner_of
 from mqjoin.planning.optimizer import optimize
 
 UNITS = (0.001, 10.0, 1000.0)
@@ -97,6 +98,73 @@ def test_bundled_workloads_plan_the_same_in_any_time_unit(path):
     base = fingerprint(w, time_limit=60)
     for c in UNITS:
         assert_same(base, fingerprint(in_time_unit(w, c), time_limit=60))
+
+
+#: every rule-based planner (one without the ILP), with the options that change how it plans
+RULE_PLANNERS = [(p, kw) for p in PLANNERS if not planner_of(p).ilp
+                 for kw in ([{}, {"decompose": True}] if planner_of(p).decompose else
+                            [{}, {"tree_shape": "deep"}] if planner_of(p).tree_shapes else [{}])]
+RULE_IDS = [p + "".join(f"-{v}" for v in kw.values()) for p, kw in RULE_PLANNERS]
+
+
+def rule_fingerprint(w: Workload, planner: str, **kw):
+    """A rule-based planner's plan (its trees included) and its probe cost and memory."""
+    res = optimize(w, planner=planner, **kw)
+    plan = res.plan
+    return ((plan.probe_orders(), tuple(sorted((s.id, s.parallelism) for s in plan.stores)), plan.edges, res.trees),
+            (res.probe_cost, res.memory))
+
+
+def assert_same_rule_plan(a, b):
+    assert a[0] == b[0]
+    assert all(math.isclose(x, y, rel_tol=1e-6) for x, y in zip(a[1], b[1])), (a[1], b[1])
+
+
+@pytest.mark.parametrize("planner, kw", RULE_PLANNERS, ids=RULE_IDS)
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=workloads(), c=st.sampled_from(UNITS))
+def test_random_workloads_plan_the_same_in_any_time_unit_with_every_planner(planner, kw, w, c):
+    """The rule-based planners rank intermediate results and probing sequences of different
+    sizes; counted per time unit they move against each other with the unit (AJoin's shared
+    costs did, MJoin's decomposition and probing sequences could), counted over the horizon
+    they do not."""
+    assert_same_rule_plan(rule_fingerprint(w, planner, **kw), rule_fingerprint(in_time_unit(w, c), planner, **kw))
+
+
+@pytest.mark.parametrize("planner, kw", RULE_PLANNERS, ids=RULE_IDS)
+def test_bundled_workloads_plan_the_same_in_any_time_unit_with_every_planner(planner, kw):
+    for path in BUNDLED:
+        w = load_workload(path)
+        base = rule_fingerprint(w, planner, **kw)
+        for c in UNITS:
+            assert_same_rule_plan(base, rule_fingerprint(in_time_unit(w, c), planner, **kw))
+
+
+@pytest.mark.parametrize("name, method",
+                         [("tpch_fig7a.yaml", "rate"), ("tpch_10q.yaml", "hash"), ("demo.yaml", "rate")])
+def test_pmjoin_value_groups_are_the_same_in_any_time_unit(name, method):
+    """PMJoin's value groups and placements, with per-value rates measured from streams of the
+    workload (rates per value × c in the other unit): the same groups and trees, every
+    communication cost (bytes per time unit) × c."""
+    from mqjoin.datasets.commands import load_named_workload
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.planners.pmjoin import PMJoinOptions, pmjoin_report, value_rates
+
+    w = load_named_workload(name)
+    seconds = 20_000 / sum(w.rate(r) for r in w.used_relations)
+    rates = value_rates(w, uniform_streams(w, duration=seconds, seed=0))
+    for sizes in ("sum", "unit"):
+        base = pmjoin_report(w, PMJoinOptions(rates, 4, method, sizes))
+        for c in UNITS:
+            scaled = {a: {v: r * c for v, r in per.items()} for a, per in rates.items()}
+            other = pmjoin_report(in_time_unit(w, c), PMJoinOptions(scaled, 4, method, sizes))
+            for qa, qb in zip(base.queries, other.queries):
+                assert str(qa.tree) == str(qb.tree)
+                assert [[(g.values, str(g.tree)) for g in pm.groups] for pm in qa.pmjoins] == \
+                    [[(g.values, str(g.tree)) for g in pm.groups] for pm in qb.pmjoins]
+                for x, y in ((qa.centralized, qb.centralized), (qa.distributed, qb.distributed),
+                             (qa.partitioned, qb.partitioned)):
+                    assert math.isclose(x * c, y, rel_tol=1e-6)
 
 
 def test_the_old_objective_depended_on_the_unit():

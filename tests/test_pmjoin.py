@@ -408,3 +408,28 @@ def test_measured_sizes_set_the_stream_rates():
     assert after.distributed > before.distributed
     assert str(before.tree) == "(S0 ⋈ S4 ⋈ (S2 ⋈ S3)@n1 ⋈ S1)@n0"  # S2 ⋈ S3 joined where they arrive
     assert "(S2 ⋈ S3)@n1" not in str(after.tree)  # its stream now outweighs S2's and S3's: shipped raw
+
+
+def test_unbounded_streams_ship_the_results_a_run_over_the_horizon_produces():
+    """Without windows a stream's window is its history so far: the join's rate grows over the
+    run, and the model's rate is its mean over the horizon, so rate × horizon is the number of
+    results (docs/model.md §4's count, brute-forced here from arrivals at constant rates) — not
+    ``|P|`` times it, as Equation 2 with every window full for the whole run would say."""
+    from mqjoin.planning.cost import join_results
+
+    w = parse_workload("""
+defaults: {horizon: 4}
+relations: {R: {attributes: [a], rate: 3}, S: {attributes: [a, b], rate: 2}, T: {attributes: [b], rate: 5}}
+queries: {q: "R(a), S(a,b), T(b)"}
+selectivities: {R.a = S.a: 1, S.b = T.b: 1}
+""")
+    m, c = StreamModel(w, "q", sizes="unit"), w.query("q").classes
+    # every combination of tuples at constant arrivals k / rate, k = 1 … rate · H, joins (selectivity 1):
+    # the combinations over the horizon are the product of the counts, whichever arrives last
+    assert m.rate({"R", "S"}) * 4 == pytest.approx(12 * 8) == pytest.approx(join_results(w, ["R", "S"], c))
+    assert (m.rate({"R", "S", "T"}) * 4 == pytest.approx(12 * 8 * 20)
+            == pytest.approx(join_results(w, ["R", "S", "T"], c)))
+    assert m.rate({"R"}) == 3.0
+    windowed = StreamModel(w.with_relation("R", window=0.5).with_relation("S", window=0.5), "q", sizes="unit")
+    # sliding windows: Equation 2 as it is
+    assert windowed.rate({"R", "S"}) == pytest.approx(3 * 2 * 0.5 + 2 * 3 * 0.5)

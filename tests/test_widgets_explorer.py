@@ -67,6 +67,40 @@ def test_explorer_accepts_an_existing_model_and_paths(tmp_path):
         Explorer(str(tmp_path / "missing.yaml"))
 
 
+
+def test_explorer_with_a_data_folder_plans_on_the_statistics_of_that_data(tmp_path):
+    """Opened on a folder of CSV files whose joins the workload misdescribes, the explorer plans
+    as ``mqjoin run`` does on that data — horizon its span, statistics measured again — and
+    says so; on data the workload describes it keeps the workload's statistics and says that."""
+    from mqjoin.datasets.fitting import fit_to_data
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.model.errors import DataError
+    from mqjoin.model.tables import read_inputs, time_range, write_inputs
+
+    w = as_workload("paper_v2.yaml")
+    other = w.with_selectivity("S.b = T.b", 0.3).with_selectivity("R.a = S.a", 0.05)
+    folder = tmp_path / "clicks"
+    write_inputs(uniform_streams(other, duration=3.0, seed=1), folder, "csv")
+    ex = Explorer(w, data=str(folder), debounce=0)
+    tables = read_inputs(w, folder)
+    want = fit_to_data(w, tables).workload
+    assert ex.model.workload.defaults.horizon == pytest.approx(time_range(tables)[1])
+    assert ex.model.workload.query("q1").classes != w.query("q1").classes  # the data's selectivities
+    assert ex.model.result.plan.probe_orders() == optimize(want).plan.probe_orders() != optimize(w).plan.probe_orders()
+    line = html.unescape(ex.statistics_line.value)
+    assert ex.statistics_line.layout.display is None and "measured again" in line and str(folder) in line
+    assert "S.b = T.b: 0.015 vs" in line and "span of" in line
+    assert ex.deploy_panel.input.value == "given" and ex.deploy_panel.data is ex.model.data  # Deploy replays it
+
+    agreeing = {r: t for r, t in uniform_streams(w, duration=3.0, seed=1).items()}
+    m = ExplorerModel(w, data=agreeing, debounce=0)
+    assert m.workload.query("q1").classes == w.query("q1").classes
+    assert m.workload.defaults.horizon == pytest.approx(time_range(agreeing)[1])
+    assert "workload's statistics, which a sampled check of the data given agrees with" in m.statistics
+    assert Explorer("paper_v2.yaml", debounce=0, deploy=None).statistics_line.layout.display == "none"
+    with pytest.raises(DataError, match="does not exist"):
+        ExplorerModel(w, data=str(tmp_path / "missing"))
+
 def test_widget_state_messages_serialise():
     """Every message the explorer sends must be JSON (what a kernel puts on the wire)."""
     ex = Explorer("paper_v2.yaml", debounce=0)

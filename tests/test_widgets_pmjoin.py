@@ -12,7 +12,7 @@ pytest.importorskip("plotly")
 from test_widgets import frontend_sets, recording_comm, sent_values  # noqa: F401  (the fixture)
 
 from mqjoin.planners.pmjoin import EXAMPLE_1, EXAMPLE_1_VALUE_RATES, EXAMPLE_2
-from mqjoin.widgets import Explorer, PMJoinView, QueryGraphView, as_workload, query_graph_figure
+from mqjoin.widgets import Explorer, PMJoinView, QueryGraphView, query_graph_figure
 from mqjoin.widgets.figures import trace_by_name
 from mqjoin.model.workload import parse_workload
 
@@ -65,12 +65,14 @@ def test_pmjoin_view_without_per_value_rates_measures_them_from_generated_stream
 
 
 def test_pmjoin_tab_on_tpch_partitions_generated_streams_and_draws_the_placement():
-    # at the paper's unit horizon: PMJoin's value groups still depend on the workload's horizon (its
-    # heuristic compares rates per time unit, not totals over the horizon), and at the bundled
-    # workload's own horizon none pays (an open defect, not what this test is about)
-    ex = Explorer(as_workload("tpch_fig7a.yaml").with_defaults(horizon=1.0), debounce=0, deploy=None)
+    ex = Explorer("tpch_fig7a.yaml", debounce=0, deploy=None)
     view = ex.pmjoin
     frontend_sets(view.groups, value=4)
+    # tuples as large as their inputs together: a foreign-key join (as many results as its larger
+    # input, each twice as large) never ships less than its inputs, so every query is one MJoin at
+    # one node, partitionable on no single class
+    assert view.error.value == "" and all(not qp.pmjoins for qp in view.report.queries), view.report.summary()
+    frontend_sets(view.sizes, index=list(view.sizes.options).index("unit"))  # every tuple of one size
     assert view.error.value == "" and view.report is not None
     with_groups = [qp for qp in view.report.queries if any(len(pm.groups) > 1 for pm in qp.pmjoins)]
     assert with_groups, view.report.summary()

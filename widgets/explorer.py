@@ -18,6 +18,12 @@ The **PMJoin** tab (:class:`~mqjoin.widgets.pmjoin_view.PMJoinView`) shows the c
 cost per scheme and the per-group plans of PMJoin over the relations' nodes; give it per-value
 rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refresh()``.
 
+``Explorer(workload, data=folder)`` (or tables) plans on that data as ``mqjoin run`` does: the
+horizon its span and the statistics measured again where a sampled check of the data
+contradicts the workload's (:func:`mqjoin.datasets.fitting.fit_inputs`); a line under the
+status says which statistics the plan is chosen on and what they were taken on, and a Deploy
+replays that data.
+
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
 with ``plan_provider`` — a function returning the current plan, e.g.
@@ -60,6 +66,7 @@ kernel — objects frozen that later become garbage are not reclaimed until ``gc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -201,12 +208,15 @@ class Explorer(ModelView, W.VBox):
     def __init__(self, workload, *, mode: str = "mqo", partitioning: str = "single", mirs: bool = True,
                  solver: str = "highs", time_limit: float | None = None, debounce: float = 0.03, grid: int = 8,
                  deploy: W.Widget | Callable[[Callable[[], Any]], W.Widget] | str | None = "spark",
-                 gc_freeze: bool = False, spark_ahead: bool = False):
+                 gc_freeze: bool = False, spark_ahead: bool = False, data: Any = None):
         # the explorer's controls send on release or Enter, not while dragging or typing: a short
         # debounce (30 ms: the messages of a burst already on the wire) merges a burst of edits
         # and adds little to an edit's round trip
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
-                       time_limit=time_limit, debounce=debounce)
+                       time_limit=time_limit, debounce=debounce, data=data)
+        #: which statistics the plan is chosen on, and what data they were taken on (with ``data=``)
+        self.statistics_line = W.HTML(f'<span style="font-size:14px;color:#555">{esc(self.model.statistics)}</span>',
+                                      layout=W.Layout(display=None if self.model.statistics else "none"))
         self.options = OptionsBar(self.model)
         # an edit's error shows beside its control; the status line shows the others (a failed solve)
         self.status = StatusLine(self.model, shown_beside=lambda: self.graph.editing)
@@ -236,11 +246,12 @@ class Explorer(ModelView, W.VBox):
                                                "(opens offline; ExplorerModel.from_report reopens it)")
         self.handout_line = W.HTML("")
         self.handout_button.on_click(lambda _: self.handout())
-        super().__init__([self.options, self.status, W.HBox([self.handout_button, self.handout_line]), self.tabs])
+        super().__init__([self.options, self.status, self.statistics_line,
+                          W.HBox([self.handout_button, self.handout_line]), self.tabs])
         if deploy == "spark":  # the default: deploy the current plan on a local Spark session
             from mqjoin.widgets.deploy_panel import DeployPanel
 
-            deploy = DeployPanel
+            deploy = functools.partial(DeployPanel, data=self.model.data)  # a Deploy replays the data given
         if deploy is not None:
             self.attach_deploy(deploy)
         prepare = getattr(self.deploy_panel, "prepare", None)

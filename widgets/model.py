@@ -141,7 +141,7 @@ class ExplorerModel:
                  debounce: float = 0.3, optimize_fn: Callable[[Workload, OptimizeOptions], OptimizeResult] = optimize,
                  compute: bool = True, interactive_budget: float | None = None,
                  background: Callable[[Callable[[], None]], Any] | None = None, planner: str = "clash",
-                 tree_shape: str | None = None):
+                 tree_shape: str | None = None, data: Any = None):
         self._observers: dict[str, list[Callable[[dict], Any]]] = {e: [] for e in EVENTS}
         self._lock = threading.RLock()
         self._timer: Any = None
@@ -150,6 +150,18 @@ class ExplorerModel:
         self.optimize_fn = optimize_fn
         self.debounce = float(debounce)
         self.workload: Workload = as_workload(workload)
+        #: the data given (``data=``: a folder of ``R.csv`` / ``R.parquet`` per relation, or the
+        #: tables), read; None without.  The workload is then the one ``mqjoin run`` plans on for
+        #: it (:func:`mqjoin.datasets.fitting.fit_inputs`): the horizon its span, the statistics
+        #: measured again where the data contradicts them
+        self.data: dict[str, Any] | None = None
+        #: one line: which statistics the plan is chosen on and what they were taken on ('' without data)
+        self.statistics = ""
+        if data is not None:
+            from mqjoin.datasets.fitting import fit_inputs
+
+            self.data, fit = fit_inputs(self.workload, data)
+            self.workload, self.statistics = fit.workload, fit.line()
         self.mode, self.partitioning, self.mirs = mode, partitioning, mirs
         self.solver, self.time_limit = solver, time_limit
         #: the plan family (:data:`mqjoin.planners.registry.PLANNERS`) and, for ``tree``, its shape

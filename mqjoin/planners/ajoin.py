@@ -7,7 +7,8 @@ docs/model.md §4 like any plan.
 apart: for queries with a common join ``P`` (the relations all of them read, joined alike,
 connected), the *shared* cost is the cardinality of ``P`` over the union of their inputs and
 the *separate* cost the sum of each query's own cardinality of ``P`` (the paper's Figure 6:
-``COST = Crd(S1) · Crd(S2)``, with our selectivities for the join condition).  Grouping is
+``COST = Crd(S1) · Crd(S2)``, with our selectivities for the join condition; a count over
+the horizon, as in the reordering below).  Grouping is
 greedy, as in the paper's Figure 7(a): the pair with the least shared cost among the pairs
 that gain becomes a group, which is then **eagerly extended** by every other ungrouped query
 for which executing it with the group costs less than running the group and the query apart;
@@ -20,8 +21,10 @@ the union of its members' filters (:meth:`mqjoin.model.workload.Workload.with_gr
 
 **Join reordering** (Figure 7(b)): iterative dynamic programming with block size two.  Every
 query starts from its relations; each iteration considers, per unfinished query, every join
-of two of its current sub-plans (linked by a class), with the *shared cost* ``|⋈P| / n`` —
-cardinality (docs/model.md §2 with pass fractions) divided by the number of query plans that have
+of two of its current sub-plans (linked by a class), with the *shared cost* — the
+cardinality of ``P``, the results a run over the horizon produces
+(:func:`~mqjoin.planning.cost.join_results`, ``|⋈P| · H^|P|`` under full history, docs/model.md §2
+and §4 with pass fractions), divided by the number of query plans that have
 the same sub-plan available (same tree over the same MIR: same relations, classes and
 selections; a query group makes its members' MIRs equal).  The cheapest is chosen for every
 query that shares it, then the next cheapest among the queries not served yet, until every
@@ -50,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from mqjoin.planning.candidates import MIR
-from mqjoin.planning.cost import is_close, join_size
+from mqjoin.planning.cost import is_close, join_results, least
 from mqjoin.model.errors import PlannerError
 from mqjoin.model.filters import Filter
 from mqjoin.planners.contract import Built
@@ -173,7 +176,7 @@ def common_join(workload: Workload, queries: Iterable[str]) -> tuple[frozenset[s
 
 def _cardinality(workload: Workload, rels: frozenset[str], classes: tuple[JoinClass, ...],
                  fraction: Callable[[str], float]) -> float:
-    size = join_size(workload, rels, classes)
+    size = join_results(workload, rels, classes)
     for r in rels:
         size *= fraction(r)
     return size
@@ -303,18 +306,16 @@ def join_trees(workload: Workload, fixed: Mapping[str, JoinTree] | None = None) 
                     available.setdefault(k, set()).add(n)
         served: set[str] = set()
         while len(served) < len(open_):
-            best = None
+            options = []
             for n in open_:
                 if n in served:
                     continue
                 q = workload.query(n)
                 for k, _a, _b, t in cands[n]:
                     sharers = (available[k] - served) | existing.get(k, set())
-                    scost = join_size(workload, t.relations, q.classes, workload.selections(n)) / len(sharers)
-                    order = (scost, min(rank[r] for r in t.relations), k[0], n)
-                    if best is None or order < best[0]:
-                        best = (order, k)
-            _, k = best
+                    scost = join_results(workload, t.relations, q.classes, workload.selections(n)) / len(sharers)
+                    options.append((scost, (min(rank[r] for r in t.relations), k[0], n), k))
+            _, _, k = least(options, lambda o: o[0], lambda o: o[1])
             for n in sorted(available[k] - served):
                 for kk, a, b, t in cands[n]:
                     if kk == k:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from mqjoin.model.workload import Workload
-from mqjoin.planning.cost import is_close, join_size
+from mqjoin.planning.cost import exposure, is_close, join_results
 from mqjoin.planning.options import OptimizeOptions
 from mqjoin.planners.trees import JoinTree, splits
 
@@ -45,6 +45,10 @@ def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Ite
     MJoin over ``k ∪ l`` into one over ``k`` and one over ``l``; ``n_i`` is the rate ``λ_i``
     (arrivals per time unit) and a class with ``m`` members in a part counts as ``m − 1``
     predicates of selectivity ``s_c``, so a part's intermediate result is ``|⋈part|`` (docs/model.md §2).
+    The paper's costs are per time unit; both terms here are totals over the horizon (docs/model.md
+    §4), so that parts of different sizes weigh alike in any time unit: ``|⋈part|`` is the
+    results a run produces (:func:`~mqjoin.planning.cost.join_results`, ``|⋈part| · H^|part|``
+    under full history) and ``Π n`` the candidate combinations over the same time volume.
 
     ``S = (|⋈k| + |⋈l|) · (hash + move + comp)``: storing both intermediate results;
     ``D = (Σ_{pred ∈ l} (1 − σ) · Π_{l} n + Σ_{pred ∈ k} (1 − σ) · Π_{k} n) · comp``: recomputing them.
@@ -66,7 +70,8 @@ def decomposition_costs(workload: Workload, query: str, k: Iterable[str], l: Ite
         for r in rels:
             n *= workload.rate(r)
         discard = sum((c.count_in(rels) - 1) * (1 - c.selectivity) for c in q.classes if c.count_in(rels) >= 2)
-        return join_size(workload, rels, q.classes), discard * n
+        volume = sum(exposure(workload, rels, x) for x in rels)  # the time volume of the part's results
+        return join_results(workload, rels, q.classes), discard * n * volume
 
     (size_k, disc_k), (size_l, disc_l) = part(set(k)), part(set(l))
     return (disc_l + disc_k) * unit.comp, (size_k + size_l) * (unit.hash + unit.move + unit.comp)

@@ -49,7 +49,7 @@ from typing import Iterable, Mapping
 
 from mqjoin.planning.candidates import (MIR, Owner, ProbeOrder, Step, owner_classes, owner_selection,
                                        partition_candidates, steps_of)
-from mqjoin.planning.cost import is_close, join_size, prefix_messages
+from mqjoin.planning.cost import is_close, join_results, least, prefix_messages
 from mqjoin.planning.options import OptimizeOptions
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.plan import Choice, Plan
@@ -138,8 +138,10 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str], inpu
                      least_selective_first: bool = False) -> tuple[tuple[str, ...], ...]:
     """MJoin's rule (Section 2.2): the order in which a tuple covering ``prefix`` probes the
     other ``inputs`` (sets of relations): always next the connected input with the fewest
-    expected matches, i.e. the smallest partial result ``|⋈(P ∪ input)|`` (docs/model.md §2); ties by
-    declaration order.  ``least_selective_first=True`` is the paper's *wrong* sequence
+    expected matches, i.e. the smallest partial result ``⋈(P ∪ input)``, counted over the
+    horizon (:func:`~mqjoin.planning.cost.join_results`: inputs of different sizes compare
+    alike in any time unit; docs/model.md §2, §4); ties by declaration order.
+    ``least_selective_first=True`` is the paper's *wrong* sequence
     (Section 3.3): always next the connected input with the *most* expected matches (ties
     still by declaration order).
 
@@ -169,8 +171,8 @@ def probing_sequence(workload: Workload, query: str, prefix: Iterable[str], inpu
             raise PlannerError(f"query {query}: inputs {', '.join('/'.join(i) for i in left)} are not connected to "
                                f"{'/'.join(sorted(have))}; a probing sequence needs a join predicate at every probe")
         sign = -1.0 if least_selective_first else 1.0
-        nxt = min(reachable, key=lambda i: (sign * join_size(workload, have | set(i), q.classes),
-                                         min(rank[r] for r in i), i))
+        cost = {i: sign * join_results(workload, have | set(i), q.classes) for i in reachable}
+        nxt = least(reachable, cost.__getitem__, lambda i: (min(rank[r] for r in i), i))
         out.append(nxt)
         have |= set(nxt)
         left.remove(nxt)
@@ -379,8 +381,7 @@ def binary_tree(workload: Workload, query: str, shape: str = "best") -> JoinTree
             found: tuple[float, JoinTree] | None = None
             for a, b in cuts:
                 # both children's results probe the other child
-                cost = best[a][0] + best[b][0] + sum(prefix_messages(workload, c, x, q.classes)
-                                                     for c in (a, b) for x in c)
+                cost = best[a][0] + best[b][0] + sum(join_results(workload, c, q.classes) for c in (a, b))
                 if found is None or (cost < found[0] and not is_close(cost, found[0])):
                     found = (cost, JoinTree.join([best[a][1], best[b][1]]))
             if found is not None:

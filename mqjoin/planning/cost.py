@@ -213,6 +213,41 @@ def prefix_messages(workload: Workload, relations: Iterable[str], start: str, cl
     return size * last_share(workload, rels, start, classes, selection) * len(rels) * seen
 
 
+def join_results(workload: Workload, relations: Iterable[str], classes: Iterable[JoinClass],
+                 selection: Iterable["Selection"] = (), span: float | None = None) -> float:
+    """The results of ``⋈P`` a run over ``span`` (default the horizon) produces, each counted
+    once, when its last tuple arrives: :func:`prefix_messages` summed over every start of
+    ``P`` — ``|⋈P| · H^|P|`` under full history, ``λ · H`` for one relation.  A count, so it
+    compares sets of different sizes in any time unit (a size per time unit does not: it
+    scales as ``rate^|P|``); the rule-based planners rank intermediate results by it.
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload('''
+    ... defaults: {horizon: 10}
+    ... relations: {R: {attributes: [a], rate: 100}, S: {attributes: [a], rate: 100}}
+    ... queries: {q: "R(a), S(a)"}
+    ... selectivities: {R.a = S.a: 0.01}''')
+    >>> c = w.query("q").classes
+    >>> join_results(w, ["R"], c), join_results(w, ["R", "S"], c)
+    (1000.0, 10000.0)
+    """
+    rels, classes, selection = frozenset(relations), tuple(classes), tuple(selection)
+    return sum(prefix_messages(workload, rels, x, classes, selection, span) for x in sorted(rels))
+
+
+def least(items: Iterable[Any], cost: Any, tiebreak: Any) -> Any:
+    """The item of least ``cost(item)``, costs equal up to float rounding (:func:`is_close`)
+    broken by the least ``tiebreak(item)``: a choice that does not flip with the rounding of
+    the same statistics written in another time unit.
+
+    >>> least(["b", "a", "c"], {"a": 0.3, "b": 0.1 + 0.2, "c": 1.0}.get, str)
+    'a'
+    """
+    scored = [(cost(i), i) for i in items]
+    low = min(c for c, _ in scored)
+    return min((i for c, i in scored if is_close(c, low)), key=tiebreak)
+
+
 def step_messages(workload: Workload, step: StepShape, span: float | None = None, since: float = 0.0) -> float:
     """The partial results a step ships without broadcast (``χ = 1``) over ``[since, span]``
     (default the whole horizon): :func:`prefix_messages` of its prefix and start."""

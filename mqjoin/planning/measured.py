@@ -247,34 +247,30 @@ def run_sizes(workload: Workload, check: Mapping[str, Any]) -> tuple[MeasuredSiz
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"the run's 'predicted' section is malformed ({e!r}); "
                         "write it with 'mqjoin run --json'") from None
-    seen: dict[tuple[tuple[str, ...], str], tuple[str, float, float]] = {}
+    order = {r.name: i for i, r in enumerate(workload.relations)}
+    # per set and scope (the join, or one query's filtered join): its steps' counts and volumes
+    # (a step shared by several queries' orders once), and an MIR store's rows, the exact count
+    seen: dict[tuple[str | None, tuple[str, ...], str], tuple[float, float]] = {}
     for prefix, start, query, chi, got, share in shapes:
-        if len(prefix) < 2 or (prefix, start) in seen:
-            continue
         for r in prefix:
             workload.relation(r)
-        seen[prefix, start] = (query, got / chi, len(prefix) * share * (
-            exposure(workload, prefix, start, span) - (exposure(workload, prefix, start, since) if since > 0 else 0.0)))
-    by_set: dict[tuple[str, ...], list[tuple[str, float, float]]] = {}
-    for (prefix, _), v in seen.items():
-        by_set.setdefault(prefix, []).append(v)
-    order = {r.name: i for i, r in enumerate(workload.relations)}
-    out = []
-
-    def add(rels: tuple[str, ...], query: str, count: float, volume: float) -> None:
+        rels = tuple(sorted(prefix, key=order.__getitem__))
         scope = _scope(workload, rels, query)
-        if volume > 0 and scope != "":
-            out.append(MeasuredSize(scope, tuple(sorted(rels, key=order.__getitem__)), max(count, 1.0) / volume))
-
-    for prefix, parts in by_set.items():
-        count, volume = sum(p[1] for p in parts), sum(p[2] for p in parts)
-        query = parts[0][0]
-        if (prefix, query) in held:  # an MIR store holds the whole join: its rows are the exact count
-            count, volume = held.pop((prefix, query))
-        add(prefix, query, count, volume)
-    for (rels, query), (count, volume) in held.items():
-        add(rels, query, count, volume)
-    return tuple(out)
+        if len(prefix) < 2 or scope == "" or (scope, rels, start) in seen:
+            continue
+        seen[scope, rels, start] = (got / chi, len(prefix) * share * (
+            exposure(workload, prefix, start, span) - (exposure(workload, prefix, start, since) if since > 0 else 0.0)))
+    found: dict[tuple[str | None, tuple[str, ...]], tuple[float, float]] = {}
+    for (scope, rels, _), (count, volume) in seen.items():
+        c, v = found.get((scope, rels), (0.0, 0.0))
+        found[scope, rels] = (c + count, v + volume)
+    for (prefix, query), rows_volume in held.items():
+        rels = tuple(sorted(prefix, key=order.__getitem__))
+        scope = _scope(workload, rels, query)
+        if scope != "":
+            found[scope, rels] = rows_volume
+    return tuple(MeasuredSize(scope, rels, max(count, 1.0) / volume)
+                 for (scope, rels), (count, volume) in found.items() if volume > 0)
 
 
 def running_sizes(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], start: float, end: float,

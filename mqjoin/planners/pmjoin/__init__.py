@@ -11,8 +11,15 @@ Joining two streams with selectivity ``f`` gives (Equations 2 and 3)::
 
     λ_ij = f · (λ_i · W_j + λ_j · W_i)        W_ij = f · W_i · W_j
 
+Equation 2 is the steady state of sliding windows.  An unbounded window holds the history
+so far, ``λ_j · t`` at time ``t``, so its join's rate grows over the run; the model takes
+its mean over the horizon ``H`` (``λ_ij = f · λ_i · λ_j · H`` for two unbounded streams,
+half of Equation 2 with ``T = H``): the bytes a run over the horizon ships are then the
+results it produces (docs/model.md §4), and the placement is the same in any time unit.
+
 Applied recursively, a set ``P`` of relations has ``W_P = F(P) · Π W_i`` and
-``λ_P = F(P) · Σ_i λ_i · Π_{j≠i} W_j`` with ``F(P) = Π_c s_c^(k_c(P)−1)`` (docs/model.md §2's
+``λ_P = F(P) · Σ_i λ_i · Π_{j≠i} W_j`` (the product averaged over the horizon where windows
+are unbounded) with ``F(P) = Π_c s_c^(k_c(P)−1)`` (docs/model.md §2's
 factor): independent of how the join is done, as the paper notes.  Where the workload gives
 a **measured size** of ``P`` (``sizes``, docs/model.md §2), ``F(P) = |⋈P| / Π λ_i`` instead: the
 correlation independence misses (a foreign key) changes the streams' rates and the placement as

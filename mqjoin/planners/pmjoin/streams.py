@@ -117,6 +117,17 @@ class StreamModel:
     def _span(self, relation: str) -> float:
         return window_of(self.workload, [relation])
 
+    def _exposure(self, relations: list[str], arriving: str) -> float:
+        """``Π_{j ≠ i} T_j`` of Equation 2 for a tuple of ``arriving`` (``i``), averaged over the
+        horizon ``H``: a sliding window holds ``T_j`` time units of its stream (the paper's
+        steady state); an unbounded one the history so far, ``t`` at time ``t``, whose
+        product with ``m − 1`` others averages to ``H^m / (m + 1)`` for ``m`` of them.  So a
+        join of unbounded streams ships, over the horizon, the results a run produces
+        (:func:`~mqjoin.planning.cost.join_results`), not ``|P|`` times as many."""
+        windows = [self.workload.window(j) for j in relations if j != arriving]
+        m = sum(1 for x in windows if x is None)
+        return math.prod(x for x in windows if x is not None) * self.workload.defaults.horizon ** m / (m + 1)
+
     @cached_property
     def _values(self) -> list[Any]:
         vals = {v for a in self.cls.members for v in self.rates[a]} if self.cls else set()
@@ -149,9 +160,8 @@ class StreamModel:
 
         def terms(value: Any) -> tuple[float, float]:
             lam = {r: self._lambda(r, value) for r in rels}
-            win = {r: lam[r] * self._span(r) for r in rels}
-            rate = sum(lam[i] * math.prod(win[j] for j in rels if j != i) for i in rels)
-            return rate, math.prod(win.values())
+            rate = math.prod(lam.values()) * sum(self._exposure(rels, i) for i in rels)
+            return rate, math.prod(lam[r] * self._span(r) for r in rels)
 
         if not per_value:
             rate, win = terms(None)
