@@ -47,9 +47,6 @@ from typing import Any
 from mqjoin.planning.candidates import MIR, Candidates
 from mqjoin.planning.ilp.model import TIE_SLACK
 
-#: a coupled part (a ``blocks.Part``; blocks imports this module, so it is not imported here)
-Part = Any
-
 #: a factor's option: (positions set to 1, steps used, MIRs needed, MIRs materialised, weight)
 _Option = tuple[list[int], list[int], list[int], list[int], float]
 
@@ -62,7 +59,7 @@ ENUMERATE_MAX = 1 << 15
 class BlockTable:
     """Every assignment of one block (rows), as numpy arrays (see the module docstring)."""
 
-    part: Part
+    part: Any  # the Part (a blocks.Part: blocks imports this module)
     k: int  # the block
     choice: Any  # P × factors: the option each assignment takes of each factor
     ones: list[Any]  # per factor, per option: the positions (in the block) it sets to 1
@@ -113,7 +110,7 @@ class BlockTable:
         return out
 
 
-def block_tables(part: Part) -> list[BlockTable | None]:
+def block_tables(part: Any) -> list[BlockTable | None]:
     """:func:`block_table` of every block of a coupled part (a ``blocks.Part``)."""
     mdl = part.mdl
     x_at = mdl.keys_of("x")
@@ -123,7 +120,7 @@ def block_tables(part: Part) -> list[BlockTable | None]:
     return [block_table(part, k, x_at, own) for k in range(len(part.blocks))]
 
 
-def block_table(part: Part, k: int, x_at: dict[int, tuple[Any, ...]], z_at: dict[int, MIR]) -> BlockTable | None:
+def block_table(part: Any, k: int, x_at: dict[int, tuple[Any, ...]], z_at: dict[int, MIR]) -> BlockTable | None:
     """The assignments of block ``k`` of a coupled part (a ``blocks.Part``), or None when it
     has more than :data:`ENUMERATE_MAX` of them.  ``x_at``: x column → (owner, start, order
     number); ``z_at``: z column → its store."""
