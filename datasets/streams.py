@@ -16,8 +16,10 @@ was made, so a second request with the same parameters is answered from the cach
 >>> d = tempfile.mkdtemp()
 >>> p = write_stream(d, "R", np.array([0.0, 0.5]), {"a": np.array([1, 2])})
 >>> t = read_parquet(p, "R")
->>> t.ts, t.columns["a"]
-((0.0, 0.5), (1, 2))
+>>> t.ts, t.columns["a"]  # numeric columns without nulls are read as array-backed Columns
+(Column((0.0, 0.5)), Column((1, 2)))
+>>> t.ts == (0.0, 0.5) and list(t.columns["a"]) == [1, 2]
+True
 """
 
 from __future__ import annotations

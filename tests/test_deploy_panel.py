@@ -87,6 +87,29 @@ def trace(panel, name):
     return next(t for t in panel.figure.data if t.name == name)
 
 
+def test_a_run_that_ends_right_after_its_start_is_seen_to_end():
+    """The start leaves the panel's starts when its deployment exists, a moment before it
+    subscribes to its events; waiting for the start waits for that too, so an end sent at once
+    is heard (the window is widened here by a slow step between the two)."""
+    import time
+
+    calls = []
+    panel = make_panel(calls)
+    show_mode = panel._show_mode
+
+    def slow_show_mode(label, d):
+        time.sleep(0.5)
+        show_mode(label, d)
+
+    panel._show_mode = slow_show_mode
+    panel.deploy_button.click()
+    time.sleep(0.2)  # the start has its deployment and is now between the two steps
+    assert panel.wait_started(10)
+    panel.deployments[0][1].finish()
+    assert panel.wait_idle()
+    assert not panel._busy() and not panel.deploy_button.disabled
+
+
 def test_deploy_click_runs_current_plan_and_charts_grow():
     calls = []
     panel = make_panel(calls)

@@ -99,6 +99,8 @@ from mqjoin.widgets.live import Redraw
 from mqjoin.widgets.partitions_view import PartitionsView
 
 _log = logging.getLogger(__name__)
+#: the name of the thread that starts a run (its input, then the deploy function)
+START_THREAD = "mqjoin-deploy-start"
 
 
 def _seconds(x: float | None) -> str:
@@ -254,7 +256,7 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._set_status("starting", run.starting_message(engine, start.on_spark, cold=start.cold))
         self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
         self.stop_button.disabled = False
-        start.thread = self._spawn(self._start, "mqjoin-deploy-start", start, plan, engine, rate, seconds, source)
+        start.thread = self._spawn(self._start, START_THREAD, start, plan, engine, rate, seconds, source)
         self._tick()
         return start.label
 
@@ -445,9 +447,13 @@ class DeployPanel(GuardedPanel, W.VBox):
                 "Spark is ready" if why is None else f"Spark did not start ahead: {why} — Deploy tries again"))
 
     def wait_started(self, timeout: float | None = None) -> bool:
-        """Wait until no run is starting (scripts, tests); False on timeout."""
+        """Wait until no run is starting (scripts, tests); False on timeout.  A start leaves
+        :attr:`runs`' starts once its deployment exists, before it subscribes to the
+        deployment's events: its thread is waited for too, so an event sent after this returns
+        reaches the panel."""
         with self._lock:
             threads = [s.thread for s in self.runs.starts.values() if s.thread is not None]
+            threads += [t for t in self._threads if t.name == START_THREAD and t not in threads]
         return join_threads(threads, timeout)
 
     def wait_idle(self, timeout: float | None = 10) -> bool:
