@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from _children import tied
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -162,7 +164,8 @@ def start_lab(tmp_path: Path, log: Path, notebooks: dict[str, str]):
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(tied(cmd), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     server = Lab(root, port, token, proc, log)
     try:
         deadline = time.monotonic() + 120

@@ -18,8 +18,9 @@ spark://127.0.0.1:<port>`` in a subprocess:
   take with it: Spark runs the lost tasks again on the other worker, which map the same files,
   and nothing is rebuilt; the native baseline's state stores reload from Spark's checkpoint.
 
-Everything the fixture started is killed and its directories removed, also on failure.
-``RUNS`` lists the (engine, ``--spark-mode``) pairs each test runs.
+Everything the fixture started is killed and its directories removed, also on failure; and
+every service and run dies with the test process even when pytest itself is killed
+(:func:`_children.tied`).  ``RUNS`` lists the (engine, ``--spark-mode``) pairs each test runs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from _children import alive, tied
 
 pytest.importorskip("pyspark")
 
@@ -109,7 +112,7 @@ class Cluster:
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         with open(self.root / "logs" / f"{name}.log", "ab") as log:  # the child holds its own descriptor
-            return subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=log,
+            return subprocess.Popen(tied([str(self.home / "bin" / "spark-class"), *args]), env=self.env, stdout=log,
                                     stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
 
     def _logs(self) -> str:
@@ -203,7 +206,7 @@ def _start_run(cmd: list[str], cluster: Cluster, log: Path) -> subprocess.Popen:
     stderr next to it (``log`` with suffix ``.err``)."""
     env = {**cluster.env, "MQJOIN_DRIVER_MEMORY": "1g"}
     with open(log, "wb") as out, open(log.with_suffix(".err"), "wb") as err:
-        return subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=cluster.root, start_new_session=True)
+        return subprocess.Popen(tied(cmd), env=env, stdout=out, stderr=err, cwd=cluster.root, start_new_session=True)
 
 
 def _tail(log: Path) -> str:
@@ -310,3 +313,40 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, truth, tm
     # the kill was mid-run: batches were committed after it, on the surviving worker
     assert len(list(root.glob("batch=*/_SUCCESS"))) > before
     _check(out, engine, summary, truth)
+
+
+
+#: a test process that starts a master (the workers are spawned the same way), prints its id and waits
+_STARTER = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_spark_cluster import Cluster
+c = Cluster(Path(sys.argv[1])).start(workers=0)
+print(json.dumps([c.master.pid, *(w.pid for w in c.workers)]), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_cluster_dies_with_a_killed_test_process(tmp_path):
+    """SIGKILL of the process that started the cluster (no ``finally``, no ``atexit`` runs)
+    takes the master with it."""
+    starter = subprocess.Popen(tied([sys.executable, "-c", _STARTER, str(tmp_path), str(Path(__file__).parent)]),
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    services: list[int] = []
+    try:
+        line = starter.stdout.readline()
+        assert line, f"the cluster did not start:\n{(tmp_path / 'logs' / 'master.log').read_text(errors='replace')}"
+        services = json.loads(line)
+        assert len(services) == 1 and all(map(alive, services))
+        starter.kill()
+        starter.wait()
+        deadline = time.time() + 30
+        while any(map(alive, services)) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in services if alive(p)], "a service outlived the process that started it"
+    finally:
+        for pid in [starter.pid, *services]:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        starter.wait()

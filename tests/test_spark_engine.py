@@ -30,6 +30,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from _cases import random_case
+from _children import tied
 from _spark import TIMEOUT
 from test_reference import W3  # 3 relations, windows 1, 2 and null
 
@@ -410,7 +411,7 @@ def test_killed_driver_resumes_from_checkpoint(spark_mode, tmp_path):
     cmd = [sys.executable, "-m", "mqjoin.cli", "run", str(wfile), "--data", str(data), "--out", str(out),
            "--engine", "spark", "--master", "local[2]", "--checkpoint", str(ck), "--spark-mode", spark_mode,
            "--rate", str(total / 4), "--max-rows-per-batch", str(-(-total // 3)), "--timeout", str(TIMEOUT)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(tied(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for(lambda: list(out.glob("_batches/batch=*/_SUCCESS")) or proc.poll() is not None, TIMEOUT,
                   "a committed micro-batch")
