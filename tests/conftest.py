@@ -7,6 +7,10 @@
   every skip's reason is printed (``-rs`` in the pytest options).
 * **One Spark session** for every Spark test module, configured the same whichever module
   asks first (``spark`` fixture): the tests do not depend on which module started the JVM.
+* **Two workers, one heavy lane.**  The suite runs on pytest-xdist workers (``-n 2 --dist
+  loadgroup`` in the pytest options).  Every test that starts a JVM, a browser or a cluster is in
+  one xdist group (:func:`heavy`), so those run one at a time on one worker, which starts the
+  Spark session once; the other tests spread over both workers.
 """
 
 from __future__ import annotations
@@ -41,6 +45,28 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_missing_dependency(outcome.get_result())
+
+
+#: test modules that start a Spark JVM, a standalone cluster, Chromium or a Jupyter server in
+#: (nearly) every test
+HEAVY_MODULES = frozenset({"test_browser.py", "test_notebooks.py", "test_report.py"})
+#: the xdist group of the heavy lane
+HEAVY = "heavy"
+
+
+def heavy(item) -> bool:
+    """Whether a test belongs to the heavy lane: it uses the shared ``spark`` session, lives in a
+    Spark, browser or notebook module, or is a slow test that runs Spark as a subprocess."""
+    module = item.path.name
+    return ("spark" in getattr(item, "fixturenames", ())
+            or module.startswith("test_spark_") or module in HEAVY_MODULES
+            or (item.get_closest_marker("slow") is not None and "spark" in item.name))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if heavy(item):
+            item.add_marker(pytest.mark.xdist_group(HEAVY))
 
 
 @pytest.fixture(scope="session")
