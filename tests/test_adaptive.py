@@ -485,7 +485,7 @@ defaults: {selectivity: 1, window: null}
 relations: {R: {attributes: [a]}, S: {attributes: [a]}}
 queries: {q: "R(a), S(a)"}
 ''')
-    n = 3000
+    n = 600
     tables = {r: Table.from_columns(r, {"ts": [i / 1000 for i in range(n)], "a": [1] * n}) for r in "RS"}
     with pytest.raises(ResourceLimitError, match="over its budget of 50,000"):
         run_adaptive(w, tables, AdaptivePolicy(epoch=1.0), budget=50_000)
