@@ -24,14 +24,7 @@ CASES = [(8, 40, 3, s, "single", True) for s in range(6)] + [
     (8, 40, 3, 8, "single", False), (10, 20, 3, 9, "single", True)]
 
 
-@pytest.fixture(autouse=True)
-def _tie_breaks_to_the_end(monkeypatch):
-    """HiGHS's MIP breaks ties on a time budget (at least TIE_MIN_SECONDS): on a loaded machine
-    a small part may run out of it and come out optimal but not canonical, and then two
-    optima may differ; here every tie-break has time to end."""
-    import mqjoin.planning.ilp.solving as solving
-
-    monkeypatch.setattr(solving, "TIE_MIN_SECONDS", 60.0)
+pytestmark = pytest.mark.usefixtures("tie_breaks_to_the_end")  # two optima compared: both canonical
 
 
 def _same(a, b) -> None:
