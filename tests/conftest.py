@@ -8,9 +8,9 @@
 * **One Spark session** for every Spark test module, configured the same whichever module
   asks first (``spark`` fixture): the tests do not depend on which module started the JVM.
 * **Two workers, one heavy lane.**  The suite runs on pytest-xdist workers (``-n 2 --dist
-  loadgroup`` in the pytest options).  Every test that starts a JVM, a browser or a cluster is in
-  one xdist group (:func:`heavy`), so those run one at a time on one worker, which starts the
-  Spark session once; the other tests spread over both workers.
+  loadgroup`` in the pytest options).  Every test that starts a JVM, a browser or a cluster is
+  in one scope of the scheduler (:func:`heavy`), so those run one at a time on one worker,
+  which starts the Spark session once; the other tests spread over both workers.
 """
 
 from __future__ import annotations
@@ -48,25 +48,59 @@ def pytest_make_collect_report(collector):
 
 
 #: test modules that start a Spark JVM, a standalone cluster, Chromium or a Jupyter server in
-#: (nearly) every test
+#: (nearly) every test, besides ``test_spark_*.py``
 HEAVY_MODULES = frozenset({"test_browser.py", "test_notebooks.py", "test_report.py"})
-#: the xdist group of the heavy lane
+#: the tests of other modules that start a JVM: they use the ``spark`` session (checked at
+#: collection) or run Spark in a subprocess (list such a test here)
+HEAVY_TESTS = frozenset({
+    "test_ajoin.py::test_cli_run_changes_with_planner_ajoin_on_spark",
+    "test_conformance.py::test_spark_engines_agree",
+    "test_cli.py::test_demo_main_job_with_spark_as_a_process",
+    "test_cli.py::test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions",
+    "test_measured.py::test_spark_run_json_has_the_reference_counts_beside_the_model",
+})
+#: the xdist scope of the heavy lane
 HEAVY = "heavy"
 
 
-def heavy(item) -> bool:
-    """Whether a test belongs to the heavy lane: it uses the shared ``spark`` session, lives in a
-    Spark, browser or notebook module, or is a slow test that runs Spark as a subprocess."""
-    module = item.path.name
-    return ("spark" in getattr(item, "fixturenames", ())
-            or module.startswith("test_spark_") or module in HEAVY_MODULES
-            or (item.get_closest_marker("slow") is not None and "spark" in item.name))
+def heavy(nodeid: str) -> bool:
+    """Whether the test of this id runs in the heavy lane.  By id, not by item: xdist's
+    scheduler, in the controlling process, sees ids only.
+
+    >>> heavy("tests/test_spark_native.py::test_x[a-b]")
+    True
+    >>> heavy("tests/test_cli.py::test_demo_main_job_with_spark_as_a_process")
+    True
+    >>> heavy("tests/test_cli.py::test_run_check_passes_with_exit_0"), heavy("mqjoin/cli/__init__.py::mqjoin.cli")
+    (False, False)
+    """
+    path, _, rest = nodeid.partition("::")
+    module = path.rsplit("/", 1)[-1]
+    return (module.startswith("test_spark_") or module in HEAVY_MODULES
+            or f"{module}::{rest.partition('[')[0]}" in HEAVY_TESTS)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if heavy(item):
-            item.add_marker(pytest.mark.xdist_group(HEAVY))
+    stray = [item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ()) and not heavy(item.nodeid)]
+    if stray:
+        raise pytest.UsageError(f"{', '.join(stray)} use(s) the Spark session outside the heavy lane: add the "
+                                "test to HEAVY_TESTS in tests/conftest.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with one more group: the heavy lane (:func:`heavy`).  (xdist's own
+    ``xdist_group`` marks rename ``item._nodeid``, which pytest 9 no longer reads: they group
+    nothing.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class HeavyLane(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return HEAVY if heavy(nodeid) else super()._split_scope(nodeid)
+
+    return HeavyLane(config, log)
 
 
 @pytest.fixture(scope="session")
