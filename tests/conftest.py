@@ -48,8 +48,9 @@ def pytest_make_collect_report(collector):
 
 
 #: test modules that start a Spark JVM, a standalone cluster, Chromium or a Jupyter server in
-#: (nearly) every test, besides ``test_spark_*.py``
-HEAVY_MODULES = frozenset({"test_browser.py", "test_notebooks.py", "test_report.py"})
+#: (nearly) every test, besides ``test_spark_*.py``; and test_timeline, whose live replays race
+#: the test's clicks in wall-clock time (kept away from the JVMs and browsers)
+HEAVY_MODULES = frozenset({"test_browser.py", "test_notebooks.py", "test_report.py", "test_timeline.py"})
 #: the tests of other modules that start a JVM: they use the ``spark`` session (checked at
 #: collection) or run Spark in a subprocess (list such a test here)
 HEAVY_TESTS = frozenset({

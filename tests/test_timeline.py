@@ -296,7 +296,7 @@ def test_adding_a_query_while_live_activates_it_two_epochs_later():
     assert any("+q2" in v for v in sent_values(panel.table))  # the frontend was told
     assert set(panel.remove_choice.options) == {"q1", "q2"}
     assert live.wait(timeout=30) and live.error is None
-    assert panel.wait_drawn(timeout=10) and tl.wait_drawn(timeout=10)
+    assert panel.wait_drawn(timeout=60) and tl.wait_drawn(timeout=60)
     run = live.snapshot()
     assert {lf.query: lf.added for lf in run.lifetimes} == {"q1": None, "q2": a}
     rec = {e.epoch: e for e in run.epochs}
@@ -407,7 +407,7 @@ def test_a_duck_typed_live_source_is_enough(paper_runs):
     tl, panel = EpochTimeline(src, "spark"), QueryChangesPanel(src)
     assert tl.epoch.disabled and "no epoch finished yet" in tl.details.value
     src.advance(10)
-    assert tl.wait_drawn(timeout=10)
+    assert tl.wait_drawn(timeout=60)
     assert tl.epoch.max == 9 and tl.epoch.value == 9 and not tl.epoch.disabled
     assert len(trace_by_name(tl.figure, "spark latency").x) == 10
     assert list(trace_by_name(tl.figure, "spark plans").text) == ["P0"]
@@ -415,7 +415,7 @@ def test_a_duck_typed_live_source_is_enough(paper_runs):
     assert "10 epochs (last: 9), 0 switches" in text(tl.status)
     sent_before = len(tl.figure.comm.messages)
     src.advance(10)  # past the switch to P1 at epoch 17
-    assert tl.wait_drawn(timeout=10)
+    assert tl.wait_drawn(timeout=60)
     assert tl.epoch.max == 19 and [(s.label, s.first, s.last) for s in tl.segments()] == [("P0", 0, 16), ("P1", 17, 19)]
     assert list(trace_by_name(tl.figure, "spark plans").base) == [0.0, 17.0]
     assert len(trace_by_name(tl.figure, "spark latency").x) == 20
@@ -504,7 +504,7 @@ def test_explorer_adaptivity_tab_runs_overlays_and_stops():
     assert live.status == static.status == "stopped" and panel.stop_button.disabled
     assert "adaptive" in panel.status.value and panel.status.value.count("stopped") == 2
     tl = panel.timeline
-    assert tl.wait_drawn(timeout=10)
+    assert tl.wait_drawn(timeout=60)
     tl.refresh()
     assert {"adaptive plans", "static plans"} <= {t.name for t in tl.figure.data}
     assert "stopped" in tl.status.value and tl.epoch.max >= 1
@@ -522,7 +522,7 @@ def test_explorer_adaptivity_on_the_paper_data_switches_at_epoch_17():
     frontend_clicks(panel.run_button)
     (_, live), = panel.sources
     assert live.wait(timeout=60) and live.status == "finished", live.error
-    assert panel.wait_drawn(timeout=10)
+    assert panel.wait_drawn(timeout=60)
     tl = panel.timeline
     assert [(s.label, s.first) for s in tl.segments()] == [("P0", 0), ("P1", 17)]
     assert {a.text: a.x for a in tl.figure.layout.annotations}["data change"] == 15.0
@@ -571,7 +571,7 @@ def test_a_run_that_fails_while_live_reports_the_engine_error_inline():
     frontend_clicks(panel.run_button)
     (_, live), = panel.sources
     assert live.wait(timeout=30) and live.status == "failed"
-    assert panel.wait_drawn(timeout=10)
+    assert panel.wait_drawn(timeout=60)
     for view in (panel.status, panel.timeline.status):
         got = text(view)
         assert re.search(r"failed.*re-optimisation for epoch \d+ \(queries q1\) failed: HiGHS ran out of memory", got)
@@ -620,7 +620,7 @@ def test_a_live_run_past_its_budget_stops_itself_and_keeps_what_it_produced():
     frontend_clicks(panel.anyway_button)
     (label, live), = panel.sources
     assert live.wait(timeout=60) and live.status == "stopped"
-    assert panel.wait_drawn(timeout=10)
+    assert panel.wait_drawn(timeout=60)
     panel._show_run_status()
     got = re.sub(r"<[^>]+>", "", text(panel.status))
     assert f"{label} stopped: over its budget: " in got and "what it produced so far stays" in got
