@@ -182,3 +182,38 @@ def fit_inputs(workload: Workload, data: str | Path | Mapping[str, Table], comma
         progress(f"reading {data} …")
     tables = read_inputs(workload, data)
     return tables, fit_to_data(workload, tables, source=str(data), command=command, check=check, progress=progress)
+
+
+def reached(tables: Mapping[str, Table], span: float) -> dict[str, Table]:
+    """The rows of ``tables`` within ``span`` time units of their first ``ts``: the input a run
+    stopped there has seen.
+
+    >>> t = {"R": Table.from_columns("R", {"ts": [0.0, 1.0, 2.0], "a": [5, 6, 7]})}
+    >>> reached(t, 1.0)["R"].columns["a"]
+    (5, 6)
+    """
+    import numpy as np
+
+    from mqjoin.model.tables import Column
+
+    end = time_range(tables)[0] + span
+    out = {}
+    for r, t in tables.items():
+        keep = np.flatnonzero(np.asarray(t.ts, dtype=float) <= end)
+        out[r] = Table(r, Column(np.asarray(t.ts, dtype=float)[keep]),
+                       {c: Column(v.array[keep]) if isinstance(v, Column) else tuple(v[i] for i in keep)
+                        for c, v in t.columns.items()}, t.source)
+    return out
+
+
+def fit_reached(workload: Workload, tables: Mapping[str, Table], span: float) -> Workload | None:
+    """The workload that predicts a run stopped ``span`` time units into ``tables``: fitted
+    (:func:`fit_to_data`) to the rows it reached; None when the run reached the end.  Data whose
+    arrivals follow its keys — TPC-H's tables arrive in key order — joins more densely in a
+    prefix than the whole run's statistics say (a foreign-key join of the first third of both
+    sides holds a third of its results, not a ninth), so a stopped run is predicted on its own
+    part of the data."""
+    first, full = time_range(tables)
+    if not 0 < span < full * (1 - 1e-9):
+        return None
+    return fit_to_data(workload, reached(tables, span)).workload

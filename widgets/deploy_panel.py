@@ -568,12 +568,17 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     def _measured(self) -> None:
         """Hand what the runs that ended counted per store to :attr:`on_measured`."""
+        from dataclasses import replace
+
+        from mqjoin.datasets.fitting import fit_reached
         from mqjoin.planning.measured import store_counts
 
         ended = self.runs.to_measure()
         for label, d in ended:
-            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}),
-                                  getattr(d, "batches", None))
+            tables = getattr(d, "tables", {})
+            counts = store_counts(label, d.plan, getattr(d, "stores", None), tables, getattr(d, "batches", None))
+            if counts is not None and tables:  # a run stopped early: predicted on the part of the input it reached
+                counts = replace(counts, workload=fit_reached(d.plan.workload, tables, counts.span))
             for f in self.on_measured if counts is not None else ():
                 f(counts)
 
