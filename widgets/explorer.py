@@ -334,7 +334,8 @@ class Explorer(ModelView, W.VBox):
         widget = panel if isinstance(panel, W.Widget) else panel(self.model.current_plan)
         if isinstance(getattr(widget, "on_measured", None), list):  # its runs' counts colour the probe trees
             widget.on_measured.append(self.model.set_measured)
-        if hasattr(widget, "plan_on") and widget.plan_on is None:  # a Deploy on data re-plans every tab on it
+        # a Deploy on data re-plans every tab on it, when the panel deploys the model's plans
+        if getattr(widget, "plan_provider", None) == self.model.current_plan and widget.plan_on is None:
             widget.plan_on = self.model.plan_on
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
