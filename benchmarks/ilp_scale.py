@@ -39,6 +39,7 @@ many plans were proven optimal and canonical.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -248,49 +249,70 @@ def _cpu() -> float:
     return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
+def _secs(x: float) -> str:
+    """Seconds in a 7-wide column, "-" for never (``math.inf``).
+
+    >>> _secs(1.2345) + _secs(math.inf)
+    '   1.23      -'
+    """
+    return f"{x:>7.2f}" if math.isfinite(x) else f"{'-':>7}"
+
+
 def spread(sizes: list[tuple[int, int, int]], policies: list[str], count: int, first_seed: int,
            time_limit: float) -> int:
     """``count`` random workloads per size (seeds ``first_seed`` …), each optimised once per
     policy: median and worst of build + solve (the optimiser's own times, as ``mqjoin optimize
     --json`` reports them), the wall time of the median, and how many plans were optimal and
     canonical, against the size's goal (:data:`SPREAD_GOALS`).  CPU counts the forked children
-    too.  The seeds of the worst run are printed so that it can be profiled alone."""
+    too.  The seeds of the worst run are printed so that it can be profiled alone.  Each solve
+    is watched by a monitor (as ``mqjoin optimize`` watches it): "1st" is the median seconds to
+    its first plan, "2%" the median and worst seconds to a plan within 2 % proven gap
+    (``anytime`` in ``optimize --json``, from the start of the call; "-": not within the time
+    limit), against the anytime goal of 5 s."""
     from mqjoin.planning.ilp import forked
+    from mqjoin.planning.ilp.monitor import Monitor, anytime_summary
 
     print(f"# ilp_scale --spread: {count} workloads per size (seeds {first_seed}-{first_seed + count - 1}), "
           f"time limit {time_limit:g} s, {os.cpu_count()} cores, "
           f"searches forked: {'yes' if forked.available() else 'no'} (MQJOIN_FORK), "
           f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"{'Q':>4}{'k':>2}{'R':>5} {'policy':<9}{'median':>8}{'worst':>8}{'(seed)':>7}{'build':>7}{'solve':>8}"
-          f"{'cpu med':>8}{'cpu max':>8}{'optimal':>9}{'canonical':>10}  goal")
+          f"{'cpu med':>8}{'cpu max':>8}{'optimal':>9}{'canonical':>10}{'1st':>7}{'2% med':>7}{'2% max':>7}  goal")
     for n, size, rels in sizes:
         for policy in policies:
             runs = []
             for seed in range(first_seed, first_seed + count):
                 w = random_workload(n, rels, size, seed=seed)
-                cpu = _cpu()
+                cpu, monitor = _cpu(), Monitor()
                 try:
-                    res = optimize(w, mode="mqo", partitioning=policy, time_limit=time_limit)
+                    res = optimize(w, mode="mqo", partitioning=policy, time_limit=time_limit, monitor=monitor)
                 except MqjoinError as e:
                     print(f"{n:>4}{size:>2}{rels:>5} {policy:<9} seed {seed}: {type(e).__name__}: {e}", flush=True)
                     continue
                 i = res.ilp
-                runs.append((i.build_seconds + i.solve_seconds, seed, i, _cpu() - cpu))
+                runs.append((i.build_seconds + i.solve_seconds, seed, i, _cpu() - cpu,
+                             anytime_summary(monitor.reports, i.status, monitor.elapsed)))
             if not runs:
                 continue
             runs.sort(key=lambda r: r[0])
-            took, _, med, _ = runs[len(runs) // 2]
-            worst, worst_seed, _, _ = runs[-1]
+            took, _, med, _, _ = runs[len(runs) // 2]
+            worst, worst_seed, _, _, _ = runs[-1]
             cpus = sorted(r[3] for r in runs)
-            optimal = sum(i.status == "optimal" for _, _, i, _ in runs)
-            canonical = sum(i.canonical for _, _, i, _ in runs)
+            optimal = sum(r[2].status == "optimal" for r in runs)
+            canonical = sum(r[2].canonical for r in runs)
+            firsts = sorted(math.inf if r[4]["first_plan_seconds"] is None else r[4]["first_plan_seconds"]
+                            for r in runs)
+            within = sorted(math.inf if r[4]["within_gap_seconds"] is None else r[4]["within_gap_seconds"]
+                            for r in runs)
             goal = SPREAD_GOALS.get((n, size))
             verdict = "" if goal is None else (
                 f"  ≤{goal[0]:g}/{goal[1]:g} s " + ("met" if took <= goal[0] and worst <= goal[1]
                                                    and optimal == canonical == len(runs) else "MISSED"))
             print(f"{n:>4}{size:>2}{rels:>5} {policy:<9}{took:>8.3f}{worst:>8.3f}{worst_seed:>7}"
                   f"{med.build_seconds:>7.3f}{med.solve_seconds:>8.3f}{cpus[len(cpus) // 2]:>8.3f}{cpus[-1]:>8.3f}"
-                  f"{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}{verdict}", flush=True)
+                  f"{f'{optimal}/{len(runs)}':>9}{f'{canonical}/{len(runs)}':>10}{_secs(firsts[len(runs) // 2])}"
+                  f"{_secs(within[len(runs) // 2])}{_secs(within[-1])}{verdict}"
+                  f"{'' if goal is None else ', 2% ≤5 s ' + ('met' if within[-1] <= 5 else 'MISSED')}", flush=True)
     print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 

@@ -36,6 +36,10 @@ def test_optimize_json_contract(capsys):
     ilp = d["ilp"]
     assert ilp["variables"] > 0 and ilp["constraints"] > 0 and ilp["status"] == "optimal"
     assert ilp["build_seconds"] >= 0 and ilp["solve_seconds"] >= 0
+    # when the first plan came and when its gap was within the anytime goal (optimal: at the latest, the end)
+    anytime = d["anytime"]
+    assert anytime["gap"] == 0.02 and 0 <= anytime["first_plan_seconds"] <= anytime["within_gap_seconds"]
+    assert anytime["first_plan_seconds"] == d["progress"][0]["seconds"]
     assert {r for s in d["stores"] for r in s["relations"]} == {"R", "S", "T", "U"}
     # each query's share of the probe cost (own steps, shares of shared ones) sums to it
     assert {q: v["total"] for q, v in d["cost_by_query"].items()} == {"q1": 400.0, "q2": 400.0}

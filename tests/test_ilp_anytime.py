@@ -141,6 +141,11 @@ def test_cli_prints_progress_lines_on_a_long_solve(tmp_path):
     d = json.loads(r.stdout)
     assert d["ilp"]["status"] == "time_limit"
     assert d["progress"][-1]["gap"] == pytest.approx(d["ilp"]["gap"], abs=1e-9)
+    first = d["anytime"]  # the first plan and its gap are the first progress report's
+    assert (first["first_plan_seconds"], first["first_plan_gap"]) == (d["progress"][0]["seconds"],
+                                                                      d["progress"][0]["gap"])
+    within = [p["seconds"] for p in d["progress"] if p["gap"] <= first["gap"]]
+    assert first["within_gap_seconds"] == (within[0] if within else None)
 
 
 def test_anytime_rounds_pass_on_the_reports_inside_each_round():

@@ -28,6 +28,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         with watched() as monitor:
             res = optimize_args(args, monitor=monitor)
+            end = monitor.elapsed
     if args.plan_out:
         write_text(args.plan_out, res.plan.to_json())
     if args.export:
@@ -44,14 +45,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from mqjoin.planning.measured import replan_report
 
         replanned = replan_report(before.plan, res.plan)
-    progress = [] if before is not None or args.changes else [r.to_dict() for r in monitor.reports]
+    from mqjoin.planning.ilp.monitor import anytime_summary
+
+    watched_one = before is None and not args.changes
+    progress = [r.to_dict() for r in monitor.reports] if watched_one else []
+    anytime = {"anytime": anytime_summary(monitor.reports, res.ilp.status, end)} if watched_one else {}
     if args.json:
         from mqjoin.planning.attribution import cost_by_query
 
         print(json.dumps({**res.to_dict(), "cost_by_query": cost_by_query(res.plan),
                           **({"stats_from": replanned.to_dict()} if replanned else {}),
                           **({"changes": steps} if args.changes else {}),
-                          "progress": progress}, indent=1, ensure_ascii=False))
+                          "progress": progress, **anytime}, indent=1, ensure_ascii=False))
     else:
         if steps:
             print(_render_steps(steps))

@@ -76,6 +76,26 @@ class Report:
         return {"seconds": self.seconds, "incumbent": self.incumbent, "bound": self.bound, "gap": self.gap}
 
 
+#: the gap of the anytime goal: a plan within this proven gap early (:func:`anytime_summary`)
+ANYTIME_GAP = 0.02
+
+
+def anytime_summary(reports: list[Report], status: str, end: float, gap: float = ANYTIME_GAP) -> dict[str, Any]:
+    """When a solve's plans came, from its reports: the first plan (seconds and proven gap)
+    and the first moment its gap was at most ``gap`` (None when it never was; ``end``, the
+    seconds of the whole solve, when it ended optimal without a report that says so).
+
+    >>> rs = [Report(0.5, 120.0, 0.0), Report(1.5, 110.0, 100.0), Report(2.5, 102.0, 100.0)]
+    >>> anytime_summary(rs, "optimal", 3.0)
+    {'first_plan_seconds': 0.5, 'first_plan_gap': 1.0, 'gap': 0.02, 'within_gap_seconds': 2.5}
+    >>> anytime_summary(rs[:2], "time_limit", 3.0)["within_gap_seconds"] is None
+    True
+    """
+    within = next((r.seconds for r in reports if r.gap <= gap), end if status == "optimal" else None)
+    return {"first_plan_seconds": reports[0].seconds if reports else None,
+            "first_plan_gap": reports[0].gap if reports else None, "gap": gap, "within_gap_seconds": within}
+
+
 @dataclass
 class Monitor:
     """The incumbent and bound of a solve, summed over its parts, and its stop flag (see the
@@ -99,6 +119,11 @@ class Monitor:
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the monitor was made (the clock of its reports)."""
+        return time.perf_counter() - self._t0
 
     def begin(self, fallback: dict[object, float]) -> None:
         """A solve starts: its parts (keys) with the cost of the plan each keeps should the
