@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -309,6 +309,26 @@ def slice_rows(path: str, start: int, end: int, arrival, relations: frozenset[in
     else:
         times = np.full(len(part), arrival[1])
     return part.append_column("_arrival", pa.array(np.asarray(times, dtype=np.float64)))
+
+
+def served_rows(parts: Iterable[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """The replay-log rows of a micro-batch as the source served them: the rows themselves,
+    or, with ``serve`` = ``slices``, read here from the log each slice names
+    (:func:`slice_rows`) — the rows never pass through the JVM.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_replay_log(pa.table({"_seq": [0, 1, 2], "_rel": [0, 1, 0], "_ts": [0.0, 1.0, 2.0]}), d + "/l")
+    ...     s = pa.RecordBatch.from_pydict({"path": [str(p)], "start": [1], "end": [3], "arrival": ['["fixed", 5.0]']})
+    ...     [b["_seq"].to_pylist() for b in served_rows([s])]
+    [[1, 2]]
+    """
+    parts = [b for b in parts if b.num_rows]
+    if parts and "_seq" not in parts[0].schema.names:
+        slices = pa.Table.from_batches(parts).to_pylist()
+        parts = [b for s in slices for b in slice_rows(s["path"], s["start"], s["end"], json.loads(s["arrival"]))
+                 .to_batches() if b.num_rows]
+    return parts
 
 
 class _Slice(InputPartition):
