@@ -347,9 +347,16 @@ class _Reader(DataSourceStreamReader):
                           if options.get("relations") else None)
         self.splits = max(1, int(options.get("splits", "2")))
         self.slices = options.get("serve") == "slices"
-        self.ts = pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
-        self.total = len(self.ts)
+        # the arrival times only where pacing follows them; the count from the footer
+        self.ts = (pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
+                   if self.speedup else None)
+        self.total = pq.ParquetFile(self.path).metadata.num_rows
         self.base: tuple[int, float] | None = None  # (first offset served, wall time)
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader for every input partition's task: without the arrival
+        # times (the whole log's, read on the driver for pacing; a task needs none of them)
+        return {**self.__dict__, "ts": None}
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
