@@ -42,7 +42,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from mqjoin.model.tables import Table, time_range
 from mqjoin.model.workload import Workload
@@ -140,18 +140,21 @@ def sizes_fraction(rows: int) -> float:
 
 
 def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "", command: str = "",
-                check: bool = True) -> Fit:
+                check: bool = True, progress: Callable[[str], None] | None = None) -> Fit:
     """``workload`` for a run over ``tables``: its horizon the data's span and, when the data
     contradicts its statistics (:func:`disagreement`), its statistics measured again on the data
     (module docstring); with ``check=False`` the workload as written.  ``source`` names the data and
-    ``command`` the workload in the message."""
+    ``command`` the workload in the message; ``progress(message)`` hears each stage (the explorer
+    shows them while it measures)."""
     from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.stats import DEFAULT_SAMPLE, estimate_statistics
 
+    say = progress or (lambda message: None)
     span = time_range(tables)[1]
     if not (span > 0 and check):
         return Fit(workload, source=source)
     t0 = time.perf_counter()
+    say(f"checking the workload's statistics on a sample of {source or 'the data'} …")
     why = disagreement(workload, tables, source)
     if not why:
         w = workload if math.isclose(workload.defaults.horizon, span,
@@ -159,6 +162,7 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
         return Fit(w, seconds=time.perf_counter() - t0, checked=True, source=source)
     rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
     fraction = sizes_fraction(rows)
+    say(f"measuring the statistics of {source or 'the data'} ({why}) …")
     st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, source=source)
     # rates over the data's span, so that a relation that arrives in a burst is counted as the
     # tuples it brings to the run; the sizes measured in that unit (count / Π λ_R over n_R)
@@ -179,13 +183,52 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
 
 
 def fit_inputs(workload: Workload, data: str | Path | Mapping[str, Table], command: str = "",
-               check: bool = True) -> tuple[dict[str, Table], Fit]:
+               check: bool = True, progress: Callable[[str], None] | None = None) -> tuple[dict[str, Table], Fit]:
     """The inputs of ``workload`` in ``data`` — a folder of ``R.csv`` or ``R.parquet`` per
     relation, or the tables themselves — and the workload to plan on for them
-    (:func:`fit_to_data`): the one path of ``run``, ``stats`` and the explorer given data."""
+    (:func:`fit_to_data`, ``progress`` hearing each stage): the one path of ``run``, ``stats`` and
+    the explorer given data."""
     from mqjoin.model.tables import read_inputs
 
     if isinstance(data, Mapping):
-        return dict(data), fit_to_data(workload, data, source="the data given", command=command, check=check)
+        return dict(data), fit_to_data(workload, data, source="the data given", command=command, check=check,
+                                       progress=progress)
+    if progress is not None:
+        progress(f"reading {data} …")
     tables = read_inputs(workload, data)
-    return tables, fit_to_data(workload, tables, source=str(data), command=command, check=check)
+    return tables, fit_to_data(workload, tables, source=str(data), command=command, check=check, progress=progress)
+
+
+def reached(tables: Mapping[str, Table], span: float) -> dict[str, Table]:
+    """The rows of ``tables`` within ``span`` time units of their first ``ts``: the input a run
+    stopped there has seen.
+
+    >>> t = {"R": Table.from_columns("R", {"ts": [0.0, 1.0, 2.0], "a": [5, 6, 7]})}
+    >>> reached(t, 1.0)["R"].columns["a"]
+    (5, 6)
+    """
+    import numpy as np
+
+    from mqjoin.model.tables import Column
+
+    end = time_range(tables)[0] + span
+    out = {}
+    for r, t in tables.items():
+        keep = np.flatnonzero(np.asarray(t.ts, dtype=float) <= end)
+        out[r] = Table(r, Column(np.asarray(t.ts, dtype=float)[keep]),
+                       {c: Column(v.array[keep]) if isinstance(v, Column) else tuple(v[i] for i in keep)
+                        for c, v in t.columns.items()}, t.source)
+    return out
+
+
+def fit_reached(workload: Workload, tables: Mapping[str, Table], span: float) -> Workload | None:
+    """The workload that predicts a run stopped ``span`` time units into ``tables``: fitted
+    (:func:`fit_to_data`) to the rows it reached; None when the run reached the end.  Data whose
+    arrivals follow its keys — TPC-H's tables arrive in key order — joins more densely in a
+    prefix than the whole run's statistics say (a foreign-key join of the first third of both
+    sides holds a third of its results, not a ninth), so a stopped run is predicted on its own
+    part of the data."""
+    first, full = time_range(tables)
+    if not 0 < span < full * (1 - 1e-9):
+        return None
+    return fit_to_data(workload, reached(tables, span)).workload

@@ -31,9 +31,9 @@ and points) is the kernel's: after an edit, after a page reload, after an edit f
 reload, during a deployment reloaded mid-run and at its end, on each of 20 builds of the
 explorer in one kernel, and after *Restart Kernel* with Spark live and the cell run again; and
 that neither the browser console nor the kernel (what JupyterLab's log console shows) reports
-an error — nor the server's output once the page is closed while the kernel still updates its
-widgets.  It times 20 edits from Enter to the redraw (with a
-CPU-bound process beside) and Deploy from the click to the first point, cold and warm
+an error — nor the server's output once the page is reloaded and then closed with a deployment
+running and the kernel still updating its widgets.  It times 20 edits from Enter to the redraw
+(with a CPU-bound process beside) and Deploy from the click to the first point, cold and warm
 (``benchmarks/explorer_browser.py`` prints them).
 
 Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
@@ -523,7 +523,7 @@ def test_the_explorer_survives_the_browser(lab, page, artifacts, pytestconfig, t
             build_the_explorer_again_and_again(walk, probe)
             no_errors_anywhere(walk, probe, timings)
             a_kernel_restart_with_spark_live(walk, probe)
-            closing_the_page_with_live_widgets(walk, lab, probe)
+            closing_the_page_with_a_deployment_running(walk, lab, probe)
     finally:
         if probe is not None:
             probe.close()
@@ -585,20 +585,7 @@ def deploy_cold_and_warm(walk: Walk, probe: KernelProbe) -> list[float]:
     page = walk.page
     first_point: list[float] = []
     for k, run in enumerate(("cold", "warm"), start=1):
-        tab(page, "Deploy")
-        deploy_button = walk.out.get_by_role("button", name="Deploy")
-        deploy_button.wait_for()
-        t0 = time.monotonic()
-        deploy_button.click()
-        # the explorer stays live while Spark starts: another tab opens and draws at once
-        if run == "cold":
-            tab(page, "Query graph")
-            page.wait_for_function("() => !!document.querySelector('.lm-TabBar-tab.lm-mod-current')")
-            tab(page, "Deploy")
-        page.wait_for_function("""meta => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
-            (gd.data || []).some(t => t.meta === meta && t.x && t.x.length >= 1))""", arg=f"mqo #{k} throughput",
-                               timeout=DEPLOY_MS)
-        first_point.append(time.monotonic() - t0)
+        first_point.append(deploy_until_its_first_point(walk, f"mqo #{k}", elsewhere=run == "cold"))
         walk.step(f"Deploy ({run}): first point after {first_point[-1]:.1f} s")
         if run == "cold":
             save_and_reload(page)
@@ -610,6 +597,26 @@ def deploy_cold_and_warm(walk: Walk, probe: KernelProbe) -> list[float]:
     assert "finished" in rows and "failed" not in rows, rows
     walk.step("two runs to their end, charts drawn as the kernel holds them")
     return first_point
+
+
+def deploy_until_its_first_point(walk: Walk, label: str, elsewhere: bool = False) -> float:
+    """Click Deploy and wait until run ``label`` draws its first point; with ``elsewhere``,
+    another tab opens meanwhile (the explorer stays live while Spark starts).  Returns the
+    seconds from the click."""
+    page = walk.page
+    tab(page, "Deploy")
+    deploy_button = walk.out.get_by_role("button", name="Deploy")
+    deploy_button.wait_for()
+    t0 = time.monotonic()
+    deploy_button.click()
+    if elsewhere:
+        tab(page, "Query graph")
+        page.wait_for_function("() => !!document.querySelector('.lm-TabBar-tab.lm-mod-current')")
+        tab(page, "Deploy")
+    page.wait_for_function("""meta => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+        (gd.data || []).some(t => t.meta === meta && t.x && t.x.length >= 1))""", arg=f"{label} throughput",
+                           timeout=DEPLOY_MS)
+    return time.monotonic() - t0
 
 
 def wait_for_the_runs_end(probe: KernelProbe) -> None:
@@ -680,17 +687,34 @@ def a_kernel_restart_with_spark_live(walk: Walk, probe: KernelProbe) -> None:
     walk.step("Restart Kernel with Spark live: nothing in the log console, the explorer drawn again")
 
 
-def closing_the_page_with_live_widgets(walk: Walk, lab, probe: KernelProbe) -> None:
-    """The page closed while the kernel keeps updating the explorer's widgets: nothing in the
-    server's output (no ``Task exception was never retrieved … WebSocketClosedError``) nor in
-    the kernel's log."""
+#: what the server's output must not show once pages with live widgets reloaded or closed
+SERVER_NOISE = re.compile(r"Traceback|Task exception was never retrieved|WebSocketClosedError|"
+                          r"No such comm target registered|Error|^\[E ")
+
+
+def closing_the_page_with_a_deployment_running(walk: Walk, lab, probe: KernelProbe) -> None:
+    """A deployment running (its charts redrawn every second), the page reloaded, then closed
+    while the run goes on and the kernel keeps updating the explorer's widgets: Deploy's charts
+    are drawn again after the reload, and nothing shows in the server's output (no ``Task
+    exception was never retrieved … WebSocketClosedError``, no ``No such comm target
+    registered``) nor in the kernel's log, up to the run's end."""
+    page = walk.page
     served = len(lab.log_tail(10 ** 9))
-    walk.page.close()
+    # replayed at a quarter of the default rate: a run that outlasts the reload and the close
+    probe.run("explorer.deploy_panel.rate.value = 500.0")
+    deploy_until_its_first_point(walk, "mqo #1")
+    save_and_reload(page)
+    assert_page_draws_the_kernels_figures(page, probe, "a reload with a deployment running")
+    states = "print(_json.dumps([s['state'] for s in explorer.deploy_panel.run_state.values()]))"
+    assert json.loads(probe.run(states))[-1] == "running"
+    page.close()
     probe.run("for _k in range(10):\n    explorer.model.set_rate('lineitem', 1000 + _k)\n    explorer.model.flush()")
-    time.sleep(5)
+    assert json.loads(probe.run(states))[-1] == "running"  # the page closed mid-run
+    wait_for_the_runs_end(probe)
+    time.sleep(3)
     probe.drain()
     assert not probe.log_errors, probe.log_errors
     after = lab.log_tail(10 ** 9)[served:]
-    bad = [line for line in after.splitlines() if re.search(r"Traceback|Task exception|Error|^\[E ", line)]
-    assert not bad, "the server's output after the page closed:\n" + after[-4000:]
-    walk.step("page closed with live widgets: nothing in the server's output")
+    bad = [line for line in after.splitlines() if SERVER_NOISE.search(line)]
+    assert not bad, "the server's output after the page reloaded and closed mid-run:\n" + after[-4000:]
+    walk.step("page reloaded, then closed, with a deployment running: nothing in the server's output")

@@ -63,7 +63,7 @@ def test_optimize_text_summary_and_exports(capsys, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_run_writes_results_equal_to_oracle(capsys, tmp_path, fmt):
-    w = load_workload(WORKLOADS / "paper_fig3.yaml").with_defaults(rate=40, selectivity=0.1, window=0.3)
+    w = load_workload(WORKLOADS / "paper_fig3.yaml").with_defaults(selectivity=0.1, window=0.3)
     wl = tmp_path / "w.yaml"
     wl.write_text(w.to_yaml())
     write_inputs(uniform_streams(w, seed=2), tmp_path / "data", fmt)
@@ -236,7 +236,7 @@ def test_bad_options_are_one_line_errors_before_any_work(capsys, args, needle):
 
 
 def _fig3_run_args(tmp_path):
-    w = load_workload(WORKLOADS / "paper_fig3.yaml").with_defaults(rate=30, selectivity=0.1, window=0.3)
+    w = load_workload(WORKLOADS / "paper_fig3.yaml").with_defaults(selectivity=0.1, window=0.3)
     (tmp_path / "w.yaml").write_text(w.to_yaml())
     write_inputs(uniform_streams(w, seed=5), tmp_path / "data")
     return ["run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]

@@ -643,8 +643,9 @@ def test_deploy_replays_a_folder_of_the_users_files_and_says_so(tmp_path):
     assert panel.input.value == "synthetic" and panel.folder.layout.display == "none"
     panel.input.value = "folder"
     assert panel.folder.layout.display is None
-    panel.deploy_button.click()  # no folder typed: said, with where to type it
-    assert "folder box" in html.unescape(panel.status.value) and calls == []
+    panel.deploy_button.click()  # no folder typed: said under the input, with where to type it
+    assert "folder box" in html.unescape(panel.input_line.value) and calls == []
+    assert "under the input menu" in panel.status.value
     panel.folder.value = str(tmp_path)
     assert str(tmp_path) in panel.input_line.value
     click_deploy(panel)
@@ -678,8 +679,9 @@ def test_deploy_replays_tpch_at_the_chosen_scale_with_progress(monkeypatch, tmp_
     panel.deployments[0][1].finish()
     assert panel.wait_idle()
     panel.sf.value = 0
-    panel.deploy_button.click()  # a scale factor of 0: the typed error, no run
-    assert "scale factor must be a positive number" in html.unescape(panel.status.value) and len(calls) == 1
+    panel.deploy_button.click()  # a scale factor of 0: the typed error under the input, no run
+    assert "scale factor must be a positive number" in html.unescape(panel.input_line.value) and len(calls) == 1
+    assert panel.sf.value == 0  # what was typed stays, to be corrected
     panel.close()
 
 
@@ -727,3 +729,57 @@ def test_before_the_first_run_every_panel_draws_its_axes():
     on = {(t.xaxis or "x", t.yaxis or "y") for t in panel.figure.data}
     assert on == {("x", "y"), ("x2", "y2"), ("x3", "y3")}
     assert panel.figure.layout.xaxis3.title.text == "seconds since the run started"
+
+
+def _other_data(directory):
+    """R and S over 10 s whose join selectivity (1/50) contradicts W's 0.5, as CSV files."""
+    from mqjoin.model.tables import write_inputs
+
+    cols = {"ts": [i / 10 for i in range(101)], "a": [i % 50 for i in range(101)]}
+    return write_inputs({r: Table.from_columns(r, cols) for r in "RS"}, directory, fmt="csv")
+
+
+def test_a_deploy_on_a_folder_plans_on_that_data_and_synthetic_goes_back(tmp_path):
+    """With the explorer's model, a Deploy on a folder re-plans on the folder's statistics (said,
+    with the stages on the input line while it measures) and deploys that plan; choosing synthetic
+    streams goes back to the workload's own statistics."""
+    from mqjoin.widgets.model import ExplorerModel
+
+    model = ExplorerModel(W, debounce=0)
+    calls, said = [], []
+    panel = DeployPanel(model.current_plan, deploy_fn=_deploying(calls), refresh_seconds=0, plan_on=model.plan_on)
+    panel.input_line.observe(lambda ch: said.append(ch["new"]), "value")
+    panel.input.value = "folder"
+    panel.folder.value = str(_other_data(tmp_path))
+    click_deploy(panel)
+    assert calls == [str(tmp_path)]
+    assert model.result.plan.workload.defaults.horizon == 10.0  # planned over the folder's span
+    assert model.workload.query("q").classes[0].selectivity == pytest.approx(0.02, rel=0.05)
+    assert f"other data than {tmp_path}" in model.statistics and "measuring the statistics" in " ".join(said)
+    assert str(tmp_path) in panel.input_line.value and "error" not in panel.status.value
+    panel.deployments[0][1].finish()
+    assert panel.wait_idle()
+    panel.input.value = "synthetic"
+    assert model.workload == W and model.statistics == ""
+    panel.close()
+
+
+def test_an_unreadable_folder_is_said_under_the_input_and_nothing_typed_is_lost(tmp_path):
+    from mqjoin.widgets.model import ExplorerModel
+
+    model = ExplorerModel(W, debounce=0)
+    calls = []
+    panel = DeployPanel(model.current_plan, deploy_fn=_deploying(calls), refresh_seconds=0, plan_on=model.plan_on)
+    _other_data(tmp_path)
+    (tmp_path / "S.csv").unlink()  # a relation's file missing
+    panel.input.value = "folder"
+    panel.folder.value = str(tmp_path)
+    click_deploy(panel)
+    assert calls == [] and "no input for relation S" in html.unescape(panel.input_line.value)
+    assert "under the input menu" in panel.status.value and not panel.deploy_button.disabled
+    assert panel.folder.value == str(tmp_path) and model.workload == W and model.statistics == ""
+    (tmp_path / "R.csv").write_text("ts,a\n0.0,1\nnot a time,2\n")  # and a file that cannot be read
+    (tmp_path / "S.csv").write_text("ts,a\n0.0,1\n")
+    click_deploy(panel)
+    assert calls == [] and "R.csv" in html.unescape(panel.input_line.value)
+    panel.close()

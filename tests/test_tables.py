@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqjoin.model.errors import DataError
-from mqjoin.model.tables import Column, Table, read_inputs, read_parquet, time_range
+from mqjoin.model.tables import Column, Table, read_csv, read_inputs, read_parquet, time_range
 from mqjoin.model.workload import parse_workload
 
 W = parse_workload("{defaults: {selectivity: 0.2}, relations: {R: {attributes: [a, b]}, S: {attributes: [a]}, "
@@ -66,6 +66,14 @@ def test_a_timestamp_ts_is_seconds_and_a_null_ts_is_a_data_error(tmp_path):
     pq.write_table(pa.table({"ts": ts, "a": [1, 2, 3]}), tmp_path / "R.parquet")
     with pytest.raises(DataError, match="row 2 has ts None"):
         read_parquet(tmp_path / "R.parquet", "R")
+
+
+@pytest.mark.parametrize("bad, line", [("not a time", 4), ("", 4), ("nan", 4)])
+def test_a_csv_ts_that_is_no_number_is_named_by_its_line(tmp_path, bad, line):
+    # a blank line before it: the line number is the file's, not the row's
+    (tmp_path / "R.csv").write_text(f"ts,a\n0.0,1\n\n{bad},2\n1.5,3\n")
+    with pytest.raises(DataError, match=f"line {line} has ts {bad!r}"):
+        read_csv(tmp_path / "R.csv", "R")
 
 
 def test_a_column_reads_like_the_tuple_it_stands_for():

@@ -268,3 +268,46 @@ def test_the_status_line_says_when_a_tie_on_sampled_sizes_changed_the_plan():
     s = html.unescape(ex.status.summary.value)
     assert "tie on sampled sizes: cost +12.5%, memory -25.0%" in s and "least memory chosen" in s, s
     assert "tie on" not in html.unescape(Explorer(chain(), debounce=0, deploy=None).status.summary.value)
+
+
+def test_a_deploy_on_a_folder_replans_every_tab_on_it_and_synthetic_goes_back(tmp_path):
+    """The Deploy tab's folder input hands the data to the model: every tab shows the plan chosen
+    on the folder's statistics, one line says which data the plan is for, the deployed plan is
+    that plan; choosing synthetic streams goes back to the workload's statistics."""
+    from mqjoin.datasets.fitting import fit_inputs
+    from mqjoin.datasets.uniform import uniform_streams
+    from mqjoin.model.tables import write_inputs
+    from mqjoin.widgets.deploy_panel import DeployPanel
+    from mqjoin.widgets.figures import fmt
+    from test_deploy_panel import FakeDeployment
+
+    w = as_workload("paper_v2.yaml")
+    folder = write_inputs(uniform_streams(w.with_selectivity("S.b = T.b", 0.3).with_selectivity("R.a = S.a", 0.05),
+                                          duration=3.0, seed=1), tmp_path / "clicks", "csv")
+    deployed = []
+
+    def deploy_fn(plan, data, out, engine, rate, **kw):
+        deployed.append(plan)
+        return FakeDeployment(plan, engine)
+
+    ex = Explorer(w, debounce=0, deploy=lambda provider: DeployPanel(provider, deploy_fn=deploy_fn, refresh_seconds=0))
+    before = ex.model.result.plan
+    assert ex.statistics_line.layout.display == "none"
+    panel = ex.deploy_panel
+    panel.input.value = "folder"
+    panel.folder.value = str(folder)
+    panel.deploy()
+    assert panel.wait_started(30)
+    want = fit_inputs(w, folder)[1].workload
+    got = ex.model.result.plan
+    assert deployed == [got] and got.workload == want and got.probe_orders() == optimize(want).plan.probe_orders()
+    assert got.probe_orders() != before.probe_orders()
+    line = html.unescape(ex.statistics_line.value)
+    assert ex.statistics_line.layout.display is None and str(folder) in line and "measured again" in line
+    assert fmt(got.probe_cost) in html.unescape(ex.status.summary.value)  # the tabs show that plan
+    panel.deployments[0][1].finish()
+    assert panel.wait_idle()
+    panel.input.value = "synthetic"
+    assert ex.model.workload == w and ex.statistics_line.layout.display == "none"
+    assert ex.model.result.plan.probe_orders() == before.probe_orders()
+    ex.close()

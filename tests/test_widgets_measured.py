@@ -245,3 +245,97 @@ def test_compare_gains_measured_columns_once_a_run_exists():
     got = sum(counts.messages.values())
     assert sum(1 for row in cells if row[9] != "—") >= 1
     assert all(numbers(row[9])[0] == got for row in cells if row[9] != "—")
+
+
+class StoppedDeployment(StoresDeployment):
+    """A deployment of ``tables`` stopped ``span`` time units in: its stores counted what the
+    reference engine counts on the rows it reached, its batches reached ``span``."""
+
+    def __init__(self, plan, tables, span):
+        from mqjoin.datasets.fitting import reached
+
+        super().__init__(plan, reached(tables, span))
+        self.tables = tables
+        self.batches = pd.DataFrame([{"batch": 0, "input_rows": 1, "started": 100.0, "seconds": 0.5, "state_rows": 0,
+                                      "max_ts": span}])
+
+
+def key_ordered():
+    """P and its foreign key in L, both arriving in key order over one time unit (as TPC-H's
+    tables do): the whole run's statistics are exact, a prefix joins more densely than they say."""
+    from mqjoin.model.tables import Table
+    from mqjoin.model.workload import parse_workload
+
+    w = parse_workload("""
+defaults: {window: null}
+relations: {P: {attributes: [pk], rate: 200}, L: {attributes: [pk, ok], rate: 2000}, O: {attributes: [ok], rate: 500}}
+queries: {q: "P(pk), L(pk, ok), O(ok)"}
+selectivities: {P.pk = L.pk: 0.005, L.ok = O.ok: 0.002}
+""")
+    return w.with_defaults(horizon=1.0), {
+        "P": Table.from_columns("P", {"ts": [i / 200 for i in range(201)], "pk": list(range(201))}),
+        "L": Table.from_columns("L", {"ts": [i / 2000 for i in range(2001)], "pk": [i // 10 for i in range(2001)],
+                                      "ok": [i // 4 for i in range(2001)]}),
+        "O": Table.from_columns("O", {"ts": [i / 500 for i in range(501)], "ok": list(range(501))})}
+
+
+def test_a_deploy_stopped_early_is_coloured_against_the_part_of_the_data_it_reached():
+    """A run stopped 30 % of the way into key-ordered data: the probe trees compare it with the
+    prediction for the rows it reached (within the CLI's bounds), not with the whole run's
+    statistics over that part of the span (a step probing with P ⋈ L's results: ≈ 1 / 0.3 times
+    more than predicted)."""
+    from dataclasses import replace
+
+    from test_datasets_tpch import assert_predicted
+
+    w, tables = key_ordered()
+    made = []
+
+    def deploy_fn(plan, data, out, engine, rate, **kw):
+        made.append(StoppedDeployment(plan, data, 0.3))
+        return made[-1]
+
+    ex = Explorer(w, debounce=0, deploy=lambda provider: DeployPanel(provider, deploy_fn=deploy_fn, data=tables,
+                                                                      refresh_seconds=0))
+    ex.deploy_panel.deploy()
+    assert ex.deploy_panel.wait_started(10)
+    ex.deploy_panel.stop()
+    assert ex.deploy_panel.wait_idle()
+    counts = ex.model.measured
+    assert counts is not None and counts.span == pytest.approx(0.3) and counts.workload is not None
+    assert_predicted(ex.trees.check())
+    whole = replace(counts, workload=None).check(ex.model.result.plan)  # the whole run's statistics
+    assert max(c.ratio for c in whole.worst()) > 2.5  # a step of P ⋈ L's results: ≈ 1 / 0.3 more than predicted
+    ex.close()
+
+
+@pytest.mark.slow
+def test_a_deploy_on_tpch_sf001_colours_the_probe_trees_within_the_clis_bounds(tmp_path, monkeypatch):
+    """Deploy on TPC-H SF 0.01 from the Deploy tab (planned on that data), the run to its end and
+    a run stopped a third of the way: every store's measured / predicted within the bounds of
+    ``mqjoin run``'s comparison (tests/test_datasets_tpch.py), the reference engine counting
+    per store as Spark's batches do."""
+    from mqjoin.model.tables import read_inputs, time_range
+    from test_datasets_tpch import assert_predicted
+
+    monkeypatch.setenv("MQJOIN_CACHE", str(tmp_path))
+    made, share = [], [1.0]
+
+    def deploy_fn(plan, data, out, engine, rate, **kw):
+        tables = read_inputs(plan.workload, data)
+        made.append(StoppedDeployment(plan, tables, time_range(tables)[1] * share[0]))
+        return made[-1]
+
+    ex = Explorer("tpch_fig7a.yaml", debounce=0,
+                  deploy=lambda provider: DeployPanel(provider, deploy_fn=deploy_fn, refresh_seconds=0))
+    panel = ex.deploy_panel
+    panel.input.value = "tpch"
+    for share[0] in (1.0, 1 / 3):
+        panel.deploy()
+        assert panel.wait_started(600)
+        panel.stop()
+        assert panel.wait_idle(60)
+        assert ex.model.measured is not None and ex.model.measured.label == panel.deployments[-1][0]
+        assert "sf0.01" in ex.statistics_line.value
+        assert_predicted(ex.trees.check())
+    ex.close()

@@ -45,7 +45,12 @@ fake deployment and no Spark.
   TPC-H data at a chosen scale factor (generated once with ``tpchgen-cli`` and cached, as
   ``mqjoin data tpch`` does, the progress on the input line), a folder of the user's own files
   (``R.csv`` or ``R.parquet`` per relation, with a ``ts`` column), or the data given to the
-  panel; the line under the menu says which one the runs replay.
+  panel; the line under the menu says which one the runs replay.  Given ``plan_on`` (the
+  explorer's model's :meth:`~mqjoin.widgets.model.ExplorerModel.plan_on`), a Deploy on data
+  first plans on that data — its statistics checked and measured again where they disagree, the
+  stages on the input line, every tab re-planned — and deploys that plan; choosing synthetic
+  streams goes back to the workload's own statistics.  An input that cannot be read is said on
+  the input line, under the control that chose it, and nothing typed is cleared.
 * **Transient Spark warnings are not errors.**  A failure report that Spark recovers from
   (a Python worker slow to connect back, a socket time-out) while the run goes on is shown as
   a warning of that run; a real failure says what to do.
@@ -92,7 +97,7 @@ from mqjoin.support.units import count
 
 from mqjoin.widgets._controls import typeable
 from mqjoin.widgets._kernel import spawn, unbound
-from mqjoin.widgets._html import esc, state_html, table
+from mqjoin.widgets._html import error_box, esc, state_html, table
 from mqjoin.widgets.figures import new_figure_widget, sync_figure
 from mqjoin.widgets.guarded import CLOSE_WAIT, GuardedPanel, RunGuard, tables_duration
 from mqjoin.widgets.live import Redraw
@@ -111,8 +116,12 @@ class DeployPanel(GuardedPanel, W.VBox):
     """Deploy the plan returned by ``plan_provider()``; see the module doc."""
 
     def __init__(self, plan_provider: Callable[[], Any], deploy_fn: Callable | None = run.default_deploy,
-                 data: Any = None, refresh_seconds: float = 1.0, **deploy_kwargs):
+                 data: Any = None, refresh_seconds: float = 1.0,
+                 plan_on: Callable[[Any, Callable[[str], None]], Any] | None = None, **deploy_kwargs):
         self.plan_provider = plan_provider
+        #: ``plan_on(data, progress)``: the plan for a run over the data a Deploy replays (None:
+        #: synthetic streams), from any thread; None: the current plan whatever the input
+        self.plan_on = plan_on
         self.deploy_fn = deploy_fn
         self.data = data
         self.refresh_seconds = refresh_seconds
@@ -148,7 +157,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                              layout=W.Layout(width="420px", display="none"))
         self.input_line = W.HTML("")
         for c in (self.input, self.sf, self.folder):
-            c.observe(lambda _: self._show_input(), "value")
+            c.observe(self._on_input, "value")
         self.deploy_button = W.Button(description="Deploy", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.anyway_button = W.Button(description="Deploy anyway (stops at the budget)", button_style="warning",
@@ -220,7 +229,7 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     def deploy(self, force: bool = False) -> str | None:
         """Start the current plan with the chosen engine, off the kernel's thread; returns the
-        run's label (None when refused).  Errors go to the status line.
+        run's label (None when refused).  Errors go to the status line, the input's under the input menu.
 
         Refused while a run is live (Deploy is disabled then), and when the model estimates
         the run past :attr:`guard`'s limits unless ``force`` (the **Deploy anyway** button).
@@ -236,10 +245,14 @@ class DeployPanel(GuardedPanel, W.VBox):
             return None
         try:
             source = self._chosen_input()
+        except MqjoinError as e:
+            self._input_error(str(e))
+            return None
+        # on data with plan_on, the plan is chosen on the data by the start (and checked there)
+        fitted = self.plan_on is not None and source is not None
+        try:
             plan = self.plan_provider()
-            # tables: their span; a data directory: the event seconds chosen (its statistics are the workload's)
-            duration = tables_duration(source) if isinstance(source, Mapping) else self.duration.value
-            refusal = self.guard.check(plan.workload, duration, plan)
+            refusal = None if fitted else self._refusal(source, plan)
         except MqjoinError as e:
             self._set_status("error", f"{e} — {run.ADVICE}")
             return None
@@ -256,9 +269,26 @@ class DeployPanel(GuardedPanel, W.VBox):
         self._set_status("starting", run.starting_message(engine, start.on_spark, cold=start.cold))
         self.deploy_button.disabled = True  # a cold Spark session takes seconds: no second click meanwhile
         self.stop_button.disabled = False
-        start.thread = self._spawn(self._start, START_THREAD, start, plan, engine, rate, seconds, source)
+        start.thread = self._spawn(self._start, START_THREAD, start, None if fitted else plan, engine, rate, seconds,
+                                   source, force)
         self._tick()
         return start.label
+
+    def _refusal(self, source: Any, plan: Any) -> str | None:
+        """The guard's refusal of a run of ``plan`` over ``source`` (None: it fits).  The run's
+        span: the tables', a plan chosen on the data's (its horizon), else the event seconds chosen."""
+        if isinstance(source, Mapping):
+            duration = tables_duration(source)
+        elif source is not None and self.plan_on is not None:
+            duration = plan.workload.defaults.horizon
+        else:
+            duration = self.duration.value
+        return self.guard.check(plan.workload, duration, plan)
+
+    def _input_error(self, message: str) -> None:
+        """An input that cannot be replayed: said under the input's control, the status pointing there."""
+        self.input_line.value = error_box(message)
+        self._set_status("error", "not deployed: the input cannot be replayed (said under the input menu)")
 
     def _spawn(self, target, name: str, *args) -> threading.Thread:
         with self._lock:  # started under the lock: close() joins it
@@ -266,12 +296,32 @@ class DeployPanel(GuardedPanel, W.VBox):
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
         return t
 
-    def _start(self, start: run.Start, plan, engine: str, rate: float, seconds: float, source: Any = None) -> None:
+    def _start(self, start: run.Start, plan, engine: str, rate: float, seconds: float, source: Any = None,
+               force: bool = False) -> None:
         """The start of a run (on its own thread): its input (``source``, see :meth:`_chosen_input`),
-        then the deploy function."""
+        the plan chosen on it when ``plan`` is None (:attr:`plan_on`), then the deploy function."""
         label = start.label
         try:
-            data = self._input_data(source, plan, seconds)
+            try:
+                data = self._input_data(source, plan, seconds)
+                if plan is None:
+                    replays = self.input_line.value
+                    plan = self.plan_on(data, self._say_input)
+                    self.input_line.value = replays
+            except Exception as e:  # noqa: BLE001 — the data cannot be read: said where it was chosen
+                if not isinstance(e, MqjoinError):
+                    _log.exception("reading the input of %s failed", label)
+                if self.runs.start_failed(start, str(e) if isinstance(e, MqjoinError) else f"{type(e).__name__}: {e}"):
+                    self._input_error(self.runs.state[label]["note"])
+                    self._ended()
+                return
+            refusal = None if force or source is None or self.plan_on is None else self._refusal(source, plan)
+            if refusal is not None:
+                if self.runs.start_failed(start, refusal):
+                    self._set_status("error", f"not deployed — {refusal}")
+                    self.anyway_button.layout.display = None
+                    self._ended()
+                return
             if start.on_spark and not run.after_prepare(start.cancelled):
                 self.runs.dropped(start)  # Stop cancelled it while Spark warmed up: nothing was started
                 return
@@ -359,6 +409,19 @@ class DeployPanel(GuardedPanel, W.VBox):
         self.sf.layout.display = None if choice == "tpch" else "none"
         self.folder.layout.display = None if choice == "folder" else "none"
         self.input_line.value = esc(run.input_words(choice, self.sf.value, self.folder.value.strip()))
+
+    def _on_input(self, change: dict) -> None:
+        """The input menu, SF or folder changed: the input line says it; synthetic streams are
+        planned on the workload's own statistics again at once (nothing to measure)."""
+        self._show_input()
+        if change["owner"] is self.input and change["new"] == "synthetic" and self.plan_on is not None:
+            try:
+                self.plan_on(None, self._say_input)
+            except MqjoinError as e:  # the model shows its own error: the plan stays as it was
+                _log.debug("no plan on the workload's statistics: %s", e)
+
+    def _say_input(self, message: str) -> None:
+        self.input_line.value = esc(message)
 
     def _chosen_input(self) -> Any:
         """What the input menu chose, checked (on the kernel's thread, at the click): None for
@@ -505,12 +568,17 @@ class DeployPanel(GuardedPanel, W.VBox):
 
     def _measured(self) -> None:
         """Hand what the runs that ended counted per store to :attr:`on_measured`."""
+        from dataclasses import replace
+
+        from mqjoin.datasets.fitting import fit_reached
         from mqjoin.planning.measured import store_counts
 
         ended = self.runs.to_measure()
         for label, d in ended:
-            counts = store_counts(label, d.plan, getattr(d, "stores", None), getattr(d, "tables", {}),
-                                  getattr(d, "batches", None))
+            tables = getattr(d, "tables", {})
+            counts = store_counts(label, d.plan, getattr(d, "stores", None), tables, getattr(d, "batches", None))
+            if counts is not None and tables:  # a run stopped early: predicted on the part of the input it reached
+                counts = replace(counts, workload=fit_reached(d.plan.workload, tables, counts.span))
             for f in self.on_measured if counts is not None else ():
                 f(counts)
 

@@ -22,7 +22,10 @@ rates with ``explorer.pmjoin.rates = value_rates(workload, tables)`` and ``refre
 horizon its span and the statistics measured again where a sampled check of the data
 contradicts the workload's (:func:`mqjoin.datasets.fitting.fit_inputs`); a line under the
 status says which statistics the plan is chosen on and what they were taken on, and a Deploy
-replays that data.
+replays that data.  A Deploy on other data (TPC-H at a scale factor, a folder chosen in the
+Deploy tab) plans every tab on that data the same way before it deploys
+(:meth:`~mqjoin.widgets.model.ExplorerModel.plan_on`), and choosing synthetic streams there goes
+back to the workload's own statistics.
 
 The Deploy slot is a placeholder until a panel is attached with
 :meth:`Explorer.attach_deploy` (or the ``deploy=`` argument): a widget, or a factory called
@@ -215,8 +218,9 @@ class Explorer(ModelView, W.VBox):
         self.own_model(workload, mode=mode, partitioning=partitioning, mirs=mirs, solver=solver,
                        time_limit=time_limit, debounce=debounce, data=data)
         #: which statistics the plan is chosen on, and what data they were taken on (with ``data=``)
-        self.statistics_line = W.HTML(f'<span style="font-size:14px;color:#555">{esc(self.model.statistics)}</span>',
-                                      layout=W.Layout(display=None if self.model.statistics else "none"))
+        self.statistics_line = W.HTML("")
+        self._show_statistics()
+        self.model.observe(lambda _: self._show_statistics(), "data")
         self.options = OptionsBar(self.model)
         # an edit's error shows beside its control; the status line shows the others (a failed solve)
         self.status = StatusLine(self.model, shown_beside=lambda: self.graph.editing)
@@ -259,6 +263,12 @@ class Explorer(ModelView, W.VBox):
             prepare()  # the Spark session and its workers start while the user looks at the plan
         if gc_freeze:
             _freeze_once()
+
+    def _show_statistics(self) -> None:
+        """The line saying which data the plan is chosen for (hidden without data)."""
+        line = self.model.statistics
+        self.statistics_line.value = f'<span style="font-size:14px;color:#555">{esc(line)}</span>' if line else ""
+        self.statistics_line.layout.display = None if line else "none"
 
     def _on_tab(self, change) -> None:
         if change["new"] == TAB_TITLES.index("Deploy"):
@@ -324,6 +334,9 @@ class Explorer(ModelView, W.VBox):
         widget = panel if isinstance(panel, W.Widget) else panel(self.model.current_plan)
         if isinstance(getattr(widget, "on_measured", None), list):  # its runs' counts colour the probe trees
             widget.on_measured.append(self.model.set_measured)
+        # a Deploy on data re-plans every tab on it, when the panel deploys the model's plans
+        if getattr(widget, "plan_provider", None) == self.model.current_plan and widget.plan_on is None:
+            widget.plan_on = self.model.plan_on
         self.deploy_panel = widget
         self.deploy_slot.children = [widget]
         return widget

@@ -40,6 +40,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -64,7 +65,7 @@ from mqjoin.widgets.guarded import CLOSE_WAIT
 _log = logging.getLogger(__name__)
 
 #: names of the events an :class:`ExplorerModel` emits
-EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving", "measured")
+EVENTS = ("workload", "options", "result", "error", "busy", "progress", "improving", "measured", "data")
 
 #: the fields of :class:`~mqjoin.planning.options.OptimizeOptions` a model edits (attributes of
 #: the model; the others keep their defaults)
@@ -158,10 +159,15 @@ class ExplorerModel:
         self.data: dict[str, Any] | None = None
         #: one line: which statistics the plan is chosen on and what they were taken on ('' without data)
         self.statistics = ""
+        #: the workload as written and edited, without the data's statistics (None while no data
+        #: is chosen: then it is :attr:`workload`); :meth:`plan_on` fits it to other data
+        self.written: Workload | None = None
+        self._fitted: Any = None  # (what the data is, the workload fitted) of the data planned on
         if data is not None:
             from mqjoin.datasets.fitting import fit_inputs
 
             self.data, fit = fit_inputs(self.workload, data)
+            self.written, self._fitted = self.workload, (_data_key(data), self.workload)
             self.workload, self.statistics = fit.workload, fit.line()
         self.mode, self.partitioning, self.mirs = mode, partitioning, mirs
         self.solver, self.time_limit = solver, time_limit
@@ -293,6 +299,11 @@ class ExplorerModel:
             self._set("error", f"{type(e).__name__}: {e}")
             return False
         old = self.workload
+        if callable(change) and self.written is not None:  # planned on data: the edit is the workload's too
+            try:
+                self.written = change(self.written)
+            except Exception:  # noqa: BLE001 — it applied to the data's workload: the written one keeps the old
+                _log.debug("an edit did not apply to the workload as written", exc_info=True)
         if new == old:
             self._set("error", "")
             return True
@@ -553,6 +564,100 @@ class ExplorerModel:
         thread) for the views that set predictions beside it (event ``measured``)."""
         self._post(lambda: self._set("measured", counts))
 
+    # -- the data planned on ---------------------------------------------------------------------
+
+    def plan_on(self, data: Any, progress: Callable[[str], None] | None = None):
+        """The plan for a run over ``data`` — a folder of ``R.csv`` / ``R.parquet`` per relation,
+        or the tables — chosen as ``ExplorerModel(workload, data=...)`` chooses it: the workload as
+        written (with its edits) fitted to the data (:func:`mqjoin.datasets.fitting.fit_inputs`:
+        the horizon the data's span, the statistics measured again where a sampled check
+        disagrees), every view re-planned on it, :attr:`statistics` saying which data the plan is
+        for (event ``data``).  ``None``: back to the workload's own statistics.  Callable from
+        any thread (the Deploy panel's start): the data is read and measured there,
+        ``progress(message)`` hearing each stage, and the model changed on the kernel's thread.
+        Unreadable data raises its :class:`~mqjoin.model.errors.DataError` with the model as it
+        was; data already planned on is not measured again.
+
+        >>> from mqjoin.model.tables import Table
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a], rate: 10}, S: {attributes: [a], rate: 10}}
+        ... queries: {q: "R(a), S(a)"}
+        ... selectivities: {R.a = S.a: 0.5}''')
+        >>> m = ExplorerModel(w, debounce=0)
+        >>> tables = {r: Table.from_columns(r, {"ts": [i / 10 for i in range(101)], "a": [i % 50 for i in range(101)]})
+        ...           for r in "RS"}
+        >>> plan = m.plan_on(tables)
+        >>> print(m.statistics[:m.statistics.index(" (")]); plan.workload.defaults.horizon
+        the workload's statistics describe other data than the data given
+        10.0
+        >>> m.set_rate("R", 20)  # an edit on the data's statistics is the written workload's too
+        True
+        >>> m.plan_on(None).workload == w.with_relation("R", rate=20), m.statistics
+        (True, '')
+        """
+        if data is None:
+            return self._on_kernel(self._use_written)
+        from mqjoin.datasets.fitting import fit_inputs
+
+        key = _data_key(data)
+        while True:
+            base = self.written or self.workload
+            if self._fitted == (key, base):
+                return self._on_kernel(self.current_plan)
+            tables, fit = fit_inputs(base, data, progress=progress)
+            plan = self._on_kernel(functools.partial(self._use_data, base, key, tables, fit))
+            if plan is not None:
+                return plan  # else an edit came in while the data was measured: measured again with it
+
+    def _use_data(self, base: Workload, key: Any, tables: dict[str, Any], fit: Any):
+        """Plan on ``fit``'s workload for ``tables`` (on the kernel's thread); None when the
+        workload was edited since ``base`` was fitted."""
+        if (self.written or self.workload) is not base:
+            return None
+        old = self.statistics
+        self.edit(fit.workload)
+        self.written, self._fitted, self.data, self.statistics = base, (key, base), tables, fit.line()
+        self._notify("data", old, self.statistics)
+        return self.current_plan()
+
+    def _use_written(self):
+        """Plan on the workload's own statistics again (on the kernel's thread)."""
+        if self.written is not None:
+            written, old = self.written, self.statistics
+            self.written = self._fitted = self.data = None
+            self.statistics = ""
+            self.edit(written)
+            self._notify("data", old, "")
+        return self.current_plan()
+
+    def _on_kernel(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` on the kernel's thread (:meth:`_post`), waited for; its error raised here."""
+        try:
+            import asyncio
+
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if self._loop is None or here is self._loop or not self._loop.is_running():
+            return fn()
+        done, out = threading.Event(), {}
+
+        def call() -> None:
+            try:
+                out["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 — raised again on the caller's thread
+                out["error"] = e
+            finally:
+                done.set()
+
+        self._post(call)
+        while not done.wait(0.1):
+            if self.closed or not self._loop.is_running():
+                raise MqjoinError("the explorer was closed before it planned on the data")
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
+
     def current_plan(self):
         """The current plan (what a Deploy panel deploys); recomputes a pending edit first."""
         self.flush()
@@ -563,6 +668,15 @@ class ExplorerModel:
     def __repr__(self) -> str:
         cost = "no plan" if self.result is None else f"probe cost {self.result.probe_cost:g}"
         return f"ExplorerModel({self.workload!r}, {self.mode}/{self.partitioning}, {cost})"
+
+
+def _data_key(data: Any) -> Any:
+    """What data planned on is, to tell it again: a folder's path, else the tables' identity."""
+    import os
+
+    if isinstance(data, (str, os.PathLike)):
+        return "folder", os.path.abspath(os.path.expanduser(str(data)))
+    return "tables", id(data)
 
 
 class ModelView:

@@ -184,18 +184,32 @@ def read_csv(path: Path, relation: str) -> Table:
     if len(set(header)) != len(header):
         raise DataError(f"{path}: header {header} repeats a column name")
     cols: dict[str, list[str]] = {h: [] for h in header}
+    lines = []  # the file's line number of each row kept (blank lines are skipped)
     for i, row in enumerate(rows):
         if not row:
             continue
         if len(row) != len(header):
             raise DataError(f"{path}: line {i + 2} has {len(row)} fields, the header has {len(header)}")
+        lines.append(i + 2)
         for h, v in zip(header, row):
             cols[h].append(v.strip())
     data = {h: _infer_csv_column(v) for h, v in cols.items()}
-    if "ts" in data and any(isinstance(v, str) for v in data["ts"]):
-        bad = next(i for i, v in enumerate(data["ts"]) if isinstance(v, str) or v is None)
-        raise DataError(f"{path}: line {bad + 2} has ts {cols['ts'][bad]!r}; ts must be a number (seconds)")
+    bad = next((i for i, v in enumerate(cols.get("ts", ())) if not _finite_number(v)), None)
+    if bad is not None:
+        raise DataError(f"{path}: line {lines[bad]} has ts {cols['ts'][bad]!r}; ts must be a number (seconds)")
     return Table.from_columns(relation, data, str(path))
+
+
+def _finite_number(text: str) -> bool:
+    """Whether ``text`` reads as a finite number (a CSV field that can be a ``ts``).
+
+    >>> [_finite_number(t) for t in ("0.5", "3", "", "nan", "noon")]
+    [True, True, False, False, False]
+    """
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def read_parquet(path: Path, relation: str, attributes: Iterable[str] | None = None) -> Table:

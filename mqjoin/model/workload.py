@@ -384,9 +384,28 @@ class Workload:
         return self.respecified(spec)
 
     def with_defaults(self, **changes: Any) -> "Workload":
+        """The workload with the defaults in ``changes`` (keys of ``defaults:`` in YAML).
+
+        A workload value keeps each relation's resolved rate and window, not whether they came
+        from the defaults, so a new ``rate`` or ``window`` applies to every relation.  A new
+        ``parallelism`` is that of the MIR stores (each relation keeps its own: use
+        :meth:`with_relation`), a new ``selectivity`` that of the classes the workload gives
+        none, and ``horizon`` the workload's.
+
+        >>> w = Workload.from_spec({"relations": {"R": {"attributes": ["a"], "rate": 5, "parallelism": 2},
+        ...     "S": {"attributes": ["a"]}}, "queries": {"q": "R(a), S(a)"},
+        ...     "defaults": {"selectivity": 0.1}})
+        >>> v = w.with_defaults(rate=40, window=0.3, parallelism=8)
+        >>> [(r.name, r.rate, r.window, r.parallelism) for r in v.relations], v.defaults.parallelism
+        ([('R', 40.0, 0.3, 2), ('S', 40.0, 0.3, 4)], 8)
+        """
         spec = self.to_spec()
         check_keys(changes, DEFAULT_KEYS, "defaults")
         spec["defaults"].update(changes)
+        for relation in spec["relations"].values():
+            for key in ("rate", "window"):
+                if key in changes:
+                    relation.pop(key, None)
         return self.respecified(spec)
 
     def restricted_to(self, query_names: Iterable[str]) -> "Workload":

@@ -138,14 +138,16 @@ class RunCheck:
 
 
 def check_run(plan: Plan, messages: Mapping[str, int], rows: Mapping[str, int], span: float,
-              per_store: bool = False, since: float = 0.0) -> RunCheck:
+              per_store: bool = False, since: float = 0.0, workload: Workload | None = None) -> RunCheck:
     """Predicted beside measured for a run of ``plan`` over ``span`` time units that sent
     ``messages`` (probe edge label → messages) and held ``rows`` (store id → most rows).
     ``per_store``: ``messages`` are per store id (an engine that counts no more, e.g. Spark's
     batches): the stores are compared, the steps only predicted (measured ``nan``).
     ``since``: the plan probed from this time unit on (an adaptive run's last plan): its
-    messages are predicted over ``[since, span]``, its stores' rows as if filled from 0."""
-    w = plan.workload
+    messages are predicted over ``[since, span]``, its stores' rows as if filled from 0.
+    ``workload``: predicted on its statistics rather than the plan's (the part of the input a
+    stopped run reached, :attr:`RunCounts.workload`)."""
+    w = plan.workload if workload is None else workload
     steps, shapes = [], []
     predicted = {s.id: 0.0 for s in plan.stores}
     measured = {s.id: float(messages.get(s.id, 0)) if per_store else 0.0 for s in plan.stores}
@@ -204,14 +206,19 @@ class RunCounts:
     span: float
     per_store: bool = False
     since: float = 0.0
+    #: the statistics of the part of the input the run reached, when it stopped before the end
+    #: of an input whose arrivals are not spread evenly over its keys (TPC-H's tables arrive in
+    #: key order: a run stopped a third of the way joined a third of the keys, not a ninth):
+    #: predicted on them; None: on the plan's
+    workload: Workload | None = None
 
     def check(self, plan: Plan | None = None) -> RunCheck | None:
-        """Predicted (by ``plan``'s workload; default the run's own) beside measured, or
-        ``None`` when ``plan`` is laid out differently from the plan that ran."""
+        """Predicted (by ``plan``'s workload, or :attr:`workload`; default the run's own plan)
+        beside measured, or ``None`` when ``plan`` is laid out differently from the plan that ran."""
         plan = self.plan if plan is None else plan
         if not same_layout(plan, self.plan):
             return None
-        return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since)
+        return check_run(plan, self.messages, self.rows, self.span, self.per_store, self.since, self.workload)
 
 
 def store_counts(label: str, plan: Plan, stores: Any, tables: Mapping[str, Any],
