@@ -80,11 +80,12 @@ def run_flink_isolated(w, tables, truth, parallelism: int = 2, timeout: float | 
 
 
 def _csv_inputs(w, tables, root: Path) -> dict[str, list[str]]:
-    """``root/<relation>/data.csv`` (no header): ``_row, ts, attributes…``; returns the
-    columns of every relation."""
+    """``root/<relation>/data.csv`` (no header): ``_row, ts, attributes…`` (those the tables
+    hold: an input read for a run holds the attributes its queries use); returns the columns of
+    every relation."""
     cols = {}
     for r, t in tables.items():
-        names = list(w.relation(r).attributes)
+        names = [a for a in w.relation(r).attributes if a in t.columns]
         (root / r).mkdir(parents=True)
         with open(root / r / "data.csv", "w", newline="") as f:
             out = csv.writer(f)

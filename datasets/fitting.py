@@ -54,8 +54,12 @@ CHECK_SAMPLE = 20_000
 TOLERANCE = 0.1
 #: inputs with more rows than this have their join sizes measured on a sample of join values
 EXACT_SIZES_ROWS = 200_000
-#: the fraction of join values sampled then
+#: the fraction of join values sampled then, up to :data:`SAMPLED_ROWS` rows of input; beyond,
+#: the fraction falls with the input (``SIZES_FRACTION · SAMPLED_ROWS / rows``: about as many
+#: sampled rows and values at any scale; a class of few values keeps
+#: :data:`mqjoin.datasets.sizes.MIN_SAMPLED_VALUES` of them)
 SIZES_FRACTION = 0.1
+SAMPLED_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,17 @@ def disagreement(workload: Workload, tables: Mapping[str, Table], source: str = 
     return "; ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "")
 
 
+def sizes_fraction(rows: int) -> float:
+    """The share of join values the join sizes of an input of ``rows`` rows are measured on.
+
+    >>> sizes_fraction(100_000), sizes_fraction(850_000), sizes_fraction(8_500_000)
+    (1.0, 0.1, 0.011764705882352941)
+    """
+    if rows <= EXACT_SIZES_ROWS:
+        return 1.0
+    return SIZES_FRACTION * min(1.0, SAMPLED_ROWS / rows)
+
+
 def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "", command: str = "",
                 check: bool = True, progress: Callable[[str], None] | None = None) -> Fit:
     """``workload`` for a run over ``tables``: its horizon the data's span and, when the data
@@ -146,7 +161,7 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
                                      rel_tol=1e-9) else workload.with_defaults(horizon=span)
         return Fit(w, seconds=time.perf_counter() - t0, checked=True, source=source)
     rows = sum(len(t) for r, t in tables.items() if r in workload.used_relations)
-    fraction = 1.0 if rows <= EXACT_SIZES_ROWS else SIZES_FRACTION
+    fraction = sizes_fraction(rows)
     say(f"measuring the statistics of {source or 'the data'} ({why}) …")
     st = estimate_statistics(workload, tables, sample=DEFAULT_SAMPLE, source=source)
     # rates over the data's span, so that a relation that arrives in a burst is counted as the
@@ -158,7 +173,7 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
     st = replace(st, sizes=measure_sizes(st.apply(bare), tables, fraction))
     w = st.apply(bare)
     seconds = time.perf_counter() - t0
-    sized = f", {len(st.sizes)} join sizes" + ("" if fraction == 1 else f" on {fraction:.0%} of join values")
+    sized = f", {len(st.sizes)} join sizes" + ("" if fraction == 1 else f" on {fraction * 100:.2g}% of join values")
     keep = (f"; to keep them: mqjoin stats {command} --data {source} --sizes --write OUT.yaml"
             if command and source else "")
     there = f" than {source}" if source else ""

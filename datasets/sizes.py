@@ -14,9 +14,10 @@ frames are smallest; after each join the frame is summed over every class no rel
 The frames hold distinct combinations of open join values with a count, never join results.
 
 **Correlated sampling** (``fraction < 1``).  One class of ``P`` is sampled: the class with
-the most distinct values in its largest relation (a join whose best class would keep fewer than
-:data:`MIN_SAMPLED_VALUES` values is counted exactly: few values sample coarsely).  A join value is kept when its hash
-falls below ``fraction`` (:mod:`mqjoin.support.valuesample`, the same values in every relation), so a join result
+the most distinct values in its largest relation, at ``fraction`` or at the share that keeps
+:data:`MIN_SAMPLED_VALUES` of its values when that is more (few values sample coarsely; a class of
+fewer values is counted exactly).  A join value is kept when its hash
+falls below that share (:mod:`mqjoin.support.valuesample`, the same values in every relation), so a join result
 survives with probability ``fraction`` exactly and ``count / fraction`` is unbiased. With ``w_v`` the join results of
 value ``v``, ``Var = (1 − F)/F · Σ_v w_v²``, estimated from the sampled values as ``(1 − F)/F² · Σ_sampled w_v²``; the
 95 % interval is ``± 1.96 · SE`` (cut at 0), and a set with fewer than 10 sampled values of the class is flagged (the
@@ -76,9 +77,10 @@ from mqjoin.support.valuesample import sampled_mask
 Z95 = 1.959963984540054
 #: fewer sampled join values than this make the normal interval unreliable
 FEW_VALUES = 10
-#: a join whose best class would keep fewer sampled values than this is counted exactly (a
-#: class of few values — TPC-H's 25 nations — samples too coarsely, and its counts are cheap)
-MIN_SAMPLED_VALUES = 100
+#: a sampled class keeps at least this many of its values: its share is raised to keep them,
+#: and a class of fewer values is counted exactly (a class of few values — TPC-H's 10,000
+#: suppliers at SF 1 — samples too coarsely, and its counts are cheap)
+MIN_SAMPLED_VALUES = 1000
 #: join results materialised to measure a set's order of arrival; beyond, a uniform sample
 ORDER_RESULTS = 100_000
 #: an order of arrival is written when a relation's share departs from ``1/|P|`` by more than
@@ -240,21 +242,24 @@ class _Counter:
             self.distincts[attr] = int(pd.Series(self.column(attr.relation, attr.name)).nunique())
         return self.distincts[attr]
 
-    def sample_class(self, classes: Sequence[JoinClass]) -> int | None:
-        """The class to sample (its index): the one with the most distinct values in the
-        relation that has most rows among its members; ``None`` (count exactly) when even it
-        would keep fewer than :data:`MIN_SAMPLED_VALUES` values."""
+    def sample_class(self, classes: Sequence[JoinClass]) -> tuple[int, float] | None:
+        """The class to sample (its index) and the share of its values to keep: the class with
+        the most distinct values in the relation that has most rows among its members, at
+        ``fraction`` or at the share that keeps :data:`MIN_SAMPLED_VALUES` values when that is
+        more; ``None`` (count exactly) when that share would be all of them."""
         best = self.best_class(classes)
         big = max(classes[best].members, key=lambda a: (len(self.tables[a.relation]), a))
-        return best if self.distinct(big) * self.fraction >= MIN_SAMPLED_VALUES else None
+        share = max(self.fraction, MIN_SAMPLED_VALUES / max(self.distinct(big), 1))
+        return (best, share) if share < 1 else None
 
-    def grouped(self, relation: str, attrs: Sequence[tuple[str, str]], f: Filter | None, sample: str | None):
+    def grouped(self, relation: str, attrs: Sequence[tuple[str, str]], f: Filter | None, sample: str | None,
+                share: float = 1.0):
         """``relation``'s counts per combination of join values: ``attrs`` = (frame column,
         attribute) pairs; rows failing ``f``, with a null join value or (``sample``: the
-        frame column sampled) a value outside the sample are left out."""
+        frame column sampled, ``share`` of its values kept) a value outside the sample are left out."""
         import pandas as pd
 
-        key = (relation, tuple(attrs), None if f is None else f.comparisons, sample)
+        key = (relation, tuple(attrs), None if f is None else f.comparisons, sample, share if sample else None)
         if key not in self.frames:
             mask = _filter_mask(f, self.tables[relation])
             data = {}
@@ -262,21 +267,24 @@ class _Counter:
                 a = self.column(relation, att)
                 mask &= ~pd.isna(a)
                 if col == sample:
-                    mask &= sampled_mask(a, self.fraction)
+                    mask &= sampled_mask(a, share)
                 data[col] = a
             frame = pd.DataFrame({c: a[mask] for c, a in data.items()})
             self.frames[key] = frame.groupby(list(frame.columns), sort=False).size().rename("n").reset_index()
         return self.frames[key]
 
     def count(self, rels: Sequence[str], classes: Sequence[JoinClass], filters: Mapping[str, Filter],
-              sample: int | None) -> tuple[float, float, int]:
-        """(results, Σ_v w_v² over the sampled class's values, values with a result) of the join."""
+              sample: tuple[int, float] | None) -> tuple[float, float, int]:
+        """(results, Σ_v w_v² over the sampled class's values, values with a result) of the join;
+        ``sample``: the class sampled and the share of its values kept (:meth:`sample_class`)."""
         import pandas as pd
 
         cols = {c: f"c{i}" for i, c in enumerate(classes)}
         attrs = {r: [(cols[c], a.name) for c in classes for a in c.members if a.relation == r] for r in rels}
-        scol = None if sample is None else cols[classes[sample]]
-        frames = {r: self.grouped(r, attrs[r], filters.get(r), scol if any(c == scol for c, _ in attrs[r]) else None)
+        scol = None if sample is None else cols[classes[sample[0]]]
+        share = 1.0 if sample is None else sample[1]
+        frames = {r: self.grouped(r, attrs[r], filters.get(r), scol if any(c == scol for c, _ in attrs[r]) else None,
+                                  share)
                   for r in rels}
         order = _join_order(rels, {r: {c for c, _ in attrs[r]} for r in rels}, frames, scol)
         todo = set(order[1:])
@@ -299,7 +307,7 @@ class _Counter:
 
 
     def arrival(self, rels: Sequence[str], classes: Sequence[JoinClass], filters: Mapping[str, Filter],
-                sample: int | None, total: float) -> tuple[tuple[tuple[str, float, float], ...], int]:
+                sample: tuple[int, float] | None, total: float) -> tuple[tuple[tuple[str, float, float], ...], int]:
         """Which relation's tuple arrives last in the join's ``total`` results (as :meth:`count`
         counted them): per relation its share and standard error, on the results themselves
         (the sample's, when ``sample`` is set; at
@@ -312,7 +320,7 @@ class _Counter:
             return (), 0
         cols = {c: f"c{i}" for i, c in enumerate(classes)}
         attrs = {r: [(cols[c], a.name) for c in classes for a in c.members if a.relation == r] for r in rels}
-        scol = None if sample is None else cols[classes[sample]]
+        scol = None if sample is None else cols[classes[sample[0]]]
         cluster = scol or cols[classes[self.best_class(classes)]]
         rng = np.random.default_rng(0)
         thin = min(1.0, ORDER_RESULTS / total)
@@ -325,7 +333,7 @@ class _Counter:
                 a = self.column(r, att)
                 mask &= ~pd.isna(a)
                 if col == scol:
-                    mask &= sampled_mask(a, self.fraction)
+                    mask &= sampled_mask(a, sample[1])
                 data[col] = a
             if r == big and thin < 1:
                 mask &= rng.random(len(mask)) < thin
@@ -453,7 +461,7 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
         total, w2, values = counter.count(order, classes, filters, sample)
         arrival, clusters = counter.arrival(order, classes, filters, sample, total)
         unit = math.prod(workload.rate(r) / max(len(tables[r]), 1) for r in order)
-        f = fraction if sample is not None else 1.0
+        f = sample[1] if sample is not None else 1.0
         count = total / f
         se = math.sqrt((1 - f) / f ** 2 * w2)
         if f < 1 and total == 0:
@@ -462,6 +470,6 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
             low, high = max(0.0, count - Z95 * se), count + Z95 * se
         estimate = independent_size(workload, rels, classes, tuple(Selection.union([f]) for f in filters.values()))
         out.append(SizeEstimate(scope, tuple(order), count, max(count, 1.0) * unit, se * unit, low * unit,
-                                high * unit, f, "" if sample is None else "=".join(map(str, classes[sample].members)),
+                                high * unit, f, "" if sample is None else "=".join(map(str, classes[sample[0]].members)),
                                 values, estimate, arrival, clusters))
     return tuple(out)

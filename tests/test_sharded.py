@@ -18,7 +18,6 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 pytest.importorskip("pyspark")  # the module lives with the Spark engine (its tasks run it)
@@ -31,6 +30,7 @@ from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions
 from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of
 from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,
                                           load_segment, route_input, run_wave, shard_of)
+from mqjoin.runtime.spark.frames import read_parts
 from mqjoin.runtime.spark.source import build_replay_log
 from mqjoin.runtime.vector import BatchExecutor, batch_frames, run_vector
 
@@ -90,11 +90,8 @@ def run_sharded(plan, tables, batch: int, shards: int, out, per_partition: list 
         if per_partition is not None:
             per_partition.append(summed)
     results = {q.name: set() for q in plan.workload.queries}
-    files = [str(f) for f in out.rglob("*.parquet")]
-    if files:
-        t = ds.dataset(files, format="parquet").to_table()
-        for q, r in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
-            results[q].add(tuple(r))
+    for q, r in read_parts(sorted(out.rglob("*.parquet"))):
+        results[q].update(map(tuple, r.tolist()))
     where = spec.state_dir if states else None
     shard_states = {p: pickle.loads(s) for p, s in enumerate(states)}
     stores = {p: {layout: [load_segment(where / n) for n in names] for layout, names in s.files.items()}

@@ -225,14 +225,11 @@ def _finish(proc: subprocess.Popen, log: Path) -> dict:
 
 def _batch_outputs(out: Path, engine: str) -> dict[str, list[tuple[int, ...]]]:
     """Every result row the sink committed, per query, duplicates kept."""
-    import pyarrow.dataset as ds
+    from mqjoin.runtime.spark.frames import committed_parts, read_parts
 
-    root = out / ("_native" if engine == "native" else "_batches")
-    files = [str(p) for p in root.rglob("*.parquet")]
-    t = ds.dataset(files, format="parquet").to_table(columns=["query", "rows"])
     rows: dict[str, list[tuple[int, ...]]] = {}
-    for q, r in zip(t["query"].to_pylist(), t["rows"].to_pylist()):
-        rows.setdefault(q, []).append(tuple(r))
+    for q, r in read_parts(committed_parts(out / ("_native" if engine == "native" else "_batches"))):
+        rows.setdefault(q, []).extend(map(tuple, r.tolist()))
     return rows
 
 

@@ -161,14 +161,13 @@ queries: {q1: "R(a), S(a,b), T(b)", q2: "S(b), T(b,c), U(c)"}
 
 
 def _driver_results(out) -> dict[str, set]:
-    import pyarrow.parquet as pq
+    from mqjoin.runtime.spark.frames import committed_parts, read_parts
 
     got: dict[str, set] = {}
-    for part in sorted(out.glob("_batches/batch=*/part-0.parquet")):
-        t = pq.read_table(part).to_pydict()
-        for q, rows in zip(t["query"], t["rows"]):
-            assert tuple(rows) not in got.setdefault(q, set()), f"{q}: a result twice"
-            got[q].add(tuple(rows))
+    for q, rows in read_parts(committed_parts(out / "_batches")):
+        for r in map(tuple, rows.tolist()):
+            assert r not in got.setdefault(q, set()), f"{q}: a result twice"
+            got[q].add(r)
     return got
 
 

@@ -28,6 +28,7 @@ from mqjoin.model.workload import Workload
 
 if TYPE_CHECKING:
     import numpy as np
+    import pyarrow as pa
 
 
 class Column(Sequence[Any]):
@@ -377,20 +378,25 @@ class ResultWriter:
 
         return pa.schema([(r, pa.int64()) for r in self.relations[query]])
 
-    def add(self, query: str, rows: "np.ndarray | Sequence[tuple[int, ...]]") -> None:
-        """Append results of ``query`` (``n × k`` row indices in its relation order)."""
+    def add(self, query: str, rows: "np.ndarray | Sequence[tuple[int, ...]] | pa.Table") -> None:
+        """Append results of ``query``: ``n × k`` row indices in its relation order, or an
+        Arrow table of ``k`` integer columns in that order (written as they are, whatever
+        their names: no copy through numpy)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         rels = self.relations[query]
-        rows = result_rows(rows, len(rels))
-        if not len(rows):
+        if isinstance(rows, pa.Table):
+            cols = [c.cast(pa.int64()) for c in rows.columns]
+        else:
+            rows = result_rows(rows, len(rels))
+            cols = [pa.array(rows[:, i]) for i in range(len(rels))]
+        if not len(cols[0]):
             return
         if query not in self._writers:
             # row indices rarely repeat: a dictionary per column page costs half the writing
             self._writers[query] = pq.ParquetWriter(self.dir / f"{query}.parquet", self._schema(query),
                                                     use_dictionary=False)
-        cols = [pa.array(rows[:, i]) for i in range(len(rels))]
         self._writers[query].write_table(pa.Table.from_arrays(cols, schema=self._schema(query)))
 
     def close(self) -> Path:

@@ -169,6 +169,8 @@ class Deployment:
         del log
         self.timings["replay_log"] = time.perf_counter() - t0
         opts = {"path": str(path), **self.pacing.options()}
+        if self.engine_name == "mqjoin":  # the engine reads the log's rows itself, never as JVM rows
+            opts["serve"] = "slices"
         listener = Listener.of(self.spark)
         self.started_at = time.time()
         try:
@@ -208,7 +210,6 @@ class Deployment:
         else:  # the stream resumes at the committed offset: the shards are rebuilt for it
             self.engine = ShardedEngine(self.spark, self.plan, opts["path"], str(self.out), on_batch=self._on_report,
                                         start_seq=self._consumed["plan"], columns=self.columns)
-            opts = {**opts, "serve": "slices"}  # its tasks read the log's rows themselves
         q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)

@@ -38,7 +38,7 @@ input tuple or result passes through the driver, and the driver deletes the segm
 no shard names any more once the batch that dropped them is complete.
 
 **Exactly once and lost executors.**  The tasks of the waves write the batch's results to
-``OUT/_batches/batch=b/part-<wave>-<shard>.parquet`` and its segments under names fixed by the run, shard, store and
+``OUT/_batches/batch=b/part-<wave>-<shard>.<query>.parquet`` and its segments under names fixed by the run, shard, store and
 position (both atomically: a task run again writes the same bytes), the driver clears the batch's result directory
 before the batch and marks it ``_SUCCESS`` after it, so a batch run again replaces its own output.  A batch's lineage
 starts at its input and its spec, and its segments live in a shared directory, so Spark recovers a lost executor by

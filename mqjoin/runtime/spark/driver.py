@@ -1,9 +1,11 @@
 """The plan on Spark with its stores where the probes run: an in-process executor behind
 ``foreachBatch`` — one Spark job per micro-batch (``--spark-mode driver``).
 
-Each micro-batch of the replay stream is collected to the driver as Arrow (the one Spark job
-of the batch: the source's read).  A static plan's batch is split per relation into column
-arrays and run by the vectorised executor (:class:`VectorDriverEngine`,
+Each micro-batch of the replay stream reaches the driver as the slices of the replay log
+Spark planned for it (the one Spark job of the batch collects them: a row per input
+partition), and the driver reads their rows from the log with pyarrow — the rows never become
+JVM rows (:func:`~.source.served_rows`).  A static plan's batch is split per relation into
+column arrays and run by the vectorised executor (:class:`VectorDriverEngine`,
 :class:`~mqjoin.runtime.vector.BatchExecutor`): the plan's rules — the same
 :mod:`~mqjoin.runtime.rules` values the reference executor runs tuple by tuple — applied to
 the whole batch at once, each edge once per batch, the arrival order a column.  An adaptive
@@ -22,9 +24,9 @@ committed its batch.  A restarted deployment rebuilds its stores from the journa
 batches Spark committed — no replay of the input — and Spark re-runs the batch it had not
 committed, whose output is overwritten: nothing lost, nothing duplicated.
 
-**What scales out and what does not.**  The source's read and the output run on executors;
-the probes run in one Python process on the driver, so one batch is bounded by one core.
-The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
+**What scales out and what does not.**  Spark plans the micro-batches and keeps the offsets;
+the reading, the probes and the output run in one Python process on the driver, so one batch
+is bounded by one core.  The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
 over the cluster's executors and is the mode for state larger than the driver's memory.
 
 **Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
@@ -63,8 +65,8 @@ from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Layout, layout_of
 from mqjoin.runtime.vector import BatchExecutor, Frame
 from mqjoin.runtime.spark.distributed import BatchReport, job_cost, job_group
-from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
-from mqjoin.runtime.spark.source import attr_col
+from mqjoin.runtime.spark.frames import log_frames, result_tables, write_parts
+from mqjoin.runtime.spark.source import attr_col, served_rows
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +225,8 @@ class DriverEngine:
         started = time.time()
         sc = batch.sparkSession.sparkContext
         group = job_group(sc, self, batch_id)
-        table = batch.toArrow()
+        parts = served_rows(batch.toArrow().to_batches())  # the slices Spark served: the rows read here
+        table = pa.Table.from_batches(parts) if parts else pa.table({})
         read = time.time()
         with self.lock, paused_gc():  # millions of entries per batch: no collections meanwhile
             self._process(table, batch_id, started, read, sc, group)
@@ -330,15 +333,13 @@ class DriverEngine:
 
     def _write_results(self, batch_id: int, results: Mapping[str, tuple[np.ndarray, np.ndarray]],
                        where: Mapping[str, np.ndarray], arrival: np.ndarray, seq: np.ndarray) -> None:
-        """``OUT/_batches/batch=<id>`` (:func:`.frames.result_table`, the distributed mode's
+        """``OUT/_batches/batch=<id>`` (:func:`.frames.result_tables`, the distributed mode's
         format), marked complete."""
         path = self.out_dir / "_batches" / f"batch={batch_id}"
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
-        table = result_table(results, lambda trig: arrival[np.searchsorted(seq, trig)])
-        if table is not None:
-            write_part(table, path / "part-0.parquet")
+        write_parts(result_tables(results, lambda trig: arrival[np.searchsorted(seq, trig)]), path, "part-0")
         (path / "_SUCCESS").touch()  # the batch's output is complete (as Spark's writer marks it)
 
     def close(self) -> None:

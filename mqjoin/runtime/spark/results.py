@@ -53,9 +53,9 @@ class Committed:
         """Write ``OUT/<query>.parquet`` in the CLI's output format for ``workload``'s queries,
         one record batch of a part at a time; rows in batch order, then as each batch's parts
         hold them."""
-        from mqjoin.runtime.spark.frames import read_parts
+        from mqjoin.runtime.spark.frames import read_part_tables
 
         with ResultWriter(workload, self.out) as put:
-            for q, rows in read_parts(self.parts):
-                put.add(q, rows)
+            for q, table in read_part_tables(self.parts):
+                put.add(q, table)
         return put.dir

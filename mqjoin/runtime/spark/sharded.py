@@ -30,7 +30,7 @@ the input — expires what it can.
 **What a wave yields.**  :func:`run_wave` reads its shard's state (wave 1: from the batch's
 spec, :class:`Batch`; later waves: from the exchange) and the frames sent to it, runs the
 wave, writes the results of its emits to ``OUT/_batches/batch=b/part-<wave>-<shard>
-.parquet`` (atomically: a task run again writes the same rows), and yields the shard's state
+.<query>.parquet`` (atomically: a task run again writes the same rows), and yields the shard's state
 (pickled, keyed by the shard), the frames for other shards (keyed by theirs), and after the
 last wave a small :class:`ShardReport` — counts and a sample of result arrival times, never
 a row.
@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import mmap
 import os
 import pickle
@@ -91,8 +90,8 @@ from mqjoin.planning.plan import Plan
 from mqjoin.runtime.partitions import PartitionTally, store_partitions
 from mqjoin.runtime.rules import Emit, Insert, Probe, field_positions, position
 from mqjoin.runtime.vector import BatchExecutor, Frame, Segment, partition_keys
-from mqjoin.runtime.spark.frames import log_frames, result_table, write_part
-from mqjoin.runtime.spark.source import slice_rows
+from mqjoin.runtime.spark.frames import log_frames, result_tables, write_parts
+from mqjoin.runtime.spark.source import served_rows
 from mqjoin.support.lru import LRU
 
 # what an element of a wave's RDD carries: (shard, (kind, payload)); TIMES: the seconds a shard
@@ -477,11 +476,7 @@ def route_input(batch: Batch, record_batches: Iterable[pa.RecordBatch]) -> Itera
     to a file per shard (:func:`input_file`, in the state directory), and the partition
     yields a row ``(shard, payload)`` per shard, the payload the file's pickled name."""
     clock = _Clock()
-    parts = [b for b in record_batches if b.num_rows]
-    if parts and "_seq" not in parts[0].schema.names:  # the source's slices: the rows read here
-        slices = pa.Table.from_batches(parts).to_pylist()
-        parts = [b for s in slices for b in slice_rows(s["path"], s["start"], s["end"], json.loads(s["arrival"]))
-                 .to_batches() if b.num_rows]
+    parts = served_rows(record_batches)  # the source's slices: the rows read here
     if not parts:
         return
     table = pa.Table.from_batches(parts).sort_by("_seq")
@@ -558,8 +553,7 @@ def run_wave(batch: Batch, wave: int, index: int, items: Iterable[tuple[int, tup
     clock.lap("edges")
     if results and batch.out is not None:
         arrival = _arrivals(shard.inputs)
-        table = result_table(results, arrival)
-        write_part(table, batch.part_dir / f"part-{wave}-{index}.parquet")
+        write_parts(result_tables(results, arrival), batch.part_dir, f"part-{wave}-{index}")
         for q, (trig, _) in results.items():  # as distinct arrival times and their counts
             shard.results.setdefault(q, []).append(np.unique(arrival(trig), return_counts=True))
         clock.lap("results")

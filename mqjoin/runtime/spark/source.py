@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -311,6 +311,26 @@ def slice_rows(path: str, start: int, end: int, arrival, relations: frozenset[in
     return part.append_column("_arrival", pa.array(np.asarray(times, dtype=np.float64)))
 
 
+def served_rows(parts: Iterable[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """The replay-log rows of a micro-batch as the source served them: the rows themselves,
+    or, with ``serve`` = ``slices``, read here from the log each slice names
+    (:func:`slice_rows`) — the rows never pass through the JVM.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_replay_log(pa.table({"_seq": [0, 1, 2], "_rel": [0, 1, 0], "_ts": [0.0, 1.0, 2.0]}), d + "/l")
+    ...     s = pa.RecordBatch.from_pydict({"path": [str(p)], "start": [1], "end": [3], "arrival": ['["fixed", 5.0]']})
+    ...     [b["_seq"].to_pylist() for b in served_rows([s])]
+    [[1, 2]]
+    """
+    parts = [b for b in parts if b.num_rows]
+    if parts and "_seq" not in parts[0].schema.names:
+        slices = pa.Table.from_batches(parts).to_pylist()
+        parts = [b for s in slices for b in slice_rows(s["path"], s["start"], s["end"], json.loads(s["arrival"]))
+                 .to_batches() if b.num_rows]
+    return parts
+
+
 class _Slice(InputPartition):
     def __init__(self, start: int, end: int, arrival: tuple):
         super().__init__(None)
@@ -327,9 +347,16 @@ class _Reader(DataSourceStreamReader):
                           if options.get("relations") else None)
         self.splits = max(1, int(options.get("splits", "2")))
         self.slices = options.get("serve") == "slices"
-        self.ts = pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
-        self.total = len(self.ts)
+        # the arrival times only where pacing follows them; the count from the footer
+        self.ts = (pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
+                   if self.speedup else None)
+        self.total = pq.ParquetFile(self.path).metadata.num_rows
         self.base: tuple[int, float] | None = None  # (first offset served, wall time)
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader for every input partition's task: without the arrival
+        # times (the whole log's, read on the driver for pacing; a task needs none of them)
+        return {**self.__dict__, "ts": None}
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
