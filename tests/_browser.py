@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from _children import tied
+from _children import descendants, tied
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -71,26 +71,6 @@ def reserved_port() -> int:
             accepted.close()  # the accepting side closes first: it is the one left in TIME_WAIT
             client.recv(1)  # wait for its FIN before closing this side
     return port
-
-
-def descendants(pid: int) -> list[int]:
-    """Process ids of every descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 class Lab:

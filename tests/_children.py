@@ -60,5 +60,25 @@ def _launch(parent: int, cmd: list[str]) -> None:
     os.execvp(cmd[0], cmd)
 
 
+def descendants(pid: int) -> list[int]:
+    """Process ids of every descendant of ``pid`` (Linux /proc), children before theirs."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 if __name__ == "__main__":
     _launch(int(sys.argv[1]), sys.argv[2:])

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from _children import alive, tied
+from _children import alive, descendants, tied
 
 pytest.importorskip("pyspark")
 
@@ -59,23 +59,8 @@ START_TIMEOUT = 120  # seconds for the master and both workers to come up
 RUN_TIMEOUT = 900  # seconds per deployment (a loaded 2-core machine is slow)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc), children first."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            kids = [int(c) for t in os.listdir(f"/proc/{p}/task")
-                    for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
-        except OSError:
-            kids = []
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
 def _kill_tree(proc: subprocess.Popen) -> None:
-    for pid in [proc.pid] + _descendants(proc.pid):
+    for pid in [proc.pid] + descendants(proc.pid):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -252,7 +237,7 @@ def _cmdline(pid: int) -> str:
 
 def _executors(proc: subprocess.Popen) -> list[int]:
     """The executor processes a worker launched."""
-    return [p for p in _descendants(proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(p)]
+    return [p for p in descendants(proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(p)]
 
 
 @pytest.mark.parametrize("engine,mode", RUNS)
@@ -310,7 +295,6 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, truth, tm
     # the kill was mid-run: batches were committed after it, on the surviving worker
     assert len(list(root.glob("batch=*/_SUCCESS"))) > before
     _check(out, engine, summary, truth)
-
 
 
 #: a test process that starts a master (the workers are spawned the same way), prints its id and waits
