@@ -469,7 +469,7 @@ def measure_sizes(workload: Workload, tables: Mapping[str, Table], fraction: flo
         else:
             low, high = max(0.0, count - Z95 * se), count + Z95 * se
         estimate = independent_size(workload, rels, classes, tuple(Selection.union([f]) for f in filters.values()))
+        sampled = "" if sample is None else "=".join(map(str, classes[sample[0]].members))
         out.append(SizeEstimate(scope, tuple(order), count, max(count, 1.0) * unit, se * unit, low * unit,
-                                high * unit, f, "" if sample is None else "=".join(map(str, classes[sample[0]].members)),
-                                values, estimate, arrival, clusters))
+                                high * unit, f, sampled, values, estimate, arrival, clusters))
     return tuple(out)

@@ -316,10 +316,25 @@ class KernelProbe:
         from jupyter_client import BlockingKernelClient
 
         (session,) = lab.api("/api/sessions")
-        self.client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{session['kernel']['id']}.json"))
+        self.connection_file = str(runtime / f"kernel-{session['kernel']['id']}.json")
+        self.client = BlockingKernelClient(connection_file=self.connection_file)
         self.client.load_connection_file()
         self.client.start_channels()
         self.log_errors: list[str] = []
+
+    def reconnect(self, timeout: float = 120) -> None:
+        """After a kernel restart: what the old connection heard taken in, then a new client over
+        the connection file, ready when the new kernel answers.  (A request sent on the old
+        sockets while they reconnect to the new kernel can be lost, and then ``run`` would wait
+        for a reply that never comes.)"""
+        from jupyter_client import BlockingKernelClient
+
+        self.drain()
+        self.client.stop_channels()
+        self.client = BlockingKernelClient(connection_file=self.connection_file)
+        self.client.load_connection_file()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=timeout)
 
     def _note(self, msg: dict, mine: str | None) -> None:
         parent = msg.get("parent_header", {}).get("msg_id")

@@ -678,6 +678,7 @@ def a_kernel_restart_with_spark_live(walk: Walk, probe: KernelProbe) -> None:
     page.wait_for_function("() => /\\[1\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
                            timeout=RUN_ALL_MS)
     wait_explorer(page)
+    probe.reconnect()
     probe.run(KERNEL_FIGURES)
     assert_page_draws_the_kernels_figures(page, probe, "after Restart Kernel")
     probe.drain()

@@ -397,7 +397,7 @@ class Workload:
         ...     "defaults": {"selectivity": 0.1}})
         >>> v = w.with_defaults(rate=40, window=0.3, parallelism=8)
         >>> [(r.name, r.rate, r.window, r.parallelism) for r in v.relations], v.defaults.parallelism
-        ([('R', 40.0, 0.3, 2), ('S', 40.0, 0.3, 4)], 8)
+        ([('R', 40.0, 0.3, 2), ('S', 40.0, 0.3, 1)], 8)
         """
         spec = self.to_spec()
         check_keys(changes, DEFAULT_KEYS, "defaults")

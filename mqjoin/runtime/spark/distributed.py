@@ -37,15 +37,16 @@ collected by the driver and handed to the next batch's tasks in their spec: no s
 input tuple or result passes through the driver, and the driver deletes the segment files
 no shard names any more once the batch that dropped them is complete.
 
-**Exactly once and lost executors.**  The tasks of the waves write the batch's results to
-``OUT/_batches/batch=b/part-<wave>-<shard>.<query>.parquet`` and its segments under names fixed by the run, shard, store and
-position (both atomically: a task run again writes the same bytes), the driver clears the batch's result directory
-before the batch and marks it ``_SUCCESS`` after it, so a batch run again replaces its own output.  A batch's lineage
-starts at its input and its spec, and its segments live in a shared directory, so Spark recovers a lost executor by
-itself: it runs the lost tasks and map outputs again, and they map the same segment files (and write and read the same
-input files).  A restarted deployment (``start_seq`` > 0, or a batch that does not start where the state ends) first
-rebuilds the shards from the replay log: the tuples before the batch that lie within the largest window, run as one
-batch that writes nothing; so does a batch whose segment files are gone (:func:`lost_state`), which then runs again.
+**Exactly once and lost executors.** The tasks of the waves write the batch's results to
+``OUT/_batches/batch=b/part-<wave>-<shard>.<query>.parquet`` and its segments under names fixed by the run, shard,
+store and position (both atomically: a task run again writes the same bytes), the driver clears the batch's result
+directory before the batch and marks it ``_SUCCESS`` after it, so a batch run again replaces its own output. A batch's
+lineage starts at its input and its spec, and its segments live in a shared directory, so Spark recovers a lost
+executor by itself: it runs the lost tasks and map outputs again, and they map the same segment files (and write and
+read the same input files). A restarted deployment (``start_seq`` > 0, or a batch that does not start where the state
+ends) first rebuilds the shards from the replay log: the tuples before the batch that lie within the largest window,
+run as one batch that writes nothing; so does a batch whose segment files are gone (:func:`lost_state`), which then
+runs again.
 
 >>> lost_state(RuntimeError("MQJOIN_SEGMENT_LOST: /out/_state/x/7-1-2-0.seg is gone"))
 True

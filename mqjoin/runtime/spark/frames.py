@@ -72,7 +72,8 @@ def result_tables(results: Mapping[str, tuple[np.ndarray, np.ndarray]],
         if n:
             cols = {"query": pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([q])),
                     **{row_column(i): rows[:, i] for i in range(k)},
-                    "_seq": np.asarray(trig, dtype=np.int64), "_arrival": np.asarray(arrival_of(trig), dtype=np.float64)}
+                    "_seq": np.asarray(trig, dtype=np.int64),
+                    "_arrival": np.asarray(arrival_of(trig), dtype=np.float64)}
             out[q] = pa.table(cols).replace_schema_metadata({QUERY_KEY: q})
     return out
 

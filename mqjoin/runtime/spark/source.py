@@ -370,7 +370,7 @@ class _Reader(DataSourceStreamReader):
         b, t0 = self.base
         if self.rate:
             return min(self.total, b + int((now - t0) * self.rate))
-        if self.speedup:
+        if self.speedup and self.ts is not None:
             if b >= self.total:
                 return self.total
             horizon = self.ts[b] + (now - t0) * self.speedup
@@ -391,7 +391,7 @@ class _Reader(DataSourceStreamReader):
         b, t0 = self.base
         if self.rate:
             arrival = ("rate", b, t0, self.rate)
-        elif self.speedup:
+        elif self.speedup and self.ts is not None:
             arrival = ("speedup", float(self.ts[min(b, self.total - 1)]) if self.total else 0.0, t0, self.speedup)
         else:
             arrival = ("fixed", time.time())
