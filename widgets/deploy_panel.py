@@ -301,10 +301,11 @@ class DeployPanel(GuardedPanel, W.VBox):
         """The start of a run (on its own thread): its input (``source``, see :meth:`_chosen_input`),
         the plan chosen on it when ``plan`` is None (:attr:`plan_on`), then the deploy function."""
         label = start.label
+        fitted = plan is None  # chosen on the data here, so checked against the guard here
         try:
             try:
                 data = self._input_data(source, plan, seconds)
-                if plan is None:
+                if fitted:
                     replays = self.input_line.value
                     plan = self.plan_on(data, self._say_input)
                     self.input_line.value = replays
@@ -315,7 +316,7 @@ class DeployPanel(GuardedPanel, W.VBox):
                     self._input_error(self.runs.state[label]["note"])
                     self._ended()
                 return
-            refusal = None if force or source is None or self.plan_on is None else self._refusal(source, plan)
+            refusal = self._refusal(source, plan) if fitted and not force else None
             if refusal is not None:
                 if self.runs.start_failed(start, refusal):
                     self._set_status("error", f"not deployed — {refusal}")
