@@ -33,6 +33,16 @@ function library(model) {
   return globalThis[KEY];
 }
 
+// Every draw starts in a task of its own.  The views of a notebook's figures wait for plotly.js
+// together and would otherwise all draw in the one task that resumes them: seconds on a loaded
+// machine during which the page runs nothing else.  Nor would anywidget's set-up of the models
+// created meanwhile (a second notebook's, a tab's built on first opening), and anywidget gives a
+// model 2 s from its creation to load its module before it drops the model's updates for good
+// ("[anywidget] Failed to initialize model").
+function nextTask() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 function figureOf(model, templates) {
   const fig = model.get("figure") || {};
   const data = structuredClone(fig.data || []);  // plotly.js writes into what it draws
@@ -55,6 +65,8 @@ async function render({ model, el }) {
     try {
       do {
         again = false;
+        await nextTask();
+        if (gone) break;
         const { data, layout } = figureOf(model, templates);
         await Plotly.react(div, data, layout, config);
         div.dataset.revision = String(model.get("revision"));
