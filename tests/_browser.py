@@ -280,7 +280,7 @@ def probe_cost_of(text: str) -> float:
 
 
 def assert_no_broken_widgets(page) -> None:
-    text = page.locator(".jp-NotebookPanel").inner_text()
+    text = "\n".join(page.locator(".jp-NotebookPanel").all_inner_texts())  # every notebook open
     for bad in ("Loading widget", "Error displaying widget", "Model not found"):
         assert bad not in text, f"{bad!r} on the page"
     assert page.locator(".jupyter-widgets-error-widget, .widget-error").count() == 0
@@ -312,10 +312,11 @@ class KernelProbe:
     code beside the browser and hears everything the kernel broadcasts — an error or a
     traceback on stderr outside our own requests is what JupyterLab's log console shows."""
 
-    def __init__(self, lab: Lab, runtime: Path):
+    def __init__(self, lab: Lab, runtime: Path, notebook: str | None = None):
+        """A client of the kernel of the only session, or of ``notebook``'s (its path)."""
         from jupyter_client import BlockingKernelClient
 
-        (session,) = lab.api("/api/sessions")
+        (session,) = [s for s in lab.api("/api/sessions") if notebook is None or s["path"] == notebook]
         self.connection_file = str(runtime / f"kernel-{session['kernel']['id']}.json")
         self.client = BlockingKernelClient(connection_file=self.connection_file)
         self.client.load_connection_file()
@@ -405,12 +406,13 @@ def open_and_run(lab, page, name: str) -> None:
     wait_explorer(page)
 
 
-def wait_explorer(page, timeout: float = RUN_ALL_MS) -> None:
-    """An explorer rendered in the page: its tabs and a drawn query graph."""
-    page.locator(".jp-OutputArea-output .widget-tab").first.wait_for(timeout=timeout)
-    page.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+def wait_explorer(page, timeout: float = RUN_ALL_MS, within: str = "") -> None:
+    """An explorer rendered in the page (``within``: in the elements this CSS selector picks,
+    e.g. one notebook's panel): its tabs and a drawn query graph."""
+    page.locator(f"{within} .jp-OutputArea-output .widget-tab").first.wait_for(timeout=timeout)
+    page.wait_for_function("""within => Array.from(document.querySelectorAll(within + ' .js-plotly-plot')).some(gd =>
         (gd.data || []).some(t => t.name === 'relations') && gd.querySelector('.main-svg .scatterlayer .trace'))""",
-                           timeout=timeout)
+                           arg=within, timeout=timeout)
     page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout)
 
 

@@ -36,6 +36,14 @@ running and the kernel still updating its widgets.  It times 20 edits from Enter
 (with a CPU-bound process beside) and Deploy from the click to the first point, cold and warm
 (``benchmarks/explorer_browser.py`` prints them).
 
+A third test, ``test_two_notebooks_in_one_page`` (about 1 minute), opens that notebook and a
+second one like it in one page (two tabs of JupyterLab's main area), switches between them six
+times with a CPU-bound process beside, opening on each switch an explorer tab built on first
+opening (new chart models while the page is busy) and editing a selectivity: the edit redraws
+the explorer shown, every figure is drawn as its kernel holds it, and neither the browser
+console (no "[anywidget] Failed to initialize model"), nor either kernel's log, nor the
+server's output reports an error.
+
 Screenshots go to ``$MQJOIN_ARTIFACTS`` (default ``<repo>/artifacts/browser/``, gitignored):
 ``1-render.png``, ``2-probe-trees.png``, ``3-slider.png``, ``4-deploy.png``, ``5-two-runs.png``,
 ``tab-1-query-graph.png`` … ``tab-9-pmjoin.png`` (every tab at 1920×1080), ``6-refusal.png``, ``failure.png``
@@ -84,6 +92,8 @@ TAB_TITLES = ["Query graph", "Probe trees", "ILP", "Compare", "Plan diagram", "D
               "PMJoin"]
 DOC_IMAGES = REPO / "notebooks" / "img"  # the tabs' pictures kept with the notebooks (MQJOIN_UPDATE_DOC_IMAGES=1)
 SURVIVAL = "explorer_survival.ipynb"  # the notebook of test_the_explorer_survives_the_browser
+BESIDE = "explorer_beside.ipynb"  # the same explorer in a second notebook (test_two_notebooks_in_one_page)
+SWITCHES = 6           # switches between the two notebooks of one page
 BUILDS = 20            # Explorer builds in one kernel
 EDITS = 20             # timed edits (Enter in the selectivity box → status line and chart redrawn)
 
@@ -122,9 +132,10 @@ def sync_playwright():
 
 @pytest.fixture
 def lab(tmp_path, artifacts):
-    """JupyterLab serving a copy of the tour and the survival notebook."""
+    """JupyterLab serving a copy of the tour, the survival notebook and a second one like it."""
     with start_lab(tmp_path, artifacts / "jupyterlab.log",
-                   {TOUR.name: TOUR.read_text(), SURVIVAL: json.dumps(survival_notebook())}) as server:
+                   {TOUR.name: TOUR.read_text(), SURVIVAL: json.dumps(survival_notebook()),
+                    BESIDE: json.dumps(survival_notebook())}) as server:
         yield server
 
 
@@ -147,16 +158,18 @@ class Walk:
     page: Any
     artifacts: Path
     step: Callable[[str], None]
+    #: where the explorer is: a CSS selector of the elements holding it ("": the whole page)
+    within: str = ""
 
     @property
     def explorer(self):
         """The explorer's tab widget."""
-        return self.page.locator(".jp-OutputArea-output .widget-tab").first
+        return self.page.locator(f"{self.within} .jp-OutputArea-output .widget-tab").first
 
     @property
     def out(self):
         """The explorer's output area."""
-        return self.page.locator(".jp-OutputArea-output:has(.widget-tab)").first
+        return self.page.locator(f"{self.within} .jp-OutputArea-output:has(.widget-tab)").first
 
     @property
     def status(self):
@@ -554,21 +567,8 @@ def timed_edits(walk: Walk, probe: KernelProbe) -> list[float]:
         tab(page, "Query graph")
         walk.select_class("lineitem.orderkey = orders.orderkey")
         page.wait_for_function(KERNEL_IDLE_JS)
-        box = selectivity_box(walk.out)
-        status = walk.status.element_handle()
-        revisions_js = ("() => Array.from(document.querySelectorAll('.mqjoin-plotly'))"
-                        ".map(e => e.dataset.revision).join()")
         for k in range(EDITS):
-            value = f"{(2e-5, 5e-4)[k % 2] * (1 + k / 100):.6g}"
-            box.fill(value)
-            before = {"status": status.text_content(), "revisions": page.evaluate(revisions_js)}
-            t0 = time.monotonic()
-            box.press("Enter")
-            page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old
-                                       && !el.textContent.includes('optimizing')
-                                       && eval(js)() !== rev""",
-                                       arg=[status, before["status"], before["revisions"], revisions_js])
-            times.append(1000 * (time.monotonic() - t0))
+            times.append(edit_until_redrawn(walk, f"{(2e-5, 5e-4)[k % 2] * (1 + k / 100):.6g}"))
     finally:
         busy.kill()
         busy.wait()
@@ -576,6 +576,26 @@ def timed_edits(walk: Walk, probe: KernelProbe) -> list[float]:
     walk.step(f"{EDITS} edits: Enter → redrawn p50 {percentile(times, 0.5):.0f} ms, "
               f"p95 {percentile(times, 0.95):.0f} ms (one busy process beside)")
     return times
+
+
+def edit_until_redrawn(walk: Walk, selectivity: str) -> float:
+    """Type ``selectivity`` into the selectivity box of the class chosen on the Query graph tab
+    and press Enter; wait until the status line shows the new plan and the explorer's charts
+    have redrawn.  Returns the milliseconds from Enter."""
+    page = walk.page
+    box = selectivity_box(walk.out)
+    status = walk.status.element_handle()
+    revisions_js = (f"() => Array.from(document.querySelectorAll({json.dumps(walk.within + ' .mqjoin-plotly')}))"
+                    ".map(e => e.dataset.revision).join()")
+    box.fill(selectivity)
+    before = {"status": status.text_content(), "revisions": page.evaluate(revisions_js)}
+    t0 = time.monotonic()
+    box.press("Enter")
+    page.wait_for_function("""([el, old, rev, js]) => el.textContent !== old
+                               && !el.textContent.includes('optimizing')
+                               && eval(js)() !== rev""",
+                           arg=[status, before["status"], before["revisions"], revisions_js])
+    return 1000 * (time.monotonic() - t0)
 
 
 def deploy_cold_and_warm(walk: Walk, probe: KernelProbe) -> list[float]:
@@ -719,3 +739,93 @@ def closing_the_page_with_a_deployment_running(walk: Walk, lab, probe: KernelPro
     bad = [line for line in after.splitlines() if SERVER_NOISE.search(line)]
     assert not bad, "the server's output after the page reloaded and closed mid-run:\n" + after[-4000:]
     walk.step("page reloaded, then closed, with a deployment running: nothing in the server's output")
+
+
+# --------------------------------------------------------------------------------------------
+# two notebooks with live explorers in one page, switched between
+# --------------------------------------------------------------------------------------------
+
+#: the notebook JupyterLab shows (the panels of the other notebooks are hidden)
+SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+#: whether the current tab of the page's main area is notebook ``n``'s
+SHOWN_TAB_JS = ("n => document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current')"
+                ".textContent.includes(n)")
+#: explorer tabs built on first opening (their charts are models made while the page is busy)
+FIRST_OPENED = ("Adaptivity", "JAQPOT", "PMJoin")
+
+
+def test_two_notebooks_in_one_page(lab, page, artifacts, pytestconfig, tmp_path):
+    """Two notebooks with live explorers in one JupyterLab page (tabs of its main area),
+    switched between :data:`SWITCHES` times with a CPU-bound process beside; each switch opens
+    a tab of the explorer shown that is built on first opening and then edits a selectivity.
+    After every switch the explorer shown responds (the edit redraws its charts, and every
+    figure is drawn as its kernel holds it), and at the end neither the browser console (no
+    "[anywidget] Failed to initialize model": a model whose module did not load within
+    anywidget's 2 s drops its updates), nor either kernel's log, nor the server's output
+    reports an error."""
+    walk = Walk(page, artifacts, progress(pytestconfig, page, time.monotonic()), within=SHOWN)
+    served = len(lab.log_tail(10 ** 9))
+    probes: dict[str, KernelProbe] = {}
+    try:
+        with failure_artifacts(page, artifacts, lambda: [e for p in probes.values() for e in p.log_errors]):
+            open_and_run(lab, page, SURVIVAL)
+            probes[SURVIVAL] = KernelProbe(lab, tmp_path / "jupyter-runtime", SURVIVAL)
+            walk.step(f"{SURVIVAL}: explorer rendered")
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one busy process beside
+            try:
+                open_beside_and_run(walk, BESIDE)
+                probes[BESIDE] = KernelProbe(lab, tmp_path / "jupyter-runtime", BESIDE)
+                walk.step(f"{BESIDE}: opened in the same page, explorer rendered")
+                for probe in probes.values():
+                    probe.run(KERNEL_FIGURES)
+                for k in range(SWITCHES):
+                    name = (SURVIVAL, BESIDE)[k % 2]
+                    switch_to(walk, name)
+                    walk.tab(FIRST_OPENED[k // 2 % len(FIRST_OPENED)])
+                    page.wait_for_function(KERNEL_IDLE_JS)
+                    walk.tab("Query graph")
+                    walk.select_class("lineitem.orderkey = orders.orderkey")
+                    ms = edit_until_redrawn(walk, f"{(2e-5, 5e-4)[k // 2 % 2] * (1 + k / 100):.6g}")
+                    n = assert_page_draws_the_kernels_figures(page, probes[name], f"switch {k + 1} to {name}")
+                    walk.step(f"switch {k + 1} to {name}: an edit redrawn in {ms:.0f} ms, {n} figures as the kernel "
+                              "holds them")
+            finally:
+                busy.kill()
+                busy.wait()
+            for probe in probes.values():
+                probe.drain()
+            assert not page.page_errors, page.page_errors
+            assert not page.console_errors, page.console_errors
+            assert not [e for p in probes.values() for e in p.log_errors], {n: p.log_errors for n, p in probes.items()}
+            assert_no_broken_widgets(page)
+            after = lab.log_tail(10 ** 9)[served:]
+            bad = [line for line in after.splitlines() if SERVER_NOISE.search(line)]
+            assert not bad, "the server's output while switching between notebooks:\n" + after[-4000:]
+            walk.step("two notebooks switched between: nothing in the browser console, the kernels' logs or the "
+                      "server's output")
+    finally:
+        for probe in probes.values():
+            probe.close()
+
+
+def open_beside_and_run(walk: Walk, name: str) -> None:
+    """Open notebook ``name`` from the file browser (a second tab of the page's main area), hide
+    the file browser again, run all its cells, wait for its explorer."""
+    page = walk.page
+    page.keyboard.press("Control+b")
+    page.locator(".jp-DirListing-item", has_text=name).dblclick()
+    page.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel').length === 2")
+    page.wait_for_function(SHOWN_TAB_JS, arg=name)
+    page.keyboard.press("Control+b")
+    page.wait_for_function(KERNEL_IDLE_JS)
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-item .lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    wait_explorer(page, within=walk.within)
+
+
+def switch_to(walk: Walk, name: str) -> None:
+    """Show notebook ``name`` (its tab in the page's main area); its explorer drawn."""
+    page = walk.page
+    page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text=name).click()
+    page.wait_for_function(SHOWN_TAB_JS, arg=name)
+    wait_explorer(page, within=walk.within)
