@@ -64,6 +64,7 @@ class RecordingComm:
         self.target_name = kwargs.get("target_name")
         self.open_data = kwargs.get("data")
         self.messages: list[dict] = []
+        self.buffers: list[list] = []  # each message's binary buffers, in the same order
         self.closed = False
 
     def open(self, *args, **kwargs):
@@ -75,6 +76,7 @@ class RecordingComm:
     def send(self, data=None, metadata=None, buffers=None):
         json.dumps(data, default=str)  # what a kernel would do: the message must serialise
         self.messages.append(data)
+        self.buffers.append(list(buffers or ()))
 
     def close(self, *args, **kwargs):
         self.closed = True

@@ -2,19 +2,41 @@
 // the model's current figure with Plotly.react, so a view opened later (a page reload, a
 // second view of the notebook) draws what the kernel holds, and an update never refers to
 // traces a view may not have.  plotly.js is the copy the Python package plotly ships; it comes
-// once per page from the kernel through a shared library model (no CDN, nothing per figure).
+// once per page from the kernel, asked for through a shared library model whose state is empty
+// (no CDN, nothing per figure, nothing in the state a reloaded page waits for).
 
 const KEY = "__mqjoinPlotly";
+const ASK_AGAIN_MS = 30000;
+
+// The kernel's answer to {event: "plotly.js"} on the library model: the templates, and
+// plotly.js as the message's buffer.  Answers go to every page of the kernel; one that arrives
+// for another page's question serves this one as well.  Asked again while unanswered (a
+// question sent as the kernel restarts is lost).
+function askKernel(lib) {
+  return new Promise((resolve) => {
+    const onMessage = (content, buffers) => {
+      if (!content || content.event !== "plotly.js" || !buffers || !buffers.length) return;
+      clearInterval(again);
+      lib.off("msg:custom", onMessage);
+      resolve({ source: buffers[0], templates: content.templates || {} });
+    };
+    lib.on("msg:custom", onMessage);
+    const ask = () => lib.send({ event: "plotly.js" });
+    const again = setInterval(ask, ASK_AGAIN_MS);
+    ask();
+  });
+}
 
 function library(model) {
   if (!globalThis[KEY]) {
     globalThis[KEY] = (async () => {
       const ref = String(model.get("_library")).replace(/^IPY_MODEL_/, "");
       const lib = await model.widget_manager.get_model(ref);
+      const { source, templates } = await askKernel(lib);
       // plotly.min.js is a UMD bundle that sets window.Plotly; loaded as a classic script from a
       // blob the browser parses it off the main thread (an eval of its 5 MB would block the page
       // for a second or more, and other widgets' set-up with it)
-      const url = URL.createObjectURL(new Blob([lib.get("source")], { type: "text/javascript" }));
+      const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
       try {
         await new Promise((resolve, reject) => {
           const script = document.createElement("script");
@@ -26,7 +48,7 @@ function library(model) {
       } finally {
         URL.revokeObjectURL(url);
       }
-      return { Plotly: globalThis.Plotly, templates: lib.get("templates") };
+      return { Plotly: globalThis.Plotly, templates };
     })();
     globalThis[KEY].catch(() => { globalThis[KEY] = null; });  // a later view tries again
   }

@@ -15,8 +15,11 @@ plain JSON — and replaces it whole on every update (one message; a value equal
 shown sends nothing).  Every view draws the current value with ``Plotly.react``, which
 redraws only what changed, so a view opened at any time draws what the kernel holds, and no
 update depends on what a view drew before.  The browser sends back only clicks.  plotly.js
-is the copy the Python package ships (:func:`plotly.offline.get_plotlyjs`), sent once per
-kernel in a shared :class:`PlotlyLibrary` model and loaded once per page (offline: no CDN).
+is the copy the Python package ships (:func:`plotly.offline.get_plotlyjs`, offline: no CDN),
+loaded once per page from the kernel's shared :class:`PlotlyLibrary` model — not in its
+state (a reloaded page asks the kernel for the state of every widget and gives up after a
+few seconds; 5 MB in that reply would miss the window on a loaded machine) but in the answer
+to a message the page sends when its first figure is about to draw.
 
 For the kernel side, ``view.data`` and ``view.layout`` are plotly objects of the figure shown
 (built when read, not validated), so code and tests read traces by name as from a plotly
@@ -39,6 +42,7 @@ False
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import pathlib
 import threading
@@ -47,6 +51,8 @@ from typing import Any
 import anywidget
 import ipywidgets as W
 import traitlets as T
+
+from mqjoin.widgets._kernel import unbound
 
 #: plotly's template of every figure of the explorer
 TEMPLATE = "plotly_white"
@@ -79,10 +85,43 @@ def plain(x: Any) -> Any:
 
 class PlotlyLibrary(W.Widget):
     """plotly.js and the figure templates, one model per kernel that every view's front end
-    loads once per page (see the module doc).  Use :func:`library`."""
+    loads once per page (see the module doc).  Use :func:`library`.
 
-    source = T.Unicode().tag(sync=True)
-    templates = T.Dict().tag(sync=True)
+    Its synced state is empty; the page asks with the message ``{"event": "plotly.js"}`` and
+    the kernel answers ``{"event": "plotly.js", "templates": {...}}`` with plotly.js as the
+    message's one binary buffer.  The answer names no request (:func:`.unbound`), as does
+    the model's opening: the kernel then handles every page's message to the model on that
+    page's own subshell, so a page reloaded or opened later still gets its answer.
+
+    >>> lib = PlotlyLibrary()
+    >>> sent = []
+    >>> lib.send = lambda content, buffers=None: sent.append((content, buffers))
+    >>> lib._on_request(lib, {"event": "plotly.js"}, [])
+    >>> (content, (source,)), = sent
+    >>> content["event"], list(content["templates"]), source[:40] == plotly_js()[:40]
+    ('plotly.js', ['plotly_white'], True)
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_msg(self._on_request)
+
+    def _on_request(self, _widget, content: Any, _buffers) -> None:
+        if not isinstance(content, dict) or content.get("event") != "plotly.js":
+            return
+        import plotly.io as pio
+
+        with unbound():
+            self.send({"event": "plotly.js", "templates": {TEMPLATE: plain(pio.templates[TEMPLATE].to_plotly_json())}},
+                      buffers=[plotly_js()])
+
+
+@functools.cache
+def plotly_js() -> bytes:
+    """plotly.js as the Python package ships it (UTF-8), read once."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode()
 
 
 _library: PlotlyLibrary | None = None
@@ -94,11 +133,8 @@ def library() -> PlotlyLibrary:
     global _library
     with _library_lock:
         if _library is None or _library.comm is None:
-            import plotly.io as pio
-            from plotly.offline import get_plotlyjs
-
-            _library = PlotlyLibrary(source=get_plotlyjs(),
-                                     templates={TEMPLATE: plain(pio.templates[TEMPLATE].to_plotly_json())})
+            with unbound():  # opened under no request: see the class doc
+                _library = PlotlyLibrary()
         return _library
 
 
@@ -198,4 +234,4 @@ class PlotlyView(_PlotlyAccess, anywidget.AnyWidget):
             t._dispatch_on_click(Points(point_inds=inds, xs=xs, ys=ys, trace_name=t.name, trace_index=ti), None)
 
 
-__all__ = ["PlotlyLibrary", "PlotlyView", "TEMPLATE", "library", "plain"]
+__all__ = ["PlotlyLibrary", "PlotlyView", "TEMPLATE", "library", "plain", "plotly_js"]
