@@ -46,7 +46,7 @@ are in ``benchmarks/RESULTS.md``).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.planning.optimizer import optimize
->>> from mqjoin.model.tables import Table
+>>> from mqjoin.model.tables import Column, Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -65,7 +65,7 @@ import math
 import numbers
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -75,8 +75,8 @@ import pyarrow as pa
 from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
-from mqjoin.model.tables import Table
-from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
+from mqjoin.model.tables import Column, Table
+from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, field_positions, layout_of, require_inputs,
                                   PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
 from mqjoin.runtime.windows import window_mask
 
@@ -136,7 +136,9 @@ def values_array(values: Any) -> np.ndarray:
     >>> values_array([1, None, 3]).tolist(), values_array(["x", None]).tolist()
     ([1.0, nan, 3.0], ['x', None])
     """
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+    if isinstance(values, Column):  # numbers already in one array (Parquet input): no Python object each
+        arr = pa.array(values.array)
+    elif isinstance(values, (pa.Array, pa.ChunkedArray)):
         arr = values
     else:
         values = list(values)
@@ -695,29 +697,99 @@ def batch_frames(arrivals: Iterable[tuple[str, tuple]], seqs: Iterable[int]) -> 
     return out
 
 
-def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None):
+class Arrivals:
+    """Every input tuple of a run in arrival order (``ts``, relation declaration rank, row: the
+    tie-break of docs/model.md §6) as arrays, cut into batches of :class:`Frame` values
+    (:meth:`frames`): a relation's fields are converted once, from the columns of its
+    :class:`~mqjoin.model.tables.Table` (a Parquet column's numpy array as it is), and a batch
+    takes its rows from them — no input tuple becomes a Python tuple.  ``need``: the fields
+    each relation's frames carry (:attr:`BatchExecutor.source_need`); the tables are checked
+    as every engine checks them (:func:`~mqjoin.runtime.rules.require_inputs`).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [a]}},"
+    ...                    " queries: {q: 'R(a), S(a)'}}")
+    >>> tables = {"R": Table.from_columns("R", {"ts": [1.0, 0.5], "a": [1, 2]}),
+    ...           "S": Table.from_columns("S", {"ts": [0.5], "a": [2]})}
+    >>> arr = Arrivals(w, tables, {"R": {0, 2}, "S": {0, 2}})
+    >>> len(arr), arr.span
+    (3, 0.5)
+    >>> {r: (f.seq.tolist(), f.cols[0][0].tolist(), f.cols[0][2].tolist()) for r, f in arr.frames(0, 3).items()}
+    {'R': ([0, 2], [1, 0], [2, 1]), 'S': ([1], [0], [2])}
+    """
+
+    def __init__(self, workload, tables: Mapping[str, Table], need: Mapping[str, Iterable[int]]):
+        rels = sorted((r for r in need), key=workload.relation_rank.__getitem__)
+        require_inputs(workload, tables, rels)
+        self.names = rels
+        self.need = [frozenset(need[r]) for r in rels]
+        self.fields: list[dict[int, np.ndarray]] = []
+        for r in rels:
+            t, attrs = tables[r], workload.relation(r).attributes
+            n = len(t)
+            cols: dict[int, np.ndarray] = {1: np.asarray(t.ts, dtype=np.float64)}
+            for f in need[r]:
+                if f == 0:
+                    cols[0] = np.arange(n, dtype=np.int64)
+                elif f >= 2:  # declared attributes no query joins on read as null when absent
+                    a = attrs[f - 2]
+                    cols[f] = values_array(t.columns[a]) if a in t.columns else np.full(n, np.nan)
+            self.fields.append(cols)
+        ts = np.concatenate([c[1] for c in self.fields]) if rels else np.empty(0)
+        rank = np.concatenate([np.full(len(c[1]), k, dtype=np.int32) for k, c in enumerate(self.fields)]) \
+            if rels else np.empty(0, dtype=np.int32)
+        row = np.concatenate([np.arange(len(c[1])) for c in self.fields]) if rels else _EMPTY
+        order = np.lexsort((row, rank, ts))
+        self.rel, self.row = rank[order], row[order]
+        #: the input's event-time span (max ts − min ts)
+        self.span = float(ts.max() - ts.min()) if len(ts) else 0.0
+
+    def __len__(self) -> int:
+        return len(self.rel)
+
+    def frames(self, lo: int, hi: int) -> dict[str, Frame]:
+        """The arrivals ``lo`` … ``hi − 1`` as one :class:`Frame` per relation (``seq``: their
+        arrival numbers; ``T``: their ``ts``)."""
+        rel, row = self.rel[lo:hi], self.row[lo:hi]
+        out = {}
+        for k in np.unique(rel).tolist():
+            pos = np.flatnonzero(rel == k)
+            rows = row[pos]
+            fields = self.fields[k]
+            cols = {f: fields[f][rows] for f in self.need[k]}
+            out[self.names[k]] = Frame((self.names[k],), [cols], pos + lo, cols[1] if 1 in cols else fields[1][rows])
+        return out
+
+
+def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None,
+               sink: Callable[[str, np.ndarray], None] | None = None):
     """Run ``plan`` over ``tables`` with the vectorised executor, ``batch`` arrivals at a time
     (None: all in one batch) — a :class:`~mqjoin.runtime.reference.RunResult` whose results
-    equal the reference executor's (``store_rows``: the most entries held after a batch)."""
+    equal the reference executor's (``store_rows``: the most entries held after a batch).
+    ``sink(query, rows)``: each batch's results are handed over as an ``n × k`` array of row
+    indices (e.g. to :class:`~mqjoin.model.tables.ResultWriter`) and not kept, so the run
+    holds its stores and one batch, whatever the number of results (``results`` is then empty)."""
     from mqjoin.runtime.reference import RunResult, store_messages
+    from mqjoin.support.gcpause import paused_gc
 
     w = plan.workload
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
     ex = BatchExecutor(plan)
-    n = len(order)
-    size = n if not batch else batch
+    arrivals = Arrivals(w, tables, ex.source_need)
+    n = len(arrivals)
+    size = max(n if not batch else batch, 1)
     results: dict[str, list] = {q.name: [] for q in w.queries}
     t0 = time.perf_counter()
-    for lo in range(0, n, max(size, 1)):
-        part = order[lo:lo + size]
-        got = ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
-        for q, (_, rows) in got.items():
-            results[q].extend(map(tuple, rows.tolist()))
+    with paused_gc():  # millions of entries per batch: no collections meanwhile
+        for lo in range(0, n, size):
+            got = ex.feed(arrivals.frames(lo, min(lo + size, n)))
+            for q, (_, rows) in got.items():
+                if sink is not None:
+                    if len(rows):
+                        sink(q, rows)
+                else:
+                    results[q].extend(map(tuple, rows.tolist()))
     seconds = time.perf_counter() - t0
     messages = dict(ex.messages)
-    all_ts = [tp[1] for rows in base.values() for tp in rows]
     return RunResult(results=results, probe_messages=messages, store_messages=store_messages(plan, messages),
                      store_rows={s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, input_tuples=n,
-                     seconds=seconds, duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
-                     counts=dict(ex.counts))
+                     seconds=seconds, duration=arrivals.span, counts=dict(ex.counts))
