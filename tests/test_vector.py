@@ -252,3 +252,25 @@ def test_arrivals_from_parquet_columns_are_the_reference_s_arrival_order(tmp_pat
     assert set(frames["S"].cols[0]) == {0, 2} and frames["S"].T.tolist() == [0.5, 1.0]
     plan = optimize(w).plan
     assert run_vector(plan, read, batch=2).result_sets() == oracle_results(w, tables)
+
+
+@pytest.mark.parametrize("seed,workload,tables", cases(6, start=100), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
+def test_a_merged_segment_keeps_the_index_built_from_its_entries(seed, workload, tables):
+    """Segments merged after every arrival carry their indexes merged, not sorted again: each
+    equals the index built from the merged entries (codes, groups and row order)."""
+    plan = optimize(workload).plan
+    ex = BatchExecutor(plan)
+    arr = vector.Arrivals(workload, tables, ex.source_need)
+    merged = 0
+    for lo in range(len(arr)):
+        ex.feed(arr.frames(lo, lo + 1))
+        for segs in ex.stores.values():
+            for seg in segs:
+                for pattern, index in seg.indexes.items():
+                    fresh = vector.Segment(seg.frame).index(pattern)
+                    assert index.codes.tolist() == fresh.codes.tolist(), seed
+                    assert index.rows.tolist() == fresh.rows.tolist() and index.count.tolist() == fresh.count.tolist()
+                    assert index.exact == fresh.exact
+                    merged += len(seg) > 1
+    assert merged or not len(arr)
