@@ -1,10 +1,13 @@
 """The plan chosen on the run's own data beside the plan chosen on exact sizes (a plan chosen on
-sampled statistics should ship and hold no more than the exact one): for each bundled TPC-H workload and data directory,
-the workload a command plans on for that data (:func:`mqjoin.datasets.fitting.fit_to_data`: the horizon the data's span,
-statistics measured again where the data contradicts the shipped ones, join sizes on a 10 % sample of join values for
-large inputs) and the same statistics with every join size counted exactly; both plans (``mqo``, ``single``) costed
-under the exact sizes: probe messages and store rows over the data's span, which a run counts within 0.2 %
-(benchmarks/RESULTS.md, "One model from the first click").  Also the seconds the check and the re-measurement took.
+sampled statistics should ship and hold no more than the exact one): for each bundled TPC-H
+workload and data directory, the workload a command plans on for that data
+(:func:`mqjoin.datasets.fitting.fit_to_data`: the horizon the data's span, statistics measured
+again where the data contradicts the shipped ones, join sizes on a sample of the join values for
+large inputs — 10 %, falling with the input beyond a million rows,
+:func:`~mqjoin.datasets.fitting.sizes_fraction`) and the same statistics with every join size
+counted exactly; both plans (``mqo``, ``single``) costed under the exact sizes: probe messages and
+store rows over the data's span, which a run counts within 0.2 % (benchmarks/RESULTS.md, "One
+model from the first click").  Also the seconds the check and the re-measurement took.
 
     python benchmarks/plan_on_data.py --data DIR [DIR …] [--workloads tpch_fig7a.yaml tpch_10q.yaml]
 """
