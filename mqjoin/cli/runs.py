@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from mqjoin.cli.adaptive import run_adaptive
+from mqjoin.cli.adaptive import ADAPTIVE_REASON, run_adaptive
 from mqjoin.cli.budget import budget_line, budget_options
 from mqjoin.cli.options import clash_only, optimize_args
 from mqjoin.cli.spark import BATCH_ROWS, run_spark, spark_check, spark_line, start_spark_ahead
@@ -133,7 +133,7 @@ def executor_choice(args: argparse.Namespace, budget: dict) -> tuple[str, str]:
     if budget:
         return "per-tuple", "--cpu-budget sheds probes tuple by tuple"
     if adaptive:
-        return "per-tuple", "re-optimisation switches plans between epochs"
+        return "per-tuple", ADAPTIVE_REASON
     return "vector", f"a static plan, up to {args.max_rows_per_batch or BATCH_ROWS:,} arrivals a batch"
 
 
