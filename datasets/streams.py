@@ -7,7 +7,7 @@ columns of up to millions of rows, so they write them with Arrow directly instea
 through :class:`mqjoin.model.tables.Table` (whose Python tuples are meant for the engine's inputs);
 the tests read every generated directory back with ``read_inputs``.
 
-Generated data lives outside git, under :func:`cache_root` (``$MQJOIN_CACHE``, else
+Generated data lives outside git, under :func:`~mqjoin.support.cachedir.cache_root` (``$MQJOIN_CACHE``, else
 ``~/.cache/mqjoin``).  Every generated directory has a ``manifest.json`` that records how it
 was made, so a second request with the same parameters is answered from the cache.
 
@@ -25,7 +25,6 @@ True
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,18 +33,6 @@ import numpy as np
 from mqjoin.model.errors import DataError
 
 MANIFEST = "manifest.json"
-
-
-def cache_root() -> Path:
-    """Root of generated data: ``$MQJOIN_CACHE`` if set, else ``~/.cache/mqjoin``.
-
-    >>> old = os.environ.get("MQJOIN_CACHE")
-    >>> os.environ["MQJOIN_CACHE"] = "/tmp/mq"; str(cache_root())
-    '/tmp/mq'
-    >>> _ = os.environ.pop("MQJOIN_CACHE") if old is None else os.environ.update(MQJOIN_CACHE=old)
-    """
-    env = os.environ.get("MQJOIN_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "mqjoin"
 
 
 def ensure_dir(path: str | Path) -> Path:

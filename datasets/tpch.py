@@ -48,7 +48,8 @@ from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.model.workload import Attr, Workload, load_workload
 from mqjoin.support.unionfind import UnionFind
 from mqjoin.datasets.arrivals import Arrival, arrival_times
-from mqjoin.datasets.streams import cache_root, ensure_dir, read_manifest, write_manifest, write_stream
+from mqjoin.datasets.streams import ensure_dir, read_manifest, write_manifest, write_stream
+from mqjoin.support.cachedir import cache_root
 
 Progress = Callable[[str], None]
 

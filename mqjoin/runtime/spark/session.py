@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mqjoin.model.errors import EngineError
+from mqjoin.runtime.spark import LOG4J, cds
 
 DEFAULT_MASTER = "local[*]"
-LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
 #: held while pyspark is imported: two threads importing its packages at once (a start ahead of a
@@ -182,7 +182,6 @@ _START_LOCK = threading.RLock()
 
 def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_partitions: int):
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
     running = SparkContext._active_spark_context
     if running is not None and master is not None and running.master != master:
@@ -205,16 +204,14 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
     }
     settings.update({k: str(v) for k, v in (conf or {}).items()})
-    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("mqjoin")
-    for k, v in settings.items():
-        builder = builder.config(k, v)
-    launch = _Launch()
+    archive = cds.java_options() if running is None and "spark.driver.extraJavaOptions" not in (conf or {}) else ""
     try:
-        with _quiet_jvm_stderr(launch):
-            spark = builder.getOrCreate()
-    except Exception as exc:  # noqa: BLE001 — Java failed to start, bad master URL, …
-        reason = launch.reason() or spark_message(exc)
-        raise EngineError(f"could not start Spark ({master or DEFAULT_MASTER}): {reason}") from None
+        spark = _get_or_create(master, settings, archive)
+    except EngineError:
+        if not archive:
+            raise
+        cds.forget()  # the class archive could not be used: start without it (docs in cds.py)
+        spark = _get_or_create(master, settings, "")
     for k, v in settings.items():  # an existing session: apply the SQL settings at least
         if k.startswith("spark.sql."):
             spark.conf.set(k, v)
@@ -224,6 +221,25 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
     spark.dataSource.register(ReplaySource)
     stop_with_the_kernel()
     return spark
+
+
+def _get_or_create(master: str | None, settings: Mapping[str, str], java_options: str):
+    """``SparkSession.builder…getOrCreate()`` with ``settings``, the driver JVM also given
+    ``java_options``; a failure to start as an :class:`EngineError` naming the reason."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("mqjoin")
+    for k, v in settings.items():
+        if k == "spark.driver.extraJavaOptions" and java_options:
+            v = f"{java_options} {v}"
+        builder = builder.config(k, v)
+    launch = _Launch()
+    try:
+        with _quiet_jvm_stderr(launch):
+            return builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 — Java failed to start, bad master URL, …
+        reason = launch.reason() or spark_message(exc)
+        raise EngineError(f"could not start Spark ({master or DEFAULT_MASTER}): {reason}") from None
 
 
 #: the IPython shells whose shutdown stops Spark (:func:`stop_with_the_kernel`), by id

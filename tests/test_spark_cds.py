@@ -1,0 +1,80 @@
+"""The Spark driver JVM's class archive (mqjoin/runtime/spark/cds.py): made once, used by later
+starts, and never the reason a start fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mqjoin.runtime.spark import cds
+
+START = r"""
+import json
+from mqjoin.runtime.spark.session import spark_session
+spark = spark_session()
+jvm = spark.sparkContext._jvm
+args = [str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()]
+maps = open(f"/proc/{spark.sparkContext._gateway.proc.pid}/maps").read()  # the files the JVM has mapped
+print(json.dumps({"sum": spark.range(10).selectExpr("sum(id)").collect()[0][0], "args": args, "maps": maps}))
+spark.stop()
+"""
+
+
+def start_spark(env: dict, cwd) -> dict:
+    out = subprocess.run([sys.executable, "-c", START], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_maker_at_work_is_not_started_twice(tmp_path, monkeypatch):
+    monkeypatch.setenv("MQJOIN_CACHE", str(tmp_path))
+    path = cds.archive_path()
+    path.parent.mkdir(parents=True)
+    cds._lock(path).write_text("1")
+    assert cds.start_maker(path) is False and cds.make(path) is False and not path.exists()
+    old = time.time() - cds.STALE_LOCK - 1  # a lock left by a maker that died no longer counts
+    os.utime(cds._lock(path), (old, old))
+    assert cds._locked(path) is False
+
+
+@pytest.mark.slow
+def test_a_broken_archive_costs_the_start_nothing_and_is_removed(tmp_path):
+    """A partly written archive makes the JVM abort at once: the start is retried without it."""
+    java = cds._java()
+    tiny = tmp_path / "tiny.jsa"
+    subprocess.run([java, f"-XX:ArchiveClassesAtExit={tiny}", "-Xlog:disable", "-version"], check=True,
+                   capture_output=True)
+    env = dict(os.environ, MQJOIN_CACHE=str(tmp_path / "cache"))
+    path = subprocess.run([sys.executable, "-c", "from mqjoin.runtime.spark import cds; print(cds.archive_path())"],
+                          env=env, capture_output=True, text=True, check=True).stdout.strip()
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(tiny.read_bytes()[:4096])
+    broken = subprocess.run([java, f"-XX:SharedArchiveFile={path}", cds.QUIET, "-version"], cwd=tmp_path,
+                            capture_output=True)
+    assert broken.returncode != 0  # the JVM alone cannot start with it
+    got = start_spark(env, tmp_path)
+    assert got["sum"] == 45 and not any("SharedArchiveFile" in a for a in got["args"])
+    assert not os.path.exists(path)
+
+
+@pytest.mark.slow
+def test_the_archive_made_once_is_used_by_the_next_start(tmp_path):
+    path = cds.archive_path()  # the user's cache: made here if no start has made it yet
+    deadline = time.monotonic() + 900
+    while not path.is_file() and time.monotonic() < deadline:
+        if cds._locked(path):  # another maker at work (a start set one off): wait for it
+            time.sleep(5)
+        else:
+            assert cds.make(path)
+    assert path.is_file()
+    got = start_spark(dict(os.environ), tmp_path)
+    assert got["sum"] == 45 and f"-XX:SharedArchiveFile={path}" in got["args"]
+    assert str(path) in got["maps"]  # mapped: in use, not only named
+    off = start_spark(dict(os.environ, MQJOIN_SPARK_CDS="0"), tmp_path)
+    assert not any("SharedArchiveFile" in a for a in off["args"])
