@@ -30,6 +30,42 @@ def load_named_workload(path: str):
     return load_workload(p)
 
 
+#: the default selectivity a workload without selectivities is read with by ``stats``, which
+#: estimates every class's: a placeholder, left out of what ``stats --write`` writes
+PLACEHOLDER_SELECTIVITY = 1.0
+
+
+def load_for_estimation(path: str):
+    r"""``(workload, placeholder)``: the workload at ``path`` (as :func:`load_named_workload`)
+    for ``stats``, which estimates its selectivities — so one with a class that has none, and
+    no ``defaults.selectivity``, is read with :data:`PLACEHOLDER_SELECTIVITY` as that default
+    (``placeholder`` True).
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "w.yaml"
+    >>> _ = f.write_text('relations: {R: {attributes: [a]}, S: {attributes: [a]}}\nqueries: {q: "R(a), S(a)"}')
+    >>> w, placeholder = load_for_estimation(str(f))
+    >>> placeholder, w.defaults.selectivity
+    (True, 1.0)
+    """
+    from mqjoin.model.errors import SelectivityError
+    from mqjoin.model.spec import read_yaml
+    from mqjoin.model.workload import Workload
+
+    try:
+        return load_named_workload(path), False
+    except SelectivityError as e:
+        if "no selectivity for the class" not in str(e):
+            raise
+        p = Path(path) if Path(path).exists() else bundled_workload(path) or Path(path)
+        spec = dict(read_yaml(p.read_text(encoding="utf-8")))
+        spec["defaults"] = {**(spec.get("defaults") or {}), "selectivity": PLACEHOLDER_SELECTIVITY}
+        try:
+            return Workload.from_spec(spec), True
+        except SelectivityError as again:
+            raise type(again)(f"{p.name}: {again}") from None
+
+
 def fitted_inputs(workload: str, data: str, as_written: bool = False):
     """``(tables, fit)``: the inputs in ``data`` of the workload named ``workload``, and the
     workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): unless
@@ -118,7 +154,7 @@ def cmd_data_synthetic(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from mqjoin.datasets.stats import statistics_from_data
 
-    w = load_named_workload(args.workload)
+    w, placeholder = load_for_estimation(args.workload)
     if args.sample < 0:
         raise OptionError(f"--sample must be a number of rows >= 2, or 0 for exact counts; got {args.sample}")
     if args.sizes is not None and not (0 < args.sizes <= 1):
@@ -135,8 +171,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         attrs = [parse_attr_ref(a, by_name, "--per-value") for a in args.per_value] or None
         per_value = value_rates(w, read_inputs(w, args.data), attrs)
     if args.write:
-        write_text(args.write, stats.to_yaml(w, f"workload {args.workload} with statistics estimated by "
-                                              f"'mqjoin stats' from {args.data}"))
+        title = f"workload {args.workload} with statistics estimated by 'mqjoin stats' from {args.data}"
+        write_text(args.write, stats.to_yaml(w, title, keep_default_selectivity=not placeholder))
     if args.json:
         extra = {} if per_value is None else \
             {"value_rates": {str(a): [[plain_value(v), r] for v, r in rates.items()] for a, rates in per_value.items()}}

@@ -328,11 +328,18 @@ class Statistics:
             lines += [f"  {m.describe()}" for m in self.sizes]
         return "\n".join(lines)
 
-    def to_yaml(self, workload: Workload, title: str = "") -> str:
-        """The applied workload as YAML, headed by comments that state the estimates' precision."""
+    def to_yaml(self, workload: Workload, title: str = "", keep_default_selectivity: bool = True) -> str:
+        """The applied workload as YAML, headed by comments that state the estimates' precision
+        (without ``keep_default_selectivity``, its ``defaults.selectivity`` left out: every class
+        has its estimate)."""
         head = ([f"# {line}" if line else "#" for line in title.splitlines()] if title else []) + \
                [f"# {line}" if line else "#" for line in self.render().splitlines()]
-        return "\n".join(head) + "\n" + workload_yaml(self.apply(workload))
+        applied = self.apply(workload)
+        if not keep_default_selectivity:
+            spec = applied.to_spec()
+            spec["defaults"].pop("selectivity", None)
+            applied = Workload.from_spec(spec)
+        return "\n".join(head) + "\n" + workload_yaml(applied)
 
 
 def _parse_pair(equality: str) -> set[Attr]:

@@ -439,7 +439,7 @@ def test_cli_adaptive_run_with_changes_json_and_check(tmp_path):
              "--changes", str(tmp_path / "changes.yaml"), "--check", "--json")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    assert s["check"] == "equal to the oracle"
+    assert s["check"] == "equal to the oracle" and s["executor"] == "per-tuple"
     assert s["lifetimes"] == {"q1": {"added": None, "removed": 8}, "q2": {"added": 5, "removed": None}}
     assert [d["reason"] for d in s["decisions"] if d["switched"]][1:] == ["query change: +q2", "query change: −q1"]
     assert (tmp_path / "out" / "q2.parquet").exists()

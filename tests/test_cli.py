@@ -358,3 +358,36 @@ def test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions(tmp_path
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mqjoin: spark mode distributed — asked for (--spark-mode distributed)" in r.stderr
+
+
+@pytest.mark.parametrize("extra,executor", [([], "vector"), (["--max-rows-per-batch", "7"], "vector"),
+                                            (["--executor", "per-tuple"], "per-tuple")])
+def test_run_picks_the_vector_executor_for_a_static_plan_and_both_equal_the_oracle(capsys, tmp_path, extra,
+                                                                                  executor):
+    """The default engine runs a static plan a batch at a time on the vectorised executor (any
+    batch size), or tuple by tuple when asked: the same result sets (the oracle's), the same
+    probe messages, and the summary says which executor ran and why."""
+    code, out, err = run_cli(capsys, *_fig3_run_args(tmp_path), "--json", "--check", *extra)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["engine"] == "reference" and d["executor"] == executor and d["executor_reason"]
+    assert d["check"] == "equal to the oracle"
+    (tmp_path / "other").mkdir()
+    code, out, _ = run_cli(capsys, *_fig3_run_args(tmp_path / "other"), "--json",
+                           "--executor", "vector" if executor == "per-tuple" else "per-tuple")
+    other = json.loads(out)
+    assert other["probe_messages"] == d["probe_messages"] and other["queries"] == d["queries"]
+    def messages(summary):  # the predicted block's probe messages, measured as the per-tuple executor counts them
+        return [s for s in summary["predicted"]["steps"] if s["kind"] == "messages"]
+    assert messages(other) == messages(d) and messages(d)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--executor", "vector", "--cpu-budget", "10"], "--cpu-budget runs on the per-tuple executor"),
+    (["--executor", "vector", "--adaptive"], "--adaptive/--changes/--static runs on the per-tuple executor"),
+    (["--executor", "per-tuple", "--engine", "spark"], "leave it out with --engine spark"),
+    (["--max-rows-per-batch", "0"], "--max-rows-per-batch must be at least 1, not 0"),
+])
+def test_executor_options_that_cannot_hold_are_one_line_errors(capsys, tmp_path, extra, needle):
+    code, _, err = run_cli(capsys, *_fig3_run_args(tmp_path), *extra)
+    assert code == 2 and needle in err and err.count("\n") == 1, err

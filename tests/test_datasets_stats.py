@@ -220,6 +220,32 @@ def test_stats_cli_on_the_shipped_sample(tmp_path, capsys):
     assert sampled and all(p["ci95"][0] <= p["value"] <= p["ci95"][1] for p in sampled)
 
 
+def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, capsys):
+    """What `stats` estimates need not be there: a workload with no selectivity for a class (and
+    no default) is estimated, and the workload written has the estimate and no default."""
+    w = tmp_path / "clicks.yaml"
+    w.write_text('relations: {clicks: {attributes: [user, page]}, pages: {attributes: [page]}, '
+                 'users: {attributes: [user]}}\n'
+                 'queries: {q: "clicks(user, page), pages(page), users(user)"}\n'
+                 'selectivities: {clicks.user = users.user: 0.5}\n')
+    tables = {"clicks": Table.from_columns("clicks", {"ts": [0, 1, 2, 3], "user": [1, 1, 2, 2], "page": [1, 2, 1, 3]}),
+              "pages": Table.from_columns("pages", {"ts": [0, 1], "page": [1, 2]}),
+              "users": Table.from_columns("users", {"ts": [0, 1], "user": [1, 3]})}
+    write_inputs(tables, tmp_path / "data")
+    out = tmp_path / "out.yaml"
+    code = main(["stats", str(w), "--data", str(tmp_path / "data"), "--write", str(out)])
+    assert code == 0, capsys.readouterr().err
+    fitted = load_workload(out)
+    assert fitted.defaults.selectivity is None
+    assert fitted.selectivity_of(Attr("clicks", "page"), Attr("pages", "page")) == pytest.approx(3 / 8)
+    assert fitted.selectivity_of(Attr("clicks", "user"), Attr("users", "user")) == pytest.approx(2 / 8)
+    # a selectivity given wrongly is still the user's to fix
+    w.write_text(w.read_text().replace("0.5", "1.5"))
+    code = main(["stats", str(w), "--data", str(tmp_path / "data")])
+    err = capsys.readouterr().err
+    assert code == 2 and "1.5" in err and err.count("\n") == 1
+
+
 def test_stats_cli_errors_are_one_line(tmp_path, capsys):
     code = main(["stats", "tpch_fig7a.yaml", "--data", str(tmp_path / "nope")])
     err = capsys.readouterr().err

@@ -117,7 +117,9 @@ def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
     args = [str(wl), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--planner", "tree",
             "--tree-shape", "deep", "--check"]
     assert main(["run", *args, "--cpu-budget", "150", "--allocation", "globalhjpr", "--json"]) == 0
-    b = json.loads(capsys.readouterr().out)["budget"]
+    d = json.loads(capsys.readouterr().out)
+    b = d["budget"]
+    assert (d["executor"], d["executor_reason"]) == ("per-tuple", "--cpu-budget sheds probes tuple by tuple")
     assert b["allocation"] == "GlobalHJPR" and b["cpu_budget"] == 150 and b["shed"] > 0
     got = read_results(load_workload(wl), tmp_path / "out")["q"]
     full = b["unbounded_results"]["q"]

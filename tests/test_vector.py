@@ -210,3 +210,67 @@ def test_driver_mode_restarts_from_its_journal_with_nothing_lost_or_duplicated(s
     ref = run_reference(plan, tables)
     assert dict(second.ex.messages) == ref.probe_messages
     assert dict(second.ex.counts) == ref.counts
+
+
+def test_a_sink_gets_each_batch_s_results_as_arrays_and_the_run_keeps_none():
+    """What `mqjoin run` relies on: with a sink, the results leave a batch as an ``n × k``
+    array of row indices (never Python tuples) and the run holds none of them; the arrays
+    together are the oracle's result sets, in arrival order of their triggers."""
+    seed, w, tables = cases(3)[2]
+    plan = optimize(w).plan
+    want = oracle_results(w, tables)
+    got: dict[str, list] = {q: [] for q in want}
+
+    def sink(q, rows):
+        assert isinstance(rows, np.ndarray) and rows.dtype == np.int64 and rows.shape[1] == len(w.query(q).relations)
+        got[q].append(rows)
+
+    run = run_vector(plan, tables, batch=3, sink=sink)
+    assert all(r == [] for r in run.results.values())
+    sets = {q: {tuple(r) for a in parts for r in a.tolist()} for q, parts in got.items()}
+    assert sets == want and run.counts == {q: len(v) for q, v in want.items()}
+
+
+def test_arrivals_from_parquet_columns_are_the_reference_s_arrival_order(tmp_path):
+    """The vectorised run reads a Parquet input's numpy columns as they are, in the arrival
+    order every engine follows (ties of ``ts`` by declaration rank, then row)."""
+    from mqjoin.model.tables import Column, read_inputs, write_inputs
+
+    w = parse_workload("{defaults: {selectivity: 0.5, window: 2}, relations: {R: {attributes: [a]}, "
+                       "S: {attributes: [a, b]}}, queries: {q: 'R(a), S(a)'}}")
+    tables = {"R": Table.from_columns("R", {"ts": [1.0, 0.0, 1.0], "a": [1, 2, 2]}),
+              "S": Table.from_columns("S", {"ts": [1.0, 0.5], "a": [2.0, 1.0], "b": ["x", None]})}
+    write_inputs(tables, tmp_path)
+    read = read_inputs(w, tmp_path)
+    assert isinstance(read["R"].columns["a"], Column)
+    arr = vector.Arrivals(w, read, {"R": {0, 1, 2}, "S": {0, 2}})
+    base = base_tuples(w, tables, ["R", "S"])
+    order = arrival_order(base, w.relation_rank)
+    frames = arr.frames(0, len(arr))
+    assert [(r, int(row)) for _, r, row in sorted((s, r, row) for r, f in frames.items()
+                                                  for s, row in zip(f.seq.tolist(), f.cols[0][0].tolist()))] == order
+    assert set(frames["S"].cols[0]) == {0, 2} and frames["S"].T.tolist() == [0.5, 1.0]
+    plan = optimize(w).plan
+    assert run_vector(plan, read, batch=2).result_sets() == oracle_results(w, tables)
+
+
+@pytest.mark.parametrize("seed,workload,tables", cases(6, start=100), ids=lambda v: str(v) if isinstance(v, int)
+                         else "")
+def test_a_merged_segment_keeps_the_index_built_from_its_entries(seed, workload, tables):
+    """Segments merged after every arrival carry their indexes merged, not sorted again: each
+    equals the index built from the merged entries (codes, groups and row order)."""
+    plan = optimize(workload).plan
+    ex = BatchExecutor(plan)
+    arr = vector.Arrivals(workload, tables, ex.source_need)
+    merged = 0
+    for lo in range(len(arr)):
+        ex.feed(arr.frames(lo, lo + 1))
+        for segs in ex.stores.values():
+            for seg in segs:
+                for pattern, index in seg.indexes.items():
+                    fresh = vector.Segment(seg.frame).index(pattern)
+                    assert index.codes.tolist() == fresh.codes.tolist(), seed
+                    assert index.rows.tolist() == fresh.rows.tolist() and index.count.tolist() == fresh.count.tolist()
+                    assert index.exact == fresh.exact
+                    merged += len(seg) > 1
+    assert merged or not len(arr)

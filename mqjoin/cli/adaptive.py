@@ -12,6 +12,9 @@ from mqjoin.datasets.commands import load_named_workload
 from mqjoin.model.errors import OptionError, ResultMismatchError
 from mqjoin.planners.registry import planner_of
 
+#: why re-optimisation runs on the per-tuple executor (``executor_reason`` in ``--json``)
+ADAPTIVE_REASON = "re-optimisation switches plans between epochs"
+
 
 def run_adaptive(args: argparse.Namespace) -> int:
     from mqjoin.adaptive.policy import AdaptivePolicy, lifetime_of, lifetimes, load_changes
@@ -39,7 +42,9 @@ def run_adaptive(args: argparse.Namespace) -> int:
         tables = read_inputs(full, args.data)
         run = run_adaptive(w, tables, policy, changes, speedup=args.speedup or 1.0, optimizer=optimizer)
         write_results(full, run.results, args.out)
-        summary = {"engine": "reference", "adaptive": True, **run.summary(), "out": str(args.out)}
+        summary = {"engine": "reference", "executor": "per-tuple",
+                   "executor_reason": ADAPTIVE_REASON, "adaptive": True,
+                   **run.summary(), "out": str(args.out)}
     if args.check:
         from mqjoin.runtime.oracle import adaptive_oracle_results
 

@@ -66,6 +66,15 @@ def planner_args(p: argparse.ArgumentParser, default: str | None = "clash") -> N
 
 
 
+def executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("auto", "vector", "per-tuple"), default="auto",
+                   help="the reference engine's executor: vector (a batch of arrivals at a time as column arrays, "
+                        "--max-rows-per-batch of them; results written a batch at a time), per-tuple (one arrival "
+                        "at a time: what --cpu-budget and --adaptive/--changes/--static run on) or auto (the "
+                        "default: vector for a static plan, per-tuple where only it applies; the choice and its "
+                        "reason are printed)")
+
+
 def spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Spark engines")
     g.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
@@ -79,7 +88,8 @@ def spark_args(p: argparse.ArgumentParser) -> None:
                    "as the engine takes them)")
     g.add_argument("--speedup", type=float, metavar="X", help="replay at X times event time")
     g.add_argument("--max-rows-per-batch", type=int, metavar="N", help="cap a micro-batch at N input tuples (default "
-                   f"{BATCH_ROWS:,} when unpaced: the memory of a run follows one batch's results, not all of them)")
+                   f"{BATCH_ROWS:,} when unpaced: the memory of a run follows one batch's results, not all of them; "
+                   "also the batch of the reference engine's vector executor)")
     g.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory: rerun with the same DIR and --out "
                    "to resume a stopped or killed run (default: a temporary one)")
     g.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
@@ -147,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--engine", choices=("reference", "spark", "native"), default="reference",
                    help="reference (in-process), spark (the plan on Spark Structured Streaming) or native "
                         "(Spark's own stream-stream joins, one query each: the baseline)")
+    executor_args(r)
     optimizer_args(r)
     spark_args(r)
     adaptive_args(r)

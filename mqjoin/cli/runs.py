@@ -1,4 +1,4 @@
-"""The commands that run: ``run`` (the reference engine, Spark, adaptive, a CPU budget),
+"""The commands that run: ``run`` (the reference engine — vectorised or per tuple —, Spark, adaptive, a CPU budget),
 ``synth`` and ``demo``."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from mqjoin.cli.adaptive import run_adaptive
+from mqjoin.cli.adaptive import ADAPTIVE_REASON, run_adaptive
 from mqjoin.cli.budget import budget_line, budget_options
 from mqjoin.cli.options import clash_only, optimize_args
-from mqjoin.cli.spark import run_spark, spark_check, spark_line, start_spark_ahead
+from mqjoin.cli.spark import BATCH_ROWS, run_spark, spark_check, spark_line, start_spark_ahead
 from mqjoin.datasets.commands import fitted_inputs, load_named_workload
 from mqjoin.model.errors import OptionError, ResultMismatchError
 from mqjoin.planners.registry import planner_of
@@ -20,11 +20,13 @@ from mqjoin.planners.registry import planner_of
 def cmd_run(args: argparse.Namespace) -> int:
     from mqjoin.model.tables import ResultWriter, read_results
     from mqjoin.runtime.reference import run_reference
+    from mqjoin.runtime.vector import run_vector
     from mqjoin.support.phases import Phases
 
     budget = budget_options(args)
     if budget and (args.adaptive or args.changes or args.static):
         raise OptionError("--cpu-budget runs a static binary tree plan; leave out --adaptive/--changes/--static")
+    executor, why = executor_choice(args, budget)
 
     if args.adaptive or args.changes or args.static:
         if not planner_of(args.planner).replans:
@@ -46,21 +48,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                 with phases("output"):
                     put.add(q, entries)
             t0 = time.perf_counter()
-            run = run_reference(res.plan, tables, sink=sink, **budget)
+            if executor == "vector":
+                run = run_vector(res.plan, tables, batch=args.max_rows_per_batch or BATCH_ROWS, sink=sink)
+            else:
+                run = run_reference(res.plan, tables, sink=sink, **budget)
             phases.add("batches", time.perf_counter() - t0 - phases.seconds.get("output", 0.0))
             with phases("output"):
                 put.close()
         from mqjoin.planning.measured import check_run
 
         check = check_run(res.plan, run.probe_messages, run.store_rows, run.duration)
-        summary = {"engine": args.engine, "mode": args.mode, "partitioning": args.partitioning,
-                   "predicted_probe_cost": res.probe_cost, **run.summary(), "out": str(args.out),
+        summary = {"engine": args.engine, "executor": executor, "executor_reason": why, "mode": args.mode,
+                   "partitioning": args.partitioning, "predicted_probe_cost": res.probe_cost, **run.summary(),
+                   "out": str(args.out),
                    "statistics": fit.to_dict(), "predicted": check.to_dict()}
         counts = dict(run.counts)
         if budget:
             from mqjoin.runtime.shedding import deficit
 
-            full = run_reference(res.plan, tables, collect=False).counts
+            full = run_vector(res.plan, tables, batch=BATCH_ROWS, sink=_discard).counts
             summary["budget"].update(unbounded_results=full, deficit=deficit(counts, full))
     else:
         d = run_spark(args, res.plan, tables, spark=starting, phases=phases)
@@ -91,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         if args.engine == "reference":
             print(f"{run.input_tuples} input tuples in {run.seconds:.2f}s ({run.throughput:,.0f} tuples/s), "
-                  f"{run.total_probe_messages} probe messages")
+                  f"{run.total_probe_messages} probe messages; {executor} executor ({why})")
             print(check.render())
             if budget:
                 print(budget_line(summary["budget"]))
@@ -105,6 +111,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.check:
             print(summary["check"])
     return 0
+
+
+def executor_choice(args: argparse.Namespace, budget: dict) -> tuple[str, str]:
+    """The reference engine's executor for ``run``'s options and why: the vectorised one
+    (:mod:`mqjoin.runtime.vector`, a batch of arrivals at a time) for a static plan; the
+    per-tuple one where only it applies — a CPU budget sheds probes tuple by tuple, and
+    re-optimisation switches plans between epochs (:mod:`mqjoin.runtime.epochs`)."""
+    given = args.executor
+    adaptive = args.adaptive or args.changes or args.static
+    if given != "auto" and args.engine != "reference":
+        raise OptionError(f"--executor chooses the reference engine's executor; leave it out with --engine "
+                          f"{args.engine}")
+    if given == "vector" and (budget or adaptive):
+        what = "--cpu-budget" if budget else "--adaptive/--changes/--static"
+        raise OptionError(f"{what} runs on the per-tuple executor: leave out --executor vector")
+    if args.max_rows_per_batch is not None and args.max_rows_per_batch < 1:
+        raise OptionError(f"--max-rows-per-batch must be at least 1, not {args.max_rows_per_batch}")
+    if given != "auto":
+        return given, "--executor"
+    if budget:
+        return "per-tuple", "--cpu-budget sheds probes tuple by tuple"
+    if adaptive:
+        return "per-tuple", ADAPTIVE_REASON
+    return "vector", f"a static plan, up to {args.max_rows_per_batch or BATCH_ROWS:,} arrivals a batch"
+
+
+def _discard(query: str, rows) -> None:
+    """A results sink that keeps nothing (a run counted only)."""
 
 
 def _phases_line(p: dict) -> str:

@@ -20,7 +20,7 @@ all the arrivals of a batch at once, as column arrays (numpy):
   per access pattern, its entries grouped by key code with the distinct codes in a hash table
   (:class:`KeyIndex`, built on first use), so a probe costs a hash look-up per travelling
   tuple and a small batch does not pay for a large store.  Segments of similar size are
-  merged (a log-structured merge: a store of ``n`` entries has ``O(log n)`` segments; with
+  merged, their indexes with them (a log-structured merge: a store of ``n`` entries has ``O(log n)`` segments; with
   ``merge_cap`` set, no merge makes a segment of more entries than that, so no batch rewrites
   a large part of a store, for ``n / merge_cap`` more segments);
   entries outside every window are dropped when a quarter of a segment has expired (probes
@@ -46,7 +46,7 @@ are in ``benchmarks/RESULTS.md``).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.planning.optimizer import optimize
->>> from mqjoin.model.tables import Table
+>>> from mqjoin.model.tables import Column, Table
 >>> w = parse_workload('''
 ... defaults: {selectivity: 0.5, window: 1, parallelism: 2}
 ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
@@ -65,7 +65,7 @@ import math
 import numbers
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -75,8 +75,8 @@ import pyarrow as pa
 from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
-from mqjoin.model.tables import Table
-from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_order, base_tuples, field_positions, layout_of,
+from mqjoin.model.tables import Column, Table
+from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, field_positions, layout_of, require_inputs,
                                   PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
 from mqjoin.runtime.windows import window_mask
 
@@ -136,7 +136,9 @@ def values_array(values: Any) -> np.ndarray:
     >>> values_array([1, None, 3]).tolist(), values_array(["x", None]).tolist()
     ([1.0, nan, 3.0], ['x', None])
     """
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+    if isinstance(values, Column):  # numbers already in one array (Parquet input): no Python object each
+        arr = pa.array(values.array)
+    elif isinstance(values, (pa.Array, pa.ChunkedArray)):
         arr = values
     else:
         values = list(values)
@@ -254,19 +256,39 @@ def _int_partition_keys(ints: np.ndarray) -> np.ndarray:
 
 class KeyIndex:
     """A run's entries grouped by key code: the distinct codes in a hash table
-    (:class:`pandas.Index`), each with its entries ``rows[start:start + count]``."""
+    (:class:`pandas.Index`), each with its entries ``rows[start:start + count]`` (ascending
+    codes; equal codes in the order of ``rows`` given).  ``presorted``: ``codes`` ascend
+    already and ``rows`` follow them (:meth:`merge`)."""
 
     __slots__ = ("codes", "start", "count", "rows", "exact")
 
-    def __init__(self, codes: np.ndarray, rows: np.ndarray, exact: bool):
-        order = np.argsort(codes, kind="stable")
-        sk = codes[order]
-        first = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]]) if len(sk) else _EMPTY
-        self.codes = pd.Index(sk[first])
+    def __init__(self, codes: np.ndarray, rows: np.ndarray, exact: bool, presorted: bool = False):
+        if not presorted:
+            order = np.argsort(codes, kind="stable")
+            codes, rows = codes[order], rows[order]
+        first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else _EMPTY
+        self.codes = pd.Index(codes[first])
         self.start = first
-        self.count = np.diff(np.r_[first, len(sk)])
-        self.rows = rows[order]
+        self.count = np.diff(np.r_[first, len(codes)])
+        self.rows = rows
         self.exact = exact
+
+    @staticmethod
+    def merge(a: "KeyIndex", b: "KeyIndex", offset: int) -> "KeyIndex":
+        """The index of two runs put one after the other (``b``'s rows ``offset`` on), from
+        their indexes: their sorted codes are two ascending runs, which a stable sort merges
+        in one linear pass (no sort again) — the same index as built from the joined run.
+
+        >>> a = KeyIndex(np.array([5, 3, 5]), np.arange(3), True)
+        >>> b = KeyIndex(np.array([3, 9]), np.arange(2), True)
+        >>> m, whole = KeyIndex.merge(a, b, 3), KeyIndex(np.array([5, 3, 5, 3, 9]), np.arange(5), True)
+        >>> m.codes.tolist(), m.rows.tolist(), m.count.tolist(), whole.rows.tolist()
+        ([3, 5, 9], [1, 3, 0, 2, 4], [2, 2, 1], [1, 3, 0, 2, 4])
+        """
+        codes = np.concatenate([np.repeat(a.codes.to_numpy(), a.count), np.repeat(b.codes.to_numpy(), b.count)])
+        order = np.argsort(codes, kind="stable")  # timsort: two ascending runs, merged
+        return KeyIndex(codes[order], np.concatenate([a.rows, b.rows + offset])[order], a.exact and b.exact,
+                        presorted=True)
 
     def match(self, pcodes: np.ndarray, pidx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (probe row of ``pidx``, entry row) with equal codes."""
@@ -629,7 +651,10 @@ class BatchExecutor:
                 cap is None or len(segs[-2]) + len(segs[-1]) <= cap):
             b = segs.pop()
             a = segs.pop()
-            segs.append(Segment(Frame.concat([a.frame, b.frame])))
+            merged = Segment(Frame.concat([a.frame, b.frame]))
+            for pattern, index in a.indexes.items():  # built once, then merged: never sorted again
+                merged.indexes[pattern] = KeyIndex.merge(index, b.index(pattern), len(a))
+            segs.append(merged)
 
     def purge(self) -> None:
         """Count the entries a later arrival can still join (``T − ts ≤ window`` for every
@@ -695,29 +720,99 @@ def batch_frames(arrivals: Iterable[tuple[str, tuple]], seqs: Iterable[int]) -> 
     return out
 
 
-def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None):
+class Arrivals:
+    """Every input tuple of a run in arrival order (``ts``, relation declaration rank, row: the
+    tie-break of docs/model.md §6) as arrays, cut into batches of :class:`Frame` values
+    (:meth:`frames`): a relation's fields are converted once, from the columns of its
+    :class:`~mqjoin.model.tables.Table` (a Parquet column's numpy array as it is), and a batch
+    takes its rows from them — no input tuple becomes a Python tuple.  ``need``: the fields
+    each relation's frames carry (:attr:`BatchExecutor.source_need`); the tables are checked
+    as every engine checks them (:func:`~mqjoin.runtime.rules.require_inputs`).
+
+    >>> from mqjoin.model.workload import parse_workload
+    >>> w = parse_workload("{defaults: {selectivity: 0.5}, relations: {R: {attributes: [a]}, S: {attributes: [a]}},"
+    ...                    " queries: {q: 'R(a), S(a)'}}")
+    >>> tables = {"R": Table.from_columns("R", {"ts": [1.0, 0.5], "a": [1, 2]}),
+    ...           "S": Table.from_columns("S", {"ts": [0.5], "a": [2]})}
+    >>> arr = Arrivals(w, tables, {"R": {0, 2}, "S": {0, 2}})
+    >>> len(arr), arr.span
+    (3, 0.5)
+    >>> {r: (f.seq.tolist(), f.cols[0][0].tolist(), f.cols[0][2].tolist()) for r, f in arr.frames(0, 3).items()}
+    {'R': ([0, 2], [1, 0], [2, 1]), 'S': ([1], [0], [2])}
+    """
+
+    def __init__(self, workload, tables: Mapping[str, Table], need: Mapping[str, Iterable[int]]):
+        rels = sorted((r for r in need), key=workload.relation_rank.__getitem__)
+        require_inputs(workload, tables, rels)
+        self.names = rels
+        self.need = [frozenset(need[r]) for r in rels]
+        self.fields: list[dict[int, np.ndarray]] = []
+        for r in rels:
+            t, attrs = tables[r], workload.relation(r).attributes
+            n = len(t)
+            cols: dict[int, np.ndarray] = {1: np.asarray(t.ts, dtype=np.float64)}
+            for f in need[r]:
+                if f == 0:
+                    cols[0] = np.arange(n, dtype=np.int64)
+                elif f >= 2:  # declared attributes no query joins on read as null when absent
+                    a = attrs[f - 2]
+                    cols[f] = values_array(t.columns[a]) if a in t.columns else np.full(n, np.nan)
+            self.fields.append(cols)
+        ts = np.concatenate([c[1] for c in self.fields]) if rels else np.empty(0)
+        rank = np.concatenate([np.full(len(c[1]), k, dtype=np.int32) for k, c in enumerate(self.fields)]) \
+            if rels else np.empty(0, dtype=np.int32)
+        row = np.concatenate([np.arange(len(c[1])) for c in self.fields]) if rels else _EMPTY
+        order = np.lexsort((row, rank, ts))
+        self.rel, self.row = rank[order], row[order]
+        #: the input's event-time span (max ts − min ts)
+        self.span = float(ts.max() - ts.min()) if len(ts) else 0.0
+
+    def __len__(self) -> int:
+        return len(self.rel)
+
+    def frames(self, lo: int, hi: int) -> dict[str, Frame]:
+        """The arrivals ``lo`` … ``hi − 1`` as one :class:`Frame` per relation (``seq``: their
+        arrival numbers; ``T``: their ``ts``)."""
+        rel, row = self.rel[lo:hi], self.row[lo:hi]
+        out = {}
+        for k in np.unique(rel).tolist():
+            pos = np.flatnonzero(rel == k)
+            rows = row[pos]
+            fields = self.fields[k]
+            cols = {f: fields[f][rows] for f in self.need[k]}
+            out[self.names[k]] = Frame((self.names[k],), [cols], pos + lo, cols[1] if 1 in cols else fields[1][rows])
+        return out
+
+
+def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None,
+               sink: Callable[[str, np.ndarray], None] | None = None):
     """Run ``plan`` over ``tables`` with the vectorised executor, ``batch`` arrivals at a time
     (None: all in one batch) — a :class:`~mqjoin.runtime.reference.RunResult` whose results
-    equal the reference executor's (``store_rows``: the most entries held after a batch)."""
+    equal the reference executor's (``store_rows``: the most entries held after a batch).
+    ``sink(query, rows)``: each batch's results are handed over as an ``n × k`` array of row
+    indices (e.g. to :class:`~mqjoin.model.tables.ResultWriter`) and not kept, so the run
+    holds its stores and one batch, whatever the number of results (``results`` is then empty)."""
     from mqjoin.runtime.reference import RunResult, store_messages
+    from mqjoin.support.gcpause import paused_gc
 
     w = plan.workload
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
     ex = BatchExecutor(plan)
-    n = len(order)
-    size = n if not batch else batch
+    arrivals = Arrivals(w, tables, ex.source_need)
+    n = len(arrivals)
+    size = max(n if not batch else batch, 1)
     results: dict[str, list] = {q.name: [] for q in w.queries}
     t0 = time.perf_counter()
-    for lo in range(0, n, max(size, 1)):
-        part = order[lo:lo + size]
-        got = ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
-        for q, (_, rows) in got.items():
-            results[q].extend(map(tuple, rows.tolist()))
+    with paused_gc():  # millions of entries per batch: no collections meanwhile
+        for lo in range(0, n, size):
+            got = ex.feed(arrivals.frames(lo, min(lo + size, n)))
+            for q, (_, rows) in got.items():
+                if sink is not None:
+                    if len(rows):
+                        sink(q, rows)
+                else:
+                    results[q].extend(map(tuple, rows.tolist()))
     seconds = time.perf_counter() - t0
     messages = dict(ex.messages)
-    all_ts = [tp[1] for rows in base.values() for tp in rows]
     return RunResult(results=results, probe_messages=messages, store_messages=store_messages(plan, messages),
                      store_rows={s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, input_tuples=n,
-                     seconds=seconds, duration=(max(all_ts) - min(all_ts)) if all_ts else 0.0,
-                     counts=dict(ex.counts))
+                     seconds=seconds, duration=arrivals.span, counts=dict(ex.counts))
