@@ -48,15 +48,14 @@ def load_for_estimation(path: str):
     >>> placeholder, w.defaults.selectivity
     (True, 1.0)
     """
-    from mqjoin.model.errors import SelectivityError
+    from mqjoin.model.errors import MissingSelectivityError, SelectivityError
     from mqjoin.model.spec import read_yaml
     from mqjoin.model.workload import Workload
 
     try:
         return load_named_workload(path), False
-    except SelectivityError as e:
-        if "no selectivity for the class" not in str(e):
-            raise
+    except MissingSelectivityError:
+        pass
         p = Path(path) if Path(path).exists() else bundled_workload(path) or Path(path)
         spec = dict(read_yaml(p.read_text(encoding="utf-8")))
         spec["defaults"] = {**(spec.get("defaults") or {}), "selectivity": PLACEHOLDER_SELECTIVITY}

@@ -69,6 +69,10 @@ class SelectivityError(WorkloadError):
     """A selectivity is missing, out of (0, 1], or given inconsistently."""
 
 
+class MissingSelectivityError(SelectivityError):
+    """A class has no selectivity and the workload no default (``stats`` estimates it)."""
+
+
 class FilterError(WorkloadError):
     """A query filter (docs/model.md §7) cannot be read, or its pass fraction is missing or out of (0, 1]."""
 

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from mqjoin.model.errors import (
     DisconnectedQueryError,
     FilterError,
+    MissingSelectivityError,
     SelectivityError,
     SelfJoinError,
     UnknownAttributeError,
@@ -292,7 +293,7 @@ def _class_selectivity(where: str, group: list[Attr],
     if defaults.selectivity is not None:
         return defaults.selectivity
     pair = f"{group[0]} = {group[1]}"
-    raise SelectivityError(
+    raise MissingSelectivityError(
         f"{where}: no selectivity for the class {{{'='.join(str(a) for a in group)}}}; add "
         f"'{pair}: <value in (0,1]>' under selectivities, or set defaults.selectivity")
 
