@@ -76,8 +76,8 @@ from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Column, Table
-from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, field_positions, layout_of, require_inputs,
-                                  PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
+from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_permutation, field_positions, layout_of,
+                                  require_inputs, PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
 from mqjoin.runtime.windows import window_mask
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -762,7 +762,7 @@ class Arrivals:
         rank = np.concatenate([np.full(len(c[1]), k, dtype=np.int32) for k, c in enumerate(self.fields)]) \
             if rels else np.empty(0, dtype=np.int32)
         row = np.concatenate([np.arange(len(c[1])) for c in self.fields]) if rels else _EMPTY
-        order = np.lexsort((row, rank, ts))
+        order = arrival_permutation(ts, rank, row)
         self.rel, self.row = rank[order], row[order]
         #: the input's event-time span (max ts − min ts)
         self.span = float(ts.max() - ts.min()) if len(ts) else 0.0
