@@ -291,16 +291,14 @@ def test_messages_and_rows_per_partition_equal_the_vectorised_executor(key, spar
     messages of the run and the rows after its last batch — the vectorised executor's over
     the whole input (the distributed mode sums them over its shards)."""
     from mqjoin.runtime.partitions import PartitionTally, store_partitions
-    from mqjoin.runtime.rules import arrival_order, base_tuples
-    from mqjoin.runtime.vector import BatchExecutor, batch_frames
+    from mqjoin.runtime.vector import Arrivals, BatchExecutor
 
     r = deployed(key, spark, tmp_path_factory, spark_mode)
     got = r.d.summary()["partitions"]
-    base = base_tuples(r.w, r.tables, r.plan.sources)
-    order = arrival_order(base, r.w.relation_rank)
     ex = BatchExecutor(r.plan)
     ex.tally = PartitionTally(ex)
-    ex.feed(batch_frames(((rel, base[rel][row]) for rel, row in order), range(len(order))))
+    for frames in Arrivals(r.w, r.tables, ex.source_need).batches():
+        ex.feed(frames)
     want = store_partitions(ex, ex.tally)
     assert set(got) == set(want) == {s.id for s in r.plan.stores}
     for sid, d in want.items():
