@@ -316,7 +316,9 @@ def test_selectivity_change_adaptive_plan_recovers_static_does_not():
     (switch,) = ad.switches[1:]
     assert switch.active_from == 17 and switch.stats_epoch == 15  # change at 15 s: seen in epoch 15
     assert ad.plans[switch.plan].probe_orders()["q"]["S"].startswith("S » T[b]")  # S probes T first now
-    msgs = lambda run, e: run.epochs[e].probe_messages  # noqa: E731
+    def msgs(run, e):
+        return run.epochs[e].probe_messages
+
     assert msgs(st, 20) == msgs(st, 29) > 5 * msgs(ad, 29)
     assert msgs(ad, 14) == msgs(st, 14)
     # older partners are probed iteratively for about one window after the switch, then never

@@ -139,7 +139,7 @@ def deployed(key, spark, tmp_path_factory, spark_mode: str) -> Run:
             _RUNS[(key, spark_mode)] = _deploy_case(
                 w, tables, optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan, nb, spark,
                 tmp_path_factory.mktemp(f"{_key_id(key)}-{spark_mode}"), spark_mode)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001  (kept and raised again by every test of this case)
             _RUNS[(key, spark_mode)] = exc
     r = _RUNS[(key, spark_mode)]
     if isinstance(r, BaseException):
