@@ -8,8 +8,9 @@
 
 Arguments may be paths or numbers: each becomes its ``str``.
 
->>> cli_command("optimize", Path("w.yaml"))[1:]
-['-m', 'mqjoin.cli', 'optimize', 'w.yaml']
+>>> from pathlib import Path
+>>> cli_command("optimize", Path("w.yaml"), 2)[1:]
+['-m', 'mqjoin.cli', 'optimize', 'w.yaml', '2']
 """
 
 from __future__ import annotations
