@@ -282,7 +282,7 @@ def _save(fig, out_dir: str, name: str) -> dict:
     fig.write_html(str(html), include_plotlyjs=True)
     saved = {"html": str(html)}
     try:  # PNG needs kaleido (not a dependency) and a Chrome/Chromium; HTML always works
-        import kaleido  # noqa: F401
+        import kaleido  # noqa: F401  (only whether it is installed)
 
         fig.write_image(str(d / f"{name}.png"), width=1100, height=760)
         saved["png"] = str(d / f"{name}.png")

@@ -181,7 +181,10 @@ def main(argv=None) -> int:
           f"(load {load:.1f}, {os.cpu_count()} cores)")
     print(f"  {'run':<5}{'session':<8}{'click s':>8}{'1st point s':>12}{'1st latency s':>14}{'tuples':>9}"
           f"{'tuples/s':>10}{'latency p95 s':>14}")
-    f = lambda x, p=2: "—" if x is None else f"{x:,.{p}f}"  # noqa: E731
+
+    def f(x, p=2):
+        return "—" if x is None else f"{x:,.{p}f}"
+
     for k, (kind, clicked, first, lat, tuples, tps, p95, _) in enumerate(rows):
         print(f"  {k + 1:<5}{kind:<8}{clicked:>8.2f}{f(first):>12}{f(lat):>14}{tuples:>9,}{f(tps, 0):>10}{f(p95):>14}")
     for k in (0, len(rows) - 1) if len(rows) > 1 else (0,):

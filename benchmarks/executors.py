@@ -9,6 +9,11 @@ ten-query variant over TPC-H SF ``--sf`` streams (generated on first use, as
 memory in each executor's form; results kept as row indices); both must produce the same
 results and probe messages (checked).  Prints a table.
 
+The per-tuple row builds every input tuple as a Python tuple on purpose
+(:func:`~mqjoin.runtime.rules.base_tuples`, the reference executor's form): it is the executor
+being compared.  The vectorised rows take their batches from the tables' columns
+(:class:`~mqjoin.runtime.vector.Arrivals`), as ``mqjoin run``'s default engine does.
+
     python benchmarks/executors.py [--sf 0.01] [--workloads fig7a,10q] [--batches 0,100000,5000]
 """
 
@@ -25,7 +30,7 @@ import _results
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.rules import arrival_order, base_tuples
-from mqjoin.runtime.vector import BatchExecutor, batch_frames
+from mqjoin.runtime.vector import Arrivals, BatchExecutor
 from mqjoin.model.tables import read_inputs
 from mqjoin.model.workload import load_workload
 
@@ -46,11 +51,9 @@ def per_tuple(plan, arrivals) -> tuple[float, dict, dict]:
     return seconds, dict(ex.counts), ex.messages_by_edge(0)
 
 
-def vectorised(plan, arrivals, size: int) -> tuple[float, dict, dict]:
-    size = size or len(arrivals)
-    batches = [batch_frames(arrivals[lo:lo + size], range(lo, lo + len(arrivals[lo:lo + size])))
-               for lo in range(0, len(arrivals), size)]
+def vectorised(plan, tables, size: int) -> tuple[float, dict, dict]:
     ex = BatchExecutor(plan)
+    batches = list(Arrivals(plan.workload, tables, ex.source_need).batches(size))
     t0 = time.perf_counter()
     for b in batches:
         ex.feed(b)
@@ -87,7 +90,7 @@ def _bench(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(f"  {key:9} {'per tuple (reference)':31} {n:>9,} {sum(counts.values()):>10,} {s0:>8.3f} {n / s0:>11,.0f} "
               f"{1:>7.1f}×")
         for size in (int(x) for x in args.batches.split(",")):
-            s, c, m = vectorised(plan, arrivals, size)
+            s, c, m = vectorised(plan, tables, size)
             same = "" if (c, m) == (counts, msgs) else "  RESULTS OR MESSAGES DIFFER"
             label = f"vectorised, {'whole input' if not size else f'{size:,} rows'}/batch"
             print(f"  {key:9} {label:31} {n:>9,} {sum(c.values()):>10,} {s:>8.3f} {n / s:>11,.0f} "

@@ -125,7 +125,10 @@ def measure(args: argparse.Namespace) -> int:
     settings = [table3_linear(_one(args.rate), _one(args.size), _one(args.selectivity), args.duration, seed)
                 for seed in range(args.seeds)]
     full = [run_reference(s.plan, s.tables, collect=False) for s in settings]
-    show = lambda xs: "/".join(f"{x:g}" for x in xs)  # noqa: E731
+
+    def show(xs):
+        return "/".join(f"{x:g}" for x in xs)
+
     print(f"linear plan ((A ⋈ B) ⋈ C) ⋈ D in the reference executor: rates {show(args.rate)}/s, windows "
           f"{show(args.size)} tuples, σ {show(args.selectivity)}, {args.duration:g} s × {args.seeds} seeds, "
           f"{args.cycle:g} s cycles, freshness {args.freshness:g}×")

@@ -26,8 +26,7 @@ from mqjoin.datasets.tpch import tpch_streams
 from mqjoin.model.tables import read_inputs
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.partitions import PartitionTally, project, store_partitions
-from mqjoin.runtime.rules import arrival_order, base_tuples
-from mqjoin.runtime.vector import BatchExecutor, batch_frames
+from mqjoin.runtime.vector import Arrivals, BatchExecutor
 
 WORKLOADS = {"fig7a": "tpch_fig7a.yaml", "10q": "tpch_10q.yaml"}
 COUNTS = (8, 32, 128)
@@ -55,12 +54,7 @@ def _x(v) -> str:
 
 
 def overhead(plan, tables, batch: int, reps: int) -> tuple[float, float]:
-    w = plan.workload
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
-    parts = [batch_frames(((r, base[r][row]) for r, row in order[lo:lo + batch]),
-                          range(lo, lo + len(order[lo:lo + batch])))
-             for lo in range(0, len(order), batch)]
+    parts = list(Arrivals(plan.workload, tables, BatchExecutor(plan).source_need).batches(batch))
     out = {}
     for counted in [c for _ in range(max(reps, 1)) for c in (False, True)]:  # interleaved
         ex = BatchExecutor(plan)

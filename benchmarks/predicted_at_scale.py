@@ -1,8 +1,9 @@
 """Predicted beside measured on data too large for ``mqjoin run``'s reference engine: the
 workload a run plans on for the data (:func:`mqjoin.datasets.fitting.fit_to_data`), its default
-plan (``mqo``, ``single``), run by the vectorised executor (:mod:`mqjoin.runtime.vector`, which
-counts probe messages and store rows as the reference engine does) a batch of arrivals at a
-time, counting the results instead of keeping them; then the ``predicted`` block of
+plan (``mqo``, ``single``), run by the vectorised executor
+(:func:`mqjoin.runtime.vector.run_vector`, which counts probe messages and store rows as the
+reference engine does) a batch of arrivals at a time from the tables' columns, its results
+handed to a sink that drops them (counted, not kept); then the ``predicted`` block of
 ``run --json`` (:func:`mqjoin.planning.measured.check_run`) over the data's span: totals and
 the store furthest from its prediction among those holding ≥ 1 % of their kind's total.
 
@@ -19,8 +20,7 @@ import time
 from mqjoin.datasets.commands import fitted_inputs
 from mqjoin.planning.measured import check_run
 from mqjoin.planning.optimizer import optimize
-from mqjoin.runtime.rules import arrival_order, base_tuples
-from mqjoin.runtime.vector import BatchExecutor, batch_frames
+from mqjoin.runtime.vector import run_vector
 from mqjoin.model.tables import time_range
 
 
@@ -38,20 +38,12 @@ def main() -> None:
     tables, fit = fitted_inputs(args.workload, args.data)
     t_fit = time.perf_counter() - t0
     plan = optimize(fit.workload).plan
-    base = base_tuples(plan.workload, tables, plan.sources)
-    order = arrival_order(base, plan.workload.relation_rank)
     _, span = time_range(tables)
-    del tables
-    ex = BatchExecutor(plan)
-    t1 = time.perf_counter()
-    for lo in range(0, len(order), args.batch):
-        part = order[lo:lo + args.batch]
-        ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
-    t_run = time.perf_counter() - t1
-    check = check_run(plan, dict(ex.messages), {s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, span)
-    print(json.dumps({"workload": args.workload, "data": args.data, "tuples": len(order),
-                      "results": dict(ex.counts), "statistics": fit.to_dict(), "predicted": check.to_dict(),
-                      "seconds": {"read and fit": round(t_fit, 1), "run": round(t_run, 1)},
+    run = run_vector(plan, tables, args.batch, sink=lambda query, rows: None)  # results counted, not kept
+    check = check_run(plan, run.probe_messages, run.store_rows, span)
+    print(json.dumps({"workload": args.workload, "data": args.data, "tuples": run.input_tuples,
+                      "results": run.counts, "statistics": fit.to_dict(), "predicted": check.to_dict(),
+                      "seconds": {"read and fit": round(t_fit, 1), "run": round(run.seconds, 1)},
                       "max_rss_gb": round(rss_gb(), 2)}, indent=1, default=str))
     print(check.render())
 

@@ -30,7 +30,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from spark_mqo import (NATIVE_OPTIONS, PLAN_OPTIONS, _record_phases, n_tuples, plan_key, run_engine,  # noqa: E402
+from spark_mqo import (NATIVE_OPTIONS, PLAN_OPTIONS, _record_phases, n_tuples, plan_key, run_engine,  # noqa: E402  (after the paths above)
                        time_slice, warm_up, workload_file)
 
 

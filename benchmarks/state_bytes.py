@@ -50,20 +50,17 @@ def measure(workload: str, sf: float, batch: int) -> dict:
     from mqjoin.datasets.tpch import tpch_streams
     from mqjoin.model.tables import read_inputs
     from mqjoin.planning.optimizer import optimize
-    from mqjoin.runtime.rules import arrival_order, base_tuples
-    from mqjoin.runtime.vector import BatchExecutor, batch_frames
+    from mqjoin.runtime.vector import Arrivals, BatchExecutor
 
     w = load_named_workload(workload)
     tables = read_inputs(w, tpch_streams(sf).directory)
     plan = optimize(w).plan
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
+    ex = BatchExecutor(plan)
+    arrivals = Arrivals(w, tables, ex.source_need)
     gc.collect()
     before = rss()
-    ex = BatchExecutor(plan)
-    for lo in range(0, len(order), batch):
-        part = order[lo:lo + batch]
-        ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
+    for frames in arrivals.batches(batch):
+        ex.feed(frames)
     gc.collect()
     grown = rss() - before
     rows = sum(ex.live.values())

@@ -12,12 +12,11 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
 from _cases import cases
+from _cli import cli_process
 
 import mqjoin.adaptive.controller as adaptive
 from mqjoin.adaptive.controller import AdaptiveController
@@ -317,7 +316,9 @@ def test_selectivity_change_adaptive_plan_recovers_static_does_not():
     (switch,) = ad.switches[1:]
     assert switch.active_from == 17 and switch.stats_epoch == 15  # change at 15 s: seen in epoch 15
     assert ad.plans[switch.plan].probe_orders()["q"]["S"].startswith("S » T[b]")  # S probes T first now
-    msgs = lambda run, e: run.epochs[e].probe_messages  # noqa: E731
+    def msgs(run, e):
+        return run.epochs[e].probe_messages
+
     assert msgs(st, 20) == msgs(st, 29) > 5 * msgs(ad, 29)
     assert msgs(ad, 14) == msgs(st, 14)
     # older partners are probed iteratively for about one window after the switch, then never
@@ -425,26 +426,22 @@ def test_mir_budget_limits_materialised_memory():
 # --------------------------------------------------------------------------------------------
 
 
-def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "mqjoin.cli", *args], capture_output=True, text=True, cwd=cwd)
-
-
 def test_cli_adaptive_run_with_changes_json_and_check(tmp_path):
     from mqjoin.model.tables import write_inputs
 
     (tmp_path / "w.yaml").write_text(W_FIG6)
     (tmp_path / "changes.yaml").write_text("- {at: 3.5, add: {q2: 'S(a), T(a)'}}\n- {at: 6.5, remove: [q1]}\n")
     write_inputs(fig6_tables(), tmp_path / "data")
-    r = _cli("run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
-             "--changes", str(tmp_path / "changes.yaml"), "--check", "--json")
+    r = cli_process("run", tmp_path / "w.yaml", "--data", tmp_path / "data", "--out", tmp_path / "out",
+                    "--changes", tmp_path / "changes.yaml", "--check", "--json")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
     assert s["check"] == "equal to the oracle" and s["executor"] == "per-tuple"
     assert s["lifetimes"] == {"q1": {"added": None, "removed": 8}, "q2": {"added": 5, "removed": None}}
     assert [d["reason"] for d in s["decisions"] if d["switched"]][1:] == ["query change: +q2", "query change: −q1"]
     assert (tmp_path / "out" / "q2.parquet").exists()
-    r = _cli("run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
-             "--adaptive", "--epoch", "2")
+    r = cli_process("run", tmp_path / "w.yaml", "--data", tmp_path / "data", "--out", tmp_path / "out",
+                    "--adaptive", "--epoch", "2")
     assert r.returncode == 0 and "5 epochs of 2s" in r.stdout, r.stdout + r.stderr
 
 
@@ -458,8 +455,8 @@ def test_cli_adaptive_errors_are_one_line(tmp_path, extra, message):
 
     (tmp_path / "w.yaml").write_text(W_FIG6)
     write_inputs(fig6_tables(), tmp_path / "data")
-    r = _cli("run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o"), *extra,
-             cwd=tmp_path)
+    r = cli_process("run", tmp_path / "w.yaml", "--data", tmp_path / "data", "--out", tmp_path / "o", *extra,
+                    cwd=tmp_path)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

@@ -9,16 +9,20 @@ import json
 import pytest
 
 from mqjoin.planners.ajoin import (
-    ajoin, figure6_tables, figure6_workload, join_trees, query_groups, replan, sharing_costs, union_from_data,
+    ajoin, ajoin_optimizer, figure6_tables, figure6_workload, join_trees, query_groups, replan, sharing_costs,
+    union_from_data,
 )
+from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, parse_changes
 from mqjoin.cli import main
 from mqjoin.planning.optimizer import optimize
+from mqjoin.runtime.epochs import run_adaptive
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.reference import run_reference
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import parse_workload
 
 from _cases import cases, filtered_cases
+from test_adaptive import always_switch, check as check_adaptive  # noqa: F401  (a fixture and the oracle check)
 
 
 def test_figure6_shared_36_vs_separate_18_keeps_q4_and_q5_apart():
@@ -58,7 +62,9 @@ def w7_tables():
     def col(values):
         return [rng.choice(values) for _ in range(n)]
 
-    ts = lambda: sorted(float(rng.randint(0, 9)) for _ in range(n))  # noqa: E731
+    def ts():
+        return sorted(float(rng.randint(0, 9)) for _ in range(n))
+
     return {"V": Table.from_columns("V", {"ts": ts(), "vid": col([0, 1, 2]), "lang": col(["ENG", "GER"])}),
             "W": Table.from_columns("W", {"ts": ts(), "vid": col([0, 1, 2]), "usr": col([0, 1, 2]),
                                           "geo": col(["CAN", "GER", "FRA"])}),
@@ -108,7 +114,10 @@ def _q7_batch(w):
 
 def test_section4_q7_joins_the_group_of_q6_and_only_that_group_is_replanned():
     w, tables = parse_workload(W7), w7_tables()
-    data = lambda wl: union_from_data(tables)  # noqa: E731
+
+    def data(wl):
+        return union_from_data(tables)
+
     first = ajoin(w, data(w))
     assert first.workload.groups == (("q2", "q3"), ("q4", "q6"))
     w2 = _q7_batch(w)  # Q4 deleted, Q7 = σ(W) ⋈ σ(C) created: 2 changes of 4 queries, not more than 50 %
@@ -168,11 +177,6 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
 # --------------------------------------------------------------------------------------------
 # ad-hoc batches at run time: changelogs with filtered queries (adaptive runs)
 # --------------------------------------------------------------------------------------------
-
-from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, parse_changes  # noqa: E402
-from mqjoin.planners.ajoin import ajoin_optimizer  # noqa: E402
-from mqjoin.runtime.epochs import run_adaptive  # noqa: E402
-from test_adaptive import always_switch, check as check_adaptive  # noqa: E402,F401  (a fixture and the oracle check)
 
 
 def filtered_changes(seed, w):

@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mqjoin.cli import main
+from _cli import cli_process, run_cli
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.datasets.uniform import uniform_streams
 from mqjoin.model.tables import read_inputs, read_results, write_inputs
 from mqjoin.model.workload import load_workload
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "mqjoin" / "workloads"
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_optimize_json_contract(capsys):
@@ -114,11 +107,9 @@ def test_missing_input_column_is_a_clear_error(capsys, tmp_path):
 
 
 def test_console_script_runs_as_a_process(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", "paper_v2.yaml", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = cli_process("optimize", "paper_v2.yaml", "--json", timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["probe_cost"] == 700.0
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", str(tmp_path / "none.yaml")],
-                       capture_output=True, text=True, timeout=120)
+    r = cli_process("optimize", tmp_path / "none.yaml", timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
@@ -216,9 +207,8 @@ def test_demo_on_the_reference_engine_checks_every_plan_against_the_oracle(capsy
 @pytest.mark.slow
 def test_demo_main_job_with_spark_as_a_process(tmp_path):
     """The README's main job, end to end, Spark included (its own process: its own JVM)."""
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "demo", "--duration", "0.3", "--out",
-                        str(tmp_path / "demo"), "--master", "local[2]"],
-                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    r = cli_process("demo", "--duration", "0.3", "--out", tmp_path / "demo", "--master", "local[2]", timeout=900,
+                    cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Spark results = reference results = oracle" in r.stdout
 
@@ -336,15 +326,13 @@ def test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions(tmp_path
     """``--spark-mode auto`` on a local master: the choice and its reason on stderr and in
     ``--json`` (``spark_mode``), and every store's counts per logical partition."""
     args = _fig3_run_args(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", *args, "--engine", "spark", "--master", "local[1]",
-                        "--json"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    r = cli_process(*args, "--engine", "spark", "--master", "local[1]", "--json", timeout=900, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["spark_mode"]["mode"] == "driver", d["spark_mode"]
     assert re.fullmatch(r"estimated state [\d.]+ [kMG]?B \([\d,]+ rows\) ≤ 50 % of available memory [\d.]+ [kMGT]?B",
                         d["spark_mode"]["reason"]), d["spark_mode"]
-    plan = json.loads(subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", args[1], "--json"],
-                                     capture_output=True, text=True, timeout=300).stdout)
+    plan = json.loads(cli_process("optimize", args[1], "--json", timeout=300).stdout)
     parts = d["partitions"]
     assert set(parts) == {s["id"] for s in plan["stores"]}
     for s in plan["stores"]:
@@ -353,9 +341,8 @@ def test_run_on_spark_says_which_mode_auto_chose_and_reports_partitions(tmp_path
     assert sum(sum(p["messages"]) for p in parts.values()) == d["probe_messages"] > 0
     assert sum(sum(p["rows"]) for p in parts.values()) > 0
     assert all(p["rows_skew"] is None or 1 <= p["rows_skew"] <= p["partitions"] for p in parts.values())
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", *args[:-1], str(tmp_path / "out2"), "--engine", "spark",
-                        "--master", "local[1]", "--spark-mode", "distributed"],
-                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    r = cli_process(*args[:-1], tmp_path / "out2", "--engine", "spark", "--master", "local[1]", "--spark-mode",
+                    "distributed", timeout=900, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mqjoin: spark mode distributed — asked for (--spark-mode distributed)" in r.stderr
 

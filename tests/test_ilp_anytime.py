@@ -8,7 +8,6 @@ import json
 import math
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import _ref_optimizer as ref
+from _cli import cli_command, cli_process
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.planning.candidates import enumerate_candidates
 from mqjoin.planning.ilp import build_model, solve
@@ -110,8 +110,8 @@ def test_cli_ctrl_c_returns_the_best_plan_so_far(tmp_path):
     interrupted, its gap and the progress, and a one-line note on stderr."""
     path = tmp_path / "w.yaml"
     path.write_text(_long().to_yaml(), encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "mqjoin.cli", "optimize", str(path), "--time-limit", "120",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cli_command("optimize", path, "--time-limit", "120", "--json"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stderr.readline()  # the first progress line: the solve has started
         assert first.startswith("mqjoin: incumbent "), first
@@ -133,8 +133,7 @@ def test_cli_prints_progress_lines_on_a_long_solve(tmp_path):
     in the format of anytime.Progress.describe, and ``--json`` carries it."""
     path = tmp_path / "w.yaml"
     path.write_text(_long().to_yaml(), encoding="utf-8")
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "optimize", str(path), "--time-limit", "2", "--json"],
-                       capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent)
+    r = cli_process("optimize", path, "--time-limit", "2", "--json", timeout=300, cwd=Path(__file__).parent)
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.startswith("mqjoin: incumbent ")]
     assert lines and all(", bound " in line and ", gap " in line and " after " in line for line in lines)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from _foreign_keys import foreign_keys
+from _cli import cli_process
 from mqjoin.cli import main
 from mqjoin.datasets import tpch
 from mqjoin.datasets.sizes import measure_sizes
@@ -181,16 +182,12 @@ def test_stats_from_errors_are_one_line(tmp_path, capsys, content, culprit):
 def test_spark_run_json_has_the_reference_counts_beside_the_model(tmp_path):
     """Driver-mode Spark counts messages per store and rows per batch: its ``predicted``
     section compares stores (steps are predicted only), with the reference executor's counts."""
-    import subprocess
-    import sys
-
     from mqjoin.model.tables import read_inputs
     from mqjoin.model.workload import load_workload
 
     pytest.importorskip("pyspark")
-    r = subprocess.run([sys.executable, "-m", "mqjoin.cli", "run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE),
-                        "--out", str(tmp_path / "out"), "--engine", "spark", "--master", "local[2]",
-                        "--spark-mode", "driver", "--json"], capture_output=True, text=True, timeout=900)
+    r = cli_process("run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", tmp_path / "out", "--engine", "spark",
+                    "--master", "local[2]", "--spark-mode", "driver", "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     p = json.loads(r.stdout)["predicted"]
     from mqjoin.datasets.fitting import fit_to_data

@@ -18,8 +18,8 @@ from mqjoin.model.tables import Table, write_inputs
 from mqjoin.model.workload import parse_workload
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.partitions import PartitionTally, check_counts, partition_rows, project, store_partitions
-from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, field_positions, layout_of, partition_of, position
-from mqjoin.runtime.vector import BatchExecutor, batch_frames, partition_keys, values_array
+from mqjoin.runtime.rules import Probe, field_positions, layout_of, partition_of, position
+from mqjoin.runtime.vector import Arrivals, BatchExecutor, partition_keys, values_array
 
 
 @pytest.mark.parametrize("values", [
@@ -40,18 +40,14 @@ def test_partition_keys_give_every_value_its_partition(values):
 def _run(plan, tables, batch, counts=None):
     """The executor after ``tables`` in batches, the per-partition rows reported after every
     batch (the tally's cache of unwindowed segments in use) checked against a fresh count."""
-    w = plan.workload
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
     ex = BatchExecutor(plan)
     ex.tally = PartitionTally(ex, counts)
-    for lo in range(0, len(order), batch):
-        part = order[lo:lo + batch]
-        ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
+    for k, frames in enumerate(Arrivals(plan.workload, tables, ex.source_need).batches(batch)):
+        ex.feed(frames)
         reported = store_partitions(ex, ex.tally)
         for layout, sid in ex.names.items():
             fresh = partition_rows(ex, layout, (ex.p[layout],))[ex.p[layout]].tolist()
-            assert reported[sid]["rows"] == fresh, (sid, lo)
+            assert reported[sid]["rows"] == fresh, (sid, k)
     return ex
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from mqjoin.planning.candidates import MIR, ProbeOrder
-from mqjoin.cli import main
 from mqjoin.model.errors import PlannerError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
@@ -24,6 +23,7 @@ from mqjoin.runtime.reference import run_reference
 from mqjoin.model.workload import is_connected, parse_workload, restrict_classes
 
 from _cases import cases
+from _cli import run_cli
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "mqjoin" / "workloads"
 
@@ -281,12 +281,6 @@ def test_mjoin_without_mirs_is_fine_and_operator_trees_need_a_planner_with_trees
     assert optimize(w, planner="mjoin", mirs=False).probe_cost == optimize(w, planner="mjoin").probe_cost
     with pytest.raises(PlannerError, match="clash"):
         operator_trees(w, "clash")
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("planner,extra", [("mjoin", []), ("tree", ["--tree-shape", "deep"]), ("tree", [])])

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from mqjoin.cli import main
 from mqjoin.model.errors import PlannerError, WorkloadSyntaxError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
@@ -20,6 +19,7 @@ from mqjoin.model.tables import write_inputs
 from mqjoin.model.workload import Attr, Workload, parse_workload
 
 from _cases import cases
+from _cli import run_cli
 
 
 def with_nodes(w: Workload, seed: int, nodes: int = 2) -> Workload:
@@ -28,12 +28,6 @@ def with_nodes(w: Workload, seed: int, nodes: int = 2) -> Workload:
     for r in w.relations:
         w = w.with_relation(r.name, node=f"n{rng.randrange(nodes)}")
     return w
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- goldens ----------------------------------------------------------------------------------

@@ -27,12 +27,12 @@ from _cases import cases, filtered_cases
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results
 from mqjoin.runtime.partitions import PartitionTally, add_partitions, partitions_summary, store_partitions
-from mqjoin.runtime.rules import Probe, arrival_order, base_tuples, layout_of
+from mqjoin.runtime.rules import Probe, layout_of
 from mqjoin.runtime.spark.sharded import (REPORT, SENT, STATE, Batch, Shard, ShardProgram,
                                           load_segment, route_input, run_wave, shard_of)
 from mqjoin.runtime.spark.frames import read_parts
 from mqjoin.runtime.spark.source import build_replay_log
-from mqjoin.runtime.vector import BatchExecutor, batch_frames, run_vector
+from mqjoin.runtime.vector import Arrivals, BatchExecutor, run_vector
 
 CASES = [(seed, w, t, mode) for mode in ("mqo", "individual") for seed, w, t in cases(3, start=7300, max_rows=15)
          + filtered_cases(2, start=7400, max_rows=15)]
@@ -115,13 +115,10 @@ def test_shards_equal_the_vectorised_executor(seed, w, tables, mode, shards, tmp
     vec = run_vector(plan, tables, batch=size)
     assert messages == {k: v for k, v in vec.probe_messages.items() if v}
     # the store rows after the last batch: the vectorised executor's on the same batches
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
     vx = BatchExecutor(plan)
     vx.tally = PartitionTally(vx)
-    for lo in range(0, len(order), size):
-        part = order[lo:lo + size]
-        vx.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
+    for frames in Arrivals(w, tables, vx.source_need).batches(size):
+        vx.feed(frames)
     assert rows == vx.store_rows()
     # per logical partition of every store: the shards' counts summed are the executor's
     whole = store_partitions(vx, vx.tally)

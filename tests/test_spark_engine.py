@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ pytest.importorskip("pyspark")
 
 from _cases import random_case
 from _children import tied
+from _cli import cli_command, cli_process
 from _spark import TIMEOUT
 from test_reference import W3  # 3 relations, windows 1, 2 and null
 
@@ -139,7 +139,7 @@ def deployed(key, spark, tmp_path_factory, spark_mode: str) -> Run:
             _RUNS[(key, spark_mode)] = _deploy_case(
                 w, tables, optimize(w, mode=mode, partitioning=pol, mirs=mirs).plan, nb, spark,
                 tmp_path_factory.mktemp(f"{_key_id(key)}-{spark_mode}"), spark_mode)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001  (kept and raised again by every test of this case)
             _RUNS[(key, spark_mode)] = exc
     r = _RUNS[(key, spark_mode)]
     if isinstance(r, BaseException):
@@ -291,16 +291,14 @@ def test_messages_and_rows_per_partition_equal_the_vectorised_executor(key, spar
     messages of the run and the rows after its last batch — the vectorised executor's over
     the whole input (the distributed mode sums them over its shards)."""
     from mqjoin.runtime.partitions import PartitionTally, store_partitions
-    from mqjoin.runtime.rules import arrival_order, base_tuples
-    from mqjoin.runtime.vector import BatchExecutor, batch_frames
+    from mqjoin.runtime.vector import Arrivals, BatchExecutor
 
     r = deployed(key, spark, tmp_path_factory, spark_mode)
     got = r.d.summary()["partitions"]
-    base = base_tuples(r.w, r.tables, r.plan.sources)
-    order = arrival_order(base, r.w.relation_rank)
     ex = BatchExecutor(r.plan)
     ex.tally = PartitionTally(ex)
-    ex.feed(batch_frames(((rel, base[rel][row]) for rel, row in order), range(len(order))))
+    for frames in Arrivals(r.w, r.tables, ex.source_need).batches():
+        ex.feed(frames)
     want = store_partitions(ex, ex.tally)
     assert set(got) == set(want) == {s.id for s in r.plan.stores}
     for sid, d in want.items():
@@ -390,11 +388,6 @@ def test_stop_and_restart_from_checkpoint(spark_mode, spark, tmp_path):
     assert [e["status"] for e in events if e["kind"] == "status"][-1] == "finished"
 
 
-def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "mqjoin.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=kw.pop("timeout", 400), **kw)
-
-
 @pytest.mark.parametrize("spark_mode", SPARK_MODES)
 def test_killed_driver_resumes_from_checkpoint(spark_mode, tmp_path):
     import pyarrow.dataset as ds
@@ -408,9 +401,9 @@ def test_killed_driver_resumes_from_checkpoint(spark_mode, tmp_path):
     ref = run_reference(optimize(w).plan, tables).result_sets()
     assert sum(map(len, ref.values())) > 0
     total = sum(len(t) for t in tables.values())
-    cmd = [sys.executable, "-m", "mqjoin.cli", "run", str(wfile), "--data", str(data), "--out", str(out),
-           "--engine", "spark", "--master", "local[2]", "--checkpoint", str(ck), "--spark-mode", spark_mode,
-           "--rate", str(total / 4), "--max-rows-per-batch", str(-(-total // 3)), "--timeout", str(TIMEOUT)]
+    cmd = cli_command("run", wfile, "--data", data, "--out", out, "--engine", "spark", "--master", "local[2]",
+                      "--checkpoint", ck, "--spark-mode", spark_mode, "--rate", total / 4,
+                      "--max-rows-per-batch", -(-total // 3), "--timeout", TIMEOUT)
     proc = subprocess.Popen(tied(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for(lambda: list(out.glob("_batches/batch=*/_SUCCESS")) or proc.poll() is not None, TIMEOUT,
@@ -451,14 +444,14 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     (data / "S.csv").write_text("ts,a\n0,1\n")  # no column b
     (data / "T.csv").write_text("ts,b\n0,1\n")
     base = ["run", wfile, "--out", tmp_path / "out", "--engine", "spark", "--master", "local[2]"]
-    line = _one_line_error(_cli(*base, "--data", data))
+    line = _one_line_error(cli_process(*base, "--data", data))
     assert "'b'" in line and "S" in line
-    line = _one_line_error(_cli(*base, "--data", tmp_path / "missing"))
+    line = _one_line_error(cli_process(*base, "--data", tmp_path / "missing"))
     assert "missing" in line and "does not exist" in line
     (data / "S.csv").write_text("ts,a,b\n0,1,1\n")  # good data, bad pacing (checked before Spark starts)
     for engine in ("spark", "native"):
-        line = _one_line_error(_cli("run", wfile, "--data", data, "--out", tmp_path / "out", "--engine", engine,
-                                    "--rate", "-5"))
+        line = _one_line_error(cli_process("run", wfile, "--data", data, "--out", tmp_path / "out", "--engine", engine,
+                                           "--rate", "-5"))
         assert "rate must be positive" in line
     assert not (tmp_path / "out").exists()
 
@@ -474,8 +467,8 @@ def _bogus_master_run(tmp_path_factory):
         (d / "data").mkdir()
         (d / "data" / "R.csv").write_text("ts,a\n0,1\n")
         (d / "data" / "S.csv").write_text("ts,a\n0,1\n")
-        _BOGUS["r"] = _cli("run", d / "w.yaml", "--data", d / "data", "--out", d / "out", "--engine", "spark",
-                           "--master", "bogus://nowhere", timeout=120)
+        _BOGUS["r"] = cli_process("run", d / "w.yaml", "--data", d / "data", "--out", d / "out", "--engine", "spark",
+                                  "--master", "bogus://nowhere", timeout=120)
     return _BOGUS["r"]
 
 

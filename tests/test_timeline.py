@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from test_widgets import (fake_timers, figure_messages, frontend_clicks, frontend_sets,  # noqa: F401
+from test_widgets import (fake_timers, figure_messages, frontend_clicks, frontend_sets,  # noqa: F401  (the fixtures)
                           recording_comm, sent_values)
 
 from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange

@@ -15,7 +15,7 @@ from mqjoin.runtime import vector
 from mqjoin.runtime.executor import Executor, StaticSchedule
 from mqjoin.runtime.reference import run_reference
 from mqjoin.runtime.rules import arrival_order, base_tuples
-from mqjoin.runtime.vector import BatchExecutor, batch_frames, edge_order, key_codes, run_vector
+from mqjoin.runtime.vector import BatchExecutor, edge_order, key_codes, run_vector
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import parse_workload
 
@@ -126,9 +126,10 @@ def test_store_rows_after_a_batch_are_the_per_tuple_executors_after_its_purge(se
     ex = Executor(StaticSchedule(plan))
     ex.feed(arrivals)
     vx = BatchExecutor(plan)
-    half = len(arrivals) // 2
-    vx.feed(batch_frames(arrivals[:half], range(half)))
-    vx.feed(batch_frames(arrivals[half:], range(half, len(arrivals))))
+    arr = vector.Arrivals(workload, tables, vx.source_need)
+    half = len(arr) // 2
+    vx.feed(arr.frames(0, half))
+    vx.feed(arr.frames(half, len(arr)))
     if not arrivals:
         return
     ex.purge_all(ex.clock[0])

@@ -87,7 +87,7 @@ from typing import Any
 import ipywidgets as W
 # imported here, on the kernel's thread: first imported on a start thread, a half-initialised
 # pandas would be visible to plotly's checks on the kernel's thread meanwhile (AttributeError)
-import pandas  # noqa: F401
+import pandas  # noqa: F401  (imported for that effect alone)
 
 from mqjoin.widgets import deploy_run as run
 from mqjoin.widgets.charts import CHART_ROWS, RUN_COLOURS, empty_panels, run_series, run_summary

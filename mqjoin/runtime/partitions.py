@@ -57,8 +57,8 @@ import pandas as pd
 from mqjoin.model.errors import DataError, OptionError
 from mqjoin.model.tables import Table, time_range
 from mqjoin.planning.plan import Plan
-from mqjoin.runtime.rules import Layout, Probe, arrival_order, base_tuples, field_positions, layout_of, position
-from mqjoin.runtime.vector import BatchExecutor, Frame, batch_frames, partition_keys
+from mqjoin.runtime.rules import Layout, Probe, field_positions, layout_of, position
+from mqjoin.runtime.vector import Arrivals, BatchExecutor, Frame, partition_keys
 from mqjoin.runtime.windows import window_mask
 from mqjoin.support.units import number
 
@@ -286,15 +286,10 @@ def project(plan: Plan, tables: Mapping[str, Table] | None, counts: Iterable[int
 
 def _measure(plan: Plan, tables: Mapping[str, Table], counts: tuple[int, ...], batch: int | None
              ) -> dict[tuple[str, int], tuple[int, float, int | None, float | None]]:
-    w = plan.workload
-    base = base_tuples(w, tables, plan.sources)
-    order = arrival_order(base, w.relation_rank)
     ex = BatchExecutor(plan)
     ex.tally = tally = PartitionTally(ex, counts)
-    size = len(order) if not batch else batch
-    for lo in range(0, len(order), max(size, 1)):
-        part = order[lo:lo + size]
-        ex.feed(batch_frames(((r, base[r][row]) for r, row in part), range(lo, lo + len(part))))
+    for frames in Arrivals(plan.workload, tables, ex.source_need).batches(batch):
+        ex.feed(frames)
     out = {}
     for s in plan.stores:
         layout = layout_of(s)

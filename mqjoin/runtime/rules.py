@@ -53,6 +53,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple
 
+import numpy as np
+
 from mqjoin.planning.candidates import MIR
 from mqjoin.model.errors import DataError, PlanError
 from mqjoin.model.filters import Comparison, Selection
@@ -211,22 +213,33 @@ def base_tuples(workload: Workload, tables: Mapping[str, Table], relations: Iter
     return out
 
 
+def arrival_permutation(ts: np.ndarray, rank: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """The permutation that puts arrivals in arrival order (docs/model.md §6): by ``ts``, equal
+    timestamps by the relation's declaration rank, equal ranks by the row — three equally long
+    arrays in, the indices of the arrivals in order out (every executor and the Spark source
+    replay the input in this one order).
+
+    >>> import numpy as np
+    >>> ts, rank, row = np.array([1.0, 0.5, 0.5, 0.5]), np.array([0, 1, 0, 0]), np.array([0, 0, 2, 1])
+    >>> arrival_permutation(ts, rank, row).tolist()  # ts 0.5 first: rank 0 (rows 1, 2), then rank 1
+    [3, 2, 1, 0]
+    """
+    return np.lexsort((row, rank, ts))
+
+
 def arrival_order(base: Mapping[str, list[tuple]], rank: Mapping[str, int]) -> list[tuple[str, int]]:
-    """(relation, row) of every base tuple in arrival order: ``ts``, then the relation's
-    declaration rank, then the row (the tie-break of docs/model.md §6).
+    """(relation, row) of every base tuple in arrival order (:func:`arrival_permutation`).
 
     >>> arrival_order({"R": [(0, 1.0), (1, 0.5)], "S": [(0, 0.5)]}, {"R": 0, "S": 1})
     [('R', 1), ('S', 0), ('R', 0)]
     """
-    import numpy as np
-
     rels = [r for r in base if base[r]]
     if not rels:
         return []
     ts = np.concatenate([np.fromiter((t[1] for t in base[r]), float, len(base[r])) for r in rels])
     rk = np.concatenate([np.full(len(base[r]), rank[r]) for r in rels])
     rows = np.concatenate([np.arange(len(base[r])) for r in rels])
-    idx = np.lexsort((rows, rk, ts))
+    idx = arrival_permutation(ts, rk, rows)
     names = {rank[r]: r for r in rels}
     return [(names[k], int(i)) for k, i in zip(rk[idx].tolist(), rows[idx].tolist())]
 

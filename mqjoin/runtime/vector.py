@@ -65,7 +65,7 @@ import math
 import numbers
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -76,8 +76,8 @@ from mqjoin.model.errors import PlanError
 from mqjoin.model.filters import Comparison
 from mqjoin.planning.plan import Plan
 from mqjoin.model.tables import Column, Table
-from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, field_positions, layout_of, require_inputs,
-                                  PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
+from mqjoin.runtime.rules import (Admit, Insert, Layout, Probe, arrival_permutation, field_positions, layout_of,
+                                  require_inputs, PARTITION_MULTIPLIER, partition_key, plan_rules, position, windows_of)
 from mqjoin.runtime.windows import window_mask
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -703,23 +703,6 @@ class BatchExecutor:
             self._compact(layout)
 
 
-def batch_frames(arrivals: Iterable[tuple[str, tuple]], seqs: Iterable[int]) -> dict[str, Frame]:
-    """The :class:`Frame` per relation of ``(relation, base tuple)`` arrivals with their
-    arrival numbers (base tuple: ``(row, ts, attribute values…)``)."""
-    by: dict[str, list] = {}
-    for (r, tup), s in zip(arrivals, seqs):
-        by.setdefault(r, []).append((s, tup))
-    out = {}
-    for r, items in by.items():
-        seq = np.fromiter((s for s, _ in items), dtype=np.int64, count=len(items))
-        fields = list(zip(*(t for _, t in items)))
-        cols = {0: np.asarray(fields[0], dtype=np.int64), 1: np.asarray(fields[1], dtype=np.float64)}
-        for j, vals in enumerate(fields[2:]):
-            cols[2 + j] = values_array(vals)
-        out[r] = Frame((r,), [cols], seq, cols[1])
-    return out
-
-
 class Arrivals:
     """Every input tuple of a run in arrival order (``ts``, relation declaration rank, row: the
     tie-break of docs/model.md §6) as arrays, cut into batches of :class:`Frame` values
@@ -762,7 +745,7 @@ class Arrivals:
         rank = np.concatenate([np.full(len(c[1]), k, dtype=np.int32) for k, c in enumerate(self.fields)]) \
             if rels else np.empty(0, dtype=np.int32)
         row = np.concatenate([np.arange(len(c[1])) for c in self.fields]) if rels else _EMPTY
-        order = np.lexsort((row, rank, ts))
+        order = arrival_permutation(ts, rank, row)
         self.rel, self.row = rank[order], row[order]
         #: the input's event-time span (max ts − min ts)
         self.span = float(ts.max() - ts.min()) if len(ts) else 0.0
@@ -783,6 +766,14 @@ class Arrivals:
             out[self.names[k]] = Frame((self.names[k],), [cols], pos + lo, cols[1] if 1 in cols else fields[1][rows])
         return out
 
+    def batches(self, size: int | None = None) -> Iterator[dict[str, Frame]]:
+        """The arrivals in order, ``size`` at a time (None or 0: all in one batch), each batch as
+        :meth:`frames` gives it — what :meth:`BatchExecutor.feed` takes."""
+        n = len(self)
+        step = max(size or n, 1)
+        for lo in range(0, n, step):
+            yield self.frames(lo, min(lo + step, n))
+
 
 def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None,
                sink: Callable[[str, np.ndarray], None] | None = None):
@@ -798,13 +789,11 @@ def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None
     w = plan.workload
     ex = BatchExecutor(plan)
     arrivals = Arrivals(w, tables, ex.source_need)
-    n = len(arrivals)
-    size = max(n if not batch else batch, 1)
     results: dict[str, list] = {q.name: [] for q in w.queries}
     t0 = time.perf_counter()
     with paused_gc():  # millions of entries per batch: no collections meanwhile
-        for lo in range(0, n, size):
-            got = ex.feed(arrivals.frames(lo, min(lo + size, n)))
+        for frames in arrivals.batches(batch):
+            got = ex.feed(frames)
             for q, (_, rows) in got.items():
                 if sink is not None:
                     if len(rows):
@@ -814,5 +803,5 @@ def run_vector(plan: Plan, tables: Mapping[str, Table], batch: int | None = None
     seconds = time.perf_counter() - t0
     messages = dict(ex.messages)
     return RunResult(results=results, probe_messages=messages, store_messages=store_messages(plan, messages),
-                     store_rows={s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, input_tuples=n,
+                     store_rows={s.id: ex.max_rows.get(s.id, 0) for s in plan.stores}, input_tuples=len(arrivals),
                      seconds=seconds, duration=arrivals.span, counts=dict(ex.counts))

@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from mqjoin.model.errors import DataError
 from mqjoin.model.tables import Column, Table
 from mqjoin.model.workload import Workload
+from mqjoin.runtime.rules import arrival_permutation
 from mqjoin.support.lru import LRU
 
 SOURCE_NAME = "mqjoin_replay"
@@ -144,7 +145,7 @@ def _in_arrival_order(parts: list[pa.Table]) -> pa.Table:
     del parts
     attrs = [c for c in log.column_names if c not in META]
     log = log.select([c for c in META if c in log.column_names] + sorted(attrs, key=_column_order))
-    order = np.lexsort((log["_row"].to_numpy(), log["_rel"].to_numpy(), log["_ts"].to_numpy()))
+    order = arrival_permutation(log["_ts"].to_numpy(), log["_rel"].to_numpy(), log["_row"].to_numpy())
     log = log.take(pa.array(order))
     return log.add_column(0, "_seq", pa.array(np.arange(len(log), dtype=np.int64)))
 
