@@ -56,7 +56,7 @@ from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stop
 from mqjoin.planning.ilp.master import Master
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
-from mqjoin.planning.ilp.prices import BlockKey, PricedBlock, kept_prices, load_prices
+from mqjoin.planning.ilp.prices import BlockKey, PricedBlock, block_keys, kept_prices, load_prices
 
 #: the master ILP from this many shared stores on (fewer: the depth-first search over their
 #: choices), for parts with large MIRs
@@ -93,8 +93,9 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         return None
     t0 = time.perf_counter()
     costs = BlockCosts(part, None if time_limit is None else t0 + time_limit, watch=watch)
-    if known:
-        load_prices(part, costs, known)
+    keys = None if not known and keep is None else block_keys(part)
+    if known and keys is not None:
+        load_prices(part, costs, known, keys)
     by_master = part.quick or len(part.stores) >= MASTER_MIN_STORES
     # large MIRs under the master: every combination priced by its LP (integral: costed) before
     # the first master, so the master's bound starts near the optimum and few combinations
@@ -146,8 +147,8 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         if best.choice is None:
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)") from None
-    if keep is not None:  # (every price is exact, a time limit or not)
-        keep.update(kept_prices(part, costs))
+    if keep is not None and keys is not None:  # (every price is exact, a time limit or not)
+        keep.update(kept_prices(part, costs, keys))
     return _result(part, costs, best, status, optimum, root, canonical)
 
 

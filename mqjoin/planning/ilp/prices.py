@@ -4,7 +4,7 @@ A coupled part (:mod:`mqjoin.planning.ilp.coupled`) costs most in pricing its bl
 block's optimum and lexicographic optimum under every combination of its shared stores'
 classes.  A block's prices depend on the block alone — its columns and rows, with the shared
 stores' own tie-break weights left out (:attr:`~mqjoin.planning.ilp.blocks.Part.tie`) — so a
-block of the same :func:`block_key` in a later model (one query added to or removed from the
+block of the same :func:`block_keys` in a later model (one query added to or removed from the
 part: every other block is as it was) has the same prices, and the same plans under them.
 :func:`kept_prices` writes down what a solve priced, by name (where a column or a block stands in
 the model changes between models; what it is does not), and :func:`load_prices` reads it into a
@@ -23,10 +23,10 @@ so the plan is the same.
 >>> one = part_of(w.restricted_to([q.name for q in w.queries[:8]]))
 >>> costs = BlockCosts(one, deadline=None)
 >>> priced = [costs.cost(k, one.chosen_by(k, t)) for k, t in one.combinations]
->>> kept = kept_prices(one, costs)
+>>> kept = kept_prices(one, costs, block_keys(one))
 >>> two = part_of(w)  # one query more
 >>> again = BlockCosts(two, deadline=None)
->>> found = load_prices(two, again, kept)
+>>> found = load_prices(two, again, kept, block_keys(two))
 >>> len(two.blocks), found  # left to price: the new query's block, and those whose stores it shares
 (8, 5)
 >>> all(again.costs[key][0] == BlockCosts(two, deadline=None).cost(k, two.chosen_by(k, t))
@@ -43,7 +43,7 @@ from typing import Any
 from mqjoin.planning.ilp.blocks import BlockCosts, Part
 from mqjoin.planning.ilp.model import PartKey, part_key
 
-#: what a block is (:func:`block_key`)
+#: what a block is (:func:`block_keys`)
 BlockKey = PartKey
 
 #: a choice of a block's shared stores by content: per store of the block, the names of the
@@ -62,12 +62,11 @@ class PricedBlock:
     ties: Mapping[Named, tuple[float, tuple[float, ...]]]
 
 
-def block_key(part: Part, k: int) -> BlockKey:
-    """What block ``k`` of a part is: :func:`~mqjoin.planning.ilp.model.part_key` of its
+def block_keys(part: Part) -> list[BlockKey]:
+    """What each block of a part is: :func:`~mqjoin.planning.ilp.model.part_key` of its
     columns and rows under the part's tie-break weights (a shared store's ``z`` weigh 0 in its
     blocks, so whether a store is shared is part of what the block is)."""
-    b = part.blocks[k]
-    return part_key(part.mdl, b.cols, b.rows, part.tie)
+    return [part_key(part.mdl, b.cols, b.rows, part.tie) for b in part.blocks]
 
 
 def _named_classes(part: Part, k: int) -> list[dict[int, frozenset[str]]]:
@@ -78,10 +77,10 @@ def _named_classes(part: Part, k: int) -> list[dict[int, frozenset[str]]]:
              for attrs in part.classes[(k, st)]} for st in part.blocks[k].stores]
 
 
-def kept_prices(part: Part, costs: BlockCosts) -> dict[BlockKey, PricedBlock]:
-    """What ``costs`` priced of each block of the part, by :func:`block_key`, with values (an
-    enumerated block's are computed on demand and not kept: enumeration is cheap) and, for
-    tie-break weights, proven."""
+def kept_prices(part: Part, costs: BlockCosts, keys: list[BlockKey]) -> dict[BlockKey, PricedBlock]:
+    """What ``costs`` priced of each block of the part, by its key (``keys``, :func:`block_keys`),
+    with values (an enumerated block's are computed on demand and not kept: enumeration is
+    cheap) and, for tie-break weights, proven."""
     by_block: dict[int, tuple[dict[Named, Any], dict[Named, Any]]] = {}
     named = [_named_classes(part, k) for k in range(len(part.blocks))]
 
@@ -95,19 +94,19 @@ def kept_prices(part: Part, costs: BlockCosts) -> dict[BlockKey, PricedBlock]:
         if vals is not None and proven and key[0] in by_block:
             by_block[key[0]][1][by_name(key)] = (w, tuple(vals))
     names = part.mdl.names
-    return {block_key(part, k): PricedBlock(tuple(names[c] for c in part.blocks[k].cols), c, t)
+    return {keys[k]: PricedBlock(tuple(names[c] for c in part.blocks[k].cols), c, t)
             for k, (c, t) in by_block.items()}
 
 
-def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBlock]) -> int:
-    """Write into ``costs`` the prices of every block of the part found in ``known`` (by
-    :func:`block_key`); returns how many blocks were found."""
+def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBlock], keys: list[BlockKey]) -> int:
+    """Write into ``costs`` the prices of every block of the part found in ``known`` (by its
+    key, ``keys``: :func:`block_keys`); returns how many blocks were found."""
     if not known:
         return 0
     found = 0
     names = part.mdl.names
     for k, b in enumerate(part.blocks):
-        hit = known.get(block_key(part, k))
+        hit = known.get(keys[k])
         if hit is None:
             continue
         found += 1
