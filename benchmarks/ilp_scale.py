@@ -27,6 +27,8 @@ are nested workloads.  A time limit never aborts the run: the row reports the st
     python benchmarks/ilp_scale.py --goals --time-limit 30 # the three speed goals (median of 3)
     python benchmarks/ilp_scale.py --spread 20 --sizes 100x3 --policies single
                                                            # 20 workloads (seeds 0-19) per size: median and worst
+    python benchmarks/ilp_scale.py --replan 3 --sizes 301x4/300
+                                                           # one query added, then removed, re-planned
 
 ``--spread N`` draws N workloads per size (seeds ``--seed`` to ``--seed + N - 1``), optimises each
 once (mqo, MIRs on) and prints, per size and policy, the median and worst optimiser time — build +
@@ -317,6 +319,50 @@ def spread(sizes: list[tuple[int, int, int]], policies: list[str], count: int, f
     return 0
 
 
+def _blocks(res) -> set:
+    """The keys of the blocks whose prices a result keeps (coupled parts, for a re-plan)."""
+    return {key for part in (res.parts or {}).values() for key in part.blocks}
+
+
+def replans(sizes: list[tuple[int, int, int]], count: int, first_seed: int) -> int:
+    """Incremental re-planning, per size and seed (``single``, MIRs on, no time limit): the first
+    Q − 1 queries of ``random_workload(Q, R, k, seed)`` optimised from scratch ("first"), then
+    all Q re-planned from that result ("add", :func:`mqjoin.planning.optimizer.replan`), then
+    the first Q − 1 again from the re-plan ("remove").  Wall and CPU seconds of each call (CPU
+    counts the forked children), the parts of the ILP reused whole, the blocks priced anew
+    (blocks of the re-solved coupled parts whose prices were not kept from the plan before; an
+    enumerated block's are not kept, so these count searched blocks) out of those kept, and
+    whether the re-plan equals a solve from scratch (the same objective and the same plan)."""
+    from mqjoin.planning.optimizer import replan
+
+    print(f"# ilp_scale --replan: seeds {first_seed}-{first_seed + count - 1}, {os.cpu_count()} cores, "
+          f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'Q':>4}{'k':>2}{'R':>5}{'seed':>5}{'first':>8}{'cpu':>7} | {'add':>7}{'cpu':>7}{'parts':>7}"
+          f"{'blocks':>11}{'equal':>6} | {'remove':>7}{'cpu':>7}{'parts':>7}{'blocks':>11}{'equal':>6}")
+    for n, size, rels in sizes:
+        for seed in range(first_seed, first_seed + count):
+            w = random_workload(n, rels, size, seed=seed)
+            fewer = w.restricted_to([q.name for q in w.queries[:-1]])
+            cols = []
+            t, cpu = time.perf_counter(), _cpu()
+            res = optimize(fewer, mode="mqo", partitioning="single")
+            cols.append(f"{time.perf_counter() - t:>8.2f}{_cpu() - cpu:>7.2f} |")
+            for step, scratch in ((w, None), (fewer, res)):
+                t, cpu = time.perf_counter(), _cpu()
+                again = replan(res, step)
+                wall, used = time.perf_counter() - t, _cpu() - cpu
+                scratch = scratch or optimize(step, mode="mqo", partitioning="single")
+                equal = (again.plan == scratch.plan and again.ilp.status == scratch.ilp.status == "optimal"
+                         and math.isclose(again.ilp.objective, scratch.ilp.objective, rel_tol=1e-9))
+                kept, new = _blocks(res), _blocks(again)
+                cols.append(f"{wall:>7.2f}{used:>7.2f}{f'{again.reused_parts}/{again.ilp.components}':>7}"
+                            f"{f'{len(new - kept)}/{len(new)}':>11}{'yes' if equal else 'NO':>6} |")
+                res = again
+            print(f"{n:>4}{size:>2}{rels:>5}{seed:>5}" + " ".join(cols).rstrip(" |"), flush=True)
+    print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
 def summary(rows: list[Row], time_limit: float) -> list[str]:
     out = ["", "Summary", "-------"]
     by_key = {(r.n, r.rels, r.size): r for r in rows}
@@ -377,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--spread: sizes as QUERIESxRELATIONS_PER_QUERY, over 100 relations or /RELATIONS, "
                          "comma-separated (default 100x3,10x5,30x5; e.g. 1000x3/1000)")
     ap.add_argument("--policies", default="single,replicas", help="--spread: policies, comma-separated")
+    ap.add_argument("--replan", type=int, default=0, metavar="N",
+                    help="N workloads per size of --sizes (seeds --seed …): one query added, then removed, re-planned")
     args = ap.parse_args(argv)
     bad = set(args.rows) - set(LETTER) - set(", ")
     if bad:
@@ -388,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be at least 1")
     if args.goals:
         return goals(args.seed, time_limit, args.repeat)
-    if args.spread:
+    if args.spread or args.replan:
         try:
             sizes = [_size(part) for part in args.sizes.split(",")]
         except ValueError:
@@ -396,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         bad_policies = [p for p in args.policies.split(",") if p not in POLICIES]
         if bad_policies:
             ap.error(f"--policies: unknown {', '.join(bad_policies)} (use {', '.join(POLICIES)})")
+        if args.replan:
+            return replans(sizes, args.replan, args.seed)
         return spread(sizes, args.policies.split(","), args.spread, args.seed, time_limit)
     figs = list(dict.fromkeys(LETTER[c] for c in args.rows if c in LETTER))
     table = QUICK if args.quick else FIGURES

@@ -125,3 +125,46 @@ def test_optimize_changes_cli(tmp_path, capsys):
     assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "bad.yaml")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "removes nope, which the workload does not have" in err
+
+
+# (queries, relations, query size, seed): one coupled part of several blocks under ``single``
+# (four-way queries: their blocks are priced by searches, whose prices are kept; three-way
+# blocks are enumerated, cheaply, in every solve)
+COUPLED = [(10, 20, 4, s) for s in range(4)] + [(9, 16, 4, 5), (12, 30, 4, 6)]
+
+
+def _coupled_part_blocks(res) -> int:
+    """How many blocks the largest coupled part of a result kept prices of."""
+    return max((len(p.blocks) for p in res.parts.values()), default=0)
+
+
+@pytest.mark.parametrize("n,rels,k,seed", COUPLED)
+def test_a_coupled_part_changed_by_one_query_reprices_only_its_new_blocks(n, rels, k, seed, monkeypatch):
+    """One query added to a coupled part, then another removed: the part changes, so it is
+    solved again, but by its blocks' prices kept from the solve before — the blocks the change
+    leaves as they were are not priced again — and the plan is the one a solve from scratch
+    gives (the same optimum, the same canonical plan)."""
+    from mqjoin.planning.ilp import blocks
+
+    searched = []
+    real = blocks.BlockCosts.searched
+
+    def counting(self, k, choice):
+        searched.append(k)
+        return real(self, k, choice)
+
+    monkeypatch.setattr(blocks.BlockCosts, "searched", counting)
+    monkeypatch.setenv("MQJOIN_FORK", "0")  # (every search in this process, where it is counted)
+    w = random_workload(n, rels, k, seed=seed)
+    names = [q.name for q in w.queries]
+    res = optimize(w.restricted_to(names[:-1]), partitioning="single")
+    assert res.ilp.components >= 1 and _coupled_part_blocks(res) > 2
+    for step in (w, w.restricted_to(names[1:])):
+        searched.clear()
+        res = replan(res, step)
+        again = len(searched)
+        searched.clear()
+        scratch = optimize(step, partitioning="single")
+        _same(res, scratch)
+        assert res.reused_parts < res.ilp.components  # the coupled part changed: solved again
+        assert again < len(searched), (again, len(searched))  # ... from the prices kept

@@ -189,7 +189,7 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         t1 = time.perf_counter()
         base = None
         # (a search needs no good start: only a plan for a time limit; nor do small parts)
-        if _warm(unsearched_binaries(mdl), time_limit) and not reuse:  # (a re-plan keeps most parts)
+        if not reuse and _warm(unsearched_binaries(mdl), time_limit):  # (a re-plan keeps most parts)
             try:
                 base, _, _ = _solve_workload(workload, partitioning, False, solver,
                                              None if time_limit is None else time_limit / 4, namespace,

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -55,6 +56,7 @@ from mqjoin.planning.ilp.blocks import BlockCosts, Choice, Incumbent, Part, Stop
 from mqjoin.planning.ilp.master import Master
 from mqjoin.planning.ilp.model import TIE_SLACK, Model
 from mqjoin.planning.ilp.monitor import Watch
+from mqjoin.planning.ilp.prices import BlockKey, PricedBlock, block_keys, kept_prices, load_prices
 
 #: the master ILP from this many shared stores on (fewer: the depth-first search over their
 #: choices), for parts with large MIRs
@@ -76,11 +78,14 @@ CoupledResult = tuple[str, float, float, list[float], bool]
 
 
 def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None,
-                  canonical: bool, watch: Watch = Watch()) -> CoupledResult | None:
+                  canonical: bool, watch: Watch = Watch(), known: Mapping[BlockKey, PricedBlock] | None = None,
+                  keep: dict[BlockKey, PricedBlock] | None = None) -> CoupledResult | None:
     """Solve a coupled part (see the module docstring).  Returns (status, objective, bound,
     values, canonical proven), or None when the part does not split into blocks or has too
     many combinations for its small MIRs.  ``watch`` is told every new incumbent with the bound
-    of the moment, and its stop ends the search as the time limit does."""
+    of the moment, and its stop ends the search as the time limit does.  ``known``: blocks
+    priced by an earlier solve (:mod:`mqjoin.planning.ilp.prices`), not priced again; ``keep``:
+    where the blocks' prices go, for a later solve."""
     part = coupled_part(mdl, cols, rows)
     if part is None:
         return None
@@ -88,6 +93,9 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         return None
     t0 = time.perf_counter()
     costs = BlockCosts(part, None if time_limit is None else t0 + time_limit, watch=watch)
+    keys = None if not known and keep is None else block_keys(part)
+    if known and keys is not None:
+        load_prices(part, costs, known, keys)
     by_master = part.quick or len(part.stores) >= MASTER_MIN_STORES
     # large MIRs under the master: every combination priced by its LP (integral: costed) before
     # the first master, so the master's bound starts near the optimum and few combinations
@@ -100,7 +108,7 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         if part.quick:  # every combination priced up front (exact as a rule): the master's first choice is, nearly
             lp = set(costs.enumerate_blocks())
             costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)),
-                         [p for p in part.combinations if p[0] in lp])
+                         [p for p, key in zip(part.combinations, part.keys) if p[0] in lp and key not in costs.costs])
         else:  # each block alone: the root bound (reported as it grows: blocks not done count 0)
             def alone(k: int, _: tuple[int, ...]) -> float:
                 done[k] = costs.cost(k, {})
@@ -139,6 +147,8 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
         if best.choice is None:
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)") from None
+    if keep is not None and keys is not None:  # (every price is exact, a time limit or not)
+        keep.update(kept_prices(part, costs, keys))
     return _result(part, costs, best, status, optimum, root, canonical)
 
 

@@ -408,3 +408,29 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
     out = sorted(groups.values(), key=lambda g: g[0][0])
     mdl._keys["components"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), [(tuple(c), tuple(r)) for c, r in out])
     return out
+
+
+#: what a part is (:func:`part_key`): its columns and rows by name, with costs and bounds
+PartKey = frozenset[tuple[Any, ...]]
+
+
+def part_key(mdl: Model, cols: list[int], rows: list[int], tie: list[float] | None = None) -> PartKey:
+    """What a part is, independent of where its columns and rows stand in the model: its
+    columns (name, cost, tie-break weight — ``tie``'s, the model's by default —, bound,
+    integrality) and rows (name, columns by name with coefficients, bounds).  Two models with a
+    part of the same key have the same optima there (components share no row), and the same
+    canonical optimum.
+
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> w = random_workload(6, 30, 3, seed=4)
+    >>> one = build_model(enumerate_candidates(w))
+    >>> two = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[1:]])))
+    >>> keys = {part_key(one, c, r) for c, r in components(one)}
+    >>> sum(part_key(two, c, r) in keys for c, r in components(two)), len(components(two))
+    (2, 3)
+    """
+    names, tie = mdl.names, mdl.tie if tie is None else tie
+    return frozenset([(names[c], mdl.cost[c], tie[c], mdl.upper[c], mdl.integer[c]) for c in cols]
+                     + [(name, tuple(names[i] for i in idx), tuple(coef), lo, hi)
+                        for name, idx, coef, lo, hi in (mdl.rows[r] for r in rows)])

@@ -46,7 +46,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc_relaxation, solve_cbc,
@@ -54,9 +53,10 @@ from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc
 from mqjoin.planning.ilp.blocks import Stopped
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.coupled import CoupledResult, solve_coupled
-from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, components
+from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, PartKey, components, part_key
 from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
 from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
+from mqjoin.planning.ilp.prices import BlockKey, PricedBlock
 from mqjoin.planning.options import check_solution_limit, check_solver, check_time_limit
 
 #: solve :func:`orders_relaxed` first (by default) when the model has an MIR of at least this
@@ -66,40 +66,17 @@ from mqjoin.planning.options import check_solution_limit, check_solver, check_ti
 RELAX_MIN_MIR = 4
 
 
-#: what a part is (:func:`part_key`): its columns and rows by name, with costs and bounds
-PartKey = frozenset[tuple[Any, ...]]
-
-
 @dataclass(frozen=True)
 class SolvedPart:
     """One independent part's answer, kept to be reused by a later solve of a model that has
-    the same part (:func:`part_key`): its nonzero values by column name and its objective."""
+    the same part (:func:`part_key`): its nonzero values by column name and its objective,
+    and for a coupled part its blocks' prices (:mod:`mqjoin.planning.ilp.prices`), which a
+    later solve of a part that differs in a few blocks takes up."""
 
     values: Mapping[str, float]
     objective: float
     canonical: bool
-
-
-def part_key(mdl: Model, cols: list[int], rows: list[int]) -> PartKey:
-    """What a part is, independent of where its columns and rows stand in the model: its
-    columns (name, cost, tie-break weight, bound, integrality) and rows (name, columns by name
-    with coefficients, bounds).  Two models with a part of the same key have the same optima
-    there (components share no row), and the same canonical optimum.
-
-    >>> from mqjoin.datasets.random_workloads import random_workload
-    >>> from mqjoin.planning.candidates import enumerate_candidates
-    >>> from mqjoin.planning.ilp.model import build_model, components
-    >>> w = random_workload(6, 30, 3, seed=4)
-    >>> one = build_model(enumerate_candidates(w))
-    >>> two = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[1:]])))
-    >>> keys = {part_key(one, c, r) for c, r in components(one)}
-    >>> sum(part_key(two, c, r) in keys for c, r in components(two)), len(components(two))
-    (2, 3)
-    """
-    names = mdl.names
-    return frozenset([(names[c], mdl.cost[c], mdl.tie[c], mdl.upper[c], mdl.integer[c]) for c in cols]
-                     + [(name, tuple(names[i] for i in idx), tuple(coef), lo, hi)
-                        for name, idx, coef, lo, hi in (mdl.rows[r] for r in rows)])
+    blocks: Mapping[BlockKey, PricedBlock] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -168,7 +145,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     :class:`~mqjoin.model.errors.NoSolutionError`), and the status is ``interrupted``.
     ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
     stop before it has a plan, but not handed to the solvers (so it changes no search).
-    ``reuse``: the ``parts`` of an earlier solution, not solved again (:func:`_known_parts`)."""
+    ``reuse``: an earlier solution's ``parts`` (with blocks' prices), not solved again (:func:`_known_parts`)."""
     keep = start if start is not None else fallback
     check_solver(solver)
     check_time_limit(time_limit)
@@ -183,7 +160,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
     values = [0.0] * mdl.num_variables
     comps = components(mdl)
-    known, todo, comps_left, objective = _known_parts(mdl, comps, reuse, canonical, values)
+    known, todo, comps_left, objective, priced, blocks = _known_parts(mdl, comps, reuse, canonical, values)
     status, bound, is_canonical = "optimal", objective, True
     if branching is None:
         branching = solver == "highs" and solution_limit is None
@@ -207,7 +184,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         share = len(cols) / left_cols
         left_cols -= len(cols)
         if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, keep, watch)
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, keep, watch, priced, blocks)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
                 bd = min(obj, watch.bound(bd))
@@ -250,15 +227,19 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             status = st
     if status != "optimal" and monitor is not None and monitor.stopped:
         status = "interrupted"
-    kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical)
+    kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical, blocks)
     return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
                     len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
 
 
+#: the blocks' prices of the coupled parts a solve solved, by the part's first column
+Blocks = dict[int, dict[BlockKey, PricedBlock]]
+
 #: with ``reuse``: the parts a solve found there, the parts it solves (by key and columns), those
-#: parts as (columns, rows), and the objective of the parts found
+#: parts as (columns, rows), the objective of the parts found, every block priced there, and
+#: where the prices of the blocks it solves go (None without ``reuse``: nothing is kept)
 Known = tuple[dict[PartKey, SolvedPart] | None, list[tuple[PartKey, list[int]]], list[tuple[list[int], list[int]]],
-              float]
+              float, dict[BlockKey, PricedBlock], Blocks | None]
 
 
 def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Mapping[PartKey, SolvedPart] | None,
@@ -269,9 +250,11 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
     share no row and each part's optimum (its canonical one) depends on the part alone, so the
     answer is the one a solve from scratch gives.  Without ``reuse`` every part is solved and
     none is kept (``Solution.parts`` None); with it (an empty mapping to start) the solution
-    lists its parts proven optimal for the next solve (:func:`_kept`)."""
+    lists its parts proven optimal for the next solve (:func:`_kept`).  The blocks priced in
+    ``reuse``'s parts are priced again by none of the coupled parts solved
+    (:mod:`mqjoin.planning.ilp.prices`)."""
     if reuse is None:
-        return None, [], comps, 0.0
+        return None, [], comps, 0.0, {}, None
     known: dict[PartKey, SolvedPart] = {}
     todo, left, objective = [], [], 0.0
     for cols, rows in comps:
@@ -286,18 +269,20 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
         for name, v in hit.values.items():
             values[at[name]] = v
         objective += hit.objective
-    return known, todo, left, objective
+    return known, todo, left, objective, {k: v for part in reuse.values() for k, v in part.blocks.items()}, {}
 
 
 def _kept(mdl: Model, todo: list[tuple[PartKey, list[int]]], values: list[float],
-          known: dict[PartKey, SolvedPart] | None, optimal: bool,
-          canonical: bool) -> dict[PartKey, SolvedPart] | None:
+          known: dict[PartKey, SolvedPart] | None, optimal: bool, canonical: bool,
+          blocks: Blocks | None) -> dict[PartKey, SolvedPart] | None:
     """``known`` with the parts solved (``todo``) added when the solve proved them optimal (a
-    part stopped by a time limit is not kept: its answer is not the part's optimum)."""
+    part stopped by a time limit is not kept: its answer is not the part's optimum), each with
+    its blocks' prices (``blocks``, by the part's first column)."""
     if known is not None and optimal:
         for key, cols in todo:
             known[key] = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
-                                    math.fsum(mdl.cost[c] * values[c] for c in cols), canonical)
+                                    math.fsum(mdl.cost[c] * values[c] for c in cols), canonical,
+                                    (blocks or {}).get(cols[0], {}))
     return known
 
 
@@ -358,11 +343,16 @@ def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | No
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
-                      start: list[float] | None, watch: Watch = Watch()) -> CoupledResult | None:
+                      start: list[float] | None, watch: Watch = Watch(),
+                      known: Mapping[BlockKey, PricedBlock] | None = None,
+                      blocks: Blocks | None = None) -> CoupledResult | None:
     """The coupled search's answer for a part (None: the part is not for it), or the start with
-    bound 0 when a time limit stopped the search before it had a plan."""
+    bound 0 when a time limit stopped the search before it had a plan.  ``known``: blocks
+    priced before; ``blocks``: where the part's blocks' prices go, by its first column (see
+    :func:`~mqjoin.planning.ilp.coupled.solve_coupled`)."""
     try:
-        return solve_coupled(mdl, cols, rows, time_limit, canonical, watch)
+        return solve_coupled(mdl, cols, rows, time_limit, canonical, watch, known,
+                             None if blocks is None else blocks.setdefault(cols[0], {}))
     except NoSolutionError:
         if start is None:
             raise
