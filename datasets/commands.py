@@ -55,7 +55,6 @@ def load_for_estimation(path: str):
     try:
         return load_named_workload(path), False
     except MissingSelectivityError:
-        pass
         p = Path(path) if Path(path).exists() else bundled_workload(path) or Path(path)
         spec = dict(read_yaml(p.read_text(encoding="utf-8")))
         spec["defaults"] = {**(spec.get("defaults") or {}), "selectivity": PLACEHOLDER_SELECTIVITY}
@@ -69,10 +68,14 @@ def fitted_inputs(workload: str, data: str, as_written: bool = False):
     """``(tables, fit)``: the inputs in ``data`` of the workload named ``workload``, and the
     workload to plan on for them (:func:`mqjoin.datasets.fitting.fit_to_data`): unless
     ``as_written``, its horizon the data's span and its statistics measured again where the
-    data contradicts them — said in one line on stderr."""
+    data contradicts them, or where the workload leaves a class without a selectivity (read as
+    :func:`load_for_estimation` reads it: the data gives what is missing) — said in one line on
+    stderr.  ``as_written`` plans on the workload's own statistics, so every class needs one."""
     from mqjoin.datasets.fitting import fit_inputs
 
-    tables, fit = fit_inputs(load_named_workload(workload), data, command=workload, check=not as_written)
+    w, missing = (load_named_workload(workload), False) if as_written else load_for_estimation(workload)
+    tables, fit = fit_inputs(w, data, command=workload, check=not as_written,
+                             measure="it gives no selectivity for some classes" if missing else None)
     if fit.message:
         progress(f"mqjoin: {fit.message}")
     return tables, fit

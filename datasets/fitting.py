@@ -140,12 +140,14 @@ def sizes_fraction(rows: int) -> float:
 
 
 def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "", command: str = "",
-                check: bool = True, progress: Callable[[str], None] | None = None) -> Fit:
+                check: bool = True, progress: Callable[[str], None] | None = None,
+                measure: str | None = None) -> Fit:
     """``workload`` for a run over ``tables``: its horizon the data's span and, when the data
     contradicts its statistics (:func:`disagreement`), its statistics measured again on the data
-    (module docstring); with ``check=False`` the workload as written.  ``source`` names the data and
-    ``command`` the workload in the message; ``progress(message)`` hears each stage (the explorer
-    shows them while it measures)."""
+    (module docstring); with ``check=False`` the workload as written.  ``measure``: why the
+    statistics are measured whatever the check would say (the workload lacks some).  ``source``
+    names the data and ``command`` the workload in the message; ``progress(message)`` hears each
+    stage (the explorer shows them while it measures)."""
     from mqjoin.datasets.sizes import measure_sizes
     from mqjoin.datasets.stats import DEFAULT_SAMPLE, estimate_statistics
 
@@ -154,8 +156,9 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
     if not (span > 0 and check):
         return Fit(workload, source=source)
     t0 = time.perf_counter()
-    say(f"checking the workload's statistics on a sample of {source or 'the data'} …")
-    why = disagreement(workload, tables, source)
+    if measure is None:
+        say(f"checking the workload's statistics on a sample of {source or 'the data'} …")
+    why = measure or disagreement(workload, tables, source)
     if not why:
         w = workload if math.isclose(workload.defaults.horizon, span,
                                      rel_tol=1e-9) else workload.with_defaults(horizon=span)
@@ -176,27 +179,32 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
     sized = f", {len(st.sizes)} join sizes" + ("" if fraction == 1 else f" on {fraction * 100:.2g}% of join values")
     keep = (f"; to keep them: mqjoin stats {command} --data {source} --sizes --write OUT.yaml"
             if command and source else "")
-    there = f" than {source}" if source else ""
-    return Fit(w, True, f"the workload's statistics describe other data{there} ({why}): measured again in "
-                        f"{seconds:.1f}s (rates, selectivities{sized if st.sizes else ''}){keep}",
-               seconds, True, source)
+    done = f"in {seconds:.1f}s (rates, selectivities{sized if st.sizes else ''}){keep}"
+    if measure:
+        message = f"the workload's statistics are incomplete ({why}): measured on {source or 'the data'} {done}"
+    else:
+        there = f" than {source}" if source else ""
+        message = f"the workload's statistics describe other data{there} ({why}): measured again {done}"
+    return Fit(w, True, message, seconds, True, source)
 
 
 def fit_inputs(workload: Workload, data: str | Path | Mapping[str, Table], command: str = "",
-               check: bool = True, progress: Callable[[str], None] | None = None) -> tuple[dict[str, Table], Fit]:
+               check: bool = True, progress: Callable[[str], None] | None = None,
+               measure: str | None = None) -> tuple[dict[str, Table], Fit]:
     """The inputs of ``workload`` in ``data`` — a folder of ``R.csv`` or ``R.parquet`` per
     relation, or the tables themselves — and the workload to plan on for them
     (:func:`fit_to_data`, ``progress`` hearing each stage): the one path of ``run``, ``stats`` and
-    the explorer given data."""
+    the explorer given data; ``measure`` as :func:`fit_to_data` takes it)."""
     from mqjoin.model.tables import read_inputs
 
     if isinstance(data, Mapping):
-        return dict(data), fit_to_data(workload, data, source="the data given", command=command, check=check,
-                                       progress=progress)
-    if progress is not None:
-        progress(f"reading {data} …")
-    tables = read_inputs(workload, data)
-    return tables, fit_to_data(workload, tables, source=str(data), command=command, check=check, progress=progress)
+        tables, source = dict(data), "the data given"
+    else:
+        if progress is not None:
+            progress(f"reading {data} …")
+        tables, source = read_inputs(workload, data), str(data)
+    return tables, fit_to_data(workload, tables, source=source, command=command, check=check, progress=progress,
+                               measure=measure)
 
 
 def reached(tables: Mapping[str, Table], span: float) -> dict[str, Table]:

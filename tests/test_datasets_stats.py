@@ -246,6 +246,30 @@ def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, caps
     assert code == 2 and "1.5" in err and err.count("\n") == 1
 
 
+def test_run_on_data_measures_the_selectivities_a_workload_leaves_out(tmp_path, capsys):
+    """`run --data` plans on statistics of the data: a class the workload gives no selectivity
+    (and no default) is measured there, like every other statistic, and the results are the
+    oracle's; `--workload-stats` (plan on the workload as written) still needs every class's."""
+    w = tmp_path / "clicks.yaml"
+    w.write_text('relations: {clicks: {attributes: [user, page]}, pages: {attributes: [page]}, '
+                 'users: {attributes: [user]}}\n'
+                 'queries: {q: "clicks(user, page), pages(page), users(user)"}\n'
+                 'selectivities: {clicks.user = users.user: 0.5}\n')
+    tables = {"clicks": Table.from_columns("clicks", {"ts": [0, 1, 2, 3], "user": [1, 1, 2, 2], "page": [1, 2, 1, 3]}),
+              "pages": Table.from_columns("pages", {"ts": [0, 1], "page": [1, 2]}),
+              "users": Table.from_columns("users", {"ts": [0, 1], "user": [1, 3]})}
+    write_inputs(tables, tmp_path / "data")
+    code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--check", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["statistics"]["remeasured"] and "statistics are incomplete" in err
+    assert d["queries"]["q"]["results"] == 2  # clicks rows 0 and 1 (user 1) with pages 1 and 2
+    code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o2"), "--workload-stats"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no selectivity for the class" in err
+
+
 def test_stats_cli_errors_are_one_line(tmp_path, capsys):
     code = main(["stats", "tpch_fig7a.yaml", "--data", str(tmp_path / "nope")])
     err = capsys.readouterr().err
