@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
+from mqjoin.model.errors import MissingSelectivityError
 from mqjoin.model.tables import Table, time_range
 from mqjoin.model.workload import Workload
 
@@ -153,6 +154,10 @@ def fit_to_data(workload: Workload, tables: Mapping[str, Table], source: str = "
 
     say = progress or (lambda message: None)
     span = time_range(tables)[1]
+    if measure and check and not span > 0:
+        raise MissingSelectivityError(f"the workload's statistics are incomplete ({measure}) and "
+                                      f"{source or 'the data'} spans no time to measure them over (every ts is equal): "
+                                      "add the selectivities to the workload or set defaults.selectivity")
     if not (span > 0 and check):
         return Fit(workload, source=source)
     t0 = time.perf_counter()

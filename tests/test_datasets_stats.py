@@ -268,6 +268,13 @@ def test_run_on_data_measures_the_selectivities_a_workload_leaves_out(tmp_path, 
     code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o2"), "--workload-stats"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no selectivity for the class" in err
+    # data that spans no time gives no statistics: said, not planned on the placeholder
+    flat = {r: Table.from_columns(r, {**{c: list(v) for c, v in t.columns.items()}, "ts": [0] * len(t)})
+            for r, t in tables.items()}
+    write_inputs(flat, tmp_path / "flat")
+    code = main(["run", str(w), "--data", str(tmp_path / "flat"), "--out", str(tmp_path / "o3")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "spans no time" in err
 
 
 def test_stats_cli_errors_are_one_line(tmp_path, capsys):
