@@ -220,9 +220,9 @@ def test_stats_cli_on_the_shipped_sample(tmp_path, capsys):
     assert sampled and all(p["ci95"][0] <= p["value"] <= p["ci95"][1] for p in sampled)
 
 
-def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, capsys):
-    """What `stats` estimates need not be there: a workload with no selectivity for a class (and
-    no default) is estimated, and the workload written has the estimate and no default."""
+def _clicks(tmp_path):
+    """A click-stream workload with no selectivity for its page class (and no default), and its
+    data written to ``tmp_path/data``: ``(workload file, tables)``."""
     w = tmp_path / "clicks.yaml"
     w.write_text('relations: {clicks: {attributes: [user, page]}, pages: {attributes: [page]}, '
                  'users: {attributes: [user]}}\n'
@@ -232,6 +232,13 @@ def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, caps
               "pages": Table.from_columns("pages", {"ts": [0, 1], "page": [1, 2]}),
               "users": Table.from_columns("users", {"ts": [0, 1], "user": [1, 3]})}
     write_inputs(tables, tmp_path / "data")
+    return w, tables
+
+
+def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, capsys):
+    """What `stats` estimates need not be there: a workload with no selectivity for a class (and
+    no default) is estimated, and the workload written has the estimate and no default."""
+    w, tables = _clicks(tmp_path)
     out = tmp_path / "out.yaml"
     code = main(["stats", str(w), "--data", str(tmp_path / "data"), "--write", str(out)])
     assert code == 0, capsys.readouterr().err
@@ -250,15 +257,7 @@ def test_run_on_data_measures_the_selectivities_a_workload_leaves_out(tmp_path, 
     """`run --data` plans on statistics of the data: a class the workload gives no selectivity
     (and no default) is measured there, like every other statistic, and the results are the
     oracle's; `--workload-stats` (plan on the workload as written) still needs every class's."""
-    w = tmp_path / "clicks.yaml"
-    w.write_text('relations: {clicks: {attributes: [user, page]}, pages: {attributes: [page]}, '
-                 'users: {attributes: [user]}}\n'
-                 'queries: {q: "clicks(user, page), pages(page), users(user)"}\n'
-                 'selectivities: {clicks.user = users.user: 0.5}\n')
-    tables = {"clicks": Table.from_columns("clicks", {"ts": [0, 1, 2, 3], "user": [1, 1, 2, 2], "page": [1, 2, 1, 3]}),
-              "pages": Table.from_columns("pages", {"ts": [0, 1], "page": [1, 2]}),
-              "users": Table.from_columns("users", {"ts": [0, 1], "user": [1, 3]})}
-    write_inputs(tables, tmp_path / "data")
+    w, tables = _clicks(tmp_path)
     code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--check", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
