@@ -536,7 +536,9 @@ def test_python_error_in_a_batch_is_recorded_with_its_own_message(spark, tmp_pat
         d._guard(bad_batch)(None, 1)
     assert isinstance(d.error, EngineError)
     assert str(d.error) == "the mqjoin deployment failed: value 'x' of column a is not a number (injected)"
-    assert d.status == "failed" and events[-1] == {"kind": "status", "status": "failed", "error": str(d.error)}
+    # no query runs (it was never started): the failure ended the run
+    assert d.status == "failed" and events[-1] == {"kind": "status", "status": "failed", "error": str(d.error),
+                                                   "ended": True}
 
 
 def test_pacing_is_validated_before_spark_starts(tmp_path):
