@@ -32,8 +32,9 @@ one ended, whatever slice its first run took.
 
 **What scales out and what does not.**  Spark numbers the micro-batches and keeps their
 commits; the reading, the probes and the output run in one Python process on the driver, so
-one batch is bounded by one core.  The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
-over the cluster's executors and is the mode for state larger than the driver's memory.
+one batch is bounded by one core.  The sharded engine (:mod:`.distributed`,
+``--spark-mode distributed``) spreads every store over the cluster's executors and is the mode
+for state larger than the driver's memory.
 
 **Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
 ``transformWithState``) were the alternative.  Their fixed cost per batch — a shuffle by the
