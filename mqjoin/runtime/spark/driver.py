@@ -87,7 +87,8 @@ class DriverEngine:
     deployment runs static plans with :class:`VectorDriverEngine`), or the adaptive
     controller (:class:`AdaptiveDriverEngine`).  ``state_dir`` keeps the state journal;
     ``on_batch`` receives a :class:`~.engine.BatchReport` per batch; ``columns``: where the
-    served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`)."""
+    served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`);
+    ``feed``: the :class:`~.source.LogFeed` its micro-batches take their tuples from."""
 
     def __init__(self, plan: Plan, out_dir: str, state_dir: str | Path,
                  on_batch: Callable[[BatchReport], None] | None = None, columns: Mapping[str, str] | None = None,
