@@ -217,6 +217,38 @@ def test_transient_spark_warning_is_not_an_error_and_the_run_goes_on():
     assert panel.deploy_button.disabled  # still live
 
 
+TIMED_OUT = ("the mqjoin deployment failed: SocketTimeoutException: Timed out while waiting for the Python worker "
+             "to connect back")
+
+
+def test_a_failure_that_ended_the_run_is_an_error_whatever_its_words():
+    """A transient-sounding failure the run did not survive (its query ended with it, before
+    its first batch): the status line says the error and the run can be deployed again — not a
+    clock that stops at "waiting for the first micro-batch … 10 s" for ever."""
+    panel = make_panel([])
+    click_deploy(panel)
+    d = panel.deployments[0][1]
+    d.emit({"kind": "status", "status": "failed", "error": TIMED_OUT, "ended": True})
+    assert panel.wait_idle()
+    status = html.unescape(panel.status.value)
+    assert "error" in status and "connect back" in status and "press Deploy to try again" in status
+    (row,) = run_rows(panel)
+    assert "failed" in row and panel.runs.clock() is None and not panel.deploy_button.disabled
+
+
+def test_a_warning_the_run_did_not_survive_after_all_becomes_an_error():
+    """The same words first while the query ran (a warning), then again as the query ends."""
+    panel = make_panel([])
+    click_deploy(panel)
+    d = panel.deployments[0][1]
+    d.emit({"kind": "status", "status": "failed", "error": TIMED_OUT, "ended": False})
+    assert "error" not in panel.status.value and panel.deploy_button.disabled
+    d.emit({"kind": "status", "status": "failed", "error": TIMED_OUT, "ended": True})
+    assert panel.wait_idle()
+    assert "error" in panel.status.value and "failed" in run_rows(panel)[0]
+    assert not panel.deploy_button.disabled
+
+
 def test_the_run_table_says_when_the_engine_falls_behind_its_input():
     calls = []
     panel = make_panel(calls)
@@ -783,3 +815,34 @@ def test_an_unreadable_folder_is_said_under_the_input_and_nothing_typed_is_lost(
     click_deploy(panel)
     assert calls == [] and "R.csv" in html.unescape(panel.input_line.value)
     panel.close()
+
+
+def test_a_spark_deployment_reports_a_failure_again_when_its_query_ends():
+    """Spark's side of the two tests above: a failure first recorded while the query ran (a
+    batch's error, ``ended`` false) is reported again, ``ended`` true, when the query terminates
+    with it; a failure at termination is reported once, ``ended`` true."""
+    pytest.importorskip("pyspark")
+    from mqjoin.runtime.spark.deployment import Deployment
+    from mqjoin.runtime.spark.metrics import Metrics
+
+    class Query:
+        isActive = True
+
+    def bare():
+        d = object.__new__(Deployment)  # the reporting half only: no session, no input
+        d.engine_name, d.error, d.status, d._stopping = "mqjoin", None, "running", False
+        d._queries, d.metrics = {"plan": Query()}, Metrics("mqjoin", "driver", None)
+        events = []
+        d.subscribe(lambda ev: events.append(ev) if ev["kind"] == "status" else None)
+        return d, events
+
+    d, events = bare()
+    d._fail(RuntimeError("SocketTimeoutException: Accept timed out"))  # a batch's error, the query still up
+    Query.isActive = False
+    d._on_listener("plan", "terminated", {"exception": "SocketTimeoutException: Accept timed out"})
+    assert [(e["status"], e["ended"]) for e in events] == [("failed", False), ("failed", True)]
+    assert events[0]["error"] == events[1]["error"] and d.status == "failed"
+
+    d, events = bare()
+    d._on_listener("plan", "terminated", {"exception": "java.net.SocketTimeoutException: connect back"})
+    assert [(e["status"], e["ended"]) for e in events] == [("failed", True)]

@@ -53,7 +53,8 @@ fake deployment and no Spark.
   the input line, under the control that chose it, and nothing typed is cleared.
 * **Transient Spark warnings are not errors.**  A failure report that Spark recovers from
   (a Python worker slow to connect back, a socket time-out) while the run goes on is shown as
-  a warning of that run; a real failure says what to do.
+  a warning of that run; a real failure says what to do — as does the same report when the run
+  ended with it (the deployment says so, at once or when its query ends).
 
 >>> from mqjoin.model.workload import parse_workload
 >>> from mqjoin.planning.optimizer import optimize

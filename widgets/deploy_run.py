@@ -384,12 +384,13 @@ class Runs:
             st = self.state[label]
             if kind == "status":
                 new, err, status = ev.get("status"), ev.get("error") or "", None
+                if new == "failed" and is_transient(err) and not ev.get("ended"):
+                    # a report Spark recovers from while the run goes on (an end would be reported again)
+                    st["note"] = f"Spark warned (the run goes on): {err}"
+                    return Reaction(None, force=True)
                 if new == "failed":
-                    if is_transient(err):
-                        st["note"] = f"Spark warned (the run goes on): {err}"
-                    else:
-                        st.update(state="failed", note=f"{err} — {ADVICE}")
-                        status = ("error", f"{label}: {err} — {ADVICE}")
+                    st.update(state="failed", note=f"{err} — {ADVICE}")
+                    status = ("error", f"{label}: {err} — {ADVICE}")
                 elif new in ("finished", "stopped"):
                     st["state"] = new if st["state"] != "stopped" else "stopped"
                     status = (st["state"], f"{label} {st['state']}"

@@ -90,7 +90,9 @@ class Deployment(Protocol):
     ``seconds``, ``state_rows``), ``queries`` (one row per micro-batch and query: results and
     latencies) and ``progress`` (Spark's progress reports); ``subscribe(callback)`` calls
     ``callback(event)`` on the deployment's thread for every report (``kind``: ``batch``,
-    ``query``, ``progress`` or ``status``) and ``stop()`` stops it, keeping what it reported.
+    ``query``, ``progress`` or ``status``; a ``failed`` status says in ``ended`` whether the
+    run ended with it, and is sent again with ``ended`` true if the run ends after a failure
+    reported while it ran) and ``stop()`` stops it, keeping what it reported.
     The panel reads nothing else (``mode_choice``, ``stores``, ``tables`` where present)."""
 
     plan: Plan | None

@@ -349,7 +349,11 @@ class Deployment:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException, ended: bool | None = None) -> None:
+        """Record the deployment's first error and report it (``status`` = ``failed``), saying
+        whether its queries have ended (``ended``: asked of Spark unless the caller knows).  A
+        failure first reported while a query still ran is reported again when the query ends:
+        a watcher that read the first report as a warning Spark recovers from learns otherwise."""
         if self._stopping:  # the interrupted batch of stop()
             return
         if self.error is None:
@@ -358,7 +362,18 @@ class Deployment:
             if self.error is not exc:
                 self.error.__cause__ = exc  # what failed: bad data found in a batch, or Spark
             self.status = "failed"
-            self._emit({"kind": "status", "status": "failed", "error": str(self.error)})
+        elif not ended:
+            return
+        self._emit({"kind": "status", "status": "failed", "error": str(self.error),
+                    "ended": not self.live if ended is None else ended})
+
+    @property
+    def live(self) -> bool:
+        """Whether any of the deployment's streaming queries still runs."""
+        try:
+            return any(q.isActive for q in self._queries.values())
+        except Exception:  # noqa: BLE001 — a session that is gone runs no query
+            return False
 
     # -- metrics --------------------------------------------------------------------------------
 
@@ -381,7 +396,7 @@ class Deployment:
         if kind == "terminated":
             if d.get("exception"):
                 self._fail(EngineError(f"the {self.engine_name} deployment failed: "
-                                       f"{spark_message(Exception(d['exception']))}"))
+                                       f"{spark_message(Exception(d['exception']))}"), ended=True)
             return
         served = None
         if self.feed is not None and isinstance(d.get("batchId"), int):  # the feed's tuples, not the rate source's row
