@@ -642,13 +642,13 @@ def test_metrics_batches_queries_stores_summary(key, spark_mode, spark, tmp_path
             "results", "ui", "probe_messages", "state_rows_max", "state_bytes_max"} <= set(s)
     assert s["engine"] == "mqjoin" and s["input_tuples"] == total and s["batches"] == len(sizes)
     assert s["mode"] == spark_mode
-    # the cost of a micro-batch in Spark jobs: one (the source's read) when the stores live in
-    # the driver's executor, whatever the plan; the DataFrame stores take several per batch
-    assert (b["jobs"] >= 1).all()
+    # the cost of a micro-batch in Spark jobs: none when the stores live in the driver's
+    # executor, whatever the plan (the driver reads its slice of the replay log itself); the
+    # distributed mode's shards take at least one per batch
     if spark_mode == "driver":
-        assert set(b["jobs"]) == {1} and set(b["stages"]) == {1}, b[["jobs", "stages"]]
+        assert set(b["jobs"]) == {0} and set(b["stages"]) == {0}, b[["jobs", "stages"]]
     else:
-        assert (b["stages"] >= b["jobs"]).all()
+        assert (b["jobs"] >= 1).all() and (b["stages"] >= b["jobs"]).all()
     assert s["results"] == {k: len(v) for k, v in r.ref.result_sets().items()}
     assert s["probe_messages"] == r.ref.total_probe_messages
     assert s["state_rows_max"] == int(b["state_rows"].max()) and s["state_bytes_max"] > 0

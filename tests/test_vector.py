@@ -19,7 +19,7 @@ from mqjoin.runtime.vector import BatchExecutor, edge_order, key_codes, run_vect
 from mqjoin.model.tables import Table
 from mqjoin.model.workload import parse_workload
 
-from _cases import cases, filtered_cases
+from _cases import cases, filtered_cases, random_case
 
 CONFIGS = [("mqo", "single", True), ("mqo", "replicas", True), ("mqo", "single", False),
            ("individual", "single", True), ("shared", "single", True)]
@@ -275,3 +275,110 @@ def test_a_merged_segment_keeps_the_index_built_from_its_entries(seed, workload,
                     assert index.exact == fresh.exact
                     merged += len(seg) > 1
     assert merged or not len(arr)
+
+
+def _batch_frame():
+    """What ``foreachBatch`` hands the driver engine, for a test without Spark: the batch's
+    session's context, whose job group and status tracker the engine asks (no job runs)."""
+    from types import SimpleNamespace
+
+    tracker = SimpleNamespace(getJobIdsForGroup=lambda group: [], getJobInfo=lambda job: None)
+    sc = SimpleNamespace(getLocalProperty=lambda key: None, setJobGroup=lambda *a, **k: None,
+                         statusTracker=lambda: tracker)
+    return SimpleNamespace(sparkSession=SimpleNamespace(sparkContext=sc))
+
+
+@pytest.mark.parametrize("pacing", [{"rate": 4000.0}, {"speedup": 400.0}, {}], ids=["rate", "speedup", "unpaced"])
+@pytest.mark.parametrize("seed", [6041, 6030])  # cases with results (MIR stores in 6041's plan)
+def test_driver_feed_restarted_mid_run_serves_each_arrival_once_paced_as_the_formula_says(seed, pacing, tmp_path):
+    """The driver mode's own input (:class:`~mqjoin.runtime.spark.source.LogFeed`, no Spark
+    source): a run that stops after batch 1's journal but before Spark committed batch 1 is
+    restarted with a new feed, which serves batch 1 again from where batch 0 ended — every
+    arrival processed once, the results the oracle's — and every result's ``_arrival``
+    follows the pacing formula from the feed's first slice (``t0 + (seq − b) / rate``,
+    ``t0 + (ts − ts[b]) / speedup``, or the time the batch took its slice)."""
+    pytest.importorskip("pyspark")
+    import pyarrow.dataset as ds
+
+    from mqjoin.runtime.spark.driver import VectorDriverEngine
+    from mqjoin.runtime.spark.source import LogFeed, packed_replay_log, write_replay_log
+
+    workload, tables = random_case(seed, 20)
+    plan = optimize(workload).plan
+    log, names = packed_replay_log(workload, tables)
+    total = len(log)
+    ts = log["_ts"].to_numpy()
+    path = str(write_replay_log(log, tmp_path / "replay.parquet"))
+    out = tmp_path / "out"
+    cap = -(-total // 4)
+    runs = []
+
+    def run(first_batch: int, batches: int | None):
+        feed = LogFeed(path, total, max_rows=cap, **pacing)
+        e = VectorDriverEngine(plan, str(out), tmp_path / "state", columns=names, feed=feed)
+        b = first_batch
+        while (batches is None and e.next_seq < total) or (batches is not None and b < first_batch + batches):
+            e.process(_batch_frame(), b)
+            runs.append((feed, b, e.next_seq))
+            b += 1
+        return e, feed
+
+    first, _ = run(0, 2)  # batches 0 and 1 journaled; Spark committed batch 0 only
+    assert 0 < first.next_seq < total
+    ended0 = runs[0][2]
+    second, feed = run(1, None)
+    assert runs[2][1] == 1 and runs[2][2] > ended0  # batch 1 again, from where batch 0 ended
+    assert second.next_seq == total
+    feed.started(runs[-1][1] + 1, second.next_seq)  # Spark's next batch: the last one was committed
+    assert feed.committed_seq == total
+    want = oracle_results(workload, tables)
+    got = _driver_results(out)
+    assert {q: got.get(q, set()) for q in want} == want
+    assert sum(map(len, want.values())) > 0
+    # _arrival as the pacing formula says, from the first slice of the feed that served the batch
+    batch_feed = {b: f for f, b, _ in runs}
+    for b, f in batch_feed.items():
+        path_b = out / "_batches" / f"batch={b}"
+        if not any(path_b.glob("*.parquet")):
+            continue
+        t = ds.dataset(str(path_b), format="parquet").to_table(columns=["_seq", "_arrival"])
+        seq, arrival = t["_seq"].to_numpy(), t["_arrival"].to_numpy()
+        start, t0 = f.pacer.base
+        if "rate" in pacing:
+            np.testing.assert_allclose(arrival, t0 + (seq - start) / pacing["rate"], rtol=0, atol=1e-6)
+        elif "speedup" in pacing:
+            np.testing.assert_allclose(arrival, t0 + (ts[seq] - ts[start]) / pacing["speedup"], rtol=0, atol=1e-6)
+        else:
+            assert len(set(arrival.tolist())) == 1 and arrival[0] >= t0
+    # a paced batch took only what had arrived when its slice was chosen
+    if pacing:
+        assert len(runs) > 4 or "speedup" in pacing
+
+
+def test_driver_feed_waits_for_the_next_arrival_and_a_close_ends_the_wait(tmp_path):
+    """A paced feed's micro-batch waits for the next tuple rather than run empty; after the
+    last tuple it waits :attr:`~.LogFeed.IDLE` at most, and :meth:`~.LogFeed.close` ends a
+    wait at once."""
+    pytest.importorskip("pyspark")
+    import threading
+    import time
+
+    import pyarrow as pa
+
+    from mqjoin.runtime.spark.source import LogFeed, write_replay_log
+
+    n = 3
+    path = str(write_replay_log(pa.table({"_seq": np.arange(n), "_rel": np.zeros(n, dtype=np.int32),
+                                          "_ts": np.arange(n, dtype=float)}), tmp_path / "l.parquet"))
+    feed = LogFeed(path, n, rate=5.0)
+    t = time.time()
+    end, arrival = feed.slice(0, 0)  # the clock starts now: the first tuple is there after 1 / rate
+    waited = time.time() - t
+    assert end >= 1 and 0.15 <= waited < 1.0, waited
+    assert arrival[0] == "rate" and feed.rows(0, end, arrival)["_seq"].to_pylist() == list(range(end))
+    done = LogFeed(path, n)
+    assert done.slice(0, 0)[0] == n
+    threading.Timer(0.2, done.close).start()
+    t = time.time()
+    assert done.slice(1, n)[0] == n  # nothing more will come: the wait ends with the close
+    assert time.time() - t < LogFeed.IDLE

@@ -39,7 +39,8 @@ from mqjoin.runtime.spark.metrics import Listener, Metrics, seq_of
 from mqjoin.runtime.spark.mode import MODES, ModeChoice, mode_choice
 from mqjoin.runtime.spark.results import Committed
 from mqjoin.runtime.spark.session import query_conf, spark_message, spark_session, ui_url
-from mqjoin.runtime.spark.source import SOURCE_NAME, build_replay_log, packed_replay_log, write_replay_log
+from mqjoin.runtime.spark.source import (SOURCE_NAME, LogFeed, build_replay_log, packed_replay_log,
+                                         write_replay_log)
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ class Deployment:
         self.started_at: float | None = None
         self.total = 0
         self.engine: BatchEngine | None = None
+        self.feed: LogFeed | None = None  # the driver mode's input
         self.columns: dict[str, str] | None = None  # the packed log's attribute columns (plan engines)
         self._written = False  # OUT/<query>.parquet written from every committed batch
 
@@ -169,7 +171,7 @@ class Deployment:
         del log
         self.timings["replay_log"] = time.perf_counter() - t0
         opts = {"path": str(path), **self.pacing.options()}
-        if self.engine_name == "mqjoin":  # the engine reads the log's rows itself, never as JVM rows
+        if self.engine_name == "mqjoin":  # the engines read the log's rows themselves, never as JVM rows
             opts["serve"] = "slices"
         listener = Listener.of(self.spark)
         self.started_at = time.time()
@@ -187,7 +189,22 @@ class Deployment:
         self._emit({"kind": "status", "status": self.status, "ui": self.ui_url})
         return self
 
+    def _feed(self, opts: Mapping[str, str]) -> LogFeed:
+        """The driver mode's input (:class:`~.source.LogFeed`): the replay log's slice of
+        every micro-batch, chosen and read by the driver."""
+        self.feed = LogFeed(opts["path"], self.total, self.pacing.rate, self.pacing.speedup,
+                            self.pacing.max_rows_per_batch)
+        return self.feed
+
+    def _batch_ids(self):
+        """The stream that drives the driver mode: Spark's ``rate-micro-batch`` source, one
+        row per micro-batch, served by the JVM — no Python process, no Spark job on its rows
+        (the driver's :class:`~.source.LogFeed` holds the input)."""
+        return (self.spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1)
+                .option("numPartitions", 1).load())
+
     def _stream(self, opts: Mapping[str, str]):
+        """The replay log through the Python source (:mod:`.source`)."""
         reader = self.spark.readStream.format(SOURCE_NAME)
         for k, v in opts.items():
             reader = reader.option(k, v)
@@ -201,16 +218,18 @@ class Deployment:
         return w
 
     def _start_mqjoin(self, opts, listener) -> None:
-        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
         if self.mode == "driver":
             from mqjoin.runtime.spark.driver import VectorDriverEngine
 
             self.engine = VectorDriverEngine(self.plan, str(self.out), self.checkpoint / "state",
-                                             on_batch=self._on_report, columns=self.columns)
+                                             on_batch=self._on_report, columns=self.columns, feed=self._feed(opts))
+            stream = self._batch_ids()
         else:  # the stream resumes at the committed offset: the shards are rebuilt for it
+            self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
             self.engine = ShardedEngine(self.spark, self.plan, opts["path"], str(self.out), on_batch=self._on_report,
                                         start_seq=self._consumed["plan"], columns=self.columns)
-        q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
+            stream = self._stream(opts)
+        q = self._writer(stream, "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
 
@@ -294,6 +313,9 @@ class Deployment:
         return all(self._source_offset(n) >= self.total for n in self._queries)
 
     def _source_offset(self, name: str) -> int:
+        """The input tuples of the query ``name`` whose micro-batches Spark committed."""
+        if self.feed is not None:
+            return self.feed.committed_seq
         q = self._queries[name]
         prog = q.lastProgress
         best = self._consumed.get(name, 0)
@@ -308,6 +330,8 @@ class Deployment:
         # a batch running now is interrupted (its Spark jobs cancelled): that error is the stop,
         # not a failure — the batch was not committed and runs again after a restart
         self._stopping = True
+        if self.feed is not None:  # a batch waiting for input returns: its query can stop
+            self.feed.close()
         for name, q in self._queries.items():
             try:
                 q.stop()
@@ -374,7 +398,13 @@ class Deployment:
                 self._fail(EngineError(f"the {self.engine_name} deployment failed: "
                                        f"{spark_message(Exception(d['exception']))}"), ended=True)
             return
-        self.metrics.add_progress(name, d)
+        served = None
+        if self.feed is not None and isinstance(d.get("batchId"), int):  # the feed's tuples, not the rate source's row
+            self.feed.committed(d["batchId"])
+            served = self.feed.rows_of(d["batchId"])
+            if served == 0:  # a tick after the end of input (or a stop): no micro-batch of the input
+                return
+        self.metrics.add_progress(name, d, served)
 
     @property
     def batches(self):

@@ -1,10 +1,13 @@
 """The plan on Spark with its stores where the probes run: an in-process executor behind
-``foreachBatch`` — one Spark job per micro-batch (``--spark-mode driver``).
+``foreachBatch``, no Spark job per micro-batch (``--spark-mode driver``).
 
-Each micro-batch of the replay stream reaches the driver as the slices of the replay log
-Spark planned for it (the one Spark job of the batch collects them: a row per input
-partition), and the driver reads their rows from the log with pyarrow — the rows never become
-JVM rows (:func:`~.source.served_rows`).  A static plan's batch is split per relation into
+Spark only counts the micro-batches: the streaming query reads its built-in
+``rate-micro-batch`` source (one row per batch, served by the JVM: no Python process on
+Spark's side) and calls the engine's ``foreachBatch`` function, which never reads that row.
+The driver chooses each batch's slice of the replay log itself (:class:`~.source.LogFeed`:
+the pacing, the ``_arrival`` of every tuple and the cap on rows per batch, as the Python
+source serves them to the distributed mode) and reads its rows from the log with pyarrow — the
+rows never become JVM rows.  A static plan's batch is split per relation into
 column arrays and run by the vectorised executor (:class:`VectorDriverEngine`,
 :class:`~mqjoin.runtime.vector.BatchExecutor`): the plan's rules — the same
 :mod:`~mqjoin.runtime.rules` values the reference executor runs tuple by tuple — applied to
@@ -12,8 +15,8 @@ the whole batch at once, each edge once per batch, the arrival order a column.  
 deployment (:mod:`.epochs`) feeds its batches in arrival order to the per-tuple
 :class:`~mqjoin.runtime.executor.Executor` (epochs, iterative probing).  Results are written
 to ``OUT/_batches/batch=b`` with pyarrow (overwrite: a batch Spark re-executes after a restart
-replaces its own output).  The cost of a batch is one Spark job and one stage whatever the
-number of stores, edges and queries.
+replaces its own output).  The cost of a batch on Spark's side is its offset and commit
+records, whatever the number of stores, edges and queries.
 
 **State and restart.**  The plan's stores live in the executor, in the driver's memory.  After
 every batch the entries it inserted are appended to a *state journal* in the checkpoint
@@ -22,12 +25,16 @@ the vectorised executor); when the journal holds twice the live entries the vect
 executor's is compacted into one snapshot, which replaces the older records once Spark has
 committed its batch.  A restarted deployment rebuilds its stores from the journal of the
 batches Spark committed — no replay of the input — and Spark re-runs the batch it had not
-committed, whose output is overwritten: nothing lost, nothing duplicated.
+committed, whose output is overwritten: nothing lost, nothing duplicated.  The journal also
+says where the input goes on: a batch's slice starts at the arrival number after the last one
+the state holds (``next_seq``), so the batch Spark runs again starts where the last committed
+one ended, whatever slice its first run took.
 
-**What scales out and what does not.**  Spark plans the micro-batches and keeps the offsets;
-the reading, the probes and the output run in one Python process on the driver, so one batch
-is bounded by one core.  The sharded engine (:mod:`.distributed`, ``--spark-mode distributed``) spreads every store
-over the cluster's executors and is the mode for state larger than the driver's memory.
+**What scales out and what does not.**  Spark numbers the micro-batches and keeps their
+commits; the reading, the probes and the output run in one Python process on the driver, so
+one batch is bounded by one core.  The sharded engine (:mod:`.distributed`,
+``--spark-mode distributed``) spreads every store over the cluster's executors and is the mode
+for state larger than the driver's memory.
 
 **Why behind foreachBatch.**  Spark's stateful operators (``applyInPandasWithState``,
 ``transformWithState``) were the alternative.  Their fixed cost per batch — a shuffle by the
@@ -66,7 +73,7 @@ from mqjoin.runtime.rules import Layout, layout_of
 from mqjoin.runtime.vector import BatchExecutor, Frame
 from mqjoin.runtime.spark.distributed import BatchReport, job_cost, job_group
 from mqjoin.runtime.spark.frames import log_frames, result_tables, write_parts
-from mqjoin.runtime.spark.source import attr_col, served_rows
+from mqjoin.runtime.spark.source import LogFeed, attr_col
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +87,14 @@ class DriverEngine:
     deployment runs static plans with :class:`VectorDriverEngine`), or the adaptive
     controller (:class:`AdaptiveDriverEngine`).  ``state_dir`` keeps the state journal;
     ``on_batch`` receives a :class:`~.engine.BatchReport` per batch; ``columns``: where the
-    served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`)."""
+    served rows hold each attribute when the log is packed (:func:`.source.pack_replay_log`);
+    ``feed``: the :class:`~.source.LogFeed` its micro-batches take their tuples from."""
 
     def __init__(self, plan: Plan, out_dir: str, state_dir: str | Path,
-                 on_batch: Callable[[BatchReport], None] | None = None, columns: Mapping[str, str] | None = None):
+                 on_batch: Callable[[BatchReport], None] | None = None, columns: Mapping[str, str] | None = None,
+                 feed: LogFeed | None = None):
         self.plan = plan
+        self.feed = feed  # where each micro-batch's tuples come from (:meth:`process`)
         self.columns = columns  # the served log's names of the attribute columns (a packed log)
         self.w = plan.workload
         self.out_dir = Path(out_dir)
@@ -97,6 +107,7 @@ class DriverEngine:
         self.next_batch: int | None = None  # the batch the in-memory state is ready for
         self.next_seq = 0  # input tuples processed so far
         self.journal_rows = 0
+        self.rebuilt = False  # the state was rebuilt from the journal for the next batch with tuples
         self.lock = threading.RLock()
         self._enters: list = []  # epochs entered in the batch being processed
         self._pre: dict = {}  # containers journaled in the batch being processed
@@ -222,25 +233,38 @@ class DriverEngine:
     # -- one micro-batch ------------------------------------------------------------------
 
     def process(self, batch, batch_id: int) -> None:
-        started = time.time()
+        """Micro-batch ``batch_id`` (the ``foreachBatch`` function; ``batch``, the rate
+        source's rows, is not read): its slice of the replay log from the feed, starting where
+        the batch before it ended (the state journal says where after a restart)."""
         sc = batch.sparkSession.sparkContext
         group = job_group(sc, self, batch_id)
-        parts = served_rows(batch.toArrow().to_batches())  # the slices Spark served: the rows read here
-        table = pa.Table.from_batches(parts) if parts else pa.table({})
+        with self.lock, paused_gc():
+            self._ready(batch_id)
+            start = self.next_seq
+        assert self.feed is not None, "a driver engine's micro-batches need its feed"
+        self.feed.started(batch_id, start)
+        end, arrival = self.feed.slice(batch_id, start)  # waits for the next tuple when paced
+        started = time.time()
+        table = self.feed.rows(start, end, arrival)
         read = time.time()
         with self.lock, paused_gc():  # millions of entries per batch: no collections meanwhile
             self._process(table, batch_id, started, read, sc, group)
 
-    def _process(self, table: pa.Table, batch_id: int, started: float, read: float, sc, group: str) -> None:
-        self.batch_started = started
-        rebuilt = False
+    def _ready(self, batch_id: int) -> None:
+        """The state as batch ``batch_id`` needs it: in memory, or rebuilt from the journal of
+        the batches Spark committed (a restart, or a batch Spark runs again)."""
         if self.ex is None or self.next_batch != batch_id:
             self._restore(batch_id)
-            rebuilt = self.journal_rows > 0
+            self.rebuilt = self.journal_rows > 0
+
+    def _process(self, table: pa.Table, batch_id: int, started: float, read: float, sc, group: str) -> None:
+        self.batch_started = started
+        self._ready(batch_id)
         n = table.num_rows
         if n == 0:
             self.next_batch = batch_id + 1
             return
+        rebuilt, self.rebuilt = self.rebuilt, False
         table = table.sort_by("_seq")
         seq = table["_seq"].to_numpy()
         arrival = table["_arrival"].to_numpy()

@@ -3,7 +3,7 @@ per epoch, queries added and removed while the deployment runs.
 
 The engine is the in-process executor under the adaptive controller — the adaptive reference
 executor itself (:mod:`mqjoin.runtime.epochs`), not a second implementation — behind
-``foreachBatch`` in the driver (:mod:`.driver`): a micro-batch is one Spark job whatever the
+``foreachBatch`` in the driver (:mod:`.driver`): a micro-batch runs no Spark job whatever the
 number of epochs it spans, and the results, plans, decisions, sampled statistics and probe
 messages equal the reference's epoch by epoch (the tests compare them).  A snapshot carries
 each plan's probe messages per edge, so the explorer sets a Spark run's counts beside the
@@ -32,8 +32,8 @@ Usage (a running Spark job, so not a doctest; tests/test_spark_adaptive.py runs 
 
 Why the executor and not DataFrames per epoch: cutting every micro-batch into epoch slices,
 each with Spark jobs of its own over stores kept as DataFrames, costs seconds per epoch
-(``benchmarks/RESULTS.md``), so epochs of a second could not run in real time; here a batch is
-one Spark job however many epochs it spans.
+(``benchmarks/RESULTS.md``), so epochs of a second could not run in real time; here a batch
+runs in the driver however many epochs it spans.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ from mqjoin.model.tables import Table, read_inputs, time_range
 from mqjoin.model.workload import Workload
 from mqjoin.runtime.epochs import AdaptiveRun, EpochRecord, epoch_record
 from mqjoin.runtime.executor import EpochCounters, Executor
-from mqjoin.runtime.spark.deployment import Deployment, Pacing, committed_seq
+from mqjoin.runtime.spark.deployment import Deployment, Pacing
 from mqjoin.runtime.spark.driver import DriverEngine
+from mqjoin.runtime.spark.source import LogFeed
 
 
 class AdaptiveDriverEngine(DriverEngine):
@@ -68,7 +69,7 @@ class AdaptiveDriverEngine(DriverEngine):
     def __init__(self, base: Workload, policy: AdaptivePolicy, changes: list[QueryChange], optimizer: Optimizer | None,
                  full: Workload, out_dir: str, state_dir: Path, total: int,
                  on_batch: Callable | None = None, on_event: Callable[[dict], None] | None = None,
-                 columns: Mapping[str, str] | None = None):
+                 columns: Mapping[str, str] | None = None, feed: LogFeed | None = None):
         self.base, self.policy, self.changes, self.optimizer = base, policy, list(changes), optimizer
         self.total = total
         self.on_event = on_event
@@ -82,7 +83,7 @@ class AdaptiveDriverEngine(DriverEngine):
         self.submitted: list[tuple[QueryChange, int | None]] = self._logged_changes()
         placeholder = AdaptiveController(base, policy, self.changes + [c for c, e in self.submitted if e is None],
                                          optimizer)
-        super().__init__(_NoPlan(full), out_dir, state_dir / "state", on_batch, columns)
+        super().__init__(_NoPlan(full), out_dir, state_dir / "state", on_batch, columns, feed)
         self.w = full
         self.ex = None
         self.ctl = placeholder
@@ -286,9 +287,8 @@ class AdaptiveDeployment(Deployment):
         with self._changes_lock:  # a change submitted meanwhile is in self.changes, or waits for the engine
             self.engine = AdaptiveDriverEngine(self.base, self.policy, self.changes, self.optimizer, self.workload,
                                                str(self.out), self.state_dir, self.total, on_batch=self._on_report,
-                                               on_event=self._emit, columns=self.columns)
-        self._consumed["plan"] = committed_seq(self.checkpoint / "spark" / "plan")
-        q = self._writer(self._stream(opts), "plan", self._guard(self.engine.process)).start()
+                                               on_event=self._emit, columns=self.columns, feed=self._feed(opts))
+        q = self._writer(self._batch_ids(), "plan", self._guard(self.engine.process)).start()
         self._queries["plan"] = q
         listener.routes[str(q.id)] = lambda kind, d: self._on_listener("plan", kind, d)
 

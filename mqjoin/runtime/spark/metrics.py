@@ -85,10 +85,11 @@ class Metrics:
         for row in rows:
             self.emit({"kind": "query", **row})
 
-    def add_progress(self, name: str, d: Mapping[str, Any]) -> None:
-        """Spark's progress report ``d`` of the streaming query ``name``."""
+    def add_progress(self, name: str, d: Mapping[str, Any], served: int | None = None) -> None:
+        """Spark's progress report ``d`` of the streaming query ``name``; ``served``: the input
+        tuples of its micro-batch when the driver served them (:func:`served_rows`)."""
         state = d.get("stateOperators") or []
-        rows, scale = served_rows(d)
+        rows, scale = served_rows(d, served)
         row = {"engine": self.engine, "query": name, "batch": d.get("batchId"),
                "input_rows": rows, "input_rows_per_s": _scaled(d.get("inputRowsPerSecond"), scale),
                "processed_rows_per_s": _scaled(d.get("processedRowsPerSecond"), scale),
@@ -233,19 +234,25 @@ def seq_of(offset) -> int | None:
         return None
 
 
-def served_rows(progress: Mapping[str, Any]) -> tuple[int | None, float]:
+def served_rows(progress: Mapping[str, Any], served: int | None = None) -> tuple[int | None, float]:
     """Tuples a micro-batch read, from its progress report: the replay sources' offsets moved
     by that many, and ``numInputRows`` scaled to it (the factor is returned).  Spark counts a
     source once per branch that reads it — the native baseline reads its one replay source in
     every relation's branch — so its ``numInputRows`` exceeds the input; the offsets do not.
+    ``served``: the tuples when the driver served them itself (the driver mode: Spark's source
+    counted one row per micro-batch).
 
     >>> p = {"numInputRows": 600, "sources": [{"startOffset": '{"seq": 100}', "endOffset": {"seq": 300}}]}
     >>> served_rows(p)
     (200, 0.3333333333333333)
     >>> served_rows({"numInputRows": 5, "sources": [{"startOffset": None, "endOffset": None}]})
     (5, 1.0)
+    >>> served_rows({"numInputRows": 1, "sources": [{"startOffset": 3, "endOffset": 4}]}, served=700)
+    (700, 700.0)
     """
     reported = progress.get("numInputRows")
+    if served is not None:
+        return served, served / reported if reported else 1.0
     moved = None
     for src in progress.get("sources") or ():
         end = seq_of(src.get("endOffset"))

@@ -24,6 +24,11 @@ input partition that says which rows it holds (:data:`SLICE_SCHEMA`: the arrival
 ``start`` … ``end − 1`` and how their arrival times follow); :func:`slice_rows` reads them,
 ``_arrival`` included, exactly as the source serves them — for a reader that runs in Python
 beside the log (the distributed mode's tasks), so the rows never become JVM rows.
+
+The driver mode serves itself, without this source: :class:`LogFeed` chooses each micro-batch's
+slice on the driver and reads it with :func:`slice_rows`, while Spark's own
+``rate-micro-batch`` source only numbers the micro-batches — no Python process on Spark's side
+and no Spark job per batch.  Both pace alike (:class:`Pacer`).
 """
 
 from __future__ import annotations
@@ -332,43 +337,40 @@ def served_rows(parts: Iterable[pa.RecordBatch]) -> list[pa.RecordBatch]:
     return parts
 
 
-class _Slice(InputPartition):
-    def __init__(self, start: int, end: int, arrival: tuple):
-        super().__init__(None)
-        self.start, self.end, self.arrival = start, end, arrival
+class Pacer:
+    """When the tuples of a replay log of ``total`` arrival numbers arrive, for wall-clock
+    pacing at ``rate`` tuples/s or ``speedup`` × event time (``ts``: every tuple's, in arrival
+    order), or unpaced (neither: all there at once).  The clock starts at the first question
+    (:meth:`available`, :meth:`arrival` or :meth:`due`): arrival number ``b`` asked first at
+    wall time ``t0`` arrives at ``t0``, and arrival ``s`` at ``t0 + (s − b) / rate`` or
+    ``t0 + (ts[s] − ts[b]) / speedup``; a tuple counts as available once the clock passed one
+    more interval (``rate``) or its event time (``speedup``).  The Python source and the driver
+    mode's feed (:class:`LogFeed`) pace alike through it.
 
+    >>> p = Pacer(10, rate=2.0)
+    >>> p.available(4, now=100.0), p.available(4, now=101.2), p.arrival(101.2)
+    (4, 6, ('rate', 4, 100.0, 2.0))
+    >>> p.due(6), Pacer(10).available(0, now=5.0)
+    (101.5, 10)
+    >>> s = Pacer(3, speedup=10.0, ts=np.array([0.0, 5.0, 20.0]))
+    >>> s.available(0, now=50.0), s.available(0, now=50.6), s.due(2), s.arrival(50.6)
+    (1, 2, 52.0, ('speedup', 0.0, 50.0, 10.0))
+    """
 
-class _Reader(DataSourceStreamReader):
-    def __init__(self, options: Mapping[str, str]):
-        self.path = options["path"]
-        self.rate = float(options["rate"]) if options.get("rate") else None
-        self.speedup = float(options["speedup"]) if options.get("speedup") else None
-        self.max_rows = int(options["maxRowsPerBatch"]) if options.get("maxRowsPerBatch") else None
-        self.relations = (frozenset(int(x) for x in options["relations"].split(","))
-                          if options.get("relations") else None)
-        self.splits = max(1, int(options.get("splits", "2")))
-        self.slices = options.get("serve") == "slices"
-        # the arrival times only where pacing follows them; the count from the footer
-        self.ts = (pq.read_table(self.path, columns=["_ts"], use_threads=False)["_ts"].to_numpy()
-                   if self.speedup else None)
-        self.total = pq.ParquetFile(self.path).metadata.num_rows
-        self.base: tuple[int, float] | None = None  # (first offset served, wall time)
+    def __init__(self, total: int, rate: float | None = None, speedup: float | None = None,
+                 ts: np.ndarray | None = None):
+        self.total, self.rate, self.speedup, self.ts = total, rate, speedup, ts
+        self.base: tuple[int, float] | None = None  # (first arrival number asked for, wall time)
 
-    def __getstate__(self) -> dict:
-        # Spark pickles the reader for every input partition's task: without the arrival
-        # times (the whole log's, read on the driver for pacing; a task needs none of them)
-        return {**self.__dict__, "ts": None}
-
-    def initialOffset(self) -> dict:
-        return {"seq": 0}
-
-    def getDefaultReadLimit(self):
-        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
-
-    def _available(self, start: int, now: float) -> int:
+    def _base(self, start: int, now: float) -> tuple[int, float]:
         if self.base is None:
             self.base = (start, now)
-        b, t0 = self.base
+        return self.base
+
+    def available(self, start: int, now: float) -> int:
+        """How many arrival numbers have arrived by wall time ``now`` (``start``: the first
+        not yet served, where the clock starts)."""
+        b, t0 = self._base(start, now)
         if self.rate:
             return min(self.total, b + int((now - t0) * self.rate))
         if self.speedup and self.ts is not None:
@@ -378,24 +380,167 @@ class _Reader(DataSourceStreamReader):
             return int(np.searchsorted(self.ts, horizon, side="right"))
         return self.total
 
+    def due(self, seq: int) -> float | None:
+        """The wall time by which arrival number ``seq`` is available (None: unpaced, or the
+        clock not started)."""
+        if self.base is None or seq >= self.total:
+            return None
+        b, t0 = self.base
+        if self.rate:
+            return t0 + (seq + 1 - b) / self.rate
+        if self.speedup and self.ts is not None:
+            return t0 + (float(self.ts[seq]) - float(self.ts[min(b, self.total - 1)])) / self.speedup
+        return None
+
+    def arrival(self, now: float, start: int = 0) -> tuple:
+        """How the ``_arrival`` of the tuples served at ``now`` follows (:func:`slice_rows`)."""
+        b, t0 = self._base(start, now)
+        if self.rate:
+            return ("rate", b, t0, self.rate)
+        if self.speedup and self.ts is not None:
+            return ("speedup", float(self.ts[min(b, self.total - 1)]) if self.total else 0.0, t0, self.speedup)
+        return ("fixed", now)
+
+
+def pacer_of(path: str, total: int, rate: float | None, speedup: float | None) -> Pacer:
+    """The :class:`Pacer` of the replay log at ``path`` (its arrival times read only where
+    pacing follows them)."""
+    ts = pq.read_table(path, columns=["_ts"], use_threads=False)["_ts"].to_numpy() if speedup else None
+    return Pacer(total, rate, speedup, ts)
+
+
+class LogFeed:
+    """The driver mode's input, served by the driver itself: the slice of the replay log at
+    ``path`` (``total`` tuples) each micro-batch takes, and its rows with ``_arrival`` — as
+    the Python source would serve them (:class:`Pacer`; ``max_rows`` caps a batch when
+    unpaced or behind), but chosen without a Spark job.  The streaming query that calls the
+    driver's ``foreachBatch`` only counts micro-batches (Spark's ``rate-micro-batch`` source,
+    in the JVM); where a batch starts is the engine's: after what it processed before, which
+    the state journal records, so a batch Spark runs again after a restart starts where the
+    last committed one ended.
+
+    :meth:`slice` waits for the next tuple when none has arrived yet (a paced replay), so every
+    micro-batch but those after the end of input carries tuples; :meth:`close` ends the wait.
+    What Spark committed is told by :meth:`started` (a batch starts only once the one before
+    it was committed) and :meth:`committed` (Spark's progress report of a batch):
+    :attr:`committed_seq` — the end of input reached when it equals ``total``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_replay_log(pa.table({"_seq": [0, 1, 2], "_rel": [0, 1, 0], "_ts": [0.0, 1.0, 2.0]}), d + "/l")
+    ...     feed = LogFeed(str(p), 3, max_rows=2)
+    ...     feed.started(0, 0)
+    ...     a = feed.rows(0, *feed.slice(0, 0)); feed.started(1, a.num_rows)
+    ...     b = feed.rows(2, *feed.slice(1, 2)); feed.committed(1)
+    >>> a["_seq"].to_pylist(), b["_seq"].to_pylist(), feed.committed_seq, feed.rows_of(1)
+    ([0, 1], [2], 3, 1)
+    """
+
+    #: seconds a micro-batch after the end of input waits before it returns (no tuple will
+    #: come: Spark's next empty batch need not follow at once)
+    IDLE = 1.0
+
+    def __init__(self, path: str, total: int, rate: float | None = None, speedup: float | None = None,
+                 max_rows: int | None = None):
+        self.path, self.total, self.max_rows = path, total, max_rows
+        self.pacer = pacer_of(path, total, rate, speedup)
+        self.committed_seq = 0  # tuples whose micro-batches Spark committed
+        self._ends: dict[int, int] = {}  # batch → the arrival number after its slice, until committed
+        self._rows: dict[int, int] = {}  # batch → tuples in its slice (read by its progress report)
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """End a wait (the deployment stops): the micro-batch takes nothing more."""
+        self._closed.set()
+
+    def started(self, batch_id: int, start: int) -> None:
+        """Micro-batch ``batch_id`` starts at arrival number ``start``: Spark committed every
+        batch before it."""
+        with self._lock:
+            self.committed_seq = max(self.committed_seq, start)
+            for b in [b for b in self._ends if b < batch_id]:
+                del self._ends[b]
+
+    def committed(self, batch_id: int) -> None:
+        """Spark committed micro-batch ``batch_id`` (its progress report)."""
+        with self._lock:
+            end = self._ends.pop(batch_id, None)
+            if end is not None:
+                self.committed_seq = max(self.committed_seq, end)
+
+    def rows_of(self, batch_id: int) -> int | None:
+        """Tuples in the slice of micro-batch ``batch_id`` (None: not served here); asked once."""
+        with self._lock:
+            return self._rows.pop(batch_id, None)
+
+    def slice(self, batch_id: int, start: int) -> tuple[int, tuple]:
+        """The end of micro-batch ``batch_id``'s slice from arrival number ``start`` — what
+        has arrived, at most ``max_rows``, after waiting for the next tuple when none has (and
+        one will come) — and how its ``_arrival`` follows (:meth:`rows`)."""
+        while True:
+            now = time.time()
+            end = self.pacer.available(start, now)
+            if self.max_rows:
+                end = min(end, start + self.max_rows)
+            if end > start or self._closed.is_set():
+                break
+            due = self.pacer.due(start)
+            if self._closed.wait(self.IDLE if due is None else max(0.0, due - now)) or start >= self.total:
+                break
+        end = max(start, end)
+        with self._lock:
+            self._ends[batch_id] = end
+            self._rows[batch_id] = end - start
+            for b in sorted(self._rows)[:-64]:  # batches whose progress report never asked
+                del self._rows[b]
+        return end, self.pacer.arrival(now, start)
+
+    def rows(self, start: int, end: int, arrival: tuple) -> pa.Table:
+        """The rows of arrival numbers ``start`` … ``end − 1`` with their ``_arrival``
+        (:func:`slice_rows`; no columns when the slice is empty)."""
+        return slice_rows(self.path, start, end, arrival) if end > start else pa.table({})
+
+
+class _Slice(InputPartition):
+    def __init__(self, start: int, end: int, arrival: tuple):
+        super().__init__(None)
+        self.start, self.end, self.arrival = start, end, arrival
+
+
+class _Reader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]):
+        self.path = options["path"]
+        self.relations = (frozenset(int(x) for x in options["relations"].split(","))
+                          if options.get("relations") else None)
+        self.max_rows = int(options["maxRowsPerBatch"]) if options.get("maxRowsPerBatch") else None
+        self.splits = max(1, int(options.get("splits", "2")))
+        self.slices = options.get("serve") == "slices"
+        self.total = pq.ParquetFile(self.path).metadata.num_rows
+        self.pacer: Pacer = pacer_of(self.path, self.total, float(options["rate"]) if options.get("rate") else None,
+                                            float(options["speedup"]) if options.get("speedup") else None)
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader for every input partition's task: without the pacer (the
+        # whole log's arrival times, read on the driver for pacing; a task needs none of them)
+        return {**self.__dict__, "pacer": None}
+
+    def initialOffset(self) -> dict:
+        return {"seq": 0}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
     def latestOffset(self, start: dict, limit) -> dict:
         s = int(start["seq"])
-        end = max(s, self._available(s, time.time()))
+        end = max(s, self.pacer.available(s, time.time()))
         if isinstance(limit, ReadMaxRows):
             end = min(end, s + int(limit.max_rows))
         return {"seq": end}
 
     def partitions(self, start: dict, end: dict):
         s, e = int(start["seq"]), int(end["seq"])
-        if self.base is None:
-            self.base = (s, time.time())
-        b, t0 = self.base
-        if self.rate:
-            arrival = ("rate", b, t0, self.rate)
-        elif self.speedup and self.ts is not None:
-            arrival = ("speedup", float(self.ts[min(b, self.total - 1)]) if self.total else 0.0, t0, self.speedup)
-        else:
-            arrival = ("fixed", time.time())
+        arrival = self.pacer.arrival(time.time(), s)
         n = max(1, min(self.splits, (e - s) // 5000 + 1))
         cuts = [s + (e - s) * i // n for i in range(n + 1)]
         return [_Slice(cuts[i], cuts[i + 1], arrival) for i in range(n)]
