@@ -16,8 +16,8 @@ view has to show (:class:`Reaction`); nothing here imports ipywidgets, so the tr
 >>> d = D()
 >>> runs.started(start, d, closed=False)
 False
->>> runs.event("mqo #1", d, {"kind": "status", "status": "failed", "error": "Connection reset"})
-Reaction(status=None, ended=True, stop_as=None, force=False)
+>>> runs.event("mqo #1", d, {"kind": "status", "status": "failed", "error": "Connection reset", "ended": False})
+Reaction(status=None, ended=False, stop_as=None, force=True)
 >>> runs.state["mqo #1"]["state"], runs.state["mqo #1"]["note"]
 ('running', 'Spark warned (the run goes on): Connection reset')
 >>> d.done = True
