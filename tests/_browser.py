@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from _children import descendants, tied
+from _kernels import ipc_runtime_dir
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -94,9 +95,9 @@ class Lab:
             return ""
 
 
-def sandboxed_jupyter_env(tmp: Path) -> dict[str, str]:
+def sandboxed_jupyter_env(tmp: Path, runtime: Path) -> dict[str, str]:
     """Environment for a Jupyter server and its kernels that touches nothing outside ``tmp``
-    and whose ``python3`` kernel is this interpreter."""
+    and the runtime directory ``runtime``, and whose ``python3`` kernel is this interpreter."""
     kernels = tmp / "jupyter-path" / "kernels" / "python3"
     kernels.mkdir(parents=True)
     (kernels / "kernel.json").write_text(json.dumps({
@@ -112,7 +113,7 @@ def sandboxed_jupyter_env(tmp: Path) -> dict[str, str]:
             "JUPYTER_PATH": str(tmp / "jupyter-path"),   # searched first: our python3 spec wins
             "JUPYTER_DATA_DIR": str(tmp / "jupyter-data"),
             "JUPYTER_CONFIG_DIR": str(config),
-            "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"),
+            "JUPYTER_RUNTIME_DIR": str(runtime),
             "JUPYTER_PLATFORM_DIRS": "1",
             "IPYTHONDIR": str(tmp / "ipython"),
             "MPLCONFIGDIR": str(tmp / "matplotlib"),
@@ -125,47 +126,49 @@ def start_lab(tmp_path: Path, log: Path, notebooks: dict[str, str]):
     """JupyterLab on 127.0.0.1 serving a root holding ``notebooks`` (name → JSON text); every
     cell of a notebook stays in the DOM (no virtual scrolling).  Shut down, kernels included,
     when the block ends."""
-    root = tmp_path / "root"
-    root.mkdir()
-    for name, text in notebooks.items():
-        (root / name).write_text(text)
-    env = sandboxed_jupyter_env(tmp_path)
-    settings = tmp_path / "lab-settings"
-    # every cell stays in the DOM (no virtual scrolling of a long notebook)
-    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
-        json.dumps({"windowingMode": "none"}))
-    port, token = reserved_port(), secrets.token_hex(24)
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-           "--LabApp.news_url=", "--ServerApp.open_browser=False"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    with open(log, "w") as out:
-        proc = subprocess.Popen(tied(cmd), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    server = Lab(root, port, token, proc, log)
-    try:
-        deadline = time.monotonic() + 120
-        while True:  # wait for the server to answer
-            if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {proc.returncode} before serving:\n{server.log_tail()}",
-                            pytrace=False)
-            try:
-                server.api("/api/status", timeout=5)
-                break
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within 120 s:\n{server.log_tail()}", pytrace=False)
-                time.sleep(0.25)
-        specs = server.api("/api/kernelspecs")
-        argv = specs["kernelspecs"]["python3"]["spec"]["argv"]
-        assert argv[0] == sys.executable, f"JupyterLab's python3 kernel would run {argv[0]}, not {sys.executable}"
-        yield server
-    finally:
-        shutdown(server)
+    with ipc_runtime_dir(tmp_path / "jupyter-runtime") as runtime:
+        root = tmp_path / "root"
+        root.mkdir()
+        for name, text in notebooks.items():
+            (root / name).write_text(text)
+        env = sandboxed_jupyter_env(tmp_path, runtime)
+        settings = tmp_path / "lab-settings"
+        # every cell stays in the DOM (no virtual scrolling of a long notebook)
+        (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+        (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+            json.dumps({"windowingMode": "none"}))
+        port, token = reserved_port(), secrets.token_hex(24)
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+               f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+               "--LabApp.news_url=", "--ServerApp.open_browser=False",
+               "--KernelManager.transport=ipc"]  # no TCP port for a kernel to lose: see _kernels
+        if os.geteuid() == 0:
+            cmd.append("--allow-root")
+        with open(log, "w") as out:
+            proc = subprocess.Popen(tied(cmd), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        server = Lab(root, port, token, proc, log)
+        try:
+            deadline = time.monotonic() + 120
+            while True:  # wait for the server to answer
+                if proc.poll() is not None:
+                    pytest.fail(f"JupyterLab exited with {proc.returncode} before serving:\n{server.log_tail()}",
+                                pytrace=False)
+                try:
+                    server.api("/api/status", timeout=5)
+                    break
+                except (urllib.error.URLError, OSError):
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"JupyterLab did not answer within 120 s:\n{server.log_tail()}", pytrace=False)
+                    time.sleep(0.25)
+            specs = server.api("/api/kernelspecs")
+            argv = specs["kernelspecs"]["python3"]["spec"]["argv"]
+            assert argv[0] == sys.executable, f"JupyterLab's python3 kernel would run {argv[0]}, not {sys.executable}"
+            yield server
+        finally:
+            shutdown(server)
 
 
 def shutdown(server: Lab) -> None:

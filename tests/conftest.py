@@ -19,6 +19,7 @@ import os
 
 import pytest
 
+from _kernels import ipc_runtime_dir
 from _requires import in_ci, is_missing_dependency
 from _spark import RETAINED_EXECUTIONS
 
@@ -129,6 +130,14 @@ def spark():
     assert session.sparkContext.getConf().get("spark.sql.ui.retainedExecutions") == str(RETAINED_EXECUTIONS)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def kernel_runtime(tmp_path):
+    """A Jupyter runtime directory for kernels on Unix sockets (see :mod:`_kernels`), also
+    reachable as ``tmp_path / "jupyter-runtime"``; removed after the test."""
+    with ipc_runtime_dir(tmp_path / "jupyter-runtime") as runtime:
+        yield runtime
 
 
 @pytest.fixture

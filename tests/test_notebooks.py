@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from _kernels import kernel_manager
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
@@ -65,13 +67,13 @@ def _params():
     return out
 
 
-def _kernel_manager():
-    """A kernel manager whose ``python3`` kernel is this interpreter."""
+def _kernel_manager(runtime: Path):
+    """A kernel manager whose ``python3`` kernel is this interpreter, on Unix sockets in ``runtime``."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
     ksm = KernelSpecManager(kernel_dirs=[])  # no user/system specs: only ipykernel's native one
-    km = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=ksm)
+    km = kernel_manager(AsyncKernelManager, runtime, kernel_name="python3", kernel_spec_manager=ksm)
     argv = km.kernel_spec.argv
     assert argv[0] == sys.executable, f"the notebook kernel would run {argv[0]}, not {sys.executable}"
     return km
@@ -106,13 +108,14 @@ def test_notebooks_exist():
 
 
 @pytest.mark.parametrize("path", _params())
-def test_notebook_runs(path: Path, monkeypatch, tmp_path):
+def test_notebook_runs(path: Path, monkeypatch, tmp_path, kernel_runtime):
     nb = _read(path)
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiet ipykernel's debugger warning
-    for var, sub in (("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_CONFIG_DIR", "jupyter-config"),
-                     ("JUPYTER_DATA_DIR", "jupyter-data"), ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(kernel_runtime))
+    for var, sub in (("JUPYTER_CONFIG_DIR", "jupyter-config"), ("JUPYTER_DATA_DIR", "jupyter-data"),
+                     ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")
     current: dict[str, int | None] = {"index": None}
@@ -122,7 +125,7 @@ def test_notebook_runs(path: Path, monkeypatch, tmp_path):
 
     client = nbclient.NotebookClient(
         nb,
-        km=_kernel_manager(),
+        km=_kernel_manager(kernel_runtime),
         timeout=SLOW_CELL_TIMEOUT if is_slow(nb) else CELL_TIMEOUT,
         startup_timeout=STARTUP_TIMEOUT,
         allow_errors=False,

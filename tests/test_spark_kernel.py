@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from _kernels import kernel_manager
+
 pytest.importorskip("pyspark")
 pytest.importorskip("ipykernel")
 jupyter_client = pytest.importorskip("jupyter_client")
@@ -45,11 +47,11 @@ def _broadcast_errors(msg: dict) -> str | None:
     return None
 
 
-def test_restarting_the_kernel_with_spark_live_broadcasts_no_traceback(tmp_path):
+def test_restarting_the_kernel_with_spark_live_broadcasts_no_traceback(tmp_path, kernel_runtime):
     from jupyter_client.kernelspec import KernelSpecManager
 
     ksm = KernelSpecManager(kernel_dirs=[])  # ipykernel's native spec only: this interpreter
-    km = jupyter_client.KernelManager(kernel_name="python3", kernel_spec_manager=ksm)
+    km = kernel_manager(jupyter_client.KernelManager, kernel_runtime, kernel_name="python3", kernel_spec_manager=ksm)
     assert km.kernel_spec.argv[0] == sys.executable
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYDEVD_DISABLE_FILE_VALIDATION": "1",
            "IPYTHONDIR": str(tmp_path / "ipython")}
