@@ -13,7 +13,6 @@ from mqjoin.planners.ajoin import (
     union_from_data,
 )
 from mqjoin.adaptive.policy import AdaptivePolicy, QueryChange, parse_changes
-from mqjoin.cli import main
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.epochs import run_adaptive
 from mqjoin.runtime.oracle import oracle_results
@@ -22,6 +21,7 @@ from mqjoin.model.tables import Table
 from mqjoin.model.workload import parse_workload
 
 from _cases import cases, filtered_cases
+from _cli import run_cli
 from test_adaptive import always_switch, check as check_adaptive  # noqa: F401  (a fixture and the oracle check)
 
 
@@ -160,18 +160,22 @@ def test_cli_optimize_run_and_compare_with_planner_ajoin(capsys, tmp_path):
 
     w7 = tmp_path / "w7.yaml"
     w7.write_text(W7)
-    assert main(["optimize", str(w7), "--planner", "ajoin", "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    code, out, _ = run_cli(capsys, "optimize", w7, "--planner", "ajoin", "--json")
+    assert code == 0
+    d = json.loads(out)
     assert d["planner"] == "ajoin" and set(d["trees"]) == {"q2", "q3", "q4", "q6"}
     write_inputs(w7_tables(), tmp_path / "data", "csv")
-    assert main(["run", str(w7), "--planner", "ajoin", "--data", str(tmp_path / "data"), "--out",
-                 str(tmp_path / "out"), "--check"]) == 0
-    assert "equal to the oracle" in capsys.readouterr().out
-    assert main(["compare", str(w7), "--planner", "ajoin"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    code, out, _ = run_cli(capsys, "run", w7, "--planner", "ajoin", "--data", tmp_path / "data",
+                           "--out", tmp_path / "out", "--check")
+    assert code == 0
+    assert "equal to the oracle" in out
+    code, out, _ = run_cli(capsys, "compare", w7, "--planner", "ajoin")
+    assert code == 0
+    rows = [line.split() for line in out.strip().splitlines()[1:]]
     assert {(r[1], r[5]) for r in rows} == {(m, "ajoin") for m in ("individual", "shared", "mqo")}
-    assert main(["optimize", str(w7), "--planner", "ajoin", "--no-mirs"]) == 2
-    assert "materialises every inner node" in capsys.readouterr().err
+    code, _, err = run_cli(capsys, "optimize", w7, "--planner", "ajoin", "--no-mirs")
+    assert code == 2
+    assert "materialises every inner node" in err
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,7 +229,7 @@ def test_q7_at_run_time_attaches_to_q6s_group_and_answers_from_history(always_sw
     assert run.result_sets()["q7"] and min(ts.values()) < 5
 
 
-def _changes_run_args(tmp_path) -> list[str]:
+def _changes_run_args(tmp_path) -> list:
     """``mqjoin run`` of W7 with a changelog adding the filtered q7, planner ajoin, checked."""
     from mqjoin.model.tables import write_inputs
 
@@ -234,19 +238,20 @@ def _changes_run_args(tmp_path) -> list[str]:
         "- {at: 3.5, remove: [q4], add: {q7: {join: 'W(usr), C(usr)', where: \"W.geo = 'GER'\"}}, "
         "filters: {q7.W: 0.3}}\n")
     write_inputs(w7_tables(), tmp_path / "data", "csv")
-    return ["run", str(tmp_path / "w7.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
-            "--changes", str(tmp_path / "changes.yaml"), "--epoch", "1", "--planner", "ajoin", "--check"]
+    return ["run", tmp_path / "w7.yaml", "--data", tmp_path / "data", "--out", tmp_path / "out",
+            "--changes", tmp_path / "changes.yaml", "--epoch", "1", "--planner", "ajoin", "--check"]
 
 
 def test_cli_run_changes_with_planner_ajoin(tmp_path, capsys):
-    assert main(_changes_run_args(tmp_path)) == 0
-    assert "equal to the oracle" in capsys.readouterr().out
+    code, out, _ = run_cli(capsys, *_changes_run_args(tmp_path))
+    assert code == 0
+    assert "equal to the oracle" in out
 
 
 @pytest.mark.slow
 def test_cli_run_changes_with_planner_ajoin_on_spark(spark, tmp_path, capsys):
     """The same changelog on adaptive Spark (the CLI reuses the test session): AJoin re-plans
     each batch there too."""
-    args = _changes_run_args(tmp_path) + ["--engine", "spark", "--checkpoint", str(tmp_path / "chk")]
-    assert main(args) == 0
-    assert "equal to the oracle" in capsys.readouterr().out
+    code, out, _ = run_cli(capsys, *_changes_run_args(tmp_path), "--engine", "spark", "--checkpoint", tmp_path / "chk")
+    assert code == 0
+    assert "equal to the oracle" in out

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.datasets import tpch
 from mqjoin.datasets.sizes import measure_sizes, size_sets
 from mqjoin.model.tables import Table
@@ -181,8 +181,7 @@ def test_key_ordered_arrivals_are_measured_and_written():
 
 def test_stats_cli_writes_sizes_the_optimiser_uses(tmp_path, capsys):
     out = tmp_path / "w.yaml"
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--sizes", "--write", str(out)])
-    text = capsys.readouterr().out
+    code, text, _ = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--sizes", "--write", out)
     assert code == 0 and "join sizes" in text and "q4: partsupp ⋈ lineitem" in text
     w = load_workload(out)
     assert w.sizes and w == load_workload(out)
@@ -191,15 +190,14 @@ def test_stats_cli_writes_sizes_the_optimiser_uses(tmp_path, capsys):
     # lineitem joins partsupp by its (partkey, suppkey) foreign key: far above independence
     assert join_size(w, rels, q4.classes) > 5 * independent_size(w, rels, q4.classes)
     assert optimize(w).probe_cost > 0
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--sizes", "0.5", "--json"])
-    d = json.loads(capsys.readouterr().out)
+    code, text, _ = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--sizes", "0.5", "--json")
+    d = json.loads(text)
     assert code == 0 and d["sizes"] and all(s["ci95"][0] <= s["value"] <= s["ci95"][1] for s in d["sizes"])
 
 
 @pytest.mark.parametrize("bad", ["0", "1.5", "-1"])
 def test_stats_cli_refuses_a_bad_fraction(capsys, bad):
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), f"--sizes={bad}"])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, f"--sizes={bad}")
     assert code == 2 and err.count("\n") == 1 and "--sizes" in err
 
 

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.model.errors import DataError, WorkloadError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.model.tables import Table, write_inputs
@@ -205,16 +205,16 @@ def test_missing_input_is_a_data_error(tmp_path):
 
 def test_stats_cli_on_the_shipped_sample(tmp_path, capsys):
     out = tmp_path / "fig7a.yaml"
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--write", str(out)])
-    res = capsys.readouterr()
-    assert code == 0 and "selectivities" in res.out and f"written to {out}" in res.out
+    code, printed, _ = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--write", out)
+    assert code == 0 and "selectivities" in printed and f"written to {out}" in printed
     text = out.read_text()
     assert text.startswith("# workload tpch_fig7a.yaml with statistics") and "# rates" in text
     w = load_workload(out)
     assert w.rate("region") == load_workload(tpch.WORKLOADS / "tpch_fig7a.yaml").rate("region")
     assert w.selectivity_of(Attr("nation", "nationkey"), Attr("supplier", "nationkey")) == 0.04
-    code = main(["stats", "tpch_10q.yaml", "--data", str(tpch.SAMPLE), "--sample", "20", "--seed", "3", "--json"])
-    d = json.loads(capsys.readouterr().out)
+    code, printed, _ = run_cli(capsys, "stats", "tpch_10q.yaml", "--data", tpch.SAMPLE, "--sample", "20", "--seed", "3",
+                               "--json")
+    d = json.loads(printed)
     assert code == 0 and d["sample"] == 20 and d["rates"]["lineitem"]["tuples"] == 38
     sampled = [p for g in d["selectivities"] for p in g["pairs"] if not p["exact"]]
     assert sampled and all(p["ci95"][0] <= p["value"] <= p["ci95"][1] for p in sampled)
@@ -240,16 +240,15 @@ def test_stats_estimates_a_workload_written_without_selectivities(tmp_path, caps
     no default) is estimated, and the workload written has the estimate and no default."""
     w, tables = _clicks(tmp_path)
     out = tmp_path / "out.yaml"
-    code = main(["stats", str(w), "--data", str(tmp_path / "data"), "--write", str(out)])
-    assert code == 0, capsys.readouterr().err
+    code, _, err = run_cli(capsys, "stats", w, "--data", tmp_path / "data", "--write", out)
+    assert code == 0, err
     fitted = load_workload(out)
     assert fitted.defaults.selectivity is None
     assert fitted.selectivity_of(Attr("clicks", "page"), Attr("pages", "page")) == pytest.approx(3 / 8)
     assert fitted.selectivity_of(Attr("clicks", "user"), Attr("users", "user")) == pytest.approx(2 / 8)
     # a selectivity given wrongly is still the user's to fix
     w.write_text(w.read_text().replace("0.5", "1.5"))
-    code = main(["stats", str(w), "--data", str(tmp_path / "data")])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "stats", w, "--data", tmp_path / "data")
     assert code == 2 and "1.5" in err and err.count("\n") == 1
 
 
@@ -258,28 +257,24 @@ def test_run_on_data_measures_the_selectivities_a_workload_leaves_out(tmp_path, 
     (and no default) is measured there, like every other statistic, and the results are the
     oracle's; `--workload-stats` (plan on the workload as written) still needs every class's."""
     w, tables = _clicks(tmp_path)
-    code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--check", "--json"])
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, "run", w, "--data", tmp_path / "data", "--out", tmp_path / "out", "--check",
+                             "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["statistics"]["remeasured"] and "statistics are incomplete" in err
     assert d["queries"]["q"]["results"] == 2  # clicks rows 0 and 1 (user 1) with pages 1 and 2
-    code = main(["run", str(w), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o2"), "--workload-stats"])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "run", w, "--data", tmp_path / "data", "--out", tmp_path / "o2", "--workload-stats")
     assert code == 2 and err.count("\n") == 1 and "no selectivity for the class" in err
     # data that spans no time gives no statistics: said, not planned on the placeholder
     flat = {r: Table.from_columns(r, {**{c: list(v) for c, v in t.columns.items()}, "ts": [0] * len(t)})
             for r, t in tables.items()}
     write_inputs(flat, tmp_path / "flat")
-    code = main(["run", str(w), "--data", str(tmp_path / "flat"), "--out", str(tmp_path / "o3")])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "run", w, "--data", tmp_path / "flat", "--out", tmp_path / "o3")
     assert code == 2 and err.count("\n") == 1 and "spans no time" in err
 
 
 def test_stats_cli_errors_are_one_line(tmp_path, capsys):
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tmp_path / "nope")])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tmp_path / "nope")
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--sample", "1"])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--sample", "1")
     assert code == 2 and "sample size" in err

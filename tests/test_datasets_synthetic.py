@@ -12,7 +12,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.model.errors import DataError
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.oracle import oracle_results, query_results
@@ -172,19 +172,18 @@ def test_arrival_processes():
 
 def test_data_synthetic_cli(tmp_path, capsys):
     out = tmp_path / "sc"
-    code = main(["data", "synthetic", "selectivity-change", "--out", str(out), "--scale", "5000", "--json"])
-    res = capsys.readouterr()
-    assert code == 0 and json.loads(res.out)["rows"] == {"R": 600, "S": 600, "T": 600, "U": 600}
-    assert "R.parquet" in res.err  # progress
+    code, stdout, stderr = run_cli(capsys, "data", "synthetic", "selectivity-change", "--out", out, "--scale", "5000",
+                                   "--json")
+    assert code == 0 and json.loads(stdout)["rows"] == {"R": 600, "S": 600, "T": 600, "U": 600}
+    assert "R.parquet" in stderr  # progress
     w = load_workload(out / "workload.yaml")
     tables = read_inputs(w, out)
     assert w == selectivity_change(scale=5000).workload and len(tables["U"]) == 600
-    code = main(["data", "synthetic", "skewed-rates", "--out", str(tmp_path / "sk"), "--high-rate", "100",
-                 "--low-rate", "2", "--quiet"])
-    assert code == 0 and "skewed-rates: 3,180 tuples" in capsys.readouterr().out
-    code = main(["data", "synthetic", "skewed-rates", "--out", str(tmp_path / "x"), "--partners", "3"])
-    err = capsys.readouterr().err
+    code, stdout, _ = run_cli(capsys, "data", "synthetic", "skewed-rates", "--out", tmp_path / "sk",
+                              "--high-rate", "100", "--low-rate", "2", "--quiet")
+    assert code == 0 and "skewed-rates: 3,180 tuples" in stdout
+    code, _, err = run_cli(capsys, "data", "synthetic", "skewed-rates", "--out", tmp_path / "x", "--partners", "3")
     assert code == 2 and err.count("\n") == 1 and "--partners applies to selectivity-change only" in err
-    code = main(["data", "synthetic", "selectivity-change", "--out", str(tmp_path / "y"), "--scale", "100000"])
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "data", "synthetic", "selectivity-change", "--out", tmp_path / "y",
+                           "--scale", "100000")
     assert code == 2 and err.startswith("mqjoin: error:") and "scale" in err

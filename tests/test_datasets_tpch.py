@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.planning.measured import check_run
 from mqjoin.planning.optimizer import optimize
 from mqjoin.runtime.reference import run_reference
@@ -213,22 +213,22 @@ def assert_predicted(check) -> None:
 
 def test_fig7a_on_the_shipped_sample_through_the_cli(tmp_path, capsys):
     """Fast path without tpchgen: the shipped sample, run through `mqjoin run --check`."""
-    code = main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path), "--check", "--json"])
-    captured = capsys.readouterr()
-    out = json.loads(captured.out)
+    code, printed, err = run_cli(capsys, "run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", tmp_path, "--check",
+                                 "--json")
+    out = json.loads(printed)
     assert code == 0 and out["check"] == "equal to the oracle"
     # the sample is other data than the SF 0.01 the workload describes: its statistics are measured
     # again, said in one line, and the prediction is then of this run
-    (line,) = captured.err.splitlines()
+    (line,) = err.splitlines()
     assert line.startswith("mqjoin: the workload's statistics describe other data than") and "measured again" in line
     assert "mqjoin stats tpch_fig7a.yaml --data" in line
     assert out["statistics"]["remeasured"] and out["statistics"]["horizon"] == pytest.approx(out["predicted"]["span"],
                                                                                              rel=1e-4)
     assert out["predicted"]["total_rows"]["ratio"] == pytest.approx(1, rel=0.10)
-    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path), "--json",
-                 "--workload-stats"]) == 0
-    captured = capsys.readouterr()
-    assert captured.err == "" and not json.loads(captured.out)["statistics"]["remeasured"]
+    code, printed, err = run_cli(capsys, "run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", tmp_path, "--json",
+                                 "--workload-stats")
+    assert code == 0
+    assert err == "" and not json.loads(printed)["statistics"]["remeasured"]
     frames = {r.name: pd.read_csv(tpch.SAMPLE / f"{r.name}.csv") for r in RELATIONS}
     w = load_workload(WORKLOADS / "tpch_fig7a.yaml")
     for q in w.queries:
@@ -345,8 +345,8 @@ def test_sampled_intervals_are_calibrated_on_tpch(joins_tables):
 
 def test_stats_cli_on_tpch_writes_a_workload_that_optimises(sf001, tmp_path, capsys):
     out = tmp_path / "w.yaml"
-    code = main(["stats", "tpch_fig7a.yaml", "--data", str(sf001.directory), "--write", str(out), "--sample", "0"])
-    text = capsys.readouterr().out
+    code, text, _ = run_cli(capsys, "stats", "tpch_fig7a.yaml", "--data", sf001.directory, "--write", out,
+                            "--sample", "0")
     assert code == 0 and "nation.nationkey = supplier.nationkey: 0.04 (exact)" in text
     w = load_workload(out)
     assert w == load_workload(WORKLOADS / "tpch_fig7a.yaml")
@@ -354,17 +354,15 @@ def test_stats_cli_on_tpch_writes_a_workload_that_optimises(sf001, tmp_path, cap
 
 
 def test_data_tpch_cli(cache, sf001, tmp_path, capsys):
-    code = main(["data", "tpch", "--sf", "0.01", "--cache", str(cache), "--json"])
-    res = capsys.readouterr()
-    d = json.loads(res.out)
+    code, out, _ = run_cli(capsys, "data", "tpch", "--sf", "0.01", "--cache", cache, "--json")
+    d = json.loads(out)
     assert code == 0 and d["cached"] and d["streams"]["lineitem"]["rows"] == 60175
-    code = main(["data", "tpch", "--sf", "0.01", "--cache", str(cache), "--out", str(tmp_path / "b"),
-                 "--arrival", "bursts", "--rate", "1000", "--burst-duty", "0.5"])
-    res = capsys.readouterr()
-    assert code == 0 and "lineitem" in res.out and "bursts" in res.out
-    assert "lineitem" in res.err  # progress on stderr
+    code, out, err = run_cli(capsys, "data", "tpch", "--sf", "0.01", "--cache", cache, "--out", tmp_path / "b",
+                             "--arrival", "bursts", "--rate", "1000", "--burst-duty", "0.5")
+    assert code == 0 and "lineitem" in out and "bursts" in out
+    assert "lineitem" in err  # progress on stderr
     ts = pq.read_table(tmp_path / "b" / "lineitem.parquet").column("ts").to_numpy()
     assert np.all(np.mod(ts, 1.0) < 0.5 + 1e-9)  # bursts: arrivals only in the first half of each second
     assert (len(ts) - 1) / (ts[-1] - ts[0]) == pytest.approx(1000, rel=0.01)
-    code = main(["data", "tpch", "--sf", "0", "--cache", str(cache)])
-    assert code == 2 and "scale factor" in capsys.readouterr().err
+    code, _, err = run_cli(capsys, "data", "tpch", "--sf", "0", "--cache", cache)
+    assert code == 2 and "scale factor" in err

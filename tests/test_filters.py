@@ -18,6 +18,7 @@ from mqjoin.model.tables import Table
 from mqjoin.model.workload import Workload, parse_workload
 
 from _cases import cases, filtered_cases
+from _cli import run_cli
 
 BASE = '''
 defaults: {selectivity: 0.1, rate: 10, parallelism: 2}
@@ -187,16 +188,17 @@ SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "tpch_ti
 
 
 def test_tpch_filtered_workload_runs_end_to_end_and_stats_estimate_its_pass_fractions(capsys, tmp_path):
-    from mqjoin.cli import main
     from mqjoin.model.tables import read_inputs
     from mqjoin.model.workload import load_workload
 
-    assert main(["run", "tpch_fig7a_filtered.yaml", "--data", str(SAMPLE), "--out", str(tmp_path / "out"),
-                 "--check"]) == 0
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(capsys, "run", "tpch_fig7a_filtered.yaml", "--data", SAMPLE, "--out", tmp_path / "out",
+                           "--check")
+    assert code == 0
     assert "equal to the oracle" in out and "q4:" in out
-    assert main(["stats", "tpch_fig7a_filtered.yaml", "--data", str(SAMPLE), "--write", str(tmp_path / "w.yaml")]) == 0
-    assert "pass fractions" in capsys.readouterr().out
+    code, out, _ = run_cli(capsys, "stats", "tpch_fig7a_filtered.yaml", "--data", SAMPLE, "--write",
+                           tmp_path / "w.yaml")
+    assert code == 0
+    assert "pass fractions" in out
     w = load_workload(tmp_path / "w.yaml")
     tables = read_inputs(w, SAMPLE)
     for q in w.queries:  # exact: the share of the sample's rows that pass
@@ -205,5 +207,6 @@ def test_tpch_filtered_workload_runs_end_to_end_and_stats_estimate_its_pass_frac
             names = [c.attr.name for c in f.comparisons]
             passing = sum(f.passes({a: t.columns[a][i] for a in names}) for i in range(len(t)))
             assert f.fraction == pytest.approx(max(passing, 1) / len(t), rel=1e-5), (q.name, f)
-    assert main(["run", str(tmp_path / "w.yaml"), "--data", str(SAMPLE), "--out", str(tmp_path / "o2"),
-                 "--planner", "ajoin", "--check"]) == 0
+    code, _, _ = run_cli(capsys, "run", tmp_path / "w.yaml", "--data", SAMPLE, "--out", tmp_path / "o2",
+                         "--planner", "ajoin", "--check")
+    assert code == 0

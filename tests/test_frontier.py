@@ -9,7 +9,7 @@ import math
 import pytest
 
 import _ref_optimizer as ref
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.model.errors import OptionError
 from mqjoin.planning.frontier import frontier, replica_memory
 from mqjoin.planning.optimizer import optimize
@@ -77,16 +77,14 @@ def test_bad_replica_budget_is_a_typed_error(bad):
 
 
 def test_frontier_cli_json_text_and_errors(capsys, tmp_path):
-    code = main(["frontier", str(BUNDLED / "paper_fig3.yaml"), "--json"])
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, "frontier", BUNDLED / "paper_fig3.yaml", "--json")
     assert code == 0 and err == ""
     d = json.loads(out)
     assert [(p["memory"], p["probe_cost"]) for p in d["points"]] == [(500.0, 900.0), (600.0, 600.0)]
     assert set(d["marks"]) == {"single", "replicas", "individual", "shared"}
     assert d["points"][0]["probe_orders"]["q1"]["R"] == "R » ST[b]"
-    code = main(["frontier", str(BUNDLED / "paper_fig3.yaml")])
-    out, _ = capsys.readouterr()
+    code, out, _ = run_cli(capsys, "frontier", BUNDLED / "paper_fig3.yaml")
     assert code == 0 and "single" in out and "replicas" in out and "600" in out
-    assert main(["frontier", str(tmp_path / "missing.yaml")]) == 2
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "frontier", tmp_path / "missing.yaml")
+    assert code == 2
     assert err.count("\n") == 1 and "missing.yaml" in err

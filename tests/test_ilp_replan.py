@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.candidates import enumerate_candidates
@@ -110,20 +110,21 @@ def test_optimize_changes_cli(tmp_path, capsys):
     extra = random_workload(9, 40, 3, seed=2).queries[-1]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump([{"at": 1, "add": {"q99": extra.text}},
                                                      {"at": 2, "remove": [w.queries[0].name]}]))
-    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "c.yaml"), "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    code, out, _ = run_cli(capsys, "optimize", tmp_path / "w.yaml", "--changes", tmp_path / "c.yaml", "--json")
+    assert code == 0
+    d = json.loads(out)
     assert [s["label"] for s in d["changes"]] == ["(workload)", "+q99", f"−{w.queries[0].name}"]
     assert [s["queries"] for s in d["changes"]] == [8, 9, 8]
     assert all(s["status"] == "optimal" and s["canonical"] for s in d["changes"])
     assert d["changes"][0]["parts_reused"] == 0 and d["changes"][1]["parts_reused"] > 0
     last = w.restricted_to([q.name for q in w.queries[1:]]).with_query("q99", extra.text)
     assert d["probe_cost"] == optimize(last).probe_cost == d["changes"][-1]["probe_cost"]
-    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "c.yaml")]) == 0
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(capsys, "optimize", tmp_path / "w.yaml", "--changes", tmp_path / "c.yaml")
+    assert code == 0
     assert out.splitlines()[0].split()[:2] == ["change", "queries"] and "+q99" in out
     (tmp_path / "bad.yaml").write_text("- {at: 1, remove: [nope]}\n")
-    assert main(["optimize", str(tmp_path / "w.yaml"), "--changes", str(tmp_path / "bad.yaml")]) == 2
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, "optimize", tmp_path / "w.yaml", "--changes", tmp_path / "bad.yaml")
+    assert code == 2
     assert out == "" and err.count("\n") == 1 and "removes nope, which the workload does not have" in err
 
 

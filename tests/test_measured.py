@@ -9,8 +9,7 @@ import json
 import pytest
 
 from _foreign_keys import foreign_keys
-from _cli import cli_process
-from mqjoin.cli import main
+from _cli import cli_process, run_cli
 from mqjoin.datasets import tpch
 from mqjoin.datasets.sizes import measure_sizes
 from mqjoin.datasets.uniform import uniform_streams
@@ -118,8 +117,9 @@ def test_a_runs_sizes_are_its_counts(fig7a_sample):
 
 def test_run_json_and_stats_from(tmp_path, capsys):
     out = tmp_path / "res"
-    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(out), "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    code, text, _ = run_cli(capsys, "run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", out, "--json")
+    assert code == 0
+    d = json.loads(text)
     p = d["predicted"]
     assert p["span"] > 0 and p["steps"] and p["stores"]
     assert p["total_messages"]["measured"] == d["probe_messages"]
@@ -128,22 +128,24 @@ def test_run_json_and_stats_from(tmp_path, capsys):
         assert set(s) >= {"store", "step", "predicted", "measured", "ratio"}
     # the text rendering of the same section; planned on the workload as written (the statistics
     # the data contradicts are not measured again: the first run did that)
-    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(out), "--workload-stats"]) == 0
-    text = capsys.readouterr().out
+    code, text, _ = run_cli(capsys, "run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", out, "--workload-stats")
+    assert code == 0
     assert "probe messages: predicted" in text and "furthest from the model" in text
 
     run = tmp_path / "run.json"
     run.write_text(json.dumps(d))
-    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run)]) == 0
-    text = capsys.readouterr().out
+    code, text, _ = run_cli(capsys, "optimize", "tpch_fig7a.yaml", "--stats-from", run)
+    assert code == 0
     assert "re-planned on" in text and "join sizes measured by the run" in text and "probe cost" in text
     assert "join sizes: " in text and "measured (the workload's 'sizes')" in text
-    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run), "--json"]) == 0
-    j = json.loads(capsys.readouterr().out)
+    code, text, _ = run_cli(capsys, "optimize", "tpch_fig7a.yaml", "--stats-from", run, "--json")
+    assert code == 0
+    j = json.loads(text)
     assert j["stats_from"]["sizes"] and "cost_before" in j["stats_from"]["diff"]
 
-    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run), "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    code, text, _ = run_cli(capsys, "compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", run, "--json")
+    assert code == 0
+    rows = json.loads(text)
     mqo = next(r for r in rows if (r["mode"], r["partitioning"]) == ("mqo", "single"))
     assert mqo["measured_probe_cost"] == pytest.approx(j["stats_from"]["diff"]["cost_before"])
     assert len({round(r["measured_probe_cost"]) for r in rows}) > 1
@@ -158,12 +160,13 @@ def test_run_json_and_stats_from(tmp_path, capsys):
                      for o in rows)
         assert r["measured_front"] == (not beaten), r
     assert [r for r in rows if r.get("chosen")] == [mqo]
-    assert main(["compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", str(run)]) == 0
-    text = capsys.readouterr().out.splitlines()
-    assert "on measured" in text[0] and "front" in text[0]
-    assert sum("← chosen" in line for line in text) == 1
-    assert text[-1].endswith("the optimiser's choice (clash mqo single) is "
-                             f"{'on' if mqo['measured_front'] else 'not on'} it")
+    code, text, _ = run_cli(capsys, "compare", "tpch_fig7a.yaml", "--planner", "clash", "--stats-from", run)
+    assert code == 0
+    lines = text.splitlines()
+    assert "on measured" in lines[0] and "front" in lines[0]
+    assert sum("← chosen" in line for line in lines) == 1
+    assert lines[-1].endswith("the optimiser's choice (clash mqo single) is "
+                              f"{'on' if mqo['measured_front'] else 'not on'} it")
 
 
 @pytest.mark.parametrize("content, culprit", [(None, "does not exist"), ("{", "cannot read"),
@@ -173,8 +176,8 @@ def test_stats_from_errors_are_one_line(tmp_path, capsys, content, culprit):
     f = tmp_path / "run.json"
     if content is not None:
         f.write_text(content)
-    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(f)]) == 2
-    err = capsys.readouterr().err
+    code, _, err = run_cli(capsys, "optimize", "tpch_fig7a.yaml", "--stats-from", f)
+    assert code == 2
     assert err.count("\n") == 1 and culprit in err
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from _cases import cases
-from mqjoin.cli import main
+from _cli import run_cli
 from mqjoin.model.errors import OptionError
 from mqjoin.model.tables import Table, write_inputs
 from mqjoin.model.workload import parse_workload
@@ -116,19 +116,17 @@ def test_bad_partition_counts_are_option_errors():
 def test_partitions_command_prints_the_projection_and_json(capsys, tmp_path):
     (tmp_path / "w.yaml").write_text(W.to_yaml())
     write_inputs(_nation_tables(), tmp_path / "data")
-    code = main(["partitions", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--partitions", "2,8"])
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, "partitions", tmp_path / "w.yaml", "--data", tmp_path / "data",
+                             "--partitions", "2,8")
     assert code == 0 and err == "", err
     line = next(x for x in out.splitlines() if x.startswith("S[k]") and x.split()[2] == "8")
     assert line.split()[3] == "3"  # used partitions: min(P, distinct values)
-    code = main(["partitions", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--partitions", "8",
-                 "--json"])
-    d = json.loads(capsys.readouterr()[0])
+    code, out, _ = run_cli(capsys, "partitions", tmp_path / "w.yaml", "--data", tmp_path / "data",
+                           "--partitions", "8", "--json")
+    d = json.loads(out)
     s = next(r for r in d["stores"] if r["store"] == "S[k]")
     assert code == 0 and d["partitions"] == [8] and s["rows_max"] == 10 and s["distinct"] == 3
-    for args, needle in ((["--partitions", "8,x"], "partition count 'x'"), (["--plan", str(tmp_path / "no.json")],
-                                                                              "cannot read the plan"),
-                         (["--batch", "0"], "--batch")):
-        code = main(["partitions", str(tmp_path / "w.yaml"), *args])
-        out, err = capsys.readouterr()
+    for args, needle in ((["--partitions", "8,x"], "partition count 'x'"),
+                         (["--plan", tmp_path / "no.json"], "cannot read the plan"), (["--batch", "0"], "--batch")):
+        code, out, err = run_cli(capsys, "partitions", tmp_path / "w.yaml", *args)
         assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err

@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("plotly")
 pytest.importorskip("ipywidgets")
 
+from _cli import run_cli
 from mqjoin.model.errors import DataError
 from mqjoin.widgets.model import ExplorerModel
 from mqjoin.widgets.report import write_report
@@ -32,11 +33,10 @@ def test_the_handout_inlines_plotly_once_and_reopens_the_same_model_and_edits(tm
 
 
 def test_mqjoin_report_writes_the_handout(tmp_path, capsys):
-    from mqjoin.cli import main
-
     out = tmp_path / "r.html"
-    assert main(["report", "paper_v2.yaml", "--out", str(out), "--no-frontier"]) == 0
-    assert "handout written to" in capsys.readouterr().out
+    code, printed, _ = run_cli(capsys, "report", "paper_v2.yaml", "--out", out, "--no-frontier")
+    assert code == 0
+    assert "handout written to" in printed
     assert ExplorerModel.from_report(out).workload.query_names == ("q1", "q2")
 
 

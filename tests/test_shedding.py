@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from _cli import run_cli
 from mqjoin.datasets.jaqpot_paper import table3_linear
 from mqjoin.model.errors import JaqpotError
 from mqjoin.planners.jaqpot import BASELINES
@@ -106,7 +107,6 @@ def test_a_budget_needs_one_binary_tree(small):
 
 
 def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
-    from mqjoin.cli import main
     from mqjoin.model.tables import read_results, write_inputs
 
     wl = tmp_path / "w.yaml"
@@ -114,10 +114,11 @@ def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
                   'relations: {A: {attributes: [a]}, B: {attributes: [a, b]}, C: {attributes: [b, c]}, '
                   'D: {attributes: [c]}}\nqueries: {q: "A(a), B(a,b), C(b,c), D(c)"}\n')
     write_inputs(small.tables, tmp_path / "data")
-    args = [str(wl), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--planner", "tree",
-            "--tree-shape", "deep", "--check"]
-    assert main(["run", *args, "--cpu-budget", "150", "--allocation", "globalhjpr", "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    args = [wl, "--data", tmp_path / "data", "--out", tmp_path / "out", "--planner", "tree", "--tree-shape", "deep",
+            "--check"]
+    code, out, _ = run_cli(capsys, "run", *args, "--cpu-budget", "150", "--allocation", "globalhjpr", "--json")
+    assert code == 0
+    d = json.loads(out)
     b = d["budget"]
     assert (d["executor"], d["executor_reason"]) == ("per-tuple", "--cpu-budget sheds probes tuple by tuple")
     assert b["allocation"] == "GlobalHJPR" and b["cpu_budget"] == 150 and b["shed"] > 0
@@ -126,8 +127,8 @@ def test_cli_run_with_a_cpu_budget(tmp_path, capsys, small):
     assert len(got) < full and b["deficit"]["q"] == pytest.approx(1 - len(got) / full)
     for bad, msg in ((["--cpu-budget", "-3"], "non-negative"), (["--cycle", "2"], "give --cpu-budget"),
                      (["--cpu-budget", "5", "--engine", "spark"], "reference engine")):
-        assert main(["run", *args, *bad]) == 2
-        err = capsys.readouterr().err
+        code, _, err = run_cli(capsys, "run", *args, *bad)
+        assert code == 2
         assert msg in err and err.count("\n") == 1
 
 

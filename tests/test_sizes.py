@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from _cli import run_cli
 from mqjoin.model.sizes import independent_size
 from mqjoin.model.workload import parse_workload
 from mqjoin.planning.cost import join_size, memory_tuples
@@ -285,17 +286,18 @@ def test_without_sampled_sizes_nothing_is_re_solved(seed, monkeypatch):
 def test_optimize_says_when_the_tie_break_changed_the_plan(tmp_path, capsys):
     import json
 
-    from mqjoin.cli import main
-
     path = tmp_path / "chain.yaml"
     path.write_text(chain(0.3).to_yaml(), encoding="utf-8")
-    assert main(["optimize", str(path), "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    code, out, _ = run_cli(capsys, "optimize", path, "--json")
+    assert code == 0
+    d = json.loads(out)
     assert (d["probe_cost"], d["memory"]) == (450, 300)
     assert d["tie_break"]["changed"] and d["tie_break"]["tolerance"] == pytest.approx(0.15)
     assert (d["tie_break"]["optimum_probe_cost"], d["tie_break"]["optimum_memory"]) == (400, 400)
-    assert main(["optimize", str(path)]) == 0
-    assert "least memory chosen, probe cost +12.50%, memory -25.0%" in capsys.readouterr().out
+    code, out, _ = run_cli(capsys, "optimize", path)
+    assert code == 0
+    assert "least memory chosen, probe cost +12.50%, memory -25.0%" in out
     path.write_text(chain().to_yaml(), encoding="utf-8")
-    assert main(["optimize", str(path), "--json"]) == 0
-    assert "tie_break" not in json.loads(capsys.readouterr().out)
+    code, out, _ = run_cli(capsys, "optimize", path, "--json")
+    assert code == 0
+    assert "tie_break" not in json.loads(out)

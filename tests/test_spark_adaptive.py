@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from _cases import cases
+from _cli import run_cli
 from test_adaptive import W_FIG6, cycling_optimizer, fig6_tables, random_changes
 from _spark import RETAINED_EXECUTIONS, TIMEOUT, sql_executions
 
@@ -318,17 +319,18 @@ def test_added_query_without_input_is_refused(spark, tmp_path):
 
 
 def test_cli_adaptive_spark_run_matches_the_reference_cli(spark, tmp_path, capsys):
-    from mqjoin.cli import main
-
     (tmp_path / "w.yaml").write_text(W_FIG6)
     (tmp_path / "changes.yaml").write_text("- {at: 3.5, add: {q2: 'S(a), T(a)'}}\n- {at: 6.5, remove: [q1]}\n")
     write_inputs(fig6_tables(), tmp_path / "data")
-    common = ["run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--changes",
-              str(tmp_path / "changes.yaml"), "--check", "--json"]
-    assert main([*common, "--out", str(tmp_path / "ref")]) == 0
-    ref = json.loads(capsys.readouterr().out)
-    assert main([*common, "--out", str(tmp_path / "spark"), "--engine", "spark", "--max-rows-per-batch", "20"]) == 0
-    got = json.loads(capsys.readouterr().out)
+    common = ["run", tmp_path / "w.yaml", "--data", tmp_path / "data", "--changes", tmp_path / "changes.yaml",
+              "--check", "--json"]
+    code, out, _ = run_cli(capsys, *common, "--out", tmp_path / "ref")
+    assert code == 0
+    ref = json.loads(out)
+    code, out, _ = run_cli(capsys, *common, "--out", tmp_path / "spark", "--engine", "spark",
+                           "--max-rows-per-batch", "20")
+    assert code == 0
+    got = json.loads(out)
     assert got["engine"] == "spark" and got["check"] == "equal to the oracle"
     assert set(ref) - {"engine", "executor", "executor_reason"} <= set(got)  # (the reference engine's executor)
     for key in ("queries", "lifetimes", "policy"):
@@ -347,15 +349,12 @@ def test_cli_adaptive_spark_run_matches_the_reference_cli(spark, tmp_path, capsy
     (["--engine", "spark", "--adaptive", "--epoch", "-1"], "epoch length"),
 ])
 def test_cli_adaptive_spark_errors_are_one_line(tmp_path, capsys, extra, message):
-    from mqjoin.cli import main
-
     (tmp_path / "w.yaml").write_text(W_FIG6)
     (tmp_path / "bad.yaml").write_text("- {at: 3, drop: [q1]}\n")
     write_inputs(fig6_tables(), tmp_path / "data")
-    extra = [str(tmp_path / x) if x.endswith(".yaml") else x for x in extra]
-    code = main(["run", str(tmp_path / "w.yaml"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o"),
-                 *extra])
-    err = capsys.readouterr().err
+    extra = [tmp_path / x if x.endswith(".yaml") else x for x in extra]
+    code, _, err = run_cli(capsys, "run", tmp_path / "w.yaml", "--data", tmp_path / "data", "--out", tmp_path / "o",
+                           *extra)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 

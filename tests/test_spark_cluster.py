@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 
 from _children import alive, descendants, tied
+from _cli import cli_command
 
 pytest.importorskip("pyspark")
 
@@ -180,10 +181,9 @@ def truth():
 
 
 def _command(engine: str, mode: str | None, cluster: Cluster, out: Path, ckpt: Path, batch: int) -> list[str]:
-    cmd = [str(Path(sys.executable).with_name("mqjoin")), "run", str(WORKLOAD), "--data", str(DATA), "--out", str(out),
-           "--engine", engine, "--master", cluster.url, "--checkpoint", str(ckpt),
-           "--max-rows-per-batch", str(batch), "--check", "--json", "--timeout", str(RUN_TIMEOUT)]
-    return cmd + ([] if mode is None else ["--spark-mode", mode])
+    return cli_command("run", WORKLOAD, "--data", DATA, "--out", out, "--engine", engine, "--master", cluster.url,
+                       "--checkpoint", ckpt, "--max-rows-per-batch", batch, "--check", "--json",
+                       "--timeout", RUN_TIMEOUT, *([] if mode is None else ["--spark-mode", mode]))
 
 
 def _start_run(cmd: list[str], cluster: Cluster, log: Path) -> subprocess.Popen:

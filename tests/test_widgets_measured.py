@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+from _cli import run_cli
 from _foreign_keys import foreign_keys
 from mqjoin.adaptive.policy import AdaptivePolicy
-from mqjoin.cli import main
 from mqjoin.datasets import tpch
 from mqjoin.model.tables import read_inputs
 from mqjoin.planning.measured import RunCounts, check_run
@@ -108,11 +108,13 @@ def test_the_view_colours_after_a_run_keeps_them_through_an_edit_and_drops_them_
 def test_reoptimise_on_what_was_measured_is_optimize_stats_from(tmp_path, capsys):
     run_json, plan_json = tmp_path / "run.json", tmp_path / "plan.json"
     # the explorer plans on the workload as written: so does this run
-    assert main(["run", "tpch_fig7a.yaml", "--data", str(tpch.SAMPLE), "--out", str(tmp_path / "o"), "--json",
-                 "--workload-stats"]) == 0
-    run_json.write_text(capsys.readouterr().out)
-    assert main(["optimize", "tpch_fig7a.yaml", "--stats-from", str(run_json), "--plan-out", str(plan_json)]) == 0
-    cli_text = capsys.readouterr().out
+    code, run_text, _ = run_cli(capsys, "run", "tpch_fig7a.yaml", "--data", tpch.SAMPLE, "--out", tmp_path / "o",
+                                "--json", "--workload-stats")
+    assert code == 0
+    run_json.write_text(run_text)
+    code, cli_text, _ = run_cli(capsys, "optimize", "tpch_fig7a.yaml", "--stats-from", run_json,
+                                "--plan-out", plan_json)
+    assert code == 0
 
     view = ProbeTreeView("tpch_fig7a.yaml", debounce=0)
     plan = view.model.result.plan
