@@ -60,8 +60,9 @@ def test_never_collected():
 
 
 def _inner_run(tmp_path: Path, ci: str | None, module_level: bool = False) -> subprocess.CompletedProcess:
-    for helper in ("conftest.py", "_requires.py", "_spark.py"):
-        shutil.copy(TESTS / helper, tmp_path / helper)
+    conftest = (TESTS / "conftest.py").read_text()
+    for helper in ["conftest.py", *(f"{m}.py" for m in re.findall(r"^from (_[a-z]\w*) import", conftest, re.M))]:
+        shutil.copy(TESTS / helper, tmp_path / helper)  # the conftest and the test helpers it imports
     (tmp_path / "test_inner.py").write_text(INNER)
     if module_level:
         (tmp_path / "test_inner_module.py").write_text(INNER_MODULE)
