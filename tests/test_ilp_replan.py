@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -270,15 +271,17 @@ def _same_model(a, b) -> None:
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_candidates_from_those_before_a_change_equal_those_from_scratch(change, seed, mirs):
     """Each kind of change: the candidates enumerated from those before it equal those
-    enumerated from scratch, and so does the model built from them."""
+    enumerated from scratch, and the model built from them with the names of the model before
+    equals the model built from scratch."""
     before, after = CHANGES[change](random_workload(7, 12, 4, seed=seed))
     assert before != after
     old = enumerate_candidates(before, mirs)
     new = enumerate_candidates(after, mirs, previous=old)
     scratch = enumerate_candidates(after, mirs)
     _same_candidates(new, scratch)
-    for policy in ("single", "replicas"):
-        _same_model(build_model(new, policy), build_model(scratch, policy))
+    for policy in ("single", "replicas", "budget"):
+        _same_model(build_model(new, policy, names=build_model(old, policy).name_parts),
+                    build_model(scratch, policy))
 
 
 def test_the_enumeration_takes_what_the_change_left():
@@ -291,6 +294,21 @@ def test_the_enumeration_takes_what_the_change_left():
     assert new.orders["q1"] is old.orders["q1"] and "q7" not in old.orders
     redeclared = enumerate_candidates(_redeclared(w), previous=new)
     assert redeclared.orders["q1"] is not new.orders["q1"]
+
+
+def test_a_model_keeps_the_names_of_its_own_variables_and_rows():
+    """A model built with the names of the model before keeps the parts of its own names
+    only (they do not pile up from one re-plan to the next), and reads the others': the tie
+    hashes it reads are those before (a different hash before shows in the weight)."""
+    w = random_workload(7, 12, 4, seed=1)
+    old = build_model(enumerate_candidates(w))
+    fewer = build_model(enumerate_candidates(w.restricted_to(_names(w)[:3])), names=old.name_parts)
+    assert set(fewer.name_parts.hashes) < set(old.name_parts.hashes)
+    assert set(fewer.name_parts.hashes) == {n for n, t in zip(fewer.names, fewer.tie) if t}
+    x = next(i for i, t in enumerate(old.tie) if t)
+    forged = replace(old.name_parts, hashes={**old.name_parts.hashes, old.names[x]: 0})
+    again = build_model(enumerate_candidates(w), names=forged)
+    assert again.tie[x] != old.tie[x] and again.tie[:x] == old.tie[:x]
 
 
 @pytest.mark.parametrize("change", ["rate", "selectivity", "window", "group member's filter"])

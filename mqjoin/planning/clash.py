@@ -180,10 +180,12 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     """The choices of one ILP solve of the workload, its statistics, the solution itself (its
     ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`) and the model solved.
     ``before``: the model of a solve before a change of the workload, whose candidates the
-    enumeration takes where the change left them as they were (a re-plan)."""
+    enumeration takes where the change left them as they were, and whose names the build reads
+    (a re-plan)."""
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs, previous=None if before is None else before.candidates)
-    mdl = build_model(cands, partitioning, mir_budget, replica_budget)
+    mdl = build_model(cands, partitioning, mir_budget, replica_budget,
+                      names=None if before is None else before.name_parts)
     build = time.perf_counter() - t0
     start = fallback = None
     if mirs and solver == "highs" and partitioning != BUDGET and _warm(mdl.num_binaries, time_limit):
