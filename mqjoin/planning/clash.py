@@ -53,11 +53,15 @@ WARM_START_BINARIES = 2000
 WARM_START_LIMITED = 200
 
 
+@paused_gc()  # the candidates and the model (~100k objects) live on to the end: collections would only rescan them
 def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
     """CLASH's plan of ``workload`` under ``options``: the ILP over all probe orders (the
     :class:`~mqjoin.planners.registry.Planner` of ``clash``; see the module docstring).  Mode
     ``mqo`` solves the workload at once; ``individual`` and ``shared`` solve each query alone
-    (a fair share of the time limit each) and deploy the orders apart or together."""
+    (a fair share of the time limit each) and deploy the orders apart or together.  No
+    automatic garbage collection during the call (:func:`~mqjoin.support.gcpause.paused_gc`),
+    plan building included: it would pay for the full collections that the solve's objects,
+    which live on, set off."""
     mode, partitioning, mirs, solver = options.mode, options.partitioning, options.mirs, options.solver
     time_limit, mir_budget, replica_budget = options.time_limit, options.mir_budget, options.replica_budget
     monitor = options.monitor
@@ -171,7 +175,6 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
     return choices, stats, tie
 
 
-@paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None,
