@@ -109,3 +109,25 @@ def test_as_a_decorator_each_call_pauses():
 
     assert work() == 0 and work() == 0
     assert automatic_collections(make_cycles) > 0
+
+
+def test_clash_plans_with_the_collector_paused_plan_building_included(monkeypatch):
+    """CLASH's planner pauses the collector through the whole call: plan building too, which
+    would otherwise pay for the full collections that the solve's live objects set off."""
+    from mqjoin.datasets.random_workloads import random_workload
+    from mqjoin.planning import clash
+    from mqjoin.planning.optimizer import optimize
+
+    seen = []
+    real = clash.build_plan
+
+    def recording(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(clash, "build_plan", recording)
+    before = gc.get_threshold()
+    for mode in ("mqo", "individual"):
+        optimize(random_workload(6, 30, 3, seed=4), mode=mode)
+    assert len(seen) >= 2 and set(seen) == {0}
+    assert gc.get_threshold() == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -169,3 +170,157 @@ def test_a_coupled_part_changed_by_one_query_reprices_only_its_new_blocks(n, rel
         _same(res, scratch)
         assert res.reused_parts < res.ilp.components  # the coupled part changed: solved again
         assert again < len(searched), (again, len(searched))  # ... from the prices kept
+
+
+# --------------------------------------------------------------------------------------------
+# the enumeration from the candidates before a change (enumerate_candidates(previous=...))
+# --------------------------------------------------------------------------------------------
+
+
+def _some_relation(w):
+    """A relation the first query joins."""
+    return w.queries[0].relations[0]
+
+
+def _some_equality(w):
+    """An equality of the first query, as ``with_selectivity`` takes it."""
+    a, b = w.queries[0].classes[0].members[:2]
+    return f"{a} = {b}"
+
+
+def _sharing(w):
+    """Two queries that join a common relation, and that relation."""
+    for i, q in enumerate(w.queries):
+        for p in w.queries[i + 1:]:
+            common = sorted(q.relation_set & p.relation_set)
+            if common:
+                return q, p, common[0]
+    raise AssertionError("no two queries share a relation")
+
+
+def _filtered(w, q, relation, where, fraction):
+    return w.with_query(q.name, {"join": q.text, "where": f"{relation}.{where}"}, {relation: fraction})
+
+
+def _grouped_pair(w):
+    """Two queries sharing a relation, each with its own filter on it, in one group."""
+    q, p, r = _sharing(w)
+    return _filtered(_filtered(w, q, r, "a < 5", 0.5), p, r, "a > 7", 0.2).with_groups([[q.name, p.name]])
+
+
+def _redeclared(w):
+    """One relation declared with other attributes (those no query reads renamed): the
+    queries are as they were, but the stores holding it render their partitions otherwise
+    (an attribute name several of a store's relations declare is written with its relation)."""
+    used = w.input_attributes()
+    r = next(r for q in w.queries for r in q.relations if set(w.relation(r).attributes) - used[r])
+    return w.with_relation(r, attributes=[a if a in used[r] else a + "x" for a in w.relation(r).attributes])
+
+
+def _measured(w):
+    from mqjoin.model.sizes import MeasuredSize
+
+    a, b = w.queries[0].classes[0].members[:2]
+    return w.with_sizes([MeasuredSize(None, (a.relation, b.relation), 3.0)])
+
+
+def _names(w):
+    return [q.name for q in w.queries]
+
+
+#: each kind of change: a workload → (the workload before, the workload after)
+CHANGES = {
+    "query added": lambda w: (w.restricted_to(_names(w)[:-1]), w),
+    "query removed": lambda w: (w, w.restricted_to(_names(w)[:2] + _names(w)[3:])),
+    "rate": lambda w: (w, w.with_relation(_some_relation(w), rate=300.0)),
+    "window": lambda w: (w, w.with_relation(_some_relation(w), window=0.5)),
+    "parallelism": lambda w: (w, w.with_relation(_some_relation(w), parallelism=2)),
+    "attributes": lambda w: (w, _redeclared(w)),
+    "selectivity": lambda w: (w, w.with_selectivity(_some_equality(w), 0.02)),
+    "horizon": lambda w: (w, w.with_defaults(horizon=10.0)),
+    "measured size": lambda w: (w, _measured(w)),
+    "filter added": lambda w: (w, _filtered(w, *_sharing(w)[::2], "a < 5", 0.5)),
+    "filter fraction": lambda w: (_filtered(w, *_sharing(w)[::2], "a < 5", 0.5),
+                                  _filtered(w, *_sharing(w)[::2], "a < 5", 0.1)),
+    "group formed": lambda w: (_grouped_pair(w).with_groups(()), _grouped_pair(w)),
+    "group member's filter": lambda w: (_grouped_pair(w),
+                                        _grouped_pair(w).with_filter_fraction(_sharing(w)[0].name,
+                                                                              _sharing(w)[2], 0.9)),
+}
+
+
+def _same_candidates(a, b) -> None:
+    """Equal candidates, in the same order (owners, starts, steps, stores), rendered alike."""
+    assert a == b
+    assert list(a.orders) == list(b.orders)
+    assert all(list(a.orders[o]) == list(b.orders[o]) for o in a.orders)
+    assert list(a.step_cost) == list(b.step_cost)
+    assert list(a.partition_candidates) == list(b.partition_candidates)
+    assert ([m.render_partition(x) for m, xs in a.partition_candidates.items() for x in xs]
+            == [m.render_partition(x) for m, xs in b.partition_candidates.items() for x in xs])
+
+
+def _same_model(a, b) -> None:
+    """Two models with the same variables (names, costs, tie-break weights, bounds) and rows."""
+    for what in ("names", "cost", "tie", "integer", "upper", "rows", "x", "y", "m", "z", "b", "order_steps",
+                 "order_mirs"):
+        assert getattr(a, what) == getattr(b, what), what
+
+
+@pytest.mark.parametrize("mirs", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_candidates_from_those_before_a_change_equal_those_from_scratch(change, seed, mirs):
+    """Each kind of change: the candidates enumerated from those before it equal those
+    enumerated from scratch, and the model built from them with the names of the model before
+    equals the model built from scratch."""
+    before, after = CHANGES[change](random_workload(7, 12, 4, seed=seed))
+    assert before != after
+    old = enumerate_candidates(before, mirs)
+    new = enumerate_candidates(after, mirs, previous=old)
+    scratch = enumerate_candidates(after, mirs)
+    _same_candidates(new, scratch)
+    for policy in ("single", "replicas", "budget"):
+        _same_model(build_model(new, policy, names=build_model(old, policy).name_parts),
+                    build_model(scratch, policy))
+
+
+def test_the_enumeration_takes_what_the_change_left():
+    """The candidates a change leaves as they were are taken, not enumerated again: the same
+    probe orders of a query the change does not touch (the very tuple), new ones of the query
+    it adds."""
+    w = random_workload(7, 12, 4, seed=0)
+    old = enumerate_candidates(w.restricted_to(_names(w)[:-1]))
+    new = enumerate_candidates(w, previous=old)
+    assert new.orders["q1"] is old.orders["q1"] and "q7" not in old.orders
+    redeclared = enumerate_candidates(_redeclared(w), previous=new)
+    assert redeclared.orders["q1"] is not new.orders["q1"]
+
+
+def test_a_model_keeps_the_names_of_its_own_variables_and_rows():
+    """A model built with the names of the model before keeps the parts of its own names
+    only (they do not pile up from one re-plan to the next), and reads the others': the tie
+    hashes it reads are those before (a different hash before shows in the weight)."""
+    w = random_workload(7, 12, 4, seed=1)
+    old = build_model(enumerate_candidates(w))
+    fewer = build_model(enumerate_candidates(w.restricted_to(_names(w)[:3])), names=old.name_parts)
+    assert set(fewer.name_parts.hashes) < set(old.name_parts.hashes)
+    assert set(fewer.name_parts.hashes) == {n for n, t in zip(fewer.names, fewer.tie) if t}
+    x = next(i for i, t in enumerate(old.tie) if t)
+    forged = replace(old.name_parts, hashes={**old.name_parts.hashes, old.names[x]: 0})
+    again = build_model(enumerate_candidates(w), names=forged)
+    assert again.tie[x] != old.tie[x] and again.tie[:x] == old.tie[:x]
+
+
+@pytest.mark.parametrize("change", ["rate", "selectivity", "window", "group member's filter"])
+def test_a_replan_after_a_change_of_statistics_equals_a_solve_from_scratch(change):
+    """A re-plan enumerates from the candidates of the result before (its model's): after a
+    change of statistics it takes the probe orders the change left, and its plan is the one a
+    solve from scratch gives."""
+    before, after = CHANGES[change](random_workload(10, 20, 4, seed=0))
+    first = optimize(before, partitioning="single")
+    again = replan(first, after)
+    _same(again, optimize(after, partitioning="single"))
+    kept = [o for o in again.model.candidates.orders
+            if again.model.candidates.orders[o] is first.model.candidates.orders.get(o)]
+    assert 0 < len(kept) < len(again.model.candidates.orders)

@@ -455,6 +455,21 @@ class Workload:
             return lookup[key], True
         return (lookup.get(key[:2] + ((),)), False) if key[2] else (None, True)
 
+    def same_sizes(self, other: "Workload") -> bool:
+        """Whether every measured size (docs/model.md §2) reads the same in ``other``: the same
+        sizes, matched to the same joins (an unfiltered size applies to every query that joins
+        its set, so the queries decide which joins it is found under).
+
+        >>> w = parse_workload('''
+        ... relations: {R: {attributes: [a]}, S: {attributes: [a]}}
+        ... queries: {q: "R(a), S(a)"}
+        ... selectivities: {R.a = S.a: 0.1}
+        ... sizes: {R ⋈ S: 40}''')
+        >>> w.same_sizes(w.with_relation("R", rate=2)), w.same_sizes(w.with_sizes([], strict=False))
+        (False, True)
+        """
+        return self.sizes == other.sizes and (not self.sizes or self._size_lookup == other._size_lookup)
+
     def measured_size(self, relations: Iterable[str], classes: Iterable[JoinClass],
                       selection: Iterable["Selection"] = ()) -> float | None:
         """The measured size of ``⋈relations`` joined through ``classes`` under ``selection``

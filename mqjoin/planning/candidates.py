@@ -25,6 +25,7 @@ This reproduces Figure 3 of the CLASH paper:
 
 from __future__ import annotations
 
+import collections
 import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -468,33 +469,108 @@ class Candidates:
         }
 
 
-def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
+#: a query's join by content: its relations, classes and selections (what its candidates depend on,
+#: with its relations' declarations)
+JoinKey = tuple[frozenset[str], tuple[JoinClass, ...], tuple[Selection, ...]]
+
+
+def _query_join(workload: Workload, query: Query) -> JoinKey:
+    return query.relation_set, query.classes, workload.selections(query.name)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What a change left of the candidates before it (:func:`enumerate_candidates` with
+    ``previous``), each piece by what it depends on.
+
+    ``joins``: each query's join before (:data:`JoinKey`) → its name there: an owner's probe
+    orders and steps depend on its join and its relations' declarations (their attributes
+    render its stores) alone.  ``redeclared``: the relations declared differently, or in one of
+    the workloads only: owners and steps that touch one are enumerated and costed anew.
+    ``recost``: every step costed anew (other defaults — the horizon —, or other measured
+    sizes).  ``moved``: the relations of the queries added, removed or joined otherwise: a
+    store's partition candidates depend on the store and the queries that hold its first
+    relation."""
+
+    cands: Candidates
+    joins: Mapping[JoinKey, str]
+    redeclared: frozenset[str]
+    recost: bool
+    moved: frozenset[str]
+
+    @staticmethod
+    def of(previous: Candidates | None, workload: Workload, mirs: bool) -> "_Before | None":
+        """What of ``previous`` an enumeration of ``workload`` may take (None: nothing — no
+        candidates before, or other MIRs or query groups)."""
+        if previous is None or previous.use_mirs != mirs or previous.workload.groups != workload.groups:
+            return None
+        old = previous.workload
+        declared = {r.name: r for r in old.relations}
+        redeclared = {r.name for r in workload.relations if declared.pop(r.name, None) != r} | set(declared)
+        joins = {q.name: _query_join(old, q) for q in old.queries}
+        moved: set[str] = set()
+        for q in workload.queries:
+            join = joins.get(q.name)
+            if join != (now := _query_join(workload, q)):
+                moved |= now[0] | (join[0] if join is not None else frozenset())
+        names = set(workload.query_names)
+        for q in old.queries:
+            if q.name not in names:
+                moved |= q.relation_set
+        return _Before(previous, {j: n for n, j in joins.items()}, frozenset(redeclared),
+                       old.defaults != workload.defaults or not old.same_sizes(workload), frozenset(moved))
+
+    def owner(self, owner: Owner, join: "_Join") -> tuple[Mapping[str, tuple[ProbeOrder, ...]],
+                                                         Mapping[str, tuple[tuple[Step, ...], ...]]] | None:
+        """The probe orders and steps of ``owner`` (its ``join``) before, where its join was
+        there and none of its relations is declared differently."""
+        if join.relations & self.redeclared:
+            return None
+        before = self.joins.get((join.relations, join.classes, join.selection)) if isinstance(owner, str) \
+            else owner
+        if before is None or before not in self.cands.orders:
+            return None
+        return self.cands.orders[before], self.cands.steps[before]
+
+    def step_cost(self, step: Step) -> float | None:
+        """The cost of ``step`` before, where nothing it depends on changed."""
+        if self.recost or (self.redeclared and (step.prefix_relations | step.target.relation_set) & self.redeclared):
+            return None
+        return self.cands.step_cost.get(step)
+
+    def partition_candidates(self, store: MIR) -> tuple[Attr, ...] | None:
+        """The partition candidates of ``store`` before, where no query holding its first relation changed."""
+        return None if store.relations[0] in self.moved else self.cands.partition_candidates.get(store)
+
+
+def enumerate_candidates(workload: Workload, mirs: bool = True, previous: Candidates | None = None) -> Candidates:
     """Enumerate MIRs, probe orders (for queries and, recursively, the MIRs they use),
-    partition candidates and step costs of a workload."""
+    partition candidates and step costs of a workload.
+
+    ``previous``: the candidates of the workload before a change (a re-plan), whose pieces the
+    change leaves as they were are taken from there (:class:`_Before`): the candidates are
+    equal to those from scratch, owner order included, only sooner."""
+    before = _Before.of(previous, workload, mirs)
     max_size = None if mirs else 1
-    orders: dict[Owner, dict[str, tuple[ProbeOrder, ...]]] = {}
-    steps: dict[Owner, dict[str, tuple[tuple[Step, ...], ...]]] = {}
-    pending: list[Owner] = [q.name for q in workload.queries]
+    orders: dict[Owner, Mapping[str, tuple[ProbeOrder, ...]]] = {}
+    steps: dict[Owner, Mapping[str, tuple[tuple[Step, ...], ...]]] = {}
+    pending: collections.deque[Owner] = collections.deque(q.name for q in workload.queries)
     stores: dict[tuple[Any, ...], MIR] = {}
     distinct: dict[Step, Step] = {}
     while pending:
-        owner = pending.pop(0)
+        owner = pending.popleft()
         if owner in orders:
             continue
         join = _Join(workload, owner, stores, distinct)
-        owner_mirs = list(iter_mirs(join, max_size))
-        by_start: dict[str, tuple[ProbeOrder, ...]] = {}
-        st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
-        for start in sorted(join.relations):
-            pairs = probe_tree(join, start, owner_mirs)
-            by_start[start] = os_ = tuple(o for o, _ in pairs)
-            st_by_start[start] = tuple(st for _, st in pairs)
+        kept = None if before is None else before.owner(owner, join)
+        if kept is None:
+            kept = _owner_candidates(join, max_size)
+        orders[owner], steps[owner] = kept
+        for os_ in kept[0].values():
             for o in os_:
                 for m in o.elements:
                     if not m.is_base and m not in orders:
                         pending.append(m)
-        orders[owner] = by_start
-        steps[owner] = st_by_start
 
     step_cost: dict[Step, float] = {}
     targets: set[MIR] = set()
@@ -507,18 +583,35 @@ def enumerate_candidates(workload: Workload, mirs: bool = True) -> Candidates:
             for seq in seqs:
                 for s in seq:
                     if s not in step_cost:
-                        step_cost[s] = unit_step_cost(workload, s)
+                        cost = None if before is None else before.step_cost(s)
+                        step_cost[s] = unit_step_cost(workload, s) if cost is None else cost
                         targets.add(s.target)
+
+    def store_partitions(m: MIR) -> tuple[Attr, ...]:
+        kept = None if before is None else before.partition_candidates(m)
+        return partition_candidates(workload, m, holding[m.relations[0]]) if kept is None else kept
 
     return Candidates(
         workload=workload,
         use_mirs=mirs,
         orders=orders,
         steps=steps,
-        partition_candidates={m: partition_candidates(workload, m, holding[m.relations[0]])
-                              for m in sorted(targets, key=MIR.sort_key)},
+        partition_candidates={m: store_partitions(m) for m in sorted(targets, key=MIR.sort_key)},
         step_cost=step_cost,
     )
+
+
+def _owner_candidates(join: _Join, max_size: int | None) -> tuple[dict[str, tuple[ProbeOrder, ...]],
+                                                                  dict[str, tuple[tuple[Step, ...], ...]]]:
+    """The probe orders of an owner's ``join`` per start relation, and their steps."""
+    owner_mirs = list(iter_mirs(join, max_size))
+    by_start: dict[str, tuple[ProbeOrder, ...]] = {}
+    st_by_start: dict[str, tuple[tuple[Step, ...], ...]] = {}
+    for start in sorted(join.relations):
+        pairs = probe_tree(join, start, owner_mirs)
+        by_start[start] = tuple(o for o, _ in pairs)
+        st_by_start[start] = tuple(st for _, st in pairs)
+    return by_start, st_by_start
 
 
 def partition_candidates(workload: Workload, store: MIR, queries: Iterable[Query] | None = None) -> tuple[Attr, ...]:

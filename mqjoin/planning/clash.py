@@ -53,11 +53,15 @@ WARM_START_BINARIES = 2000
 WARM_START_LIMITED = 200
 
 
+@paused_gc()  # the candidates and the model (~100k objects) live on to the end: collections would only rescan them
 def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
     """CLASH's plan of ``workload`` under ``options``: the ILP over all probe orders (the
     :class:`~mqjoin.planners.registry.Planner` of ``clash``; see the module docstring).  Mode
     ``mqo`` solves the workload at once; ``individual`` and ``shared`` solve each query alone
-    (a fair share of the time limit each) and deploy the orders apart or together."""
+    (a fair share of the time limit each) and deploy the orders apart or together.  No
+    automatic garbage collection during the call (:func:`~mqjoin.support.gcpause.paused_gc`),
+    plan building included: it would pay for the full collections that the solve's objects,
+    which live on, set off."""
     mode, partitioning, mirs, solver = options.mode, options.partitioning, options.mirs, options.solver
     time_limit, mir_budget, replica_budget = options.time_limit, options.mir_budget, options.replica_budget
     monitor = options.monitor
@@ -69,8 +73,9 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         deadline = None if time_limit is None else time.perf_counter() + time_limit  # the tie-break's too
         previous = options.previous  # its parts proven optimal are not solved again (replan)
         reuse = {} if previous is None or previous.parts is None else previous.parts
-        choices, stats, sol = _solve_workload(workload, partitioning, mirs, solver, time_limit, "", mir_budget,
-                                              replica_budget=replica_budget, monitor=monitor, reuse=reuse)
+        choices, stats, sol, mdl = _solve_workload(workload, partitioning, mirs, solver, time_limit, "",
+                                                   mir_budget, replica_budget=replica_budget, monitor=monitor,
+                                                   reuse=reuse, before=getattr(previous, "model", None))
         optimum = build_plan(workload, choices, mode, partitioning)
         tie = None
         if ties:
@@ -82,7 +87,7 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
                                  f"{stats.objective}; please report this workload")
         return OptimizeResult(workload, mode, partitioning, mirs, plan, stats, mir_budget,
                               replica_budget=replica_budget, tie_break=tie, parts=sol.parts,
-                              reused_parts=sol.reused)
+                              reused_parts=sol.reused, model=mdl)
 
     # each query alone, as if it were the only one: no query groups (docs/model.md §7)
     workload = workload.with_groups(())
@@ -97,9 +102,9 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         own = None if left is None else time.perf_counter() + left  # this query's share, its tie-break's too
         ns = q.name if mode == "individual" else ""
         alone = workload.restricted_to([q.name])
-        choices, stats, _ = _solve_workload(alone, partitioning, mirs, solver, left, ns,
-                                            mir_budget, replica_budget=replica_budget,
-                                            monitor=None if monitor is None else monitor.sharing_stop())
+        choices, stats, _, _ = _solve_workload(alone, partitioning, mirs, solver, left, ns,
+                                               mir_budget, replica_budget=replica_budget,
+                                               monitor=None if monitor is None else monitor.sharing_stop())
         optimum_choices.extend(choices)
         if ties:
             choices, stats, tie = _least_memory(alone, mode, partitioning, solver, own, ns, (choices, stats),
@@ -159,8 +164,8 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
         return optimum[0], replace(optimum[1], solve_seconds=seconds), TieBreak(
             eps, plan.probe_cost, plan.memory, 1, least.status == "optimal")
     # the cheapest plan holding that MIR memory (a hair above it: solvers accept rows violated by ~1e-7)
-    choices, stats, _ = _solve_workload(workload, partitioning, True, solver, left(), namespace,
-                                        least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
+    choices, stats, _, _ = _solve_workload(workload, partitioning, True, solver, left(), namespace,
+                                           least.objective * (1 + 1e-6) + 1e-6, replica_budget=replica_budget)
     stats = replace(stats, solve_seconds=seconds + stats.solve_seconds)
     tie = TieBreak(eps, plan.probe_cost, plan.memory, 2, stats.status == "optimal")
     chosen = build_plan(workload, choices, mode, partitioning)
@@ -170,17 +175,20 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
     return choices, stats, tie
 
 
-@paused_gc()  # ~100k objects that live on (candidates, model): collections meanwhile only rescan them
 def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: str, time_limit: float | None,
                     namespace: str, mir_budget: float | None = None,
                     canonical: bool = True, replica_budget: float | None = None,
-                    monitor: Monitor | None = None,
-                    reuse: Mapping[Any, Any] | None = None) -> tuple[list[Choice], IlpStats, Solution]:
-    """The choices of one ILP solve of the workload, its statistics and the solution itself
-    (its ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`)."""
+                    monitor: Monitor | None = None, reuse: Mapping[Any, Any] | None = None,
+                    before: Model | None = None) -> tuple[list[Choice], IlpStats, Solution, Model]:
+    """The choices of one ILP solve of the workload, its statistics, the solution itself (its
+    ``parts`` for a later ``reuse``, see :func:`mqjoin.planning.ilp.solve`) and the model solved.
+    ``before``: the model of a solve before a change of the workload, whose candidates the
+    enumeration takes where the change left them as they were, and whose names the build reads
+    (a re-plan)."""
     t0 = time.perf_counter()
-    cands = enumerate_candidates(workload, mirs=mirs)
-    mdl = build_model(cands, partitioning, mir_budget, replica_budget)
+    cands = enumerate_candidates(workload, mirs=mirs, previous=None if before is None else before.candidates)
+    mdl = build_model(cands, partitioning, mir_budget, replica_budget,
+                      names=None if before is None else before.name_parts)
     build = time.perf_counter() - t0
     start = fallback = None
     if mirs and solver == "highs" and partitioning != BUDGET and _warm(mdl.num_binaries, time_limit):
@@ -191,10 +199,10 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
         # (a search needs no good start: only a plan for a time limit; nor do small parts)
         if not reuse and _warm(unsearched_binaries(mdl), time_limit):  # (a re-plan keeps most parts)
             try:
-                base, _, _ = _solve_workload(workload, partitioning, False, solver,
-                                             None if time_limit is None else time_limit / 4, namespace,
-                                             canonical=False,
-                                             monitor=None if monitor is None else monitor.sharing_stop())
+                base, _, _, _ = _solve_workload(workload, partitioning, False, solver,
+                                                None if time_limit is None else time_limit / 4, namespace,
+                                                canonical=False,
+                                                monitor=None if monitor is None else monitor.sharing_stop())
             except NoSolutionError:  # not even that in the time
                 pass
         if base is None:  # the first MIR-free order of each
@@ -209,7 +217,7 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     choices = extract_choices(cands, mdl, sol, namespace)
     stats = IlpStats(mdl.num_variables, mdl.num_constraints, mdl.num_binaries, sol.components, build,
                      sol.solve_seconds, sol.status, sol.gap, sol.objective, solver, sol.canonical)
-    return choices, stats, sol
+    return choices, stats, sol, mdl
 
 
 def _warm(binaries: int, time_limit: float | None) -> bool:

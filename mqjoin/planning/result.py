@@ -108,6 +108,9 @@ class OptimizeResult:
     #: (:func:`mqjoin.planning.clash.replan`; ``options.previous``)
     parts: Mapping[Any, Any] | None = field(default=None, compare=False, repr=False)
     reused_parts: int = 0  # parts of the ILP taken from ``options.previous``, not solved again
+    #: mode mqo: the ILP model solved (a :class:`mqjoin.planning.ilp.Model`, with its candidates),
+    #: whose candidates a later re-plan enumerates from (``options.previous``)
+    model: Any = field(default=None, compare=False, repr=False)
 
     @property
     def probe_cost(self) -> float:

@@ -66,6 +66,20 @@ from mqjoin.support.unionfind import UnionFind
 #: a row of a model: its name, its columns, their coefficients, its lower and upper bounds
 Row = tuple[str, list[int], list[float], float, float]
 
+
+@dataclass(frozen=True)
+class Names:
+    """What a model's names are made of that depends on a name alone: each name as written →
+    sanitized (:func:`_sanitize`), each step → its rendering cleaned (:func:`_clean`), each
+    variable's name → the hash of its tie-break weight (:func:`tie_hash`).  A model keeps those
+    of its own names; a build reads the model's before it (a re-plan: most names recur) and
+    computes only the others."""
+
+    clean: dict[str, str] = field(default_factory=dict)
+    steps: dict[Step, str] = field(default_factory=dict)
+    hashes: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class Model:
     """A sparse 0-1 model with named variables and rows, plus what each variable means."""
@@ -86,8 +100,10 @@ class Model:
     order_steps: dict[int, list[int]] = field(default_factory=dict)  # x column → the y columns of its steps
     order_mirs: dict[int, list[int]] = field(default_factory=dict)  # x column → the m columns of its MIRs
     build_seconds: float = 0.0
+    #: the parts of this model's names that a later build may read (:class:`Names`)
+    name_parts: Names = field(default_factory=Names)
     _used: set[str] = field(default_factory=set)
-    _step_names: dict[Step, str] = field(default_factory=dict)  # a step's rendering, cleaned (see _name)
+    _before: Names = field(default_factory=Names)  # the model's before it, read while it is built
     _keys: dict[object, Any] = field(default_factory=dict)  # keys_of, z_index and the last components()
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
@@ -100,7 +116,12 @@ class Model:
         self.cost.append(cost)
         self.integer.append(integer)
         self.upper.append(upper)
-        self.tie.append(0.0 if rank is None else tie_weight(rank, name))
+        if rank is None:
+            self.tie.append(0.0)
+        else:
+            h = self._before.hashes.get(name)
+            self.name_parts.hashes[name] = h = tie_hash(name) if h is None else h
+            self.tie.append(_weight(rank, h))
         return len(self.names) - 1
 
     def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float,
@@ -113,12 +134,19 @@ class Model:
 
         Sanitizing turns the run of other characters around the joint into one underscore, so
         ``name`` and ``R`` are cleaned apart and joined: ``R`` once per step (the names of
-        several variables and rows hold it), ``name`` by the caller."""
+        several variables and rows hold it), ``name`` by the caller.  Both are read from
+        :class:`Names` where known."""
+        own = self.name_parts
         if step is None:
-            return _unique(_sanitize(name), self._used)
-        tail = self._step_names.get(step)
+            clean = own.clean.get(name)
+            if clean is None:
+                clean = self._before.clean.get(name)
+                own.clean[name] = clean = _sanitize(name) if clean is None else clean
+            return _unique(clean, self._used)
+        tail = own.steps.get(step)
         if tail is None:
-            tail = self._step_names[step] = _clean(step.render())
+            tail = self._before.steps.get(step)
+            own.steps[step] = tail = _clean(step.render()) if tail is None else tail
         return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
 
     def keys_of(self, kind: str) -> dict[int, Any]:
@@ -185,7 +213,17 @@ def tie_weight(rank: int, name: str) -> float:
     >>> tie_weight(3, "x_q_R_S_T") == tie_weight(3, "x_q_R_S_T")
     True
     """
-    h = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % (1 << TIE_BITS)
+    return _weight(rank, tie_hash(name))
+
+
+def tie_hash(name: str) -> int:
+    """The pseudo-random part of a choice's tie-break weight (:func:`tie_weight`): a fixed hash
+    of its name below ``2^20``."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") % (1 << TIE_BITS)
+
+
+def _weight(rank: int, h: int) -> float:
+    """:func:`tie_weight` of a rank and a name's hash."""
     return float((rank << TIE_BITS) + h + 1)
 
 
@@ -228,7 +266,7 @@ def _unique(name: str, used: set[str]) -> str:
 
 
 def build_model(cands: Candidates, policy: str = "single", mir_budget: float | None = None,
-                replica_budget: float | None = None) -> Model:
+                replica_budget: float | None = None, names: Names | None = None) -> Model:
     """Build the ILP of docs/model.md §5 for the candidates under a partitioning policy, with an
     optional memory budget (tuples) for the materialised MIRs.
 
@@ -236,12 +274,15 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     (``u_M ≥ y_s`` for the steps into ``M``: a used store has at least one replica) and the
     row ``Σ_{M,A} mem(M)·z_{M,A} − Σ_M mem(M)·u_M ≤ replica_budget``: the memory of the
     replicas beyond the first of every store.  At 0 it is ``single``; unbounded (None) it
-    costs what ``replicas`` costs."""
+    costs what ``replicas`` costs.
+
+    ``names``: the :attr:`~Model.name_parts` of a model built before (a re-plan's), read
+    instead of computing those parts again; the model is the same model."""
     check_policy(policy)
     check_budget(mir_budget)
     check_budget(replica_budget, "replica memory budget")
     t0 = time.perf_counter()
-    mdl = Model(cands, policy)
+    mdl = Model(cands, policy, _before=Names() if names is None else names)
 
     # materialisation indicators
     for owner in cands.owners:
@@ -259,6 +300,7 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     if policy in ("single", BUDGET):
         _partition_rows(mdl, replica_budget)
     _order_rows(mdl)
+    mdl._before = Names()  # (kept no longer than the build: a model keeps its own names only)
     mdl.build_seconds = time.perf_counter() - t0
     return mdl
 
