@@ -16,6 +16,7 @@ Settings and why (measured on a 2-core machine, docs/architecture.md §4):
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -278,11 +279,13 @@ def stop_with_the_kernel() -> bool:
 
 def stop_session() -> None:
     """Stop this process's Spark session, if any: its streaming queries first, then the
-    context (the JVM stops with it).  Never raises: it runs as a process ends."""
+    context (the JVM stops with it).  Never raises: it runs as a process ends, and py4j's
+    reports of a lost JVM are silenced from then on (:func:`quiet_py4j`)."""
     context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
     sc = getattr(context, "_active_spark_context", None)
     if sc is None:
         return
+    quiet_py4j()
     try:
         from pyspark.sql import SparkSession
 
@@ -293,6 +296,34 @@ def stop_session() -> None:
     except Exception:  # noqa: BLE001 — the JVM may be gone already; the process is ending anyway
         with contextlib.suppress(Exception):
             sc.stop()
+
+
+def quiet_py4j() -> None:
+    """Leave py4j's reports unsaid from now on: this process is ending with its Spark session.
+
+    Why: a kernel restarted while Spark stops slowly (a loaded machine) is given a few seconds
+    by the Jupyter server, which then terminates its process group — the JVM with it — while
+    the stop still waits for the JVM's answer.  py4j then logs the lost connection as an
+    ``ERROR`` with a traceback, partly through the root logger, which JupyterLab shows in its
+    log console after the restart.  Records from the ``py4j`` loggers and from py4j's own files
+    are dropped; everything else is logged as before.  A second call adds nothing.
+
+    The root logger's filter tells py4j's records by the file that logged them:
+
+    >>> def record(path):
+    ...     return logging.LogRecord("root", logging.ERROR, path, 1, "lost", None, None)
+    >>> _not_from_py4j(record("/venv/py4j/java_gateway.py")), _not_from_py4j(record(__file__))
+    (False, True)
+    """
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    root = logging.getLogger()
+    if _not_from_py4j not in root.filters:
+        root.addFilter(_not_from_py4j)
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    """Whether a record was logged outside py4j's files (a root-logger filter)."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 class _Launch:
