@@ -158,3 +158,31 @@ def test_anytime_rounds_pass_on_the_reports_inside_each_round():
     _monotone_clock = [r.seconds for r in reports]
     assert _monotone_clock == sorted(_monotone_clock) and reports[-1].seconds <= rounds[-1].seconds + 1e-6
     assert min(r.incumbent for r in reports) == pytest.approx(min(p.incumbent for p in rounds))
+
+
+def test_monitor_delivers_reports_in_clock_order_from_many_threads():
+    """Parts solved on several threads report at once: ``on_report`` still sees the reports
+    in the order of their seconds and of ``Monitor.reports`` (a progress line never goes
+    back in time)."""
+    seen = []
+
+    def slow(r):  # a printing or drawing listener takes a while
+        time.sleep(0.0002)
+        seen.append(r)
+
+    m = Monitor(on_report=slow)
+    parts = range(8)
+    m.begin({p: 1000.0 for p in parts})
+
+    def worker(p):
+        for k in range(200):
+            m.report(p, 1000.0 - k, float(k))
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) > 100
+    assert seen == m.reports
+    assert [r.seconds for r in seen] == sorted(r.seconds for r in seen)

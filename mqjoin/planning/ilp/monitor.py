@@ -107,6 +107,7 @@ class Monitor:
     _parts: dict[object, tuple[float, float]] = field(default_factory=dict, repr=False)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _deliver: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def sharing_stop(self) -> "Monitor":
         """A monitor that reports nowhere but stops with this one (for an auxiliary solve)."""
@@ -148,20 +149,23 @@ class Monitor:
         self._emit()
 
     def _emit(self) -> None:
-        with self._lock:
-            incumbent = math.fsum(v[0] for v in self._parts.values())
-            bound = math.fsum(v[1] for v in self._parts.values())
-            if not math.isfinite(incumbent):
-                return
-            last = self.reports[-1] if self.reports else None
-            if last is not None and incumbent >= last.incumbent and bound <= last.bound:
-                return
-            if last is not None:  # neither ever goes back
-                incumbent, bound = min(incumbent, last.incumbent), max(bound, last.bound)
-            r = Report(time.perf_counter() - self._t0, incumbent, min(bound, incumbent))
-            self.reports.append(r)
-        if self.on_report is not None:
-            self.on_report(r)
+        # One report at a time from making to delivery, so that parts solving on several
+        # threads reach ``on_report`` in the order of their clock.
+        with self._deliver:
+            with self._lock:
+                incumbent = math.fsum(v[0] for v in self._parts.values())
+                bound = math.fsum(v[1] for v in self._parts.values())
+                if not math.isfinite(incumbent):
+                    return
+                last = self.reports[-1] if self.reports else None
+                if last is not None and incumbent >= last.incumbent and bound <= last.bound:
+                    return
+                if last is not None:  # neither ever goes back
+                    incumbent, bound = min(incumbent, last.incumbent), max(bound, last.bound)
+                r = Report(time.perf_counter() - self._t0, incumbent, min(bound, incumbent))
+                self.reports.append(r)
+            if self.on_report is not None:
+                self.on_report(r)
 
     def highs_callback(self, part: object, highspy: ModuleType) -> Callable[..., Any]:
         """A HiGHS callback (``setCallback``) that reports a MIP's improving solutions of
