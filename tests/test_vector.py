@@ -213,6 +213,32 @@ def test_driver_mode_restarts_from_its_journal_with_nothing_lost_or_duplicated(s
     assert dict(second.ex.counts) == ref.counts
 
 
+@pytest.mark.parametrize("journal", [b"not a pickle", "missing class", "not a record"])
+def test_a_journal_of_another_version_is_refused_with_the_fix(journal, tmp_path):
+    """A checkpoint left by another mqjoin version (a pickled class it has since moved, or
+    another record layout) or damaged is refused with a typed error that names the journal
+    and says to delete the checkpoint, never an unpickling traceback."""
+    pytest.importorskip("pyspark")
+    import pickle
+
+    from mqjoin.model.errors import EngineError
+    from mqjoin.runtime.spark.driver import VectorDriverEngine
+
+    _, w, _ = cases(1)[0]
+    state = tmp_path / "state"
+    state.mkdir()
+    if journal == "missing class":
+        data = b"cmqjoin.gone_since\nJournal\n."  # a pickle of a class in a module this version lacks
+    elif journal == "not a record":
+        data = pickle.dumps(["format", 1])
+    else:
+        data = journal
+    (state / "0.pkl").write_bytes(data)
+    e = VectorDriverEngine(optimize(w).plan, str(tmp_path / "out"), state)
+    with pytest.raises(EngineError, match=r"state journal .*0\.pkl.*delete the checkpoint to start over"):
+        e._restore(1)
+
+
 def test_a_sink_gets_each_batch_s_results_as_arrays_and_the_run_keeps_none():
     """What `mqjoin run` relies on: with a sink, the results leave a batch as an ``n × k``
     array of row indices (never Python tuples) and the run holds none of them; the arrays

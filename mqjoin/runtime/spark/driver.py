@@ -153,9 +153,13 @@ class DriverEngine:
             if b >= batch_id:
                 path.unlink()
                 continue
-            with path.open("rb") as f:
-                rec = pickle.load(f)
-            if rec.get("format") != fmt:
+            try:
+                with path.open("rb") as f:
+                    rec = pickle.load(f)
+            except Exception as e:  # a journal of another version names classes this one lacks, or is damaged
+                raise EngineError(f"state journal {path} cannot be read ({type(e).__name__}: {e}); it was written by "
+                                  "another engine or version, or damaged: delete the checkpoint to start over") from e
+            if not isinstance(rec, dict) or rec.get("format") != fmt:
                 raise EngineError(f"state journal {path} was written by another engine or version; delete the "
                                   "checkpoint to start over")
             yield b, rec
