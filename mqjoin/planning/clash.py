@@ -80,7 +80,7 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         tie = None
         if ties:
             choices, stats, tie = _least_memory(workload, mode, partitioning, solver, deadline, "",
-                                                (choices, stats), optimum, mir_budget, replica_budget)
+                                                (choices, stats), optimum, mdl, mir_budget, replica_budget)
         plan = optimum if tie is None else build_plan(workload, choices, mode, partitioning)
         if plan.probe_cost > stats.objective * (1 + OBJECTIVE_TOLERANCE) + OBJECTIVE_TOLERANCE:
             raise InternalError(f"internal error: plan cost {plan.probe_cost} exceeds the ILP objective "
@@ -102,14 +102,14 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         own = None if left is None else time.perf_counter() + left  # this query's share, its tie-break's too
         ns = q.name if mode == "individual" else ""
         alone = workload.restricted_to([q.name])
-        choices, stats, _, _ = _solve_workload(alone, partitioning, mirs, solver, left, ns,
+        choices, stats, _, alone_model = _solve_workload(alone, partitioning, mirs, solver, left, ns,
                                                mir_budget, replica_budget=replica_budget,
                                                monitor=None if monitor is None else monitor.sharing_stop())
         optimum_choices.extend(choices)
         if ties:
             choices, stats, tie = _least_memory(alone, mode, partitioning, solver, own, ns, (choices, stats),
-                                                build_plan(alone, choices, mode, partitioning), mir_budget,
-                                                replica_budget)
+                                                build_plan(alone, choices, mode, partitioning), alone_model,
+                                                mir_budget, replica_budget)
             query_ties += [tie] if tie is not None else []
         all_choices.extend(choices)
         parts.append(stats)
@@ -139,9 +139,11 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
 
 
 def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str, deadline: float | None,
-                  namespace: str, optimum: tuple[list[Choice], IlpStats], plan: Plan, mir_budget: float | None,
-                  replica_budget: float | None) -> tuple[list[Choice], IlpStats, TieBreak | None]:
-    """The tie-break of :mod:`mqjoin.planning.ties` after the optimum ``optimum`` (its ``plan``):
+                  namespace: str, optimum: tuple[list[Choice], IlpStats], plan: Plan, mdl: Model,
+                  mir_budget: float | None, replica_budget: float | None
+                  ) -> tuple[list[Choice], IlpStats, TieBreak | None]:
+    """The tie-break of :mod:`mqjoin.planning.ties` after the optimum ``optimum`` (its ``plan``,
+    ``mdl`` the model it solved, with MIRs):
     the choices and ILP statistics of the plan chosen (solve seconds summed over the solves)
     and what it did; the optimum as it is, and ``None``, when its cost carries no sampling error
     or it was not proven optimal.  ``deadline`` (``time.perf_counter()``): when the solve's time
@@ -156,7 +158,6 @@ def _least_memory(workload: Workload, mode: str, partitioning: str, solver: str,
     if held <= 0:  # no MIR memory to give up
         return optimum[0], optimum[1], TieBreak(eps, plan.probe_cost, plan.memory, 0)
     limit = plan.probe_cost * (1 + eps)
-    mdl = build_model(enumerate_candidates(workload, mirs=True), partitioning, mir_budget, replica_budget)
     least = solve(memory_model(mdl, limit), solver=solver, time_limit=left(), canonical=False, branching=False,
                   relax_orders=False)
     seconds = optimum[1].solve_seconds + least.solve_seconds
