@@ -27,7 +27,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mqjoin.model.errors import EngineError
 from mqjoin.runtime.spark import LOG4J, cds
@@ -391,39 +391,57 @@ WARM_UP_ROWS = 10_000
 
 
 def warm_up(spark, timeout: float = 300) -> bool:
-    """Run a tiny deployment's path once, ahead of the first real one: a streaming query over a
-    replay log of :data:`WARM_UP_ROWS` rows (the Python data source's lookup and its reader's
-    process, the read tasks' Python workers, the batch collected as Arrow by a ``foreachBatch``
-    function), stopped after its first batch.  A fresh JVM loads and compiles that path's
-    classes on its first batch — tens of seconds on a busy 2-core machine, which a first
-    deployment would otherwise wait for — and Spark keeps the idle Python workers for reuse
-    (about a minute).  Returns whether the batch ran within ``timeout`` seconds."""
+    """Run a tiny deployment's paths once, ahead of the first real one, each stopped after its
+    first batch: the driver mode's (Spark's ``rate-micro-batch`` source ticking a
+    ``foreachBatch`` function, which is what a local deployment runs), then the Python
+    source's (a replay log of :data:`WARM_UP_ROWS` rows: the source's lookup and its reader's
+    process, the read tasks' Python workers, the batch collected as Arrow), which the
+    distributed mode and the native queries read through.  A fresh JVM loads and compiles a
+    path's classes on its first batch — tens of seconds on a busy 2-core machine, which a
+    first deployment would otherwise wait for — and Spark keeps the idle Python workers for
+    reuse (about a minute).  Returns whether both batches ran within ``timeout`` seconds."""
     import numpy as np
     import pyarrow as pa
 
     from mqjoin.runtime.spark.source import SOURCE_NAME, write_replay_log
 
+    deadline = time.monotonic() + timeout
     n = WARM_UP_ROWS
     log = pa.table({"_seq": np.arange(n, dtype=np.int64), "_rel": np.zeros(n, dtype=np.int32),
                     "_ts": np.arange(n, dtype=np.float64), "_row": np.arange(n, dtype=np.int64),
                     "r0_a0": np.arange(n, dtype=np.int64)})
-    done = threading.Event()
     with tempfile.TemporaryDirectory(prefix="mqjoin-warm-up-") as tmp:
+        ticks = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1)
+                 .option("numPartitions", 1).load())
+        if not _first_batch(ticks, "driver", Path(tmp), _reaches_the_driver, deadline):
+            return False
         path = write_replay_log(log, Path(tmp) / "replay.parquet")
-        df = spark.readStream.format(SOURCE_NAME).option("path", str(path)).load()
+        rows = spark.readStream.format(SOURCE_NAME).option("path", str(path)).load()
+        return _first_batch(rows, "source", Path(tmp), lambda frame: frame.toArrow().num_rows, deadline)
 
-        def batch(frame, batch_id):
-            if frame.toArrow().num_rows:
-                done.set()
 
-        q = (df.writeStream.queryName(f"mqjoin_warm_up_{os.getpid()}").foreachBatch(batch)
-             .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
-        try:
-            deadline = time.monotonic() + timeout
-            while not done.wait(0.1) and q.isActive and time.monotonic() < deadline:
-                pass
-        finally:
-            q.stop()
+def _reaches_the_driver(frame: Any) -> bool:
+    """What the driver mode's engine does first with a batch: reach its Spark context."""
+    return frame.sparkSession.sparkContext is not None
+
+
+def _first_batch(df, name: str, tmp: Path, read: Callable[[Any], Any], deadline: float) -> bool:
+    """Run a streaming query of ``df`` whose ``foreachBatch`` function calls ``read`` on each
+    batch until it returned something true once (by ``deadline``, ``time.monotonic()``), then
+    stop it; whether it did."""
+    done = threading.Event()
+
+    def batch(frame, batch_id):
+        if read(frame):
+            done.set()
+
+    q = (df.writeStream.queryName(f"mqjoin_warm_up_{name}_{os.getpid()}").foreachBatch(batch)
+         .option("checkpointLocation", str(tmp / f"checkpoint-{name}")).start())
+    try:
+        while not done.wait(0.1) and q.isActive and time.monotonic() < deadline:
+            pass
+    finally:
+        q.stop()
     return done.is_set()
 
 
