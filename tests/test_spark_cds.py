@@ -78,3 +78,26 @@ def test_the_archive_made_once_is_used_by_the_next_start(tmp_path):
     assert str(path) in got["maps"]  # mapped: in use, not only named
     off = start_spark(dict(os.environ, MQJOIN_SPARK_CDS="0"), tmp_path)
     assert not any("SharedArchiveFile" in a for a in off["args"])
+
+
+@pytest.mark.slow
+def test_a_start_that_fails_without_the_archive_too_keeps_it(tmp_path):
+    """A bad master URL fails the start with the archive and again without it: the archive was
+    not the cause and stays for the next start (a user's typo must not cost the archive, nor
+    a concurrent start its use)."""
+    env = dict(os.environ, MQJOIN_CACHE=str(tmp_path / "cache"))
+    code = ("from pathlib import Path\n"
+            "from mqjoin.model.errors import EngineError\n"
+            "from mqjoin.runtime.spark import cds\n"
+            "from mqjoin.runtime.spark.session import spark_session\n"
+            "p = cds.archive_path(); p.parent.mkdir(parents=True); p.write_bytes(b'not an archive')\n"
+            "try:\n"
+            "    spark_session('bogus://nowhere')\n"
+            "except EngineError as e:\n"
+            "    print('refused:', e)\n"
+            "print('kept' if p.is_file() else 'removed')\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("refused: could not start Spark (bogus://nowhere)") and lines[-1] == "kept", lines

@@ -18,7 +18,8 @@ archive into later JVMs (``-XX:SharedArchiveFile``), which then skip that work.
   ever under its final name before it is whole; one maker at a time (a lock file next to it).
 * **Used when there.**  :func:`java_options` gives the driver JVM the archive (its messages
   silenced); a start that fails with it is retried without, and the archive removed
-  (:func:`forget`), so an archive can cost a start's seconds but never a start.
+  (:func:`forget`) when that start works, so an archive can cost a start's seconds but never
+  a start; one that fails without it too (a bad master URL) was not the archive's doing.
 
 ``MQJOIN_SPARK_CDS=0`` neither makes nor uses one.  ``python benchmarks/spark_start.py``
 compares Spark's start with and without the archive.

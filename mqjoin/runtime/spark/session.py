@@ -211,8 +211,10 @@ def _start_session(master: str | None, conf: Mapping[str, Any] | None, shuffle_p
     except EngineError:
         if not archive:
             raise
-        cds.forget()  # the class archive could not be used: start without it (docs in cds.py)
+        # the class archive may be why: start without it, and drop it only if that start works
+        # (a bad master URL fails either way, and the archive is kept; docs in cds.py)
         spark = _get_or_create(master, settings, "")
+        cds.forget()
     for k, v in settings.items():  # an existing session: apply the SQL settings at least
         if k.startswith("spark.sql."):
             spark.conf.set(k, v)
