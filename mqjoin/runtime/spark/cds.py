@@ -164,6 +164,7 @@ def make(path: Path) -> bool:
     for stale in path.parent.glob(f"{path.name}.*.part"):  # of makers that died (only a lock holder writes)
         with contextlib.suppress(OSError):
             stale.unlink()
+    _remove_orphans(path.parent)
     part = path.with_name(f"{path.name}.{os.getpid()}.part")
     try:
         code = _dump(part)
@@ -177,6 +178,31 @@ def make(path: Path) -> bool:
             part.unlink()
         with contextlib.suppress(OSError):
             lock.unlink()
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Remove the partial archives that makers of any key left when they died (their process,
+    named in the file, is gone): each is as large as an archive, and only a maker of its own
+    key would look for it otherwise.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in (f"spark-a.jsa.{os.getpid()}.part", "spark-b.jsa.999999999.part", "spark-c.jsa"):
+    ...     _ = (d / name).write_bytes(b"x")
+    >>> _remove_orphans(d); sorted(p.name for p in d.iterdir()) == sorted([f"spark-a.jsa.{os.getpid()}.part",
+    ...                                                                    "spark-c.jsa"])
+    True
+    """
+    for part in folder.glob("spark-*.jsa.*.part"):
+        try:
+            os.kill(int(part.suffixes[-2].lstrip(".")), 0)
+        except ValueError:  # not a maker's name
+            continue
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                part.unlink()
+        except OSError:  # alive, another user's
+            continue
 
 
 def _dump(part: Path) -> int | None:
