@@ -3,6 +3,7 @@ starts, and never the reason a start fails."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -101,3 +102,44 @@ def test_a_start_that_fails_without_the_archive_too_keeps_it(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("refused: could not start Spark (bogus://nowhere)") and lines[-1] == "kept", lines
+
+
+def test_a_maker_outlives_the_group_that_started_it(tmp_path, monkeypatch):
+    """The maker runs in a session of its own: a Jupyter kernel's restart terminates the
+    kernel's process group, and a maker in it would die before its archive is whole."""
+    import signal
+
+    monkeypatch.setenv("MQJOIN_CACHE", str(tmp_path))
+    path = cds.archive_path()
+    path.parent.mkdir(parents=True)
+    assert cds.start_maker(path)
+    deadline, pid = time.monotonic() + 60, None
+    while pid is None and time.monotonic() < deadline:
+        for proc in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{proc}/cmdline", "rb") as f:
+                    if str(path).encode() in f.read() and int(proc) != os.getpid():
+                        pid = int(proc)
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.05)
+    assert pid is not None, "no maker process found"
+    own_group = os.getpgid(pid) != os.getpgid(0)
+    try:
+        assert os.getsid(pid) != os.getsid(0) and own_group
+    finally:
+        if own_group:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)  # the maker and its JVM
+        else:  # in the test's own group: the maker alone, and its JVM if it started one
+            children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == pid]
+            for p in [pid, *children]:
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

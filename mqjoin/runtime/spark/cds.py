@@ -121,12 +121,13 @@ def start_maker(path: Path) -> bool:
     """Set off :func:`make` for ``path`` in a detached process of low priority, unless one is at
     work; ``True`` if one was started.  The process is not this one's child (a shell starts it
     in the background and exits), so it neither holds up nor dies with the command that
-    started it."""
+    started it; and it runs in a session of its own, so it does not die with this process's
+    group either (a Jupyter kernel's restart or shutdown terminates the kernel's group)."""
     if _locked(path):
         return False
     try:
         subprocess.run(["/bin/sh", "-c", 'exec "$0" -m mqjoin.runtime.spark.cds "$1" </dev/null >/dev/null 2>&1 &',
-                        sys.executable, str(path)], check=True, timeout=30)
+                        sys.executable, str(path)], check=True, timeout=30, start_new_session=True)
     except (OSError, subprocess.SubprocessError) as e:
         log.info("could not start making the Spark class archive: %s", e)
         return False
