@@ -324,3 +324,63 @@ def test_a_replan_after_a_change_of_statistics_equals_a_solve_from_scratch(chang
     kept = [o for o in again.model.candidates.orders
             if again.model.candidates.orders[o] is first.model.candidates.orders.get(o)]
     assert 0 < len(kept) < len(again.model.candidates.orders)
+
+
+# --------------------------------------------------------------------------------------------
+# what one solve computes once and its parts read (the links of the model's rows, the parts' keys)
+# --------------------------------------------------------------------------------------------
+
+
+def _reference_components(mdl):
+    """The model's parts by :class:`UnionFind` over every row, as built before the links were shared."""
+    from mqjoin.support.unionfind import UnionFind
+
+    uf = UnionFind(range(mdl.num_variables))
+    for _, idx, _, _, _ in mdl.rows:
+        uf.link(idx)
+    groups = {}
+    for v in range(mdl.num_variables):
+        groups.setdefault(uf.find(v), ([], []))[0].append(v)
+    for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+        groups[uf.find(idx[0])][1].append(ri)
+    return sorted(groups.values(), key=lambda g: g[0][0])
+
+
+@pytest.mark.parametrize("policy", ["single", "replicas", "budget"])
+@pytest.mark.parametrize("n,rels,k,seed", [(8, 12, 3, 0), (10, 20, 4, 1), (12, 30, 4, 2), (20, 40, 3, 3)])
+def test_the_links_without_z_are_those_of_each_part(n, rels, k, seed, policy):
+    """The parts (:func:`components`) and each part's links without ``z`` (the blocks'
+    roots, :func:`split_blocks`) read one linking of the model's rows: the parts are those of a
+    union-find over every row, and each part's roots those of a union-find over its own rows."""
+    from mqjoin.planning.ilp.model import linked, plain_links
+
+    mdl = build_model(enumerate_candidates(random_workload(n, rels, k, seed=seed)), policy)
+    comps = components(mdl)
+    assert comps == _reference_components(mdl)
+    zs = set(mdl.z.values())
+    root = plain_links(mdl)[0]
+    for cols, rows in comps:
+        alone = linked(cols, ([i for i in mdl.rows[r][1] if i not in zs] for r in rows))
+        assert {c: root[c] for c in cols} == alone
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_parts_keys_are_computed_when_a_part_of_their_size_is_asked_for(seed):
+    """A solution's parts (``Solution.parts``) compute their keys when a later solve asks for a
+    part of the same size: the keys are then those of :func:`part_key` from scratch, a part of
+    another size costs no key, and the same model solved again reuses every part."""
+    from mqjoin.planning.ilp.solving import Parts
+
+    w = random_workload(10, 20, 4, seed=seed)
+    mdl = build_model(enumerate_candidates(w), "single")
+    full = solve(mdl, reuse={})
+    assert isinstance(full.parts, Parts) and len(full.parts._known) == 0
+    assert len(full.parts) == full.components
+    fewer = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[:-1]])), "single")
+    again = solve(fewer, reuse=full.parts)
+    assert again.optimal and again.values == solve(fewer).values
+    sizes = {len(c) + len(r) for c, r in components(fewer)}
+    assert all(len(key) in sizes for key in full.parts._known)  # computed: only those asked for
+    assert set(full.parts) == {part_key(mdl, c, r) for c, r in components(mdl)}  # (now every key)
+    same = solve(mdl, reuse=full.parts)
+    assert same.reused == same.components and same.values == full.values

@@ -79,7 +79,7 @@ from mqjoin.planning.ilp import forked
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
-from mqjoin.planning.ilp.model import TIE_SLACK, Model, linked
+from mqjoin.planning.ilp.model import TIE_SLACK, Model, plain_links
 from mqjoin.planning.ilp.monitor import Watch
 from mqjoin.planning.ilp.paths import WORK_LIMIT, BlockPaths, TooLarge, applies
 from mqjoin.planning.ilp.seams import SeamSearch, find_seam
@@ -124,9 +124,11 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
     """Split a part at the partition choices ``z``: blocks of the columns linked through rows
     without counting ``z`` (here: one query each, with its MIRs), and the stores whose ``z``
     lie in the rows of several blocks (shared stores: store → its ``z`` columns in candidate
-    order).  None when that leaves one block."""
+    order).  None when that leaves one block.  ``cols`` and ``rows``: a part of
+    :func:`~mqjoin.planning.ilp.model.components` (the links without ``z`` are the model's,
+    :func:`~mqjoin.planning.ilp.model.plain_links`: within a part, the same roots)."""
     zs = {i: store for (store, _), i in mdl.z.items()}
-    root = linked(cols, ([i for i in mdl.rows[r][1] if i not in zs] for r in rows))
+    root = plain_links(mdl)[0]
     roots = sorted({root[c] for c in cols if c not in zs})
     if len(roots) < 2:
         return None
@@ -140,8 +142,9 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
                 if i in zs:
                     touch.setdefault(zs[i], set()).add(number[root[plain[0]]])
     zcols: dict[MIR, list[int]] = {}
+    in_part = set(cols)
     for (store, _), i in mdl.z.items():
-        if i in root:
+        if i in in_part:
             zcols.setdefault(store, []).append(i)
     shared = {st: zc for st, zc in zcols.items() if len(touch.get(st, ())) > 1}
     b_cols: list[list[int]] = [[] for _ in roots]
