@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.workload import Attr, JoinClass, Workload
-from mqjoin.planning.candidates import MIR, order_steps, owner_classes, owner_label, owner_selection
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism
+from mqjoin.planning.candidates import MIR, Step, order_steps, owner_classes, owner_label, owner_selection
+from mqjoin.planning.cost import broadcast_factor, memory_tuples, step_cost, store_parallelism
 from mqjoin.planning.plan import Choice, Edge, Node, Plan, ProbeRule, Store, StoreRule, output_id, source_id
 
 NodeKey = tuple[Any, ...]  # a node of the forest: (namespace, start) for a root, (namespace, step, partition) else
@@ -41,14 +41,18 @@ def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], tar
     return None
 
 
-def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
+def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str,
+               unit_costs: Mapping[Step, float] | None = None) -> Plan:
     """Merge chosen partitioned probe orders into probe trees with stores, labels and rules:
     the stores (:func:`_plan_stores`), the probe tree nodes with their sinks
-    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal."""
+    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal.
+    ``unit_costs``: steps' costs without broadcast in ``workload``
+    (:func:`~mqjoin.planning.cost.unit_step_cost`: the candidates' ``step_cost``), read
+    instead of costing those steps again."""
     choices = normalise_choices(choices)
     rank = workload.relation_rank
     stores, replicas = _plan_stores(workload, choices)
-    node_info, sinks = _plan_nodes(workload, choices, stores, replicas)
+    node_info, sinks = _plan_nodes(workload, choices, stores, replicas, unit_costs or {})
 
     # deterministic traversal: namespaces, then start relations, then children by step/partition
     children: dict[NodeKey, list[NodeKey]] = {}
@@ -157,10 +161,12 @@ def _plan_stores(workload: Workload, choices: tuple[Choice, ...]
 
 
 def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping[tuple[str, MIR, Attr], Store],
-                replicas: Mapping[tuple[str, MIR], list[Store]]
+                replicas: Mapping[tuple[str, MIR], list[Store]], unit_costs: Mapping[Step, float]
                 ) -> tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, None]]]:
     """The probe tree nodes (their parent, step, store, layout, route, owners, cost) and each
-    node's sinks (``output:q`` or the ids of the MIR stores it fills).
+    node's sinks (``output:q`` or the ids of the MIR stores it fills).  A step's cost is
+    :func:`~mqjoin.planning.cost.step_cost`, from its cost without broadcast in ``unit_costs``
+    where it is there.
 
     Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
     run — and are paid — once.  Orders can reach the same step through differently
@@ -179,10 +185,12 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
             info = node_info.get(key)
             if info is None:
                 store = stores[(c.namespace, m, a)]
+                unit = unit_costs.get(s)
                 node_info[key] = info = {
                     "parent": parent, "step": s, "store": store, "layout": layout,
                     "route": route_attribute(s.classes, layout, m, a), "owners": {},
-                    "cost": step_cost(workload, s, a, store.parallelism),
+                    "cost": step_cost(workload, s, a, store.parallelism) if unit is None
+                    else unit * broadcast_factor(a in s.known, store.parallelism),
                     "broadcast": a not in s.known and store.parallelism > 1,
                 }
             info["owners"][owner_label(c.owner)] = None
