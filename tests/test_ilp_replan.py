@@ -388,3 +388,59 @@ def test_parts_keys_are_computed_when_a_part_of_their_size_is_asked_for(seed):
     assert set(full.parts) == {part_key(mdl, c, r) for c, r in components(mdl)}  # (now every key)
     same = solve(mdl, reuse=full.parts)
     assert same.reused == same.components and same.values == full.values
+
+
+def _by_name(priced):
+    """A block's prices as values by column name (the order of a block's columns is the model's)."""
+    def named(table):
+        return {choice: (v, dict(zip(priced.names, vals))) for choice, (v, vals) in table.items()}
+
+    return named(priced.costs), named(priced.ties)
+
+
+@pytest.mark.parametrize("n,rels,k,seed", COUPLED[:4])
+def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed):
+    """The prices a solve keeps (:func:`kept_prices`) with the prices it read (``known``) are
+    those it keeps without them: a block that priced nothing beyond what it read keeps the
+    very prices read, a block that priced more keeps them all."""
+    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.prices import block_keys, kept_prices, load_prices
+
+    w = random_workload(n, rels, k, seed=seed)
+
+    def part_of(workload):
+        mdl = build_model(enumerate_candidates(workload), "single")
+        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+
+    one = part_of(w.restricted_to(_names(w)[:-1]))
+    costs = BlockCosts(one, deadline=None)
+    for k_, t in one.combinations[::2]:  # (half the combinations: the re-plan prices the others)
+        costs.cost(k_, one.chosen_by(k_, t))
+    known = kept_prices(one, costs, block_keys(one))
+    two = part_of(w)
+    again = BlockCosts(two, deadline=None)
+    keys = block_keys(two)
+    assert load_prices(two, again, known, keys) > 1
+    read = [k_ for k_ in range(len(two.blocks)) if keys[k_] in known]
+    for k_, t in two.combinations:  # every combination of one block read and of the blocks not read
+        if k_ == read[0] or k_ not in read:
+            again.cost(k_, two.chosen_by(k_, t))
+    kept, fresh = kept_prices(two, again, keys, known), kept_prices(two, again, keys)
+    assert kept.keys() == fresh.keys()
+    assert all(_by_name(kept[key]) == _by_name(fresh[key]) for key in kept)
+    assert all(kept[keys[k_]] is known[keys[k_]] for k_ in read[1:])  # priced no further: as read
+    assert kept[keys[read[0]]] is not known[keys[read[0]]]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_plan_from_the_candidates_step_costs_is_the_plan_costed_anew(seed):
+    """``build_plan``'s ``unit_costs`` (the candidates' step costs) give the plan that costing
+    every step gives, after a re-plan too (its candidates' costs partly from the plan before)."""
+    from mqjoin.planning.probe_trees import build_plan
+
+    w = random_workload(12, 20, 4, seed=seed)
+    changed = w.with_relation(_some_relation(w), rate=300.0)
+    res = replan(optimize(w, partitioning="single"), changed)
+    plan = res.plan
+    assert build_plan(changed, plan.choices, plan.mode, plan.partitioning) == plan
+    assert any(n.cost for n in plan.nodes)
