@@ -330,15 +330,22 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
             mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
                     [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
                     -math.inf, float(replica_budget))
-    for s in mdl.y:
-        attrs = cands.partition_candidates[s.target]
-        p = cands.parallelism(s.target)
-        if p == 1 or s.known >= set(attrs):
+    # per target store: its parallelism, its candidates and their z columns (several candidates)
+    targets: dict[MIR, tuple[int, frozenset[Attr], list[tuple[Attr, int]]]] = {}
+    for s, yi in mdl.y.items():
+        at = targets.get(s.target)
+        if at is None:
+            attrs = cands.partition_candidates[s.target]
+            p = cands.parallelism(s.target)
+            at = targets[s.target] = (p, frozenset(attrs), [(a, mdl.z[(s.target, a)]) for a in attrs]
+                                      if p > 1 and len(attrs) > 1 else [])
+        p, every, by_z = at
+        if p == 1 or s.known >= every:
             continue
-        bi = mdl.b[s] = mdl.var("b", cost=cands.step_cost[s] * (p - 1), upper=math.inf, step=s)
-        known = [mdl.z[(s.target, a)] for a in attrs if a in s.known]
+        bi = mdl.b[s] = mdl.var("b", cost=mdl.cost[yi] * (p - 1), upper=math.inf, step=s)
+        known = [zi for a, zi in by_z if a in s.known]
         # b_s - y_s + Σ_known z ≥ 0
-        mdl.row("bcast", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
+        mdl.row("bcast", [bi, yi] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
 
 
 #: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
@@ -356,11 +363,12 @@ def _order_rows(mdl: Model) -> None:
     strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
     for owner, by_start in cands.orders.items():
         olabel = owner_label(owner)
+        steps_of = cands.steps[owner]
         for start, orders in by_start.items():
             idx = []
             step_users: dict[Step, list[int]] = {}
             mir_users: dict[MIR, list[int]] = {}
-            for i, o in enumerate(orders):
+            for i, (o, steps) in enumerate(zip(orders, steps_of[start])):
                 xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True, rank=i)
                 mdl.x[(owner, start, i)] = xi
                 mdl.order_steps[xi], mdl.order_mirs[xi] = [], []
@@ -368,7 +376,7 @@ def _order_rows(mdl: Model) -> None:
                 for m in o.elements:
                     if not m.is_base:
                         mir_users.setdefault(m, []).append(xi)
-                for st in cands.steps[owner][start][i]:
+                for st in steps:
                     step_users.setdefault(st, []).append(xi)
             for m, xs in mir_users.items():
                 mi = mdl.m[m]
