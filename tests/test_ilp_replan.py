@@ -421,7 +421,9 @@ def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed
     again = BlockCosts(two, deadline=None)
     keys = block_keys(two)
     assert load_prices(two, again, known, keys) > 1
+    assert keys == block_keys(two)  # (those found: the equal keys of known, the very objects)
     read = [k_ for k_ in range(len(two.blocks)) if keys[k_] in known]
+    assert all(any(keys[k_] is key for key in known) for k_ in read)
     for k_, t in two.combinations:  # every combination of one block read and of the blocks not read
         if k_ == read[0] or k_ not in read:
             again.cost(k_, two.chosen_by(k_, t))

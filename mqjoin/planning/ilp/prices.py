@@ -116,16 +116,20 @@ def kept_prices(part: Part, costs: BlockCosts, keys: list[BlockKey],
 
 def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBlock], keys: list[BlockKey]) -> int:
     """Write into ``costs`` the prices of every block of the part found in ``known`` (by its
-    key, ``keys``: :func:`block_keys`); returns how many blocks were found."""
+    key, ``keys``: :func:`block_keys`); returns how many blocks were found.  A block found has
+    its key replaced in ``keys`` by the equal one of ``known``, which lives on already (the one
+    computed here is dropped: a block's key holds a tuple per column and row)."""
     if not known:
         return 0
     found = 0
     names = part.mdl.names
+    stored = {key: key for key in known}
     for k, b in enumerate(part.blocks):
         hit = known.get(keys[k])
         if hit is None:
             continue
         found += 1
+        keys[k] = stored[keys[k]]
         at = {name: n for n, name in enumerate(hit.names)}
         moved: list[int] | None = [at[names[c]] for c in b.cols]
         if moved == list(range(len(b.cols))):  # (the block's columns in the order they were)
