@@ -435,9 +435,10 @@ def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_plan_from_the_candidates_step_costs_is_the_plan_costed_anew(seed):
-    """``build_plan``'s ``unit_costs`` (the candidates' step costs) give the plan that costing
-    every step gives, after a re-plan too (its candidates' costs partly from the plan before)."""
+def test_a_plan_from_the_candidates_steps_is_the_plan_derived_anew(seed):
+    """``build_plan``'s ``candidates`` (their steps and step costs, read for the orders chosen)
+    give the plan that deriving and costing every step gives, after a re-plan too (its
+    candidates partly from the plan before)."""
     from mqjoin.planning.probe_trees import build_plan
 
     w = random_workload(12, 20, 4, seed=seed)

@@ -76,7 +76,7 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         choices, stats, sol, mdl = _solve_workload(workload, partitioning, mirs, solver, time_limit, "",
                                                    mir_budget, replica_budget=replica_budget, monitor=monitor,
                                                    reuse=reuse, before=getattr(previous, "model", None))
-        optimum = build_plan(workload, choices, mode, partitioning, mdl.candidates.step_cost)
+        optimum = build_plan(workload, choices, mode, partitioning, mdl.candidates)
         tie = None
         if ties:
             choices, stats, tie = _least_memory(workload, mode, partitioning, solver, deadline, "",
