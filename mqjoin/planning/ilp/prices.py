@@ -130,10 +130,10 @@ def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBl
             continue
         found += 1
         keys[k] = stored[keys[k]]
-        at = {name: n for n, name in enumerate(hit.names)}
-        moved: list[int] | None = [at[names[c]] for c in b.cols]
-        if moved == list(range(len(b.cols))):  # (the block's columns in the order they were)
-            moved = None
+        moved: list[int] | None = None  # (None: the block's columns in the order they were)
+        if tuple(names[c] for c in b.cols) != hit.names:
+            at = {name: n for n, name in enumerate(hit.names)}
+            moved = [at[names[c]] for c in b.cols]
         number = [{v: n for n, v in by.items()} for by in _named_classes(part, k)]
 
         def key_of(choice: Named, k: int = k, number: list[dict[frozenset[str], int]] = number) -> tuple[Any, ...]:
