@@ -324,3 +324,126 @@ def test_a_replan_after_a_change_of_statistics_equals_a_solve_from_scratch(chang
     kept = [o for o in again.model.candidates.orders
             if again.model.candidates.orders[o] is first.model.candidates.orders.get(o)]
     assert 0 < len(kept) < len(again.model.candidates.orders)
+
+
+# --------------------------------------------------------------------------------------------
+# what one solve computes once and its parts read (the links of the model's rows, the parts' keys)
+# --------------------------------------------------------------------------------------------
+
+
+def _reference_components(mdl):
+    """The model's parts by :class:`UnionFind` over every row, as built before the links were shared."""
+    from mqjoin.support.unionfind import UnionFind
+
+    uf = UnionFind(range(mdl.num_variables))
+    for _, idx, _, _, _ in mdl.rows:
+        uf.link(idx)
+    groups = {}
+    for v in range(mdl.num_variables):
+        groups.setdefault(uf.find(v), ([], []))[0].append(v)
+    for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+        groups[uf.find(idx[0])][1].append(ri)
+    return sorted(groups.values(), key=lambda g: g[0][0])
+
+
+@pytest.mark.parametrize("policy", ["single", "replicas", "budget"])
+@pytest.mark.parametrize("n,rels,k,seed", [(8, 12, 3, 0), (10, 20, 4, 1), (12, 30, 4, 2), (20, 40, 3, 3)])
+def test_the_links_without_z_are_those_of_each_part(n, rels, k, seed, policy):
+    """The parts (:func:`components`) and each part's links without ``z`` (the blocks'
+    roots, :func:`split_blocks`) read one linking of the model's rows: the parts are those of a
+    union-find over every row, and each part's roots those of a union-find over its own rows."""
+    from mqjoin.planning.ilp.model import linked, plain_links
+
+    mdl = build_model(enumerate_candidates(random_workload(n, rels, k, seed=seed)), policy)
+    comps = components(mdl)
+    assert comps == _reference_components(mdl)
+    zs = set(mdl.z.values())
+    root = plain_links(mdl)[0]
+    for cols, rows in comps:
+        alone = linked(cols, ([i for i in mdl.rows[r][1] if i not in zs] for r in rows))
+        assert {c: root[c] for c in cols} == alone
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_parts_keys_are_computed_when_a_part_of_their_size_is_asked_for(seed):
+    """A solution's parts (``Solution.parts``) compute their keys when a later solve asks for a
+    part of the same size: the keys are then those of :func:`part_key` from scratch, a part of
+    another size costs no key, and the same model solved again reuses every part."""
+    from mqjoin.planning.ilp.solving import Parts
+
+    w = random_workload(8, 40, 3, seed=seed)  # (several parts: the one query removed changes one)
+    mdl = build_model(enumerate_candidates(w), "single")
+    full = solve(mdl, reuse={})
+    assert isinstance(full.parts, Parts) and len(full.parts._known) == 0
+    assert len(full.parts) == full.components
+    fewer = build_model(enumerate_candidates(w.restricted_to([q.name for q in w.queries[:-1]])), "single")
+    again = solve(fewer, reuse=full.parts)
+    scratch = solve(fewer)
+    assert again.optimal and 0 < again.reused < full.components
+    assert math.isclose(again.objective, scratch.objective, rel_tol=OBJECTIVE_TOLERANCE)
+    assert [round(v) for v, i in zip(again.values, fewer.integer) if i] == [
+        round(v) for v, i in zip(scratch.values, fewer.integer) if i]
+    sizes = {len(c) + len(r) for c, r in components(fewer)}
+    assert full.parts._pending and all(len(key) in sizes for key in full.parts._known)  # only those asked for
+    assert set(full.parts) == {part_key(mdl, c, r) for c, r in components(mdl)}  # (now every key)
+    same = solve(mdl, reuse=full.parts)
+    assert same.reused == same.components and same.values == full.values
+
+
+def _by_name(priced):
+    """A block's prices as values by column name (the order of a block's columns is the model's)."""
+    def named(table):
+        return {choice: (v, dict(zip(priced.names, vals))) for choice, (v, vals) in table.items()}
+
+    return named(priced.costs), named(priced.ties)
+
+
+@pytest.mark.parametrize("n,rels,k,seed", COUPLED[:4])
+def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed):
+    """The prices a solve keeps (:func:`kept_prices`) with the prices it read (``known``) are
+    those it keeps without them: a block that priced nothing beyond what it read keeps the
+    very prices read, a block that priced more keeps them all."""
+    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.prices import block_keys, kept_prices, load_prices
+
+    w = random_workload(n, rels, k, seed=seed)
+
+    def part_of(workload):
+        mdl = build_model(enumerate_candidates(workload), "single")
+        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+
+    one = part_of(w.restricted_to(_names(w)[:-1]))
+    costs = BlockCosts(one, deadline=None)
+    for k_, t in one.combinations[::2]:  # (half the combinations: the re-plan prices the others)
+        costs.cost(k_, one.chosen_by(k_, t))
+    known = kept_prices(one, costs, block_keys(one))
+    two = part_of(w)
+    again = BlockCosts(two, deadline=None)
+    keys = block_keys(two)
+    assert load_prices(two, again, known, keys) > 1
+    assert keys == block_keys(two)  # (those found: the equal keys of known, the very objects)
+    read = [k_ for k_ in range(len(two.blocks)) if keys[k_] in known]
+    assert all(any(keys[k_] is key for key in known) for k_ in read)
+    for k_, t in two.combinations:  # every combination of one block read and of the blocks not read
+        if k_ == read[0] or k_ not in read:
+            again.cost(k_, two.chosen_by(k_, t))
+    kept, fresh = kept_prices(two, again, keys, known), kept_prices(two, again, keys)
+    assert kept.keys() == fresh.keys()
+    assert all(_by_name(kept[key]) == _by_name(fresh[key]) for key in kept)
+    assert all(kept[keys[k_]] is known[keys[k_]] for k_ in read[1:])  # priced no further: as read
+    assert kept[keys[read[0]]] is not known[keys[read[0]]]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_plan_from_the_candidates_steps_is_the_plan_derived_anew(seed):
+    """``build_plan``'s ``candidates`` (their steps and step costs, read for the orders chosen)
+    give the plan that deriving and costing every step gives, after a re-plan too (its
+    candidates partly from the plan before)."""
+    from mqjoin.planning.probe_trees import build_plan
+
+    w = random_workload(12, 20, 4, seed=seed)
+    changed = w.with_relation(_some_relation(w), rate=300.0)
+    res = replan(optimize(w, partitioning="single"), changed)
+    plan = res.plan
+    assert build_plan(changed, plan.choices, plan.mode, plan.partitioning) == plan
+    assert any(n.cost for n in plan.nodes)

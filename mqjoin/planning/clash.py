@@ -76,7 +76,7 @@ def plan_clash(workload: Workload, options: OptimizeOptions) -> OptimizeResult:
         choices, stats, sol, mdl = _solve_workload(workload, partitioning, mirs, solver, time_limit, "",
                                                    mir_budget, replica_budget=replica_budget, monitor=monitor,
                                                    reuse=reuse, before=getattr(previous, "model", None))
-        optimum = build_plan(workload, choices, mode, partitioning)
+        optimum = build_plan(workload, choices, mode, partitioning, mdl.candidates)
         tie = None
         if ties:
             choices, stats, tie = _least_memory(workload, mode, partitioning, solver, deadline, "",
@@ -249,11 +249,9 @@ def first_orders(cands: Candidates, namespace: str = "") -> list[Choice]:
 def warm_start(cands: Candidates, mdl: Model, choices: list[Choice]) -> list[float]:
     """A feasible assignment of ``mdl`` that installs the given (MIR-free) probe orders."""
     vals = [0.0] * mdl.num_variables
-    index = {(owner, start, o): i for owner, by in cands.orders.items() for start, os_ in by.items()
-             for i, o in enumerate(os_)}
     chosen_attr: dict[MIR, Attr] = {}
-    for c in choices:
-        i = index[(c.owner, c.order.start, c.order.unpartitioned())]
+    for c in choices:  # (an owner's orders for a start are distinct: found by position)
+        i = cands.orders[c.owner][c.order.start].index(c.order.unpartitioned())
         vals[mdl.x[(c.owner, c.order.start, i)]] = 1.0
         for s in cands.steps[c.owner][c.order.start][i]:
             vals[mdl.y[s]] = 1.0

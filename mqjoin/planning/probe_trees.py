@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from mqjoin.model.workload import Attr, JoinClass, Workload
-from mqjoin.planning.candidates import MIR, order_steps, owner_classes, owner_label, owner_selection
-from mqjoin.planning.cost import memory_tuples, step_cost, store_parallelism
+from mqjoin.planning.candidates import (MIR, Candidates, Step, owner_classes, owner_label, owner_selection,
+                                       steps_of)
+from mqjoin.planning.cost import broadcast_factor, memory_tuples, step_cost, store_parallelism
 from mqjoin.planning.plan import Choice, Edge, Node, Plan, ProbeRule, Store, StoreRule, output_id, source_id
 
 NodeKey = tuple[Any, ...]  # a node of the forest: (namespace, start) for a root, (namespace, step, partition) else
@@ -41,14 +42,18 @@ def route_attribute(classes: Iterable[JoinClass], travelling: Iterable[str], tar
     return None
 
 
-def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str) -> Plan:
+def build_plan(workload: Workload, choices: Iterable[Choice], mode: str, partitioning: str,
+               candidates: Candidates | None = None) -> Plan:
     """Merge chosen partitioned probe orders into probe trees with stores, labels and rules:
     the stores (:func:`_plan_stores`), the probe tree nodes with their sinks
-    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal."""
+    (:func:`_plan_nodes`), then edge labels and rules in a deterministic traversal.
+    ``candidates``: those the choices were chosen among, enumerated from ``workload``: the
+    steps of a chosen order and their costs without broadcast are read there instead of derived
+    again (equal values)."""
     choices = normalise_choices(choices)
     rank = workload.relation_rank
     stores, replicas = _plan_stores(workload, choices)
-    node_info, sinks = _plan_nodes(workload, choices, stores, replicas)
+    node_info, sinks = _plan_nodes(workload, choices, stores, replicas, candidates)
 
     # deterministic traversal: namespaces, then start relations, then children by step/partition
     children: dict[NodeKey, list[NodeKey]] = {}
@@ -157,10 +162,12 @@ def _plan_stores(workload: Workload, choices: tuple[Choice, ...]
 
 
 def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping[tuple[str, MIR, Attr], Store],
-                replicas: Mapping[tuple[str, MIR], list[Store]]
+                replicas: Mapping[tuple[str, MIR], list[Store]], candidates: Candidates | None = None
                 ) -> tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, None]]]:
     """The probe tree nodes (their parent, step, store, layout, route, owners, cost) and each
-    node's sinks (``output:q`` or the ids of the MIR stores it fills).
+    node's sinks (``output:q`` or the ids of the MIR stores it fills).  A chosen order's steps
+    and their costs without broadcast are the ``candidates``' where it is among them
+    (:func:`_steps`), else derived from ``workload``.
 
     Tree nodes are keyed by step identity (docs/model.md §4) and target partition: identical steps
     run — and are paid — once.  Orders can reach the same step through differently
@@ -169,20 +176,21 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
     (namespace, step, partition) for a node."""
     node_info: dict[NodeKey, dict[str, Any]] = {}
     sinks: dict[NodeKey, dict[str, None]] = {}  # node → sink ids ("output:q" or store ids)
+    unit_costs = {} if candidates is None else candidates.step_cost
     for c in choices:
-        classes = owner_classes(c.owner, workload)
         key: tuple[Any, ...] = (c.namespace, c.order.start)
         layout: tuple[str, ...] = (c.order.start,)
-        selection = owner_selection(c.owner, workload)
-        for (s, a), m in zip(order_steps(c.order, classes, workload, selection), c.order.elements):
+        for s, a, m in zip(_steps(workload, c, candidates), c.order.partitions or (), c.order.elements):
             parent, key = key, (c.namespace, s, a)
             info = node_info.get(key)
             if info is None:
                 store = stores[(c.namespace, m, a)]
+                unit = unit_costs.get(s)
                 node_info[key] = info = {
                     "parent": parent, "step": s, "store": store, "layout": layout,
                     "route": route_attribute(s.classes, layout, m, a), "owners": {},
-                    "cost": step_cost(workload, s, a, store.parallelism),
+                    "cost": step_cost(workload, s, a, store.parallelism) if unit is None
+                    else unit * broadcast_factor(a in s.known, store.parallelism),
                     "broadcast": a not in s.known and store.parallelism > 1,
                 }
             info["owners"][owner_label(c.owner)] = None
@@ -193,6 +201,17 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
         else:
             sinks.setdefault(key, {})[output_id(c.owner)] = None
     return node_info, sinks
+
+
+def _steps(workload: Workload, c: Choice, candidates: Candidates | None) -> tuple[Step, ...]:
+    """The steps of a chosen order: the candidates' (the same values, their properties
+    computed already) where the order is among them, else :func:`~mqjoin.planning.candidates.steps_of`."""
+    if candidates is not None:
+        plain = c.order.unpartitioned()
+        for i, o in enumerate(candidates.orders.get(c.owner, {}).get(c.order.start, ())):
+            if o == plain:
+                return candidates.steps[c.owner][c.order.start][i]
+    return steps_of(c.order, owner_classes(c.owner, workload), workload, owner_selection(c.owner, workload))
 
 
 def normalise_choices(choices: Iterable[Choice]) -> tuple[Choice, ...]:

@@ -79,7 +79,7 @@ from mqjoin.planning.ilp import forked
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
-from mqjoin.planning.ilp.model import TIE_SLACK, Model, linked
+from mqjoin.planning.ilp.model import TIE_SLACK, Model, plain_links
 from mqjoin.planning.ilp.monitor import Watch
 from mqjoin.planning.ilp.paths import WORK_LIMIT, BlockPaths, TooLarge, applies
 from mqjoin.planning.ilp.seams import SeamSearch, find_seam
@@ -124,24 +124,27 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
     """Split a part at the partition choices ``z``: blocks of the columns linked through rows
     without counting ``z`` (here: one query each, with its MIRs), and the stores whose ``z``
     lie in the rows of several blocks (shared stores: store → its ``z`` columns in candidate
-    order).  None when that leaves one block."""
+    order).  None when that leaves one block.  ``cols`` and ``rows``: a part of
+    :func:`~mqjoin.planning.ilp.model.components` (the links without ``z`` are the model's,
+    :func:`~mqjoin.planning.ilp.model.plain_links`: within a part, the same roots)."""
     zs = {i: store for (store, _), i in mdl.z.items()}
-    root = linked(cols, ([i for i in mdl.rows[r][1] if i not in zs] for r in rows))
+    root, rows_with_z = plain_links(mdl)
     roots = sorted({root[c] for c in cols if c not in zs})
     if len(roots) < 2:
         return None
     number = {r: k for k, r in enumerate(roots)}
+    with_z = set(rows_with_z)
+    plain = {r: [i for i in mdl.rows[r][1] if i not in zs] for r in rows if r in with_z}  # (rows of a z: few)
     touch: dict[MIR, set[int]] = {}
-    for r in rows:
-        idx = mdl.rows[r][1]
-        plain = [i for i in idx if i not in zs]
-        if plain:
-            for i in idx:
+    for r, idx in plain.items():
+        if idx:
+            for i in mdl.rows[r][1]:
                 if i in zs:
-                    touch.setdefault(zs[i], set()).add(number[root[plain[0]]])
+                    touch.setdefault(zs[i], set()).add(number[root[idx[0]]])
     zcols: dict[MIR, list[int]] = {}
+    in_part = set(cols)
     for (store, _), i in mdl.z.items():
-        if i in root:
+        if i in in_part:
             zcols.setdefault(store, []).append(i)
     shared = {st: zc for st, zc in zcols.items() if len(touch.get(st, ())) > 1}
     b_cols: list[list[int]] = [[] for _ in roots]
@@ -156,9 +159,9 @@ def split_blocks(mdl: Model, cols: list[int], rows: list[int]) -> tuple[list[Blo
             b_cols[min(touch.get(zs[c], {0}))].append(c)
     for r in rows:
         idx = mdl.rows[r][1]
-        plain = [i for i in idx if i not in zs]
-        if plain:
-            b_rows[number[root[plain[0]]]].append(r)
+        first = plain[r][:1] if r in plain else idx[:1]
+        if first:
+            b_rows[number[root[first[0]]]].append(r)
         elif zs[idx[0]] in shared:  # Σ_A z = 1 of a shared store: in every block it touches
             for k in touch[zs[idx[0]]]:
                 b_rows[k].append(r)

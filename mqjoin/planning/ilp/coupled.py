@@ -148,7 +148,7 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
             raise NoSolutionError("the solver reached its time limit before it found any plan; "
                                   "raise the time limit (--time-limit) or disable MIRs (--no-mirs)") from None
     if keep is not None and keys is not None:  # (every price is exact, a time limit or not)
-        keep.update(kept_prices(part, costs, keys))
+        keep.update(kept_prices(part, costs, keys, known))
     return _result(part, costs, best, status, optimum, root, canonical)
 
 

@@ -60,7 +60,6 @@ from typing import Any
 from mqjoin.model.schema import Attr
 from mqjoin.planning.candidates import MIR, Candidates, Owner, Step, owner_label
 from mqjoin.planning.options import BUDGET, check_budget, check_policy
-from mqjoin.support.unionfind import UnionFind
 
 
 #: a row of a model: its name, its columns, their coefficients, its lower and upper bounds
@@ -331,15 +330,22 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
             mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
                     [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
                     -math.inf, float(replica_budget))
-    for s in mdl.y:
-        attrs = cands.partition_candidates[s.target]
-        p = cands.parallelism(s.target)
-        if p == 1 or s.known >= set(attrs):
+    # per target store: its parallelism, its candidates and their z columns (several candidates)
+    targets: dict[MIR, tuple[int, frozenset[Attr], list[tuple[Attr, int]]]] = {}
+    for s, yi in mdl.y.items():
+        at = targets.get(s.target)
+        if at is None:
+            attrs = cands.partition_candidates[s.target]
+            p = cands.parallelism(s.target)
+            at = targets[s.target] = (p, frozenset(attrs), [(a, mdl.z[(s.target, a)]) for a in attrs]
+                                      if p > 1 and len(attrs) > 1 else [])
+        p, every, by_z = at
+        if p == 1 or s.known >= every:
             continue
-        bi = mdl.b[s] = mdl.var("b", cost=cands.step_cost[s] * (p - 1), upper=math.inf, step=s)
-        known = [mdl.z[(s.target, a)] for a in attrs if a in s.known]
+        bi = mdl.b[s] = mdl.var("b", cost=mdl.cost[yi] * (p - 1), upper=math.inf, step=s)
+        known = [zi for a, zi in by_z if a in s.known]
         # b_s - y_s + Σ_known z ≥ 0
-        mdl.row("bcast", [bi, mdl.y[s]] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
+        mdl.row("bcast", [bi, yi] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
 
 
 #: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
@@ -357,11 +363,12 @@ def _order_rows(mdl: Model) -> None:
     strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
     for owner, by_start in cands.orders.items():
         olabel = owner_label(owner)
+        steps_of = cands.steps[owner]
         for start, orders in by_start.items():
             idx = []
             step_users: dict[Step, list[int]] = {}
             mir_users: dict[MIR, list[int]] = {}
-            for i, o in enumerate(orders):
+            for i, (o, steps) in enumerate(zip(orders, steps_of[start])):
                 xi = mdl.var(f"x_{olabel}_{o.render()}", integer=True, rank=i)
                 mdl.x[(owner, start, i)] = xi
                 mdl.order_steps[xi], mdl.order_mirs[xi] = [], []
@@ -369,7 +376,7 @@ def _order_rows(mdl: Model) -> None:
                 for m in o.elements:
                     if not m.is_base:
                         mir_users.setdefault(m, []).append(xi)
-                for st in cands.steps[owner][start][i]:
+                for st in steps:
                     step_users.setdefault(st, []).append(xi)
             for m, xs in mir_users.items():
                 mi = mdl.m[m]
@@ -422,26 +429,88 @@ def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[in
 def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
     """Each column → the root of its group: columns are linked when a row holds both
     (``rows``: each row's columns, all among ``cols``; every column of a row joins the group of
-    its first).  The root is one column of the group, the same for the same input.
+    its first).  The root is one column of the group, the same for the same input: that of
+    :class:`~mqjoin.support.unionfind.UnionFind` linking the rows in turn (which column is a
+    root depends on the links alone, not on how paths are shortened).
 
     >>> root = linked([0, 1, 2, 3], [[0, 2], [3, 2]])
     >>> root[0] == root[2] == root[3] != root[1]
     True
     """
-    uf = UnionFind(cols)
+    parent = {c: c for c in cols}
+    _link_rows(parent, rows)
+    return {c: _root(parent, c) for c in parent}
+
+
+def _link_rows(parent: Any, rows: Iterable[list[int]]) -> None:
+    """Link every row's columns into the group of its first, in ``parent`` (a list or a dict:
+    column → its parent; a root is its own), as :meth:`~mqjoin.support.unionfind.UnionFind.link` does (inlined: a
+    model's rows are many)."""
     for idx in rows:
-        uf.link(idx)
-    return uf.roots()
+        it = iter(idx)
+        for first in it:
+            root = first
+            while parent[root] != root:
+                parent[root] = parent[parent[root]]
+                root = parent[root]
+            for x in it:
+                while parent[x] != x:
+                    parent[x] = parent[parent[x]]
+                    x = parent[x]
+                if x != root:
+                    parent[x] = root
+
+
+def _root(parent: Any, x: int) -> int:
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def plain_links(mdl: Model) -> tuple[list[int], list[int]]:
+    """Each column → the root of its group linked through rows without counting the partition
+    choices ``z`` (:func:`linked` over all columns: a coupled part's blocks,
+    :func:`~mqjoin.planning.ilp.blocks.split_blocks`), and the rows that hold a ``z``.  Kept
+    with the model's cache for its list of rows, as :func:`components` keeps its answer: both
+    read it, so the model's rows are linked once."""
+    hit = mdl._keys.get("plain")
+    if hit is not None and hit[0] is mdl.rows and hit[1] == (len(mdl.rows), mdl.num_variables):
+        out: tuple[list[int], list[int]] = hit[2]
+        return out
+    zs = set(mdl.z.values())
+    parent = list(range(mdl.num_variables))
+    with_z: list[int] = []
+
+    def plain() -> Iterable[list[int]]:
+        for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+            if zs.isdisjoint(idx):
+                yield idx
+            else:
+                with_z.append(ri)
+                yield [i for i in idx if i not in zs]
+
+    _link_rows(parent, plain())
+    out = [_root(parent, c) for c in range(len(parent))], with_z
+    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
+    return out
 
 
 def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
-    """Independent parts of the model: (variable indices, row indices) per component.  The
-    last answer is kept with the model's cache (which models made by ``replace`` share) for its
-    list of rows: asked again for the same rows, the parts come without a second pass."""
+    """Independent parts of the model: (variable indices, row indices) per component: the
+    groups of :func:`plain_links` joined through the rows that hold a ``z``.  The last answer
+    is kept with the model's cache (which models made by ``replace`` share) for its list of
+    rows: asked again for the same rows, the parts come without a second pass."""
     hit = mdl._keys.get("components")
     if hit is not None and hit[0] is mdl.rows and hit[1] == (len(mdl.rows), mdl.num_variables):
         return [(list(c), list(r)) for c, r in hit[2]]
-    root = linked(range(mdl.num_variables), (idx for _, idx, _, _, _ in mdl.rows))
+    plain, with_z = plain_links(mdl)
+    joined: dict[int, int] = {}  # the plain groups' roots that rows with a z join
+    for ri in with_z:
+        for i in mdl.rows[ri][1]:
+            joined.setdefault(plain[i], plain[i])
+    _link_rows(joined, ([plain[i] for i in mdl.rows[ri][1]] for ri in with_z))
+    root = [_root(joined, r) if r in joined else r for r in plain]
     groups: dict[int, tuple[list[int], list[int]]] = {}
     for v in range(mdl.num_variables):
         groups.setdefault(root[v], ([], []))[0].append(v)

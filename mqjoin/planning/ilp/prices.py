@@ -77,48 +77,70 @@ def _named_classes(part: Part, k: int) -> list[dict[int, frozenset[str]]]:
              for attrs in part.classes[(k, st)]} for st in part.blocks[k].stores]
 
 
-def kept_prices(part: Part, costs: BlockCosts, keys: list[BlockKey]) -> dict[BlockKey, PricedBlock]:
+def kept_prices(part: Part, costs: BlockCosts, keys: list[BlockKey],
+                known: Mapping[BlockKey, PricedBlock] | None = None) -> dict[BlockKey, PricedBlock]:
     """What ``costs`` priced of each block of the part, by its key (``keys``, :func:`block_keys`),
     with values (an enumerated block's are computed on demand and not kept: enumeration is
-    cheap) and, for tie-break weights, proven."""
+    cheap) and, for tie-break weights, proven.  ``known``: the prices :func:`load_prices` read
+    into ``costs``; a block found there that priced nothing more keeps its prices as they were
+    (the same object: every price read stays as read, and none was added)."""
+    counted: dict[int, list[int]] = {}  # block → how many of its optima and its weights have values
+    for key, (_, vals) in costs.costs.items():
+        if vals is not None:
+            counted.setdefault(key[0], [0, 0])[0] += 1
+    for key, (_, vals, proven) in costs.ties.items():
+        if vals is not None and proven and key[0] in counted:
+            counted[key[0]][1] += 1
+    out: dict[BlockKey, PricedBlock] = {}
+    for k, (c, t) in counted.items():
+        hit = None if not known else known.get(keys[k])
+        if hit is not None and (len(hit.costs), len(hit.ties)) == (c, t):
+            out[keys[k]] = hit
     by_block: dict[int, tuple[dict[Named, Any], dict[Named, Any]]] = {}
-    named = [_named_classes(part, k) for k in range(len(part.blocks))]
+    named = [None if keys[k] in out else _named_classes(part, k) for k in range(len(part.blocks))]
 
     def by_name(key: tuple[Any, ...]) -> Named:
         return tuple(None if n is None else named[key[0]][p][n] for p, n in enumerate(key[1]))
 
     for key, (obj, vals) in costs.costs.items():
-        if vals is not None:
+        if vals is not None and named[key[0]] is not None:
             by_block.setdefault(key[0], ({}, {}))[0][by_name(key)] = (obj, tuple(vals))
     for key, (w, vals, proven) in costs.ties.items():
         if vals is not None and proven and key[0] in by_block:
             by_block[key[0]][1][by_name(key)] = (w, tuple(vals))
     names = part.mdl.names
-    return {keys[k]: PricedBlock(tuple(names[c] for c in part.blocks[k].cols), c, t)
-            for k, (c, t) in by_block.items()}
+    out.update({keys[k]: PricedBlock(tuple(names[c] for c in part.blocks[k].cols), c, t)
+                for k, (c, t) in by_block.items()})
+    return out
 
 
 def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBlock], keys: list[BlockKey]) -> int:
     """Write into ``costs`` the prices of every block of the part found in ``known`` (by its
-    key, ``keys``: :func:`block_keys`); returns how many blocks were found."""
+    key, ``keys``: :func:`block_keys`); returns how many blocks were found.  A block found has
+    its key replaced in ``keys`` by the equal one of ``known``, which lives on already (the one
+    computed here is dropped: a block's key holds a tuple per column and row)."""
     if not known:
         return 0
     found = 0
     names = part.mdl.names
+    stored = {key: key for key in known}
     for k, b in enumerate(part.blocks):
         hit = known.get(keys[k])
         if hit is None:
             continue
         found += 1
-        at = {name: n for n, name in enumerate(hit.names)}
-        order = [at[names[c]] for c in b.cols]
+        keys[k] = stored[keys[k]]
+        moved: list[int] | None = None  # (None: the block's columns in the order they were)
+        if tuple(names[c] for c in b.cols) != hit.names:
+            at = {name: n for n, name in enumerate(hit.names)}
+            moved = [at[names[c]] for c in b.cols]
         number = [{v: n for n, v in by.items()} for by in _named_classes(part, k)]
 
         def key_of(choice: Named, k: int = k, number: list[dict[frozenset[str], int]] = number) -> tuple[Any, ...]:
             return (k, tuple(None if c is None else number[p][c] for p, c in enumerate(choice)))
 
         for choice, (obj, vals) in hit.costs.items():
-            costs.costs[key_of(choice)] = (obj, [vals[i] for i in order])
+            costs.costs[key_of(choice)] = (obj, list(vals) if moved is None else [vals[i] for i in moved])
         for choice, (w, vals) in hit.ties.items():
-            costs.ties[key_of(choice)] = (w, [vals[i] for i in order], True)
+            costs.ties[key_of(choice)] = (w, list(vals) if moved is None else [vals[i] for i in moved], True)
     return found

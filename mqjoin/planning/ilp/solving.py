@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from mqjoin.model.errors import NoSolutionError
@@ -79,6 +79,56 @@ class SolvedPart:
     blocks: Mapping[BlockKey, PricedBlock] = field(default_factory=dict, compare=False, repr=False)
 
 
+class Parts(Mapping[PartKey, SolvedPart]):
+    """A solution's parts proven optimal, by :func:`part_key` (``Solution.parts``), whose keys
+    are computed when asked for: a part's key holds every column and row of the part, which
+    takes a while on a large part, and a later solve looks a part up only when it has one of
+    the same size (the number of its columns and rows, :meth:`find`).  A part whose key is not
+    computed yet is held as its model (which must not change after the solve), columns and
+    rows."""
+
+    def __init__(self, known: Mapping[PartKey, SolvedPart] | None = None,
+                 pending: list[tuple[Model, list[int], list[int], SolvedPart]] | None = None) -> None:
+        self._known: dict[PartKey, SolvedPart] = dict(known or {})
+        self._pending = list(pending or [])
+
+    def find(self, mdl: Model, cols: list[int], rows: list[int]) -> tuple[PartKey | None, SolvedPart | None]:
+        """The key of a part of ``mdl`` and the part of that key here: (None, None) without
+        computing the key when no part here has the part's size."""
+        size = len(cols) + len(rows)
+        if not any(len(k) == size for k in self._known) and not any(
+                len(c) + len(r) == size for _, c, r, _ in self._pending):
+            return None, None
+        self._resolve(size)
+        key = part_key(mdl, cols, rows)
+        return key, self._known.get(key)
+
+    def solved(self) -> list[SolvedPart]:
+        """Every part's answer, without computing a key."""
+        return list(self._known.values()) + [p for _, _, _, p in self._pending]
+
+    def _resolve(self, size: int | None = None) -> None:
+        """Compute the keys of the parts pending (of that size only, when given)."""
+        left = []
+        for mdl, cols, rows, part in self._pending:
+            if size is None or len(cols) + len(rows) == size:
+                self._known[part_key(mdl, cols, rows)] = part
+            else:
+                left.append((mdl, cols, rows, part))
+        self._pending = left
+
+    def __getitem__(self, key: PartKey) -> SolvedPart:
+        self._resolve(len(key))
+        return self._known[key]
+
+    def __iter__(self) -> Iterator[PartKey]:
+        self._resolve()
+        return iter(self._known)
+
+    def __len__(self) -> int:  # (parts of one model: their keys differ, names being unique)
+        return len(self._known) + len(self._pending)
+
+
 @dataclass(frozen=True)
 class Solution:
     """Solver outcome.  ``status`` is ``"optimal"``, ``"time_limit"`` (a feasible plan was
@@ -95,7 +145,7 @@ class Solution:
     canonical: bool = False  # the equal-cost tie was broken canonically in every part
     #: with ``reuse``: every part proven optimal (and canonical, when asked), by its
     #: :func:`part_key`, for the next solve's ``reuse``
-    parts: Mapping[PartKey, SolvedPart] | None = field(default=None, compare=False, repr=False)
+    parts: Parts | None = field(default=None, compare=False, repr=False)
     reused: int = 0  # parts taken from ``reuse``, not solved
 
     @property
@@ -235,11 +285,12 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 #: the blocks' prices of the coupled parts a solve solved, by the part's first column
 Blocks = dict[int, dict[BlockKey, PricedBlock]]
 
-#: with ``reuse``: the parts a solve found there, the parts it solves (by key and columns), those
-#: parts as (columns, rows), the objective of the parts found, every block priced there, and
-#: where the prices of the blocks it solves go (None without ``reuse``: nothing is kept)
-Known = tuple[dict[PartKey, SolvedPart] | None, list[tuple[PartKey, list[int]]], list[tuple[list[int], list[int]]],
-              float, dict[BlockKey, PricedBlock], Blocks | None]
+#: with ``reuse``: the parts a solve found there, the parts it solves (by key — None where no
+#: part of ``reuse`` has its size —, columns and rows), those parts as (columns, rows), the
+#: objective of the parts found, every block priced there, and where the prices of the blocks
+#: it solves go (None without ``reuse``: nothing is kept)
+Known = tuple[dict[PartKey, SolvedPart] | None, list[tuple[PartKey | None, list[int], list[int]]],
+              list[tuple[list[int], list[int]]], float, dict[BlockKey, PricedBlock], Blocks | None]
 
 
 def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Mapping[PartKey, SolvedPart] | None,
@@ -255,13 +306,13 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
     (:mod:`mqjoin.planning.ilp.prices`)."""
     if reuse is None:
         return None, [], comps, 0.0, {}, None
+    parts = reuse if isinstance(reuse, Parts) else Parts(reuse)
     known: dict[PartKey, SolvedPart] = {}
     todo, left, objective = [], [], 0.0
     for cols, rows in comps:
-        key = part_key(mdl, cols, rows)
-        hit = reuse.get(key)
-        if hit is None or (canonical and not hit.canonical):
-            todo.append((key, cols))
+        key, hit = parts.find(mdl, cols, rows)
+        if key is None or hit is None or (canonical and not hit.canonical):
+            todo.append((key, cols, rows))
             left.append((cols, rows))
             continue
         known[key] = hit
@@ -269,21 +320,29 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
         for name, v in hit.values.items():
             values[at[name]] = v
         objective += hit.objective
-    return known, todo, left, objective, {k: v for part in reuse.values() for k, v in part.blocks.items()}, {}
+    return known, todo, left, objective, {k: v for part in parts.solved() for k, v in part.blocks.items()}, {}
 
 
-def _kept(mdl: Model, todo: list[tuple[PartKey, list[int]]], values: list[float],
+def _kept(mdl: Model, todo: list[tuple[PartKey | None, list[int], list[int]]], values: list[float],
           known: dict[PartKey, SolvedPart] | None, optimal: bool, canonical: bool,
-          blocks: Blocks | None) -> dict[PartKey, SolvedPart] | None:
+          blocks: Blocks | None) -> Parts | None:
     """``known`` with the parts solved (``todo``) added when the solve proved them optimal (a
     part stopped by a time limit is not kept: its answer is not the part's optimum), each with
-    its blocks' prices (``blocks``, by the part's first column)."""
-    if known is not None and optimal:
-        for key, cols in todo:
-            known[key] = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
-                                    math.fsum(mdl.cost[c] * values[c] for c in cols), canonical,
-                                    (blocks or {}).get(cols[0], {}))
-    return known
+    its blocks' prices (``blocks``, by the part's first column); a part without a key yet gets
+    it when a later solve asks (:class:`Parts`)."""
+    if known is None:
+        return None
+    pending = []
+    if optimal:
+        for key, cols, rows in todo:
+            part = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
+                              math.fsum(mdl.cost[c] * values[c] for c in cols), canonical,
+                              (blocks or {}).get(cols[0], {}))
+            if key is None:
+                pending.append((mdl, cols, rows, part))
+            else:
+                known[key] = part
+    return Parts(known, pending)
 
 
 def _methods(mdl: Model, comps: list[tuple[list[int], list[int]]]) -> list[tuple[tuple[list[int], list[int]], str]]:
