@@ -43,6 +43,7 @@ True
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,9 @@ class SolvedPart:
     blocks: Mapping[BlockKey, PricedBlock] = field(default_factory=dict, compare=False, repr=False)
 
 
+_RESOLVING = threading.Lock()
+
+
 class Parts(Mapping[PartKey, SolvedPart]):
     """A solution's parts proven optimal, by :func:`part_key` (``Solution.parts``), whose keys
     are computed when asked for: a part's key holds every column and row of the part, which
@@ -109,13 +113,14 @@ class Parts(Mapping[PartKey, SolvedPart]):
 
     def _resolve(self, size: int | None = None) -> None:
         """Compute the keys of the parts pending (of that size only, when given)."""
-        left = []
-        for mdl, cols, rows, part in self._pending:
-            if size is None or len(cols) + len(rows) == size:
-                self._known[part_key(mdl, cols, rows)] = part
-            else:
-                left.append((mdl, cols, rows, part))
-        self._pending = left
+        with _RESOLVING:  # two re-plans from one result (the explorer's and a user's) at once
+            left = []
+            for mdl, cols, rows, part in self._pending:
+                if size is None or len(cols) + len(rows) == size:
+                    self._known[part_key(mdl, cols, rows)] = part
+                else:
+                    left.append((mdl, cols, rows, part))
+            self._pending = left
 
     def __getitem__(self, key: PartKey) -> SolvedPart:
         self._resolve(len(key))
