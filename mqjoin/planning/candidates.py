@@ -443,6 +443,16 @@ class Candidates:
     def owners(self) -> tuple[Owner, ...]:
         return tuple(self.orders)
 
+    def position(self, owner: Owner, order: ProbeOrder) -> int | None:
+        """Where ``order`` (its partitions ignored) stands among ``owner``'s candidate orders
+        from its start (``orders[owner][order.start]``; an owner's orders from a start are
+        distinct), None when it is not among them."""
+        plain = order.unpartitioned()
+        for i, o in enumerate(self.orders.get(owner, {}).get(order.start, ())):
+            if o == plain:
+                return i
+        return None
+
     def parallelism(self, store: MIR) -> int:
         """Partitions of ``store`` (:func:`mqjoin.planning.cost.store_parallelism`)."""
         return store_parallelism(self.workload, store.relations)

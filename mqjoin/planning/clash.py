@@ -250,8 +250,11 @@ def warm_start(cands: Candidates, mdl: Model, choices: list[Choice]) -> list[flo
     """A feasible assignment of ``mdl`` that installs the given (MIR-free) probe orders."""
     vals = [0.0] * mdl.num_variables
     chosen_attr: dict[MIR, Attr] = {}
-    for c in choices:  # (an owner's orders for a start are distinct: found by position)
-        i = cands.orders[c.owner][c.order.start].index(c.order.unpartitioned())
+    for c in choices:
+        i = cands.position(c.owner, c.order)
+        if i is None:
+            raise InternalError(f"internal error: the warm start's order {c.order.render()} is not a candidate; "
+                                "please report this workload")
         vals[mdl.x[(c.owner, c.order.start, i)]] = 1.0
         for s in cands.steps[c.owner][c.order.start][i]:
             vals[mdl.y[s]] = 1.0

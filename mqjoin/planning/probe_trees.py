@@ -206,11 +206,9 @@ def _plan_nodes(workload: Workload, choices: tuple[Choice, ...], stores: Mapping
 def _steps(workload: Workload, c: Choice, candidates: Candidates | None) -> tuple[Step, ...]:
     """The steps of a chosen order: the candidates' (the same values, their properties
     computed already) where the order is among them, else :func:`~mqjoin.planning.candidates.steps_of`."""
-    if candidates is not None:
-        plain = c.order.unpartitioned()
-        for i, o in enumerate(candidates.orders.get(c.owner, {}).get(c.order.start, ())):
-            if o == plain:
-                return candidates.steps[c.owner][c.order.start][i]
+    i = None if candidates is None else candidates.position(c.owner, c.order)
+    if candidates is not None and i is not None:
+        return candidates.steps[c.owner][c.order.start][i]
     return steps_of(c.order, owner_classes(c.owner, workload), workload, owner_selection(c.owner, workload))
 
 

@@ -18,6 +18,39 @@ from __future__ import annotations
 from typing import Any, Generic, Iterable, Protocol, TypeVar
 
 
+def find_root(parent: Any, x: Any) -> Any:
+    """The root of ``x`` in ``parent`` (a dict, or a list for the items 0 … n − 1: item → its
+    parent, a root its own), halving the path on the way."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]  # path halving
+        x = parent[x]
+    return x
+
+
+def link_rows(parent: Any, rows: Iterable[Iterable[Any]]) -> None:
+    """Link the items of each row into the set of the row's first, in ``parent`` (as
+    :func:`find_root`; every item already in it).  The loops are written out: an ILP model's
+    rows are many.
+
+    >>> parent = list(range(4))
+    >>> link_rows(parent, [[0, 2], [3, 2]]); [find_root(parent, x) for x in range(4)]
+    [3, 1, 3, 3]
+    """
+    for idx in rows:
+        it = iter(idx)
+        for first in it:
+            root = first
+            while parent[root] != root:
+                parent[root] = parent[parent[root]]
+                root = parent[root]
+            for x in it:
+                while parent[x] != x:
+                    parent[x] = parent[parent[x]]
+                    x = parent[x]
+                if x != root:
+                    parent[x] = root
+
+
 class _Ordered(Protocol):
     def __lt__(self, other: Any, /) -> bool: ...
 
@@ -38,12 +71,9 @@ class UnionFind(Generic[T]):
 
     def find(self, x: T) -> T:
         """The root of ``x``'s set."""
-        parent = self._parent
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]  # path halving
-            x = parent[x]
-        return x
+        self._parent.setdefault(x, x)
+        root: T = find_root(self._parent, x)
+        return root
 
     def union(self, a: T, b: T) -> T:
         """Link the sets of ``a`` and ``b``; their root, ``a``'s."""
@@ -54,13 +84,10 @@ class UnionFind(Generic[T]):
 
     def link(self, items: Iterable[T]) -> None:
         """Link every item of ``items`` into the set of the first (and add them)."""
-        it = iter(items)
-        for first in it:
-            root, parent = self.find(first), self._parent
-            for x in it:
-                rx = self.find(x)
-                if rx != root:
-                    parent[rx] = root
+        row = list(items)
+        for x in row:
+            self._parent.setdefault(x, x)
+        link_rows(self._parent, (row,))
 
     def roots(self) -> dict[T, T]:
         """Every item → its root, in the order the items were added."""

@@ -60,6 +60,7 @@ from typing import Any
 from mqjoin.model.schema import Attr
 from mqjoin.planning.candidates import MIR, Candidates, Owner, Step, owner_label
 from mqjoin.planning.options import BUDGET, check_budget, check_policy
+from mqjoin.support.unionfind import find_root, link_rows
 
 
 #: a row of a model: its name, its columns, their coefficients, its lower and upper bounds
@@ -438,34 +439,8 @@ def linked(cols: Iterable[int], rows: Iterable[list[int]]) -> dict[int, int]:
     True
     """
     parent = {c: c for c in cols}
-    _link_rows(parent, rows)
-    return {c: _root(parent, c) for c in parent}
-
-
-def _link_rows(parent: Any, rows: Iterable[list[int]]) -> None:
-    """Link every row's columns into the group of its first, in ``parent`` (a list or a dict:
-    column → its parent; a root is its own), as :meth:`~mqjoin.support.unionfind.UnionFind.link` does (inlined: a
-    model's rows are many)."""
-    for idx in rows:
-        it = iter(idx)
-        for first in it:
-            root = first
-            while parent[root] != root:
-                parent[root] = parent[parent[root]]
-                root = parent[root]
-            for x in it:
-                while parent[x] != x:
-                    parent[x] = parent[parent[x]]
-                    x = parent[x]
-                if x != root:
-                    parent[x] = root
-
-
-def _root(parent: Any, x: int) -> int:
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
+    link_rows(parent, rows)
+    return {c: find_root(parent, c) for c in parent}
 
 
 def plain_links(mdl: Model) -> tuple[list[int], list[int]]:
@@ -490,8 +465,8 @@ def plain_links(mdl: Model) -> tuple[list[int], list[int]]:
                 with_z.append(ri)
                 yield [i for i in idx if i not in zs]
 
-    _link_rows(parent, plain())
-    out = [_root(parent, c) for c in range(len(parent))], with_z
+    link_rows(parent, plain())
+    out = [find_root(parent, c) for c in range(len(parent))], with_z
     mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
     return out
 
@@ -509,8 +484,8 @@ def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
     for ri in with_z:
         for i in mdl.rows[ri][1]:
             joined.setdefault(plain[i], plain[i])
-    _link_rows(joined, ([plain[i] for i in mdl.rows[ri][1]] for ri in with_z))
-    root = [_root(joined, r) if r in joined else r for r in plain]
+    link_rows(joined, ([plain[i] for i in mdl.rows[ri][1]] for ri in with_z))
+    root = [find_root(joined, r) if r in joined else r for r in plain]
     groups: dict[int, tuple[list[int], list[int]]] = {}
     for v in range(mdl.num_variables):
         groups.setdefault(root[v], ([], []))[0].append(v)
