@@ -260,15 +260,15 @@ def test_three_way_coupled_parts_reach_the_brute_force_optimum(name, w):
 
 
 def test_combinations_ruled_out_by_reduced_costs_do_not_change_the_plan(monkeypatch):
-    """The tie-break skips combinations that a dual solution of the master's LP rules out; with
-    none ruled out the plan is the same."""
+    """The first master and the tie-break skip combinations that a dual solution of the master's
+    LP rules out; with none ruled out the plan is the same."""
     mdl = build_model(enumerate_candidates(QUICK[2][1]), "single")
     ruled: list = []
     ruled_out = ilp_master._ruled_out
     monkeypatch.setattr(ilp_master, "_ruled_out", lambda *a: ruled.append(ruled_out(*a)) or ruled[-1])
     pruned = solve(mdl)
     assert ruled and ruled[0].any()
-    monkeypatch.setattr(ilp_master, "_ruled_out", lambda lp, cost, cap: ruled_out(lp, cost, cap) & False)
+    monkeypatch.setattr(ilp_master, "_ruled_out", lambda floors, cap: ruled_out(floors, cap) & False)
     assert choices(mdl, solve(mdl)) == choices(mdl, pruned)
 
 

@@ -9,14 +9,18 @@ its combination when known, else the best bound known.  With every column priced
 the master's optimum is a lower bound of the part's; the blocks' optima under its choice
 (computed and cached) give a plan; the prices rise and the master is solved again until its
 choice is costed exactly everywhere — then the plan is optimal (:meth:`Master.optimise`).
-Where every combination is costed up front (small MIRs, as a rule) the first master is already exact.
+Where every combination is costed up front (small MIRs, as a rule) the first master is already exact,
+and it is solved with the columns fixed at 0 that an interior-point dual of its LP rules out of every
+solution as cheap as a plan at hand (the LP's solution rounded): :meth:`Master._prune`.
 
 The canonical tie-break is a second master (:meth:`Master.tie_break`): the same rows, the cost
 capped at the optimum (within :data:`~mqjoin.planning.ilp.model.TIE_SLACK`) by one more row,
 and as objective the tie-break weights — the shared ``z``'s own and, per column, the block's
 lexicographic optimum under its combination.  Columns that an interior-point dual solution of
-the master's LP rules out of every solution within the cap (:func:`_ruled_out`) are fixed at 0
-and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.
+the master's LP rules out of every solution within the cap (:func:`_floors`, :func:`_ruled_out`) are
+fixed at 0 and not weighed: on 100 three-way queries that leaves about 220 of some 850 combinations.
+The dual is the one :meth:`Master._prune` computed when the prices have not changed since (a dual
+depends on the LP alone; the cap only says which columns it rules out).
 Where columns are priced by bounds (large MIRs), a bound rules out no more than the optimum
 would (valid), and the tie-break master is solved lazily: columns not costed at their bound,
 columns not weighed at the least weight any plan of their block has, the master's choice
@@ -27,6 +31,7 @@ proves the least weight.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.planning.candidates import MIR
@@ -96,6 +101,7 @@ class Master:
             h.setCallback(costs.watch.monitor.highs_callback(None, highspy), None)
             h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
         self.lam_cols = np.arange(names, n, dtype=np.int32)
+        self.floors: tuple[Any, Floors | None] | None = None  # (prices, floors) of the last dual (:func:`_floors`)
 
     def prices(self) -> list[float]:
         """The columns' prices: each block's optimum under the combination, or the best bound known."""
@@ -122,6 +128,8 @@ class Master:
         import numpy as np
 
         part = self.part
+        if all(key in self.costs.costs for key in part.keys):  # (then the first master is exact)
+            self._prune()
         while True:
             self.h.changeColsCost(len(part.combinations), self.lam_cols,
                                   np.array(self.prices(), dtype=float))
@@ -158,7 +166,7 @@ class Master:
         part, h, names, n = self.part, self.h, self.names, self.n
         cap = best.cost * (1 + TIE_SLACK) + TIE_SLACK
         prices = np.array(self.prices(), dtype=float)
-        out = np.flatnonzero(_ruled_out(self.lp, np.concatenate([np.zeros(names), prices]), cap)[names:])
+        out = np.flatnonzero(_ruled_out(self._floors_at(prices), cap)[names:])
         skip = set(out.tolist())
         costs, ties = self.costs.costs, self.costs.ties
         h.changeColsBounds(len(out), (names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
@@ -193,6 +201,34 @@ class Master:
             self.costs.spread(weigh_at, [(k, ()) for k in todo])
         best.weight, best.choice = float(h.getInfo().objective_function_value), pick
 
+    def _floors_at(self, prices: Any) -> Floors | None:
+        """:func:`_floors` of the master's LP with the columns priced at ``prices`` (the ``λ``'s;
+        the ``z`` cost 0): the last ones computed when the prices are the same."""
+        import numpy as np
+
+        if self.floors is None or not np.array_equal(self.floors[0], prices):
+            self.floors = (prices, _floors(self.lp, np.concatenate([np.zeros(self.names), prices])))
+        return self.floors[1]
+
+    def _prune(self) -> None:
+        """Before the first master with every combination costed: fix at 0 the ``λ`` that the
+        LP's dual (:meth:`_floors_at`) rules out of every solution that costs at most a plan at
+        hand — each store partitioned by its largest ``z`` in the LP's solution, each block
+        costed there — within the tie-break's slack.  Every optimum costs no more, so none is
+        cut off, and the tie-break (whose cap, the optimum, is at most this one) fixes these
+        columns too."""
+        import numpy as np
+
+        part = self.part
+        floors = self._floors_at(np.array(self.prices(), dtype=float))
+        if floors is None:
+            return
+        z = floors.primal
+        pick = {st: max(range(len(part.shared[st])), key=lambda j: (z[self.zcol[(st, j)]], -j)) for st in part.stores}
+        upper = math.fsum(self.costs.costs[part.key_of(k, pick)][0] for k in range(len(part.blocks)))
+        out = np.flatnonzero(_ruled_out(floors, upper * (1 + TIE_SLACK) + TIE_SLACK)[self.names:])
+        self.h.changeColsBounds(len(out), (self.names + out).astype(np.int32), np.zeros(len(out)), np.zeros(len(out)))
+
     def _least_weights(self) -> list[float]:
         """Per block, a lower bound of the tie-break weight of any of its plans: every (query,
         start) chooses one probe order and every store of the block alone one attribute (MIRs
@@ -215,13 +251,21 @@ class Master:
         return out
 
 
-def _ruled_out(lp: Any, cost: Any, cap: float) -> Any:
-    """Which binaries of a 0-1 program (``lp``: a ``highspy.HighsLp`` of equality rows and
-    columns in [0, 1], here with objective ``cost``) are 0 in every solution of objective at
-    most ``cap``: by a dual solution ``y`` of its LP, every solution costs at least
-    ``L + d_j`` when ``x_j = 1`` (``d = cost − Aᵀy``, ``L = y·b + Σ min(0, d)``, any ``y``: weak
-    duality), so ``x_j = 0`` when that exceeds ``cap`` (beyond floating-point noise).  A boolean
-    array per column; none ruled out when the LP is not solved.
+@dataclass(frozen=True)
+class Floors:
+    """Per column of a 0-1 program, the least objective of any solution with that column at 1
+    (``least``), by a dual solution of its LP (:func:`_floors`), and the LP's solution (``primal``)."""
+
+    least: Any
+    primal: Any
+
+
+def _floors(lp: Any, cost: Any) -> Floors | None:
+    """What a dual solution of a 0-1 program's LP says of its columns (``lp``: a
+    ``highspy.HighsLp`` of equality rows and columns in [0, 1], here with objective ``cost``):
+    every solution with ``x_j = 1`` costs at least ``L + d_j`` (``d = cost − Aᵀy``,
+    ``L = y·b + Σ min(0, d)``, any ``y``: weak duality), so it is 0 in every solution that costs
+    less (:func:`_ruled_out`).  None when the LP is not solved.
 
     Which columns a ``y`` rules out depends on the ``y``.  The master's LP is degenerate (many
     combinations tie), and a simplex vertex of its dual face leaves many reduced costs at 0; the
@@ -239,8 +283,9 @@ def _ruled_out(lp: Any, cost: Any, cap: float) -> Any:
     >>> lp.a_matrix_.start_, lp.a_matrix_.index_ = np.array([0, 3], dtype=np.int32), np.arange(3, dtype=np.int32)
     >>> lp.a_matrix_.value_ = np.ones(3)
     >>> lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = 3, 1
-    >>> _ruled_out(lp, np.array([1.0, 2.0, 5.0]), cap=2.0).tolist()
-    [False, False, True]
+    >>> floors = _floors(lp, np.array([1.0, 2.0, 5.0]))
+    >>> bool(np.all(floors.least <= np.array([1.0, 2.0, 5.0]) + 1e-9)), _ruled_out(floors, cap=2.0).tolist()
+    (True, [False, False, True])
     """
     import highspy
     import numpy as np
@@ -259,11 +304,23 @@ def _ruled_out(lp: Any, cost: Any, cap: float) -> Any:
         h.setOptionValue("solver", "simplex")
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return np.zeros(lp.num_col_, dtype=bool)
-    y = np.asarray(h.getSolution().row_dual)
+            return None
+    solution = h.getSolution()
+    y = np.asarray(solution.row_dual)
     a = lp.a_matrix_
     rows = np.repeat(np.arange(lp.num_row_), np.diff(np.asarray(a.start_)))
     d = np.asarray(cost, dtype=float) - np.bincount(np.asarray(a.index_), weights=np.asarray(a.value_) * y[rows],
                                                     minlength=lp.num_col_)
     low = math.fsum(y * np.asarray(lp.row_lower_)) + math.fsum(np.minimum(0.0, d))
-    return low + d > cap + 1e-6 * max(1.0, abs(cap))
+    return Floors(low + d, np.asarray(solution.col_value))
+
+
+def _ruled_out(floors: Floors | None, cap: float) -> Any:
+    """Which columns :func:`_floors` rules out of every solution of objective at most ``cap``
+    (beyond floating-point noise): a boolean array per column; none (an empty array) without a
+    dual."""
+    import numpy as np
+
+    if floors is None:
+        return np.zeros(0, dtype=bool)
+    return floors.least > cap + 1e-6 * max(1.0, abs(cap))
