@@ -67,7 +67,7 @@ import collections
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -216,8 +216,8 @@ class Part:
         """A choice of the block's stores (the first attribute of each class) of a combination."""
         return {st: self.classes[(k, st)][c][0] for st, c in zip(self.blocks[k].stores, t)}
 
-    def patched(self, k: int, vals: list[float], choice: Choice) -> list[float]:
-        """A block's values with the shared z as chosen (assigned stores)."""
+    def patched(self, k: int, vals: Sequence[float], choice: Choice) -> list[float]:
+        """A block's values with the shared z as chosen (assigned stores), a new list."""
         vals = list(vals)
         for st in self.blocks[k].stores:
             if choice.get(st) is not None:
@@ -305,13 +305,14 @@ class BlockCosts:
     deadline: float | None
     watch: Watch = field(default_factory=Watch)
     lp_priced: bool = False
-    # key → optimum, values (None: an enumerated block's, computed on demand by :meth:`plan`)
-    costs: dict[tuple[Any, ...], tuple[float, list[float] | None]] = field(default_factory=dict)
+    # key → optimum, values (None: an enumerated block's, computed on demand by :meth:`plan`; read
+    # only: those loaded from an earlier solve are shared with it, :func:`~mqjoin.planning.ilp.prices.load_prices`)
+    costs: dict[tuple[Any, ...], tuple[float, Sequence[float] | None]] = field(default_factory=dict)
     ties: dict[tuple[Any, ...],
-               tuple[float, list[float] | None, bool]] = field(default_factory=dict)  # → weight, values, proven
+               tuple[float, Sequence[float] | None, bool]] = field(default_factory=dict)  # → weight, values, proven
     lp_bounds: dict[tuple[Any, ...], float] = field(default_factory=dict)  # key → its LP optimum, when fractional
     # per block: (choices it saw, (optimum, values))
-    known: dict[int, list[tuple[tuple[int | None, ...], tuple[float, list[float] | None]]]] = field(
+    known: dict[int, list[tuple[tuple[int | None, ...], tuple[float, Sequence[float] | None]]]] = field(
         default_factory=dict)
     pool: dict[int, list[list[float]]] = field(default_factory=dict)  # plans found per block (first stage)
     lightest: dict[int, list[float]] = field(default_factory=dict)  # per block: its last search's lexicographic optimum
@@ -354,14 +355,14 @@ class BlockCosts:
                 self.assigned[key] = (table, a)
         return left
 
-    def plan(self, key: tuple[Any, ...], choice: Choice, lexicographic: bool) -> list[float]:
+    def plan(self, key: tuple[Any, ...], choice: Choice, lexicographic: bool) -> Sequence[float]:
         """The values of a costed block's columns under a choice (the key's): its lexicographic
         optimum or the optimum found first."""
         if key in self.assigned:
             table, a = self.assigned[key]
             return table.values(a, choice)
         # (kept with the key: only an enumerated block's are computed, above)
-        return cast(list[float], self.ties[key][1] if lexicographic else self.costs[key][1])
+        return cast(Sequence[float], self.ties[key][1] if lexicographic else self.costs[key][1])
 
     def left(self) -> float | None:
         """Seconds left before the deadline (at least 0.01); :class:`Stopped` past it."""
@@ -388,7 +389,7 @@ class BlockCosts:
             h.passModel(highs_lp(sub(), self.part.blocks[k].cols, brows, highspy, np))
         return self.lps[(k, stage)]
 
-    def recost(self, k: int, vals: list[float], choice: Choice) -> tuple[float, list[float]]:
+    def recost(self, k: int, vals: Sequence[float], choice: Choice) -> tuple[float, list[float]]:
         """A plan of the block under these choices: shared z as chosen, broadcasts anew (every
         plan is feasible under every choice; only which of its steps broadcast changes)."""
         part = self.part

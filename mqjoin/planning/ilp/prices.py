@@ -139,8 +139,9 @@ def load_prices(part: Part, costs: BlockCosts, known: Mapping[BlockKey, PricedBl
         def key_of(choice: Named, k: int = k, number: list[dict[frozenset[str], int]] = number) -> tuple[Any, ...]:
             return (k, tuple(None if c is None else number[p][c] for p, c in enumerate(choice)))
 
+        # (the values as kept when the columns are in the order they were: every use copies them)
         for choice, (obj, vals) in hit.costs.items():
-            costs.costs[key_of(choice)] = (obj, list(vals) if moved is None else [vals[i] for i in moved])
+            costs.costs[key_of(choice)] = (obj, vals if moved is None else tuple([vals[i] for i in moved]))
         for choice, (w, vals) in hit.ties.items():
-            costs.ties[key_of(choice)] = (w, list(vals) if moved is None else [vals[i] for i in moved], True)
+            costs.ties[key_of(choice)] = (w, vals if moved is None else tuple([vals[i] for i in moved]), True)
     return found
