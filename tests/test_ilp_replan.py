@@ -447,3 +447,119 @@ def test_a_plan_from_the_candidates_steps_is_the_plan_derived_anew(seed):
     plan = res.plan
     assert build_plan(changed, plan.choices, plan.mode, plan.partitioning) == plan
     assert any(n.cost for n in plan.nodes)
+
+
+# --------------------------------------------------------------------------------------------
+# one coupled part changed: what the re-plan reads from the solve before, and the master's dual
+# --------------------------------------------------------------------------------------------
+
+
+#: (queries, relations, query size): a small and a medium workload whose queries make one coupled part
+SIZES = [(12, 20, 4), (60, 60, 4)]
+
+
+@pytest.mark.parametrize("mirs", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("n,rels,k", SIZES)
+def test_replans_of_a_coupled_workload_equal_solves_from_scratch(n, rels, k, seed, mirs):
+    """A query added, one removed, a rate and a selectivity changed, each re-planned from the
+    result before: each plan is the one a solve from scratch gives (plan, optimum, status, canonical)."""
+    w = random_workload(n, rels, k, seed=seed)
+    added = CHANGES["query added"](w)
+    removed = CHANGES["query removed"](w)[1]
+    rate = CHANGES["rate"](removed)[1]
+    selectivity = CHANGES["selectivity"](rate)[1]
+    res = optimize(added[0], partitioning="single", mirs=mirs)
+    for step in (w, removed, rate, selectivity):
+        res = replan(res, step)
+        _same(res, optimize(step, partitioning="single", mirs=mirs))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prices_read_from_the_solve_before_are_those_of_a_solve_from_scratch(seed):
+    """The blocks' prices a re-plan reads (:func:`load_prices`: the values as kept, not copied)
+    are those its part prices from scratch: the same optimum, and values that cost it."""
+    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.prices import block_keys, kept_prices, load_prices
+
+    w = random_workload(12, 20, 4, seed=seed)
+
+    def part_of(workload):
+        mdl = build_model(enumerate_candidates(workload), "single")
+        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+
+    one = part_of(w.restricted_to(_names(w)[:-1]))
+    costs = BlockCosts(one, deadline=None)
+    for k_, t in one.combinations:
+        costs.lp_cost(k_, one.chosen_by(k_, t))
+    known = kept_prices(one, costs, block_keys(one))
+    two = part_of(w)
+    again, fresh = BlockCosts(two, deadline=None), BlockCosts(two, deadline=None)
+    assert load_prices(two, again, known, block_keys(two)) > 1
+    read = [(k_, t) for (k_, t), key in zip(two.combinations, two.keys) if key in again.costs]
+    assert read
+    for k_, t in read:
+        key = two.key_of(k_, two.chosen_by(k_, t))
+        obj, vals = again.costs[key]
+        assert obj == fresh.lp_cost(k_, two.chosen_by(k_, t))
+        assert math.isclose(math.fsum(two.mdl.cost[c] * v for c, v in zip(two.blocks[k_].cols, vals)), obj,
+                            rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _quick_master(seed):
+    """The master of the coupled part of a small workload, every combination costed."""
+    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.master import Master
+
+    mdl = build_model(enumerate_candidates(random_workload(12, 20, 4, seed=seed)), "single")
+    part = coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+    assert part.quick
+    costs = BlockCosts(part, deadline=None)
+    for k_, t in part.combinations:
+        costs.cost(k_, part.chosen_by(k_, t))
+    return Master(part, costs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_master_solves_its_lp_once_and_the_tie_break_reads_that_dual(seed, monkeypatch):
+    """Every combination costed: one interior-point solve of the master's LP, before the first
+    master (:meth:`Master._prune`), whose dual the tie-break reads (the prices have not
+    changed); the columns it fixes are those a dual computed at the tie-break fixes, and the
+    choice is the one without any column fixed."""
+    import numpy as np
+
+    from mqjoin.planning.ilp import master as ilp_master
+    from mqjoin.planning.ilp.blocks import Incumbent
+
+    calls = []
+    floors, ruled_out = ilp_master._floors, ilp_master._ruled_out
+    monkeypatch.setattr(ilp_master, "_floors", lambda lp, cost: calls.append(cost) or floors(lp, cost))
+    master, best = _quick_master(seed), Incumbent()
+    master.optimise(best)
+    master.tie_break(best)
+    assert len(calls) == 1
+    cap = best.cost * (1 + ilp_master.TIE_SLACK) + ilp_master.TIE_SLACK
+    assert ruled_out(master.floors[1], cap).any()
+    assert np.array_equal(ruled_out(master.floors[1], cap), ruled_out(floors(master.lp, calls[0]), cap))
+    monkeypatch.setattr(ilp_master, "_ruled_out", lambda floors, cap: ruled_out(floors, cap) & False)
+    unpruned, plain = _quick_master(seed), Incumbent()
+    unpruned.optimise(plain)
+    unpruned.tie_break(plain)
+    assert (plain.cost, plain.choice) == (best.cost, best.choice) and abs(plain.weight - best.weight) < 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_masters_dual_is_read_again_only_at_the_same_prices(seed):
+    """:meth:`Master._floors_at` computes the dual anew when the prices change."""
+    import numpy as np
+
+    from mqjoin.planning.ilp.master import _floors
+
+    master = _quick_master(seed)
+    prices = np.array(master.prices(), dtype=float)
+    first = master._floors_at(prices)
+    assert master._floors_at(prices.copy()) is first
+    higher = prices * 1.5 + 1.0
+    again = master._floors_at(higher)
+    fresh = _floors(master.lp, np.concatenate([np.zeros(master.names), higher]))
+    assert again is not first and np.allclose(again.least, fresh.least)
