@@ -306,6 +306,27 @@ def test_no_mir_free_warm_start_when_every_part_is_searched(monkeypatch):
     assert solve(mdl, time_limit=1e-4, start=start).objective >= res.ilp.objective  # a feasible plan
 
 
+def test_a_searched_model_without_a_time_limit_computes_no_start(monkeypatch):
+    """Without a time limit or a monitor nothing stops the search of a searched model, so the
+    start (the plan kept should one stop it) is not computed; with a time limit it is, before
+    the solve.  The same plan either way."""
+    import mqjoin.planning.clash as opt
+    from mqjoin.planning.options import OptimizeOptions
+
+    w = QUICK[2][1]
+    mdl = build_model(enumerate_candidates(w), "single")
+    assert ilp.searched(mdl) and mdl.num_binaries > opt.WARM_START_LIMITED
+    starts: list = []
+    warm_start = opt.warm_start
+    monkeypatch.setattr(opt, "warm_start", lambda *a: starts.append(1) or warm_start(*a))
+    monkeypatch.setattr(opt, "WARM_START_BINARIES", opt.WARM_START_LIMITED)  # (a start without a time limit)
+    free = opt.plan_clash(w, OptimizeOptions(mode="mqo", partitioning="single"))
+    assert starts == []
+    limited = opt.plan_clash(w, OptimizeOptions(mode="mqo", partitioning="single", time_limit=30))
+    assert starts == [1]
+    assert free.plan == limited.plan and free.ilp.canonical and limited.ilp.canonical
+
+
 @pytest.mark.parametrize("name,w", [QUICK[2], (COUPLED[1][0], COUPLED[1][1])], ids=[QUICK[2][0], COUPLED[1][0]])
 def test_the_plan_does_not_depend_on_the_block_threads(monkeypatch, name, w):
     """The coupled search costs its blocks on BLOCK_THREADS threads: one thread, the same plan."""

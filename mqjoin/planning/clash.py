@@ -33,6 +33,7 @@ from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
 from mqjoin.planning.ilp import Model, Solution, build_model, solve, unsearched_binaries
 from mqjoin.planning.ilp.monitor import Monitor
+from mqjoin.planning.ilp.solving import Start
 from mqjoin.planning.options import BUDGET, OptimizeOptions
 from mqjoin.planning.plan import Choice, Plan
 from mqjoin.planning.probe_trees import build_plan
@@ -191,7 +192,8 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     mdl = build_model(cands, partitioning, mir_budget, replica_budget,
                       names=None if before is None else before.name_parts)
     build = time.perf_counter() - t0
-    start = fallback = None
+    start: Start = None
+    fallback = None
     if mirs and solver == "highs" and partitioning != BUDGET and _warm(mdl.num_binaries, time_limit):
         # the plan without MIRs is feasible here too: start from it, so that a time limit
         # still yields a plan (HiGHS alone may find none in large MIR models)
@@ -207,8 +209,14 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
             except NoSolutionError:  # not even that in the time
                 pass
         if base is None:  # the first MIR-free order of each
-            base = first_orders(cands, namespace)
-        start = warm_start(cands, mdl, base)
+            def first_start() -> list[float]:
+                return warm_start(cands, mdl, first_orders(cands, namespace))
+
+            # (nothing stops a solve without a time limit or a monitor: a searched part never
+            # needs the start then, and the solve computes it only for a part that does)
+            start = first_start if time_limit is None and monitor is None else first_start()
+        else:
+            start = warm_start(cands, mdl, base)
         if time_limit is not None:
             time_limit = max(0.01, time_limit - (time.perf_counter() - t1))
     elif monitor is not None and partitioning != BUDGET:  # a plan to keep should the solve be stopped at once

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from mqjoin.model.errors import NoSolutionError
@@ -165,13 +165,19 @@ class Solution:
         return self.values[index]
 
 
+#: a feasible assignment to start from, or what computes it (:func:`solve`)
+Start = list[float] | Callable[[], list[float]] | None
+
+
 def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
-          start: list[float] | None = None, canonical: bool = True, solution_limit: int | None = None,
+          start: Start = None, canonical: bool = True, solution_limit: int | None = None,
           relax_orders: bool | None = None, branching: bool | None = None, monitor: Monitor | None = None,
           fallback: list[float] | None = None, reuse: Mapping[PartKey, SolvedPart] | None = None) -> Solution:
     """Solve the model; raise unless a feasible plan is found.  A time limit that stops the
     solver before optimality gives ``status="time_limit"`` with the gap to the best bound.
-    ``start`` is a feasible assignment of all variables the solver starts from (HiGHS).
+    ``start`` is a feasible assignment of all variables the solver starts from (HiGHS), or a
+    function that computes it, called once, when a part first needs it (a searched part only
+    when it is stopped before it has a plan: without a time limit, never).
     ``solution_limit`` (HiGHS) stops the solver at its ``solution_limit``-th improving solution — a
     limit that, unlike time, does not depend on the machine — with ``status="solution_limit"``.
 
@@ -201,7 +207,19 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
     stop before it has a plan, but not handed to the solvers (so it changes no search).
     ``reuse``: an earlier solution's ``parts`` (with blocks' prices), not solved again (:func:`_known_parts`)."""
-    keep = start if start is not None else fallback
+    made: list[list[float] | None] = []
+
+    def started() -> list[float] | None:
+        """The start, computed the first time it is asked for."""
+        if not made:
+            made.append(start() if callable(start) else start)
+        return made[0]
+
+    def plan_kept() -> list[float] | None:
+        """The plan kept for a part stopped before it has one: the start, else the fallback."""
+        given = started()
+        return given if given is not None else fallback
+
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
@@ -222,12 +240,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
+        keep = plan_kept()
         monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
                        for n, ((cols, _), _) in enumerate(parts)})
     for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
         watch = Watch(monitor, n)
         if watch.stopped:  # not started: the start stands, with bound 0
+            keep = plan_kept()
             if keep is None:
                 raise NoSolutionError("the solve was interrupted before it found any plan")
             for c in cols:
@@ -239,7 +259,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         share = len(cols) / left_cols
         left_cols -= len(cols)
         if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, keep, watch, priced, blocks)
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, plan_kept, watch, priced, blocks)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
                 bd = min(obj, watch.bound(bd))
@@ -259,7 +279,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                 values[c] = v
             objective, bound = objective + obj, bound + obj
             continue
-        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, start, keep,
+        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, started(), plan_kept(),
                                        solution_limit, relax_orders, by_branching, watch)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
@@ -407,17 +427,18 @@ def _by_paths(mdl: Model, cols: list[int], rows: list[int], deadline: float | No
 
 
 def _coupled_or_start(mdl: Model, cols: list[int], rows: list[int], time_limit: float | None, canonical: bool,
-                      start: list[float] | None, watch: Watch = Watch(),
+                      kept: Callable[[], list[float] | None], watch: Watch = Watch(),
                       known: Mapping[BlockKey, PricedBlock] | None = None,
                       blocks: Blocks | None = None) -> CoupledResult | None:
-    """The coupled search's answer for a part (None: the part is not for it), or the start with
-    bound 0 when a time limit stopped the search before it had a plan.  ``known``: blocks
-    priced before; ``blocks``: where the part's blocks' prices go, by its first column (see
-    :func:`~mqjoin.planning.ilp.coupled.solve_coupled`)."""
+    """The coupled search's answer for a part (None: the part is not for it), or the start
+    (``kept()``, computed then) with bound 0 when a time limit stopped the search before it had
+    a plan.  ``known``: blocks priced before; ``blocks``: where the part's blocks' prices go, by
+    its first column (see :func:`~mqjoin.planning.ilp.coupled.solve_coupled`)."""
     try:
         return solve_coupled(mdl, cols, rows, time_limit, canonical, watch, known,
                              None if blocks is None else blocks.setdefault(cols[0], {}))
     except NoSolutionError:
+        start = kept()
         if start is None:
             raise
         vals = [float(start[c]) for c in cols]
