@@ -220,6 +220,7 @@ class Master:
         import numpy as np
 
         part = self.part
+        self.costs.left()  # (the time limit, before the interior point method, which has none)
         floors = self._floors_at(np.array(self.prices(), dtype=float))
         if floors is None:
             return
