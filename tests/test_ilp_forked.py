@@ -202,6 +202,7 @@ def _count_children(monkeypatch) -> list[int]:
 @needs_fork
 @pytest.mark.parametrize("specs", [[(10, 5, 0), (10, 5, 3)], [(40, 4, 1)]])
 def test_two_cores_give_the_plans_of_one(monkeypatch, specs):
+    monkeypatch.setattr(ilp_blocks, "SPREAD_QUICK_PAIRS_PER_MB", 0.0)  # (40 × 4: a fork whatever the memory)
     alone = _plans(monkeypatch, False, specs)
     forks = _count_children(monkeypatch)
     assert _plans(monkeypatch, True, specs) == alone
@@ -242,3 +243,30 @@ def test_a_child_that_dies_has_its_half_done_by_the_parent(monkeypatch):
     forks = _count_children(monkeypatch)
     assert _plans(monkeypatch, True, specs) == alone
     assert forks
+
+
+def test_few_pairs_of_a_part_with_small_mirs_are_not_forked(monkeypatch):
+    """On a part with small MIRs a child is forked only for at least ``SPREAD_QUICK_PAIRS_PER_MB``
+    pairs with a search per MB of the process (a re-plan's new blocks in a large process are
+    priced here); the answers are those of one core either way."""
+    from mqjoin.planning.candidates import enumerate_candidates
+    from mqjoin.planning.ilp.model import build_model, components
+
+    mdl = build_model(enumerate_candidates(random_workload(12, 20, 4, seed=1)), "single")
+    part = ilp_blocks.coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+    assert part.quick
+    splits: list = []
+    monkeypatch.setattr(forked, "available", lambda: True)
+    monkeypatch.setattr(forked, "split", lambda here, there, poll=None: splits.append(1) or (here(), there()))
+
+    def priced(resident: float) -> list[float]:
+        monkeypatch.setattr(forked, "resident_mb", lambda: resident)
+        costs = ilp_blocks.BlockCosts(part, deadline=None)
+        return costs.spread(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)
+
+    pairs = len(part.combinations)
+    large = priced(pairs / ilp_blocks.SPREAD_QUICK_PAIRS_PER_MB + 1)
+    assert splits == []
+    assert priced(pairs / ilp_blocks.SPREAD_QUICK_PAIRS_PER_MB / 2) == large and splits == [1]
+    costs = ilp_blocks.BlockCosts(part, deadline=None)
+    assert large == ilp_blocks.per_block(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)

@@ -100,6 +100,13 @@ WORK_LIMIT_SEVERAL = 100_000
 #: child for half of them (fewer: the fork costs more than it saves)
 SPREAD_MIN = 4
 
+#: on a part with small MIRs (``Part.quick``: a pair costs about half a millisecond) at least
+#: this many pairs with a search per MB of the process's resident memory: a fork costs the
+#: parent about 0.35 ms per MB (the page tables copied, then a fault for every page it writes
+#: while and after the child lives), which the child's half must win back — a re-plan prices
+#: a few new blocks, a hundred pairs or so, in a process of hundreds of MB (benchmarks/RESULTS.md)
+SPREAD_QUICK_PAIRS_PER_MB = 1.2
+
 
 class Stopped(Exception):
     """The coupled search's time limit struck (raised by :meth:`BlockCosts.left` and the master)."""
@@ -631,7 +638,9 @@ class BlockCosts:
                 groups.setdefault(k, []).append(i)
         searchable = sorted((k for k in groups if self.search(k) is not None),  # (built here: the child inherits them)
                             key=lambda k: (-len(groups[k]) * len(self.part.blocks[k].cols), k))
-        if sum(len(groups[k]) for k in searchable) < SPREAD_MIN or len(searchable) > forked.MAX_SHARES:
+        with_search = sum(len(groups[k]) for k in searchable)
+        if (with_search < SPREAD_MIN or len(searchable) > forked.MAX_SHARES
+                or (self.part.quick and with_search < SPREAD_QUICK_PAIRS_PER_MB * forked.resident_mb())):
             return per_block(fn, pairs, skip)
         shares = forked.Shares(list(range(len(searchable))))
         given = {i for k in searchable for i in groups[k]}

@@ -86,6 +86,16 @@ def available() -> bool:
     return len(os.sched_getaffinity(0)) >= 2 and fork_hazard() is None
 
 
+def resident_mb() -> float:
+    """This process's resident memory in MB (0 where ``/proc`` does not tell: forking is for
+    Linux only)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def fork_hazard() -> str | None:
     """Why forking this process now could hang the child, or None: a running Jupyter kernel, a
     live Spark context, or any other thread than the one asking (see the module docstring).
