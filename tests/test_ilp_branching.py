@@ -439,3 +439,34 @@ def test_reduced_cost_fixing_keeps_the_optimum_and_fixes_only_what_cannot_pay(mo
                     assert h.getInfo().objective_function_value >= threshold - 1e-6 * max(1.0, abs(threshold))
                 checked.append(j)
     assert len(checked) > 20
+
+
+@pytest.mark.parametrize("master", [False, True], ids=["depth_first", "lp_priced_master"])
+def test_blocks_whose_searches_give_up_search_further_instead_of_branching(monkeypatch, master):
+    """Five-way blocks whose searches give up (a node limit of 3) are costed, where a branch and
+    bound would follow (a fractional LP, or a choice the master picks), by the block's search
+    with FURTHER times the limits: no branch and bound in the blocks where that search ends, a
+    branch and bound where it gives up too, and either way the canonical plan of a solve whose
+    searches never give up."""
+    mdl = build_model(enumerate_candidates(FIVE), "single")
+    if master:
+        monkeypatch.setattr(ilp_coupled, "MASTER_MIN_STORES", 1)
+    reference = solve(mdl)
+    calls: list = []
+    bb = ilp_branching.branch_and_bound
+    monkeypatch.setattr(ilp_blocks, "branch_and_bound", lambda *a, **k: calls.append(1) or bb(*a, **k))
+    made: list = []
+    further = ilp_blocks.BlockCosts._further
+    monkeypatch.setattr(ilp_blocks.BlockCosts, "_further", lambda self, k: made.append(k) or further(self, k))
+    monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 3)
+    for times, branched in ((10_000, False), (1, True)):  # (1: the search further on gives up as well)
+        monkeypatch.setattr(ilp_blocks, "FURTHER", times)
+        made.clear()
+        calls.clear()
+        sol = solve(mdl)
+        assert reference.optimal and sol.optimal and sol.canonical
+        assert math.isclose(sol.objective, reference.objective, rel_tol=1e-9)
+        assert [round(v) for v in sol.values] == [round(v) for v in reference.values]
+        assert made and bool(calls) == branched
+    monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 0)  # the searches switched off: the branch and bound
+    assert math.isclose(solve(mdl).objective, reference.objective, rel_tol=1e-9) and calls

@@ -30,7 +30,10 @@ search, the master ILP and the caches see *classes* of attributes per (block, st
 * else the best plan the block found under other choices, recosted (every plan is feasible
   under every choice; only which steps broadcast changes), when that meets the best bound
   known — the LP bound or the optimum under a less decided choice;
-* else the branch and bound of :mod:`mqjoin.planning.ilp.branching`, started from that plan.
+* else — its LP fractional, or no plan recosted meets the bound — for a block of one query with
+  large MIRs, its search again with :data:`FURTHER` times the limits, which then costs the
+  block's later combinations too, without LPs; where that gives up as well, or for small MIRs,
+  the branch and bound of :mod:`mqjoin.planning.ilp.branching`, started from that plan.
 
 The canonical tie-break works per block too: once the shared choices are fixed, cost and
 tie-break weight add up over the blocks, so each block's lexicographic optimum (least weight
@@ -76,6 +79,7 @@ from typing import Any, TypeVar, cast
 
 from mqjoin.planning.candidates import MIR
 from mqjoin.planning.ilp import forked
+from mqjoin.planning.ilp import paths as block_paths
 from mqjoin.planning.ilp.backends import INTEGRALITY_TOLERANCE, highs_lp, silent_highs
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.enumeration import BlockTable, block_tables
@@ -94,6 +98,14 @@ BLOCK_THREADS = min(4, os.cpu_count() or 1)
 #: where the search struggles; the searches of such blocks that ended on the random workloads
 #: measured stayed well below it
 WORK_LIMIT_SEVERAL = 100_000
+
+
+#: a block of large MIRs whose search gave up searches on with this many times the node and
+#: work limits (:data:`~mqjoin.planning.ilp.paths.NODE_LIMIT`,
+#: :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`) before a branch and bound
+#: (:meth:`BlockCosts._further`); the six-way blocks measured whose LPs came out fractional
+#: ended their searches within them, far sooner than by LPs (benchmarks/RESULTS.md, section ILP)
+FURTHER = 20
 
 
 #: at least this many pairs of blocks with a search before :meth:`BlockCosts.spread` forks a
@@ -327,6 +339,9 @@ class BlockCosts:
     assigned: dict[tuple[Any, ...], tuple[BlockTable, int]] = field(default_factory=dict)  # key → its table, assignment
     searches: dict[int, BlockPaths | SeamSearch
                    | None] = field(default_factory=dict)  # per block: its search (None: LPs)
+    # per block whose search gave up: its search further on, once a branch and bound would
+    # follow (:meth:`_further`; None: that gave up too)
+    further: dict[int, BlockPaths | None] = field(default_factory=dict)
     _integer: list[Any] = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
     _upper: list[Any] = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
     _costed: list[Any] = field(init=False, repr=False)  # per block: (position, cost) of its columns that cost
@@ -441,29 +456,53 @@ class BlockCosts:
 
     def lp_cost(self, k: int, choice: Choice) -> float:
         """The block's LP under the choices: its optimum when integral (costed then), else a
-        bound (``lp_bounds``); either way the best bound known (:meth:`lower`)."""
+        bound (``lp_bounds``) — or, where the block may search further (:meth:`_further`), its
+        optimum by that search, which then costs the block's other choices without LPs; either
+        way the best bound known (:meth:`lower`)."""
         key = self.part.key_of(k, choice)
         if key not in self.costs and key not in self.lp_bounds and not self.searched(k, choice):
             b = self.part.blocks[k]
             res = self.block_lp(k, self.instance(k, 0, lambda: self.part.restricted(k, choice), b.rows), choice)
             if res is not None and res[1] is not None:
                 self.costs[key] = (math.fsum(self.part.mdl.cost[c] * v for c, v in zip(b.cols, res[1])), res[1])
-            elif res is not None:
+            elif res is not None and not (self._further(k) and self.searched(k, choice)):
                 self.lp_bounds[key] = res[0]
         return self.costs[key][0] if key in self.costs else self.lower(k, key)
 
     def search(self, k: int) -> BlockPaths | SeamSearch | None:
         """The block's search without LPs (:mod:`mqjoin.planning.ilp.paths`), or once that
         gave up on the block (too many nodes), its search by its seam
-        (:mod:`mqjoin.planning.ilp.seams`: several queries), or None once that gave up too or
-        the block has none, or has rows the search does not model."""
+        (:mod:`mqjoin.planning.ilp.seams`: several queries), or once that gave up too its
+        search further on where :meth:`_further` made one, else None (the block has none, or
+        has rows the search does not model, or every search of it gave up)."""
         if k not in self.searches:
             b = self.part.blocks[k]
             paths = self.searches[k] = (BlockPaths(self.part.mdl, b.cols, self.part.tie, self._check())
                                         if applies(self.part.mdl, b.rows) else None)
             if paths is not None and paths.queries > 1:  # (the seam's way is cheaper where this one struggles)
                 paths.work_limit = min(paths.work_limit, WORK_LIMIT_SEVERAL)
-        return self.searches[k]
+        found = self.searches[k]
+        return found if found is not None else self.further.get(k)
+
+    def _further(self, k: int) -> bool:
+        """Whether the block now has a search further on (:meth:`search`): made, in place of
+        the branch and bound of :mod:`mqjoin.planning.ilp.branching`, for a block of one query
+        with large MIRs whose search gave up, with :data:`FURTHER` times its node and work
+        limits.  The block's LPs are fractional as a rule there, and the branch and bound solves
+        one per node, where a node of the search costs far less.  Small MIRs keep the branch and
+        bound (their LPs are integral as a rule), and so does a node limit of 0 (the searches
+        switched off); a block whose search further on gives up too goes back to it."""
+        if k in self.further:
+            return self.further[k] is not None
+        b = self.part.blocks[k]
+        gave_up = k in self.searches and self.searches[k] is None
+        if not gave_up or self.part.quick or block_paths.NODE_LIMIT <= 0 or not applies(self.part.mdl, b.rows):
+            return False
+        paths = BlockPaths(self.part.mdl, b.cols, self.part.tie, self._check(),
+                           limit=FURTHER * block_paths.NODE_LIMIT)
+        paths.work_limit = FURTHER * block_paths.WORK_LIMIT
+        self.further[k] = paths if paths.queries == 1 else None
+        return self.further[k] is not None
 
     def _check(self) -> Callable[[], None]:
         """A check for the searches: raises :class:`Stopped` as :meth:`left` does (without a
@@ -479,8 +518,12 @@ class BlockCosts:
     def _gave_up(self, k: int) -> None:
         """The block's search gave up: its seam's next, if it has one and has not given up;
         without one, a search of several queries tries again up to the full
-        :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`."""
+        :data:`~mqjoin.planning.ilp.paths.WORK_LIMIT`; a search further on (:meth:`_further`)
+        gives up for good."""
         paths = self.searches[k]
+        if paths is None:  # (its search further on gave up)
+            self.further[k] = None
+            return
         if isinstance(paths, BlockPaths):
             b = self.part.blocks[k]
             seam = find_seam(self.part.mdl, b.cols, b.rows, frozenset(self.part.shared))
@@ -495,7 +538,7 @@ class BlockCosts:
     def searched(self, k: int, choice: Choice) -> bool:
         """Cost the block under the choices by its search (:meth:`search`), which need only beat
         the block's last plan recosted there; False when it has none or the search gives up
-        (then no other combination of the block tries it)."""
+        (then no other combination of the block tries it, unless it searches further on)."""
         paths = self.search(k)
         if paths is None:
             return False
@@ -519,7 +562,8 @@ class BlockCosts:
         """The block's optimum under the choices: by its search without LPs where it ends
         within its nodes, else its LP when integral (small MIRs, ``quick``, or ``lp_priced``),
         else the best recosted known plan when it meets the best bound known (exact then), else
-        a branch and bound from it."""
+        its search further on (large MIRs, :meth:`_further`) or a branch and bound
+        from that plan."""
         part, b = self.part, self.part.blocks[k]
         key = part.key_of(k, choice)
         if key not in self.costs and self.searched(k, choice):
@@ -534,6 +578,8 @@ class BlockCosts:
                 self.costs[key] = plan
                 self.known.setdefault(k, []).append((key[1], plan))
                 return plan[0]
+            if self._further(k) and self.searched(k, choice):
+                return self.costs[key][0]
             start = None
             if plan is not None:
                 start = [0.0] * part.mdl.num_variables
@@ -705,10 +751,11 @@ class BlockCosts:
                 {k: v for k, v in self.known.items() if k in blocks and len(v) != known.get(k)},
                 {k: v for k, v in self.pool.items() if k in blocks and len(v) != pool.get(k)},
                 {k: v for k, v in self.lightest.items() if k in blocks and v is not lightest.get(k)},
-                {k: type(self.searches[k]) for k in blocks if k in self.searches})
+                {k: type(self.searches[k]) for k in blocks if k in self.searches},
+                {k for k in blocks if k in self.further and self.further[k] is None})
 
     def _merge(self, entries: tuple[Any, ...]) -> None:
-        costs, ties, lp_bounds, known, pool, lightest, gave_up = entries
+        costs, ties, lp_bounds, known, pool, lightest, gave_up, further_gave_up = entries
         self.costs.update(costs)
         self.ties.update(ties)
         self.lp_bounds.update(lp_bounds)
@@ -718,6 +765,8 @@ class BlockCosts:
         for k, kind in gave_up.items():  # (the child's search of the block gave up: so does this side's)
             while k in self.searches and self.searches[k] is not None and not isinstance(self.searches[k], kind):
                 self._gave_up(k)
+        for k in further_gave_up:  # (so did its search further on)
+            self.further[k] = None
 
 
 def per_block(fn: Callable[[int, _Of], float], pairs: list[tuple[int, _Of]],

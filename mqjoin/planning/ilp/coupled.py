@@ -21,8 +21,8 @@ relaxation: blocks may choose differently).  Three ways through, by the part's s
   :data:`~mqjoin.planning.ilp.model.TIE_SLACK` of the optimum and keeps the least tie-break
   weight at the optimal cost;
 * **large MIRs, many shared stores**: a first plan at once (each store partitioned as most
-  blocks chose alone, :func:`_first_plan`), every combination priced by its LP (up to
-  :data:`LP_PRICED_MAX_COMBINATIONS`), then the
+  blocks chose alone, :func:`_first_plan`), every combination priced (up to
+  :data:`LP_PRICED_MAX_COMBINATIONS`) by the block's search, else its LP, then the
   master ILP repriced until its choice is costed exactly; with ``canonical`` the master's
   tie-break, repriced and reweighed in the same way until its choice is exact.
 
@@ -69,9 +69,11 @@ MASTER_MIN_STORES = 12
 #: (benchmarks/RESULTS.md, section ILP)
 QUICK_MAX_COMBINATIONS = 50_000
 
-#: parts with large MIRs under the master are priced by their LPs up front up to this many
-#: combinations (one LP each)
-LP_PRICED_MAX_COMBINATIONS = 5000
+#: parts with large MIRs under the master are priced up front (each combination by its
+#: block's search, else its LP) up to this many combinations; past it the master prices
+#: lazily, the combinations it picks only, whose bounds stay the blocks' optima alone until
+#: nearly every combination is priced (benchmarks/RESULTS.md, section ILP)
+LP_PRICED_MAX_COMBINATIONS = 50_000
 
 #: (status, objective, bound, values of the part's columns, canonical proven)
 CoupledResult = tuple[str, float, float, list[float], bool]
