@@ -214,8 +214,11 @@ def test_two_cores_give_the_plans_of_one(monkeypatch, specs):
 def test_blocks_whose_search_gives_up_in_the_child_are_finished_by_the_parent(monkeypatch, specs):
     """With a tiny node limit most searches give up.  Four-way blocks (small MIRs) then need
     HiGHS, which the child does not run: the parent takes them over where the child stopped.
-    Five-way blocks search on without a node limit, on either side.  The same plan either way."""
+    Five-way blocks search on with larger limits (``FURTHER``), on either side.  The same plan
+    either way.  (The child is forked whatever the process's size: the fork rule for small MIRs
+    weighs the pairs against the resident memory, which a test worker's size would decide.)"""
     monkeypatch.setattr(ilp_paths, "NODE_LIMIT", 3)
+    monkeypatch.setattr(ilp_blocks, "SPREAD_QUICK_PAIRS_PER_MB", 0.0)
     alone = _plans(monkeypatch, False, specs)
     left, split = [], forked.split
 

@@ -207,19 +207,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     ``fallback``: a feasible assignment kept wherever a ``start`` would be, should the solve
     stop before it has a plan, but not handed to the solvers (so it changes no search).
     ``reuse``: an earlier solution's ``parts`` (with blocks' prices), not solved again (:func:`_known_parts`)."""
-    made: list[list[float] | None] = []
-
-    def started() -> list[float] | None:
-        """The start, computed the first time it is asked for."""
-        if not made:
-            made.append(start() if callable(start) else start)
-        return made[0]
-
-    def plan_kept() -> list[float] | None:
-        """The plan kept for a part stopped before it has one: the start, else the fallback."""
-        given = started()
-        return given if given is not None else fallback
-
+    stand_in = _StandIn(start, fallback)
     check_solver(solver)
     check_time_limit(time_limit)
     check_solution_limit(solution_limit, solver)
@@ -240,14 +228,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
-        keep = plan_kept()
+        keep = stand_in()
         monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
                        for n, ((cols, _), _) in enumerate(parts)})
     for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
         watch = Watch(monitor, n)
         if watch.stopped:  # not started: the start stands, with bound 0
-            keep = plan_kept()
+            keep = stand_in()
             if keep is None:
                 raise NoSolutionError("the solve was interrupted before it found any plan")
             for c in cols:
@@ -259,7 +247,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         share = len(cols) / left_cols
         left_cols -= len(cols)
         if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, plan_kept, watch, priced, blocks)
+            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, stand_in, watch, priced, blocks)
             if coupled is not None:
                 st, obj, bd, vals, done = coupled
                 bd = min(obj, watch.bound(bd))
@@ -279,17 +267,13 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                 values[c] = v
             objective, bound = objective + obj, bound + obj
             continue
-        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, started(), plan_kept(),
-                                       solution_limit, relax_orders, by_branching, watch)
+        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, stand_in.started(),
+                                       stand_in(), solution_limit, relax_orders, by_branching, watch)
         if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
             # the objective stays the optimum's: the canonical values cost the same, up to the
             # slack that the continuous variables may take in the tie-break solve
-            # the branch and bound's tie-break (integral weights, a few LPs) runs to the end
-            # unless the solve has a time limit; HiGHS's and CBC's MIP get a share of the first solve's time
-            left = remaining()
-            budget = None if by_branching else max(TIE_MIN_SECONDS, TIE_SHARE * (time.perf_counter() - t1))
             done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
-                                    left if budget is None else budget if left is None else min(left, budget),
+                                    _tie_seconds(remaining(), by_branching, time.perf_counter() - t1),
                                     threads, by_branching, watch.quiet())
             is_canonical = is_canonical and done
         else:
@@ -305,6 +289,38 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical, blocks)
     return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
                     len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
+
+
+@dataclass
+class _StandIn:
+    """The plan that stands in for a part of :func:`solve` stopped before it has one: the start
+    (computed the first time it is asked for, :meth:`started`), else the fallback."""
+
+    start: Start
+    fallback: list[float] | None
+    _made: list[list[float] | None] = field(default_factory=list)
+
+    def started(self) -> list[float] | None:
+        if not self._made:
+            self._made.append(self.start() if callable(self.start) else self.start)
+        return self._made[0]
+
+    def __call__(self) -> list[float] | None:
+        given = self.started()
+        return given if given is not None else self.fallback
+
+
+def _tie_seconds(left: float | None, branching: bool, first: float) -> float | None:
+    """The time of a part's tie-break after a solve of ``first`` seconds, ``left`` being what
+    remains of the time limit: the branch and bound's (integral weights, a few LPs) runs to
+    the end unless the solve has a time limit; HiGHS's and CBC's MIP get a share of the first
+    solve's time (:data:`TIE_SHARE`, at least :data:`TIE_MIN_SECONDS`).
+
+    >>> _tie_seconds(None, True, 8.0), _tie_seconds(None, False, 8.0), _tie_seconds(1.0, False, 8.0)
+    (None, 2.0, 1.0)
+    """
+    budget = None if branching else max(TIE_MIN_SECONDS, TIE_SHARE * first)
+    return left if budget is None else budget if left is None else min(left, budget)
 
 
 #: the blocks' prices of the coupled parts a solve solved, by the part's first column
