@@ -5,11 +5,14 @@ jars — the same thousands of classes every time.  Java's class-data sharing (C
 classes a JVM loaded into an archive when it exits (``-XX:ArchiveClassesAtExit``) and map that
 archive into later JVMs (``-XX:SharedArchiveFile``), which then skip that work.
 
-* **Where.**  One archive per Spark build and Java runtime, under the cache
-  (:func:`~mqjoin.support.cachedir.cache_root`): ``jvm/spark-<version>-<key>.jsa``, the key a
-  digest of the ``java`` executable's real path and Spark's jar folder (:func:`archive_path`).
-  A JVM given an archive of another Java build or class path does not use it (it checks), so a
-  stale key costs only the sharing.
+* **Where.**  One archive per Spark install and Java runtime, under the cache
+  (:func:`~mqjoin.support.cachedir.cache_root`): ``jvm/spark-<version>-<place>-<build>.jsa``
+  (:func:`archive_path`).  The place is a digest of the ``java`` executable's real path and
+  Spark's jar folder; the build a digest of the size and modification time of every jar there
+  and of the Java runtime's own library.  The JVM checks both before it maps an archive and
+  silently runs without one that does not match, so a reinstall of PySpark into the same
+  environment (new files, new times) must lead to a new archive, not to a stale one used
+  never again.  A new archive replaces the ones of its place (:func:`_remove_superseded`).
 * **Made once, beside the work.**  The first start that finds no archive starts as before, and
   sets off a detached, low-priority process (``python -m mqjoin.runtime.spark.cds PATH``,
   :func:`make`) that starts a Spark session of its own, runs a small batch query, a Python
@@ -88,14 +91,45 @@ def _java() -> str:
     return os.path.realpath(java)
 
 
+def _place() -> str:
+    """Where this Spark and Java are: the digest of the ``java`` executable's real path and
+    Spark's jar folder."""
+    return hashlib.sha1(f"{_java()}\n{_spark_jars()}".encode()).hexdigest()[:12]
+
+
+def _build() -> str:
+    """Which files are there: the digest of the name, size and modification time of every jar
+    in Spark's jar folder and of the Java runtime's library (what the JVM compares with the
+    archive's record before it maps it).
+
+    >>> import tempfile
+    >>> home = Path(tempfile.mkdtemp()); (home / "jars").mkdir(); os.environ["SPARK_HOME"] = str(home)
+    >>> _ = (home / "jars" / "a.jar").write_bytes(b"x"); before = _build()
+    >>> before == _build()
+    True
+    >>> os.utime(home / "jars" / "a.jar", ns=(0, 0)); before == _build()  # the same jar installed anew
+    False
+    >>> del os.environ["SPARK_HOME"]
+    """
+    java = Path(_java())
+    files = [java.parent.parent / "lib" / "server" / "libjvm.so", java]
+    with contextlib.suppress(OSError):
+        files += sorted(Path(_spark_jars()).glob("*.jar"))
+    digest = hashlib.sha1()
+    for f in files:
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            digest.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:12]
+
+
 def archive_path() -> Path:
-    """The archive for this Spark build and Java runtime (whether it exists or not)."""
+    """The archive for this Spark install and Java runtime (whether it exists or not)."""
     try:
         version = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    key = hashlib.sha1(f"{_java()}\n{_spark_jars()}".encode()).hexdigest()[:12]
-    return cache_root() / "jvm" / f"spark-{version}-{key}.jsa"
+    return cache_root() / "jvm" / f"spark-{version}-{_place()}-{_build()}.jsa"
 
 
 def java_options(make_missing: bool = True) -> str:
@@ -171,6 +205,7 @@ def make(path: Path) -> bool:
         code = _dump(part)
         if code == 0 and part.is_file() and part.stat().st_size > 0:
             os.replace(part, path)
+            _remove_superseded(path)
             return True
         log.info("the JVM exited with %s without a whole class archive", code)
         return False
@@ -204,6 +239,26 @@ def _remove_orphans(folder: Path) -> None:
                 part.unlink()
         except OSError:  # alive, another user's
             continue
+
+
+def _remove_superseded(path: Path) -> None:
+    """Remove the archives that ``path`` replaces: those of the same place (Java and Spark
+    folder) for other files there, whichever Spark version, and those named by the place alone
+    (made before the name had a build).  A JVM that has one mapped keeps it until it exits.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in ("spark-4.0.0-aaa-old.jsa", "spark-4.0.0-aaa.jsa", "spark-4.1.0-aaa-new.jsa",
+    ...              "spark-4.1.0-bbb-new.jsa", "spark-4.1.0-aaa-new.jsa.lock"):
+    ...     _ = (d / name).write_bytes(b"x")
+    >>> _remove_superseded(d / "spark-4.1.0-aaa-new.jsa"); sorted(p.name for p in d.iterdir())
+    ['spark-4.1.0-aaa-new.jsa', 'spark-4.1.0-aaa-new.jsa.lock', 'spark-4.1.0-bbb-new.jsa']
+    """
+    place = path.stem.split("-")[2]
+    for other in path.parent.glob("spark-*.jsa"):
+        if other != path and other.stem.split("-")[2:3] == [place]:
+            with contextlib.suppress(OSError):
+                other.unlink()
 
 
 def _dump(part: Path) -> int | None:
