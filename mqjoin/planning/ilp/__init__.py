@@ -7,6 +7,7 @@ One module per job, each depending only on those above it::
                partition attribute), the broadcast indicators; tie-break weights; components
     forked     half of a pure-Python computation in a forked child (the blocks' searches on two cores)
     monitor    a running solve's incumbent and bound as they improve, and its stop
+    fairshare  a bound on every part at once, each step's cost shared among its possible users
     formats    the model as a PuLP problem, LP and MPS files
     backends   HiGHS and CBC on one part: statuses, bounds, gaps
     branching  the LP branch and bound that branches on MIR materialisation first

@@ -4,7 +4,8 @@
 inside a part (HiGHS's MIP through its improving-solution callback, the branch and bound, the
 coupled search and its master) tells a :class:`Monitor` its part's best plan and proven
 bound whenever either improves.  The monitor adds them up over the parts — a part not solved
-yet counts with its start's cost (the plan kept should the solve stop there) and bound 0 —
+yet counts with its start's cost (the plan kept should the solve stop there) and the bound it has
+from the start (:mod:`~mqjoin.planning.ilp.fairshare`) —
 and records one :class:`Report` (seconds, incumbent, bound) each time the whole model's
 incumbent falls or its bound rises, calling ``on_report`` with it: the progress lines of
 ``mqjoin optimize`` and the explorer's incumbent/bound chart.
@@ -126,11 +127,19 @@ class Monitor:
         """Seconds since the monitor was made (the clock of its reports)."""
         return time.perf_counter() - self._t0
 
-    def begin(self, fallback: dict[object, float]) -> None:
+    def begin(self, fallback: dict[object, float], floors: dict[object, float] | None = None) -> None:
         """A solve starts: its parts (keys) with the cost of the plan each keeps should the
-        solve stop before it has a better one (``math.inf``: none)."""
+        solve stop before it has a better one (``math.inf``: none), and the bound each has
+        from the start (``floors``, 0 where absent: :mod:`~mqjoin.planning.ilp.fairshare`).
+
+        >>> m = Monitor()
+        >>> m.begin({0: 50.0, 1: 70.0}, {0: 20.0})
+        >>> m.reports[-1].bound, m.bound_of(0)
+        (20.0, 20.0)
+        """
+        floors = floors or {}
         with self._lock:
-            self._parts = {key: (cost, 0.0) for key, cost in fallback.items()}
+            self._parts = {key: (cost, min(cost, floors.get(key, 0.0))) for key, cost in fallback.items()}
         self._emit()
 
     def bound_of(self, part: object) -> float:

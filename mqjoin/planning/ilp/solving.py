@@ -54,6 +54,7 @@ from mqjoin.planning.ilp.backends import (INTEGRALITY_TOLERANCE, PartResult, cbc
 from mqjoin.planning.ilp.blocks import Stopped
 from mqjoin.planning.ilp.branching import branch_and_bound, large_mirs
 from mqjoin.planning.ilp.coupled import CoupledResult, solve_coupled
+from mqjoin.planning.ilp.fairshare import fair_shares
 from mqjoin.planning.ilp.model import TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model, PartKey, components, part_key
 from mqjoin.planning.ilp.monitor import Monitor, Watch, relative_gap
 from mqjoin.planning.ilp.paths import BlockPaths, TooLarge, applies
@@ -228,9 +229,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
     left_cols = sum(len(c) for (c, _), _ in parts)
     if monitor is not None:
-        keep = stand_in()
-        monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
-                       for n, ((cols, _), _) in enumerate(parts)})
+        _begin(monitor, mdl, [cols for (cols, _), _ in parts], stand_in())
     for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
         watch = Watch(monitor, n)
@@ -241,6 +240,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             for c in cols:
                 values[c] = float(keep[c])
             objective += math.fsum(mdl.cost[c] * keep[c] for c in cols)
+            bound += watch.bound(0.0)  # (its fair shares)
             status, is_canonical = "time_limit", False
             continue
         # under a time limit each part gets its share of what is left, by size
@@ -289,6 +289,15 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical, blocks)
     return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
                     len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
+
+
+def _begin(monitor: Monitor, mdl: Model, parts: list[list[int]], keep: list[float] | None) -> None:
+    """Tell the monitor the parts to solve: the cost of each under the plan that stands in for
+    it (``keep``; none: ``math.inf``) and its fair shares, so that the first plan reported comes
+    with a bound (:mod:`~mqjoin.planning.ilp.fairshare`, one pass over the probe orders)."""
+    floors = fair_shares(mdl, parts)
+    monitor.begin({n: math.inf if keep is None else math.fsum(mdl.cost[c] * keep[c] for c in cols)
+                   for n, cols in enumerate(parts)}, dict(enumerate(floors)))
 
 
 @dataclass
