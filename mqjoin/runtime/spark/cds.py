@@ -103,13 +103,14 @@ def _build() -> str:
     archive's record before it maps it).
 
     >>> import tempfile
+    >>> was = os.environ.get("SPARK_HOME")
     >>> home = Path(tempfile.mkdtemp()); (home / "jars").mkdir(); os.environ["SPARK_HOME"] = str(home)
     >>> _ = (home / "jars" / "a.jar").write_bytes(b"x"); before = _build()
     >>> before == _build()
     True
     >>> os.utime(home / "jars" / "a.jar", ns=(0, 0)); before == _build()  # the same jar installed anew
     False
-    >>> del os.environ["SPARK_HOME"]
+    >>> _ = os.environ.pop("SPARK_HOME") if was is None else os.environ.update(SPARK_HOME=was)
     """
     java = Path(_java())
     files = [java.parent.parent / "lib" / "server" / "libjvm.so", java]
