@@ -57,10 +57,14 @@ from mqjoin.planning.ilp.model import Model
 def fair_shares(mdl: Model, parts: Sequence[Sequence[int]]) -> list[float]:
     """The bound of each part (its columns; components of the model) described in the module
     docstring: at most the cost of every plan of the part that materialises only MIRs it
-    probes, so at most its optimum."""
+    probes, so at most its optimum.  Only the groups of those parts are read: every group with
+    an order through a step or an MIR lies in the part of that column, so the parts not asked
+    for change no share."""
+    of_col = {c: n for n, cols in enumerate(parts) for c in cols}
     groups: dict[tuple[Owner, str], list[int]] = {}
     for (owner, start, _), xi in mdl.x.items():
-        groups.setdefault((owner, start), []).append(xi)
+        if xi in of_col:
+            groups.setdefault((owner, start), []).append(xi)
     users: dict[int, int] = {}  # y or m column → the groups with an order through it
     for xs in groups.values():
         seen: set[int] = set()
@@ -76,18 +80,14 @@ def fair_shares(mdl: Model, parts: Sequence[Sequence[int]]) -> list[float]:
         if isinstance(owner, MIR):
             mi = mdl.m[owner]
             upkeep[mi] = upkeep.get(mi, 0.0) + min(charge[xi] for xi in xs)
-    of_col = {c: n for n, cols in enumerate(parts) for c in cols}
     out = [0.0] * len(parts)
     for (owner, _), xs in groups.items():
-        n = of_col.get(xs[0])  # (None: a part not asked for)
-        if n is not None and not isinstance(owner, MIR):
-            out[n] += min(charge[xi] + math.fsum(upkeep.get(mi, 0.0) / users[mi] for mi in mdl.order_mirs[xi])
-                          for xi in xs)
+        if not isinstance(owner, MIR):
+            out[of_col[xs[0]]] += min(charge[xi] + math.fsum(upkeep.get(mi, 0.0) / users[mi]
+                                                             for mi in mdl.order_mirs[xi]) for xi in xs)
     if mdl.policy == "single" and mdl.b:
         for yi, extra in _broadcasts(mdl, groups, users):
-            n = of_col.get(yi)
-            if n is not None:
-                out[n] += extra
+            out[of_col[yi]] += extra
     return out
 
 

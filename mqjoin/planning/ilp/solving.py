@@ -233,14 +233,14 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     for n, ((cols, rows), method) in enumerate(parts):
         t1 = time.perf_counter()
         watch = Watch(monitor, n)
-        if watch.stopped:  # not started: the start stands, with bound 0
+        if watch.stopped:  # not started: the start stands, with the part's fair shares as bound
             keep = stand_in()
             if keep is None:
                 raise NoSolutionError("the solve was interrupted before it found any plan")
             for c in cols:
                 values[c] = float(keep[c])
             objective += math.fsum(mdl.cost[c] * keep[c] for c in cols)
-            bound += watch.bound(0.0)  # (its fair shares)
+            bound += watch.bound(0.0)
             status, is_canonical = "time_limit", False
             continue
         # under a time limit each part gets its share of what is left, by size
