@@ -563,3 +563,142 @@ def test_the_masters_dual_is_read_again_only_at_the_same_prices(seed):
     again = master._floors_at(higher)
     fresh = _floors(master.lp, np.concatenate([np.zeros(master.names), higher]))
     assert again is not first and np.allclose(again.least, fresh.least)
+
+
+def _model_by_name(mdl):
+    """A model as its names say: every column (name, cost, tie-break weight, bound, integrality),
+    every row (name, its columns by name with coefficients, bounds), every part (its columns by
+    name) and every partition choice (its store and index), each sorted: what two models must
+    share to be the same model, wherever their columns and rows stand."""
+    names = mdl.names
+    cols = sorted((names[c], mdl.cost[c], mdl.tie[c], mdl.upper[c], mdl.integer[c]) for c in range(len(names)))
+    rows = sorted((n, tuple(sorted((names[i], a) for i, a in zip(idx, coef))), lo, hi)
+                  for n, idx, coef, lo, hi in mdl.rows)
+    parts = sorted(sorted(names[c] for c in cols) for cols, _ in components(mdl))
+    choices = sorted((names[c], st.label, j) for c, (st, j) in mdl.z_index().items())
+    return cols, rows, parts, choices
+
+
+#: (queries, relations, query size, seed, policy, MIRs): workloads whose last two queries, added
+#: one at a time, take no name made already (else the model is built anew: see below)
+GROWN = [(8, 40, 3, 2, "single", True), (10, 40, 4, 0, "single", True), (10, 40, 4, 2, "single", False),
+         (8, 40, 3, 4, "replicas", True), (12, 30, 4, 2, "single", True), (8, 30, 5, 6, "single", True)]
+
+
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
+def test_a_model_grown_by_a_query_is_the_model_built_anew(n, rels, k, seed, policy, mirs, monkeypatch):
+    """The model of a re-plan after a query was added, grown from the model before
+    (:func:`extend_model`), is the model built from scratch: the same columns, rows, parts and
+    partition choices by name; the columns before keep their places and names, and the links
+    without ``z`` it extends are those computed anew.  (Models this small get the group
+    broadcast rows, which a grown model does not: they are left out here.)"""
+    from mqjoin.planning.ilp import extend_model, model as ilp_model
+    from mqjoin.planning.ilp.model import plain_links
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    w = random_workload(n, rels, k, seed=seed)
+    before, after = CHANGES["query added"](w)
+    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
+    plain_links(old)  # (the links a solve computed, which the grown model extends)
+    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
+    assert grown is not None
+    whole = build_model(enumerate_candidates(after, mirs=mirs), policy)
+    assert _model_by_name(grown) == _model_by_name(whole)
+    assert grown.names[:len(old.names)] == old.names and grown.num_variables > old.num_variables
+    root, with_z = plain_links(grown)
+    grown._keys.clear()
+    again, with_z_again = plain_links(grown)
+    assert with_z == with_z_again
+    assert {tuple(c for c in range(len(root)) if root[c] == r) for r in set(root)} == \
+        {tuple(c for c in range(len(again)) if again[c] == r) for r in set(again)}
+
+
+def test_some_grown_models_repartition_a_store():
+    """The cases above include stores that the added query gives a new partition candidate:
+    their choice and broadcast rows are written anew, not only added to."""
+    grew = 0
+    for n, rels, k, seed, _, mirs in GROWN:
+        w = random_workload(n, rels, k, seed=seed)
+        before, after = CHANGES["query added"](w)
+        old, new = enumerate_candidates(before, mirs=mirs), enumerate_candidates(after, mirs=mirs)
+        grew += sum(attrs != new.partition_candidates[st] for st, attrs in old.partition_candidates.items())
+    assert grew >= 3
+
+
+@pytest.mark.parametrize("change", ["query removed", "rate", "parallelism", "attributes"])
+def test_a_model_is_built_anew_unless_queries_were_only_added(change, monkeypatch):
+    """Any change but queries added (a query removed, statistics, parallelism, relations
+    declared otherwise) gives no grown model: the re-plan builds it anew."""
+    from mqjoin.planning.ilp import extend_model, model as ilp_model
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    before, after = CHANGES[change](random_workload(10, 40, 4, seed=0))
+    old = build_model(enumerate_candidates(before))
+    assert extend_model(old, enumerate_candidates(after, previous=old.candidates)) is None
+
+
+def test_a_model_is_built_anew_for_budgets_group_rows_and_clashing_names(monkeypatch):
+    """Nor is a model grown under policy ``budget``, with a MIR budget, where it has the group
+    broadcast rows (small models), or where a new owner's label is an old one's (two MIRs of the
+    same relations joined otherwise: their probe orders' names would be numbered by where
+    they stand)."""
+    from mqjoin.model.workload import parse_workload
+    from mqjoin.planning.ilp import extend_model, model as ilp_model
+
+    before, after = CHANGES["query added"](random_workload(10, 40, 4, seed=0))
+    old = enumerate_candidates(before)
+    new = enumerate_candidates(after, previous=old)
+    assert extend_model(build_model(old), new) is None  # the group broadcast rows
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    assert extend_model(build_model(old), new) is not None
+    assert extend_model(build_model(old, "budget"), new, "budget") is None
+    assert extend_model(build_model(old, mir_budget=1e9), new, mir_budget=1e9) is None
+    w = parse_workload('''
+defaults: {rate: 100, selectivity: 0.01, parallelism: 4}
+relations: {R: {attributes: [a, b]}, S: {attributes: [a, b]}, T: {attributes: [a, b]}}
+queries: {q1: "R(a), S(a), T(a)", q2: "R(b), S(b), T(b)"}
+''')
+    one = enumerate_candidates(w.restricted_to(["q1"]))
+    two = enumerate_candidates(w, previous=one)
+    assert {m.label for m in one.orders if not isinstance(m, str)} & \
+        {m.label for m in two.orders if not isinstance(m, str) and m not in one.orders}
+    assert extend_model(build_model(one), two) is None
+
+
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
+def test_replans_from_grown_models_equal_solves_from_scratch(n, rels, k, seed, policy, mirs, monkeypatch):
+    """Two queries added one at a time, each re-planned from the result before on a grown
+    model (the first re-plan's model grown from the solve's, the second's from the first's):
+    each plan is the one a solve from scratch gives; then a query removed, on a model built anew."""
+    from mqjoin.planning import clash
+    from mqjoin.planning.ilp import model as ilp_model
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    grown = []
+    real = clash.extend_model
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        grown.append(out is not None)
+        return out
+
+    monkeypatch.setattr(clash, "extend_model", spy)
+    w = random_workload(n, rels, k, seed=seed)
+    names = _names(w)
+    res = optimize(w.restricted_to(names[:-2]), partitioning=policy, mirs=mirs)
+    for step in (w.restricted_to(names[:-1]), w, w.restricted_to(names[1:])):
+        res = replan(res, step)
+        _same(res, optimize(step, partitioning=policy, mirs=mirs))
+    assert grown[:2] == [True, True] and grown[2] is False
+
+
+def test_a_large_replan_grows_the_model_and_equals_a_solve_from_scratch():
+    """At the size where it pays (no group broadcast rows: more than
+    ``STRENGTHEN_MAX_ORDERS`` probe orders), a query added re-plans on a grown model: its
+    columns before keep their places, and the plan is the one a solve from scratch gives."""
+    w = random_workload(101, 100, 4, seed=0)
+    first = optimize(w.restricted_to(_names(w)[:-1]), partitioning="single")
+    assert first.model.candidates.size["probe_orders"] > 5000
+    again = replan(first, w)
+    assert again.model.names[:first.model.num_variables] == first.model.names
+    _same(again, optimize(w, partitioning="single"))

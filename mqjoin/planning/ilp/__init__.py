@@ -4,7 +4,8 @@ docs/architecture.md §3), built and solved.
 One module per job, each depending only on those above it::
 
     model      the formulation: x per probe order, y per step, m per MIR, z per (store,
-               partition attribute), the broadcast indicators; tie-break weights; components
+               partition attribute), the broadcast indicators; tie-break weights; components;
+               a model grown from the one before when queries are added
     forked     half of a pure-Python computation in a forked child (the blocks' searches on two cores)
     monitor    a running solve's incumbent and bound as they improve, and its stop
     fairshare  a bound on every part at once, each step's cost shared among its possible users
@@ -41,7 +42,7 @@ from mqjoin.planning.ilp.coupled import MASTER_MIN_STORES, QUICK_MAX_COMBINATION
 from mqjoin.planning.ilp.enumeration import ENUMERATE_MAX
 from mqjoin.planning.ilp.formats import export, lp_text, to_pulp
 from mqjoin.planning.ilp.model import (STRENGTHEN_MAX_ORDERS, TIE_BITS, TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model,
-                                       build_model, components, tie_weight)
+                                       build_model, components, extend_model, tie_weight)
 from mqjoin.planning.ilp.paths import NODE_LIMIT
 from mqjoin.planning.ilp.solving import (RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve,
                                         unsearched_binaries)
@@ -53,6 +54,6 @@ __all__ = [
     "MASTER_MIN_STORES",
     "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS",
     "Solution", "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
-    "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "lp_bound", "lp_text",
-    "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
+    "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "extend_model", "lp_bound",
+    "lp_text", "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
 ]

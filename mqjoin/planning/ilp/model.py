@@ -99,19 +99,25 @@ class Model:
     b: dict[Step, int] = field(default_factory=dict)
     order_steps: dict[int, list[int]] = field(default_factory=dict)  # x column → the y columns of its steps
     order_mirs: dict[int, list[int]] = field(default_factory=dict)  # x column → the m columns of its MIRs
+    part_row: dict[MIR, int] = field(default_factory=dict)  # store with z → the row of its partition choice
+    bcast_row: dict[Step, int] = field(default_factory=dict)  # step with b → the row of its broadcast
     build_seconds: float = 0.0
     #: the parts of this model's names that a later build may read (:class:`Names`)
     name_parts: Names = field(default_factory=Names)
     _used: set[str] = field(default_factory=set)
     _before: Names = field(default_factory=Names)  # the model's before it, read while it is built
     _keys: dict[object, Any] = field(default_factory=dict)  # keys_of, z_index and the last components()
+    _renamed: bool = False  # a name was taken and got a suffix (read by :func:`extend_model`)
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
         """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
         ``rank`` (binaries that stand for a choice) gives it a tie-break weight
         (:func:`tie_weight`)."""
-        name = self._name(name, step)
+        clean = self._clean(name, step)
+        name = _unique(clean, self._used)
+        if name is not clean:
+            self._renamed = True
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
@@ -125,12 +131,18 @@ class Model:
         return len(self.names) - 1
 
     def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float,
-            step: Step | None = None) -> None:
-        self.rows.append((self._name(name, step), idx, coef, lo, hi))
+            step: Step | None = None) -> int:
+        """A new row (its index) named ``name``, followed by ``step``'s rendering (as :meth:`var`)."""
+        clean = self._clean(name, step)
+        unique = _unique(clean, self._used)
+        if unique is not clean:
+            self._renamed = True
+        self.rows.append((unique, idx, coef, lo, hi))
+        return len(self.rows) - 1
 
-    def _name(self, name: str, step: Step | None) -> str:
-        """A unique name: :func:`_sanitize` of ``name``, or with a step, of ``name_R`` (``R``
-        the step's rendering; ``name`` clean already, its own :func:`_clean`).
+    def _clean(self, name: str, step: Step | None) -> str:
+        """A name before it is made unique: :func:`_sanitize` of ``name``, or with a step, of
+        ``name_R`` (``R`` the step's rendering; ``name`` clean already, its own :func:`_clean`).
 
         Sanitizing turns the run of other characters around the joint into one underscore, so
         ``name`` and ``R`` are cleaned apart and joined: ``R`` once per step (the names of
@@ -142,12 +154,12 @@ class Model:
             if clean is None:
                 clean = self._before.clean.get(name)
                 own.clean[name] = clean = _sanitize(name) if clean is None else clean
-            return _unique(clean, self._used)
+            return clean
         tail = own.steps.get(step)
         if tail is None:
             tail = self._before.steps.get(step)
             own.steps[step] = tail = _clean(step.render()) if tail is None else tail
-        return _unique((f"{name}_{tail}" if tail else name)[:NAME_LENGTH], self._used)
+        return (f"{name}_{tail}" if tail else name)[:NAME_LENGTH]
 
     def keys_of(self, kind: str) -> dict[int, Any]:
         """Each column of ``self.x`` or ``self.y`` (``kind``: ``"x"`` or ``"y"``) → its key there,
@@ -305,6 +317,150 @@ def build_model(cands: Candidates, policy: str = "single", mir_budget: float | N
     return mdl
 
 
+def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_budget: float | None = None,
+                 replica_budget: float | None = None) -> Model | None:
+    """The model of ``cands`` made from ``before`` (a re-plan after queries were added), or
+    None where ``cands`` do more than add to ``before.candidates``: then :func:`build_model`.
+
+    Every owner before must be there with the same probe orders and steps (the same objects,
+    as :func:`~mqjoin.planning.candidates.enumerate_candidates` keeps them from ``previous``),
+    every step at the same cost, every store at the same parallelism with at least its
+    partition candidates.  The model then holds ``before``'s columns and rows where they were;
+    the new owners', steps' and MIRs' columns and rows come after them, and the stores that
+    gained a partition candidate have their choice and their steps' broadcast rows written
+    anew.  It is the model :func:`build_model` gives, in another order: the same columns and
+    rows by name, so the same canonical plan.  (Names are made unique in the order they are
+    made, so the owners before must keep their order, and a new column or row whose name is
+    taken gives None: the build would number the names by where they stand, and a choice's
+    name makes its tie-break weight.)  Its links without ``z`` (:func:`plain_links`) are ``before``'s extended.
+    Policies ``budget``, a MIR budget and the group broadcast rows (small models) build anew.
+
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> w = random_workload(6, 12, 3, seed=2)
+    >>> one = enumerate_candidates(w.restricted_to([q.name for q in w.queries[:5]]))
+    >>> two = enumerate_candidates(w, previous=one)
+    >>> grown, whole = extend_model(build_model(one, "replicas"), two, "replicas"), build_model(two, "replicas")
+    >>> grown.names[:len(build_model(one, "replicas").names)] == build_model(one, "replicas").names
+    True
+    >>> named = lambda m: sorted((m.names[c], m.cost[c], m.tie[c]) for c in range(m.num_variables))
+    >>> rows = lambda m: sorted((n, sorted((m.names[i], a) for i, a in zip(idx, coef)), lo, hi)
+    ...                         for n, idx, coef, lo, hi in m.rows)
+    >>> named(grown) == named(whole), rows(grown) == rows(whole)
+    (True, True)
+    >>> extend_model(build_model(two, "replicas"), one, "replicas") is None  # a query removed
+    True
+    """
+    old = before.candidates
+    if (policy != before.policy or policy == BUDGET or mir_budget is not None or replica_budget is not None
+            or old.use_mirs != cands.use_mirs
+            or (before.rows and before.rows[0][0] == "mir_memory_budget")
+            or (policy == "single" and (_strengthened(old) or _strengthened(cands)))):
+        return None
+    for owner, by_start in old.orders.items():
+        if cands.orders.get(owner) is not by_start or cands.steps.get(owner) is not old.steps[owner]:
+            return None
+    if any(cands.step_cost.get(s) != c for s, c in old.step_cost.items()):
+        return None
+    if [owner for owner in cands.orders if owner in old.orders] != list(old.orders):  # (names made unique in turn)
+        return None
+    added = [owner for owner in cands.orders if owner not in old.orders]
+    labels = {_clean(owner_label(owner)) for owner in old.orders}
+    if any(_clean(owner_label(owner)) in labels for owner in added):  # (their orders' names would clash, as a rule)
+        return None
+    grown: list[MIR] = []  # stores with more partition candidates than before
+    for st, attrs in old.partition_candidates.items():
+        now = cands.partition_candidates.get(st)
+        if now is None or cands.parallelism(st) != old.parallelism(st):
+            return None
+        if now is not attrs and now != attrs:
+            if not set(attrs) <= set(now):
+                return None
+            grown.append(st)
+    t0 = time.perf_counter()
+    own = before.name_parts
+    mdl = Model(cands, policy, names=list(before.names), cost=list(before.cost), integer=list(before.integer),
+                upper=list(before.upper), tie=list(before.tie), rows=list(before.rows), x=dict(before.x),
+                y=dict(before.y), m=dict(before.m), z=dict(before.z), b=dict(before.b),
+                order_steps=dict(before.order_steps), order_mirs=dict(before.order_mirs),
+                part_row=dict(before.part_row), bcast_row=dict(before.bcast_row),
+                name_parts=Names(dict(own.clean), dict(own.steps), dict(own.hashes)), _used=set(before._used))
+    for owner in cands.owners:
+        if isinstance(owner, MIR) and owner not in mdl.m:
+            mdl.m[owner] = mdl.var(f"m_{owner.label}")
+    new_steps = sorted((s for s in cands.step_cost if s not in mdl.y), key=Step.sort_key)
+    for s in new_steps:
+        mdl.y[s] = mdl.var("y", cost=cands.step_cost[s], step=s)
+    replaced: list[int] = []  # rows written anew where they were
+    if policy == "single":
+        stores = grown + [st for st in cands.partition_candidates if st not in old.partition_candidates]
+        for store in stores:
+            replaced += _store_choice(mdl, store)
+        again = set(stores)
+        into = [(s, yi) for s, yi in before.y.items() if s.target in again] if again else []
+        replaced += [mdl.bcast_row[s] for s, _ in into if s in mdl.bcast_row]
+        _broadcasts(mdl, into + [(s, mdl.y[s]) for s in new_steps])
+    _order_rows(mdl, added)
+    if mdl._renamed:
+        return None
+    _extend_links(before, mdl, replaced)
+    mdl.build_seconds = time.perf_counter() - t0
+    return mdl
+
+
+def _store_choice(mdl: Model, store: MIR) -> list[int]:
+    """The partition choice ``z`` of a store (policy ``single``) whose candidates are new or
+    grew (:func:`extend_model`): its columns in candidate order (those there already kept, their
+    tie-break rank updated) and its row; the row's index when it was written where it was."""
+    cands = mdl.candidates
+    attrs, p = cands.partition_candidates[store], cands.parallelism(store)
+    if p == 1 or len(attrs) == 1:
+        return []
+    had = {a: mdl.z.pop((store, a)) for a in attrs if (store, a) in mdl.z}  # (re-inserted in candidate order)
+    idx = []
+    for r, a in enumerate(attrs):
+        i = had.get(a)
+        if i is None:
+            i = mdl.var(f"z_{store.render_partition(a)}", integer=True, rank=r)
+        else:
+            mdl.tie[i] = _weight(r, mdl.name_parts.hashes[mdl.names[i]])
+        mdl.z[(store, a)] = i
+        idx.append(i)
+    row = (idx, [1.0] * len(idx), 1.0, 1.0)
+    at = mdl.part_row.get(store)
+    if at is None:
+        mdl.part_row[store] = mdl.row(f"part_{store.label}", *row)
+        return []
+    mdl.rows[at] = (mdl.rows[at][0], *row)
+    return [at]
+
+
+def _extend_links(before: Model, mdl: Model, replaced: list[int]) -> None:
+    """Keep with ``mdl`` its links without ``z`` (:func:`plain_links`) as ``before``'s (when
+    known) extended by the rows written anew (``replaced``) and added: rows were only added
+    or grew, so the links only join."""
+    hit = before._keys.get("plain")
+    if hit is None or hit[0] is not before.rows or hit[1] != (len(before.rows), before.num_variables):
+        return
+    root, with_z = hit[2]
+    parent = list(root) + list(range(len(root), mdl.num_variables))
+    zs = set(mdl.z.values())
+    now_with_z = set(with_z)
+
+    def plain() -> Iterable[list[int]]:
+        for ri in [*replaced, *range(len(before.rows), len(mdl.rows))]:
+            idx = mdl.rows[ri][1]
+            if zs.isdisjoint(idx):
+                yield idx
+            else:
+                now_with_z.add(ri)
+                yield [i for i in idx if i not in zs]
+
+    link_rows(parent, plain())
+    out = [find_root(parent, c) for c in range(len(parent))], sorted(now_with_z)
+    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
+
+
 def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
     """The partition choices ``z`` and broadcast indicators ``b`` of policies ``single`` and
     ``budget`` (with the latter's ``u`` and replica memory row)."""
@@ -317,7 +473,7 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
             for a, i in zip(attrs, idx):
                 mdl.z[(store, a)] = i
             if mdl.policy == "single":
-                mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
+                mdl.part_row[store] = mdl.row(f"part_{store.label}", idx, [1.0] * len(idx), 1.0, 1.0)
             else:  # at least one replica of a used store (u binary: see backends.solve_highs)
                 u = used[store] = mdl.var(f"u_{store.label}", integer=True)
                 mdl.row(f"part_{store.label}", idx + [u], [1.0] * len(idx) + [-1.0], 0.0, math.inf)
@@ -331,9 +487,20 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
             mdl.row("replica_memory_budget", [i for _, i in zs] + [used[m] for m in stores],
                     [cands.memory(m) for (m, _), _ in zs] + [-cands.memory(m) for m in stores],
                     -math.inf, float(replica_budget))
-    # per target store: its parallelism, its candidates and their z columns (several candidates)
-    targets: dict[MIR, tuple[int, frozenset[Attr], list[tuple[Attr, int]]]] = {}
-    for s, yi in mdl.y.items():
+    _broadcasts(mdl, mdl.y.items())
+
+
+#: per target store: its parallelism, its candidates and their z columns (several candidates)
+_Targets = dict[MIR, tuple[int, frozenset[Attr], list[tuple[Attr, int]]]]
+
+
+def _broadcasts(mdl: Model, steps: Iterable[tuple[Step, int]], targets: _Targets | None = None) -> None:
+    """The broadcast indicator ``b`` and its row of each step (with its ``y`` column) whose
+    prefix may not know its store's partition attribute (every ``z`` made already); a step
+    with a ``b`` already gets its row anew, in place (:func:`extend_model`)."""
+    cands = mdl.candidates
+    targets = {} if targets is None else targets
+    for s, yi in steps:
         at = targets.get(s.target)
         if at is None:
             attrs = cands.partition_candidates[s.target]
@@ -343,10 +510,17 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
         p, every, by_z = at
         if p == 1 or s.known >= every:
             continue
-        bi = mdl.b[s] = mdl.var("b", cost=mdl.cost[yi] * (p - 1), upper=math.inf, step=s)
+        bi = mdl.b.get(s)
+        if bi is None:
+            bi = mdl.b[s] = mdl.var("b", cost=mdl.cost[yi] * (p - 1), upper=math.inf, step=s)
         known = [zi for a, zi in by_z if a in s.known]
         # b_s - y_s + Σ_known z ≥ 0
-        mdl.row("bcast", [bi, yi] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf, step=s)
+        row = ([bi, yi] + known, [1.0, -1.0] + [1.0] * len(known), 0.0, math.inf)
+        if s in mdl.bcast_row:
+            at_row = mdl.bcast_row[s]
+            mdl.rows[at_row] = (mdl.rows[at_row][0], *row)
+        else:
+            mdl.bcast_row[s] = mdl.row("bcast", *row, step=s)
 
 
 #: add the group broadcast rows (see _group_broadcast_rows) to models of at most this many
@@ -355,14 +529,16 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
 STRENGTHEN_MAX_ORDERS = 5000
 
 
-def _order_rows(mdl: Model) -> None:
-    """The probe orders ``x`` and their rows.  Within one (owner, start) group exactly one order
-    is chosen (or none for an unmaterialised MIR), so the links aggregate over the group:
-    ``y_s ≥ Σ_{o ∈ G, s ∈ o} x_o`` and ``Σ_{o ∈ G, M ∈ o} x_o ≤ m_M``, which imply the per-order
-    links and have a tighter LP relaxation."""
+def _order_rows(mdl: Model, owners: Iterable[Owner] | None = None) -> None:
+    """The probe orders ``x`` and their rows, of every owner (or of ``owners``).  Within one
+    (owner, start) group exactly one order is chosen (or none for an unmaterialised MIR), so the
+    links aggregate over the group: ``y_s ≥ Σ_{o ∈ G, s ∈ o} x_o`` and
+    ``Σ_{o ∈ G, M ∈ o} x_o ≤ m_M``, which imply the per-order links and have a tighter LP
+    relaxation."""
     cands = mdl.candidates
-    strengthen = cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
-    for owner, by_start in cands.orders.items():
+    strengthen = _strengthened(cands)
+    for owner in cands.orders if owners is None else owners:
+        by_start = cands.orders[owner]
         olabel = owner_label(owner)
         steps_of = cands.steps[owner]
         for start, orders in by_start.items():
@@ -396,6 +572,11 @@ def _order_rows(mdl: Model) -> None:
                 mdl.row(f"mat_{owner.label}_{start}", idx + [mdl.m[owner]], [1.0] * len(idx) + [-1.0], 0.0, 0.0)
             else:
                 mdl.row(f"one_{owner}_{start}", idx, [1.0] * len(idx), 1.0, 1.0)
+
+
+def _strengthened(cands: Candidates) -> bool:
+    """Whether a model of ``cands`` has the group broadcast rows (:func:`_group_broadcast_rows`)."""
+    return cands.size["probe_orders"] <= STRENGTHEN_MAX_ORDERS
 
 
 def _group_broadcast_rows(mdl: Model, label: str, step_users: dict[Step, list[int]]) -> None:
