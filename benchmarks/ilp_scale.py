@@ -331,8 +331,9 @@ def replans(sizes: list[tuple[int, int, int]], count: int, first_seed: int) -> i
     """Incremental re-planning, per size and seed (``single``, MIRs on, no time limit): the first
     Q − 1 queries of ``random_workload(Q, R, k, seed)`` optimised from scratch ("first"), then
     all Q re-planned from that result ("add", :func:`mqjoin.planning.optimizer.replan`), then
-    the first Q − 1 again from the re-plan ("remove").  Wall and CPU seconds of each call (CPU
-    counts the forked children), the parts of the ILP reused whole, the blocks priced anew
+    the first Q − 1 again from the re-plan ("remove").  Wall seconds of each call, its build +
+    solve seconds as ``optimize --json`` reports them ("b+s") and its CPU seconds (counting the
+    forked children), the parts of the ILP reused whole, the blocks priced anew
     (blocks of the re-solved coupled parts whose prices were not kept from the plan before; an
     enumerated block's are not kept, so these count searched blocks) out of those kept, and
     whether the re-plan equals a solve from scratch (the same objective and the same plan)."""
@@ -340,8 +341,8 @@ def replans(sizes: list[tuple[int, int, int]], count: int, first_seed: int) -> i
 
     print(f"# ilp_scale --replan: seeds {first_seed}-{first_seed + count - 1}, {os.cpu_count()} cores, "
           f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'Q':>4}{'k':>2}{'R':>5}{'seed':>5}{'first':>8}{'cpu':>7} | {'add':>7}{'cpu':>7}{'parts':>7}"
-          f"{'blocks':>11}{'equal':>6} | {'remove':>7}{'cpu':>7}{'parts':>7}{'blocks':>11}{'equal':>6}")
+    print(f"{'Q':>4}{'k':>2}{'R':>5}{'seed':>5}{'first':>8}{'cpu':>7} | {'add':>7}{'b+s':>7}{'cpu':>7}{'parts':>7}"
+          f"{'blocks':>11}{'equal':>6} | {'remove':>7}{'b+s':>7}{'cpu':>7}{'parts':>7}{'blocks':>11}{'equal':>6}")
     for n, size, rels in sizes:
         for seed in range(first_seed, first_seed + count):
             w = random_workload(n, rels, size, seed=seed)
@@ -358,7 +359,8 @@ def replans(sizes: list[tuple[int, int, int]], count: int, first_seed: int) -> i
                 equal = (again.plan == scratch.plan and again.ilp.status == scratch.ilp.status == "optimal"
                          and math.isclose(again.ilp.objective, scratch.ilp.objective, rel_tol=1e-9))
                 kept, new = _blocks(res), _blocks(again)
-                cols.append(f"{wall:>7.2f}{used:>7.2f}{f'{again.reused_parts}/{again.ilp.components}':>7}"
+                took = again.ilp.build_seconds + again.ilp.solve_seconds  # (as optimize --json reports them)
+                cols.append(f"{wall:>7.2f}{took:>7.2f}{used:>7.2f}{f'{again.reused_parts}/{again.ilp.components}':>7}"
                             f"{f'{len(new - kept)}/{len(new)}':>11}{'yes' if equal else 'NO':>6} |")
                 res = again
             print(f"{n:>4}{size:>2}{rels:>5}{seed:>5}" + " ".join(cols).rstrip(" |"), flush=True)
