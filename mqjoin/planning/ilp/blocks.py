@@ -360,13 +360,15 @@ class BlockCosts:
     def enumerate_blocks(self) -> list[int]:
         """Cost every combination of every block that :func:`~mqjoin.planning.ilp.enumeration.block_tables`
         enumerates, its optimum and its lexicographic optimum at once (``costs``, ``ties``; the
-        values on demand, :meth:`plan`).  Returns the blocks left to their LPs."""
+        values on demand, :meth:`plan`).  Returns the blocks left to their LPs.  Blocks whose
+        every combination is costed already (prices read from a solve before) are neither."""
         part = self.part
         by_block: dict[int, list[tuple[tuple[Any, ...], tuple[int, ...]]]] = {}  # block → (key, combination)
         for (k, t), key in zip(part.combinations, part.keys):
             by_block.setdefault(k, []).append((key, t))
+        todo = [k for k in range(len(part.blocks)) if any(key not in self.costs for key, _ in by_block.get(k, ()))]
         left = []
-        for k, table in enumerate(block_tables(part)):
+        for k, table in zip(todo, block_tables(part, todo)):
             if table is None:
                 left.append(k)
                 continue

@@ -41,6 +41,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,14 +111,14 @@ class BlockTable:
         return out
 
 
-def block_tables(part: Any) -> list[BlockTable | None]:
-    """:func:`block_table` of every block of a coupled part (a ``blocks.Part``)."""
+def block_tables(part: Any, blocks: Iterable[int] | None = None) -> list[BlockTable | None]:
+    """:func:`block_table` of every block of a coupled part (a ``blocks.Part``), or of ``blocks``."""
     mdl = part.mdl
     x_at = mdl.keys_of("x")
     own: dict[int, MIR] = {}  # z column → its store
     for (store, _), c in mdl.z.items():
         own[c] = store
-    return [block_table(part, k, x_at, own) for k in range(len(part.blocks))]
+    return [block_table(part, k, x_at, own) for k in (range(len(part.blocks)) if blocks is None else blocks)]
 
 
 def block_table(part: Any, k: int, x_at: dict[int, tuple[Any, ...]], z_at: dict[int, MIR]) -> BlockTable | None:
