@@ -111,7 +111,8 @@ class Model:
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
-        """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
+        """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_clean`; made
+        unique by a suffix where taken);
         ``rank`` (binaries that stand for a choice) gives it a tie-break weight
         (:func:`tie_weight`)."""
         clean = self._clean(name, step)
@@ -332,8 +333,9 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     rows by name, so the same canonical plan.  (Names are made unique in the order they are
     made, so the owners before must keep their order, and a new column or row whose name is
     taken gives None: the build would number the names by where they stand, and a choice's
-    name makes its tie-break weight.)  Its links without ``z`` (:func:`plain_links`) are ``before``'s extended.
-    Policies ``budget``, a MIR budget and the group broadcast rows (small models) build anew.
+    name makes its tie-break weight.)  Its links without ``z`` (:func:`plain_links`) are
+    ``before``'s extended.  Policy ``budget``, a MIR budget and the group broadcast rows (small
+    models) build anew.
 
     >>> from mqjoin.datasets.random_workloads import random_workload
     >>> from mqjoin.planning.candidates import enumerate_candidates
@@ -494,12 +496,12 @@ def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
 _Targets = dict[MIR, tuple[int, frozenset[Attr], list[tuple[Attr, int]]]]
 
 
-def _broadcasts(mdl: Model, steps: Iterable[tuple[Step, int]], targets: _Targets | None = None) -> None:
+def _broadcasts(mdl: Model, steps: Iterable[tuple[Step, int]]) -> None:
     """The broadcast indicator ``b`` and its row of each step (with its ``y`` column) whose
     prefix may not know its store's partition attribute (every ``z`` made already); a step
     with a ``b`` already gets its row anew, in place (:func:`extend_model`)."""
     cands = mdl.candidates
-    targets = {} if targets is None else targets
+    targets: _Targets = {}
     for s, yi in steps:
         at = targets.get(s.target)
         if at is None:
