@@ -445,22 +445,10 @@ def _extend_links(before: Model, mdl: Model, replaced: list[int]) -> None:
     if hit is None or hit[0] is not before.rows or hit[1] != (len(before.rows), before.num_variables):
         return
     root, with_z = hit[2]
-    parent = list(root) + list(range(len(root), mdl.num_variables))
-    zs = set(mdl.z.values())
     now_with_z = set(with_z)
-
-    def plain() -> Iterable[list[int]]:
-        for ri in [*replaced, *range(len(before.rows), len(mdl.rows))]:
-            idx = mdl.rows[ri][1]
-            if zs.isdisjoint(idx):
-                yield idx
-            else:
-                now_with_z.add(ri)
-                yield [i for i in idx if i not in zs]
-
-    link_rows(parent, plain())
-    out = [find_root(parent, c) for c in range(len(parent))], sorted(now_with_z)
-    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
+    parent = list(root) + list(range(len(root), mdl.num_variables))
+    roots = _plain_roots(mdl, parent, [*replaced, *range(len(before.rows), len(mdl.rows))], now_with_z)
+    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), (roots, sorted(now_with_z)))
 
 
 def _partition_rows(mdl: Model, replica_budget: float | None) -> None:
@@ -636,22 +624,28 @@ def plain_links(mdl: Model) -> tuple[list[int], list[int]]:
     if hit is not None and hit[0] is mdl.rows and hit[1] == (len(mdl.rows), mdl.num_variables):
         out: tuple[list[int], list[int]] = hit[2]
         return out
+    with_z: set[int] = set()
+    out = _plain_roots(mdl, list(range(mdl.num_variables)), range(len(mdl.rows)), with_z), sorted(with_z)
+    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
+    return out
+
+
+def _plain_roots(mdl: Model, parent: list[int], rows: Iterable[int], with_z: set[int]) -> list[int]:
+    """Link the columns of each of ``rows`` but its ``z`` into ``parent`` (column → its parent,
+    a root its own; the rows holding a ``z`` go to ``with_z``), and every column's root."""
     zs = set(mdl.z.values())
-    parent = list(range(mdl.num_variables))
-    with_z: list[int] = []
 
     def plain() -> Iterable[list[int]]:
-        for ri, (_, idx, _, _, _) in enumerate(mdl.rows):
+        for ri in rows:
+            idx = mdl.rows[ri][1]
             if zs.isdisjoint(idx):
                 yield idx
             else:
-                with_z.append(ri)
+                with_z.add(ri)
                 yield [i for i in idx if i not in zs]
 
     link_rows(parent, plain())
-    out = [find_root(parent, c) for c in range(len(parent))], with_z
-    mdl._keys["plain"] = (mdl.rows, (len(mdl.rows), mdl.num_variables), out)
-    return out
+    return [find_root(parent, c) for c in range(len(parent))]
 
 
 def components(mdl: Model) -> list[tuple[list[int], list[int]]]:
