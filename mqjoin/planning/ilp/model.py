@@ -111,14 +111,10 @@ class Model:
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
-        """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_clean`; made
-        unique by a suffix where taken);
+        """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
         ``rank`` (binaries that stand for a choice) gives it a tie-break weight
         (:func:`tie_weight`)."""
-        clean = self._clean(name, step)
-        name = _unique(clean, self._used)
-        if name is not clean:
-            self._renamed = True
+        name = self._name(name, step)
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
@@ -134,14 +130,18 @@ class Model:
     def row(self, name: str, idx: list[int], coef: list[float], lo: float, hi: float,
             step: Step | None = None) -> int:
         """A new row (its index) named ``name``, followed by ``step``'s rendering (as :meth:`var`)."""
-        clean = self._clean(name, step)
-        unique = _unique(clean, self._used)
-        if unique is not clean:
-            self._renamed = True
-        self.rows.append((unique, idx, coef, lo, hi))
+        self.rows.append((self._name(name, step), idx, coef, lo, hi))
         return len(self.rows) - 1
 
-    def _clean(self, name: str, step: Step | None) -> str:
+    def _name(self, name: str, step: Step | None) -> str:
+        """:meth:`_stem` made unique by a suffix where taken (noted in ``_renamed``)."""
+        stem = self._stem(name, step)
+        unique = _unique(stem, self._used)
+        if unique is not stem:
+            self._renamed = True
+        return unique
+
+    def _stem(self, name: str, step: Step | None) -> str:
         """A name before it is made unique: :func:`_sanitize` of ``name``, or with a step, of
         ``name_R`` (``R`` the step's rendering; ``name`` clean already, its own :func:`_clean`).
 
