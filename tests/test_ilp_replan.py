@@ -613,6 +613,33 @@ def test_a_model_grown_by_a_query_is_the_model_built_anew(n, rels, k, seed, poli
         {tuple(c for c in range(len(again)) if again[c] == r) for r in set(again)}
 
 
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs",
+                         [g for g in GROWN if g[4] == "single"] + [(10, 16, 4, 0, "single", True)])
+def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed, policy, mirs, monkeypatch):
+    """The blocks of a grown model's coupled part that stand where blocks of the model before
+    stood take those blocks' keys without reading their names again — the same objects —, and
+    every key is the one read from the names (:func:`part_key`), those taken included.  (In the
+    last case a block stands where it stood, but one of its stores is shared now: another key.)"""
+    from mqjoin.planning.ilp import extend_model, model as ilp_model
+    from mqjoin.planning.ilp.blocks import coupled_part
+    from mqjoin.planning.ilp.model import part_key
+    from mqjoin.planning.ilp.prices import block_keys
+
+    def largest(mdl):
+        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    before, after = CHANGES["query added"](random_workload(n, rels, k, seed=seed))
+    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
+    keys = block_keys(largest(old))
+    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
+    part = largest(grown)
+    again = block_keys(part)
+    assert again == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
+    taken = [k for k in again if any(k is o for o in keys)]
+    assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
+
+
 def test_some_grown_models_repartition_a_store():
     """The cases above include stores that the added query gives a new partition candidate:
     their choice and broadcast rows are written anew, not only added to."""

@@ -406,8 +406,21 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     if mdl._renamed:
         return None
     _extend_links(before, mdl, replaced)
+    _carry_blocks(before, mdl)
     mdl.build_seconds = time.perf_counter() - t0
     return mdl
+
+
+def _carry_blocks(before: Model, mdl: Model) -> None:
+    """Keep with ``mdl`` the keys of ``before``'s blocks by where they stand
+    (:func:`~mqjoin.planning.ilp.prices.block_keys`), when they were taken of ``before`` as it
+    is.  Every column and row ``before`` had is where it was and as it was in ``mdl``, but for
+    the rows written anew and the ``z`` weighed anew of a store that gained a partition
+    candidate: those lie in the blocks that hold the store's ``z``, and the store's new ``z``
+    joins each of them, so none of those blocks stands where it stood."""
+    hit = before._keys.get("blocks")
+    if hit is not None and all(a is b for a, b in zip(hit, (before.rows, before.cost, before.upper, before.tie))):
+        mdl._keys["blocks before"] = hit[4]
 
 
 def _store_choice(mdl: Model, store: MIR) -> list[int]:

@@ -65,8 +65,46 @@ class PricedBlock:
 def block_keys(part: Part) -> list[BlockKey]:
     """What each block of a part is: :func:`~mqjoin.planning.ilp.model.part_key` of its
     columns and rows under the part's tie-break weights (a shared store's ``z`` weigh 0 in its
-    blocks, so whether a store is shared is part of what the block is)."""
-    return [part_key(part.mdl, b.cols, b.rows, part.tie) for b in part.blocks]
+    blocks, so whether a store is shared is part of what the block is).
+
+    The keys are kept with the model by where each block stands (its columns, rows and shared
+    stores).  A model grown from this one (:func:`~mqjoin.planning.ilp.model.extend_model`)
+    keeps its columns and rows where they were and as they were (a block whose rows it wrote
+    anew gained a column: :func:`~mqjoin.planning.ilp.model.extend_model`), so a block of it
+    that stands where a block stood here takes that key without reading its names again (a
+    key is a set of a tuple per column and row).
+
+    >>> from unittest import mock
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> from mqjoin.planning.ilp import model
+    >>> from mqjoin.planning.ilp.blocks import coupled_part
+    >>> w = random_workload(9, 12, 4, seed=5)
+    >>> before = enumerate_candidates(w.restricted_to([q.name for q in w.queries[:8]]))
+    >>> largest = lambda mdl: coupled_part(mdl, *max(model.components(mdl), key=lambda p: len(p[0])))
+    >>> with mock.patch.object(model, "STRENGTHEN_MAX_ORDERS", 0):  # (models this small are built anew)
+    ...     one = model.build_model(before, "single")
+    ...     keys = block_keys(largest(one))
+    ...     two = model.extend_model(one, enumerate_candidates(w, previous=before), "single")
+    >>> part = largest(two)
+    >>> again = block_keys(part)
+    >>> again == [model.part_key(two, b.cols, b.rows, part.tie) for b in part.blocks]
+    True
+    >>> sum(any(k is old for old in keys) for k in again), len(again)  # taken as they were, of all
+    (6, 8)
+    """
+    mdl = part.mdl
+    before = mdl._keys.get("blocks before", {})  # (the keys of the model it was grown from, by where they stood)
+    out, where = [], {}
+    for b in part.blocks:
+        at = (tuple(b.cols), tuple(b.rows), b.stores)
+        key = before.get(at)
+        if key is None:
+            key = part_key(mdl, b.cols, b.rows, part.tie)
+        where[at] = key
+        out.append(key)
+    mdl._keys["blocks"] = (mdl.rows, mdl.cost, mdl.upper, mdl.tie, where)
+    return out
 
 
 def _named_classes(part: Part, k: int) -> list[dict[int, frozenset[str]]]:
