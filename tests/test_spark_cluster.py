@@ -147,10 +147,12 @@ class Cluster:
         return self
 
     def state(self) -> dict:
+        """The master's state as its web UI reports it; empty while the UI cannot answer yet
+        (not listening, or, just started, an empty or partial page instead of JSON)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json", timeout=5) as r:
                 return json.load(r)
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def alive_workers(self) -> list[dict]:
