@@ -619,8 +619,9 @@ def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed
     """The blocks of a grown model's coupled part that stand where blocks of the model before
     stood take those blocks' keys without reading their names again — the same objects —, and
     every key is the one read from the names (:func:`part_key`), those taken included.  (In the
-    last case a block stands where it stood, but one of its stores is shared now: another key.)"""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model
+    last case a block stands where it stood, but one of its stores is shared now: another key.)
+    A model made from the grown one by ``replace`` shares its cache but not its keys."""
+    from mqjoin.planning.ilp import extend_model, model as ilp_model, orders_relaxed
     from mqjoin.planning.ilp.blocks import coupled_part
     from mqjoin.planning.ilp.model import part_key
     from mqjoin.planning.ilp.prices import block_keys
@@ -638,6 +639,13 @@ def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed
     assert again == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
     taken = [k for k in again if any(k is o for o in keys)]
     assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
+    relaxed = orders_relaxed(grown)  # (the same cache, other integrality: no key taken where it stands)
+    part = largest(relaxed)
+    assert block_keys(part) == [part_key(relaxed, b.cols, b.rows, part.tie) for b in part.blocks]
+    block_keys(largest(orders_relaxed(old)))  # (the cache of the model before now holds another's keys)
+    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
+    part = largest(grown)
+    assert block_keys(part) == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
 
 
 def test_some_grown_models_repartition_a_store():

@@ -172,6 +172,12 @@ class Model:
         keys: dict[int, Any] = self._keys[at]
         return keys
 
+    def read_by_keys(self) -> tuple[list[Any], ...]:
+        """The lists :func:`part_key` reads of a model.  A model made by ``replace`` shares the
+        cache (``_keys``) but may hold other lists: what a cache entry says of a part's key holds
+        only for a model with these very lists (compared by identity, :func:`same_lists`)."""
+        return self.names, self.rows, self.cost, self.upper, self.integer, self.tie
+
     def z_index(self) -> dict[int, tuple[MIR, int]]:
         """Each ``z`` column → its store and its index among the store's candidates (the order
         the model lists them in, which every choice ``store → index`` refers to); computed once
@@ -419,8 +425,13 @@ def _carry_blocks(before: Model, mdl: Model) -> None:
     candidate: those lie in the blocks that hold the store's ``z``, and the store's new ``z``
     joins each of them, so none of those blocks stands where it stood."""
     hit = before._keys.get("blocks")
-    if hit is not None and all(a is b for a, b in zip(hit, (before.rows, before.cost, before.upper, before.tie))):
-        mdl._keys["blocks before"] = hit[4]
+    if hit is not None and same_lists(hit[0], before.read_by_keys()):
+        mdl._keys["blocks before"] = (mdl.read_by_keys(), hit[1])
+
+
+def same_lists(one: tuple[list[Any], ...], two: tuple[list[Any], ...]) -> bool:
+    """Whether two :meth:`Model.read_by_keys` are the same lists (not only equal ones)."""
+    return len(one) == len(two) and all(a is b for a, b in zip(one, two))
 
 
 def _store_choice(mdl: Model, store: MIR) -> list[int]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqjoin.planning.ilp.blocks import BlockCosts, Part
-from mqjoin.planning.ilp.model import PartKey, part_key
+from mqjoin.planning.ilp.model import PartKey, part_key, same_lists
 
 #: what a block is (:func:`block_keys`)
 BlockKey = PartKey
@@ -94,7 +94,8 @@ def block_keys(part: Part) -> list[BlockKey]:
     (6, 8)
     """
     mdl = part.mdl
-    before = mdl._keys.get("blocks before", {})  # (the keys of the model it was grown from, by where they stood)
+    hit = mdl._keys.get("blocks before")  # (the keys of the model it was grown from, by where they stood)
+    before = hit[1] if hit is not None and same_lists(hit[0], mdl.read_by_keys()) else {}
     out, where = [], {}
     for b in part.blocks:
         at = (tuple(b.cols), tuple(b.rows), b.stores)
@@ -103,7 +104,7 @@ def block_keys(part: Part) -> list[BlockKey]:
             key = part_key(mdl, b.cols, b.rows, part.tie)
         where[at] = key
         out.append(key)
-    mdl._keys["blocks"] = (mdl.rows, mdl.cost, mdl.upper, mdl.tie, where)
+    mdl._keys["blocks"] = (mdl.read_by_keys(), where)
     return out
 
 
