@@ -580,7 +580,8 @@ def _model_by_name(mdl):
 
 
 #: (queries, relations, query size, seed, policy, MIRs): workloads whose last two queries, added
-#: one at a time, take no name made already (else the model is built anew: see below)
+#: one at a time, take no name made already (their models compare by name exactly; names that took a
+#: suffix: below)
 GROWN = [(8, 40, 3, 2, "single", True), (10, 40, 4, 0, "single", True), (10, 40, 4, 2, "single", False),
          (8, 40, 3, 4, "replicas", True), (12, 30, 4, 2, "single", True), (8, 30, 5, 6, "single", True)]
 
@@ -672,12 +673,9 @@ def test_a_model_is_built_anew_unless_queries_were_only_added(change, monkeypatc
     assert extend_model(old, enumerate_candidates(after, previous=old.candidates)) is None
 
 
-def test_a_model_is_built_anew_for_budgets_group_rows_and_clashing_names(monkeypatch):
-    """Nor is a model grown under policy ``budget``, with a MIR budget, where it has the group
-    broadcast rows (small models), or where a new owner's label is an old one's (two MIRs of the
-    same relations joined otherwise: their probe orders' names would be numbered by where
-    they stand)."""
-    from mqjoin.model.workload import parse_workload
+def test_a_model_is_built_anew_for_budgets_and_group_rows(monkeypatch):
+    """Nor is a model grown under policy ``budget``, with a MIR budget, or where it has the group
+    broadcast rows (small models)."""
     from mqjoin.planning.ilp import extend_model, model as ilp_model
 
     before, after = CHANGES["query added"](random_workload(10, 40, 4, seed=0))
@@ -688,16 +686,81 @@ def test_a_model_is_built_anew_for_budgets_group_rows_and_clashing_names(monkeyp
     assert extend_model(build_model(old), new) is not None
     assert extend_model(build_model(old, "budget"), new, "budget") is None
     assert extend_model(build_model(old, mir_budget=1e9), new, mir_budget=1e9) is None
-    w = parse_workload('''
+
+
+#: two queries over the same relations joined on other attributes: their MIRs have the same
+#: labels, so their probe orders', steps' and rows' names the same stems
+CLASHING = '''
 defaults: {rate: 100, selectivity: 0.01, parallelism: 4}
 relations: {R: {attributes: [a, b]}, S: {attributes: [a, b]}, T: {attributes: [a, b]}}
-queries: {q1: "R(a), S(a), T(a)", q2: "R(b), S(b), T(b)"}
-''')
+queries: {%s}
+'''
+
+
+def _unsuffixed(mdl):
+    """:func:`_model_by_name` with the suffix that makes a name unique taken off every name
+    that weighs nothing in the tie-break (steps' columns, rows): those may be numbered in
+    another order by a grown model than by the build."""
+    import re
+
+    ranked = {mdl.names[c] for c in range(mdl.num_variables) if mdl.tie[c]}
+    bare = [n if n in ranked else re.sub(r"_[0-9]+$", "", n) for n in mdl.names]
+    return _model_by_name(replace(mdl, names=bare, rows=[(re.sub(r"_[0-9]+$", "", n), *rest) for n, *rest in mdl.rows]))
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_model_grown_by_an_owner_whose_label_is_taken(first, monkeypatch):
+    """A new owner whose label is an old one's (a MIR of the same relations joined otherwise)
+    names its probe orders with the suffixes the build gives them when the candidates list it
+    after the old one (the query before comes first in the workload): the model is grown,
+    its choices named and weighed as the build's, only steps' columns and rows possibly
+    numbered otherwise, and the re-plan is the solve from scratch.  Listed before the old
+    one (the new query comes first), the build would number the new owner's orders first:
+    the model is built anew."""
+    from mqjoin.model.workload import parse_workload
+    from mqjoin.planning import clash
+    from mqjoin.planning.ilp import extend_model, model as ilp_model
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    q1, q2 = 'q1: "R(a), S(a), T(a)"', 'q2: "R(b), S(b), T(b)"'
+    w = parse_workload(CLASHING % (f"{q1}, {q2}" if first else f"{q2}, {q1}"))
     one = enumerate_candidates(w.restricted_to(["q1"]))
     two = enumerate_candidates(w, previous=one)
     assert {m.label for m in one.orders if not isinstance(m, str)} & \
         {m.label for m in two.orders if not isinstance(m, str) and m not in one.orders}
-    assert extend_model(build_model(one), two) is None
+    old = build_model(one)
+    grown, whole = extend_model(old, two), build_model(two)
+    if not first:
+        assert grown is None
+        return
+    assert grown is not None and any(c is not None for _, c in grown._renamed)  # (a choice took a suffix)
+    def ranked(m):
+        return sorted((m.names[c], m.tie[c], m.cost[c]) for c in range(m.num_variables) if m.tie[c])
+
+    assert ranked(grown) == ranked(whole)
+    assert _unsuffixed(grown) == _unsuffixed(whole)
+    grew = []
+    real = clash.extend_model
+    monkeypatch.setattr(clash, "extend_model", lambda *a, **k: grew.append(real(*a, **k)) or grew[-1])
+    res = optimize(w.restricted_to(["q1"]), mode="mqo", partitioning="single")
+    _same(replan(res, w), optimize(w, mode="mqo", partitioning="single"))
+    assert grew and grew[0] is not None
+
+
+def test_which_choices_that_took_a_suffix_are_named_as_built():
+    """Which choices that took a suffix are named as the build names them: a probe order whose
+    stem an order of an owner listed before it took, or that no order took before; not one
+    whose stem an order of an owner listed after it took, nor a store's partition choice."""
+    from mqjoin.planning.ilp.model import _named_as_built
+
+    mdl = build_model(enumerate_candidates(random_workload(6, 20, 3, seed=1)))
+    c = next(iter(mdl.z.values()))
+    assert _named_as_built(mdl, replace(mdl, _renamed=[]))
+    assert not _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[c], c)]))
+    first, last = next(iter(mdl.x.values())), list(mdl.x.values())[-1]  # (orders of the first and last owner)
+    assert _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[first] + "_new", first)]))  # (no order took it)
+    assert _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[first], last)]))  # (taken by an owner before)
+    assert not _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[last], first)]))  # (taken by one after)
 
 
 @pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)

@@ -107,14 +107,19 @@ class Model:
     _used: set[str] = field(default_factory=set)
     _before: Names = field(default_factory=Names)  # the model's before it, read while it is built
     _keys: dict[object, Any] = field(default_factory=dict)  # keys_of, z_index and the last components()
-    _renamed: bool = False  # a name was taken and got a suffix (read by :func:`extend_model`)
+    # the stems that were taken and got a suffix, each with its column when a choice's (ranked:
+    # its name makes its weight), else None (read by :func:`extend_model`)
+    _renamed: list[tuple[str, int | None]] = field(default_factory=list)
 
     def var(self, name: str, cost: float = 0.0, integer: bool = False, upper: float = 1.0,
             rank: int | None = None, step: Step | None = None) -> int:
         """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
         ``rank`` (binaries that stand for a choice) gives it a tie-break weight
         (:func:`tie_weight`)."""
+        renamed = len(self._renamed)
         name = self._name(name, step)
+        if rank is not None and len(self._renamed) > renamed:
+            self._renamed[-1] = (self._renamed[-1][0], len(self.names))
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
@@ -138,7 +143,7 @@ class Model:
         stem = self._stem(name, step)
         unique = _unique(stem, self._used)
         if unique is not stem:
-            self._renamed = True
+            self._renamed.append((stem, None))
         return unique
 
     def _stem(self, name: str, step: Step | None) -> str:
@@ -337,11 +342,13 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     gained a partition candidate have their choice and their steps' broadcast rows written
     anew.  It is the model :func:`build_model` gives, in another order: the same columns and
     rows by name, so the same canonical plan.  (Names are made unique in the order they are
-    made, so the owners before must keep their order, and a new column or row whose name is
-    taken gives None: the build would number the names by where they stand, and a choice's
-    name makes its tie-break weight.)  Its links without ``z`` (:func:`plain_links`) are
-    ``before``'s extended.  Policy ``budget``, a MIR budget and the group broadcast rows (small
-    models) build anew.
+    made, so the owners before must keep their order.  A new name that was taken gets a suffix
+    after the names before, where the build numbers such names by where they stand: a
+    choice's name makes its tie-break weight, so where a choice would be named otherwise than
+    by the build this gives None (:func:`_named_as_built`); a step's column or a row may be
+    numbered otherwise, a model alike but for those suffixes.)  Its links without ``z``
+    (:func:`plain_links`) are ``before``'s extended.  Policy ``budget``, a MIR budget and the
+    group broadcast rows (small models) build anew.
 
     >>> from mqjoin.datasets.random_workloads import random_workload
     >>> from mqjoin.planning.candidates import enumerate_candidates
@@ -373,9 +380,6 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     if [owner for owner in cands.orders if owner in old.orders] != list(old.orders):  # (names made unique in turn)
         return None
     added = [owner for owner in cands.orders if owner not in old.orders]
-    labels = {_clean(owner_label(owner)) for owner in old.orders}
-    if any(_clean(owner_label(owner)) in labels for owner in added):  # (their orders' names would clash, as a rule)
-        return None
     grown: list[MIR] = []  # stores with more partition candidates than before
     for st, attrs in old.partition_candidates.items():
         now = cands.partition_candidates.get(st)
@@ -409,12 +413,40 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
         replaced += [mdl.bcast_row[s] for s, _ in into if s in mdl.bcast_row]
         _broadcasts(mdl, into + [(s, mdl.y[s]) for s in new_steps])
     _order_rows(mdl, added)
-    if mdl._renamed:
+    if not _named_as_built(before, mdl):
         return None
     _extend_links(before, mdl, replaced)
     _carry_blocks(before, mdl)
     mdl.build_seconds = time.perf_counter() - t0
     return mdl
+
+
+def _named_as_built(before: Model, mdl: Model) -> bool:
+    """Whether every choice of ``mdl`` (grown from ``before`` by :func:`extend_model`) has the
+    name :func:`build_model` gives it, so the same tie-break weight.  A name taken already gets
+    a suffix by the order names are made in, and a grown model makes its new names after
+    ``before``'s, where the build makes them in the candidates' order.  A choice's name that
+    got a suffix here is the build's when it is a probe order of a new owner that the
+    candidates list after every owner before whose orders took its stem (two MIRs of the same
+    relations joined on other attributes have the same label); the names of steps' columns
+    and of rows weigh nothing, and may take their suffixes in another order than the build's."""
+    ranked = [(stem, c) for stem, c in mdl._renamed if c is not None]
+    if not ranked:
+        return True
+    x_at, x_before = mdl.keys_of("x"), before.keys_of("x")
+    at = {owner: i for i, owner in enumerate(mdl.candidates.orders)}
+    named = {name: c for c, name in enumerate(before.names)}
+    for stem, c in ranked:
+        if c not in x_at:  # (a store's z)
+            return False
+        name, k = stem, 1
+        while name in named:  # (the orders before that took the stem: "stem", "stem_2", …)
+            c0 = named[name]
+            if c0 not in x_before or at[x_before[c0][0]] > at[x_at[c][0]]:
+                return False
+            k += 1
+            name = f"{stem}_{k}"
+    return True
 
 
 def _carry_blocks(before: Model, mdl: Model) -> None:
