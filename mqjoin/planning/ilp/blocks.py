@@ -275,8 +275,9 @@ def coupled_part(mdl: Model, cols: list[int], rows: list[int]) -> Part | None:
     blocks, shared = split
     shared_z = {i for zc in shared.values() for i in zc}
     block_of = {c: k for k, b in enumerate(blocks) for c in b.cols if c not in shared_z}
-    bcast = [(block_of[bi], bi, mdl.y[s], [mdl.z[(s.target, a)] for a in s.known if (s.target, a) in mdl.z])
-             for s, bi in mdl.b.items() if bi in block_of]
+    # (each from its row b − y + Σ_known z ≥ 0, which lists the b, the y and the z known to the step)
+    bcast = [(block_of[idx[0]], idx[0], idx[1], idx[2:]) for idx in (mdl.rows[r][1] for r in mdl.bcast_row.values())
+             if idx[0] in block_of]
     # choices that serve the same broadcast steps of a block are one (numbered: keys hash fast)
     serving: dict[tuple[int, int], list[int]] = {}  # (block, z) → the broadcast indicators of the steps it serves
     for k, bi, _, zs in bcast:
@@ -297,16 +298,18 @@ def coupled_part(mdl: Model, cols: list[int], rows: list[int]) -> Part | None:
     for k, bi, yi, zs in bcast:
         bcast_in[k].append((pos[k][bi], pos[k][yi], [pos[k][z] for z in zs]))
     touching = collections.Counter(st for b in blocks for st in b.stores)
-    combinations = [(k, t) for k, b in enumerate(blocks)
-                    for t in _reflected([len(classes[(k, st)]) for st in b.stores])]
+    combinations, keys = [], []
+    for k, b in enumerate(blocks):
+        by_class = [[served[(k, st, attrs[0])] for attrs in classes[(k, st)]] for st in b.stores]
+        for t in _reflected([len(c) for c in by_class]):
+            combinations.append((k, t))
+            keys.append((k, tuple([c[i] for c, i in zip(by_class, t)])))
     return Part(
         mdl=mdl, cols=cols, blocks=blocks, shared=shared,
         stores=sorted(shared, key=lambda st: (-touching[st], st.sort_key())),
         tie=[0.0 if i in shared_z else w for i, w in enumerate(mdl.tie)],
         tie_of={st: [mdl.tie[i] for i in zc] for st, zc in shared.items()},
-        served=served, pos=pos, bcast_in=bcast_in, classes=classes, combinations=combinations,
-        keys=[(k, tuple(served[(k, st, classes[(k, st)][c][0])] for st, c in zip(blocks[k].stores, t)))
-              for k, t in combinations],
+        served=served, pos=pos, bcast_in=bcast_in, classes=classes, combinations=combinations, keys=keys,
         quick=not large_mirs(mdl, cols))
 
 
@@ -342,20 +345,25 @@ class BlockCosts:
     # per block whose search gave up: its search further on, once a branch and bound would
     # follow (:meth:`_further`; None: that gave up too)
     further: dict[int, BlockPaths | None] = field(default_factory=dict)
-    _integer: list[Any] = field(init=False, repr=False)  # per block: positions of its binaries (numpy)
-    _upper: list[Any] = field(init=False, repr=False)  # per block: its columns' upper bounds (numpy)
-    _costed: list[Any] = field(init=False, repr=False)  # per block: (position, cost) of its columns that cost
+    # per block, once it is costed by LPs or recosted (:meth:`_lists`): the positions of its
+    # binaries and its columns' upper bounds (numpy), and (position, cost) of its columns that cost
+    _of_block: dict[int, tuple[Any, Any, list[tuple[int, float]]]] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
-        import highspy
-        import numpy as np
+    def _lists(self, k: int) -> tuple[Any, Any, list[tuple[int, float]]]:
+        """Block ``k``'s binaries, upper bounds and costs as :meth:`block_lp` and :meth:`recost`
+        read them (made for the blocks that are costed here, not for every block of the part:
+        a re-plan costs a few)."""
+        lists = self._of_block.get(k)
+        if lists is None:
+            import highspy
+            import numpy as np
 
-        mdl = self.part.mdl
-        self._integer = [np.array([n for n, c in enumerate(b.cols) if mdl.integer[c]], dtype=np.int64)
-                         for b in self.part.blocks]
-        self._upper = [np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in b.cols])
-                       for b in self.part.blocks]
-        self._costed = [[(i, mdl.cost[c]) for i, c in enumerate(b.cols) if mdl.cost[c]] for b in self.part.blocks]
+            mdl, cols = self.part.mdl, self.part.blocks[k].cols
+            lists = self._of_block[k] = (
+                np.array([n for n, c in enumerate(cols) if mdl.integer[c]], dtype=np.int64),
+                np.array([mdl.upper[c] if mdl.upper[c] != math.inf else highspy.kHighsInf for c in cols]),
+                [(i, mdl.cost[c]) for i, c in enumerate(cols) if mdl.cost[c]])
+        return lists
 
     def enumerate_blocks(self) -> list[int]:
         """Cost every combination of every block that :func:`~mqjoin.planning.ilp.enumeration.block_tables`
@@ -420,7 +428,7 @@ class BlockCosts:
         vals = part.patched(k, vals, choice)
         for b, y, zs in part.bcast_in[k]:
             vals[b] = max(0.0, vals[y] - sum(vals[z] for z in zs)) if vals[y] else 0.0  # (a step not used: none)
-        return math.fsum(c * vals[i] for i, c in self._costed[k]), vals
+        return math.fsum(c * vals[i] for i, c in self._lists(k)[2]), vals
 
     def block_lp(self, k: int, h: Any, choice: Choice) -> tuple[float, list[float] | None] | None:
         """The block's LP under the choices on its HiGHS instance ``h`` (either stage): its
@@ -432,7 +440,8 @@ class BlockCosts:
         self.left()
         part = self.part
         n = len(part.blocks[k].cols)
-        up = self._upper[k].copy()
+        integer, upper, _ = self._lists(k)
+        up = upper.copy()
         for st in part.blocks[k].stores:
             if choice.get(st) is not None:
                 for j, i in enumerate(part.shared[st]):
@@ -444,10 +453,10 @@ class BlockCosts:
             return None
         vals = np.asarray(h.getSolution().col_value)
         obj = float(h.getInfo().objective_function_value)
-        ints = vals[self._integer[k]]
+        ints = vals[integer]
         if np.any(np.abs(ints - np.round(ints)) > INTEGRALITY_TOLERANCE):
             return obj, None
-        vals[self._integer[k]] = np.round(ints)
+        vals[integer] = np.round(ints)
         return obj, [float(v) for v in vals]
 
     def lower(self, k: int, key: tuple[Any, ...]) -> float:

@@ -69,17 +69,19 @@ class Master:
 
         for st in part.stores:
             row([self.zcol[(st, j)] for j in range(len(part.shared[st]))], [1.0] * len(part.shared[st]), 1.0, 1.0)
-        users: dict[tuple[Any, ...], list[int]] = {}
-        for li, (k, t) in enumerate(part.combinations):
-            users.setdefault((k,), []).append(names + li)
-            for st, c in zip(part.blocks[k].stores, t):
-                users.setdefault((k, st, c), []).append(names + li)
-        for k in range(len(part.blocks)):
-            row(users[(k,)], [1.0] * len(users[(k,)]), 1.0, 1.0)
-            for st in part.blocks[k].stores:
+        of_block: list[list[int]] = [[] for _ in part.blocks]  # per block: its λ columns
+        for li, (k, _) in enumerate(part.combinations):
+            of_block[k].append(names + li)
+        for k, b in enumerate(part.blocks):
+            row(of_block[k], [1.0] * len(of_block[k]), 1.0, 1.0)
+            users: list[list[list[int]]] = [[[] for _ in part.classes[(k, st)]] for st in b.stores]
+            for li in of_block[k]:  # (per store of the block and class: the λ that take it)
+                for by_class, c in zip(users, part.combinations[li - names][1]):
+                    by_class[c].append(li)
+            for st, by_class in zip(b.stores, users):
                 for c, attrs in enumerate(part.classes[(k, st)]):
-                    idx = users.get((k, st, c), []) + [self.zcol[(st, j)] for j in attrs]
-                    row(idx, [1.0] * len(users.get((k, st, c), [])) + [-1.0] * len(attrs), 0.0, 0.0)
+                    row(by_class[c] + [self.zcol[(st, j)] for j in attrs],
+                        [1.0] * len(by_class[c]) + [-1.0] * len(attrs), 0.0, 0.0)
         lp = self.lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n, len(lo)
         lp.col_cost_ = np.zeros(n)
