@@ -767,27 +767,112 @@ def test_which_choices_that_took_a_suffix_are_named_as_built():
 def test_replans_from_grown_models_equal_solves_from_scratch(n, rels, k, seed, policy, mirs, monkeypatch):
     """Two queries added one at a time, each re-planned from the result before on a grown
     model (the first re-plan's model grown from the solve's, the second's from the first's):
-    each plan is the one a solve from scratch gives; then a query removed, on a model built anew."""
+    each plan is the one a solve from scratch gives; then the first query removed, on the model
+    shrunk from the second's (:func:`shrink_model`) but where a name would be numbered otherwise
+    (one case here: built anew)."""
     from mqjoin.planning import clash
     from mqjoin.planning.ilp import model as ilp_model
 
     monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    grown = []
-    real = clash.extend_model
+    grown, shrunk = [], []
 
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        grown.append(out is not None)
-        return out
+    def spy(real, made):
+        def call(*args, **kwargs):
+            out = real(*args, **kwargs)
+            made.append(out is not None)
+            return out
+        return call
 
-    monkeypatch.setattr(clash, "extend_model", spy)
+    monkeypatch.setattr(clash, "extend_model", spy(clash.extend_model, grown))
+    monkeypatch.setattr(clash, "shrink_model", spy(clash.shrink_model, shrunk))
     w = random_workload(n, rels, k, seed=seed)
     names = _names(w)
     res = optimize(w.restricted_to(names[:-2]), partitioning=policy, mirs=mirs)
     for step in (w.restricted_to(names[:-1]), w, w.restricted_to(names[1:])):
         res = replan(res, step)
         _same(res, optimize(step, partitioning=policy, mirs=mirs))
-    assert grown[:2] == [True, True] and grown[2] is False
+    assert grown == [True, True, False] and shrunk == [(n, seed) != (12, 2)]
+
+
+@pytest.mark.parametrize("grow", [False, True])
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
+def test_a_model_shrunk_by_a_query_is_the_model_built_anew(n, rels, k, seed, policy, mirs, grow, monkeypatch):
+    """The model of a re-plan after a query was removed, shrunk from the model before
+    (:func:`shrink_model`: built, or grown by a query first), is the model built from scratch:
+    the same columns, rows, parts and partition choices by name (the choices weighed alike:
+    a store that lost a partition candidate ranks the ones left anew), only fewer columns and
+    rows where they were."""
+    from mqjoin.planning.ilp import extend_model, model as ilp_model, shrink_model
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    w = random_workload(n, rels, k, seed=seed)
+    before, after = CHANGES["query removed"](w)
+    old = build_model(enumerate_candidates(before.restricted_to(_names(before)[:-1]) if grow else before, mirs=mirs),
+                      policy)
+    if grow:
+        old = extend_model(old, enumerate_candidates(before, mirs=mirs, previous=old.candidates), policy)
+    new = enumerate_candidates(after, mirs=mirs, previous=old.candidates)
+    shrunk = shrink_model(old, new, policy)
+    assert shrunk is not None and shrunk.num_variables < old.num_variables and len(shrunk.rows) < len(old.rows)
+    assert _model_by_name(shrunk) == _model_by_name(build_model(enumerate_candidates(after, mirs=mirs), policy))
+    kept = set(shrunk.names)
+    assert [name for name in old.names if name in kept] == shrunk.names  # (in their order)
+
+
+@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", [g for g in GROWN if g[4] == "single"])
+def test_a_shrunk_models_blocks_take_their_keys_where_they_stand_now(n, rels, k, seed, policy, mirs, monkeypatch):
+    """The blocks of a shrunk model's coupled part that are as they were (none of their columns
+    removed or weighed anew, none of their rows written anew) take the keys of the model before
+    where their columns and rows stand now — the same objects —, and every key is the one read
+    from the names (:func:`part_key`)."""
+    from mqjoin.planning.ilp import model as ilp_model, shrink_model
+    from mqjoin.planning.ilp.blocks import coupled_part
+    from mqjoin.planning.ilp.model import part_key
+    from mqjoin.planning.ilp.prices import block_keys
+
+    def largest(mdl):
+        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    before, after = CHANGES["query removed"](random_workload(n, rels, k, seed=seed))
+    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
+    keys = block_keys(largest(old))
+    shrunk = shrink_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
+    part = largest(shrunk)
+    again = block_keys(part)
+    assert again == [part_key(shrunk, b.cols, b.rows, part.tie) for b in part.blocks]
+    taken = [k for k in again if any(k is o for o in keys)]
+    assert 0 < len(taken) == sum(k in set(keys) for k in again) <= len(again)
+
+
+def test_some_shrunk_models_repartition_a_store():
+    """The cases above remove partition candidates (a store's choices ranked anew) and
+    broadcasts of steps that a store's candidates left all serve."""
+    lost = 0
+    for n, rels, k, seed, _, mirs in GROWN:
+        before, after = CHANGES["query removed"](random_workload(n, rels, k, seed=seed))
+        old, new = enumerate_candidates(before, mirs=mirs), enumerate_candidates(after, mirs=mirs)
+        lost += sum(attrs != old.partition_candidates[st] for st, attrs in new.partition_candidates.items())
+    assert lost >= 3
+
+
+def test_a_model_is_built_anew_where_a_choice_would_be_numbered_otherwise(monkeypatch):
+    """Where a probe order's name took a suffix after a name of the query removed (MIRs of the
+    same relations joined otherwise), the build would number it otherwise, and so weigh it
+    otherwise: no shrunk model, and the re-plan is the solve from scratch all the same."""
+    from mqjoin.planning import clash
+    from mqjoin.planning.ilp import model as ilp_model, shrink_model
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    w = random_workload(16, 12, 4, seed=1)  # (16 queries over 12 relations: labels taken often)
+    fewer = w.restricted_to(_names(w)[1:])
+    old = build_model(enumerate_candidates(w))
+    assert shrink_model(old, enumerate_candidates(fewer, previous=old.candidates)) is None
+    made = []
+    real = clash.shrink_model
+    monkeypatch.setattr(clash, "shrink_model", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    _same(replan(optimize(w, partitioning="single"), fewer), optimize(fewer, partitioning="single"))
+    assert made == [None]
 
 
 def test_a_large_replan_grows_the_model_and_equals_a_solve_from_scratch():

@@ -31,7 +31,7 @@ from typing import Any
 from mqjoin.model.errors import InternalError, NoSolutionError, OptimizerError
 from mqjoin.model.workload import Attr, Workload
 from mqjoin.planning.candidates import MIR, Candidates, ProbeOrder, Step, enumerate_candidates
-from mqjoin.planning.ilp import Model, Solution, build_model, extend_model, solve, unsearched_binaries
+from mqjoin.planning.ilp import Model, Solution, build_model, extend_model, shrink_model, solve, unsearched_binaries
 from mqjoin.planning.ilp.monitor import Monitor
 from mqjoin.planning.ilp.solving import Start
 from mqjoin.planning.options import BUDGET, OptimizeOptions
@@ -189,7 +189,8 @@ def _solve_workload(workload: Workload, partitioning: str, mirs: bool, solver: s
     (a re-plan)."""
     t0 = time.perf_counter()
     cands = enumerate_candidates(workload, mirs=mirs, previous=None if before is None else before.candidates)
-    mdl = None if before is None else extend_model(before, cands, partitioning, mir_budget, replica_budget)
+    mdl = None if before is None else (extend_model(before, cands, partitioning, mir_budget, replica_budget)
+                                       or shrink_model(before, cands, partitioning, mir_budget, replica_budget))
     if mdl is None:
         mdl = build_model(cands, partitioning, mir_budget, replica_budget,
                           names=None if before is None else before.name_parts)

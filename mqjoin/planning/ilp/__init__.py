@@ -42,7 +42,7 @@ from mqjoin.planning.ilp.coupled import MASTER_MIN_STORES, QUICK_MAX_COMBINATION
 from mqjoin.planning.ilp.enumeration import ENUMERATE_MAX
 from mqjoin.planning.ilp.formats import export, lp_text, to_pulp
 from mqjoin.planning.ilp.model import (STRENGTHEN_MAX_ORDERS, TIE_BITS, TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model,
-                                       build_model, components, extend_model, tie_weight)
+                                       build_model, components, extend_model, shrink_model, tie_weight)
 from mqjoin.planning.ilp.paths import NODE_LIMIT
 from mqjoin.planning.ilp.solving import (RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve,
                                         unsearched_binaries)
@@ -55,5 +55,5 @@ __all__ = [
     "Model", "NODE_LIMIT", "POLICIES", "QUICK_MAX_COMBINATIONS", "RELAX_MIN_MIR", "SOLVERS", "STRENGTHEN_MAX_ORDERS",
     "Solution", "TIE_BITS", "TIE_MIN_SECONDS", "TIE_SHARE", "TIE_SLACK", "build_model", "check_budget", "check_policy",
     "check_solution_limit", "check_solver", "check_time_limit", "components", "export", "extend_model", "lp_bound",
-    "lp_text", "orders_relaxed", "searched", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
+    "lp_text", "orders_relaxed", "searched", "shrink_model", "solve", "tie_weight", "to_pulp", "unsearched_binaries",
 ]

@@ -421,6 +421,157 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     return mdl
 
 
+def shrink_model(before: Model, cands: Candidates, policy: str = "single", mir_budget: float | None = None,
+                 replica_budget: float | None = None) -> Model | None:
+    """The model of ``cands`` made from ``before`` (a re-plan after queries were removed), or
+    None where ``cands`` do more than take from ``before.candidates``: then :func:`build_model`.
+
+    Every owner left must have been there with the same probe orders and steps (the same
+    objects, as :func:`~mqjoin.planning.candidates.enumerate_candidates` keeps them from
+    ``previous``) and in the same order, every step at the same cost, every store at the same
+    parallelism with at most its partition candidates.  The model then holds ``before``'s
+    columns and rows in their order but for those of the owners, steps, MIRs and partition
+    candidates removed; a store that lost a partition candidate has its choice row and its
+    choices' tie-break ranks written anew, and a step into it that now knows every candidate
+    left loses its broadcast.  It is the model :func:`build_model` gives, in another order
+    where ``before`` was grown (:func:`extend_model`): the same columns and rows by name, so
+    the same canonical plan.  (A name the build would number otherwise — one that took a
+    suffix after a removed one's — gives None when it is a choice's, whose name makes its
+    tie-break weight; a step's column or a row may keep its number.)  Policy ``budget``, a MIR
+    budget and the group broadcast rows (small models) build anew, as in :func:`extend_model`.
+
+    >>> from mqjoin.datasets.random_workloads import random_workload
+    >>> from mqjoin.planning.candidates import enumerate_candidates
+    >>> w = random_workload(6, 12, 3, seed=2)
+    >>> all_six = enumerate_candidates(w)
+    >>> five = enumerate_candidates(w.restricted_to([q.name for q in w.queries[:5]]), previous=all_six)
+    >>> shrunk, whole = shrink_model(build_model(all_six, "replicas"), five, "replicas"), build_model(five, "replicas")
+    >>> named = lambda m: sorted((m.names[c], m.cost[c], m.tie[c]) for c in range(m.num_variables))
+    >>> rows = lambda m: sorted((n, sorted((m.names[i], a) for i, a in zip(idx, coef)), lo, hi)
+    ...                         for n, idx, coef, lo, hi in m.rows)
+    >>> named(shrunk) == named(whole), rows(shrunk) == rows(whole)
+    (True, True)
+    >>> shrink_model(build_model(five, "replicas"), all_six, "replicas") is None  # a query added
+    True
+    """
+    old = before.candidates
+    if (policy != before.policy or policy == BUDGET or mir_budget is not None or replica_budget is not None
+            or old.use_mirs != cands.use_mirs or len(cands.orders) >= len(old.orders)
+            or (before.rows and before.rows[0][0] == "mir_memory_budget")
+            or (policy == "single" and (_strengthened(old) or _strengthened(cands)))):
+        return None
+    for owner, by_start in cands.orders.items():
+        if old.orders.get(owner) is not by_start or old.steps.get(owner) is not cands.steps[owner]:
+            return None
+    # (the owners left may come in another order: an MIR reached first through a query removed)
+    reordered = [owner for owner in old.orders if owner in cands.orders] != list(cands.orders)
+    if any(old.step_cost.get(s) != c for s, c in cands.step_cost.items()):
+        return None
+    shrunk: list[MIR] = []  # stores with fewer partition candidates than before
+    for st, attrs in cands.partition_candidates.items():
+        was = old.partition_candidates.get(st)
+        if was is None or cands.parallelism(st) != old.parallelism(st):
+            return None
+        if attrs is not was and attrs != was:
+            if not set(attrs) <= set(was):
+                return None
+            shrunk.append(st)
+    t0 = time.perf_counter()
+    gone: set[int] = {c for (owner, _, _), c in before.x.items() if owner not in cands.orders}
+    gone.update(c for owner, c in before.m.items() if owner not in cands.orders)
+    gone.update(c for s, c in before.y.items() if s not in cands.step_cost)
+    gone.update(c for s, c in before.b.items() if s not in cands.step_cost)
+    for (st, a), c in before.z.items():
+        left = cands.partition_candidates.get(st)
+        if left is None or a not in left or len(left) == 1:
+            gone.add(c)
+    again: dict[int, tuple[list[int], list[float], float, float]] = {}  # choice rows written anew → idx, coef, bounds
+    for st in shrunk:  # (one candidate left: no choice, its row goes with its z)
+        if st in before.part_row and len(cands.partition_candidates[st]) > 1:
+            zs = [before.z[(st, a)] for a in cands.partition_candidates[st]]
+            again[before.part_row[st]] = (zs, [1.0] * len(zs), 1.0, 1.0)
+    if shrunk:  # (a step that knows every candidate left broadcasts no more)
+        every = {st: frozenset(cands.partition_candidates[st]) for st in shrunk}
+        gone.update(bi for s, bi in before.b.items()
+                    if s.target in every and s in cands.step_cost and s.known >= every[s.target])
+    names = before.names
+    gone_names = [names[c] for c in gone]
+    rows: list[tuple[str, list[int], list[float], float, float]] = []
+    row_at: dict[int, int] = {}  # a row kept → where it stands now
+    at = [-1] * len(names)  # a column kept → where it stands now
+    kept = [c for c in range(len(names)) if c not in gone]
+    for n, c in enumerate(kept):
+        at[c] = n
+    for r, (name, idx, coef, lo, hi) in enumerate(before.rows):
+        if r in again:
+            idx, coef, lo, hi = again[r]
+        elif not gone.isdisjoint(idx):  # (a row of something removed)
+            gone_names.append(name)
+            continue
+        row_at[r] = len(rows)
+        rows.append((name, list(map(at.__getitem__, idx)), coef, lo, hi))
+    used = before._used - set(gone_names)
+    if not _numbered_as_built(before._used, used, gone_names, [names[c] for c in before.x.values() if c not in gone]
+                              if reordered else []):
+        return None
+    mdl = Model(cands, policy, names=[names[c] for c in kept], cost=[before.cost[c] for c in kept],
+                integer=[before.integer[c] for c in kept], upper=[before.upper[c] for c in kept],
+                tie=[before.tie[c] for c in kept], rows=rows,
+                x={k: at[c] for k, c in before.x.items() if c not in gone},
+                y={k: at[c] for k, c in before.y.items() if c not in gone},
+                m={k: at[c] for k, c in before.m.items() if c not in gone},
+                z={k: at[c] for k, c in before.z.items() if c not in gone},
+                b={k: at[c] for k, c in before.b.items() if c not in gone},
+                order_steps={at[c]: list(map(at.__getitem__, ys))
+                             for c, ys in before.order_steps.items() if c not in gone},
+                order_mirs={at[c]: list(map(at.__getitem__, ms))
+                            for c, ms in before.order_mirs.items() if c not in gone},
+                name_parts=before.name_parts, _used=used)
+    mdl.part_row = {st: row_at[r] for st, r in before.part_row.items() if r in row_at}
+    mdl.bcast_row = {s: row_at[r] for s, r in before.bcast_row.items() if r in row_at}
+    if len(mdl.bcast_row) != len(mdl.b):  # (a step that broadcasts still knew a candidate removed: not met,
+        return None  # as the class of a query left that makes the step know it keeps it a candidate)
+    hashes = before.name_parts.hashes
+    for st in shrunk:  # (the choices' ranks in the candidates left)
+        for rank, a in enumerate(cands.partition_candidates[st]):
+            zc = mdl.z.get((st, a))
+            if zc is not None:
+                mdl.tie[zc] = _weight(rank, hashes[mdl.names[zc]])
+    _carry_blocks(before, mdl, (gone, at, row_at))
+    mdl.build_seconds = time.perf_counter() - t0
+    return mdl
+
+
+def _numbered_as_built(before: set[str], left: set[str], gone: list[str], reordered: list[str]) -> bool:
+    """Whether the choices' names ``left`` of a model shrunk from one with the names ``before``
+    (:func:`shrink_model`) are numbered as the build numbers them: a name taken already takes
+    the suffix ``_2``, ``_3``, … in the order the names are made, so a choice (``x_``, ``z_``)
+    named after a name of its stem that is ``gone`` would lose a number, and where the owners
+    come in another order (``reordered``: the probe orders' names left, then) so would a
+    probe order whose name another took.
+
+    >>> _numbered_as_built({"x_a", "x_a_2", "y_b"}, {"x_a"}, ["x_a_2"], [])  # the later one removed
+    True
+    >>> _numbered_as_built({"x_a", "x_a_2", "y_b"}, {"x_a_2"}, ["x_a"], [])  # the first one removed
+    False
+    >>> _numbered_as_built({"y_b", "y_b_2", "x_a"}, {"y_b_2", "x_a"}, ["y_b"], [])  # (a step's: no weight)
+    True
+    >>> _numbered_as_built({"x_a", "x_a_2"}, {"x_a", "x_a_2"}, [], ["x_a", "x_a_2"])  # reordered
+    False
+    """
+    gone_set = set(gone)
+    for name in gone:
+        for base in {name, re.sub(r"_[0-9]+$", "", name)}:
+            makers, k = [], 1
+            while (maker := base if k == 1 else f"{base}_{k}") in before:
+                makers.append(maker)
+                k += 1
+            first = next((i for i, m in enumerate(makers) if m in gone_set), None)
+            if first is not None and any(m in left and m.startswith(("x_", "z_")) for m in makers[first + 1:]):
+                return False
+    return not any(f"{name}_2" in left for name in reordered)
+
+
 def _named_as_built(before: Model, mdl: Model) -> bool:
     """Whether every choice of ``mdl`` (grown from ``before`` by :func:`extend_model`) has the
     name :func:`build_model` gives it, so the same tie-break weight.  A name taken already gets
@@ -449,16 +600,27 @@ def _named_as_built(before: Model, mdl: Model) -> bool:
     return True
 
 
-def _carry_blocks(before: Model, mdl: Model) -> None:
+def _carry_blocks(before: Model, mdl: Model, moved: tuple[set[int], list[int], dict[int, int]] | None = None) -> None:
     """Keep with ``mdl`` the keys of ``before``'s blocks by where they stand
     (:func:`~mqjoin.planning.ilp.prices.block_keys`), when they were taken of ``before`` as it
-    is.  Every column and row ``before`` had is where it was and as it was in ``mdl``, but for
-    the rows written anew and the ``z`` weighed anew of a store that gained a partition
-    candidate: those lie in the blocks that hold the store's ``z``, and the store's new ``z``
-    joins each of them, so none of those blocks stands where it stood."""
+    is.  A grown model (:func:`extend_model`): every column and row ``before`` had is where it
+    was and as it was in ``mdl``, but for the rows written anew and the ``z`` weighed anew of a
+    store that gained a partition candidate: those lie in the blocks that hold the store's
+    ``z``, and the store's new ``z`` joins each of them, so none of those blocks stands where
+    it stood.  A shrunk one (:func:`shrink_model`, ``moved``: the columns removed, and where each
+    column and row kept stands now): a block none of whose columns was removed is as it was,
+    where its columns and rows now stand.  (A store that lost a partition candidate, whose
+    choices are ranked and whose row is written anew, lost that candidate's ``z``, which every
+    block holding the store's ``z`` held.)"""
     hit = before._keys.get("blocks")
-    if hit is not None and same_lists(hit[0], before.read_by_keys()):
-        mdl._keys["blocks before"] = (mdl.read_by_keys(), hit[1])
+    if hit is None or not same_lists(hit[0], before.read_by_keys()):
+        return
+    where = hit[1]
+    if moved is not None:
+        gone, at, row_at = moved
+        where = {(tuple([at[c] for c in cols]), tuple([row_at[r] for r in rows]), stores): key
+                 for (cols, rows, stores), key in where.items() if gone.isdisjoint(cols)}
+    mdl._keys["blocks before"] = (mdl.read_by_keys(), where)
 
 
 def same_lists(one: tuple[list[Any], ...], two: tuple[list[Any], ...]) -> bool:

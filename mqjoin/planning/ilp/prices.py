@@ -72,7 +72,9 @@ def block_keys(part: Part) -> list[BlockKey]:
     keeps its columns and rows where they were and as they were (a block whose rows it wrote
     anew gained a column: :func:`~mqjoin.planning.ilp.model.extend_model`), so a block of it
     that stands where a block stood here takes that key without reading its names again (a
-    key is a set of a tuple per column and row).
+    key is a set of a tuple per column and row).  So does a block of a model shrunk from this
+    one (:func:`~mqjoin.planning.ilp.model.shrink_model`) that lost no column, where its
+    columns and rows stand now.
 
     >>> from unittest import mock
     >>> from mqjoin.datasets.random_workloads import random_workload
