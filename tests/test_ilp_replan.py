@@ -403,14 +403,13 @@ def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed
     """The prices a solve keeps (:func:`kept_prices`) with the prices it read (``known``) are
     those it keeps without them: a block that priced nothing beyond what it read keeps the
     very prices read, a block that priced more keeps them all."""
-    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.blocks import BlockCosts
     from mqjoin.planning.ilp.prices import block_keys, kept_prices, load_prices
 
     w = random_workload(n, rels, k, seed=seed)
 
     def part_of(workload):
-        mdl = build_model(enumerate_candidates(workload), "single")
-        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+        return _largest(build_model(enumerate_candidates(workload), "single"))
 
     one = part_of(w.restricted_to(_names(w)[:-1]))
     costs = BlockCosts(one, deadline=None)
@@ -479,14 +478,13 @@ def test_replans_of_a_coupled_workload_equal_solves_from_scratch(n, rels, k, see
 def test_prices_read_from_the_solve_before_are_those_of_a_solve_from_scratch(seed):
     """The blocks' prices a re-plan reads (:func:`load_prices`: the values as kept, not copied)
     are those its part prices from scratch: the same optimum, and values that cost it."""
-    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.blocks import BlockCosts
     from mqjoin.planning.ilp.prices import block_keys, kept_prices, load_prices
 
     w = random_workload(12, 20, 4, seed=seed)
 
     def part_of(workload):
-        mdl = build_model(enumerate_candidates(workload), "single")
-        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+        return _largest(build_model(enumerate_candidates(workload), "single"))
 
     one = part_of(w.restricted_to(_names(w)[:-1]))
     costs = BlockCosts(one, deadline=None)
@@ -508,11 +506,10 @@ def test_prices_read_from_the_solve_before_are_those_of_a_solve_from_scratch(see
 
 def _quick_master(seed):
     """The master of the coupled part of a small workload, every combination costed."""
-    from mqjoin.planning.ilp.blocks import BlockCosts, coupled_part
+    from mqjoin.planning.ilp.blocks import BlockCosts
     from mqjoin.planning.ilp.master import Master
 
-    mdl = build_model(enumerate_candidates(random_workload(12, 20, 4, seed=seed)), "single")
-    part = coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+    part = _largest(build_model(enumerate_candidates(random_workload(12, 20, 4, seed=seed)), "single"))
     assert part.quick
     costs = BlockCosts(part, deadline=None)
     for k_, t in part.combinations:
@@ -563,6 +560,13 @@ def test_the_masters_dual_is_read_again_only_at_the_same_prices(seed):
     again = master._floors_at(higher)
     fresh = _floors(master.lp, np.concatenate([np.zeros(master.names), higher]))
     assert again is not first and np.allclose(again.least, fresh.least)
+
+
+def _largest(mdl):
+    """The largest part of a model, split into blocks."""
+    from mqjoin.planning.ilp.blocks import coupled_part
+
+    return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
 
 
 def _model_by_name(mdl):
@@ -623,29 +627,25 @@ def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed
     last case a block stands where it stood, but one of its stores is shared now: another key.)
     A model made from the grown one by ``replace`` shares its cache but not its keys."""
     from mqjoin.planning.ilp import extend_model, model as ilp_model, orders_relaxed
-    from mqjoin.planning.ilp.blocks import coupled_part
     from mqjoin.planning.ilp.model import part_key
     from mqjoin.planning.ilp.prices import block_keys
-
-    def largest(mdl):
-        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
 
     monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
     before, after = CHANGES["query added"](random_workload(n, rels, k, seed=seed))
     old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    keys = block_keys(largest(old))
+    keys = block_keys(_largest(old))
     grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = largest(grown)
+    part = _largest(grown)
     again = block_keys(part)
     assert again == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
     taken = [k for k in again if any(k is o for o in keys)]
     assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
     relaxed = orders_relaxed(grown)  # (the same cache, other integrality: no key taken where it stands)
-    part = largest(relaxed)
+    part = _largest(relaxed)
     assert block_keys(part) == [part_key(relaxed, b.cols, b.rows, part.tie) for b in part.blocks]
-    block_keys(largest(orders_relaxed(old)))  # (the cache of the model before now holds another's keys)
+    block_keys(_largest(orders_relaxed(old)))  # (the cache of the model before now holds another's keys)
     grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = largest(grown)
+    part = _largest(grown)
     assert block_keys(part) == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
 
 
@@ -826,19 +826,15 @@ def test_a_shrunk_models_blocks_take_their_keys_where_they_stand_now(n, rels, k,
     where their columns and rows stand now — the same objects —, and every key is the one read
     from the names (:func:`part_key`)."""
     from mqjoin.planning.ilp import model as ilp_model, shrink_model
-    from mqjoin.planning.ilp.blocks import coupled_part
     from mqjoin.planning.ilp.model import part_key
     from mqjoin.planning.ilp.prices import block_keys
-
-    def largest(mdl):
-        return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
 
     monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
     before, after = CHANGES["query removed"](random_workload(n, rels, k, seed=seed))
     old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    keys = block_keys(largest(old))
+    keys = block_keys(_largest(old))
     shrunk = shrink_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = largest(shrunk)
+    part = _largest(shrunk)
     again = block_keys(part)
     assert again == [part_key(shrunk, b.cols, b.rows, part.tie) for b in part.blocks]
     taken = [k for k in again if any(k is o for o in keys)]

@@ -367,10 +367,7 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     True
     """
     old = before.candidates
-    if (policy != before.policy or policy == BUDGET or mir_budget is not None or replica_budget is not None
-            or old.use_mirs != cands.use_mirs
-            or (before.rows and before.rows[0][0] == "mir_memory_budget")
-            or (policy == "single" and (_strengthened(old) or _strengthened(cands)))):
+    if not _kept_alike(before, cands, policy, mir_budget, replica_budget):
         return None
     for owner, by_start in old.orders.items():
         if cands.orders.get(owner) is not by_start or cands.steps.get(owner) is not old.steps[owner]:
@@ -380,15 +377,9 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     if [owner for owner in cands.orders if owner in old.orders] != list(old.orders):  # (names made unique in turn)
         return None
     added = [owner for owner in cands.orders if owner not in old.orders]
-    grown: list[MIR] = []  # stores with more partition candidates than before
-    for st, attrs in old.partition_candidates.items():
-        now = cands.partition_candidates.get(st)
-        if now is None or cands.parallelism(st) != old.parallelism(st):
-            return None
-        if now is not attrs and now != attrs:
-            if not set(attrs) <= set(now):
-                return None
-            grown.append(st)
+    grown = _stores_within(old, cands)  # stores with more partition candidates than before
+    if grown is None:
+        return None
     t0 = time.perf_counter()
     own = before.name_parts
     mdl = Model(cands, policy, names=list(before.names), cost=list(before.cost), integer=list(before.integer),
@@ -421,6 +412,33 @@ def extend_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     return mdl
 
 
+def _stores_within(fewer: Candidates, more: Candidates) -> list[MIR] | None:
+    """The stores of ``fewer`` whose partition candidates ``more`` has more of, when ``more``
+    has every store of ``fewer`` at the same parallelism with at least its candidates; else
+    None."""
+    out = []
+    for st, attrs in fewer.partition_candidates.items():
+        other = more.partition_candidates.get(st)
+        if other is None or more.parallelism(st) != fewer.parallelism(st):
+            return None
+        if other is not attrs and other != attrs:
+            if not set(attrs) <= set(other):
+                return None
+            out.append(st)
+    return out
+
+
+def _kept_alike(before: Model, cands: Candidates, policy: str, mir_budget: float | None,
+                replica_budget: float | None) -> bool:
+    """Whether a model of ``cands`` may be made from ``before`` (:func:`extend_model`,
+    :func:`shrink_model`) as far as the model's kind goes: the same policy and MIRs, not policy
+    ``budget``, no budget, and no group broadcast rows (small models, policy ``single``)."""
+    return not (policy != before.policy or policy == BUDGET or mir_budget is not None or replica_budget is not None
+                or before.candidates.use_mirs != cands.use_mirs
+                or bool(before.rows and before.rows[0][0] == "mir_memory_budget")
+                or (policy == "single" and (_strengthened(before.candidates) or _strengthened(cands))))
+
+
 def shrink_model(before: Model, cands: Candidates, policy: str = "single", mir_budget: float | None = None,
                  replica_budget: float | None = None) -> Model | None:
     """The model of ``cands`` made from ``before`` (a re-plan after queries were removed), or
@@ -445,20 +463,20 @@ def shrink_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     >>> w = random_workload(6, 12, 3, seed=2)
     >>> all_six = enumerate_candidates(w)
     >>> five = enumerate_candidates(w.restricted_to([q.name for q in w.queries[:5]]), previous=all_six)
-    >>> shrunk, whole = shrink_model(build_model(all_six, "replicas"), five, "replicas"), build_model(five, "replicas")
-    >>> named = lambda m: sorted((m.names[c], m.cost[c], m.tie[c]) for c in range(m.num_variables))
-    >>> rows = lambda m: sorted((n, sorted((m.names[i], a) for i, a in zip(idx, coef)), lo, hi)
-    ...                         for n, idx, coef, lo, hi in m.rows)
-    >>> named(shrunk) == named(whole), rows(shrunk) == rows(whole)
-    (True, True)
+    >>> old = build_model(all_six, "replicas")
+    >>> shrunk, whole = shrink_model(old, five, "replicas"), build_model(five, "replicas")
+    >>> left = set(shrunk.names)
+    >>> shrunk.names == [name for name in old.names if name in left]  # (those left, in their order)
+    True
+    >>> sorted(zip(shrunk.names, shrunk.cost, shrunk.tie)) == sorted(zip(whole.names, whole.cost, whole.tie))
+    True
+    >>> sorted(row[0] for row in shrunk.rows) == sorted(row[0] for row in whole.rows)
+    True
     >>> shrink_model(build_model(five, "replicas"), all_six, "replicas") is None  # a query added
     True
     """
     old = before.candidates
-    if (policy != before.policy or policy == BUDGET or mir_budget is not None or replica_budget is not None
-            or old.use_mirs != cands.use_mirs or len(cands.orders) >= len(old.orders)
-            or (before.rows and before.rows[0][0] == "mir_memory_budget")
-            or (policy == "single" and (_strengthened(old) or _strengthened(cands)))):
+    if not _kept_alike(before, cands, policy, mir_budget, replica_budget) or len(cands.orders) >= len(old.orders):
         return None
     for owner, by_start in cands.orders.items():
         if old.orders.get(owner) is not by_start or old.steps.get(owner) is not cands.steps[owner]:
@@ -467,15 +485,9 @@ def shrink_model(before: Model, cands: Candidates, policy: str = "single", mir_b
     reordered = [owner for owner in old.orders if owner in cands.orders] != list(cands.orders)
     if any(old.step_cost.get(s) != c for s, c in cands.step_cost.items()):
         return None
-    shrunk: list[MIR] = []  # stores with fewer partition candidates than before
-    for st, attrs in cands.partition_candidates.items():
-        was = old.partition_candidates.get(st)
-        if was is None or cands.parallelism(st) != old.parallelism(st):
-            return None
-        if attrs is not was and attrs != was:
-            if not set(attrs) <= set(was):
-                return None
-            shrunk.append(st)
+    shrunk = _stores_within(cands, old)  # stores with fewer partition candidates than before
+    if shrunk is None:
+        return None
     t0 = time.perf_counter()
     gone: set[int] = {c for (owner, _, _), c in before.x.items() if owner not in cands.orders}
     gone.update(c for owner, c in before.m.items() if owner not in cands.orders)
