@@ -446,8 +446,9 @@ def shrink_model(before: Model, cands: Candidates, policy: str = "single", mir_b
 
     Every owner left must have been there with the same probe orders and steps (the same
     objects, as :func:`~mqjoin.planning.candidates.enumerate_candidates` keeps them from
-    ``previous``) and in the same order, every step at the same cost, every store at the same
-    parallelism with at most its partition candidates.  The model then holds ``before``'s
+    ``previous``; an MIR first reached through a query removed may now come later), every step
+    at the same cost, every store at the same parallelism with at most its partition
+    candidates.  The model then holds ``before``'s
     columns and rows in their order but for those of the owners, steps, MIRs and partition
     candidates removed; a store that lost a partition candidate has its choice row and its
     choices' tie-break ranks written anew, and a step into it that now knows every candidate
