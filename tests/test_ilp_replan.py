@@ -627,26 +627,37 @@ def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed
     last case a block stands where it stood, but one of its stores is shared now: another key.)
     A model made from the grown one by ``replace`` shares its cache but not its keys."""
     from mqjoin.planning.ilp import extend_model, model as ilp_model, orders_relaxed
+
+    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
+    old, grown, keys, again = _keys_before_and_after("query added", extend_model, n, rels, k, seed, policy, mirs)
+    taken = [k for k in again if any(k is o for o in keys)]
+    assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
+    _checked_keys(orders_relaxed(grown))  # (the same cache, other integrality: no key taken where it stands)
+    _checked_keys(orders_relaxed(old))  # (the cache of the model before now holds another's keys)
+    _checked_keys(extend_model(old, enumerate_candidates(grown.candidates.workload, mirs=mirs,
+                                                         previous=old.candidates), policy))
+
+
+def _checked_keys(mdl):
+    """The keys of the blocks of a model's largest part (:func:`block_keys`), each checked to be
+    the one read from the names (:func:`part_key`)."""
     from mqjoin.planning.ilp.model import part_key
     from mqjoin.planning.ilp.prices import block_keys
 
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    before, after = CHANGES["query added"](random_workload(n, rels, k, seed=seed))
+    part = _largest(mdl)
+    keys = block_keys(part)
+    assert keys == [part_key(mdl, b.cols, b.rows, part.tie) for b in part.blocks]
+    return keys
+
+
+def _keys_before_and_after(change, made_from, n, rels, k, seed, policy, mirs):
+    """A model built before a change, the model after it made from that one (``made_from``:
+    grown or shrunk), and the keys of their largest parts' blocks (:func:`_checked_keys`)."""
+    before, after = CHANGES[change](random_workload(n, rels, k, seed=seed))
     old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    keys = block_keys(_largest(old))
-    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = _largest(grown)
-    again = block_keys(part)
-    assert again == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
-    taken = [k for k in again if any(k is o for o in keys)]
-    assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
-    relaxed = orders_relaxed(grown)  # (the same cache, other integrality: no key taken where it stands)
-    part = _largest(relaxed)
-    assert block_keys(part) == [part_key(relaxed, b.cols, b.rows, part.tie) for b in part.blocks]
-    block_keys(_largest(orders_relaxed(old)))  # (the cache of the model before now holds another's keys)
-    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = _largest(grown)
-    assert block_keys(part) == [part_key(grown, b.cols, b.rows, part.tie) for b in part.blocks]
+    keys = _checked_keys(old)
+    made = made_from(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
+    return old, made, keys, _checked_keys(made)
 
 
 def test_some_grown_models_repartition_a_store():
@@ -826,17 +837,9 @@ def test_a_shrunk_models_blocks_take_their_keys_where_they_stand_now(n, rels, k,
     where their columns and rows stand now — the same objects —, and every key is the one read
     from the names (:func:`part_key`)."""
     from mqjoin.planning.ilp import model as ilp_model, shrink_model
-    from mqjoin.planning.ilp.model import part_key
-    from mqjoin.planning.ilp.prices import block_keys
 
     monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    before, after = CHANGES["query removed"](random_workload(n, rels, k, seed=seed))
-    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    keys = block_keys(_largest(old))
-    shrunk = shrink_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    part = _largest(shrunk)
-    again = block_keys(part)
-    assert again == [part_key(shrunk, b.cols, b.rows, part.tie) for b in part.blocks]
+    _, _, keys, again = _keys_before_and_after("query removed", shrink_model, n, rels, k, seed, policy, mirs)
     taken = [k for k in again if any(k is o for o in keys)]
     assert 0 < len(taken) == sum(k in set(keys) for k in again) <= len(again)
 
