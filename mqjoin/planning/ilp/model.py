@@ -116,10 +116,7 @@ class Model:
         """A new variable named ``name``, followed by ``step``'s rendering (:meth:`_name`);
         ``rank`` (binaries that stand for a choice) gives it a tie-break weight
         (:func:`tie_weight`)."""
-        renamed = len(self._renamed)
-        name = self._name(name, step)
-        if rank is not None and len(self._renamed) > renamed:
-            self._renamed[-1] = (self._renamed[-1][0], len(self.names))
+        name = self._name(name, step, None if rank is None else len(self.names))
         self.names.append(name)
         self.cost.append(cost)
         self.integer.append(integer)
@@ -138,12 +135,13 @@ class Model:
         self.rows.append((self._name(name, step), idx, coef, lo, hi))
         return len(self.rows) - 1
 
-    def _name(self, name: str, step: Step | None) -> str:
-        """:meth:`_stem` made unique by a suffix where taken (noted in ``_renamed``)."""
+    def _name(self, name: str, step: Step | None, choice: int | None = None) -> str:
+        """:meth:`_stem` made unique by a suffix where taken (noted in ``_renamed``, with the
+        column ``choice`` when the name is a choice's)."""
         stem = self._stem(name, step)
         unique = _unique(stem, self._used)
         if unique is not stem:
-            self._renamed.append((stem, None))
+            self._renamed.append((stem, choice))
         return unique
 
     def _stem(self, name: str, step: Step | None) -> str:
