@@ -762,7 +762,7 @@ def test_which_choices_that_took_a_suffix_are_named_as_built():
     """Which choices that took a suffix are named as the build names them: a probe order whose
     stem an order of an owner listed before it took, or that no order took before; not one
     whose stem an order of an owner listed after it took, nor a store's partition choice."""
-    from mqjoin.planning.ilp.model import _named_as_built
+    from mqjoin.planning.ilp.changed import _named_as_built
 
     mdl = build_model(enumerate_candidates(random_workload(6, 20, 3, seed=1)))
     c = next(iter(mdl.z.values()))

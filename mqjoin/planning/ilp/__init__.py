@@ -41,8 +41,9 @@ from mqjoin.planning.ilp.branching import BRANCH_MIN_MIR
 from mqjoin.planning.ilp.coupled import MASTER_MIN_STORES, QUICK_MAX_COMBINATIONS
 from mqjoin.planning.ilp.enumeration import ENUMERATE_MAX
 from mqjoin.planning.ilp.formats import export, lp_text, to_pulp
+from mqjoin.planning.ilp.changed import extend_model, shrink_model
 from mqjoin.planning.ilp.model import (STRENGTHEN_MAX_ORDERS, TIE_BITS, TIE_MIN_SECONDS, TIE_SHARE, TIE_SLACK, Model,
-                                       build_model, components, extend_model, shrink_model, tie_weight)
+                                       build_model, components, tie_weight)
 from mqjoin.planning.ilp.paths import NODE_LIMIT
 from mqjoin.planning.ilp.solving import (RELAX_MIN_MIR, Solution, lp_bound, orders_relaxed, searched, solve,
                                         unsearched_binaries)

@@ -68,12 +68,12 @@ def block_keys(part: Part) -> list[BlockKey]:
     blocks, so whether a store is shared is part of what the block is).
 
     The keys are kept with the model by where each block stands (its columns, rows and shared
-    stores).  A model grown from this one (:func:`~mqjoin.planning.ilp.model.extend_model`)
+    stores).  A model grown from this one (:func:`~mqjoin.planning.ilp.changed.extend_model`)
     keeps its columns and rows where they were and as they were (a block whose rows it wrote
-    anew gained a column: :func:`~mqjoin.planning.ilp.model.extend_model`), so a block of it
+    anew gained a column: :func:`~mqjoin.planning.ilp.changed.extend_model`), so a block of it
     that stands where a block stood here takes that key without reading its names again (a
     key is a set of a tuple per column and row).  So does a block of a model shrunk from this
-    one (:func:`~mqjoin.planning.ilp.model.shrink_model`) that lost no column, where its
+    one (:func:`~mqjoin.planning.ilp.changed.shrink_model`) that lost no column, where its
     columns and rows stand now.
 
     >>> from unittest import mock
@@ -81,13 +81,14 @@ def block_keys(part: Part) -> list[BlockKey]:
     >>> from mqjoin.planning.candidates import enumerate_candidates
     >>> from mqjoin.planning.ilp import model
     >>> from mqjoin.planning.ilp.blocks import coupled_part
+    >>> from mqjoin.planning.ilp.changed import extend_model
     >>> w = random_workload(9, 12, 4, seed=5)
     >>> before = enumerate_candidates(w.restricted_to([q.name for q in w.queries[:8]]))
     >>> largest = lambda mdl: coupled_part(mdl, *max(model.components(mdl), key=lambda p: len(p[0])))
     >>> with mock.patch.object(model, "STRENGTHEN_MAX_ORDERS", 0):  # (models this small are built anew)
     ...     one = model.build_model(before, "single")
     ...     keys = block_keys(largest(one))
-    ...     two = model.extend_model(one, enumerate_candidates(w, previous=before), "single")
+    ...     two = extend_model(one, enumerate_candidates(w, previous=before), "single")
     >>> part = largest(two)
     >>> again = block_keys(part)
     >>> again == [model.part_key(two, b.cols, b.rows, part.tie) for b in part.blocks]
