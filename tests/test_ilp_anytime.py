@@ -186,3 +186,74 @@ def test_monitor_delivers_reports_in_clock_order_from_many_threads():
     assert len(seen) > 100
     assert seen == m.reports
     assert [r.seconds for r in seen] == sorted(r.seconds for r in seen)
+
+
+def _stopping_after(monkeypatch, monitor: Monitor, n: int) -> None:
+    """``monitor`` stops at the ``n``-th block priced (a stop that does not depend on the clock)."""
+    from mqjoin.planning.ilp import blocks
+
+    calls, cost = [0], blocks.BlockCosts.cost
+
+    def counting(self, k, choice):
+        calls[0] += 1
+        if calls[0] == n:
+            monitor.stop()
+        return cost(self, k, choice)
+
+    monkeypatch.setattr(blocks.BlockCosts, "cost", counting)
+
+
+def _counted_searches(monkeypatch) -> list[int]:
+    from mqjoin.planning.ilp import paths
+
+    searches, optimum = [0], paths.BlockPaths.optimum
+
+    def counting(self, *a, **k):
+        searches[0] += 1
+        return optimum(self, *a, **k)
+
+    monkeypatch.setattr(paths.BlockPaths, "optimum", counting)
+    return searches
+
+
+@pytest.mark.parametrize("stop_at", [30, 60])
+def test_a_stopped_solve_keeps_its_blocks_prices_and_the_next_one_goes_on_from_them(monkeypatch, stop_at):
+    """A solve stopped while it prices the blocks of a coupled part keeps what it priced
+    (``Solution.parts.prices``: every price is exact); a solve from that result searches only
+    what is left, and ends on the plan a solve from scratch gives."""
+    monkeypatch.setenv("MQJOIN_FORK", "0")  # (where the stop falls does not depend on a child)
+    w = random_workload(10, 100, 5, seed=0)
+    scratch_searches = _counted_searches(monkeypatch)
+    scratch = optimize(w)
+    searched_from_scratch, scratch_searches[0] = scratch_searches[0], 0
+    m = Monitor()
+    _stopping_after(monkeypatch, m, stop_at)
+    first = optimize(w, monitor=m)
+    assert first.ilp.status == "interrupted" and first.parts is not None and first.parts.prices
+    scratch_searches[0] = 0
+    again = optimize(w, previous=first)
+    assert again.ilp.status == "optimal" and again.ilp.canonical and again.plan == scratch.plan
+    assert 0 < scratch_searches[0] < searched_from_scratch
+
+
+def test_each_anytime_round_goes_on_from_the_round_before(monkeypatch):
+    """improve(): the first round re-plans from the result it starts from, each later one from
+    the round before it (``OptimizeOptions.previous``), so that the rounds add up."""
+    from dataclasses import replace
+
+    from mqjoin.planning.anytime import improve, progress_of
+
+    w = random_workload(6, 30, 3, seed=4)
+    seen, made = [], []
+
+    def unfinished(workload, options):  # a real plan, reported as stopped (so that the rounds go on)
+        seen.append(options.previous)
+        res = optimize(workload, options.changed(monitor=None))
+        made.append(replace(res, ilp=replace(res.ilp, status="time_limit", gap=0.5)))
+        return made[-1]
+
+    whole = optimize(w)
+    first = replace(whole, ilp=replace(whole.ilp, status="time_limit", gap=0.5))
+    rounds = list(improve(w, 0.5, max_rounds=3, start=progress_of(first, 0.1), optimize_fn=unfinished))
+    assert len(rounds) == 3
+    assert seen[0] is first and seen[1:] == made[:-1]

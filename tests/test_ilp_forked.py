@@ -274,3 +274,35 @@ def test_few_pairs_of_a_part_with_small_mirs_are_not_forked(monkeypatch):
     assert priced(pairs / ilp_blocks.SPREAD_QUICK_PAIRS_PER_MB / 2) == large and splits == [1]
     costs = ilp_blocks.BlockCosts(part, deadline=None)
     assert large == ilp_blocks.per_block(lambda k, t: costs.lp_cost(k, part.chosen_by(k, t)), part.combinations)
+
+
+@needs_fork
+@pytest.mark.parametrize("side", ["child", "parent"])
+def test_a_stop_on_either_side_keeps_the_prices_the_child_found(monkeypatch, tmp_path, side, children):
+    """When one side stops (the deadline strikes both), the child's prices still come back
+    and are merged before the stop goes on: every price either side found is exact, and a
+    later solve takes it up."""
+    from mqjoin.planning.candidates import enumerate_candidates
+    from mqjoin.planning.ilp.model import build_model, components
+
+    monkeypatch.setattr(ilp_blocks, "SPREAD_QUICK_PAIRS_PER_MB", 0.0)
+    mdl = build_model(enumerate_candidates(random_workload(10, 100, 5, seed=0)), "single")
+    part = ilp_blocks.coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
+    costs = ilp_blocks.BlockCosts(part, deadline=None)
+    log, done = tmp_path / "priced", [0]
+
+    def pricing(k, t):
+        if forked.in_child() == (side == "child") and done[0] == 3:
+            raise ilp_blocks.Stopped
+        cost = costs.cost(k, part.chosen_by(k, t))
+        done[0] += 1
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()} {k} {' '.join(map(str, t))}\n")
+        return cost
+
+    with pytest.raises(ilp_blocks.Stopped):
+        costs.spread(pricing, part.combinations)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    theirs = [(int(k), tuple(map(int, t))) for pid, k, *t in lines if int(pid) != os.getpid()]
+    assert theirs and _reaped(children)
+    assert all(part.key_of(k, part.chosen_by(k, t)) in costs.costs for k, t in theirs)

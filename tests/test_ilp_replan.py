@@ -100,6 +100,34 @@ def test_a_part_stopped_by_a_time_limit_is_not_kept():
     assert cut.parts == full.parts
 
 
+def test_a_solve_stopped_after_some_parts_keeps_those_it_proved(monkeypatch):
+    """Parts are independent: those a stopped solve proved optimal before the stop are kept
+    (each with its own canonical flag), the others are not, and the next solve solves only
+    those and ends on the plan of a solve from scratch."""
+    from mqjoin.planning.ilp import monitor as ilp_monitor
+    from mqjoin.planning.ilp.monitor import Monitor
+
+    w = random_workload(8, 40, 3, seed=1)
+    mdl = build_model(enumerate_candidates(w))
+    full = solve(mdl, reuse={})
+    assert full.components > 2
+    stopped, report, first = Monitor(), ilp_monitor.Watch.report, []
+
+    def stopping(self, incumbent, bound):  # the first report of the second part stops the solve
+        report(self, incumbent, bound)
+        first.append(first[0] if first else self.part)
+        if self.part != first[0]:
+            stopped.stop()
+
+    monkeypatch.setattr(ilp_monitor.Watch, "report", stopping)
+    cut = solve(mdl, reuse={}, monitor=stopped, fallback=[0.0] * mdl.num_variables)
+    monkeypatch.undo()
+    canonical = [p for p in cut.parts.values() if p.canonical]  # (the second part's tie-break was cut short)
+    assert cut.status == "interrupted" and canonical and len(cut.parts) < cut.components
+    again = solve(mdl, reuse=cut.parts)
+    assert again.reused == len(canonical) and again.values == full.values
+
+
 def test_optimize_changes_cli(tmp_path, capsys):
     """``optimize --changes``: one line per plan (workload, then each change), the last plan;
     in --json a ``changes`` list; a change that names an unknown query is one line, exit 2,

@@ -5,6 +5,11 @@ gap after each round.
 Each round is one time-limited :func:`mqjoin.planning.optimizer.optimize` (the solver's own warm start
 from the MIR-free plan makes every round return a plan); the best plan of all rounds and the
 best bound of all rounds are kept, so the incumbent never rises and the bound never falls.
+A round of the ILP (planner ``clash``, mode ``mqo``) goes on from the round before it, as a
+re-plan does (:func:`~mqjoin.planning.optimizer.replan`): the independent parts of the ILP that
+round proved optimal keep their answers, and the blocks it priced in a part it did not finish
+keep their prices (:mod:`mqjoin.planning.ilp.prices`), so the rounds add up instead of each
+starting over.
 The rounds stop at a proven optimum, when ``cancelled()`` says so (an edit made the solve
 stale), after ``max_rounds``, or when a round's limit would exceed ``max_limit``.
 
@@ -87,16 +92,24 @@ def improve(workload: Workload, first_limit: float, *, growth: float = 2.0, max_
     t0 = time.perf_counter() - (start.seconds if start is not None else 0.0)
     best = start
     limit = first_limit
+    # each round goes on from the last plan of this workload (the ILP's parts it proved optimal
+    # and the blocks it priced are not solved again): a round adds to the one before
+    from_last = base.planner == "clash" and base.mode == "mqo"
+    last = start.result if start is not None and start.result is not None else base.previous
     for _ in range(max_rounds):
         if cancelled is not None and cancelled():
             return
         if max_limit is not None and limit > max_limit:
             limit = max_limit
         monitor = None if on_report is None else _shifted(on_report, time.perf_counter() - t0, best)
+        round_options = base.changed(time_limit=limit, monitor=monitor)
+        if from_last and last is not None:
+            round_options = round_options.changed(previous=last)
         try:
-            res = optimize_fn(workload, base.changed(time_limit=limit, monitor=monitor))
+            res = optimize_fn(workload, round_options)
         except NoSolutionError:  # no plan in this round: the next one has longer
             res = None
+        last = res if res is not None else last
         if cancelled is not None and cancelled():
             return
         if res is not None:

@@ -119,6 +119,10 @@ SPREAD_MIN = 4
 #: a few new blocks, a hundred pairs or so, in a process of hundreds of MB (benchmarks/RESULTS.md)
 SPREAD_QUICK_PAIRS_PER_MB = 1.2
 
+#: once the deadline has passed, :meth:`BlockCosts.spread` waits at most this many seconds for
+#: the forked child's prices (the child stops at the same deadline, at its search's next node)
+STOPPED_WAIT = 2.0
+
 
 class Stopped(Exception):
     """The coupled search's time limit struck (raised by :meth:`BlockCosts.left` and the master)."""
@@ -686,7 +690,10 @@ class BlockCosts:
         answer are those of :func:`per_block`.  HiGHS runs in the parent only: a block that
         needs an LP in the child (its search gave up, or it has none) is left there from that
         pair on and finished here, in order; so is every block the parent did not take should
-        the child die."""
+        the child die.  When the deadline strikes, both sides stop at their next check and the
+        child's entries are still merged (waiting for them at most :data:`STOPPED_WAIT`
+        seconds) before :class:`Stopped` goes on: every price either side found is exact, and a
+        later solve takes them up (:mod:`mqjoin.planning.ilp.prices`)."""
         if not forked.available():
             return per_block(fn, pairs, skip)
         groups: dict[int, list[int]] = {}
@@ -702,12 +709,12 @@ class BlockCosts:
         shares = forked.Shares(list(range(len(searchable))))
         given = {i for k in searchable for i in groups[k]}
 
-        def taking() -> tuple[dict[int, float], list[int], set[int]]:
+        def taking(taken: set[int]) -> tuple[dict[int, float], list[int], set[int]]:
             """Blocks taken from the shares until none is left: the results, the pairs left to
-            the parent (:class:`_ParentOnly`, in the child only) and the blocks taken."""
+            the parent (:class:`_ParentOnly`, in the child only) and the blocks taken (also
+            added to ``taken`` as they are, for a side that stops on the way)."""
             out: dict[int, float] = {}
             left: list[int] = []
-            taken: set[int] = set()
             while (n := shares.take()) is not None:
                 k = searchable[n]
                 taken.add(k)
@@ -720,19 +727,43 @@ class BlockCosts:
             return out, left, taken
 
         here: list[tuple[Any, ...]] = []  # this side's taking(), run beside the threads' blocks
+        stopped: list[float] = []  # when this side or the wait for the child passed the deadline
 
-        def there() -> tuple[dict[int, float], list[int], tuple[Any, ...]]:
+        def there() -> tuple[dict[int, float], list[int], tuple[Any, ...], bool]:
             before = self._mark()
-            out, left, taken = taking()
-            return out, left, self._entries(taken, before)
+            taken: set[int] = set()
+            try:
+                out, left, _ = taking(taken)
+            except Stopped:  # (the deadline: what this side priced goes back all the same)
+                return {}, [], self._entries(taken, before), True
+            return out, left, self._entries(taken, before), False
+
+        def mine() -> list[float] | None:
+            try:
+                return per_block(fn, pairs, set(skip) | given, lambda: here.append(taking(set())))
+            except Stopped:
+                stopped.append(time.perf_counter())
+                return None
+
+        def poll() -> None:  # past the deadline, the child (stopping too) is awaited a little while
+            if not self.watch.stopped and self.deadline is not None and time.perf_counter() > self.deadline:
+                if not stopped:
+                    stopped.append(time.perf_counter())
+                if time.perf_counter() <= stopped[0] + STOPPED_WAIT:
+                    return
+            self.left()
 
         try:
-            out, (done, left, entries) = forked.split(
-                lambda: per_block(fn, pairs, set(skip) | given, lambda: here.append(taking())), there, self.left)
+            ran, (done, left, entries, child_stopped) = forked.split(mine, there, poll)
         except forked.ChildFailed as e:
-            out, done, left, entries = cast(list[float], e.here), {}, None, None
+            ran, done, left, entries, child_stopped = cast("list[float] | None", e.here), {}, None, None, False
         finally:
             shares.close()
+        if ran is None or child_stopped:  # (a side stopped: its prices and the other's kept, then the stop)
+            if entries is not None:
+                self._merge(entries)
+            raise Stopped
+        out = ran
         ours, _, taken_here = here[0]
         if left is None:  # the child died: every block this side did not take, here too
             left = sorted(i for k in searchable if k not in taken_here for i in groups[k])

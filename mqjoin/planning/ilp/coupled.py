@@ -146,11 +146,11 @@ def solve_coupled(mdl: Model, cols: list[int], rows: list[int], time_limit: floa
             root = max([root] + best.current)  # the master's last optimum
         elif tree.pending:
             root = min([best.cost, *(b for level in tree.pending for b in level)] + best.current)
-        if best.choice is None:
-            raise NoSolutionError("the solver reached its time limit before it found any plan; "
-                                  "raise the time limit (--time-limit) or disable MIRs (--no-mirs)") from None
-    if keep is not None and keys is not None:  # (every price is exact, a time limit or not)
-        keep.update(kept_prices(part, costs, keys, known))
+    if keep is not None and keys is not None:  # (every price is exact, a time limit or not: stopped
+        keep.update(kept_prices(part, costs, keys, known))  # before a plan too, a later solve takes them up)
+    if best.choice is None:
+        raise NoSolutionError("the solver reached its time limit before it found any plan; "
+                              "raise the time limit (--time-limit) or disable MIRs (--no-mirs)")
     return _result(part, costs, best, status, optimum, root, canonical)
 
 

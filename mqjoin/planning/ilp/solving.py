@@ -90,12 +90,17 @@ class Parts(Mapping[PartKey, SolvedPart]):
     takes a while on a large part, and a later solve looks a part up only when it has one of
     the same size (the number of its columns and rows, :meth:`find`).  A part whose key is not
     computed yet is held as its model (which must not change after the solve), columns and
-    rows."""
+    rows.  ``prices``: the blocks' prices of the coupled parts that a time limit stopped (not
+    parts of this mapping: their answers are not their optima, but every price is exact), which
+    a later solve takes up as it takes up the kept parts' (an anytime round after the one
+    before, :func:`mqjoin.planning.anytime.improve`)."""
 
     def __init__(self, known: Mapping[PartKey, SolvedPart] | None = None,
-                 pending: list[tuple[Model, list[int], list[int], SolvedPart]] | None = None) -> None:
+                 pending: list[tuple[Model, list[int], list[int], SolvedPart]] | None = None,
+                 prices: Mapping[BlockKey, PricedBlock] | None = None) -> None:
         self._known: dict[PartKey, SolvedPart] = dict(known or {})
         self._pending = list(pending or [])
+        self.prices: Mapping[BlockKey, PricedBlock] = dict(prices or {})
 
     def find(self, mdl: Model, cols: list[int], rows: list[int]) -> tuple[PartKey | None, SolvedPart | None]:
         """The key of a part of ``mdl`` and the part of that key here: (None, None) without
@@ -149,8 +154,9 @@ class Solution:
     solve_seconds: float
     components: int
     canonical: bool = False  # the equal-cost tie was broken canonically in every part
-    #: with ``reuse``: every part proven optimal (and canonical, when asked), by its
-    #: :func:`part_key`, for the next solve's ``reuse``
+    #: with ``reuse``: every part proven optimal, a time limit or not (canonical where asked
+    #: and proven), by its :func:`part_key`, and the blocks' prices of the parts a time limit
+    #: stopped (``Parts.prices``), for the next solve's ``reuse``
     parts: Parts | None = field(default=None, compare=False, repr=False)
     reused: int = 0  # parts taken from ``reuse``, not solved
 
@@ -224,6 +230,11 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     comps = components(mdl)
     known, todo, comps_left, objective, priced, blocks = _known_parts(mdl, comps, reuse, canonical, values)
     status, bound, is_canonical = "optimal", objective, True
+    proven: dict[int, bool] = {}  # the parts solved optimal here, by their first column: whether canonical
+    firsts = {cols[0] for cols, _ in comps_left}  # (a batch of parts holds several: :func:`_batches`)
+
+    def solved(cols: list[int], canonical_too: bool) -> None:
+        proven.update((c, canonical_too) for c in cols if c in firsts)
     if branching is None:
         branching = solver == "highs" and solution_limit is None
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
@@ -253,6 +264,8 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
                 bd = min(obj, watch.bound(bd))
                 watch.report(obj, bd)
                 is_canonical = is_canonical and done
+                if st == "optimal":
+                    solved(cols, done)
                 for c, v in zip(cols, vals):
                     values[c] = v
                 objective, bound, status = objective + obj, bound + bd, status if st == "optimal" else st
@@ -263,6 +276,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             obj, vals, done = exact
             watch.report(obj, obj)
             is_canonical = is_canonical and done
+            solved(cols, done)
             for c, v in zip(cols, vals):
                 values[c] = v
             objective, bound = objective + obj, bound + obj
@@ -275,9 +289,11 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
                                     _tie_seconds(remaining(), by_branching, time.perf_counter() - t1),
                                     threads, by_branching, watch.quiet())
-            is_canonical = is_canonical and done
         else:
-            is_canonical = is_canonical and st == "optimal"
+            done = st == "optimal"
+        is_canonical = is_canonical and done
+        if st == "optimal":
+            solved(cols, done)
         for c, v in zip(cols, vals):
             values[c] = v
         objective += obj
@@ -286,7 +302,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
             status = st
     if status != "optimal" and monitor is not None and monitor.stopped:
         status = "interrupted"
-    kept = _kept(mdl, todo, values, known, status == "optimal", canonical and is_canonical, blocks)
+    kept = _kept(mdl, todo, values, known, proven if canonical else dict.fromkeys(proven, False), blocks)
     return Solution(status, objective, min(bound, objective), tuple(values), solver, time.perf_counter() - t0,
                     len(comps), canonical and is_canonical, kept, len(comps) - len(comps_left))
 
@@ -352,8 +368,8 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
     answer is the one a solve from scratch gives.  Without ``reuse`` every part is solved and
     none is kept (``Solution.parts`` None); with it (an empty mapping to start) the solution
     lists its parts proven optimal for the next solve (:func:`_kept`).  The blocks priced in
-    ``reuse``'s parts are priced again by none of the coupled parts solved
-    (:mod:`mqjoin.planning.ilp.prices`)."""
+    ``reuse``'s parts, and in its parts a time limit stopped (``Parts.prices``), are priced
+    again by none of the coupled parts solved (:mod:`mqjoin.planning.ilp.prices`)."""
     if reuse is None:
         return None, [], comps, 0.0, {}, None
     parts = reuse if isinstance(reuse, Parts) else Parts(reuse)
@@ -370,29 +386,34 @@ def _known_parts(mdl: Model, comps: list[tuple[list[int], list[int]]], reuse: Ma
         for name, v in hit.values.items():
             values[at[name]] = v
         objective += hit.objective
-    return known, todo, left, objective, {k: v for part in parts.solved() for k, v in part.blocks.items()}, {}
+    priced = {k: v for part in parts.solved() for k, v in part.blocks.items()}
+    return known, todo, left, objective, {**parts.prices, **priced}, {}
 
 
 def _kept(mdl: Model, todo: list[tuple[PartKey | None, list[int], list[int]]], values: list[float],
-          known: dict[PartKey, SolvedPart] | None, optimal: bool, canonical: bool,
-          blocks: Blocks | None) -> Parts | None:
-    """``known`` with the parts solved (``todo``) added when the solve proved them optimal (a
-    part stopped by a time limit is not kept: its answer is not the part's optimum), each with
-    its blocks' prices (``blocks``, by the part's first column); a part without a key yet gets
-    it when a later solve asks (:class:`Parts`)."""
+          known: dict[PartKey, SolvedPart] | None, proven: Mapping[int, bool], blocks: Blocks | None) -> Parts | None:
+    """``known`` with the parts solved (``todo``) added that the solve proved optimal
+    (``proven``, by their first column: whether canonical too; a part that a time limit
+    stopped is not kept, its answer is not the part's optimum), each with its blocks' prices
+    (``blocks``, by the part's first column); a part without a key yet gets it when a later
+    solve asks (:class:`Parts`).  The blocks' prices of the coupled parts not kept are kept
+    apart (``Parts.prices``): every price is exact, a time limit or not."""
     if known is None:
         return None
     pending = []
-    if optimal:
-        for key, cols, rows in todo:
-            part = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
-                              math.fsum(mdl.cost[c] * values[c] for c in cols), canonical,
-                              (blocks or {}).get(cols[0], {}))
-            if key is None:
-                pending.append((mdl, cols, rows, part))
-            else:
-                known[key] = part
-    return Parts(known, pending)
+    prices: dict[BlockKey, PricedBlock] = {}
+    for key, cols, rows in todo:
+        priced = (blocks or {}).get(cols[0], {})
+        if cols[0] not in proven:
+            prices.update(priced)
+            continue
+        part = SolvedPart({mdl.names[c]: values[c] for c in cols if values[c]},
+                          math.fsum(mdl.cost[c] * values[c] for c in cols), proven[cols[0]], priced)
+        if key is None:
+            pending.append((mdl, cols, rows, part))
+        else:
+            known[key] = part
+    return Parts(known, pending, prices)
 
 
 def _methods(mdl: Model, comps: list[tuple[list[int], list[int]]]) -> list[tuple[tuple[list[int], list[int]], str]]:
