@@ -29,6 +29,8 @@ are nested workloads.  A time limit never aborts the run: the row reports the st
                                                            # 20 workloads (seeds 0-19) per size: median and worst
     python benchmarks/ilp_scale.py --replan 3 --sizes 301x4/300
                                                            # one query added, then removed, re-planned
+    python benchmarks/ilp_scale.py --rounds 3 --sizes 100x5,20x6 --budget 2
+                                                           # the explorer's anytime rounds after a 2 s first solve
 
 ``--spread N`` draws N workloads per size (seeds ``--seed`` to ``--seed + N - 1``), optimises each
 once (mqo, MIRs on) and prints, per size and policy, the median and worst optimiser time — build +
@@ -368,6 +370,34 @@ def replans(sizes: list[tuple[int, int, int]], count: int, first_seed: int) -> i
     return 0
 
 
+def rounds(sizes: list[tuple[int, int, int]], count: int, first_seed: int, budget: float) -> int:
+    """The explorer's anytime improvement, per size and seed (``single``, MIRs on): a first
+    solve under the interactive budget (``--budget`` seconds), then
+    :func:`mqjoin.planning.anytime.improve` from it as ``ExplorerModel`` calls it (rounds of
+    twice the budget, growing twofold, no limit above).  Seconds since the first solve began
+    and the proven gap at the end of the first solve and of each round, and when the plan was
+    proven optimal ("-": not within the six rounds)."""
+    from mqjoin.planning.anytime import improve, progress_of
+
+    print(f"# ilp_scale --rounds: seeds {first_seed}-{first_seed + count - 1}, budget {budget:g} s, "
+          f"{os.cpu_count()} cores, load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'Q':>4}{'k':>2}{'R':>5}{'seed':>5}{'optimal':>9}  first, then each round: seconds (gap)")
+    for n, size, rels in sizes:
+        for seed in range(first_seed, first_seed + count):
+            w = random_workload(n, rels, size, seed=seed)
+            t0 = time.perf_counter()
+            first = progress_of(optimize(w, mode="mqo", partitioning="single", time_limit=budget),
+                                time.perf_counter() - t0)
+            steps = [first]
+            if first.status != "optimal":
+                steps += list(improve(w, 2 * budget, start=first, mode="mqo", partitioning="single"))
+            done = f"{steps[-1].seconds:.1f}" if steps[-1].status == "optimal" else "-"
+            print(f"{n:>4}{size:>2}{rels:>5}{seed:>5}{done:>9}  "
+                  + "  ".join(f"{p.seconds:.1f} ({p.gap:.0%})" for p in steps), flush=True)
+    print(f"# load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
 def summary(rows: list[Row], time_limit: float) -> list[str]:
     out = ["", "Summary", "-------"]
     by_key = {(r.n, r.rels, r.size): r for r in rows}
@@ -430,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default="single,replicas", help="--spread: policies, comma-separated")
     ap.add_argument("--replan", type=int, default=0, metavar="N",
                     help="N workloads per size of --sizes (seeds --seed …): one query added, then removed, re-planned")
+    ap.add_argument("--rounds", type=int, default=0, metavar="N",
+                    help="N workloads per size of --sizes (seeds --seed …): the explorer's anytime rounds")
+    ap.add_argument("--budget", type=float, default=2.0,
+                    help="--rounds: the explorer's interactive budget in seconds (default 2)")
     args = ap.parse_args(argv)
     bad = set(args.rows) - set(LETTER) - set(", ")
     if bad:
@@ -441,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be at least 1")
     if args.goals:
         return goals(args.seed, time_limit, args.repeat)
-    if args.spread or args.replan:
+    if args.spread or args.replan or args.rounds:
         try:
             sizes = [_size(part) for part in args.sizes.split(",")]
         except ValueError:
@@ -451,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--policies: unknown {', '.join(bad_policies)} (use {', '.join(POLICIES)})")
         if args.replan:
             return replans(sizes, args.replan, args.seed)
+        if args.rounds:
+            if args.budget <= 0:
+                ap.error("--budget must be positive")
+            return rounds(sizes, args.rounds, args.seed, args.budget)
         return spread(sizes, args.policies.split(","), args.spread, args.seed, time_limit)
     figs = list(dict.fromkeys(LETTER[c] for c in args.rows if c in LETTER))
     table = QUICK if args.quick else FIGURES

@@ -235,6 +235,7 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
 
     def solved(cols: list[int], canonical_too: bool) -> None:
         proven.update((c, canonical_too) for c in cols if c in firsts)
+
     if branching is None:
         branching = solver == "highs" and solution_limit is None
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
