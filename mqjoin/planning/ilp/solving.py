@@ -232,10 +232,6 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
     status, bound, is_canonical = "optimal", objective, True
     proven: dict[int, bool] = {}  # the parts solved optimal here, by their first column: whether canonical
     firsts = {cols[0] for cols, _ in comps_left}  # (a batch of parts holds several: :func:`_batches`)
-
-    def solved(cols: list[int], canonical_too: bool) -> None:
-        proven.update((c, canonical_too) for c in cols if c in firsts)
-
     if branching is None:
         branching = solver == "highs" and solution_limit is None
     parts = _methods(mdl, comps_left) if branching else [(p, "") for p in _batches(comps_left)]
@@ -258,43 +254,31 @@ def solve(mdl: Model, solver: str = "highs", time_limit: float | None = None, th
         # under a time limit each part gets its share of what is left, by size
         share = len(cols) / left_cols
         left_cols -= len(cols)
-        if method == "coupled":
-            coupled = _coupled_or_start(mdl, cols, rows, remaining(share), canonical, stand_in, watch, priced, blocks)
-            if coupled is not None:
-                st, obj, bd, vals, done = coupled
-                bd = min(obj, watch.bound(bd))
-                watch.report(obj, bd)
-                is_canonical = is_canonical and done
-                if st == "optimal":
-                    solved(cols, done)
-                for c, v in zip(cols, vals):
-                    values[c] = v
-                objective, bound, status = objective + obj, bound + bd, status if st == "optimal" else st
-                continue
-        by_branching = method == "branch"
-        exact = _by_paths(mdl, cols, rows, deadline, canonical, watch) if by_branching else None
+        by_branching, st = method == "branch", ""  # (its status once a method answered)
+        coupled = None if method != "coupled" else _coupled_or_start(mdl, cols, rows, remaining(share), canonical,
+                                                                    stand_in, watch, priced, blocks)
+        if coupled is not None:
+            st, obj, bd, vals, done = coupled
+            bd = min(obj, watch.bound(bd))
+            watch.report(obj, bd)
+        exact = _by_paths(mdl, cols, rows, deadline, canonical, watch) if by_branching and not st else None
         if exact is not None:  # the search without LPs ended (it gives up on too many nodes)
-            obj, vals, done = exact
+            (obj, vals, done), st = exact, "optimal"
+            bd = obj
             watch.report(obj, obj)
-            is_canonical = is_canonical and done
-            solved(cols, done)
-            for c, v in zip(cols, vals):
-                values[c] = v
-            objective, bound = objective + obj, bound + obj
-            continue
-        st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, stand_in.started(),
-                                       stand_in(), solution_limit, relax_orders, by_branching, watch)
-        if st == "optimal" and canonical and any(mdl.tie[c] for c in cols):
-            # the objective stays the optimum's: the canonical values cost the same, up to the
-            # slack that the continuous variables may take in the tie-break solve
-            done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
-                                    _tie_seconds(remaining(), by_branching, time.perf_counter() - t1),
-                                    threads, by_branching, watch.quiet())
-        else:
+        if not st:
+            st, obj, bd, vals = _by_solver(mdl, cols, rows, solver, remaining(share), threads, stand_in.started(),
+                                           stand_in(), solution_limit, relax_orders, by_branching, watch)
             done = st == "optimal"
+            if done and canonical and any(mdl.tie[c] for c in cols):
+                # the objective stays the optimum's: the canonical values cost the same, up to the
+                # slack that the continuous variables may take in the tie-break solve
+                done, vals = _tie_break(mdl, cols, rows, obj, vals, solver,
+                                        _tie_seconds(remaining(), by_branching, time.perf_counter() - t1),
+                                        threads, by_branching, watch.quiet())
         is_canonical = is_canonical and done
         if st == "optimal":
-            solved(cols, done)
+            proven.update((c, done) for c in cols if c in firsts)
         for c, v in zip(cols, vals):
             values[c] = v
         objective += obj
