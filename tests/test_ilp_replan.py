@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from _cli import run_cli
+from _replan import CHANGES, largest, query_names, redeclared_relation, same, some_relation
 from mqjoin.datasets.random_workloads import random_workload
 from mqjoin.model.errors import NoSolutionError
 from mqjoin.planning.candidates import enumerate_candidates
@@ -27,17 +28,6 @@ CASES = [(8, 40, 3, s, "single", True) for s in range(6)] + [
 
 pytestmark = pytest.mark.usefixtures("tie_breaks_to_the_end")  # two optima compared: both canonical
 
-
-def _same(a, b) -> None:
-    """Two results of the same workload: the same plan, the same optimum, both canonical (a
-    kept part's objective is its values' cost, which the continuous columns of a tie-break
-    solve may lift by the solver's tolerance: OBJECTIVE_TOLERANCE)."""
-    assert a.ilp.status == b.ilp.status == "optimal" and a.ilp.canonical and b.ilp.canonical
-    assert math.isclose(a.ilp.objective, b.ilp.objective, rel_tol=OBJECTIVE_TOLERANCE)
-    assert a.plan == b.plan
-    assert a.plan.to_json() == b.plan.to_json()
-
-
 @pytest.mark.parametrize("n,rels,k,seed,policy,mirs", CASES)
 def test_a_replan_equals_a_solve_from_scratch(n, rels, k, seed, policy, mirs):
     """A query added, then removed again, then another removed: each re-plan from the plan
@@ -50,7 +40,7 @@ def test_a_replan_equals_a_solve_from_scratch(n, rels, k, seed, policy, mirs):
     for n, step in enumerate(steps[1:]):
         res = replan(res, step)
         assert (res.partitioning, res.mirs) == (policy, mirs)
-        _same(res, optimize(step, partitioning=policy, mirs=mirs))
+        same(res, optimize(step, partitioning=policy, mirs=mirs))
         assert len(res.parts) == res.ilp.components and res.reused_parts <= res.ilp.components
         if n == 0:  # a query added: its part is new (a query removed may leave only known parts)
             assert res.reused_parts < res.ilp.components
@@ -195,88 +185,12 @@ def test_a_coupled_part_changed_by_one_query_reprices_only_its_new_blocks(n, rel
         again = len(searched)
         searched.clear()
         scratch = optimize(step, partitioning="single")
-        _same(res, scratch)
+        same(res, scratch)
         assert res.reused_parts < res.ilp.components  # the coupled part changed: solved again
         assert again < len(searched), (again, len(searched))  # ... from the prices kept
 
 
 # --------------------------------------------------------------------------------------------
-# the enumeration from the candidates before a change (enumerate_candidates(previous=...))
-# --------------------------------------------------------------------------------------------
-
-
-def _some_relation(w):
-    """A relation the first query joins."""
-    return w.queries[0].relations[0]
-
-
-def _some_equality(w):
-    """An equality of the first query, as ``with_selectivity`` takes it."""
-    a, b = w.queries[0].classes[0].members[:2]
-    return f"{a} = {b}"
-
-
-def _sharing(w):
-    """Two queries that join a common relation, and that relation."""
-    for i, q in enumerate(w.queries):
-        for p in w.queries[i + 1:]:
-            common = sorted(q.relation_set & p.relation_set)
-            if common:
-                return q, p, common[0]
-    raise AssertionError("no two queries share a relation")
-
-
-def _filtered(w, q, relation, where, fraction):
-    return w.with_query(q.name, {"join": q.text, "where": f"{relation}.{where}"}, {relation: fraction})
-
-
-def _grouped_pair(w):
-    """Two queries sharing a relation, each with its own filter on it, in one group."""
-    q, p, r = _sharing(w)
-    return _filtered(_filtered(w, q, r, "a < 5", 0.5), p, r, "a > 7", 0.2).with_groups([[q.name, p.name]])
-
-
-def _redeclared(w):
-    """One relation declared with other attributes (those no query reads renamed): the
-    queries are as they were, but the stores holding it render their partitions otherwise
-    (an attribute name several of a store's relations declare is written with its relation)."""
-    used = w.input_attributes()
-    r = next(r for q in w.queries for r in q.relations if set(w.relation(r).attributes) - used[r])
-    return w.with_relation(r, attributes=[a if a in used[r] else a + "x" for a in w.relation(r).attributes])
-
-
-def _measured(w):
-    from mqjoin.model.sizes import MeasuredSize
-
-    a, b = w.queries[0].classes[0].members[:2]
-    return w.with_sizes([MeasuredSize(None, (a.relation, b.relation), 3.0)])
-
-
-def _names(w):
-    return [q.name for q in w.queries]
-
-
-#: each kind of change: a workload → (the workload before, the workload after)
-CHANGES = {
-    "query added": lambda w: (w.restricted_to(_names(w)[:-1]), w),
-    "query removed": lambda w: (w, w.restricted_to(_names(w)[:2] + _names(w)[3:])),
-    "rate": lambda w: (w, w.with_relation(_some_relation(w), rate=300.0)),
-    "window": lambda w: (w, w.with_relation(_some_relation(w), window=0.5)),
-    "parallelism": lambda w: (w, w.with_relation(_some_relation(w), parallelism=2)),
-    "attributes": lambda w: (w, _redeclared(w)),
-    "selectivity": lambda w: (w, w.with_selectivity(_some_equality(w), 0.02)),
-    "horizon": lambda w: (w, w.with_defaults(horizon=10.0)),
-    "measured size": lambda w: (w, _measured(w)),
-    "filter added": lambda w: (w, _filtered(w, *_sharing(w)[::2], "a < 5", 0.5)),
-    "filter fraction": lambda w: (_filtered(w, *_sharing(w)[::2], "a < 5", 0.5),
-                                  _filtered(w, *_sharing(w)[::2], "a < 5", 0.1)),
-    "group formed": lambda w: (_grouped_pair(w).with_groups(()), _grouped_pair(w)),
-    "group member's filter": lambda w: (_grouped_pair(w),
-                                        _grouped_pair(w).with_filter_fraction(_sharing(w)[0].name,
-                                                                              _sharing(w)[2], 0.9)),
-}
-
-
 def _same_candidates(a, b) -> None:
     """Equal candidates, in the same order (owners, starts, steps, stores), rendered alike."""
     assert a == b
@@ -318,10 +232,10 @@ def test_the_enumeration_takes_what_the_change_left():
     probe orders of a query the change does not touch (the very tuple), new ones of the query
     it adds."""
     w = random_workload(7, 12, 4, seed=0)
-    old = enumerate_candidates(w.restricted_to(_names(w)[:-1]))
+    old = enumerate_candidates(w.restricted_to(query_names(w)[:-1]))
     new = enumerate_candidates(w, previous=old)
     assert new.orders["q1"] is old.orders["q1"] and "q7" not in old.orders
-    redeclared = enumerate_candidates(_redeclared(w), previous=new)
+    redeclared = enumerate_candidates(redeclared_relation(w), previous=new)
     assert redeclared.orders["q1"] is not new.orders["q1"]
 
 
@@ -331,7 +245,7 @@ def test_a_model_keeps_the_names_of_its_own_variables_and_rows():
     hashes it reads are those before (a different hash before shows in the weight)."""
     w = random_workload(7, 12, 4, seed=1)
     old = build_model(enumerate_candidates(w))
-    fewer = build_model(enumerate_candidates(w.restricted_to(_names(w)[:3])), names=old.name_parts)
+    fewer = build_model(enumerate_candidates(w.restricted_to(query_names(w)[:3])), names=old.name_parts)
     assert set(fewer.name_parts.hashes) < set(old.name_parts.hashes)
     assert set(fewer.name_parts.hashes) == {n for n, t in zip(fewer.names, fewer.tie) if t}
     x = next(i for i, t in enumerate(old.tie) if t)
@@ -348,7 +262,7 @@ def test_a_replan_after_a_change_of_statistics_equals_a_solve_from_scratch(chang
     before, after = CHANGES[change](random_workload(10, 20, 4, seed=0))
     first = optimize(before, partitioning="single")
     again = replan(first, after)
-    _same(again, optimize(after, partitioning="single"))
+    same(again, optimize(after, partitioning="single"))
     kept = [o for o in again.model.candidates.orders
             if again.model.candidates.orders[o] is first.model.candidates.orders.get(o)]
     assert 0 < len(kept) < len(again.model.candidates.orders)
@@ -437,9 +351,9 @@ def test_kept_prices_of_blocks_priced_no_further_are_those_read(n, rels, k, seed
     w = random_workload(n, rels, k, seed=seed)
 
     def part_of(workload):
-        return _largest(build_model(enumerate_candidates(workload), "single"))
+        return largest(build_model(enumerate_candidates(workload), "single"))
 
-    one = part_of(w.restricted_to(_names(w)[:-1]))
+    one = part_of(w.restricted_to(query_names(w)[:-1]))
     costs = BlockCosts(one, deadline=None)
     for k_, t in one.combinations[::2]:  # (half the combinations: the re-plan prices the others)
         costs.cost(k_, one.chosen_by(k_, t))
@@ -469,7 +383,7 @@ def test_a_plan_from_the_candidates_steps_is_the_plan_derived_anew(seed):
     from mqjoin.planning.probe_trees import build_plan
 
     w = random_workload(12, 20, 4, seed=seed)
-    changed = w.with_relation(_some_relation(w), rate=300.0)
+    changed = w.with_relation(some_relation(w), rate=300.0)
     res = replan(optimize(w, partitioning="single"), changed)
     plan = res.plan
     assert build_plan(changed, plan.choices, plan.mode, plan.partitioning) == plan
@@ -499,7 +413,7 @@ def test_replans_of_a_coupled_workload_equal_solves_from_scratch(n, rels, k, see
     res = optimize(added[0], partitioning="single", mirs=mirs)
     for step in (w, removed, rate, selectivity):
         res = replan(res, step)
-        _same(res, optimize(step, partitioning="single", mirs=mirs))
+        same(res, optimize(step, partitioning="single", mirs=mirs))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -512,9 +426,9 @@ def test_prices_read_from_the_solve_before_are_those_of_a_solve_from_scratch(see
     w = random_workload(12, 20, 4, seed=seed)
 
     def part_of(workload):
-        return _largest(build_model(enumerate_candidates(workload), "single"))
+        return largest(build_model(enumerate_candidates(workload), "single"))
 
-    one = part_of(w.restricted_to(_names(w)[:-1]))
+    one = part_of(w.restricted_to(query_names(w)[:-1]))
     costs = BlockCosts(one, deadline=None)
     for k_, t in one.combinations:
         costs.lp_cost(k_, one.chosen_by(k_, t))
@@ -537,7 +451,7 @@ def _quick_master(seed):
     from mqjoin.planning.ilp.blocks import BlockCosts
     from mqjoin.planning.ilp.master import Master
 
-    part = _largest(build_model(enumerate_candidates(random_workload(12, 20, 4, seed=seed)), "single"))
+    part = largest(build_model(enumerate_candidates(random_workload(12, 20, 4, seed=seed)), "single"))
     assert part.quick
     costs = BlockCosts(part, deadline=None)
     for k_, t in part.combinations:
@@ -588,327 +502,3 @@ def test_the_masters_dual_is_read_again_only_at_the_same_prices(seed):
     again = master._floors_at(higher)
     fresh = _floors(master.lp, np.concatenate([np.zeros(master.names), higher]))
     assert again is not first and np.allclose(again.least, fresh.least)
-
-
-def _largest(mdl):
-    """The largest part of a model, split into blocks."""
-    from mqjoin.planning.ilp.blocks import coupled_part
-
-    return coupled_part(mdl, *max(components(mdl), key=lambda p: len(p[0])))
-
-
-def _model_by_name(mdl):
-    """A model as its names say: every column (name, cost, tie-break weight, bound, integrality),
-    every row (name, its columns by name with coefficients, bounds), every part (its columns by
-    name) and every partition choice (its store and index), each sorted: what two models must
-    share to be the same model, wherever their columns and rows stand."""
-    names = mdl.names
-    cols = sorted((names[c], mdl.cost[c], mdl.tie[c], mdl.upper[c], mdl.integer[c]) for c in range(len(names)))
-    rows = sorted((n, tuple(sorted((names[i], a) for i, a in zip(idx, coef))), lo, hi)
-                  for n, idx, coef, lo, hi in mdl.rows)
-    parts = sorted(sorted(names[c] for c in cols) for cols, _ in components(mdl))
-    choices = sorted((names[c], st.label, j) for c, (st, j) in mdl.z_index().items())
-    return cols, rows, parts, choices
-
-
-#: (queries, relations, query size, seed, policy, MIRs): workloads whose last two queries, added
-#: one at a time, take no name made already (their models compare by name exactly; names that took a
-#: suffix: below)
-GROWN = [(8, 40, 3, 2, "single", True), (10, 40, 4, 0, "single", True), (10, 40, 4, 2, "single", False),
-         (8, 40, 3, 4, "replicas", True), (12, 30, 4, 2, "single", True), (8, 30, 5, 6, "single", True)]
-
-
-@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
-def test_a_model_grown_by_a_query_is_the_model_built_anew(n, rels, k, seed, policy, mirs, monkeypatch):
-    """The model of a re-plan after a query was added, grown from the model before
-    (:func:`extend_model`), is the model built from scratch: the same columns, rows, parts and
-    partition choices by name; the columns before keep their places and names, and the links
-    without ``z`` it extends are those computed anew.  (Models this small get the group
-    broadcast rows, which a grown model does not: they are left out here.)"""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model
-    from mqjoin.planning.ilp.model import plain_links
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    w = random_workload(n, rels, k, seed=seed)
-    before, after = CHANGES["query added"](w)
-    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    plain_links(old)  # (the links a solve computed, which the grown model extends)
-    grown = extend_model(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    assert grown is not None
-    whole = build_model(enumerate_candidates(after, mirs=mirs), policy)
-    assert _model_by_name(grown) == _model_by_name(whole)
-    assert grown.names[:len(old.names)] == old.names and grown.num_variables > old.num_variables
-    root, with_z = plain_links(grown)
-    grown._keys.clear()
-    again, with_z_again = plain_links(grown)
-    assert with_z == with_z_again
-    assert {tuple(c for c in range(len(root)) if root[c] == r) for r in set(root)} == \
-        {tuple(c for c in range(len(again)) if again[c] == r) for r in set(again)}
-
-
-@pytest.mark.parametrize("n,rels,k,seed,policy,mirs",
-                         [g for g in GROWN if g[4] == "single"] + [(10, 16, 4, 0, "single", True)])
-def test_a_grown_models_blocks_take_their_keys_where_they_stand(n, rels, k, seed, policy, mirs, monkeypatch):
-    """The blocks of a grown model's coupled part that stand where blocks of the model before
-    stood take those blocks' keys without reading their names again — the same objects —, and
-    every key is the one read from the names (:func:`part_key`), those taken included.  (In the
-    last case a block stands where it stood, but one of its stores is shared now: another key.)
-    A model made from the grown one by ``replace`` shares its cache but not its keys."""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model, orders_relaxed
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    old, grown, keys, again = _keys_before_and_after("query added", extend_model, n, rels, k, seed, policy, mirs)
-    taken = [k for k in again if any(k is o for o in keys)]
-    assert 0 < len(taken) == sum(k in set(keys) for k in again) < len(again)
-    _checked_keys(orders_relaxed(grown))  # (the same cache, other integrality: no key taken where it stands)
-    _checked_keys(orders_relaxed(old))  # (the cache of the model before now holds another's keys)
-    _checked_keys(extend_model(old, enumerate_candidates(grown.candidates.workload, mirs=mirs,
-                                                         previous=old.candidates), policy))
-
-
-def _checked_keys(mdl):
-    """The keys of the blocks of a model's largest part (:func:`block_keys`), each checked to be
-    the one read from the names (:func:`part_key`)."""
-    from mqjoin.planning.ilp.model import part_key
-    from mqjoin.planning.ilp.prices import block_keys
-
-    part = _largest(mdl)
-    keys = block_keys(part)
-    assert keys == [part_key(mdl, b.cols, b.rows, part.tie) for b in part.blocks]
-    return keys
-
-
-def _keys_before_and_after(change, made_from, n, rels, k, seed, policy, mirs):
-    """A model built before a change, the model after it made from that one (``made_from``:
-    grown or shrunk), and the keys of their largest parts' blocks (:func:`_checked_keys`)."""
-    before, after = CHANGES[change](random_workload(n, rels, k, seed=seed))
-    old = build_model(enumerate_candidates(before, mirs=mirs), policy)
-    keys = _checked_keys(old)
-    made = made_from(old, enumerate_candidates(after, mirs=mirs, previous=old.candidates), policy)
-    return old, made, keys, _checked_keys(made)
-
-
-def test_some_grown_models_repartition_a_store():
-    """The cases above include stores that the added query gives a new partition candidate:
-    their choice and broadcast rows are written anew, not only added to."""
-    grew = 0
-    for n, rels, k, seed, _, mirs in GROWN:
-        w = random_workload(n, rels, k, seed=seed)
-        before, after = CHANGES["query added"](w)
-        old, new = enumerate_candidates(before, mirs=mirs), enumerate_candidates(after, mirs=mirs)
-        grew += sum(attrs != new.partition_candidates[st] for st, attrs in old.partition_candidates.items())
-    assert grew >= 3
-
-
-@pytest.mark.parametrize("change", ["query removed", "rate", "parallelism", "attributes"])
-def test_a_model_is_built_anew_unless_queries_were_only_added(change, monkeypatch):
-    """Any change but queries added (a query removed, statistics, parallelism, relations
-    declared otherwise) gives no grown model: the re-plan builds it anew."""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    before, after = CHANGES[change](random_workload(10, 40, 4, seed=0))
-    old = build_model(enumerate_candidates(before))
-    assert extend_model(old, enumerate_candidates(after, previous=old.candidates)) is None
-
-
-def test_a_model_is_built_anew_for_budgets_and_group_rows(monkeypatch):
-    """Nor is a model grown under policy ``budget``, with a MIR budget, or where it has the group
-    broadcast rows (small models)."""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model
-
-    before, after = CHANGES["query added"](random_workload(10, 40, 4, seed=0))
-    old = enumerate_candidates(before)
-    new = enumerate_candidates(after, previous=old)
-    assert extend_model(build_model(old), new) is None  # the group broadcast rows
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    assert extend_model(build_model(old), new) is not None
-    assert extend_model(build_model(old, "budget"), new, "budget") is None
-    assert extend_model(build_model(old, mir_budget=1e9), new, mir_budget=1e9) is None
-
-
-#: two queries over the same relations joined on other attributes: their MIRs have the same
-#: labels, so their probe orders', steps' and rows' names the same stems
-CLASHING = '''
-defaults: {rate: 100, selectivity: 0.01, parallelism: 4}
-relations: {R: {attributes: [a, b]}, S: {attributes: [a, b]}, T: {attributes: [a, b]}}
-queries: {%s}
-'''
-
-
-def _unsuffixed(mdl):
-    """:func:`_model_by_name` with the suffix that makes a name unique taken off every name
-    that weighs nothing in the tie-break (steps' columns, rows): those may be numbered in
-    another order by a grown model than by the build."""
-    import re
-
-    ranked = {mdl.names[c] for c in range(mdl.num_variables) if mdl.tie[c]}
-    bare = [n if n in ranked else re.sub(r"_[0-9]+$", "", n) for n in mdl.names]
-    return _model_by_name(replace(mdl, names=bare, rows=[(re.sub(r"_[0-9]+$", "", n), *rest) for n, *rest in mdl.rows]))
-
-
-@pytest.mark.parametrize("first", [True, False])
-def test_a_model_grown_by_an_owner_whose_label_is_taken(first, monkeypatch):
-    """A new owner whose label is an old one's (a MIR of the same relations joined otherwise)
-    names its probe orders with the suffixes the build gives them when the candidates list it
-    after the old one (the query before comes first in the workload): the model is grown,
-    its choices named and weighed as the build's, only steps' columns and rows possibly
-    numbered otherwise, and the re-plan is the solve from scratch.  Listed before the old
-    one (the new query comes first), the build would number the new owner's orders first:
-    the model is built anew."""
-    from mqjoin.model.workload import parse_workload
-    from mqjoin.planning import clash
-    from mqjoin.planning.ilp import extend_model, model as ilp_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    q1, q2 = 'q1: "R(a), S(a), T(a)"', 'q2: "R(b), S(b), T(b)"'
-    w = parse_workload(CLASHING % (f"{q1}, {q2}" if first else f"{q2}, {q1}"))
-    one = enumerate_candidates(w.restricted_to(["q1"]))
-    two = enumerate_candidates(w, previous=one)
-    assert {m.label for m in one.orders if not isinstance(m, str)} & \
-        {m.label for m in two.orders if not isinstance(m, str) and m not in one.orders}
-    old = build_model(one)
-    grown, whole = extend_model(old, two), build_model(two)
-    if not first:
-        assert grown is None
-        return
-    assert grown is not None and any(c is not None for _, c in grown._renamed)  # (a choice took a suffix)
-    def ranked(m):
-        return sorted((m.names[c], m.tie[c], m.cost[c]) for c in range(m.num_variables) if m.tie[c])
-
-    assert ranked(grown) == ranked(whole)
-    assert _unsuffixed(grown) == _unsuffixed(whole)
-    grew = []
-    real = clash.extend_model
-    monkeypatch.setattr(clash, "extend_model", lambda *a, **k: grew.append(real(*a, **k)) or grew[-1])
-    res = optimize(w.restricted_to(["q1"]), mode="mqo", partitioning="single")
-    _same(replan(res, w), optimize(w, mode="mqo", partitioning="single"))
-    assert grew and grew[0] is not None
-
-
-def test_which_choices_that_took_a_suffix_are_named_as_built():
-    """Which choices that took a suffix are named as the build names them: a probe order whose
-    stem an order of an owner listed before it took, or that no order took before; not one
-    whose stem an order of an owner listed after it took, nor a store's partition choice."""
-    from mqjoin.planning.ilp.changed import _named_as_built
-
-    mdl = build_model(enumerate_candidates(random_workload(6, 20, 3, seed=1)))
-    c = next(iter(mdl.z.values()))
-    assert _named_as_built(mdl, replace(mdl, _renamed=[]))
-    assert not _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[c], c)]))
-    first, last = next(iter(mdl.x.values())), list(mdl.x.values())[-1]  # (orders of the first and last owner)
-    assert _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[first] + "_new", first)]))  # (no order took it)
-    assert _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[first], last)]))  # (taken by an owner before)
-    assert not _named_as_built(mdl, replace(mdl, _renamed=[(mdl.names[last], first)]))  # (taken by one after)
-
-
-@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
-def test_replans_from_grown_models_equal_solves_from_scratch(n, rels, k, seed, policy, mirs, monkeypatch):
-    """Two queries added one at a time, each re-planned from the result before on a grown
-    model (the first re-plan's model grown from the solve's, the second's from the first's):
-    each plan is the one a solve from scratch gives; then the first query removed, on the model
-    shrunk from the second's (:func:`shrink_model`) but where a name would be numbered otherwise
-    (one case here: built anew)."""
-    from mqjoin.planning import clash
-    from mqjoin.planning.ilp import model as ilp_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    grown, shrunk = [], []
-
-    def spy(real, made):
-        def call(*args, **kwargs):
-            out = real(*args, **kwargs)
-            made.append(out is not None)
-            return out
-        return call
-
-    monkeypatch.setattr(clash, "extend_model", spy(clash.extend_model, grown))
-    monkeypatch.setattr(clash, "shrink_model", spy(clash.shrink_model, shrunk))
-    w = random_workload(n, rels, k, seed=seed)
-    names = _names(w)
-    res = optimize(w.restricted_to(names[:-2]), partitioning=policy, mirs=mirs)
-    for step in (w.restricted_to(names[:-1]), w, w.restricted_to(names[1:])):
-        res = replan(res, step)
-        _same(res, optimize(step, partitioning=policy, mirs=mirs))
-    assert grown == [True, True, False] and shrunk == [(n, seed) != (12, 2)]
-
-
-@pytest.mark.parametrize("grow", [False, True])
-@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", GROWN)
-def test_a_model_shrunk_by_a_query_is_the_model_built_anew(n, rels, k, seed, policy, mirs, grow, monkeypatch):
-    """The model of a re-plan after a query was removed, shrunk from the model before
-    (:func:`shrink_model`: built, or grown by a query first), is the model built from scratch:
-    the same columns, rows, parts and partition choices by name (the choices weighed alike:
-    a store that lost a partition candidate ranks the ones left anew), only fewer columns and
-    rows where they were."""
-    from mqjoin.planning.ilp import extend_model, model as ilp_model, shrink_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    w = random_workload(n, rels, k, seed=seed)
-    before, after = CHANGES["query removed"](w)
-    old = build_model(enumerate_candidates(before.restricted_to(_names(before)[:-1]) if grow else before, mirs=mirs),
-                      policy)
-    if grow:
-        old = extend_model(old, enumerate_candidates(before, mirs=mirs, previous=old.candidates), policy)
-    new = enumerate_candidates(after, mirs=mirs, previous=old.candidates)
-    shrunk = shrink_model(old, new, policy)
-    assert shrunk is not None and shrunk.num_variables < old.num_variables and len(shrunk.rows) < len(old.rows)
-    assert _model_by_name(shrunk) == _model_by_name(build_model(enumerate_candidates(after, mirs=mirs), policy))
-    kept = set(shrunk.names)
-    assert [name for name in old.names if name in kept] == shrunk.names  # (in their order)
-
-
-@pytest.mark.parametrize("n,rels,k,seed,policy,mirs", [g for g in GROWN if g[4] == "single"])
-def test_a_shrunk_models_blocks_take_their_keys_where_they_stand_now(n, rels, k, seed, policy, mirs, monkeypatch):
-    """The blocks of a shrunk model's coupled part that are as they were (none of their columns
-    removed or weighed anew, none of their rows written anew) take the keys of the model before
-    where their columns and rows stand now — the same objects —, and every key is the one read
-    from the names (:func:`part_key`)."""
-    from mqjoin.planning.ilp import model as ilp_model, shrink_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    _, _, keys, again = _keys_before_and_after("query removed", shrink_model, n, rels, k, seed, policy, mirs)
-    taken = [k for k in again if any(k is o for o in keys)]
-    assert 0 < len(taken) == sum(k in set(keys) for k in again) <= len(again)
-
-
-def test_some_shrunk_models_repartition_a_store():
-    """The cases above remove partition candidates (a store's choices ranked anew) and
-    broadcasts of steps that a store's candidates left all serve."""
-    lost = 0
-    for n, rels, k, seed, _, mirs in GROWN:
-        before, after = CHANGES["query removed"](random_workload(n, rels, k, seed=seed))
-        old, new = enumerate_candidates(before, mirs=mirs), enumerate_candidates(after, mirs=mirs)
-        lost += sum(attrs != old.partition_candidates[st] for st, attrs in new.partition_candidates.items())
-    assert lost >= 3
-
-
-def test_a_model_is_built_anew_where_a_choice_would_be_numbered_otherwise(monkeypatch):
-    """Where a probe order's name took a suffix after a name of the query removed (MIRs of the
-    same relations joined otherwise), the build would number it otherwise, and so weigh it
-    otherwise: no shrunk model, and the re-plan is the solve from scratch all the same."""
-    from mqjoin.planning import clash
-    from mqjoin.planning.ilp import model as ilp_model, shrink_model
-
-    monkeypatch.setattr(ilp_model, "STRENGTHEN_MAX_ORDERS", 0)
-    w = random_workload(16, 12, 4, seed=1)  # (16 queries over 12 relations: labels taken often)
-    fewer = w.restricted_to(_names(w)[1:])
-    old = build_model(enumerate_candidates(w))
-    assert shrink_model(old, enumerate_candidates(fewer, previous=old.candidates)) is None
-    made = []
-    real = clash.shrink_model
-    monkeypatch.setattr(clash, "shrink_model", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
-    _same(replan(optimize(w, partitioning="single"), fewer), optimize(fewer, partitioning="single"))
-    assert made == [None]
-
-
-def test_a_large_replan_grows_the_model_and_equals_a_solve_from_scratch():
-    """At the size where it pays (no group broadcast rows: more than
-    ``STRENGTHEN_MAX_ORDERS`` probe orders), a query added re-plans on a grown model: its
-    columns before keep their places, and the plan is the one a solve from scratch gives."""
-    w = random_workload(101, 100, 4, seed=0)
-    first = optimize(w.restricted_to(_names(w)[:-1]), partitioning="single")
-    assert first.model.candidates.size["probe_orders"] > 5000
-    again = replan(first, w)
-    assert again.model.names[:first.model.num_variables] == first.model.names
-    _same(again, optimize(w, partitioning="single"))
